@@ -1,0 +1,76 @@
+# shardc: `make` builds build/shardc; `make check` runs every test.
+# See docs/quickstart.md.
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+BUILD    ?= build
+CFLAGS   ?= -O2 -g
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
+ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -I$(BUILD)/gen -Icompiler/base
+FUZZ_SECONDS ?= 60
+
+SRC := $(wildcard compiler/base/*.c compiler/ir/*.c compiler/sema/*.c) compiler/driver/frontend.c
+GEN := $(BUILD)/gen/parser.c $(BUILD)/gen/lexer.c
+HDR := $(wildcard compiler/*/*.h) compiler/ir/ops.def $(BUILD)/gen/parser.h
+
+OBJ := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/parser.o $(BUILD)/obj/gen/lexer.o
+
+.PHONY: all check check-unit check-lit check-asan fuzz fuzz-smoke install clean deps
+
+all: $(BUILD)/shardc
+
+$(BUILD)/gen/parser.c $(BUILD)/gen/parser.h: grammar/parser.y
+	@mkdir -p $(BUILD)/gen
+	bison -Wall -Werror --defines=$(BUILD)/gen/parser.h -o $(BUILD)/gen/parser.c $<
+
+$(BUILD)/gen/lexer.c: grammar/lexer.l $(BUILD)/gen/parser.h
+	@mkdir -p $(BUILD)/gen
+	flex -o $@ $<
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Wall -Wno-unused-function -Wno-sign-compare -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.c $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(WARN) -c -o $@ $<
+
+$(BUILD)/libfrontend.a: $(OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/libfrontend.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lm
+
+$(BUILD)/test_ir: tests/unit/test_ir.c $(BUILD)/libfrontend.a
+	$(CC) $(ALL_CFLAGS) $(WARN) -o $@ $^ -lm
+
+# Every test: unit tests, lit golden and diagnostic tests, the same lit tests
+# under ASan+UBSan, and a short fuzz run.  Ends with "N passed, N failed".
+check: all $(BUILD)/test_ir
+	@tests/run-tests $(BUILD)
+
+check-asan:
+	$(MAKE) BUILD=build/asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" all
+
+# libFuzzer over the whole front end; the samples and tests are the corpus.
+$(BUILD)/fuzz_frontend: tests/fuzz/fuzz_frontend.c $(SRC) $(GEN) $(HDR)
+	clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all -I$(BUILD)/gen -Icompiler/base -o $@ tests/fuzz/fuzz_frontend.c $(SRC) $(GEN) -lm
+
+fuzz: $(BUILD)/fuzz_frontend
+	@mkdir -p $(BUILD)/fuzz-corpus
+	$(BUILD)/fuzz_frontend -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -max_len=4096 -dict=tests/fuzz/tdsl.dict $(BUILD)/fuzz-corpus samples tests/lit
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/shardc $(DESTDIR)$(PREFIX)/share/shardc/samples
+	install -m 755 $(BUILD)/shardc $(DESTDIR)$(PREFIX)/bin/shardc
+	install -m 644 docs/*.md $(DESTDIR)$(PREFIX)/share/doc/shardc
+	install -m 644 samples/*.tdsl $(DESTDIR)$(PREFIX)/share/shardc/samples
+
+deps:
+	tools/install-deps
+
+clean:
+	rm -rf build

@@ -1,0 +1,128 @@
+/* The syntax tree the parser builds.  It is a faithful picture of the source:
+ * names are interned symbols, nothing is resolved or checked yet.  Semantic
+ * analysis (compiler/sema) reads it once and lowers it to the IR. */
+#ifndef SHARDC_AST_H
+#define SHARDC_AST_H
+
+#include "base.h"
+
+typedef struct Expr Expr;
+typedef struct Stmt Stmt;
+
+typedef struct { void **items; int n, cap; } PtrVec;
+void ptrvec_push(Arena *a, PtrVec *v, void *p);
+
+typedef enum { DT_F32, DT_F64, DT_BF16, DT_F16, DT_I32, DT_BOOL, DT_COUNT } Dtype;
+
+/* `@X`, `@(X, Y)`, `@?`, or nothing. */
+typedef enum { AXES_NONE, AXES_LIST, AXES_OPEN } AxesKind;
+typedef struct {
+    AxesKind kind;
+    int n;
+    int *syms;       /* axis names, major first */
+    Loc *locs;
+    Loc loc;         /* of the '@' */
+} AstAxes;
+
+typedef struct {
+    Expr *size;
+    AstAxes axes;
+} AstDim;
+
+typedef struct {
+    Dtype dtype;
+    int ndims;
+    AstDim *dims;
+    Loc loc;
+} AstType;
+
+/* Operators: single characters stand for themselves ('+', '<', ...). */
+enum { OPR_LE = 256, OPR_GE, OPR_EQ, OPR_NE };
+
+typedef enum {
+    E_INT,      /* ival */
+    E_FLOAT,    /* fval */
+    E_NAME,     /* sym */
+    E_UNARY,    /* op, lhs */
+    E_BINARY,   /* op, lhs, rhs */
+    E_CALL,     /* sym(args); sym[binders](args) for sum[k](e) and friends */
+    E_INDEX,    /* lhs[args]: einsum access, integer index, slice or gather */
+    E_SLICE,    /* lo:hi inside a subscript; either side may be NULL */
+    E_LIST,     /* [a, b, ...] */
+    E_TUPLE,    /* (a, b, ...) */
+    E_TYPE,     /* a tensor type used as a value: zeros(f32[8, 16]) */
+} ExprKind;
+
+struct Expr {
+    ExprKind kind;
+    int op;          /* E_UNARY / E_BINARY: a character or OPR_* */
+    Loc loc;
+    int sym;
+    int64_t ival;
+    double fval;
+    Expr *lhs, *rhs;
+    PtrVec args;     /* Expr*: call arguments, subscripts, list items */
+    PtrVec binders;  /* Expr* (E_NAME) of sum[i, j](e); n == 0 otherwise */
+    AstType *type;   /* E_TYPE */
+    /* Scratch for index statements (sema/index.c), recomputed each time the
+     * statement is lowered: index labels occurring below this node, and the
+     * labels an Einstein sum reduces at this node. */
+    uint64_t occ, sum_here;
+};
+
+typedef struct {
+    int sym;
+    AstAxes axes;
+    Loc loc;
+} AstIndex;
+
+typedef enum { S_ASSIGN, S_INDEX, S_MULTI, S_RETURN, S_FOR } StmtKind;
+
+struct Stmt {
+    StmtKind kind;
+    Loc loc;
+    int sym;                /* S_ASSIGN, S_INDEX target; S_FOR variable */
+    PtrVec names;           /* S_MULTI: Expr* (E_NAME) targets */
+    AstIndex *indices;      /* S_INDEX left side */
+    int nindices;
+    Expr *value;            /* right side */
+    PtrVec values;          /* S_RETURN: Expr* */
+    Expr *lo, *hi;          /* S_FOR bounds */
+    PtrVec body;            /* S_FOR: Stmt* */
+};
+
+typedef struct {
+    int sym;
+    AstType *type;
+    Loc loc;
+} AstParam;
+
+typedef struct {
+    int sym;
+    int spmd;
+    Loc loc;
+    PtrVec params;          /* AstParam* */
+    PtrVec results;         /* AstType* */
+    PtrVec body;            /* Stmt* */
+    Loc end;                /* closing brace */
+} AstFn;
+
+typedef struct {
+    int sym;
+    Expr *value;
+    Loc loc;
+} AstBinding;           /* `X = 2` in a mesh line, `N = 1024` in a const line */
+
+typedef enum { TOP_MESH, TOP_CONST, TOP_FN } TopKind;
+typedef struct {
+    TopKind kind;
+    Loc loc;
+    PtrVec bindings;        /* AstBinding*: mesh axes or constants */
+    AstFn *fn;
+} AstTop;
+
+typedef struct {
+    PtrVec tops;            /* AstTop*, in source order */
+} AstProgram;
+
+#endif

@@ -1,0 +1,54 @@
+#include "frontend.h"
+
+#include <string.h>
+
+/* Match `--mesh` to the program's mesh line: same axes, same order. */
+static int match_mesh(Compilation *c, const MeshFlag *flag, MeshOverride *ov) {
+    const AstTop *mesh = NULL;
+    for (int i = 0; i < c->ast.tops.n && !mesh; i++)
+        if (((AstTop *)c->ast.tops.items[i])->kind == TOP_MESH)
+            mesh = c->ast.tops.items[i];
+    FILE *out = c->diag.out;
+    int n = mesh ? mesh->bindings.n : 0, same = n == flag->n;
+    for (int i = 0; same && i < n; i++)
+        same = strcmp(sym_name(&c->syms, ((AstBinding *)mesh->bindings.items[i])->sym), flag->name[i]) == 0;
+    if (!same) {
+        if (out) {
+            fprintf(out, "shardc: error: --mesh names axes ");
+            for (int i = 0; i < flag->n; i++)
+                fprintf(out, "%s%s", i ? "," : "", flag->name[i]);
+            fprintf(out, " but the program's mesh has %s", n ? "" : "none");
+            for (int i = 0; i < n; i++)
+                fprintf(out, "%s%s", i ? "," : "", sym_name(&c->syms, ((AstBinding *)mesh->bindings.items[i])->sym));
+            fputc('\n', out);
+        }
+        return -1;
+    }
+    ov->n = n;
+    memcpy(ov->size, flag->size, sizeof ov->size);
+    return 0;
+}
+
+int frontend_compile(Compilation *c, const char *path, const char *text, size_t len,
+                     FILE *diag_out, const MeshFlag *mesh) {
+    c->syms.arena = &c->arena;
+    c->diag = (Diag){path, text, len, diag_out, 0, NULL};
+    if (parse_program(&c->arena, &c->syms, &c->diag, &c->ast) != 0)
+        return FRONTEND_USER_ERROR;
+    MeshOverride ov = {0};
+    if (mesh && mesh->n && match_mesh(c, mesh, &ov) != 0)
+        return FRONTEND_USAGE_ERROR;
+    module_init(&c->module, &c->arena, &c->syms);
+    if (sema_program(&c->module, &c->diag, &c->ast, &ov) != 0)
+        return FRONTEND_USER_ERROR;
+    char msg[VERIFY_MSG_SIZE];
+    const char *err = ir_verify(&c->module, msg);
+    if (err) {
+        if (diag_out)
+            fprintf(diag_out, "shardc: internal error: the IR after sema is invalid: %s\n", err);
+        return FRONTEND_INTERNAL_ERROR;
+    }
+    return FRONTEND_OK;
+}
+
+void compilation_free(Compilation *c) { arena_free(&c->arena); }

@@ -1,0 +1,31 @@
+/* The front end as one call: parse, check and lower a source text to a
+ * verified module.  Shared by the shardc driver and the fuzz target. */
+#ifndef SHARDC_FRONTEND_H
+#define SHARDC_FRONTEND_H
+
+#include "../base/parse.h"
+#include "../sema/sema_api.h"
+
+typedef struct {
+    int n;
+    char name[MAX_AXES][64];
+    int64_t size[MAX_AXES];
+} MeshFlag;                     /* --mesh A=4,B=2 as written */
+
+typedef struct {
+    Arena arena;
+    Symtab syms;
+    Diag diag;
+    AstProgram ast;
+    Module module;
+} Compilation;
+
+enum { FRONTEND_OK = 0, FRONTEND_USER_ERROR = 1, FRONTEND_USAGE_ERROR = 2, FRONTEND_INTERNAL_ERROR = 3 };
+
+/* `c` must be zeroed; `text` must stay alive and be NUL-terminated at len.
+ * Diagnostics go to `diag_out` (NULL: silent).  Returns a FRONTEND_ code. */
+int frontend_compile(Compilation *c, const char *path, const char *text, size_t len,
+                     FILE *diag_out, const MeshFlag *mesh);
+void compilation_free(Compilation *c);
+
+#endif

@@ -1,0 +1,183 @@
+/* The shardc command line (docs/cli.md).  Exit status: 0 success, 1 an
+ * error in the program, 2 bad command-line use, 3 an internal error. */
+#include "frontend.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHARDC_VERSION "0.1.0"
+
+static const char usage[] =
+    "usage: shardc COMMAND prog.tdsl [options]\n"
+    "\n"
+    "commands:\n"
+    "  check   parse, type-check and lower; print errors only\n"
+    "  dump    print the IR after a stage (--stage parsed)\n"
+    "  compile emit C (not implemented yet)\n"
+    "  build   emit C and link an executable (not implemented yet)\n"
+    "  run     build and run a function (not implemented yet)\n"
+    "\n"
+    "options:\n"
+    "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
+    "  --stage STAGE    with dump: parsed (sharded, partitioned and scheduled are not implemented yet)\n"
+    "  --fn NAME        with dump: print only this function\n"
+    "  -o FILE          output file (compile, build)\n"
+    "  -h, --help       show this help\n"
+    "  --version        show the version\n";
+
+typedef struct {
+    const char *command, *input, *stage, *fn, *output;
+    MeshFlag mesh;
+} Options;
+
+static int usage_error(const char *fmt, const char *arg) {
+    fputs("shardc: error: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nrun 'shardc --help' for usage\n", stderr);
+    return 2;
+}
+
+static int parse_mesh_flag(const char *spec, MeshFlag *mesh) {
+    const char *p = spec;
+    mesh->n = 0;
+    while (*p) {
+        if (mesh->n == MAX_AXES)
+            return -1;
+        const char *eq = strchr(p, '=');
+        if (!eq || eq == p || (size_t)(eq - p) >= sizeof mesh->name[0])
+            return -1;
+        memcpy(mesh->name[mesh->n], p, (size_t)(eq - p));
+        mesh->name[mesh->n][eq - p] = '\0';
+        char *end;
+        errno = 0;
+        long long n = strtoll(eq + 1, &end, 10);
+        if (errno || end == eq + 1 || n < 1 || n > 65536 || (*end && *end != ','))
+            return -1;
+        mesh->size[mesh->n++] = n;
+        p = *end ? end + 1 : end;
+        if (*end == ',' && !*p)
+            return -1;
+    }
+    return mesh->n ? 0 : -1;
+}
+
+static int parse_args(int argc, char **argv, Options *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **slot = strcmp(a, "--stage") == 0 ? &o->stage
+                          : strcmp(a, "--fn") == 0 ? &o->fn
+                          : strcmp(a, "-o") == 0 ? &o->output : NULL;
+        if (slot || strcmp(a, "--mesh") == 0) {
+            if (i + 1 == argc)
+                return usage_error("%s needs a value", a);
+            const char *v = argv[++i];
+            if (slot)
+                *slot = v;
+            else if (parse_mesh_flag(v, &o->mesh) != 0)
+                return usage_error("bad --mesh '%s': expected NAME=SIZE,... with sizes >= 1", v);
+        } else if (a[0] == '-' && a[1])
+            return usage_error("unknown option '%s'", a);
+        else if (!o->command)
+            o->command = a;
+        else if (!o->input)
+            o->input = a;
+        else
+            return usage_error("unexpected argument '%s'", a);
+    }
+    return 0;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger)
+                free(buf);
+            buf = bigger;
+        }
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (!buf || failed) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static int fn_symbol(const Compilation *c, const char *name) {
+    for (int f = 0; f < c->module.nfns; f++)
+        if (strcmp(sym_name(&c->syms, c->module.fns[f].sym), name) == 0)
+            return c->module.fns[f].sym;
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    Options o = {0};
+    if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+        printf("shardc %s\n", SHARDC_VERSION);
+        return 0;
+    }
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc;
+    if (!o.command)
+        return usage_error("%s", "no command given");
+    int is_check = strcmp(o.command, "check") == 0, is_dump = strcmp(o.command, "dump") == 0;
+    if (!is_check && !is_dump) {
+        if (strcmp(o.command, "compile") == 0 || strcmp(o.command, "build") == 0 || strcmp(o.command, "run") == 0) {
+            fprintf(stderr, "shardc: error: '%s' is not implemented yet: code generation has not landed "
+                            "(check and dump --stage parsed work today)\n", o.command);
+            return 2;
+        }
+        return usage_error("unknown command '%s'", o.command);
+    }
+    if (!o.input)
+        return usage_error("%s needs an input file", o.command);
+    if (is_dump) {
+        if (!o.stage)
+            return usage_error("%s", "dump needs --stage parsed");
+        if (strcmp(o.stage, "sharded") == 0 || strcmp(o.stage, "partitioned") == 0 || strcmp(o.stage, "scheduled") == 0) {
+            fprintf(stderr, "shardc: error: stage '%s' is not implemented yet (only 'parsed' is)\n", o.stage);
+            return 2;
+        }
+        if (strcmp(o.stage, "parsed") != 0)
+            return usage_error("unknown stage '%s': stages are parsed, sharded, partitioned, scheduled", o.stage);
+    }
+    size_t len;
+    char *text = read_file(o.input, &len);
+    if (!text) {
+        fprintf(stderr, "shardc: error: cannot read '%s': %s\n", o.input, strerror(errno ? errno : EIO));
+        return 1;
+    }
+    Compilation c = {0};
+    rc = frontend_compile(&c, o.input, text, len, stderr, &o.mesh);
+    if (rc == FRONTEND_OK && is_dump) {
+        int only = -1;
+        if (o.fn && (only = fn_symbol(&c, o.fn)) < 0) {
+            fprintf(stderr, "shardc: error: no function named '%s' in %s\n", o.fn, o.input);
+            rc = 2;
+        } else
+            ir_dump(&c.module, stdout, only);
+    }
+    compilation_free(&c);
+    free(text);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "shardc: error: cannot write the output\n");
+        return 1;
+    }
+    return rc;
+}

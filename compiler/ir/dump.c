@@ -1,0 +1,355 @@
+/* Printing the IR as HLO-like text (docs/ir.md):
+ *   %name = op(operands) attributes : type sharding
+ * Output depends only on the module, so dumps are byte-identical run to run. */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const Module *m;
+    FILE *out;
+    const Fn *fn;
+    const char **names;          /* value -> printed name, without the % */
+    int *uses;                   /* symbol id -> how many values took its name */
+    Arena arena;
+} Printer;
+
+static const char *const cmp_name[] = {"LT", "LE", "GT", "GE", "EQ", "NE"};
+static const char *const reducer_name[] = {"add", "maximum", "minimum"};
+
+void ir_print_shape(FILE *out, const Shape *s) {
+    fprintf(out, "%s[", dtype_name[s->dtype]);
+    for (int d = 0; d < s->rank; d++)
+        fprintf(out, "%s%lld", d ? "," : "", (long long)s->dims[d]);
+    fputc(']', out);
+}
+
+static void print_axes_set(FILE *out, const Module *m, const int *axes, int n) {
+    for (int i = 0; i < n; i++)
+        fprintf(out, "%s%s", i ? "," : "", sym_name(m->syms, m->axis_sym[axes[i]]));
+}
+
+void ir_print_sharding(FILE *out, const Module *m, const Shape *s, const Sharding *sh) {
+    if (!sh->known)
+        return;
+    fputs(" {", out);
+    for (int d = 0; d < s->rank; d++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
+        if (d)
+            fputc(',', out);
+        if (sh->open >> d & 1)
+            fputc('?', out);
+        else if (n == 0)
+            fputc('_', out);
+        else if (n == 1)
+            print_axes_set(out, m, axes, 1);
+        else {
+            fputc('(', out);
+            print_axes_set(out, m, axes, n);
+            fputc(')', out);
+        }
+    }
+    fputc('}', out);
+    int partial[MAX_AXES], np = 0;
+    for (int a = 0; a < m->naxes; a++)
+        if (sh->dim[a] == SH_PARTIAL)
+            partial[np++] = a;
+    if (np) {
+        fprintf(out, " partial%s={", sh->reducer == RED_SUM ? "" : sh->reducer == RED_MAX ? "_max" : "_min");
+        print_axes_set(out, m, partial, np);
+        fputc('}', out);
+    }
+}
+
+static void print_type(Printer *p, const Shape *s, const Sharding *sh) {
+    ir_print_shape(p->out, s);
+    ir_print_sharding(p->out, p->m, s, sh);
+}
+
+static void print_int_list(FILE *out, const char *label, const int64_t *v, int n) {
+    fprintf(out, "%s={", label);
+    for (int i = 0; i < n; i++)
+        fprintf(out, "%s%lld", i ? "," : "", (long long)v[i]);
+    fputc('}', out);
+}
+
+/* Replica groups of a collective over `axes` (major first): one group per
+ * coordinate of the other axes, members in the order the axes give. */
+static void print_groups(Printer *p, const int64_t *axes, int n, const int64_t *pairs, int npairs) {
+    const Module *m = p->m;
+    int64_t stride[MAX_AXES], total = 1;
+    for (int a = m->naxes - 1; a >= 0; a--) {
+        stride[a] = total;
+        total *= m->axis_size[a];
+    }
+    uint32_t in_group = 0;
+    int64_t group_size = 1;
+    for (int i = 0; i < n; i++) {
+        in_group |= 1u << axes[i];
+        group_size *= m->axis_size[axes[i]];
+    }
+    fputs(pairs ? "source_target_pairs={" : "replica_groups={", p->out);
+    int first = 1;
+    for (int64_t dev = 0; dev < total; dev++) {
+        int leader = 1;          /* the group's first member: coordinate 0 on every group axis */
+        for (int a = 0; a < m->naxes; a++)
+            if ((in_group >> a & 1) && (dev / stride[a]) % m->axis_size[a] != 0)
+                leader = 0;
+        if (!leader)
+            continue;
+        int64_t member[1024];
+        int64_t count = group_size < 1024 ? group_size : 1024;
+        for (int64_t k = 0; k < count; k++) {
+            int64_t id = dev, rest = k;
+            for (int i = n - 1; i >= 0; i--) {
+                int64_t size = m->axis_size[axes[i]];
+                id += (rest % size) * stride[axes[i]];
+                rest /= size;
+            }
+            member[k] = id;
+        }
+        if (pairs) {
+            for (int i = 0; i + 1 < npairs; i += 2)
+                fprintf(p->out, "%s{%lld,%lld}", first ? "" : ",", (long long)member[pairs[i]],
+                        (long long)member[pairs[i + 1]]), first = 0;
+        } else {
+            fputs(first ? "{" : ",{", p->out);
+            for (int64_t k = 0; k < count; k++)
+                fprintf(p->out, "%s%lld", k ? "," : "", (long long)member[k]);
+            fputc('}', p->out);
+            first = 0;
+        }
+    }
+    fputc('}', p->out);
+}
+
+static void print_axes_attr(Printer *p, const int64_t *axes, int n) {
+    fputs("axes={", p->out);
+    for (int i = 0; i < n; i++)
+        fprintf(p->out, "%s%s", i ? "," : "", sym_name(p->m->syms, p->m->axis_sym[axes[i]]));
+    fputs("}, ", p->out);
+    print_groups(p, axes, n, NULL, 0);
+}
+
+static void print_dot_dims(Printer *p, const Inst *in) {
+    const Fn *fn = p->fn;
+    const Shape *a = &fn->insts[ir_arg(fn, in, 0)].type, *b = &fn->insts[ir_arg(fn, in, 1)].type;
+    const int64_t *la = &fn->ints[in->attrs], *lb = la + a->rank, *lr = lb + b->rank;
+    int64_t lbatch[MAX_RANK], rbatch[MAX_RANK], lcon[MAX_RANK], rcon[MAX_RANK];
+    int nb = 0, nc = 0;
+    for (int i = 0; i < a->rank; i++)
+        for (int j = 0; j < b->rank; j++) {
+            if (la[i] != lb[j])
+                continue;
+            int kept = 0;
+            for (int k = 0; k < in->type.rank; k++)
+                kept |= lr[k] == la[i];
+            if (kept)
+                lbatch[nb] = i, rbatch[nb++] = j;
+            else
+                lcon[nc] = i, rcon[nc++] = j;
+        }
+    const char *sep = "";
+    if (nb) {
+        print_int_list(p->out, "lhs_batch_dims", lbatch, nb);
+        fputs(", ", p->out);
+        print_int_list(p->out, "rhs_batch_dims", rbatch, nb);
+        sep = ", ";
+    }
+    fputs(sep, p->out);
+    print_int_list(p->out, "lhs_contracting_dims", lcon, nc);
+    fputs(", ", p->out);
+    print_int_list(p->out, "rhs_contracting_dims", rcon, nc);
+    /* A label on one side only that is not in the result is summed there. */
+    int64_t lsum[MAX_RANK], rsum[MAX_RANK];
+    int nls = 0, nrs = 0;
+    for (int t = 0; t < 2; t++) {
+        const int64_t *l = t ? lb : la, *o = t ? la : lb;
+        int rank = t ? b->rank : a->rank, orank = t ? a->rank : b->rank;
+        for (int i = 0; i < rank; i++) {
+            int seen = 0;
+            for (int k = 0; k < orank; k++)
+                seen |= o[k] == l[i];
+            for (int k = 0; k < in->type.rank; k++)
+                seen |= lr[k] == l[i];
+            if (!seen) {
+                if (t)
+                    rsum[nrs++] = i;
+                else
+                    lsum[nls++] = i;
+            }
+        }
+    }
+    if (nls) {
+        fputs(", ", p->out);
+        print_int_list(p->out, "lhs_reduced_dims", lsum, nls);
+    }
+    if (nrs) {
+        fputs(", ", p->out);
+        print_int_list(p->out, "rhs_reduced_dims", rsum, nrs);
+    }
+}
+
+static void print_attrs(Printer *p, const Inst *in) {
+    const Fn *fn = p->fn;
+    const int64_t *at = &fn->ints[in->attrs];
+    FILE *out = p->out;
+    int rank = in->nargs ? fn->insts[ir_arg(fn, in, 0)].type.rank : 0;
+    switch ((Op)in->op) {
+    case OP_IOTA: fprintf(out, " iota_dimension=%lld", (long long)at[0]); break;
+    case OP_AXIS_INDEX: fputc(' ', out); print_axes_attr(p, at, in->nattrs); break;
+    case OP_COMPARE: fprintf(out, " direction=%s", cmp_name[at[0]]); break;
+    case OP_BROADCAST: case OP_TRANSPOSE:
+        fputc(' ', out);
+        print_int_list(out, "dimensions", at, in->nattrs);
+        break;
+    case OP_DOT: fputc(' ', out); print_dot_dims(p, in); break;
+    case OP_REDUCE:
+        fputc(' ', out);
+        print_int_list(out, "dimensions", at + 1, in->nattrs - 1);
+        fprintf(out, ", to_apply=%s", reducer_name[at[0]]);
+        break;
+    case OP_SLICE:
+        fputs(" slice={", out);
+        for (int d = 0; d < rank; d++)
+            fprintf(out, "%s[%lld:%lld]", d ? ", " : "", (long long)at[d], (long long)at[rank + d]);
+        fputc('}', out);
+        break;
+    case OP_DYNAMIC_SLICE:
+        fputc(' ', out);
+        print_int_list(out, "dynamic_slice_sizes", in->type.dims, in->type.rank);
+        break;
+    case OP_CONCAT: fprintf(out, " dimensions={%lld}", (long long)at[0]); break;
+    case OP_ROLL: fprintf(out, " shift=%lld, dimension=%lld", (long long)at[0], (long long)at[1]); break;
+    case OP_GATHER: fprintf(out, " dimension=%lld", (long long)at[0]); break;
+    case OP_CALL: fprintf(out, " to_apply=%s", sym_name(p->m->syms, p->m->fns[at[0]].sym)); break;
+    case OP_GET_TUPLE_ELEMENT: fprintf(out, " index=%lld", (long long)at[0]); break;
+    case OP_ALL_REDUCE:
+        fputc(' ', out);
+        print_axes_attr(p, at + 1, in->nattrs - 1);
+        fprintf(out, ", to_apply=%s", reducer_name[at[0]]);
+        break;
+    case OP_ALL_GATHER:
+        fputc(' ', out);
+        print_axes_attr(p, at + 1, in->nattrs - 1);
+        fprintf(out, ", dimensions={%lld}", (long long)at[0]);
+        break;
+    case OP_REDUCE_SCATTER:
+        fputc(' ', out);
+        print_axes_attr(p, at + 2, in->nattrs - 2);
+        fprintf(out, ", dimensions={%lld}, to_apply=%s", (long long)at[1], reducer_name[at[0]]);
+        break;
+    case OP_ALL_TO_ALL:
+        fputc(' ', out);
+        print_axes_attr(p, at + 2, in->nattrs - 2);
+        fprintf(out, ", split_dimension=%lld, concat_dimension=%lld", (long long)at[0], (long long)at[1]);
+        break;
+    case OP_COLLECTIVE_PERMUTE: {
+        int naxes = (int)at[0];
+        fputs(" axes={", out);
+        for (int i = 0; i < naxes; i++)
+            fprintf(out, "%s%s", i ? "," : "", sym_name(p->m->syms, p->m->axis_sym[at[1 + i]]));
+        fputs("}, ", out);
+        print_groups(p, at + 1, naxes, at + 1 + naxes, in->nattrs - 1 - naxes);
+        break;
+    }
+    default: break;
+    }
+}
+
+/* `%h` for the first value named h, then `%h.1`, `%h.2`; temporaries are
+ * named after their op.  Op names are interned with user names, so the two
+ * never collide. */
+static void name_values(Printer *p) {
+    const Fn *fn = p->fn;
+    for (int v = 0; v < fn->ninsts; v++) {
+        const Inst *in = &fn->insts[v];
+        int base = in->sym >= 0 ? in->sym : p->m->op_sym[in->op];
+        int k = p->uses[base]++;
+        const char *s = sym_name(p->m->syms, base);
+        p->names[v] = k ? arena_printf(&p->arena, "%s.%d", s, k) : s;
+    }
+}
+
+static void print_constant(Printer *p, const Inst *in) {
+    if (in->type.dtype == DT_BOOL)
+        fputs(in->value != 0 ? "true" : "false", p->out);
+    else if (in->type.dtype == DT_I32)
+        fprintf(p->out, "%lld", (long long)in->value);
+    else
+        fprintf(p->out, "%.9g", in->value);
+}
+
+static void print_inst(Printer *p, int v) {
+    const Fn *fn = p->fn;
+    const Inst *in = &fn->insts[v];
+    FILE *out = p->out;
+    if (in->op == OP_RETURN)
+        fputs("  return(", out);
+    else
+        fprintf(out, "  %%%s = %s(", p->names[v], op_info[in->op].name);
+    if (in->op == OP_PARAMETER)
+        fprintf(out, "%lld", (long long)ir_attr(fn, in, 0));
+    else if (in->op == OP_CONSTANT)
+        print_constant(p, in);
+    for (int i = 0; i < in->nargs; i++)
+        fprintf(out, "%s%%%s", i ? ", " : "", p->names[ir_arg(fn, in, i)]);
+    fputc(')', out);
+    print_attrs(p, in);
+    if (in->op != OP_RETURN) {
+        fputs(" : ", out);
+        if (in->type.dtype == DT_TUPLE)
+            fputs("tuple", out);
+        else
+            print_type(p, &in->type, &in->sh);
+    }
+    fputc('\n', out);
+}
+
+static void print_signature(Printer *p) {
+    const Fn *fn = p->fn;
+    FILE *out = p->out;
+    fprintf(out, "%sfn %s(", fn->spmd ? "spmd " : "", sym_name(p->m->syms, fn->sym));
+    for (int i = 0; i < fn->nparams; i++) {
+        const Inst *param = NULL;
+        for (int v = 0; v < fn->ninsts && !param; v++)
+            if (fn->insts[v].op == OP_PARAMETER && ir_attr(fn, &fn->insts[v], 0) == i)
+                param = &fn->insts[v];
+        fprintf(out, "%s%s: ", i ? ", " : "", param ? sym_name(p->m->syms, param->sym) : "_");
+        print_type(p, &fn->params[i].type, &fn->params[i].sh);
+    }
+    fputs(") -> ", out);
+    if (fn->nresults != 1)
+        fputc('(', out);
+    for (int i = 0; i < fn->nresults; i++) {
+        if (i)
+            fputs(", ", out);
+        print_type(p, &fn->results[i].type, &fn->results[i].sh);
+    }
+    fputs(fn->nresults != 1 ? ") {\n" : " {\n", out);
+}
+
+void ir_dump(const Module *m, FILE *out, int only_fn_sym) {
+    fputs("mesh ", out);
+    for (int a = 0; a < m->naxes; a++)
+        fprintf(out, "%s%s=%lld", a ? ", " : "", sym_name(m->syms, m->axis_sym[a]), (long long)m->axis_size[a]);
+    if (m->naxes == 0)
+        fputs("(one device)", out);
+    fputc('\n', out);
+    for (int f = 0; f < m->nfns; f++) {
+        const Fn *fn = &m->fns[f];
+        if (only_fn_sym >= 0 && fn->sym != only_fn_sym)
+            continue;
+        Printer p = {m, out, fn, NULL, NULL, {0}};
+        p.names = arena_alloc(&p.arena, sizeof(char *) * (size_t)(fn->ninsts + 1));
+        p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
+        name_values(&p);
+        fputc('\n', out);
+        print_signature(&p);
+        for (int v = 0; v < fn->ninsts; v++)
+            print_inst(&p, v);
+        fputs("}\n", out);
+        arena_free(&p.arena);
+    }
+}

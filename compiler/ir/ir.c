@@ -1,0 +1,110 @@
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const dtype_name[DT_COUNT + 1] = {"f32", "f64", "bf16", "f16", "i32", "bool", "tuple"};
+
+int dtype_is_float(int dt) { return dt == DT_F32 || dt == DT_F64 || dt == DT_BF16 || dt == DT_F16; }
+
+void module_init(Module *m, Arena *arena, Symtab *syms) {
+    memset(m, 0, sizeof *m);
+    m->arena = arena;
+    m->syms = syms;
+    for (int op = 0; op < OP_COUNT; op++)
+        m->op_sym[op] = sym_intern(syms, op_info[op].name, strlen(op_info[op].name));
+}
+
+Fn *module_add_fn(Module *m, int sym, int spmd, Loc loc) {
+    Fn *fn = VEC_PUSH(m->arena, m->fns, m->nfns, m->fns_cap);
+    memset(fn, 0, sizeof *fn);
+    fn->sym = sym;
+    fn->spmd = spmd;
+    fn->loc = loc;
+    return fn;
+}
+
+/* Append an instruction.  `in.type` carries what the operands cannot tell
+ * (the dtype of a convert, the shape of a reshape or constant); op_infer
+ * computes the rest, and disagreement is a compiler bug. */
+int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
+            const int64_t *attrs, int nattrs, const Shape *type, Loc loc) {
+    Inst *in = VEC_PUSH(m->arena, fn->insts, fn->ninsts, fn->insts_cap);
+    in->op = (uint16_t)op;
+    in->sym = -1;
+    in->loc = loc;
+    in->args = fn->nargs;
+    in->nargs = nargs;
+    for (int i = 0; i < nargs; i++)
+        *VEC_PUSH(m->arena, fn->args, fn->nargs, fn->args_cap) = args[i];
+    in->attrs = fn->nints;
+    in->nattrs = nattrs;
+    for (int i = 0; i < nattrs; i++)
+        *VEC_PUSH(m->arena, fn->ints, fn->nints, fn->ints_cap) = attrs[i];
+    if (type)
+        in->type = *type;
+    Shape out;
+    const char *err = op_infer(m, fn, in, &out);
+    if (err) {
+        fprintf(stderr, "shardc: internal error: %s builds a bad %s: %s\n",
+                sym_name(m->syms, fn->sym), op_info[op].name, err);
+        abort();
+    }
+    in->type = out;
+    return fn->ninsts - 1;
+}
+
+int64_t shape_elems(const Shape *s) {
+    int64_t n = 1;
+    for (int d = 0; d < s->rank; d++)
+        n *= s->dims[d];
+    return n;
+}
+
+int shape_eq(const Shape *a, const Shape *b) {
+    if (a->dtype != b->dtype || a->rank != b->rank)
+        return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return 0;
+    return 1;
+}
+
+int sharding_eq(const Sharding *a, const Sharding *b) {
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+int64_t axes_size(const Module *m, uint32_t mask) {
+    int64_t n = 1;
+    for (int a = 0; a < m->naxes; a++)
+        if (mask >> a & 1)
+            n *= m->axis_size[a];
+    return n;
+}
+
+int sharding_dim_axes(const Sharding *sh, int d, int axes[MAX_AXES]) {
+    int n = 0;
+    for (int a = 0; a < MAX_AXES; a++)
+        if (sh->known && sh->dim[a] == d)
+            axes[n++] = a;
+    /* Order by position: at most MAX_AXES items, insertion sort. */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && sh->pos[axes[j]] < sh->pos[axes[j - 1]]; j--) {
+            int t = axes[j];
+            axes[j] = axes[j - 1];
+            axes[j - 1] = t;
+        }
+    return n;
+}
+
+Shape shape_local(const Module *m, const Shape *global, const Sharding *sh) {
+    Shape s = *global;
+    if (!sh->known)
+        return s;
+    for (int a = 0; a < m->naxes; a++) {
+        int d = sh->dim[a];
+        if (d >= 0 && d < s.rank)
+            s.dims[d] = (s.dims[d] + m->axis_size[a] - 1) / m->axis_size[a];
+    }
+    return s;
+}

@@ -1,0 +1,153 @@
+/* The shardc IR: a typed SSA program in the spirit of XLA's HLO.
+ *
+ * A function is an array of instructions; an instruction's index is the
+ * value it defines, and operands are earlier indices (a straight-line
+ * program: loops are unrolled by sema).  Every value carries a shape and a
+ * sharding, so the same structures serve every stage from `parsed` (global
+ * shapes, user shardings) to `partitioned` (per-device shapes, collectives). */
+#ifndef SHARDC_IR_H
+#define SHARDC_IR_H
+
+#include "../base/ast.h"
+
+enum { MAX_RANK = 8, MAX_AXES = 8 };
+
+/* Dtypes beyond the user's: a call with several results yields a tuple. */
+enum { DT_TUPLE = DT_COUNT };
+
+typedef struct {
+    uint8_t dtype;
+    uint8_t rank;
+    int64_t dims[MAX_RANK];
+} Shape;
+
+typedef enum { RED_SUM, RED_MAX, RED_MIN } Reducer;
+typedef enum { CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_EQ, CMP_NE } Cmp;
+
+/* A sharding is stored per mesh axis, which makes "an axis splits at most one
+ * dim" true by construction: dim[a] is the tensor dim axis a splits, or
+ * SH_REPLICATED, or SH_PARTIAL when the value holds unreduced partial results
+ * along a.  Axes that split the same dim are ordered by pos[a], major first. */
+enum { SH_REPLICATED = -1, SH_PARTIAL = -2 };
+typedef struct {
+    int8_t dim[MAX_AXES];
+    uint8_t pos[MAX_AXES];
+    uint8_t open;        /* bit d: dim d is open (`@?`): the compiler chooses */
+    uint8_t reducer;     /* Reducer of the partial axes */
+    uint8_t known;       /* 0: no sharding assigned (yet) */
+} Sharding;
+
+typedef enum {
+#define OP(id, name, nargs, cls) id,
+#include "ops.def"
+#undef OP
+    OP_COUNT
+} Op;
+
+enum { INST_CONSTRAINED = 1 };   /* sharding fixed by the user */
+
+typedef struct {
+    uint16_t op;
+    uint8_t flags;
+    int32_t sym;                 /* source name, -1 for temporaries */
+    int32_t args, nargs;         /* operands: Fn.args[args .. args+nargs) */
+    int32_t attrs, nattrs;       /* attributes: Fn.ints[attrs ..) */
+    double value;                /* OP_CONSTANT */
+    Shape type;
+    Sharding sh;
+    Loc loc;
+} Inst;
+
+typedef struct {
+    Shape type;                  /* global */
+    Sharding sh;
+} Sig;
+
+typedef struct {
+    int sym;
+    int spmd;
+    Loc loc;
+    Inst *insts;
+    int ninsts, insts_cap;
+    int32_t *args;
+    int nargs, args_cap;
+    int64_t *ints;
+    int nints, ints_cap;
+    Sig *params, *results;       /* declared global types and shardings */
+    int nparams, nresults;
+} Fn;
+
+typedef struct {
+    Arena *arena;
+    Symtab *syms;
+    int naxes;
+    int axis_sym[MAX_AXES];
+    int64_t axis_size[MAX_AXES];
+    Fn *fns;
+    int nfns, fns_cap;
+    int op_sym[OP_COUNT];        /* op names interned, to name temporaries */
+} Module;
+
+void module_init(Module *m, Arena *arena, Symtab *syms);
+
+/* ---- op facts (ops.c) ---- */
+typedef struct {
+    const char *name;
+    int nargs;                   /* -1: variadic */
+} OpInfo;
+extern const OpInfo op_info[OP_COUNT];
+
+/* A factor rule: the op's iteration space as factors, and for each operand
+ * (then the result) which factors each dim is made of, major first. */
+enum { MAX_FACTORS = 24, MAX_RULE_TENSORS = 33, MAX_DIM_FACTORS = MAX_RANK };
+typedef enum {
+    FACTOR_PASS,         /* in operands and result with the same extent */
+    FACTOR_REDUCTION,    /* in operands only: summed away */
+    FACTOR_REPLICATE,    /* extents differ between tensors (slice, concat, roll) */
+} FactorKind;
+typedef struct {
+    int nfactors, ntensors;      /* tensors: operands, then the result */
+    int64_t size[MAX_FACTORS];
+    uint8_t kind[MAX_FACTORS];
+    uint8_t rank[MAX_RULE_TENSORS];
+    uint8_t ndf[MAX_RULE_TENSORS][MAX_RANK];
+    uint8_t f[MAX_RULE_TENSORS][MAX_RANK][MAX_DIM_FACTORS];
+} Rule;
+
+/* Infer the result shape of `in` from its operands and attributes.  Returns
+ * NULL, or a message saying what is inconsistent. */
+const char *op_infer(const Module *m, const Fn *fn, const Inst *in, Shape *out);
+/* Build the factor rule; returns 0 for ops without one (leaves, calls,
+ * collectives, too many operands). */
+int op_rule(const Fn *fn, const Inst *in, Rule *rule);
+
+/* ---- building (ir.c) ---- */
+Fn *module_add_fn(Module *m, int sym, int spmd, Loc loc);
+int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
+            const int64_t *attrs, int nattrs, const Shape *type, Loc loc);
+static inline Inst *ir_inst(const Fn *fn, int v) { return &fn->insts[v]; }
+static inline int32_t ir_arg(const Fn *fn, const Inst *in, int i) { return fn->args[in->args + i]; }
+static inline int64_t ir_attr(const Fn *fn, const Inst *in, int i) { return fn->ints[in->attrs + i]; }
+
+int64_t shape_elems(const Shape *s);
+int shape_eq(const Shape *a, const Shape *b);
+int sharding_eq(const Sharding *a, const Sharding *b);
+int64_t axes_size(const Module *m, uint32_t axis_mask);
+/* Local (per-device) shape of a global shape under a sharding: split dims
+ * rounded up, as uneven dims are padded to the ceiling. */
+Shape shape_local(const Module *m, const Shape *global, const Sharding *sh);
+/* Axes splitting dim d, major first; returns how many. */
+int sharding_dim_axes(const Sharding *sh, int d, int axes[MAX_AXES]);
+extern const char *const dtype_name[DT_COUNT + 1];
+int dtype_is_float(int dt);
+
+/* ---- checking and printing ---- */
+/* Check every invariant of the module; returns NULL or a description of
+ * the first violation (a compiler bug, not a user error). */
+enum { VERIFY_MSG_SIZE = 256 };
+const char *ir_verify(const Module *m, char buf[VERIFY_MSG_SIZE]);
+void ir_dump(const Module *m, FILE *out, int only_fn_sym);
+void ir_print_shape(FILE *out, const Shape *s);
+void ir_print_sharding(FILE *out, const Module *m, const Shape *s, const Sharding *sh);
+
+#endif

@@ -1,0 +1,561 @@
+/* Op facts: printed names, result-shape inference and factor rules, one
+ * function pair per shape class of ops.def.  Sema builds instructions
+ * through op_infer, the verifier re-checks them with it, and sharding
+ * propagation reads op_rule: one source of truth for what each op does to
+ * shapes. */
+#include "ir.h"
+
+#include <string.h>
+
+const OpInfo op_info[OP_COUNT] = {
+#define OP(id, name, nargs, cls) [id] = {name, nargs},
+#include "ops.def"
+#undef OP
+};
+
+typedef enum {
+    C_LEAF, C_ELEMENTWISE, C_CONVERT, C_COMPARE, C_SELECT, C_BROADCAST,
+    C_TRANSPOSE, C_RESHAPE, C_DOT, C_REDUCE, C_SLICE, C_DYNAMIC_SLICE, C_CONCAT,
+    C_ROLL, C_GATHER, C_CALL, C_TUPLE_ELEMENT, C_RETURN, C_ALL_REDUCE,
+    C_ALL_GATHER, C_REDUCE_SCATTER, C_ALL_TO_ALL, C_PERMUTE,
+} OpClass;
+
+static const uint8_t op_class[OP_COUNT] = {
+#define OP(id, name, nargs, cls) [id] = C_##cls,
+#include "ops.def"
+#undef OP
+};
+
+/* ---- shape inference ---- */
+
+typedef struct {
+    const Module *m;
+    const Fn *fn;
+    const Inst *in;
+    const Shape *arg[4];         /* first operands, for the fixed-arity classes */
+} InferCtx;
+
+static const Shape *arg_shape(const Fn *fn, const Inst *in, int i) {
+    return &fn->insts[ir_arg(fn, in, i)].type;
+}
+
+static int64_t axes_product(const Module *m, const Fn *fn, const Inst *in, int first) {
+    int64_t n = 1;
+    for (int i = first; i < in->nattrs; i++) {
+        int64_t a = ir_attr(fn, in, i);
+        if (a < 0 || a >= m->naxes)
+            return -1;
+        n *= m->axis_size[a];
+    }
+    return n;
+}
+
+static const char *infer_leaf(InferCtx *c, Shape *out) {
+    const Inst *in = c->in;
+    *out = in->type;
+    switch (in->op) {
+    case OP_PARAMETER: {
+        int64_t i = in->nattrs == 1 ? ir_attr(c->fn, in, 0) : -1;
+        if (i < 0 || i >= c->fn->nparams)
+            return "parameter index out of range";
+        const Sig *p = &c->fn->params[i];
+        *out = c->fn->spmd ? shape_local(c->m, &p->type, &p->sh) : p->type;
+        return NULL;
+    }
+    case OP_CONSTANT:
+        return in->type.rank == 0 ? NULL : "constant is not a scalar";
+    case OP_IOTA:
+        return in->nattrs == 1 && ir_attr(c->fn, in, 0) >= 0 && ir_attr(c->fn, in, 0) < in->type.rank
+                   ? NULL : "iota dim out of range";
+    case OP_AXIS_INDEX:
+        *out = (Shape){DT_I32, 0, {0}};
+        return axes_product(c->m, c->fn, in, 0) > 0 ? NULL : "axis-index names no mesh axis";
+    }
+    return "not a leaf";
+}
+
+static const char *infer_elementwise(InferCtx *c, Shape *out) {
+    for (int i = 1; i < c->in->nargs; i++)
+        if (!shape_eq(c->arg[0], c->arg[i]))
+            return "operand shapes differ";
+    *out = *c->arg[0];
+    if (c->in->op == OP_COPY)
+        return NULL;
+    if (c->in->op == OP_NEGATE || c->in->op == OP_ADD || c->in->op == OP_SUB || c->in->op == OP_MUL ||
+        c->in->op == OP_DIV || c->in->op == OP_REM || c->in->op == OP_MAX || c->in->op == OP_MIN ||
+        c->in->op == OP_ABS || c->in->op == OP_SQUARE || c->in->op == OP_RELU)
+        return out->dtype == DT_BOOL ? "arithmetic on bool" : NULL;
+    return dtype_is_float(out->dtype) ? NULL : "float op on a non-float dtype";
+}
+
+static const char *infer_convert(InferCtx *c, Shape *out) {
+    *out = *c->arg[0];
+    out->dtype = c->in->type.dtype;
+    return out->dtype < DT_COUNT ? NULL : "bad convert dtype";
+}
+
+static const char *infer_compare(InferCtx *c, Shape *out) {
+    if (!shape_eq(c->arg[0], c->arg[1]))
+        return "operand shapes differ";
+    *out = *c->arg[0];
+    out->dtype = DT_BOOL;
+    return c->in->nattrs == 1 && ir_attr(c->fn, c->in, 0) <= CMP_NE ? NULL : "bad compare direction";
+}
+
+static const char *infer_select(InferCtx *c, Shape *out) {
+    Shape pred = *c->arg[1];
+    pred.dtype = DT_BOOL;
+    if (!shape_eq(c->arg[0], &pred) || !shape_eq(c->arg[1], c->arg[2]))
+        return "select operands differ in shape";
+    *out = *c->arg[1];
+    return NULL;
+}
+
+static const char *infer_broadcast(InferCtx *c, Shape *out) {
+    const Shape *x = c->arg[0];
+    *out = c->in->type;
+    out->dtype = x->dtype;
+    if (c->in->nattrs != x->rank)
+        return "broadcast needs one result dim per operand dim";
+    uint32_t used = 0;
+    for (int i = 0; i < x->rank; i++) {
+        int64_t d = ir_attr(c->fn, c->in, i);
+        if (d < 0 || d >= out->rank || (used >> d & 1) || out->dims[d] != x->dims[i])
+            return "broadcast dims do not match the result";
+        used |= 1u << d;
+    }
+    return NULL;
+}
+
+static const char *infer_transpose(InferCtx *c, Shape *out) {
+    const Shape *x = c->arg[0];
+    if (c->in->nattrs != x->rank)
+        return "transpose permutation has the wrong length";
+    *out = *x;
+    uint32_t used = 0;
+    for (int i = 0; i < x->rank; i++) {
+        int64_t d = ir_attr(c->fn, c->in, i);
+        if (d < 0 || d >= x->rank || (used >> d & 1))
+            return "transpose dims are not a permutation";
+        used |= 1u << d;
+        out->dims[i] = x->dims[d];
+    }
+    return NULL;
+}
+
+static const char *infer_reshape(InferCtx *c, Shape *out) {
+    *out = c->in->type;
+    out->dtype = c->arg[0]->dtype;
+    return shape_elems(out) == shape_elems(c->arg[0]) ? NULL : "reshape changes the element count";
+}
+
+static const char *infer_dot(InferCtx *c, Shape *out) {
+    const Shape *a = c->arg[0], *b = c->arg[1];
+    int nres = c->in->nattrs - a->rank - b->rank;
+    if (nres < 0 || nres > MAX_RANK)
+        return "dot labels do not match the operand ranks";
+    if (a->dtype != b->dtype)
+        return "dot operands differ in dtype";
+    int64_t extent[64];
+    for (int i = 0; i < 64; i++)
+        extent[i] = -1;
+    for (int i = 0; i < a->rank + b->rank; i++) {
+        int64_t l = ir_attr(c->fn, c->in, i), size = i < a->rank ? a->dims[i] : b->dims[i - a->rank];
+        if (l < 0 || l >= 64 || (extent[l] >= 0 && extent[l] != size))
+            return "dot label extents differ";
+        extent[l] = size;
+    }
+    *out = (Shape){a->dtype, (uint8_t)nres, {0}};
+    for (int i = 0; i < nres; i++) {
+        int64_t l = ir_attr(c->fn, c->in, a->rank + b->rank + i);
+        if (l < 0 || l >= 64 || extent[l] < 0)
+            return "dot result label is not an operand label";
+        out->dims[i] = extent[l];
+    }
+    return NULL;
+}
+
+static const char *infer_reduce(InferCtx *c, Shape *out) {
+    const Shape *x = c->arg[0];
+    if (c->in->nattrs < 1 || ir_attr(c->fn, c->in, 0) > RED_MIN)
+        return "reduce has no reducer";
+    *out = (Shape){x->dtype, 0, {0}};
+    int next = 1;
+    for (int d = 0; d < x->rank; d++) {
+        if (next < c->in->nattrs && ir_attr(c->fn, c->in, next) == d) {
+            next++;
+            continue;
+        }
+        out->dims[out->rank++] = x->dims[d];
+    }
+    return next == c->in->nattrs ? NULL : "reduce dims are not ascending dims of the operand";
+}
+
+static const char *infer_slice(InferCtx *c, Shape *out) {
+    const Shape *x = c->arg[0];
+    if (c->in->nattrs != 2 * x->rank)
+        return "slice needs a start and a limit per dim";
+    *out = *x;
+    for (int d = 0; d < x->rank; d++) {
+        int64_t lo = ir_attr(c->fn, c->in, d), hi = ir_attr(c->fn, c->in, x->rank + d);
+        if (lo < 0 || hi > x->dims[d] || lo >= hi)
+            return "slice bounds out of range";
+        out->dims[d] = hi - lo;
+    }
+    return NULL;
+}
+
+static const char *infer_dynamic_slice(InferCtx *c, Shape *out) {
+    const Shape *x = arg_shape(c->fn, c->in, 0);
+    if (c->in->nargs != 1 + x->rank)
+        return "dynamic-slice needs one offset per dim";
+    for (int d = 0; d < x->rank; d++) {
+        const Shape *o = arg_shape(c->fn, c->in, 1 + d);
+        if (o->rank != 0 || o->dtype != DT_I32)
+            return "dynamic-slice offsets are i32 scalars";
+    }
+    *out = c->in->type;
+    out->dtype = x->dtype;
+    if (out->rank != x->rank)
+        return "dynamic-slice changes the rank";
+    for (int d = 0; d < x->rank; d++)
+        if (out->dims[d] < 1 || out->dims[d] > x->dims[d])
+            return "dynamic-slice size out of range";
+    return NULL;
+}
+
+static const char *infer_concat(InferCtx *c, Shape *out) {
+    const Shape *x = arg_shape(c->fn, c->in, 0);
+    int64_t dim = c->in->nattrs == 1 ? ir_attr(c->fn, c->in, 0) : -1;
+    if (c->in->nargs < 1 || dim < 0 || dim >= x->rank)
+        return "concatenate dim out of range";
+    *out = *x;
+    for (int i = 1; i < c->in->nargs; i++) {
+        Shape y = *arg_shape(c->fn, c->in, i);
+        out->dims[dim] += y.dims[dim];
+        y.dims[dim] = x->dims[dim];
+        if (!shape_eq(x, &y))
+            return "concatenate operands differ off the concatenated dim";
+    }
+    return NULL;
+}
+
+static const char *infer_roll(InferCtx *c, Shape *out) {
+    *out = *c->arg[0];
+    return c->in->nattrs == 2 && ir_attr(c->fn, c->in, 1) >= 0 && ir_attr(c->fn, c->in, 1) < out->rank
+               ? NULL : "roll dim out of range";
+}
+
+static const char *infer_gather(InferCtx *c, Shape *out) {
+    const Shape *t = c->arg[0], *ix = c->arg[1];
+    int64_t dim = c->in->nattrs == 1 ? ir_attr(c->fn, c->in, 0) : -1;
+    if (dim < 0 || dim >= t->rank || ix->dtype != DT_I32 || ix->rank + t->rank - 1 > MAX_RANK)
+        return "gather needs an i32 index tensor and a table dim";
+    *out = *ix;
+    out->dtype = t->dtype;
+    for (int d = 0; d < t->rank; d++)
+        if (d != dim)
+            out->dims[out->rank++] = t->dims[d];
+    return NULL;
+}
+
+static const Fn *callee_of(const Module *m, const Fn *fn, const Inst *call) {
+    int64_t f = call->nattrs == 1 ? ir_attr(fn, call, 0) : -1;
+    return call->op == OP_CALL && f >= 0 && f < m->nfns ? &m->fns[f] : NULL;
+}
+
+static const char *infer_call(InferCtx *c, Shape *out) {
+    const Fn *callee = callee_of(c->m, c->fn, c->in);
+    if (!callee || callee->nparams != c->in->nargs)
+        return "call does not match its callee";
+    for (int i = 0; i < callee->nparams; i++)
+        if (!shape_eq(arg_shape(c->fn, c->in, i), &callee->params[i].type))
+            return "call argument shape differs from the parameter";
+    *out = callee->nresults == 1 ? callee->results[0].type : (Shape){DT_TUPLE, 0, {0}};
+    return NULL;
+}
+
+static const char *infer_tuple_element(InferCtx *c, Shape *out) {
+    const Inst *call = &c->fn->insts[ir_arg(c->fn, c->in, 0)];
+    const Fn *callee = callee_of(c->m, c->fn, call);
+    int64_t i = c->in->nattrs == 1 ? ir_attr(c->fn, c->in, 0) : -1;
+    if (!callee || callee->nresults < 2 || i < 0 || i >= callee->nresults)
+        return "get-tuple-element of a value that is not a tuple";
+    *out = callee->results[i].type;
+    return NULL;
+}
+
+static const char *infer_return(InferCtx *c, Shape *out) {
+    const Fn *fn = c->fn;
+    if (c->in->nargs != fn->nresults)
+        return "return count differs from the result count";
+    for (int i = 0; i < fn->nresults; i++) {
+        Shape want = fn->spmd ? shape_local(c->m, &fn->results[i].type, &fn->results[i].sh)
+                              : fn->results[i].type;
+        if (!shape_eq(arg_shape(fn, c->in, i), &want))
+            return "returned shape differs from the result type";
+    }
+    *out = (Shape){DT_TUPLE, 0, {0}};
+    return NULL;
+}
+
+static const char *infer_collective(InferCtx *c, Shape *out, int first_axis, int dim_attr,
+                                    int64_t grow, int64_t shrink_attr) {
+    *out = *c->arg[0];
+    int64_t n = axes_product(c->m, c->fn, c->in, first_axis);
+    if (n < 1 || c->in->nattrs <= first_axis)
+        return "collective names no mesh axis";
+    if (dim_attr >= 0) {
+        int64_t d = ir_attr(c->fn, c->in, dim_attr);
+        if (d < 0 || d >= out->rank)
+            return "collective dim out of range";
+        if (grow)
+            out->dims[d] *= n;
+    }
+    if (shrink_attr >= 0) {
+        int64_t d = ir_attr(c->fn, c->in, (int)shrink_attr);
+        if (d < 0 || d >= out->rank || out->dims[d] % n)
+            return "collective scatters a dim its group size does not divide";
+        out->dims[d] /= n;
+    }
+    return NULL;
+}
+
+static const char *infer_permute(InferCtx *c, Shape *out) {
+    *out = *c->arg[0];
+    int64_t naxes = c->in->nattrs ? ir_attr(c->fn, c->in, 0) : 0;
+    if (naxes < 1 || 1 + naxes > c->in->nattrs || (c->in->nattrs - 1 - naxes) % 2)
+        return "collective-permute needs axes and (source, target) pairs";
+    int64_t n = 1;
+    for (int i = 1; i <= naxes; i++) {
+        int64_t a = ir_attr(c->fn, c->in, i);
+        if (a < 0 || a >= c->m->naxes)
+            return "collective-permute names no mesh axis";
+        n *= c->m->axis_size[a];
+    }
+    for (int i = 1 + (int)naxes; i < c->in->nattrs; i++)
+        if (ir_attr(c->fn, c->in, i) < 0 || ir_attr(c->fn, c->in, i) >= n)
+            return "collective-permute pair outside its group";
+    return NULL;
+}
+
+const char *op_infer(const Module *m, const Fn *fn, const Inst *in, Shape *out) {
+    if (in->op >= OP_COUNT)
+        return "unknown op";
+    if (op_info[in->op].nargs >= 0 && in->nargs != op_info[in->op].nargs)
+        return "wrong operand count";
+    InferCtx c = {m, fn, in, {0}};
+    for (int i = 0; i < in->nargs && i < 4; i++)
+        c.arg[i] = arg_shape(fn, in, i);
+    switch ((OpClass)op_class[in->op]) {
+    case C_LEAF: return infer_leaf(&c, out);
+    case C_ELEMENTWISE: return infer_elementwise(&c, out);
+    case C_CONVERT: return infer_convert(&c, out);
+    case C_COMPARE: return infer_compare(&c, out);
+    case C_SELECT: return infer_select(&c, out);
+    case C_BROADCAST: return infer_broadcast(&c, out);
+    case C_TRANSPOSE: return infer_transpose(&c, out);
+    case C_RESHAPE: return infer_reshape(&c, out);
+    case C_DOT: return infer_dot(&c, out);
+    case C_REDUCE: return infer_reduce(&c, out);
+    case C_SLICE: return infer_slice(&c, out);
+    case C_DYNAMIC_SLICE: return infer_dynamic_slice(&c, out);
+    case C_CONCAT: return infer_concat(&c, out);
+    case C_ROLL: return infer_roll(&c, out);
+    case C_GATHER: return infer_gather(&c, out);
+    case C_CALL: return infer_call(&c, out);
+    case C_TUPLE_ELEMENT: return infer_tuple_element(&c, out);
+    case C_RETURN: return infer_return(&c, out);
+    case C_ALL_REDUCE: return infer_collective(&c, out, 1, -1, 0, -1);
+    case C_ALL_GATHER: return infer_collective(&c, out, 1, 0, 1, -1);
+    case C_REDUCE_SCATTER: return infer_collective(&c, out, 2, -1, 0, 1);
+    case C_ALL_TO_ALL: return infer_collective(&c, out, 2, 1, 1, 0);
+    case C_PERMUTE: return infer_permute(&c, out);
+    }
+    return "unknown op class";
+}
+
+/* ---- factor rules ---- */
+
+static int add_factor(Rule *r, int64_t size, FactorKind kind) {
+    r->size[r->nfactors] = size;
+    r->kind[r->nfactors] = (uint8_t)kind;
+    return r->nfactors++;
+}
+
+static void map_dim(Rule *r, int tensor, int dim, int factor) {
+    r->f[tensor][dim][r->ndf[tensor][dim]++] = (uint8_t)factor;
+}
+
+static void set_rank(Rule *r, int tensor, int rank) { r->rank[tensor] = (uint8_t)rank; }
+
+/* Operands and result share one factor per dim; `odd` dims are REPLICATE
+ * factors (their extents may differ between tensors). */
+static void rule_aligned(Rule *r, const Fn *fn, const Inst *in, uint32_t odd) {
+    int res = in->nargs;
+    for (int d = 0; d < in->type.rank; d++)
+        add_factor(r, in->type.dims[d], (odd >> d & 1) ? FACTOR_REPLICATE : FACTOR_PASS);
+    for (int t = 0; t <= res; t++) {
+        const Shape *s = t < res ? arg_shape(fn, in, t) : &in->type;
+        set_rank(r, t, s->rank);
+        for (int d = 0; d < s->rank && s->rank == in->type.rank; d++)
+            map_dim(r, t, d, d);
+    }
+}
+
+static void rule_broadcast(Rule *r, const Fn *fn, const Inst *in) {
+    for (int d = 0; d < in->type.rank; d++) {
+        add_factor(r, in->type.dims[d], FACTOR_PASS);
+        map_dim(r, 1, d, d);
+    }
+    set_rank(r, 0, arg_shape(fn, in, 0)->rank);
+    set_rank(r, 1, in->type.rank);
+    for (int i = 0; i < in->nattrs; i++)
+        map_dim(r, 0, i, (int)ir_attr(fn, in, i));
+}
+
+static void rule_transpose(Rule *r, const Fn *fn, const Inst *in) {
+    const Shape *x = arg_shape(fn, in, 0);
+    set_rank(r, 0, x->rank);
+    set_rank(r, 1, x->rank);
+    for (int d = 0; d < x->rank; d++) {
+        add_factor(r, x->dims[d], FACTOR_PASS);
+        map_dim(r, 0, d, d);
+    }
+    for (int i = 0; i < x->rank; i++)
+        map_dim(r, 1, i, (int)ir_attr(fn, in, i));
+}
+
+static void rule_dot(Rule *r, const Fn *fn, const Inst *in) {
+    const Shape *a = arg_shape(fn, in, 0), *b = arg_shape(fn, in, 1);
+    int factor_of_label[64];
+    for (int i = 0; i < 64; i++)
+        factor_of_label[i] = -1;
+    int ranks[3] = {a->rank, b->rank, in->type.rank}, at = 0;
+    /* Result labels first, so that labels missing from it are reductions. */
+    for (int i = 0; i < in->type.rank; i++) {
+        int l = (int)ir_attr(fn, in, a->rank + b->rank + i);
+        factor_of_label[l] = add_factor(r, in->type.dims[i], FACTOR_PASS);
+    }
+    for (int t = 0; t < 3; t++) {
+        set_rank(r, t, ranks[t]);
+        for (int d = 0; d < ranks[t]; d++, at++) {
+            int l = (int)ir_attr(fn, in, at);
+            if (factor_of_label[l] < 0)
+                factor_of_label[l] = add_factor(r, t == 0 ? a->dims[d] : b->dims[d], FACTOR_REDUCTION);
+            map_dim(r, t, d, factor_of_label[l]);
+        }
+    }
+}
+
+static void rule_reduce(Rule *r, const Fn *fn, const Inst *in) {
+    const Shape *x = arg_shape(fn, in, 0);
+    set_rank(r, 0, x->rank);
+    set_rank(r, 1, in->type.rank);
+    int next = 1, out = 0;
+    for (int d = 0; d < x->rank; d++) {
+        int reduced = next < in->nattrs && ir_attr(fn, in, next) == d;
+        int f = add_factor(r, x->dims[d], reduced ? FACTOR_REDUCTION : FACTOR_PASS);
+        map_dim(r, 0, d, f);
+        if (reduced)
+            next++;
+        else
+            map_dim(r, 1, out++, f);
+    }
+}
+
+/* Decompose both shapes into common factors: [8, 6] -> [4, 12] becomes
+ * factors 4, 2, 6 with operand dims {4,2},{6} and result dims {4},{2,6}.
+ * Where extents share no divisor pattern (e.g. [2, 3] -> [3, 2]), the dims up
+ * to the next common boundary form one REPLICATE factor. */
+static void rule_reshape(Rule *r, const Fn *fn, const Inst *in) {
+    const Shape *x = arg_shape(fn, in, 0), *y = &in->type;
+    set_rank(r, 0, x->rank);
+    set_rank(r, 1, y->rank);
+    int i = 0, j = 0;
+    int64_t a = x->rank ? x->dims[0] : 1, b = y->rank ? y->dims[0] : 1;
+    while (i < x->rank && j < y->rank && r->nfactors < MAX_FACTORS - 1) {
+        if (a == 1) { if (++i < x->rank) a = x->dims[i]; continue; }
+        if (b == 1) { if (++j < y->rank) b = y->dims[j]; continue; }
+        if (a % b == 0 || b % a == 0) {
+            int64_t g = a < b ? a : b;
+            int f = add_factor(r, g, FACTOR_PASS);
+            map_dim(r, 0, i, f);
+            map_dim(r, 1, j, f);
+            a /= g;
+            b /= g;
+            continue;
+        }
+        /* Merge dims on both sides until the products meet. */
+        int64_t pa = a, pb = b;
+        int f = add_factor(r, 0, FACTOR_REPLICATE);
+        map_dim(r, 0, i, f);
+        map_dim(r, 1, j, f);
+        while (pa != pb && i < x->rank && j < y->rank) {
+            if (pa < pb) { if (++i < x->rank) { pa *= x->dims[i]; map_dim(r, 0, i, f); } }
+            else if (++j < y->rank) { pb *= y->dims[j]; map_dim(r, 1, j, f); }
+        }
+        r->size[f] = pa;
+        a = b = 1;
+    }
+}
+
+static void rule_gather(Rule *r, const Fn *fn, const Inst *in) {
+    const Shape *t = arg_shape(fn, in, 0), *ix = arg_shape(fn, in, 1);
+    int dim = (int)ir_attr(fn, in, 0), out = 0;
+    set_rank(r, 0, t->rank);
+    set_rank(r, 1, ix->rank);
+    set_rank(r, 2, in->type.rank);
+    for (int d = 0; d < ix->rank; d++, out++) {
+        int f = add_factor(r, ix->dims[d], FACTOR_PASS);
+        map_dim(r, 1, d, f);
+        map_dim(r, 2, out, f);
+    }
+    for (int d = 0; d < t->rank; d++) {
+        int f = add_factor(r, t->dims[d], d == dim ? FACTOR_REPLICATE : FACTOR_PASS);
+        map_dim(r, 0, d, f);
+        if (d != dim)
+            map_dim(r, 2, out++, f);
+    }
+}
+
+static uint32_t dims_changed(const Fn *fn, const Inst *in) {
+    uint32_t odd = 0;
+    for (int t = 0; t < in->nargs; t++) {
+        const Shape *s = arg_shape(fn, in, t);
+        for (int d = 0; d < s->rank && d < in->type.rank; d++)
+            if (s->dims[d] != in->type.dims[d])
+                odd |= 1u << d;
+    }
+    return odd;
+}
+
+int op_rule(const Fn *fn, const Inst *in, Rule *r) {
+    memset(r, 0, sizeof *r);
+    r->ntensors = in->nargs + 1;
+    if (r->ntensors > MAX_RULE_TENSORS)
+        return 0;
+    switch ((OpClass)op_class[in->op]) {
+    case C_ELEMENTWISE: case C_CONVERT: case C_COMPARE: case C_SELECT:
+        rule_aligned(r, fn, in, 0);
+        return 1;
+    case C_ROLL:
+        rule_aligned(r, fn, in, 1u << ir_attr(fn, in, 1));
+        return 1;
+    case C_SLICE: case C_CONCAT:
+        rule_aligned(r, fn, in, dims_changed(fn, in));
+        return 1;
+    case C_DYNAMIC_SLICE:
+        /* The offsets are scalars: rule_aligned gives them no dims. */
+        rule_aligned(r, fn, in, dims_changed(fn, in));
+        return 1;
+    case C_BROADCAST: rule_broadcast(r, fn, in); return 1;
+    case C_TRANSPOSE: rule_transpose(r, fn, in); return 1;
+    case C_DOT: rule_dot(r, fn, in); return 1;
+    case C_REDUCE: rule_reduce(r, fn, in); return 1;
+    case C_RESHAPE: rule_reshape(r, fn, in); return 1;
+    case C_GATHER: rule_gather(r, fn, in); return 1;
+    default:
+        return 0;
+    }
+}

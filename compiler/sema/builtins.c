@@ -1,0 +1,348 @@
+/* Builtin functions, collectives and calls of user functions, in value
+ * context.  Reductions with index binders (sum[k](e)) live in index.c. */
+#include "sema.h"
+
+#include <string.h>
+
+enum {
+    SP_WHERE, SP_ZEROS, SP_FULL, SP_IOTA, SP_RESHAPE, SP_CONCAT, SP_ROLL, SP_SIZE, SP_AXIS_INDEX,
+};
+enum { CO_PSUM, CO_PMEAN, CO_PMAX, CO_PMIN, CO_ALL_GATHER, CO_PSUM_SCATTER, CO_ALL_TO_ALL, CO_PPERMUTE };
+
+static const Builtin builtins[] = {
+    {"exp", BK_UNARY, OP_EXP, 1, 1},       {"log", BK_UNARY, OP_LOG, 1, 1},
+    {"tanh", BK_UNARY, OP_TANH, 1, 1},     {"sqrt", BK_UNARY, OP_SQRT, 1, 1},
+    {"rsqrt", BK_UNARY, OP_RSQRT, 1, 1},   {"abs", BK_UNARY, OP_ABS, 1, 1},
+    {"sin", BK_UNARY, OP_SIN, 1, 1},       {"cos", BK_UNARY, OP_COS, 1, 1},
+    {"square", BK_UNARY, OP_SQUARE, 1, 1}, {"relu", BK_UNARY, OP_RELU, 1, 1},
+    {"gelu", BK_UNARY, OP_GELU, 1, 1},     {"sigmoid", BK_UNARY, OP_SIGMOID, 1, 1},
+    {"max", BK_BINARY, OP_MAX, 2, 2},      {"min", BK_BINARY, OP_MIN, 2, 2},
+    {"pow", BK_BINARY, OP_POW, 2, 2},
+    {"f32", BK_CAST, DT_F32, 1, 1},        {"f64", BK_CAST, DT_F64, 1, 1},
+    {"bf16", BK_CAST, DT_BF16, 1, 1},      {"f16", BK_CAST, DT_F16, 1, 1},
+    {"i32", BK_CAST, DT_I32, 1, 1},
+    {"sum", BK_REDUCTION, RED_SUM, 1, 1},  {"mean", BK_REDUCTION, RED_SUM, 1, 1},
+    {"where", BK_SPECIAL, SP_WHERE, 3, 3}, {"zeros", BK_SPECIAL, SP_ZEROS, 1, 1},
+    {"full", BK_SPECIAL, SP_FULL, 2, 2},   {"iota", BK_SPECIAL, SP_IOTA, 2, 2},
+    {"reshape", BK_SPECIAL, SP_RESHAPE, 2, 2}, {"concat", BK_SPECIAL, SP_CONCAT, 2, 2},
+    {"roll", BK_SPECIAL, SP_ROLL, 3, 3},   {"size", BK_SPECIAL, SP_SIZE, 1, 1},
+    {"axis_index", BK_SPECIAL, SP_AXIS_INDEX, 1, 1},
+    {"psum", BK_COLLECTIVE, CO_PSUM, 2, 2}, {"pmean", BK_COLLECTIVE, CO_PMEAN, 2, 2},
+    {"pmax", BK_COLLECTIVE, CO_PMAX, 2, 2}, {"pmin", BK_COLLECTIVE, CO_PMIN, 2, 2},
+    {"all_gather", BK_COLLECTIVE, CO_ALL_GATHER, 3, 3},
+    {"psum_scatter", BK_COLLECTIVE, CO_PSUM_SCATTER, 3, 3},
+    {"all_to_all", BK_COLLECTIVE, CO_ALL_TO_ALL, 4, 4},
+    {"ppermute", BK_COLLECTIVE, CO_PPERMUTE, 3, 3},
+};
+
+void builtins_init(Sema *s) {
+    enum { N = sizeof builtins / sizeof builtins[0] };
+    int ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = sym_intern(s->syms, builtins[i].name, strlen(builtins[i].name));
+    s->nsyms = s->syms->n;
+    s->builtin = arena_alloc(s->arena, sizeof(Builtin *) * (size_t)s->nsyms);
+    for (int i = 0; i < N; i++)
+        s->builtin[ids[i]] = &builtins[i];
+}
+
+static const Expr *arg(const Expr *e, int i) { return e->args.items[i]; }
+
+static int tensor_arg(Sema *s, const Expr *e, int i, const char *what) {
+    return expect_tensor(s, arg(e, i), what);
+}
+
+static const Shape *shape_of(Sema *s, int v) { return &s->fn->insts[v].type; }
+
+static int64_t dim_arg(Sema *s, const Expr *e, int rank) {
+    int64_t d = eval_const_int(s, e, "a dim");
+    if (d < 0)
+        d += rank;
+    if (d < 0 || d >= rank)
+        sema_error(s, e->loc, "dim %lld is out of range for a tensor with %d dims", (long long)d, rank);
+    return d;
+}
+
+static void require_spmd(Sema *s, const Expr *e) {
+    if (!s->fn->spmd)
+        sema_error(s, e->loc, "%s is only allowed in an spmd fn", sym(s, e->sym));
+}
+
+/* zeros(T), full(T, v), iota(T, dim): a sharding written in T constrains
+ * the new value, as a constrained index statement would. */
+static Val creation(Sema *s, const Expr *e, int which) {
+    const Expr *t = arg(e, 0);
+    if (t->kind != E_TYPE)
+        sema_error(s, t->loc, "%s needs a tensor type such as f32[8, 16] as its first argument", sym(s, e->sym));
+    Shape shape;
+    Sharding sh;
+    resolve_type(s, t->type, &shape, &sh, 1);
+    int constrained = sh.open != 0;
+    for (int a = 0; a < s->m->naxes; a++)
+        constrained |= sh.dim[a] != SH_REPLICATED;
+    if (constrained && s->fn->spmd)
+        sema_error(s, t->loc, "shardings are not allowed inside an spmd fn: its body works on local blocks");
+    int v;
+    if (which == SP_IOTA) {
+        if (shape.dtype == DT_BOOL)
+            sema_error(s, t->loc, "iota needs a numeric dtype");
+        int64_t d = dim_arg(s, arg(e, 1), shape.rank);
+        v = emit(s, OP_IOTA, NULL, 0, &d, 1, &shape, e->loc);
+    } else {
+        Val fill = which == SP_FULL ? eval(s, arg(e, 1)) : int_val(0);
+        if (which == SP_FULL && fill.kind == VAL_TENSOR &&
+            (shape_of(s, fill.v)->rank != 0 || shape_of(s, fill.v)->dtype != shape.dtype))
+            sema_error(s, arg(e, 1)->loc, "full's value must be a scalar of dtype %s", dtype_name[shape.dtype]);
+        if (shape.dtype == DT_BOOL && fill.kind != VAL_TENSOR) {
+            Shape b = {DT_BOOL, 0, {0}};
+            v = emit(s, OP_CONSTANT, NULL, 0, NULL, 0, &b, e->loc);
+            s->fn->insts[v].value = fill.kind == VAL_INT ? fill.i.konst != 0 : fill.f != 0;
+        } else
+            v = to_tensor(s, fill, shape.dtype, arg(e, which == SP_FULL ? 1 : 0)->loc);
+        if (shape.rank > 0)
+            v = broadcast_to(s, v, &shape, NULL, e->loc);
+    }
+    if (constrained) {
+        s->fn->insts[v].sh = sh;
+        s->fn->insts[v].flags |= INST_CONSTRAINED;
+    }
+    return tensor(v);
+}
+
+static Val reshape(Sema *s, const Expr *e) {
+    int x = tensor_arg(s, e, 0, "reshape's operand");
+    const Expr *dims = arg(e, 1);
+    if (dims->kind != E_LIST)
+        sema_error(s, dims->loc, "reshape needs a list of dims such as [4, 8]");
+    if (dims->args.n > MAX_RANK)
+        sema_error(s, dims->loc, "a tensor has at most %d dims", MAX_RANK);
+    Shape out = {shape_of(s, x)->dtype, (uint8_t)dims->args.n, {0}};
+    int infer = -1;
+    int64_t known = 1, elems = shape_elems(shape_of(s, x));
+    for (int d = 0; d < dims->args.n; d++) {
+        const Expr *de = dims->args.items[d];
+        int64_t n = eval_const_int(s, de, "a dim");
+        if (n == -1 && infer < 0) {
+            infer = d;
+            continue;
+        }
+        if (n < 1)
+            sema_error(s, de->loc, "dimension must be at least 1, not %lld", (long long)n);
+        if (__builtin_mul_overflow(known, n, &known))
+            sema_error(s, de->loc, "reshape has too many elements");
+        out.dims[d] = n;
+    }
+    if (infer >= 0) {
+        if (elems % known)
+            sema_error(s, dims->loc, "cannot infer the -1 dim: %lld elements do not divide by %lld", (long long)elems, (long long)known);
+        out.dims[infer] = elems / known;
+        known = elems;
+    }
+    if (known != elems)
+        sema_error(s, dims->loc, "reshape from %s to %s changes the number of elements",
+                   shape_str(s, shape_of(s, x)), shape_str(s, &out));
+    return tensor(emit(s, OP_RESHAPE, (int32_t[]){x}, 1, NULL, 0, &out, e->loc));
+}
+
+static Val concat(Sema *s, const Expr *e) {
+    const Expr *list = arg(e, 0);
+    if (list->kind != E_LIST || list->args.n < 1)
+        sema_error(s, list->loc, "concat needs a list of tensors such as [a, b]");
+    if (list->args.n > MAX_RULE_TENSORS - 1)
+        sema_error(s, list->loc, "concat takes at most %d tensors", MAX_RULE_TENSORS - 1);
+    int32_t parts[MAX_RULE_TENSORS];
+    for (int i = 0; i < list->args.n; i++)
+        parts[i] = expect_tensor(s, list->args.items[i], "a concat operand");
+    const Shape *first = shape_of(s, parts[0]);
+    int64_t d = dim_arg(s, arg(e, 1), first->rank), total = 0;
+    for (int i = 0; i < list->args.n; i++) {
+        Shape y = *shape_of(s, parts[i]);
+        total += y.dims[d];
+        y.dims[d] = first->dims[d];
+        if (!shape_eq(&y, first))
+            sema_error(s, ((const Expr *)list->args.items[i])->loc,
+                       "concat operands must agree off dim %lld: %s and %s", (long long)d,
+                       shape_str(s, first), shape_str(s, shape_of(s, parts[i])));
+    }
+    (void)total;
+    return tensor(emit(s, OP_CONCAT, parts, list->args.n, &d, 1, NULL, e->loc));
+}
+
+static Val roll(Sema *s, const Expr *e) {
+    int x = tensor_arg(s, e, 0, "roll's operand");
+    int64_t shift = eval_const_int(s, arg(e, 1), "the shift");
+    int64_t d = dim_arg(s, arg(e, 2), shape_of(s, x)->rank);
+    int64_t n = shape_of(s, x)->dims[d];
+    int64_t attrs[2] = {((shift % n) + n) % n, d};
+    return tensor(emit(s, OP_ROLL, (int32_t[]){x}, 1, attrs, 2, NULL, e->loc));
+}
+
+static Val special(Sema *s, const Expr *e, int which) {
+    int64_t axes[MAX_AXES];
+    int n;
+    switch (which) {
+    case SP_WHERE:
+        return select_op(s, eval(s, arg(e, 0)), eval(s, arg(e, 1)), eval(s, arg(e, 2)), e->loc);
+    case SP_ZEROS: case SP_FULL: case SP_IOTA:
+        return creation(s, e, which);
+    case SP_RESHAPE: return reshape(s, e);
+    case SP_CONCAT: return concat(s, e);
+    case SP_ROLL: return roll(s, e);
+    case SP_SIZE:
+        return int_val(axes_size(s->m, axes_arg(s, arg(e, 0), axes, &n)));
+    case SP_AXIS_INDEX: {
+        require_spmd(s, e);
+        axes_arg(s, arg(e, 0), axes, &n);
+        return (Val){VAL_INT, {0, 1, emit(s, OP_AXIS_INDEX, NULL, 0, axes, n, NULL, e->loc)}, 0, -1};
+    }
+    }
+    sema_error(s, e->loc, "unknown builtin");
+}
+
+static void permute_pairs(Sema *s, const Expr *how, int64_t group, int64_t *pairs, int *npairs) {
+    uint8_t *src_used = arena_alloc(s->arena, (size_t)group), *dst_used = arena_alloc(s->arena, (size_t)group);
+    *npairs = 0;
+    if (how->kind != E_LIST) {
+        int64_t shift = eval_const_int(s, how, "the ppermute shift");
+        for (int64_t j = 0; j < group; j++) {
+            pairs[(*npairs)++] = j;
+            pairs[(*npairs)++] = (((j + shift) % group) + group) % group;
+        }
+        return;
+    }
+    for (int i = 0; i < how->args.n; i++) {
+        const Expr *p = how->args.items[i];
+        if (p->kind != E_TUPLE || p->args.n != 2)
+            sema_error(s, p->loc, "ppermute pairs are (source, target) tuples");
+        int64_t src = eval_const_int(s, p->args.items[0], "a ppermute source");
+        int64_t dst = eval_const_int(s, p->args.items[1], "a ppermute target");
+        if (src < 0 || src >= group || dst < 0 || dst >= group)
+            sema_error(s, p->loc, "ppermute pair (%lld, %lld) is outside 0..%lld", (long long)src, (long long)dst, (long long)group - 1);
+        if (src_used[src]++)
+            sema_error(s, p->loc, "device %lld sends twice in this ppermute", (long long)src);
+        if (dst_used[dst]++)
+            sema_error(s, p->loc, "device %lld receives twice in this ppermute", (long long)dst);
+        pairs[(*npairs)++] = src;
+        pairs[(*npairs)++] = dst;
+    }
+}
+
+static Val collective(Sema *s, const Expr *e, int which) {
+    require_spmd(s, e);
+    int x = tensor_arg(s, e, 0, "a collective's operand");
+    int64_t attrs[MAX_AXES + 3];
+    int n, fixed = which <= CO_PMIN ? 1 : which == CO_ALL_GATHER ? 1 : 2;
+    int64_t axes[MAX_AXES];
+    uint32_t mask = axes_arg(s, arg(e, 1), axes, &n);
+    int64_t group = axes_size(s->m, mask);
+    const Shape *xs = shape_of(s, x);
+    if (xs->dtype == DT_BOOL)
+        sema_error(s, e->loc, "collectives need numeric values, not bool");
+    Op op;
+    switch (which) {
+    case CO_PSUM: case CO_PMEAN: case CO_PMAX: case CO_PMIN:
+        op = OP_ALL_REDUCE;
+        attrs[0] = which == CO_PMAX ? RED_MAX : which == CO_PMIN ? RED_MIN : RED_SUM;
+        if (which == CO_PMEAN && !dtype_is_float(xs->dtype))
+            sema_error(s, e->loc, "pmean needs a floating-point operand; cast with f32(...)");
+        break;
+    case CO_ALL_GATHER:
+        op = OP_ALL_GATHER;
+        attrs[0] = dim_arg(s, arg(e, 2), xs->rank);
+        break;
+    case CO_PSUM_SCATTER:
+        op = OP_REDUCE_SCATTER;
+        attrs[0] = RED_SUM;
+        attrs[1] = dim_arg(s, arg(e, 2), xs->rank);
+        if (xs->dims[attrs[1]] % group)
+            sema_error(s, arg(e, 2)->loc, "psum_scatter splits dim %lld of size %lld into %lld blocks, which does not divide",
+                       (long long)attrs[1], (long long)xs->dims[attrs[1]], (long long)group);
+        break;
+    case CO_ALL_TO_ALL:
+        op = OP_ALL_TO_ALL;
+        attrs[0] = dim_arg(s, arg(e, 2), xs->rank);
+        attrs[1] = dim_arg(s, arg(e, 3), xs->rank);
+        if (xs->dims[attrs[0]] % group)
+            sema_error(s, arg(e, 2)->loc, "all_to_all splits dim %lld of size %lld into %lld blocks, which does not divide",
+                       (long long)attrs[0], (long long)xs->dims[attrs[0]], (long long)group);
+        break;
+    default: {
+        int64_t *pa = arena_alloc(s->arena, sizeof(int64_t) * (size_t)(1 + n + 2 * group));
+        int np;
+        pa[0] = n;
+        memcpy(pa + 1, axes, sizeof(int64_t) * (size_t)n);
+        permute_pairs(s, arg(e, 2), group, pa + 1 + n, &np);
+        return tensor(emit(s, OP_COLLECTIVE_PERMUTE, (int32_t[]){x}, 1, pa, 1 + n + np, NULL, e->loc));
+    }
+    }
+    memcpy(attrs + fixed, axes, sizeof(int64_t) * (size_t)n);
+    int v = emit(s, op, (int32_t[]){x}, 1, attrs, fixed + n, NULL, e->loc);
+    if (which == CO_PMEAN)
+        return binary_op(s, '/', tensor(v), (Val){VAL_FLOAT, {0, 0, -1}, (double)group, -1}, e->loc);
+    return tensor(v);
+}
+
+
+static Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *results) {
+    const Fn *f = &s->m->fns[callee];
+    const char *name = sym(s, e->sym);
+    if (s->fn->spmd && f->spmd)
+        sema_error(s, e->loc, "an spmd fn cannot call another spmd fn ('%s')", name);
+    if (e->args.n != f->nparams)
+        sema_error(s, e->loc, "%s takes %d arguments, not %d", name, f->nparams, e->args.n);
+    int32_t *args = arena_alloc(s->arena, sizeof(int32_t) * (size_t)(f->nparams + 1));
+    for (int i = 0; i < f->nparams; i++) {
+        const Expr *a = arg(e, i);
+        args[i] = to_tensor(s, eval(s, a), f->params[i].type.dtype, a->loc);
+        if (!shape_eq(shape_of(s, args[i]), &f->params[i].type))
+            sema_error(s, a->loc, "argument %d of %s is %s, but the parameter is %s%s", i + 1, name,
+                       shape_str(s, shape_of(s, args[i])), shape_str(s, &f->params[i].type),
+                       s->fn->spmd ? " (inside an spmd fn, arguments are local blocks)" : "");
+    }
+    if (f->nresults != nwanted)
+        sema_error(s, e->loc, "%s returns %d value%s, but %d %s expected here", name, f->nresults,
+                   f->nresults == 1 ? "" : "s", nwanted, nwanted == 1 ? "is" : "are");
+    *VEC_PUSH(s->arena, s->calls, s->ncalls, s->calls_cap) = (CallEdge){s->fn_index, callee, e->loc};
+    int64_t which = callee;
+    int c = emit(s, OP_CALL, args, f->nparams, &which, 1, NULL, e->loc);
+    if (f->nresults == 1)
+        return tensor(c);
+    for (int64_t i = 0; i < f->nresults; i++)
+        results[i] = tensor(emit(s, OP_GET_TUPLE_ELEMENT, (int32_t[]){c}, 1, &i, 1, NULL, e->loc));
+    return results[0];
+}
+
+Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
+    const char *name = sym(s, e->sym);
+    Binding *b = lookup(s, e->sym);
+    if (b && b->kind == B_FN)
+        return user_call(s, e, b->index, nwanted, results);
+    const Builtin *bi = e->sym < s->nsyms ? s->builtin[e->sym] : NULL;
+    if (!bi)
+        sema_error(s, e->loc, "'%s' is not a function or builtin", name);
+    if (nwanted != 1)
+        sema_error(s, e->loc, "%s returns one value", name);
+    if (e->binders.n || bi->kind == BK_REDUCTION)
+        sema_error(s, e->loc, "%s[...](...) binds index names; use it in an index statement such as y[i] = %s[j](x[i, j])", name, name);
+    if (e->args.n < bi->min_args || e->args.n > bi->max_args)
+        sema_error(s, e->loc, "%s takes %d argument%s, not %d", name, bi->min_args, bi->min_args == 1 ? "" : "s", e->args.n);
+    switch (bi->kind) {
+    case BK_UNARY: return unary_op(s, (Op)bi->op, eval(s, arg(e, 0)), e->loc);
+    case BK_BINARY: return elementwise2(s, (Op)bi->op, eval(s, arg(e, 0)), eval(s, arg(e, 1)), e->loc);
+    case BK_CAST: {
+        Val v = eval(s, arg(e, 0));
+        if (v.kind == VAL_FLOAT && bi->op == DT_I32)    /* i32(2.7) truncates, as astype does */
+            v = int_val(v.f != v.f ? 0 : (int64_t)(v.f > 2147483647.0 ? 2147483647.0 : v.f < -2147483648.0 ? -2147483648.0 : v.f));
+        if (v.kind != VAL_TENSOR)
+            return tensor(to_tensor(s, v, bi->op, e->loc));
+        if (shape_of(s, v.v)->dtype == bi->op)
+            return v;
+        Shape to = *shape_of(s, v.v);
+        to.dtype = (uint8_t)bi->op;
+        return tensor(emit(s, OP_CONVERT, (int32_t[]){v.v}, 1, NULL, 0, &to, e->loc));
+    }
+    case BK_SPECIAL: return special(s, e, bi->op);
+    case BK_COLLECTIVE: return collective(s, e, bi->op);
+    }
+    sema_error(s, e->loc, "unknown builtin");
+}

@@ -1,0 +1,273 @@
+/* Whole-tensor values: elementwise arithmetic with scalar broadcasting,
+ * dtype rules for literals, and slicing `x[lo:hi, :, k]`. */
+#include "sema.h"
+
+#include <math.h>
+
+static Op binary_ir_op(int tok, int *cmp) {
+    *cmp = -1;
+    switch (tok) {
+    case '+': return OP_ADD;
+    case '-': return OP_SUB;
+    case '*': return OP_MUL;
+    case '/': return OP_DIV;
+    case '%': return OP_REM;
+    case '<': *cmp = CMP_LT; break;
+    case '>': *cmp = CMP_GT; break;
+    case OPR_LE: *cmp = CMP_LE; break;
+    case OPR_GE: *cmp = CMP_GE; break;
+    case OPR_EQ: *cmp = CMP_EQ; break;
+    case OPR_NE: *cmp = CMP_NE; break;
+    }
+    return OP_COMPARE;
+}
+
+int dtype_of_val(Sema *s, Val v) {
+    return v.kind == VAL_TENSOR ? s->fn->insts[v.v].type.dtype : -1;
+}
+
+/* A scalar constant or run-time integer as a tensor of `dtype`. */
+int to_tensor(Sema *s, Val v, int dtype, Loc loc) {
+    if (v.kind == VAL_TENSOR)
+        return v.v;
+    Shape scalar = {(uint8_t)dtype, 0, {0}};
+    if (v.kind == VAL_INT && !int_is_const(v.i)) {
+        int x = materialize_int(s, v.i, loc);
+        return dtype == DT_I32 ? x : emit(s, OP_CONVERT, (int32_t[]){x}, 1, NULL, 0, &scalar, loc);
+    }
+    double value = v.kind == VAL_INT ? (double)v.i.konst : v.f;
+    if (dtype == DT_I32 && (value != floor(value) || fabs(value) > 2147483647.0))
+        sema_error(s, loc, "constant %g is not an i32", value);
+    if (dtype == DT_BOOL)
+        sema_error(s, loc, "a number cannot be a bool; use a comparison");
+    int k = emit(s, OP_CONSTANT, NULL, 0, NULL, 0, &scalar, loc);
+    s->fn->insts[k].value = value;
+    return k;
+}
+
+int expect_tensor(Sema *s, const Expr *e, const char *what) {
+    Val v = eval(s, e);
+    if (v.kind != VAL_TENSOR)
+        sema_error(s, e->loc, "%s must be a tensor", what);
+    return v.v;
+}
+
+int broadcast_to(Sema *s, int v, const Shape *to, const int64_t *dims_map, Loc loc) {
+    Shape target = *to;
+    target.dtype = s->fn->insts[v].type.dtype;
+    return emit(s, OP_BROADCAST, (int32_t[]){v}, 1, dims_map, s->fn->insts[v].type.rank, &target, loc);
+}
+
+/* Bring two operands to one dtype and shape: literals take the dtype of the
+ * tensor beside them, scalars broadcast, anything else must already agree. */
+static void unify(Sema *s, Val *a, Val *b, Loc loc, int *x, int *y) {
+    int da = dtype_of_val(s, *a), db = dtype_of_val(s, *b);
+    int dt = da >= 0 ? da : db;
+    if (da >= 0 && db >= 0 && da != db)
+        sema_error(s, loc, "operands have different dtypes, %s and %s; cast one with %s(...)",
+                   dtype_name[da], dtype_name[db], dtype_name[da]);
+    *x = to_tensor(s, *a, dt, loc);
+    *y = to_tensor(s, *b, dt, loc);
+    const Shape *sx = &s->fn->insts[*x].type, *sy = &s->fn->insts[*y].type;
+    if (shape_eq(sx, sy))
+        return;
+    if (sx->rank == 0)
+        *x = broadcast_to(s, *x, sy, NULL, loc);
+    else if (sy->rank == 0)
+        *y = broadcast_to(s, *y, sx, NULL, loc);
+    else
+        sema_error(s, loc, "operand shapes differ, %s and %s; use an index statement to broadcast",
+                   shape_str(s, sx), shape_str(s, sy));
+}
+
+Val tensor(int v) { return (Val){VAL_TENSOR, {0, 0, -1}, 0, v}; }
+
+static int compare_consts(int cmp, double x, double y) {
+    switch (cmp) {
+    case CMP_LT: return x < y;
+    case CMP_LE: return x <= y;
+    case CMP_GT: return x > y;
+    case CMP_GE: return x >= y;
+    case CMP_EQ: return x == y;
+    default: return x != y;
+    }
+}
+
+Val binary_op(Sema *s, int tok, Val a, Val b, Loc loc) {
+    int cmp;
+    Op op = binary_ir_op(tok, &cmp);
+    int ints = a.kind == VAL_INT && b.kind == VAL_INT;
+    if (ints && cmp < 0)
+        return (Val){VAL_INT, int_binary(s, tok, a.i, b.i, loc), 0, -1};
+    int consts = a.kind != VAL_TENSOR && b.kind != VAL_TENSOR &&
+                 (a.kind != VAL_INT || int_is_const(a.i)) && (b.kind != VAL_INT || int_is_const(b.i));
+    if (consts) {
+        double x = a.kind == VAL_INT ? (double)a.i.konst : a.f, y = b.kind == VAL_INT ? (double)b.i.konst : b.f;
+        if (cmp >= 0) {
+            Shape pred = {DT_BOOL, 0, {0}};
+            int k = emit(s, OP_CONSTANT, NULL, 0, NULL, 0, &pred, loc);
+            s->fn->insts[k].value = compare_consts(cmp, x, y);
+            return tensor(k);
+        }
+        double r = tok == '+' ? x + y : tok == '-' ? x - y : tok == '*' ? x * y : tok == '/' ? x / y
+                 : y == 0 ? NAN : x - floor(x / y) * y;
+        return (Val){VAL_FLOAT, {0, 0, -1}, r, -1};
+    }
+    if (a.kind != VAL_TENSOR && b.kind != VAL_TENSOR) {
+        /* A run-time integer meets a constant: compare or compute in i32. */
+        a = tensor(to_tensor(s, a, DT_I32, loc));
+    }
+    if (cmp >= 0) {
+        int x, y;
+        unify(s, &a, &b, loc, &x, &y);
+        return tensor(emit(s, OP_COMPARE, (int32_t[]){x, y}, 2, (int64_t[]){cmp}, 1, NULL, loc));
+    }
+    return elementwise2(s, op, a, b, loc);
+}
+
+Val elementwise2(Sema *s, Op op, Val a, Val b, Loc loc) {
+    int x, y;
+    unify(s, &a, &b, loc, &x, &y);
+    int dt = s->fn->insts[x].type.dtype;
+    if (dt == DT_BOOL)
+        sema_error(s, loc, "arithmetic on bool values; use where(c, a, b)");
+    if ((op == OP_POW) && !dtype_is_float(dt))
+        sema_error(s, loc, "pow needs floating-point operands, not %s", dtype_name[dt]);
+    return tensor(emit(s, op, (int32_t[]){x, y}, 2, NULL, 0, NULL, loc));
+}
+
+Val select_op(Sema *s, Val c, Val a, Val b, Loc loc) {
+    if (dtype_of_val(s, c) != DT_BOOL)
+        sema_error(s, loc, "the condition of where must be a bool tensor (a comparison)");
+    int x, y;
+    unify(s, &a, &b, loc, &x, &y);
+    int p = c.v;
+    const Shape *sp = &s->fn->insts[p].type, *sx = &s->fn->insts[x].type;
+    Shape want = *sx;
+    want.dtype = DT_BOOL;
+    if (sp->rank == 0 && sx->rank > 0)
+        p = broadcast_to(s, p, sx, NULL, loc);
+    else if (sx->rank == 0 && sp->rank > 0) {
+        x = broadcast_to(s, x, sp, NULL, loc);
+        y = broadcast_to(s, y, sp, NULL, loc);
+    } else if (!shape_eq(sp, &want))
+        sema_error(s, loc, "where's condition is %s but its values are %s", shape_str(s, sp), shape_str(s, sx));
+    return tensor(emit(s, OP_SELECT, (int32_t[]){p, x, y}, 3, NULL, 0, NULL, loc));
+}
+
+Val unary_op(Sema *s, Op op, Val a, Loc loc) {
+    int x = to_tensor(s, a, a.kind == VAL_INT && op != OP_NEGATE && op != OP_ABS && op != OP_SQUARE &&
+                               op != OP_RELU ? DT_F32 : a.kind == VAL_INT ? DT_I32 : DT_F32, loc);
+    int dt = s->fn->insts[x].type.dtype;
+    int arith = op == OP_NEGATE || op == OP_ABS || op == OP_SQUARE || op == OP_RELU;
+    if (dt == DT_BOOL || (!arith && !dtype_is_float(dt)))
+        sema_error(s, loc, "%s needs a floating-point operand, not %s; cast with f32(...)",
+                   op_info[op].name, dtype_name[dt]);
+    return tensor(emit(s, op, (int32_t[]){x}, 1, NULL, 0, NULL, loc));
+}
+
+/* ---- x[lo:hi, :, k] ---- */
+
+typedef struct {
+    int64_t start[MAX_RANK], limit[MAX_RANK];
+    int dynamic[MAX_RANK];           /* run-time offset value, or -1 */
+    int64_t size[MAX_RANK];
+    int keep[MAX_RANK];              /* 0: integer index, the dim is dropped */
+} SliceSpec;
+
+static int64_t bound(Sema *s, const Expr *e, int64_t extent, int64_t dflt) {
+    if (!e)
+        return dflt;
+    int64_t v = eval_const_int(s, e, "a slice bound");
+    if (v < 0)
+        v += extent;
+    if (v < 0 || v > extent)
+        sema_error(s, e->loc, "slice bound %lld is outside 0..%lld", (long long)v, (long long)extent);
+    return v;
+}
+
+static void subscript(Sema *s, const Expr *sub, int64_t extent, int d, SliceSpec *sp) {
+    sp->dynamic[d] = -1;
+    sp->keep[d] = 1;
+    if (sub->kind != E_SLICE) {
+        Val v = eval(s, sub);
+        if (v.kind != VAL_INT)
+            sema_error(s, sub->loc, "an index in a value statement must be an integer (index names go in index statements: y[i] = x[i])");
+        sp->keep[d] = 0;
+        if (!int_is_const(v.i)) {
+            sp->dynamic[d] = materialize_int(s, v.i, sub->loc);
+            sp->size[d] = 1;
+            return;
+        }
+        int64_t k = v.i.konst < 0 ? v.i.konst + extent : v.i.konst;
+        if (k < 0 || k >= extent)
+            sema_error(s, sub->loc, "index %lld is out of range for a dim of size %lld", (long long)v.i.konst, (long long)extent);
+        sp->start[d] = k;
+        sp->limit[d] = k + 1;
+        return;
+    }
+    Val lo = sub->lhs ? eval(s, sub->lhs) : int_val(0);
+    if (lo.kind != VAL_INT)
+        sema_error(s, sub->lhs->loc, "a slice bound must be an integer");
+    if (!int_is_const(lo.i)) {
+        /* Dynamic slice: the size hi - lo must still be a compile-time constant. */
+        Val hi = sub->rhs ? eval(s, sub->rhs) : int_val(extent);
+        if (hi.kind != VAL_INT)
+            sema_error(s, sub->rhs->loc, "a slice bound must be an integer");
+        IntVal n = int_binary(s, '-', hi.i, lo.i, sub->loc);
+        if (!int_is_const(n))
+            sema_error(s, sub->loc, "a dynamic slice lo:hi needs hi - lo known at compile time");
+        if (n.konst < 1 || n.konst > extent)
+            sema_error(s, sub->loc, "dynamic slice size %lld is outside 1..%lld", (long long)n.konst, (long long)extent);
+        sp->dynamic[d] = materialize_int(s, lo.i, sub->loc);
+        sp->size[d] = n.konst;
+        return;
+    }
+    sp->start[d] = bound(s, sub->lhs, extent, 0);
+    sp->limit[d] = bound(s, sub->rhs, extent, extent);
+    if (sp->limit[d] <= sp->start[d])
+        sema_error(s, sub->loc, "empty slice %lld:%lld", (long long)sp->start[d], (long long)sp->limit[d]);
+}
+
+Val index_value(Sema *s, const Expr *e) {
+    int x = expect_tensor(s, e->lhs, "the indexed value");
+    Shape shape = s->fn->insts[x].type;
+    if (e->args.n > shape.rank)
+        sema_error(s, e->loc, "%d subscripts for a tensor with %d dims", e->args.n, shape.rank);
+    SliceSpec sp;
+    int any_static = 0, any_dynamic = 0;
+    for (int d = 0; d < shape.rank; d++) {
+        sp.start[d] = 0;
+        sp.limit[d] = shape.dims[d];
+        sp.dynamic[d] = -1;
+        sp.keep[d] = 1;
+        if (d < e->args.n)
+            subscript(s, e->args.items[d], shape.dims[d], d, &sp);
+        any_dynamic |= sp.dynamic[d] >= 0;
+        any_static |= sp.dynamic[d] < 0 && (sp.start[d] != 0 || sp.limit[d] != shape.dims[d]);
+    }
+    if (any_static) {
+        int64_t bounds[2 * MAX_RANK];
+        for (int d = 0; d < shape.rank; d++)
+            bounds[d] = sp.start[d], bounds[shape.rank + d] = sp.limit[d];
+        x = emit(s, OP_SLICE, (int32_t[]){x}, 1, bounds, 2 * shape.rank, NULL, e->loc);
+    }
+    if (any_dynamic) {
+        int32_t args[1 + MAX_RANK] = {x};
+        Shape out = s->fn->insts[x].type;
+        for (int d = 0; d < shape.rank; d++) {
+            args[1 + d] = sp.dynamic[d] >= 0 ? sp.dynamic[d] : to_tensor(s, int_val(0), DT_I32, e->loc);
+            if (sp.dynamic[d] >= 0)
+                out.dims[d] = sp.size[d];
+        }
+        x = emit(s, OP_DYNAMIC_SLICE, args, 1 + shape.rank, NULL, 0, &out, e->loc);
+    }
+    Shape kept = s->fn->insts[x].type;
+    kept.rank = 0;
+    for (int d = 0; d < shape.rank; d++)
+        if (sp.keep[d])
+            kept.dims[kept.rank++] = s->fn->insts[x].type.dims[d];
+    if (kept.rank != shape.rank)
+        x = emit(s, OP_RESHAPE, (int32_t[]){x}, 1, NULL, 0, &kept, e->loc);
+    return tensor(x);
+}

@@ -1,0 +1,543 @@
+/* Index statements: `h[b, f] = x[b, d] * w[d, f]` and all einsum-style code.
+ *
+ * Lowering runs in three steps over the right side:
+ *   1. scan:  give every index name a label, check extents, and record in
+ *             each node the labels occurring below it (Expr.occ);
+ *   2. place: an index on the right only is summed at the smallest
+ *             subexpression holding all its occurrences (Expr.sum_here);
+ *   3. lower: build IR bottom-up.  A product with a summed index on both
+ *             sides becomes a dot; other sums become reduces; operands with
+ *             different indices are broadcast to the union of their indices.
+ * The result is transposed to the left side's order and, when the left side
+ * carries `@`, constrained to that sharding. */
+#include "sema.h"
+
+#include <string.h>
+
+typedef struct {
+    Sema *s;
+    int nlabels;
+    int label_sym[MAX_INDEX_LABELS];
+    int64_t extent[MAX_INDEX_LABELS];
+    Loc where[MAX_INDEX_LABELS];         /* first use, for extent errors */
+    uint64_t lhs;                        /* labels of the left side */
+    uint64_t bound;                      /* labels bound by sum[k](...) and friends */
+    int *label_of;                       /* symbol -> label + 1 */
+} Ix;
+
+/* A partial result: an IR value (or an untyped constant, v < 0) whose dims
+ * are the index labels in `label`. */
+typedef struct {
+    int v;
+    Val c;
+    int n;
+    uint8_t label[MAX_RANK];
+} Term;
+
+static uint64_t bit(int label) { return (uint64_t)1 << label; }
+
+static uint64_t mask_of(const Term *t) {
+    uint64_t m = 0;
+    for (int i = 0; i < t->n; i++)
+        m |= bit(t->label[i]);
+    return m;
+}
+
+static int label_for(Ix *ix, const Expr *name, int create) {
+    Sema *s = ix->s;
+    if (ix->label_of[name->sym])
+        return ix->label_of[name->sym] - 1;
+    if (!create)
+        return -1;
+    Binding *b = lookup(s, name->sym);
+    if (b && b->kind == B_AXIS)
+        sema_error(s, name->loc, "'%s' is a mesh axis; index names must be fresh names", sym(s, name->sym));
+    if (b && b->kind == B_FN)
+        sema_error(s, name->loc, "'%s' is a function; index names must be fresh names", sym(s, name->sym));
+    if (ix->nlabels == MAX_INDEX_LABELS)
+        sema_error(s, name->loc, "more than %d index names in one statement", MAX_INDEX_LABELS);
+    int l = ix->nlabels++;
+    ix->label_sym[l] = name->sym;
+    ix->extent[l] = -1;
+    ix->label_of[name->sym] = l + 1;
+    return l;
+}
+
+static void use_extent(Ix *ix, int l, int64_t extent, Loc loc) {
+    if (ix->extent[l] < 0) {
+        ix->extent[l] = extent;
+        ix->where[l] = loc;
+    } else if (ix->extent[l] != extent)
+        sema_error(ix->s, loc, "index '%s' has extent %lld here but %lld at %d:%d",
+                   sym(ix->s, ix->label_sym[l]), (long long)extent, (long long)ix->extent[l],
+                   ix->where[l].line, ix->where[l].col);
+}
+
+static int tensor_named(Ix *ix, const Expr *e) {
+    Binding *b = e->kind == E_NAME ? lookup(ix->s, e->sym) : NULL;
+    if (!b || b->kind != B_VALUE || b->val.kind != VAL_TENSOR)
+        sema_error(ix->s, e->loc, "only a named tensor can be indexed in an index statement");
+    return b->val.v;
+}
+
+/* A subscript is a label when it is a name not bound to a value. */
+static int is_label_name(Ix *ix, const Expr *sub) {
+    if (sub->kind != E_NAME)
+        return 0;
+    Binding *b = lookup(ix->s, sub->sym);
+    return !b || b->kind != B_VALUE;
+}
+
+static uint64_t scan(Ix *ix, Expr *e);
+
+static uint64_t scan_access(Ix *ix, Expr *e, int allow_gather) {
+    Sema *s = ix->s;
+    const Shape *shape = &s->fn->insts[tensor_named(ix, e->lhs)].type;
+    if (e->args.n != shape->rank)
+        sema_error(s, e->loc, "'%s' has %d dims but %d subscripts", sym(s, e->lhs->sym), shape->rank, e->args.n);
+    uint64_t occ = 0;
+    int gathers = 0;
+    for (int d = 0; d < e->args.n; d++) {
+        Expr *sub = e->args.items[d];
+        sub->occ = 0;
+        if (sub->kind == E_SLICE)
+            sema_error(s, sub->loc, "slices are not allowed in an index statement; slice in a value statement first");
+        if (is_label_name(ix, sub)) {
+            int l = label_for(ix, sub, 1);
+            if (occ & bit(l))
+                sema_error(s, sub->loc, "index '%s' appears twice in one subscript list (diagonals are not supported)", sym(s, sub->sym));
+            use_extent(ix, l, shape->dims[d], sub->loc);
+            occ |= sub->occ = bit(l);
+        } else if (sub->kind == E_INDEX && sub->lhs->kind == E_NAME &&
+                   dtype_of_val(s, (Val){VAL_TENSOR, {0, 0, -1}, 0, tensor_named(ix, sub->lhs)}) == DT_I32) {
+            if (!allow_gather || gathers++)
+                sema_error(s, sub->loc, "only one subscript of an access can be a gather, and gathers do not nest");
+            uint64_t g = scan_access(ix, sub, 0);
+            if (g & occ)
+                sema_error(s, sub->loc, "a gather's indices must differ from the other subscripts'");
+            occ |= sub->occ = g;
+        } else if (scan(ix, sub) != 0)
+            sema_error(s, sub->loc, "arithmetic on index names is not supported in subscripts");
+    }
+    return e->occ = occ;
+}
+
+static uint64_t scan(Ix *ix, Expr *e) {
+    Sema *s = ix->s;
+    e->sum_here = 0;
+    switch (e->kind) {
+    case E_INT: case E_FLOAT: return e->occ = 0;
+    case E_NAME:
+        if (lookup(s, e->sym) && lookup(s, e->sym)->kind == B_VALUE)
+            return e->occ = 0;
+        if (label_for(ix, e, 0) >= 0)
+            sema_error(s, e->loc, "index '%s' can only be used as a subscript", sym(s, e->sym));
+        sema_error(s, e->loc, "undefined name '%s'", sym(s, e->sym));
+    case E_UNARY: return e->occ = scan(ix, e->lhs);
+    case E_BINARY: return e->occ = scan(ix, e->lhs) | scan(ix, e->rhs);
+    case E_INDEX: return scan_access(ix, e, 1);
+    case E_CALL: {
+        uint64_t occ = 0, binders = 0;
+        for (int i = 0; i < e->binders.n; i++) {
+            Expr *b = e->binders.items[i];
+            int l = label_for(ix, b, 1);
+            if (ix->lhs & bit(l))
+                sema_error(s, b->loc, "index '%s' is on the left, so it cannot be reduced here", sym(s, b->sym));
+            binders |= bit(l);
+        }
+        for (int i = 0; i < e->args.n; i++)
+            occ |= scan(ix, e->args.items[i]);
+        for (int i = 0; i < e->binders.n; i++) {
+            Expr *b = e->binders.items[i];
+            if (!(occ & bit(label_for(ix, b, 0))))
+                sema_error(s, b->loc, "index '%s' of %s[...] does not appear in its argument", sym(s, b->sym), sym(s, e->sym));
+        }
+        ix->bound |= binders;
+        return e->occ = occ & ~binders;
+    }
+    default:
+        sema_error(s, e->loc, "this expression is not allowed in an index statement");
+    }
+}
+
+/* Children that a sum can be pushed into; an access is a leaf. */
+static int children(Expr *e, Expr **kids) {
+    switch (e->kind) {
+    case E_UNARY: kids[0] = e->lhs; return 1;
+    case E_BINARY: kids[0] = e->lhs; kids[1] = e->rhs; return 2;
+    case E_CALL:
+        for (int i = 0; i < e->args.n && i < 3; i++)
+            kids[i] = e->args.items[i];
+        return e->args.n < 3 ? e->args.n : 3;
+    default: return 0;
+    }
+}
+
+static void place_sum(Expr *root, int label) {
+    Expr *e = root, *kids[3];
+    for (;;) {
+        int n = children(e, kids), holders = 0;
+        Expr *only = NULL;
+        for (int i = 0; i < n; i++)
+            if (kids[i]->occ & bit(label))
+                holders++, only = kids[i];
+        /* Do not push a sum into a reduction's argument: it binds its own. */
+        if (holders != 1 || (e->kind == E_CALL && e->binders.n))
+            break;
+        e = only;
+    }
+    e->sum_here |= bit(label);
+}
+
+/* ---- lowering ---- */
+
+static Term constant_term(Val c) { return (Term){-1, c, 0, {0}}; }
+
+static Shape union_shape(Ix *ix, const uint8_t *labels, int n, int dtype) {
+    Shape s = {(uint8_t)dtype, (uint8_t)n, {0}};
+    for (int i = 0; i < n; i++)
+        s.dims[i] = ix->extent[labels[i]];
+    return s;
+}
+
+static Term reduce_term(Ix *ix, Term t, uint64_t mask, Reducer r, Loc loc) {
+    if (!(mask_of(&t) & mask))
+        return t;
+    int64_t attrs[1 + MAX_RANK] = {r};
+    int na = 1;
+    Term out = {0, t.c, 0, {0}};
+    for (int i = 0; i < t.n; i++) {
+        if (mask & bit(t.label[i]))
+            attrs[na++] = i;
+        else
+            out.label[out.n++] = t.label[i];
+    }
+    out.v = emit(ix->s, OP_REDUCE, (int32_t[]){t.v}, 1, attrs, na, NULL, loc);
+    return out;
+}
+
+/* Broadcast terms to the union of their labels, first appearance first. */
+static void align(Ix *ix, Term *t, int n, Loc loc) {
+    Sema *s = ix->s;
+    uint8_t labels[MAX_INDEX_LABELS];
+    int nl = 0, dtype = -1;
+    uint64_t seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (t[i].v >= 0 && dtype < 0)
+            dtype = s->fn->insts[t[i].v].type.dtype;
+        for (int k = 0; k < t[i].n; k++)
+            if (!(seen & bit(t[i].label[k]))) {
+                seen |= bit(t[i].label[k]);
+                labels[nl++] = t[i].label[k];
+            }
+    }
+    if (nl > MAX_RANK)
+        sema_error(s, loc, "this expression would need a tensor with %d dims; at most %d are supported", nl, MAX_RANK);
+    for (int i = 0; i < n; i++) {
+        if (t[i].v < 0) {
+            if (dtype < 0)
+                continue;               /* constants among constants stay untyped */
+            t[i].v = to_tensor(s, t[i].c, dtype, loc);
+        }
+        if (t[i].n == nl && memcmp(t[i].label, labels, (size_t)nl) == 0)
+            continue;
+        int64_t map[MAX_RANK];
+        for (int k = 0; k < t[i].n; k++)
+            for (int j = 0; j < nl; j++)
+                if (labels[j] == t[i].label[k])
+                    map[k] = j;
+        Shape to = union_shape(ix, labels, nl, s->fn->insts[t[i].v].type.dtype);
+        t[i].v = broadcast_to(s, t[i].v, &to, map, loc);
+        t[i].n = nl;
+        memcpy(t[i].label, labels, (size_t)nl);
+    }
+}
+
+static Val val_of(const Term *t) { return t->v >= 0 ? tensor(t->v) : t->c; }
+
+static Term from_val(Val v, const Term *shape_src) {
+    Term t = *shape_src;
+    if (v.kind == VAL_TENSOR)
+        t.v = v.v;
+    else
+        t.v = -1, t.c = v;
+    return t;
+}
+
+static Term lower(Ix *ix, Expr *e);
+
+/* x[i, 3, route[s]]: integer subscripts select, labels name dims, and one
+ * subscript may gather through an i32 tensor. */
+static Term lower_access(Ix *ix, Expr *e) {
+    Sema *s = ix->s;
+    int x = tensor_named(ix, e->lhs);
+    Shape shape = s->fn->insts[x].type;
+    int64_t start[MAX_RANK], limit[MAX_RANK];
+    int32_t offsets[1 + MAX_RANK];
+    int any_static = 0, any_dynamic = 0, gather_dim = -1;
+    Term t = {0, {0}, 0, {0}};
+    Shape kept = shape;
+    kept.rank = 0;
+    for (int d = 0; d < shape.rank; d++) {
+        Expr *sub = e->args.items[d];
+        start[d] = 0;
+        limit[d] = shape.dims[d];
+        offsets[1 + d] = -1;
+        if (sub->kind == E_NAME && is_label_name(ix, sub)) {
+            t.label[t.n++] = (uint8_t)label_for(ix, sub, 0);
+        } else if (sub->occ) {
+            gather_dim = kept.rank;
+        } else {
+            Val k = eval(s, sub);
+            if (k.kind != VAL_INT)
+                sema_error(s, sub->loc, "a subscript must be an index name or an integer");
+            if (int_is_const(k.i)) {
+                int64_t at = k.i.konst < 0 ? k.i.konst + shape.dims[d] : k.i.konst;
+                if (at < 0 || at >= shape.dims[d])
+                    sema_error(s, sub->loc, "index %lld is out of range for a dim of size %lld", (long long)k.i.konst, (long long)shape.dims[d]);
+                start[d] = at;
+                limit[d] = at + 1;
+                any_static |= shape.dims[d] != 1;
+            } else {
+                offsets[1 + d] = materialize_int(s, k.i, sub->loc);
+                any_dynamic = 1;
+            }
+            continue;
+        }
+        kept.dims[kept.rank++] = shape.dims[d];
+    }
+    if (any_static) {
+        int64_t bounds[2 * MAX_RANK];
+        for (int d = 0; d < shape.rank; d++)
+            bounds[d] = start[d], bounds[shape.rank + d] = limit[d];
+        x = emit(s, OP_SLICE, (int32_t[]){x}, 1, bounds, 2 * shape.rank, NULL, e->loc);
+    }
+    if (any_dynamic) {
+        Shape out = s->fn->insts[x].type;
+        offsets[0] = x;
+        for (int d = 0; d < shape.rank; d++) {
+            if (offsets[1 + d] >= 0)
+                out.dims[d] = 1;
+            else
+                offsets[1 + d] = to_tensor(s, int_val(start[d]), DT_I32, e->loc);
+        }
+        x = emit(s, OP_DYNAMIC_SLICE, offsets, 1 + shape.rank, NULL, 0, &out, e->loc);
+    }
+    if (kept.rank != shape.rank)
+        x = emit(s, OP_RESHAPE, (int32_t[]){x}, 1, NULL, 0, &kept, e->loc);
+    t.v = x;
+    if (gather_dim >= 0) {
+        Expr *sub = NULL;
+        for (int d = 0; d < e->args.n && !sub; d++)
+            if (((Expr *)e->args.items[d])->kind == E_INDEX)
+                sub = e->args.items[d];
+        Term idx = lower_access(ix, sub);
+        if (idx.n + t.n > MAX_RANK)
+            sema_error(s, sub->loc, "this gather would need more than %d dims", MAX_RANK);
+        int64_t dim = gather_dim;
+        t.v = emit(s, OP_GATHER, (int32_t[]){x, idx.v}, 2, &dim, 1, NULL, sub->loc);
+        Term g = idx;
+        for (int k = 0; k < t.n; k++)
+            g.label[g.n++] = t.label[k];
+        g.v = t.v;
+        t = g;
+    }
+    return t;
+}
+
+/* A product with indices summed on both sides is a dot: batch dims, then
+ * lhs free dims, then rhs free dims, as HLO orders them. */
+static Term lower_product(Ix *ix, Expr *e, Term a, Term b) {
+    Sema *s = ix->s;
+    uint64_t S = e->sum_here, ma = mask_of(&a), mb = mask_of(&b);
+    a = reduce_term(ix, a, S & ma & ~mb, RED_SUM, e->loc);   /* sum_k a*b = (sum_k a)*b */
+    b = reduce_term(ix, b, S & mb & ~ma, RED_SUM, e->loc);
+    uint64_t contract = S & ma & mb;
+    if (!contract) {
+        Term t[2] = {a, b};
+        align(ix, t, 2, e->loc);
+        return from_val(binary_op(s, '*', val_of(&t[0]), val_of(&t[1]), e->loc), &t[0]);
+    }
+    int da = s->fn->insts[a.v].type.dtype, db = s->fn->insts[b.v].type.dtype;
+    if (da != db)
+        sema_error(s, e->loc, "operands have different dtypes, %s and %s; cast one with %s(...)", dtype_name[da], dtype_name[db], dtype_name[da]);
+    Term out = {0, {0}, 0, {0}};
+    int n = 0;
+    uint8_t res[3 * MAX_RANK];
+    for (int pass = 0; pass < 3; pass++) {
+        const Term *src = pass == 2 ? &b : &a;
+        uint64_t other = pass == 2 ? ma : mb;
+        for (int i = 0; i < src->n; i++) {
+            uint64_t l = bit(src->label[i]);
+            int want = pass == 0 ? (other & l) && !(contract & l) : !(other & l);
+            if (want)
+                res[n++] = src->label[i];
+        }
+    }
+    if (n > MAX_RANK)
+        sema_error(s, e->loc, "this product would need a tensor with %d dims; at most %d are supported", n, MAX_RANK);
+    int64_t attrs[3 * MAX_RANK];
+    int na = 0;
+    for (int i = 0; i < a.n; i++)
+        attrs[na++] = a.label[i];
+    for (int i = 0; i < b.n; i++)
+        attrs[na++] = b.label[i];
+    for (int i = 0; i < n; i++)
+        attrs[na++] = out.label[out.n++] = res[i];
+    out.v = emit(s, OP_DOT, (int32_t[]){a.v, b.v}, 2, attrs, na, NULL, e->loc);
+    return out;
+}
+
+static Term lower_call(Ix *ix, Expr *e) {
+    Sema *s = ix->s;
+    const Builtin *bi = e->sym < s->nsyms ? s->builtin[e->sym] : NULL;
+    const char *name = sym(s, e->sym);
+    if (e->binders.n) {
+        int red = strcmp(name, "sum") == 0 || strcmp(name, "mean") == 0 ? RED_SUM
+                : strcmp(name, "max") == 0 ? RED_MAX : strcmp(name, "min") == 0 ? RED_MIN : -1;
+        if (red < 0)
+            sema_error(s, e->loc, "'%s' is not a reduction; use sum, max, min or mean", name);
+        if (e->args.n != 1)
+            sema_error(s, e->loc, "%s[...] takes one argument", name);
+        Term t = lower(ix, e->args.items[0]);
+        uint64_t binders = 0;
+        int64_t count = 1;
+        for (int i = 0; i < e->binders.n; i++) {
+            int l = label_for(ix, e->binders.items[i], 0);
+            if (!(binders & bit(l)))
+                count *= ix->extent[l];
+            binders |= bit(l);
+        }
+        t = reduce_term(ix, t, binders, (Reducer)red, e->loc);
+        if (strcmp(name, "mean") == 0) {
+            if (!dtype_is_float(s->fn->insts[t.v].type.dtype))
+                sema_error(s, e->loc, "mean needs a floating-point operand; cast with f32(...)");
+            t = from_val(binary_op(s, '/', tensor(t.v), (Val){VAL_FLOAT, {0, 0, -1}, (double)count, -1}, e->loc), &t);
+        }
+        return t;
+    }
+    if (!bi || (bi->kind != BK_UNARY && bi->kind != BK_BINARY && bi->kind != BK_CAST &&
+                !(bi->kind == BK_SPECIAL && strcmp(name, "where") == 0)))
+        sema_error(s, e->loc, "'%s' cannot be used in an index statement; compute it in a value statement first", name);
+    if (e->args.n < bi->min_args || e->args.n > bi->max_args)
+        sema_error(s, e->loc, "%s takes %d argument%s, not %d", name, bi->min_args, bi->min_args == 1 ? "" : "s", e->args.n);
+    Term t[3];
+    for (int i = 0; i < e->args.n; i++)
+        t[i] = lower(ix, e->args.items[i]);
+    align(ix, t, e->args.n, e->loc);
+    switch (bi->kind) {
+    case BK_UNARY: return from_val(unary_op(s, (Op)bi->op, val_of(&t[0]), e->loc), &t[0]);
+    case BK_BINARY: return from_val(elementwise2(s, (Op)bi->op, val_of(&t[0]), val_of(&t[1]), e->loc), &t[0]);
+    case BK_CAST: {
+        if (t[0].v < 0)
+            return from_val(tensor(to_tensor(s, t[0].c, bi->op, e->loc)), &t[0]);
+        Shape to = s->fn->insts[t[0].v].type;
+        if (to.dtype == bi->op)
+            return t[0];
+        to.dtype = (uint8_t)bi->op;
+        return from_val(tensor(emit(s, OP_CONVERT, (int32_t[]){t[0].v}, 1, NULL, 0, &to, e->loc)), &t[0]);
+    }
+    default: return from_val(select_op(s, val_of(&t[0]), val_of(&t[1]), val_of(&t[2]), e->loc), &t[1]);
+    }
+}
+
+static Term lower(Ix *ix, Expr *e) {
+    Sema *s = ix->s;
+    Term t;
+    switch (e->kind) {
+    case E_INT: case E_FLOAT: case E_NAME: {
+        Val v = eval(s, e);
+        if (v.kind != VAL_TENSOR)
+            return constant_term(v);
+        const Shape *sh = &s->fn->insts[v.v].type;
+        if (sh->rank)
+            sema_error(s, e->loc, "'%s' has %d dims; write it with %d subscripts", sym(s, e->sym), sh->rank, sh->rank);
+        return (Term){v.v, {0}, 0, {0}};
+    }
+    case E_UNARY:
+        t = lower(ix, e->lhs);
+        t = from_val(t.v < 0 ? eval(s, e) : unary_op(s, OP_NEGATE, tensor(t.v), e->loc), &t);
+        break;
+    case E_BINARY: {
+        Term a = lower(ix, e->lhs), b = lower(ix, e->rhs);
+        if (e->op == '*' && a.v >= 0 && b.v >= 0)
+            return lower_product(ix, e, a, b);
+        Term both[2] = {a, b};
+        align(ix, both, 2, e->loc);
+        t = from_val(binary_op(s, e->op, val_of(&both[0]), val_of(&both[1]), e->loc), &both[0]);
+        break;
+    }
+    case E_INDEX: t = lower_access(ix, e); break;
+    case E_CALL: t = lower_call(ix, e); break;
+    default: sema_error(s, e->loc, "this expression is not allowed in an index statement");
+    }
+    return reduce_term(ix, t, e->sum_here, RED_SUM, e->loc);
+}
+
+static void constrain(Ix *ix, const Stmt *st, int *v, int first_new) {
+    Sema *s = ix->s;
+    int any = 0;
+    for (int i = 0; i < st->nindices; i++)
+        any |= st->indices[i].axes.kind != AXES_NONE;
+    if (!any)
+        return;
+    Sharding sh = {.known = 1};
+    for (int a = 0; a < MAX_AXES; a++)
+        sh.dim[a] = SH_REPLICATED;
+    uint32_t used = 0;
+    for (int i = 0; i < st->nindices; i++)
+        resolve_axes(s, &st->indices[i].axes, i, &sh, &used);
+    if (s->fn->spmd)
+        sema_error(s, st->loc, "sharding constraints are not allowed inside an spmd fn: its body works on local blocks");
+    if (*v < first_new)          /* the right side is an existing value: constrain a copy */
+        *v = emit(s, OP_COPY, (int32_t[]){*v}, 1, NULL, 0, NULL, st->loc);
+    s->fn->insts[*v].sh = sh;
+    s->fn->insts[*v].flags |= INST_CONSTRAINED;
+}
+
+void lower_index_stmt(Sema *s, const Stmt *st) {
+    Ix ix = {s, 0, {0}, {0}, {{0, 0}}, 0, 0, s->label_of};
+    for (int i = 0; i < st->nindices; i++) {
+        const AstIndex *in = &st->indices[i];
+        Binding *b = lookup(s, in->sym);
+        Expr name = {.kind = E_NAME, .sym = in->sym, .loc = in->loc};
+        if (b && b->kind == B_VALUE)
+            sema_error(s, in->loc, "'%s' is already bound to a value; index names must be fresh names", sym(s, in->sym));
+        if (ix.label_of[in->sym])
+            sema_error(s, in->loc, "index '%s' appears twice on the left", sym(s, in->sym));
+        ix.lhs |= bit(label_for(&ix, &name, 1));
+    }
+    if (st->nindices > MAX_RANK)
+        sema_error(s, st->loc, "a tensor has at most %d dims", MAX_RANK);
+    Expr *rhs = st->value;
+    uint64_t occ = scan(&ix, rhs);
+    for (int i = 0; i < st->nindices; i++)
+        if (!(occ & bit(i)))
+            sema_error(s, st->indices[i].loc, "index '%s' on the left does not appear on the right", sym(s, st->indices[i].sym));
+    for (int l = 0; l < ix.nlabels; l++)
+        if ((occ & bit(l)) && (ix.bound & bit(l)))
+            sema_error(s, st->value->loc, "index '%s' is bound by a reduction and cannot also appear outside it", sym(s, ix.label_sym[l]));
+    for (int l = 0; l < ix.nlabels; l++)
+        if ((occ & ~ix.lhs) & bit(l))
+            place_sum(rhs, l);
+    int first_new = s->fn->ninsts;
+    Term t = lower(&ix, rhs);
+    if (t.v < 0)
+        sema_error(s, rhs->loc, "an index statement needs a tensor on the right");
+    /* Transpose to the left side's order: labels 0..n-1 are the left side. */
+    int identity = 1;
+    int64_t perm[MAX_RANK];
+    for (int i = 0; i < t.n; i++) {
+        perm[t.label[i]] = i;
+        identity &= t.label[i] == i;
+    }
+    int v = t.v;
+    if (!identity)
+        v = emit(s, OP_TRANSPOSE, (int32_t[]){v}, 1, perm, t.n, NULL, st->loc);
+    constrain(&ix, st, &v, first_new);
+    if (v >= first_new)
+        s->fn->insts[v].sym = st->sym;
+    for (int l = 0; l < ix.nlabels; l++)
+        ix.label_of[ix.label_sym[l]] = 0;
+    bind_local(s, st->sym, tensor(v), st->loc);
+}

@@ -1,0 +1,132 @@
+/* Integer scalars and the value-context expression dispatcher.  Integer
+ * arithmetic folds at compile time; with a run-time part (axis_index) it stays
+ * affine as long as it can, and becomes IR arithmetic when it cannot. */
+#include "sema.h"
+
+Val int_val(int64_t k) { return (Val){VAL_INT, {k, 0, -1}, 0, -1}; }
+
+int int_is_const(IntVal v) { return v.atom < 0 || v.coef == 0; }
+
+/* x op y for op in + - *, reporting overflow. */
+static int64_t checked(Sema *s, int op, int64_t x, int64_t y, Loc loc) {
+    int64_t r;
+    int overflow = op == '+' ? __builtin_add_overflow(x, y, &r)
+                 : op == '-' ? __builtin_sub_overflow(x, y, &r) : __builtin_mul_overflow(x, y, &r);
+    if (overflow)
+        sema_error(s, loc, "integer overflow in a constant expression");
+    return r;
+}
+
+/* Python's floor division and modulo, which JAX follows for integers. */
+static int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+int materialize_int(Sema *s, IntVal v, Loc loc) {
+    Shape i32 = {DT_I32, 0, {0}};
+    if (v.konst < INT32_MIN || v.konst > INT32_MAX || v.coef < INT32_MIN || v.coef > INT32_MAX)
+        sema_error(s, loc, "integer %lld does not fit in i32", (long long)(v.konst < INT32_MIN || v.konst > INT32_MAX ? v.konst : v.coef));
+    int k = emit(s, OP_CONSTANT, NULL, 0, NULL, 0, &i32, loc);
+    s->fn->insts[k].value = (double)v.konst;
+    if (int_is_const(v))
+        return k;
+    int x = v.atom;
+    if (v.coef != 1) {
+        int c = emit(s, OP_CONSTANT, NULL, 0, NULL, 0, &i32, loc);
+        s->fn->insts[c].value = (double)v.coef;
+        x = emit(s, OP_MUL, (int32_t[]){x, c}, 2, NULL, 0, NULL, loc);
+    }
+    if (v.konst == 0)
+        return x;
+    return emit(s, OP_ADD, (int32_t[]){x, k}, 2, NULL, 0, NULL, loc);
+}
+
+static IntVal atom(int v) { return (IntVal){0, 1, v}; }
+
+IntVal int_binary(Sema *s, int op, IntVal a, IntVal b, Loc loc) {
+    int64_t r;
+    if (int_is_const(a) && int_is_const(b)) {
+        int64_t x = a.konst, y = b.konst;
+        switch (op) {
+        case '+': case '-': case '*': return (IntVal){checked(s, op, x, y, loc), 0, -1};
+        case '/': case '%':
+            if (y == 0)
+                sema_error(s, loc, "integer division by zero");
+            if (x == INT64_MIN && y == -1)
+                sema_error(s, loc, "integer overflow in a constant expression");
+            r = floor_div(x, y);
+            return (IntVal){op == '/' ? r : x - r * y, 0, -1};
+        }
+    }
+    /* A run-time part: stay affine for + - and scaling by a constant. */
+    int same = a.atom == b.atom || int_is_const(a) || int_is_const(b);
+    int at = int_is_const(a) ? b.atom : a.atom;
+    if ((op == '+' || op == '-') && same) {
+        int64_t bc = int_is_const(b) ? 0 : b.coef, ac = int_is_const(a) ? 0 : a.coef;
+        int64_t k = checked(s, op, a.konst, b.konst, loc), c = checked(s, op, ac, bc, loc);
+        return c == 0 ? (IntVal){k, 0, -1} : (IntVal){k, c, at};
+    }
+    if (op == '*' && (int_is_const(a) || int_is_const(b))) {
+        IntVal v = int_is_const(a) ? b : a;
+        int64_t f = int_is_const(a) ? a.konst : b.konst;
+        int64_t k = checked(s, '*', v.konst, f, loc), c = checked(s, '*', v.coef, f, loc);
+        return c == 0 ? (IntVal){k, 0, -1} : (IntVal){k, c, v.atom};
+    }
+    static const Op ops[128] = {['+'] = OP_ADD, ['-'] = OP_SUB, ['*'] = OP_MUL, ['/'] = OP_DIV, ['%'] = OP_REM};
+    if (int_is_const(b) && b.konst == 0 && (op == '/' || op == '%'))
+        sema_error(s, loc, "integer division by zero");
+    int x = materialize_int(s, a, loc), y = materialize_int(s, b, loc);
+    return atom(emit(s, ops[op], (int32_t[]){x, y}, 2, NULL, 0, NULL, loc));
+}
+
+int64_t eval_const_int(Sema *s, const Expr *e, const char *what) {
+    Val v = eval(s, e);
+    if (v.kind != VAL_INT)
+        sema_error(s, e->loc, "%s must be an integer", what);
+    if (!int_is_const(v.i))
+        sema_error(s, e->loc, "%s must be known at compile time", what);
+    return v.i.konst;
+}
+
+static Val eval_name(Sema *s, const Expr *e) {
+    Binding *b = lookup(s, e->sym);
+    switch (b ? b->kind : B_NONE) {
+    case B_VALUE: return b->val;
+    case B_AXIS:
+        sema_error(s, e->loc, "'%s' is a mesh axis, not a value; size(%s) is its size", sym(s, e->sym), sym(s, e->sym));
+    case B_FN:
+        sema_error(s, e->loc, "'%s' is a function; call it with arguments", sym(s, e->sym));
+    default:
+        sema_error(s, e->loc, "undefined name '%s'", sym(s, e->sym));
+    }
+}
+
+static Val eval_binary(Sema *s, const Expr *e) {
+    Val a = eval(s, e->lhs), b = eval(s, e->rhs);
+    return binary_op(s, e->op, a, b, e->loc);
+}
+
+Val eval(Sema *s, const Expr *e) {
+    switch (e->kind) {
+    case E_INT: return int_val(e->ival);
+    case E_FLOAT: return (Val){VAL_FLOAT, {0, 0, -1}, e->fval, -1};
+    case E_NAME: return eval_name(s, e);
+    case E_UNARY: {
+        Val a = eval(s, e->lhs);
+        if (a.kind == VAL_INT)
+            return (Val){VAL_INT, int_binary(s, '-', (IntVal){0, 0, -1}, a.i, e->loc), 0, -1};
+        if (a.kind == VAL_FLOAT)
+            return (Val){VAL_FLOAT, {0, 0, -1}, -a.f, -1};
+        return unary_op(s, OP_NEGATE, a, e->loc);
+    }
+    case E_BINARY: return eval_binary(s, e);
+    case E_CALL: return call_value(s, e, 1, NULL);
+    case E_INDEX: return index_value(s, e);
+    case E_SLICE: sema_error(s, e->loc, "a slice lo:hi is only allowed inside [ ]");
+    case E_LIST: sema_error(s, e->loc, "a list [...] is only allowed as an argument of reshape, concat or ppermute");
+    case E_TUPLE: sema_error(s, e->loc, "a tuple (...) is only allowed where mesh axes or permutation pairs are expected");
+    case E_TYPE: sema_error(s, e->loc, "a type is only allowed as the first argument of zeros, full or iota");
+    }
+    sema_error(s, e->loc, "unknown expression");
+}

@@ -1,0 +1,333 @@
+/* Semantic analysis, top level: the mesh, constants, function signatures,
+ * statements and loops.  Expressions are in scalar.c, expr.c, builtins.c and
+ * index.c.  The first error ends the compilation (diag_fatal). */
+#include "sema.h"
+#include "sema_api.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+_Noreturn void sema_error(Sema *s, Loc loc, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    diag_fatal(s->diag, loc, "%s", msg);
+}
+
+const char *sym(const Sema *s, int id) { return sym_name(s->syms, id); }
+
+Binding *lookup(Sema *s, int symbol) {
+    if (symbol < 0 || symbol >= s->nsyms)
+        return NULL;
+    if (s->local[symbol].kind != B_NONE)
+        return &s->local[symbol];
+    return s->global[symbol].kind != B_NONE ? &s->global[symbol] : NULL;
+}
+
+const char *shape_str(Sema *s, const Shape *shape) {
+    char buf[256];
+    int n = snprintf(buf, sizeof buf, "%s[", dtype_name[shape->dtype]);
+    for (int d = 0; d < shape->rank; d++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%lld", d ? ", " : "", (long long)shape->dims[d]);
+    snprintf(buf + n, sizeof buf - (size_t)n, "]");
+    return arena_strndup(s->arena, buf, strlen(buf));
+}
+
+int emit(Sema *s, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
+         const Shape *type, Loc loc) {
+    if (s->fn->ninsts >= MAX_FN_INSTS)
+        sema_error(s, loc, "function '%s' grows past %d instructions (loops unroll completely)",
+                   sym(s, s->fn->sym), MAX_FN_INSTS);
+    return ir_emit(s->m, s->fn, op, args, nargs, attrs, nattrs, type, loc);
+}
+
+/* ---- names ---- */
+
+static void define_global(Sema *s, int symbol, BindKind kind, Loc loc) {
+    Binding *g = &s->global[symbol];
+    if (g->kind != B_NONE)
+        sema_error(s, loc, "redefinition of '%s' (first defined at %d:%d)", sym(s, symbol), g->loc.line, g->loc.col);
+    g->kind = (uint8_t)kind;
+    g->loc = loc;
+}
+
+static void check_local_name(Sema *s, int symbol, Loc loc) {
+    Binding *g = &s->global[symbol];
+    static const char *what[] = {"", "constant", "mesh axis", "function"};
+    if (g->kind != B_NONE)
+        sema_error(s, loc, "'%s' is a %s; a local name cannot rebind it", sym(s, symbol), what[g->kind]);
+    if (s->builtin[symbol])
+        sema_error(s, loc, "'%s' is a builtin; choose another name", sym(s, symbol));
+}
+
+void bind_local(Sema *s, int symbol, Val v, Loc loc) {
+    Binding *b = &s->local[symbol];
+    if (b->kind == B_NONE)
+        *VEC_PUSH(s->arena, s->touched, s->ntouched, s->touched_cap) = symbol;
+    *b = (Binding){B_VALUE, v, 0, loc};
+}
+
+/* ---- top level ---- */
+
+static void lower_mesh(Sema *s, const AstTop *top, const MeshOverride *ov) {
+    Module *m = s->m;
+    if (top->bindings.n > MAX_AXES)
+        sema_error(s, top->loc, "a mesh has at most %d axes", MAX_AXES);
+    int64_t devices = 1;
+    for (int i = 0; i < top->bindings.n; i++) {
+        const AstBinding *b = top->bindings.items[i];
+        int64_t n = ov && ov->n ? ov->size[i] : eval_const_int(s, b->value, "a mesh axis size");
+        if (n < 1)
+            sema_error(s, b->value->loc, "mesh axis '%s' has size %lld; sizes are at least 1", sym(s, b->sym), (long long)n);
+        if (__builtin_mul_overflow(devices, n, &devices) || devices > MAX_DEVICES)
+            sema_error(s, b->value->loc, "the mesh has more than %d devices", MAX_DEVICES);
+        define_global(s, b->sym, B_AXIS, b->loc);
+        s->global[b->sym].index = m->naxes;
+        m->axis_sym[m->naxes] = b->sym;
+        m->axis_size[m->naxes++] = n;
+    }
+}
+
+static void lower_consts(Sema *s, const AstTop *top) {
+    for (int i = 0; i < top->bindings.n; i++) {
+        const AstBinding *b = top->bindings.items[i];
+        Val v = eval(s, b->value);
+        if (v.kind == VAL_TENSOR)
+            sema_error(s, b->value->loc, "a constant must be a number known at compile time");
+        define_global(s, b->sym, B_VALUE, b->loc);
+        s->global[b->sym].val = v;
+    }
+}
+
+static void lower_signature(Sema *s, const AstFn *af, Fn *fn) {
+    fn->nparams = af->params.n;
+    fn->nresults = af->results.n;
+    fn->params = arena_alloc(s->arena, sizeof(Sig) * (size_t)(fn->nparams + 1));
+    fn->results = arena_alloc(s->arena, sizeof(Sig) * (size_t)(fn->nresults + 1));
+    for (int i = 0; i < fn->nparams; i++) {
+        const AstParam *p = af->params.items[i];
+        resolve_type(s, p->type, &fn->params[i].type, &fn->params[i].sh, 0);
+        if (af->spmd)
+            check_spmd_divisible(s, &fn->params[i].type, &fn->params[i].sh, p->type->loc);
+    }
+    for (int i = 0; i < fn->nresults; i++) {
+        const AstType *t = af->results.items[i];
+        resolve_type(s, t, &fn->results[i].type, &fn->results[i].sh, !af->spmd);
+        if (af->spmd)
+            check_spmd_divisible(s, &fn->results[i].type, &fn->results[i].sh, t->loc);
+    }
+}
+
+/* ---- statements ---- */
+
+static void lower_return(Sema *s, const Stmt *st) {
+    Fn *fn = s->fn;
+    if (st->values.n != fn->nresults)
+        sema_error(s, st->loc, "'%s' declares %d result%s but returns %d value%s", sym(s, fn->sym), fn->nresults,
+                   fn->nresults == 1 ? "" : "s", st->values.n, st->values.n == 1 ? "" : "s");
+    int32_t *vals = arena_alloc(s->arena, sizeof(int32_t) * (size_t)(fn->nresults + 1));
+    for (int i = 0; i < fn->nresults; i++) {
+        const Expr *e = st->values.items[i];
+        const Sig *r = &fn->results[i];
+        Shape want = fn->spmd ? shape_local(s->m, &r->type, &r->sh) : r->type;
+        vals[i] = to_tensor(s, eval(s, e), want.dtype, e->loc);
+        const Shape *got = &fn->insts[vals[i]].type;
+        if (!shape_eq(got, &want))
+            sema_error(s, e->loc, "result %d is %s, but the function declares %s%s", i + 1, shape_str(s, got),
+                       shape_str(s, &want), fn->spmd ? " (the local block of its result type)" : "");
+    }
+    emit(s, OP_RETURN, vals, fn->nresults, NULL, 0, NULL, st->loc);
+    s->returned = 1;
+}
+
+static void lower_assign(Sema *s, const Stmt *st) {
+    check_local_name(s, st->sym, st->loc);
+    int first_new = s->fn->ninsts;
+    Val v = eval(s, st->value);
+    if (v.kind == VAL_TENSOR && v.v >= first_new && s->fn->insts[v.v].sym < 0)
+        s->fn->insts[v.v].sym = st->sym;
+    bind_local(s, st->sym, v, st->loc);
+}
+
+static void lower_multi(Sema *s, const Stmt *st) {
+    if (st->value->kind != E_CALL)
+        sema_error(s, st->value->loc, "only a call of a function with several results can bind several names");
+    for (int i = 0; i < st->names.n; i++)
+        check_local_name(s, ((Expr *)st->names.items[i])->sym, ((Expr *)st->names.items[i])->loc);
+    Val *results = arena_alloc(s->arena, sizeof(Val) * (size_t)st->names.n);
+    call_value(s, st->value, st->names.n, results);
+    for (int i = 0; i < st->names.n; i++) {
+        const Expr *n = st->names.items[i];
+        s->fn->insts[results[i].v].sym = n->sym;
+        bind_local(s, n->sym, results[i], n->loc);
+    }
+}
+
+static void lower_for(Sema *s, const Stmt *st) {
+    check_local_name(s, st->sym, st->loc);
+    for (int i = 0; i < st->body.n; i++)
+        if (((const Stmt *)st->body.items[i])->kind == S_RETURN)
+            sema_error(s, ((const Stmt *)st->body.items[i])->loc, "return is not allowed inside a loop");
+    int64_t lo = eval_const_int(s, st->lo, "a loop bound"), hi = eval_const_int(s, st->hi, "a loop bound");
+    Binding saved = s->local[st->sym];
+    for (int64_t i = lo; i < hi; i++) {
+        bind_local(s, st->sym, int_val(i), st->loc);
+        lower_stmts(s, &st->body);
+    }
+    if (saved.kind != B_NONE)
+        s->local[st->sym] = saved;
+    else
+        s->local[st->sym].kind = B_NONE;
+}
+
+void lower_stmts(Sema *s, const PtrVec *stmts) {
+    for (int i = 0; i < stmts->n; i++) {
+        const Stmt *st = stmts->items[i];
+        if (--s->stmts_left < 0)
+            sema_error(s, st->loc, "loops unroll to more than %d statements", MAX_STMTS_RUN);
+        if (s->returned)
+            sema_error(s, st->loc, "statement after return");
+        switch (st->kind) {
+        case S_ASSIGN: lower_assign(s, st); break;
+        case S_INDEX:
+            check_local_name(s, st->sym, st->loc);
+            lower_index_stmt(s, st);
+            break;
+        case S_MULTI: lower_multi(s, st); break;
+        case S_RETURN: lower_return(s, st); break;
+        case S_FOR: lower_for(s, st); break;
+        }
+    }
+}
+
+static void lower_body(Sema *s, const AstFn *af, int index) {
+    Fn *fn = &s->m->fns[index];
+    s->fn = fn;
+    s->fn_index = index;
+    s->returned = 0;
+    for (int i = 0; i < s->ntouched; i++)
+        s->local[s->touched[i]].kind = B_NONE;
+    s->ntouched = 0;
+    for (int i = 0; i < fn->nparams; i++) {
+        const AstParam *p = af->params.items[i];
+        check_local_name(s, p->sym, p->loc);
+        Binding *b = lookup(s, p->sym);
+        if (b && b->kind == B_VALUE)
+            sema_error(s, p->loc, "parameter '%s' is declared twice", sym(s, p->sym));
+        int64_t index_attr = i;
+        int v = emit(s, OP_PARAMETER, NULL, 0, &index_attr, 1, NULL, p->loc);
+        fn->insts[v].sym = p->sym;
+        fn->insts[v].sh = fn->params[i].sh;
+        bind_local(s, p->sym, tensor(v), p->loc);
+    }
+    for (int i = 0; i < af->body.n; i++) {
+        const Stmt *st = af->body.items[i];
+        if (st->kind == S_RETURN && i != af->body.n - 1)
+            sema_error(s, st->loc, "return must be the last statement of a function");
+    }
+    lower_stmts(s, &af->body);
+    if (!s->returned)
+        sema_error(s, af->end, "function '%s' ends without a return", sym(s, fn->sym));
+}
+
+/* A call cycle would make inlining and partitioning loop forever. */
+static void check_recursion(Sema *s) {
+    int n = s->m->nfns;
+    uint8_t *state = arena_alloc(s->arena, (size_t)n + 1);   /* 0 new, 1 on stack, 2 done */
+    int *stack = arena_alloc(s->arena, sizeof(int) * (size_t)(n + 1));
+    int *next_edge = arena_alloc(s->arena, sizeof(int) * (size_t)(n + 1));
+    /* Edges grouped by caller: a counting sort keeps this linear. */
+    int *start = arena_alloc(s->arena, sizeof(int) * (size_t)(n + 2));
+    int *order = arena_alloc(s->arena, sizeof(int) * (size_t)(s->ncalls + 1));
+    for (int e = 0; e < s->ncalls; e++)
+        start[s->calls[e].from + 1]++;
+    for (int f = 0; f < n; f++)
+        start[f + 1] += start[f];
+    int *fill = arena_alloc(s->arena, sizeof(int) * (size_t)(n + 1));
+    for (int e = 0; e < s->ncalls; e++)
+        order[start[s->calls[e].from] + fill[s->calls[e].from]++] = e;
+    for (int root = 0; root < n; root++) {
+        if (state[root])
+            continue;
+        int top = 0;
+        stack[top++] = root;
+        state[root] = 1;
+        next_edge[root] = start[root];
+        while (top) {
+            int f = stack[top - 1];
+            if (next_edge[f] == start[f + 1]) {
+                state[f] = 2;
+                top--;
+                continue;
+            }
+            const CallEdge *e = &s->calls[order[next_edge[f]++]];
+            if (state[e->to] == 1)
+                sema_error(s, e->loc, "recursive call of '%s'; calls must not form a cycle", sym(s, s->m->fns[e->to].sym));
+            if (state[e->to] == 0) {
+                state[e->to] = 1;
+                next_edge[e->to] = start[e->to];
+                stack[top++] = e->to;
+            }
+        }
+    }
+}
+
+int sema_program(Module *m, Diag *diag, const AstProgram *prog, const MeshOverride *ov) {
+    jmp_buf bail;
+    diag->bail = &bail;
+    if (setjmp(bail))
+        return -1;
+    Sema s0 = {0}, *s = &s0;
+    s->m = m;
+    s->diag = diag;
+    s->syms = m->syms;
+    s->arena = m->arena;
+    s->stmts_left = MAX_STMTS_RUN;
+    builtins_init(s);    /* interns the builtin names and sets nsyms */
+    s->global = arena_alloc(s->arena, sizeof(Binding) * (size_t)s->nsyms);
+    s->local = arena_alloc(s->arena, sizeof(Binding) * (size_t)s->nsyms);
+    s->label_of = arena_alloc(s->arena, sizeof(int) * (size_t)s->nsyms);
+    const AstTop *mesh = NULL;
+    for (int i = 0; i < prog->tops.n; i++) {
+        const AstTop *top = prog->tops.items[i];
+        if (top->kind != TOP_MESH)
+            continue;
+        if (mesh)
+            sema_error(s, top->loc, "a program has one mesh (the first is at %d:%d)", mesh->loc.line, mesh->loc.col);
+        mesh = top;
+    }
+    if (mesh)
+        lower_mesh(s, mesh, ov);
+    Fn const_scope = {.sym = -1};    /* constant expressions may not emit code */
+    s->fn = &const_scope;
+    int nfns = 0;
+    for (int i = 0; i < prog->tops.n; i++) {
+        const AstTop *top = prog->tops.items[i];
+        if (top->kind == TOP_CONST)
+            lower_consts(s, top);
+        nfns += top->kind == TOP_FN;
+    }
+    if (s->fn->ninsts)
+        sema_error(s, s->fn->insts[0].loc, "a constant must be known at compile time");
+    const AstFn **ast = arena_alloc(s->arena, sizeof(AstFn *) * (size_t)(nfns + 1));
+    for (int i = 0; i < prog->tops.n; i++) {
+        const AstTop *top = prog->tops.items[i];
+        if (top->kind != TOP_FN)
+            continue;
+        define_global(s, top->fn->sym, B_FN, top->fn->loc);
+        s->global[top->fn->sym].index = m->nfns;
+        ast[m->nfns] = top->fn;
+        module_add_fn(m, top->fn->sym, top->fn->spmd, top->fn->loc);
+    }
+    for (int f = 0; f < m->nfns; f++) {
+        s->fn = &m->fns[f];
+        lower_signature(s, ast[f], &m->fns[f]);
+    }
+    for (int f = 0; f < m->nfns; f++)
+        lower_body(s, ast[f], f);
+    check_recursion(s);
+    return 0;
+}

@@ -1,0 +1,121 @@
+/* Semantic analysis: checks a parsed program against docs/language.md and
+ * lowers it to the IR, one function at a time.  Loops are unrolled here, and
+ * compile-time integers are folded here, so the IR is straight-line code over
+ * tensors.  Internal to compiler/sema. */
+#ifndef SHARDC_SEMA_H
+#define SHARDC_SEMA_H
+
+#include "../ir/ir.h"
+
+/* Limits that keep any input, however large its loops, from exhausting
+ * memory or time (docs/language.md, "Limits"). */
+enum {
+    MAX_FN_INSTS = 1000000,          /* instructions per function after unrolling */
+    MAX_STMTS_RUN = 2000000,         /* statements executed while unrolling */
+    MAX_DEVICES = 1 << 16,
+    MAX_INDEX_LABELS = 64,           /* distinct index names in one statement */
+};
+
+/* An integer scalar: konst + coef * atom, where atom is an i32[] IR value
+ * known only at run time (axis_index and what is computed from it), or -1.
+ * The affine form is what lets `x[o : o + n]` know its size n at compile
+ * time when o is a run-time offset. */
+typedef struct {
+    int64_t konst, coef;
+    int atom;
+} IntVal;
+
+typedef enum { VAL_INT, VAL_FLOAT, VAL_TENSOR } ValKind;
+typedef struct {
+    ValKind kind;
+    IntVal i;                        /* VAL_INT */
+    double f;                        /* VAL_FLOAT: an untyped constant */
+    int v;                           /* VAL_TENSOR: IR value */
+} Val;
+
+typedef enum { B_NONE, B_VALUE, B_AXIS, B_FN } BindKind;
+typedef struct {
+    uint8_t kind;
+    Val val;                         /* B_VALUE */
+    int index;                       /* B_AXIS: axis; B_FN: function */
+    Loc loc;                         /* where it was bound */
+} Binding;
+
+typedef struct Builtin Builtin;
+
+typedef struct {
+    int from, to;                    /* function indices */
+    Loc loc;
+} CallEdge;
+
+typedef struct {
+    Module *m;
+    Diag *diag;
+    Symtab *syms;
+    Arena *arena;
+    Binding *global, *local;         /* symbol id -> binding */
+    const Builtin **builtin;         /* symbol id -> builtin or NULL */
+    int nsyms;
+    Fn *fn;                          /* the function being lowered */
+    int fn_index;
+    const AstFn **ast_fns;           /* function index -> syntax */
+    CallEdge *calls;                 /* the call graph, for the cycle check */
+    int ncalls, calls_cap;
+    int *label_of;                   /* index.c scratch: symbol -> label + 1, all 0 between statements */
+    int *touched;                    /* symbols bound in `local`, to reset it */
+    int ntouched, touched_cap;
+    int64_t stmts_left;
+    int returned;
+} Sema;
+
+/* sema.c */
+_Noreturn void sema_error(Sema *s, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+const char *sym(const Sema *s, int id);
+Binding *lookup(Sema *s, int symbol);
+void bind_local(Sema *s, int symbol, Val v, Loc loc);
+int emit(Sema *s, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
+         const Shape *type, Loc loc);
+void lower_stmts(Sema *s, const PtrVec *stmts);
+const char *shape_str(Sema *s, const Shape *shape);
+
+/* scalar.c: compile-time and run-time integer scalars */
+Val eval(Sema *s, const Expr *e);            /* any expression in value context */
+int64_t eval_const_int(Sema *s, const Expr *e, const char *what);
+IntVal int_binary(Sema *s, int op, IntVal a, IntVal b, Loc loc);
+int int_is_const(IntVal v);
+int materialize_int(Sema *s, IntVal v, Loc loc);
+Val int_val(int64_t k);
+
+/* types.c */
+void resolve_type(Sema *s, const AstType *t, Shape *shape, Sharding *sh, int allow_open);
+void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *used);
+uint32_t axes_arg(Sema *s, const Expr *e, int64_t *order, int *n);
+void check_spmd_divisible(Sema *s, const Shape *shape, const Sharding *sh, Loc loc);
+
+/* expr.c: tensors in value statements */
+int to_tensor(Sema *s, Val v, int dtype, Loc loc);
+int expect_tensor(Sema *s, const Expr *e, const char *what);
+Val binary_op(Sema *s, int op, Val a, Val b, Loc loc);
+Val unary_op(Sema *s, Op op, Val a, Loc loc);
+Val elementwise2(Sema *s, Op op, Val a, Val b, Loc loc);
+Val select_op(Sema *s, Val c, Val a, Val b, Loc loc);
+Val tensor(int v);
+int dtype_of_val(Sema *s, Val v);
+Val index_value(Sema *s, const Expr *e);     /* x[lo:hi, k] in value context */
+int broadcast_to(Sema *s, int v, const Shape *to, const int64_t *dims_map, Loc loc);
+
+/* builtins.c */
+struct Builtin {
+    const char *name;
+    int kind;                        /* BuiltinKind */
+    int op;                          /* Op, Dtype or Reducer by kind */
+    int min_args, max_args;
+};
+enum { BK_UNARY, BK_BINARY, BK_CAST, BK_REDUCTION, BK_SPECIAL, BK_COLLECTIVE };
+void builtins_init(Sema *s);
+Val call_value(Sema *s, const Expr *e, int nresults_wanted, Val *results);
+
+/* index.c */
+void lower_index_stmt(Sema *s, const Stmt *st);
+
+#endif

@@ -1,0 +1,87 @@
+/* Tensor types and shardings: `f32[B@X, D]`, `@(X, Y)`, `@?`. */
+#include "sema.h"
+
+/* Record axes `ax` as splitting `dim` of `sh`.  `used` collects the axes a
+ * tensor's dims have taken so far: an axis splits at most one dim. */
+void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *used) {
+    if (ax->kind == AXES_OPEN) {
+        sh->open |= (uint8_t)(1u << dim);
+        return;
+    }
+    for (int i = 0; i < ax->n; i++) {
+        Binding *b = lookup(s, ax->syms[i]);
+        if (!b || b->kind != B_AXIS) {
+            if (s->m->naxes == 0)
+                sema_error(s, ax->locs[i], "'%s' is not a mesh axis: the program declares no mesh", sym(s, ax->syms[i]));
+            sema_error(s, ax->locs[i], "'%s' is not a mesh axis", sym(s, ax->syms[i]));
+        }
+        int a = b->index;
+        if (*used >> a & 1)
+            sema_error(s, ax->locs[i], "mesh axis '%s' splits more than one dim of this tensor", sym(s, ax->syms[i]));
+        *used |= 1u << a;
+        sh->dim[a] = (int8_t)dim;
+        sh->pos[a] = (uint8_t)i;
+    }
+}
+
+static Sharding replicated(void) {
+    Sharding sh = {.known = 1};
+    for (int a = 0; a < MAX_AXES; a++)
+        sh.dim[a] = SH_REPLICATED;
+    return sh;
+}
+
+void resolve_type(Sema *s, const AstType *t, Shape *shape, Sharding *sh, int allow_open) {
+    if (t->ndims > MAX_RANK)
+        sema_error(s, t->loc, "a tensor has at most %d dims, this type has %d", MAX_RANK, t->ndims);
+    *shape = (Shape){(uint8_t)t->dtype, (uint8_t)t->ndims, {0}};
+    *sh = replicated();
+    uint32_t used = 0;
+    int64_t elems = 1;
+    for (int d = 0; d < t->ndims; d++) {
+        const AstDim *dim = &t->dims[d];
+        int64_t n = eval_const_int(s, dim->size, "a dimension");
+        if (n < 1)
+            sema_error(s, dim->size->loc, "dimension must be at least 1, not %lld", (long long)n);
+        if (__builtin_mul_overflow(elems, n, &elems) || elems > INT64_MAX / 16)
+            sema_error(s, dim->size->loc, "tensor type has too many elements");
+        shape->dims[d] = n;
+        if (dim->axes.kind == AXES_OPEN && !allow_open)
+            sema_error(s, dim->axes.loc, "'@?' is only allowed in result types and sharding constraints");
+        resolve_axes(s, &dim->axes, d, sh, &used);
+    }
+}
+
+/* In an spmd fn every split dim must divide evenly: the body sees blocks. */
+void check_spmd_divisible(Sema *s, const Shape *shape, const Sharding *sh, Loc loc) {
+    for (int d = 0; d < shape->rank; d++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
+        int64_t parts = 1;
+        for (int i = 0; i < n; i++)
+            parts *= s->m->axis_size[axes[i]];
+        if (shape->dims[d] % parts)
+            sema_error(s, loc, "dim %d of size %lld does not divide into %lld blocks; spmd fn needs even blocks",
+                       d, (long long)shape->dims[d], (long long)parts);
+    }
+}
+
+/* `X` or `(X, Y)` as an argument of size(), axis_index() and collectives.
+ * Returns the axis mask; `order` gets the axes major first. */
+uint32_t axes_arg(Sema *s, const Expr *e, int64_t *order, int *n) {
+    const Expr *one[1] = {e};
+    const Expr *const *items = e->kind == E_TUPLE ? (const Expr *const *)e->args.items : one;
+    int count = e->kind == E_TUPLE ? e->args.n : 1;
+    uint32_t mask = 0;
+    *n = 0;
+    for (int i = 0; i < count; i++) {
+        const Expr *x = items[i];
+        Binding *b = x->kind == E_NAME ? lookup(s, x->sym) : NULL;
+        if (!b || b->kind != B_AXIS)
+            sema_error(s, x->loc, "expected a mesh axis name or a tuple of them");
+        if (mask >> b->index & 1)
+            sema_error(s, x->loc, "mesh axis '%s' is named twice", sym(s, x->sym));
+        mask |= 1u << b->index;
+        order[(*n)++] = b->index;
+    }
+    return mask;
+}

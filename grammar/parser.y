@@ -1,0 +1,389 @@
+/* TDSL grammar (docs/language.md).  Actions only build the syntax tree;
+ * every check beyond syntax happens in compiler/sema. */
+%define api.pure full
+%define parse.error detailed
+%define api.location.type {Loc}
+%locations
+%param {yyscan_t scanner}
+%parse-param {ParseCtx *ctx}
+
+%code requires {
+#include "parse.h"
+typedef void *yyscan_t;
+}
+
+%code provides {
+int yylex(YYSTYPE *lval, Loc *lloc, yyscan_t scanner);
+}
+
+%code {
+#include <stdarg.h>
+#include <string.h>
+
+#define YYLLOC_DEFAULT(Cur, Rhs, N) \
+    do { (Cur) = (N) ? YYRHSLOC(Rhs, 1) : YYRHSLOC(Rhs, 0); } while (0)
+/* Nesting deeper than this is reported as an error, not a stack overflow in
+ * the recursive passes behind the parser. */
+#define YYMAXDEPTH 2000
+
+static void yyerror(Loc *loc, yyscan_t scanner, ParseCtx *ctx, const char *msg) {
+    (void)scanner;
+    parse_error(ctx, *loc, "%s", msg);
+}
+
+static void *node(ParseCtx *ctx, size_t size) { return arena_alloc(ctx->arena, size); }
+
+static Expr *expr(ParseCtx *ctx, ExprKind kind, Loc loc) {
+    Expr *e = node(ctx, sizeof *e);
+    e->kind = kind;
+    e->loc = loc;
+    return e;
+}
+
+static Expr *binary(ParseCtx *ctx, int op, Expr *l, Expr *r, Loc loc) {
+    Expr *e = expr(ctx, E_BINARY, loc);
+    e->op = op;
+    e->lhs = l;
+    e->rhs = r;
+    return e;
+}
+
+static Stmt *stmt(ParseCtx *ctx, StmtKind kind, Loc loc) {
+    Stmt *s = node(ctx, sizeof *s);
+    s->kind = kind;
+    s->loc = loc;
+    return s;
+}
+
+/* `f(args)` or `sum[i, j](args)`: only names, or names with bracketed index
+ * names, can be called. */
+static Expr *call(ParseCtx *ctx, Expr *callee, PtrVec args, Loc loc) {
+    Expr *e = expr(ctx, E_CALL, callee->loc);
+    e->args = args;
+    if (callee->kind == E_NAME) {
+        e->sym = callee->sym;
+        return e;
+    }
+    if (callee->kind == E_INDEX && callee->lhs->kind == E_NAME) {
+        for (int i = 0; i < callee->args.n; i++)
+            if (((Expr *)callee->args.items[i])->kind != E_NAME)
+                goto bad;
+        e->sym = callee->lhs->sym;
+        e->binders = callee->args;
+        return e;
+    }
+bad:
+    parse_error(ctx, loc, "only a function or builtin name can be called");
+    return NULL;
+}
+
+static AstAxes axes_list(ParseCtx *ctx, PtrVec names, Loc loc) {
+    AstAxes a = {AXES_LIST, names.n, NULL, NULL, loc};
+    a.syms = node(ctx, sizeof(int) * (size_t)names.n);
+    a.locs = node(ctx, sizeof(Loc) * (size_t)names.n);
+    for (int i = 0; i < names.n; i++) {
+        Expr *n = names.items[i];
+        a.syms[i] = n->sym;
+        a.locs[i] = n->loc;
+    }
+    return a;
+}
+
+static PtrVec one(ParseCtx *ctx, void *p) {
+    PtrVec v = {0};
+    ptrvec_push(ctx->arena, &v, p);
+    return v;
+}
+}
+
+%union {
+    int64_t ival;
+    double fval;
+    Expr *expr;
+    Stmt *stmt;
+    PtrVec vec;
+    AstType *type;
+    AstDim *dim;
+    AstAxes axes;
+    AstIndex *index;
+    AstFn *fn;
+    AstTop *top;
+}
+
+%token T_NL "end of line"
+%token T_MESH "mesh" T_CONST "const" T_FN "fn" T_SPMD "spmd" T_RETURN "return"
+%token T_FOR "for" T_IN "in"
+%token T_ARROW "->" T_DOTDOT ".." T_LE "<=" T_GE ">=" T_EQ "==" T_NE "!="
+%token <ival> T_INT "integer" T_IDENT "name" T_DTYPE "dtype"
+%token <fval> T_FLOAT "number"
+%token T_ERROR "invalid token"
+
+%nonassoc '<' '>' T_LE T_GE T_EQ T_NE
+%left '+' '-'
+%left '*' '/' '%'
+%precedence UMINUS
+
+%type <expr> expr postfix primary subscript name
+%type <vec> exprs opt_exprs subscripts names bindings params results types dims opt_dims
+%type <vec> stmts indices
+%type <stmt> stmt
+%type <type> type
+%type <dim> dim
+%type <axes> axes
+%type <index> index
+%type <fn> fn
+%type <top> top
+
+%%
+
+program:
+    %empty
+  | program T_NL
+  | program top T_NL        { ptrvec_push(ctx->arena, &ctx->prog->tops, $2); }
+  ;
+
+top:
+    "mesh" bindings         { $$ = node(ctx, sizeof *$$); $$->kind = TOP_MESH; $$->loc = @1; $$->bindings = $2; }
+  | "const" bindings        { $$ = node(ctx, sizeof *$$); $$->kind = TOP_CONST; $$->loc = @1; $$->bindings = $2; }
+  | fn                      { $$ = node(ctx, sizeof *$$); $$->kind = TOP_FN; $$->loc = $1->loc; $$->fn = $1; }
+  ;
+
+bindings:
+    name '=' expr                   {
+        AstBinding *b = node(ctx, sizeof *b);
+        *b = (AstBinding){$1->sym, $3, $1->loc};
+        $$ = one(ctx, b);
+    }
+  | bindings ',' name '=' expr      {
+        AstBinding *b = node(ctx, sizeof *b);
+        *b = (AstBinding){$3->sym, $5, $3->loc};
+        ptrvec_push(ctx->arena, &$1, b);
+        $$ = $1;
+    }
+  ;
+
+fn:
+    "fn" name '(' params ')' "->" results '{' stmts '}' {
+        $$ = node(ctx, sizeof *$$);
+        *$$ = (AstFn){.sym = $2->sym, .loc = $2->loc, .params = $4, .results = $7, .body = $9, .end = @10};
+    }
+  | "spmd" "fn" name '(' params ')' "->" results '{' stmts '}' {
+        $$ = node(ctx, sizeof *$$);
+        *$$ = (AstFn){.sym = $3->sym, .spmd = 1, .loc = $3->loc, .params = $5, .results = $8, .body = $10, .end = @11};
+    }
+  ;
+
+params:
+    %empty                          { $$ = (PtrVec){0}; }
+  | name ':' type                   {
+        AstParam *p = node(ctx, sizeof *p);
+        *p = (AstParam){$1->sym, $3, $1->loc};
+        $$ = one(ctx, p);
+    }
+  | params ',' name ':' type        {
+        AstParam *p = node(ctx, sizeof *p);
+        *p = (AstParam){$3->sym, $5, $3->loc};
+        ptrvec_push(ctx->arena, &$1, p);
+        $$ = $1;
+    }
+  ;
+
+results:
+    types
+  | '(' types ')'                   { $$ = $2; }
+  ;
+
+types:
+    type                            { $$ = one(ctx, $1); }
+  | types ',' type                  { ptrvec_push(ctx->arena, &$1, $3); $$ = $1; }
+  ;
+
+type:
+    T_DTYPE '[' opt_dims ']'        {
+        $$ = node(ctx, sizeof *$$);
+        $$->dtype = (Dtype)$1;
+        $$->loc = @1;
+        $$->ndims = $3.n;
+        $$->dims = node(ctx, sizeof(AstDim) * (size_t)$3.n);
+        for (int i = 0; i < $3.n; i++)
+            $$->dims[i] = *(AstDim *)$3.items[i];
+    }
+  ;
+
+opt_dims:
+    %empty                          { $$ = (PtrVec){0}; }
+  | dims
+  ;
+
+dims:
+    dim                             { $$ = one(ctx, $1); }
+  | dims ',' dim                    { ptrvec_push(ctx->arena, &$1, $3); $$ = $1; }
+  ;
+
+dim:
+    expr                            { $$ = node(ctx, sizeof *$$); $$->size = $1; }
+  | expr '@' axes                   { $$ = node(ctx, sizeof *$$); $$->size = $1; $$->axes = $3; }
+  ;
+
+axes:
+    name                            { $$ = axes_list(ctx, one(ctx, $1), @1); }
+  | '(' names ')'                   { $$ = axes_list(ctx, $2, @1); }
+  | '?'                             { $$ = (AstAxes){AXES_OPEN, 0, NULL, NULL, @1}; }
+  ;
+
+names:
+    name                            { $$ = one(ctx, $1); }
+  | names ',' name                  { ptrvec_push(ctx->arena, &$1, $3); $$ = $1; }
+  ;
+
+name:
+    T_IDENT                         { $$ = expr(ctx, E_NAME, @1); $$->sym = (int)$1; }
+  ;
+
+stmts:
+    %empty                          { $$ = (PtrVec){0}; }
+  | stmts T_NL
+  | stmts stmt T_NL                 { ptrvec_push(ctx->arena, &$1, $2); $$ = $1; }
+  ;
+
+stmt:
+    name '=' expr                   { $$ = stmt(ctx, S_ASSIGN, @1); $$->sym = $1->sym; $$->value = $3; }
+  | name '[' ']' '=' expr           { $$ = stmt(ctx, S_INDEX, @1); $$->sym = $1->sym; $$->value = $5; }
+  | name '[' indices ']' '=' expr   {
+        $$ = stmt(ctx, S_INDEX, @1);
+        $$->sym = $1->sym;
+        $$->value = $6;
+        $$->nindices = $3.n;
+        $$->indices = node(ctx, sizeof(AstIndex) * (size_t)$3.n);
+        for (int i = 0; i < $3.n; i++)
+            $$->indices[i] = *(AstIndex *)$3.items[i];
+    }
+  | name ',' names '=' expr         {
+        $$ = stmt(ctx, S_MULTI, @1);
+        $$->names = one(ctx, $1);
+        for (int i = 0; i < $3.n; i++)
+            ptrvec_push(ctx->arena, &$$->names, $3.items[i]);
+        $$->value = $5;
+    }
+  | "return" exprs                  { $$ = stmt(ctx, S_RETURN, @1); $$->values = $2; }
+  | "for" name "in" expr ".." expr '{' stmts '}' {
+        $$ = stmt(ctx, S_FOR, @1);
+        $$->sym = $2->sym;
+        $$->lo = $4;
+        $$->hi = $6;
+        $$->body = $8;
+    }
+  ;
+
+indices:
+    index                           { $$ = one(ctx, $1); }
+  | indices ',' index               { ptrvec_push(ctx->arena, &$1, $3); $$ = $1; }
+  ;
+
+index:
+    name                            { $$ = node(ctx, sizeof *$$); $$->sym = $1->sym; $$->loc = @1; }
+  | name '@' axes                   { $$ = node(ctx, sizeof *$$); $$->sym = $1->sym; $$->loc = @1; $$->axes = $3; }
+  ;
+
+exprs:
+    expr                            { $$ = one(ctx, $1); }
+  | exprs ',' expr                  { ptrvec_push(ctx->arena, &$1, $3); $$ = $1; }
+  ;
+
+opt_exprs:
+    %empty                          { $$ = (PtrVec){0}; }
+  | exprs
+  ;
+
+expr:
+    postfix
+  | expr '+' expr                   { $$ = binary(ctx, '+', $1, $3, @2); }
+  | expr '-' expr                   { $$ = binary(ctx, '-', $1, $3, @2); }
+  | expr '*' expr                   { $$ = binary(ctx, '*', $1, $3, @2); }
+  | expr '/' expr                   { $$ = binary(ctx, '/', $1, $3, @2); }
+  | expr '%' expr                   { $$ = binary(ctx, '%', $1, $3, @2); }
+  | expr '<' expr                   { $$ = binary(ctx, '<', $1, $3, @2); }
+  | expr '>' expr                   { $$ = binary(ctx, '>', $1, $3, @2); }
+  | expr "<=" expr                  { $$ = binary(ctx, OPR_LE, $1, $3, @2); }
+  | expr ">=" expr                  { $$ = binary(ctx, OPR_GE, $1, $3, @2); }
+  | expr "==" expr                  { $$ = binary(ctx, OPR_EQ, $1, $3, @2); }
+  | expr "!=" expr                  { $$ = binary(ctx, OPR_NE, $1, $3, @2); }
+  | '-' expr %prec UMINUS           { $$ = expr(ctx, E_UNARY, @1); $$->op = '-'; $$->lhs = $2; }
+  ;
+
+postfix:
+    primary
+  | postfix '[' subscripts ']'      { $$ = expr(ctx, E_INDEX, @2); $$->lhs = $1; $$->args = $3; }
+  | postfix '(' opt_exprs ')'       { if (!($$ = call(ctx, $1, $3, @2))) YYABORT; }
+  ;
+
+subscripts:
+    subscript                       { $$ = one(ctx, $1); }
+  | subscripts ',' subscript        { ptrvec_push(ctx->arena, &$1, $3); $$ = $1; }
+  ;
+
+subscript:
+    expr
+  | expr ':' expr                   { $$ = expr(ctx, E_SLICE, @2); $$->lhs = $1; $$->rhs = $3; }
+  | expr ':'                        { $$ = expr(ctx, E_SLICE, @2); $$->lhs = $1; }
+  | ':' expr                        { $$ = expr(ctx, E_SLICE, @1); $$->rhs = $2; }
+  | ':'                             { $$ = expr(ctx, E_SLICE, @1); }
+  ;
+
+primary:
+    T_INT                           { $$ = expr(ctx, E_INT, @1); $$->ival = $1; }
+  | T_FLOAT                         { $$ = expr(ctx, E_FLOAT, @1); $$->fval = $1; }
+  | name
+  | '(' expr ')'                    { $$ = $2; }
+  | '(' expr ',' exprs ')'          {
+        $$ = expr(ctx, E_TUPLE, @1);
+        $$->args = one(ctx, $2);
+        for (int i = 0; i < $4.n; i++)
+            ptrvec_push(ctx->arena, &$$->args, $4.items[i]);
+    }
+  | '[' opt_exprs ']'               { $$ = expr(ctx, E_LIST, @1); $$->args = $2; }
+  | type                            { $$ = expr(ctx, E_TYPE, @1); $$->type = $1; }
+  | T_DTYPE '(' opt_exprs ')'       {
+        static const char *names[DT_COUNT] = {"f32", "f64", "bf16", "f16", "i32", "bool"};
+        $$ = expr(ctx, E_CALL, @1);
+        $$->sym = sym_intern(ctx->syms, names[$1], strlen(names[$1]));
+        $$->args = $3;
+    }
+  ;
+
+%%
+
+void ptrvec_push(Arena *a, PtrVec *v, void *p) { *VEC_PUSH(a, v->items, v->n, v->cap) = p; }
+
+void parse_error(ParseCtx *ctx, Loc loc, const char *fmt, ...) {
+    if (ctx->failed)
+        return;
+    ctx->failed = 1;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    diag_report(ctx->diag, loc, "error", "%s", msg);
+}
+
+typedef struct yy_buffer_state *YY_BUFFER_STATE;
+int yylex_init_extra(ParseCtx *extra, yyscan_t *scanner);
+int yylex_destroy(yyscan_t scanner);
+YY_BUFFER_STATE yy_scan_bytes(const char *bytes, int len, yyscan_t scanner);
+
+int parse_program(Arena *arena, Symtab *syms, Diag *diag, AstProgram *prog) {
+    ParseCtx ctx = {arena, syms, diag, prog, 1, 1, 0, 1, 0};
+    yyscan_t scanner;
+    if (diag->len > INT32_MAX / 2) {
+        diag_report(diag, (Loc){0, 0}, "error", "source file is too large");
+        return -1;
+    }
+    yylex_init_extra(&ctx, &scanner);
+    yy_scan_bytes(diag->text, (int)diag->len, scanner);
+    int rc = yyparse(scanner, &ctx);
+    yylex_destroy(scanner);
+    if (rc != 0 && !ctx.failed)
+        parse_error(&ctx, (Loc){ctx.line, ctx.col}, "cannot parse the program");
+    return rc == 0 && !ctx.failed ? 0 : -1;
+}
