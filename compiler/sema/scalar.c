@@ -23,23 +23,24 @@ static int64_t floor_div(int64_t a, int64_t b) {
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-int materialize_int(Sema *s, IntVal v, Loc loc) {
+static int i32_constant(Sema *s, int64_t value, Loc loc) {
     Shape i32 = {DT_I32, 0, {0}};
-    if (v.konst < INT32_MIN || v.konst > INT32_MAX || v.coef < INT32_MIN || v.coef > INT32_MAX)
-        sema_error(s, loc, "integer %lld does not fit in i32", (long long)(v.konst < INT32_MIN || v.konst > INT32_MAX ? v.konst : v.coef));
+    if (value < INT32_MIN || value > INT32_MAX)
+        sema_error(s, loc, "integer %lld does not fit in i32", (long long)value);
     int k = emit(s, OP_CONSTANT, NULL, 0, NULL, 0, &i32, loc);
-    s->fn->insts[k].value = (double)v.konst;
+    s->fn->insts[k].value = (double)value;
+    return k;
+}
+
+int materialize_int(Sema *s, IntVal v, Loc loc) {
     if (int_is_const(v))
-        return k;
+        return i32_constant(s, v.konst, loc);
     int x = v.atom;
-    if (v.coef != 1) {
-        int c = emit(s, OP_CONSTANT, NULL, 0, NULL, 0, &i32, loc);
-        s->fn->insts[c].value = (double)v.coef;
-        x = emit(s, OP_MUL, (int32_t[]){x, c}, 2, NULL, 0, NULL, loc);
-    }
-    if (v.konst == 0)
-        return x;
-    return emit(s, OP_ADD, (int32_t[]){x, k}, 2, NULL, 0, NULL, loc);
+    if (v.coef != 1)
+        x = emit(s, OP_MUL, (int32_t[]){x, i32_constant(s, v.coef, loc)}, 2, NULL, 0, NULL, loc);
+    if (v.konst != 0)
+        x = emit(s, OP_ADD, (int32_t[]){x, i32_constant(s, v.konst, loc)}, 2, NULL, 0, NULL, loc);
+    return x;
 }
 
 static IntVal atom(int v) { return (IntVal){0, 1, v}; }

@@ -220,7 +220,8 @@ static void lower_body(Sema *s, const AstFn *af, int index) {
         int64_t index_attr = i;
         int v = emit(s, OP_PARAMETER, NULL, 0, &index_attr, 1, NULL, p->loc);
         fn->insts[v].sym = p->sym;
-        fn->insts[v].sh = fn->params[i].sh;
+        if (!fn->spmd)           /* an spmd body sees plain local blocks */
+            fn->insts[v].sh = fn->params[i].sh;
         bind_local(s, p->sym, tensor(v), p->loc);
     }
     for (int i = 0; i < af->body.n; i++) {
