@@ -47,7 +47,7 @@ int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
     const char *err = op_infer(m, fn, in, &out);
     if (err) {
         fprintf(stderr, "shardc: internal error: %s builds a bad %s: %s\n",
-                sym_name(m->syms, fn->sym), op_info[op].name, err);
+                fn->sym >= 0 ? sym_name(m->syms, fn->sym) : "(constants)", op_info[op].name, err);
         abort();
     }
     in->type = out;

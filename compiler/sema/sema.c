@@ -17,7 +17,7 @@ _Noreturn void sema_error(Sema *s, Loc loc, const char *fmt, ...) {
     diag_fatal(s->diag, loc, "%s", msg);
 }
 
-const char *sym(const Sema *s, int id) { return sym_name(s->syms, id); }
+const char *sym(const Sema *s, int id) { return id >= 0 ? sym_name(s->syms, id) : "(constants)"; }
 
 Binding *lookup(Sema *s, int symbol) {
     if (symbol < 0 || symbol >= s->nsyms)
@@ -291,6 +291,8 @@ int sema_program(Module *m, Diag *diag, const AstProgram *prog, const MeshOverri
     s->global = arena_alloc(s->arena, sizeof(Binding) * (size_t)s->nsyms);
     s->local = arena_alloc(s->arena, sizeof(Binding) * (size_t)s->nsyms);
     s->label_of = arena_alloc(s->arena, sizeof(int) * (size_t)s->nsyms);
+    Fn const_scope = {.sym = -1};    /* constant expressions may not emit code */
+    s->fn = &const_scope;
     const AstTop *mesh = NULL;
     for (int i = 0; i < prog->tops.n; i++) {
         const AstTop *top = prog->tops.items[i];
@@ -302,8 +304,8 @@ int sema_program(Module *m, Diag *diag, const AstProgram *prog, const MeshOverri
     }
     if (mesh)
         lower_mesh(s, mesh, ov);
-    Fn const_scope = {.sym = -1};    /* constant expressions may not emit code */
-    s->fn = &const_scope;
+    if (s->fn->ninsts)
+        sema_error(s, s->fn->insts[0].loc, "a mesh axis size must be a number known at compile time");
     int nfns = 0;
     for (int i = 0; i < prog->tops.n; i++) {
         const AstTop *top = prog->tops.items[i];
