@@ -48,6 +48,29 @@ static Expr *binary(ParseCtx *ctx, int op, Expr *l, Expr *r, Loc loc) {
     return e;
 }
 
+/* Left-recursive rules (a + b + c ..., x[1][2]...) build deep trees without
+ * growing the parser stack, so depth is bounded here instead. */
+enum { MAX_EXPR_DEPTH = 1000 };
+
+static Expr *nest(ParseCtx *ctx, Expr *e) {
+    if (!e)
+        return NULL;
+    int d = 0;
+    const Expr *kids[2] = {e->lhs, e->rhs};
+    for (int i = 0; i < 2; i++)
+        if (kids[i] && kids[i]->depth > d)
+            d = kids[i]->depth;
+    for (int i = 0; i < e->args.n; i++)
+        if (((Expr *)e->args.items[i])->depth > d)
+            d = ((Expr *)e->args.items[i])->depth;
+    e->depth = d + 1;
+    if (e->depth > MAX_EXPR_DEPTH) {
+        parse_error(ctx, e->loc, "expression is nested more than %d levels deep", MAX_EXPR_DEPTH);
+        return NULL;
+    }
+    return e;
+}
+
 static Stmt *stmt(ParseCtx *ctx, StmtKind kind, Loc loc) {
     Stmt *s = node(ctx, sizeof *s);
     s->kind = kind;
@@ -297,24 +320,34 @@ opt_exprs:
 
 expr:
     postfix
-  | expr '+' expr                   { $$ = binary(ctx, '+', $1, $3, @2); }
-  | expr '-' expr                   { $$ = binary(ctx, '-', $1, $3, @2); }
-  | expr '*' expr                   { $$ = binary(ctx, '*', $1, $3, @2); }
-  | expr '/' expr                   { $$ = binary(ctx, '/', $1, $3, @2); }
-  | expr '%' expr                   { $$ = binary(ctx, '%', $1, $3, @2); }
-  | expr '<' expr                   { $$ = binary(ctx, '<', $1, $3, @2); }
-  | expr '>' expr                   { $$ = binary(ctx, '>', $1, $3, @2); }
-  | expr "<=" expr                  { $$ = binary(ctx, OPR_LE, $1, $3, @2); }
-  | expr ">=" expr                  { $$ = binary(ctx, OPR_GE, $1, $3, @2); }
-  | expr "==" expr                  { $$ = binary(ctx, OPR_EQ, $1, $3, @2); }
-  | expr "!=" expr                  { $$ = binary(ctx, OPR_NE, $1, $3, @2); }
-  | '-' expr %prec UMINUS           { $$ = expr(ctx, E_UNARY, @1); $$->op = '-'; $$->lhs = $2; }
+  | expr '+' expr                   { if (!($$ = nest(ctx, binary(ctx, '+', $1, $3, @2)))) YYABORT; }
+  | expr '-' expr                   { if (!($$ = nest(ctx, binary(ctx, '-', $1, $3, @2)))) YYABORT; }
+  | expr '*' expr                   { if (!($$ = nest(ctx, binary(ctx, '*', $1, $3, @2)))) YYABORT; }
+  | expr '/' expr                   { if (!($$ = nest(ctx, binary(ctx, '/', $1, $3, @2)))) YYABORT; }
+  | expr '%' expr                   { if (!($$ = nest(ctx, binary(ctx, '%', $1, $3, @2)))) YYABORT; }
+  | expr '<' expr                   { if (!($$ = nest(ctx, binary(ctx, '<', $1, $3, @2)))) YYABORT; }
+  | expr '>' expr                   { if (!($$ = nest(ctx, binary(ctx, '>', $1, $3, @2)))) YYABORT; }
+  | expr "<=" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_LE, $1, $3, @2)))) YYABORT; }
+  | expr ">=" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_GE, $1, $3, @2)))) YYABORT; }
+  | expr "==" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_EQ, $1, $3, @2)))) YYABORT; }
+  | expr "!=" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_NE, $1, $3, @2)))) YYABORT; }
+  | '-' expr %prec UMINUS           {
+        $$ = expr(ctx, E_UNARY, @1);
+        $$->op = '-';
+        $$->lhs = $2;
+        if (!nest(ctx, $$)) YYABORT;
+    }
   ;
 
 postfix:
     primary
-  | postfix '[' subscripts ']'      { $$ = expr(ctx, E_INDEX, @2); $$->lhs = $1; $$->args = $3; }
-  | postfix '(' opt_exprs ')'       { if (!($$ = call(ctx, $1, $3, @2))) YYABORT; }
+  | postfix '[' subscripts ']'      {
+        $$ = expr(ctx, E_INDEX, @2);
+        $$->lhs = $1;
+        $$->args = $3;
+        if (!nest(ctx, $$)) YYABORT;
+    }
+  | postfix '(' opt_exprs ')'       { if (!($$ = nest(ctx, call(ctx, $1, $3, @2)))) YYABORT; }
   ;
 
 subscripts:

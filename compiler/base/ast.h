@@ -64,6 +64,7 @@ struct Expr {
     PtrVec args;     /* Expr*: call arguments, subscripts, list items */
     PtrVec binders;  /* Expr* (E_NAME) of sum[i, j](e); n == 0 otherwise */
     AstType *type;   /* E_TYPE */
+    int depth;       /* height of the tree below: bounded so recursive passes cannot overflow the stack */
     /* Scratch for index statements (sema/index.c), recomputed each time the
      * statement is lowered: index labels occurring below this node, and the
      * labels an Einstein sum reduces at this node. */

@@ -90,6 +90,7 @@ static void print_groups(Printer *p, const int64_t *axes, int n, const int64_t *
         group_size *= m->axis_size[axes[i]];
     }
     fputs(pairs ? "source_target_pairs={" : "replica_groups={", p->out);
+    int64_t *member = arena_alloc(&p->arena, sizeof(int64_t) * (size_t)group_size);
     int first = 1;
     for (int64_t dev = 0; dev < total; dev++) {
         int leader = 1;          /* the group's first member: coordinate 0 on every group axis */
@@ -98,9 +99,7 @@ static void print_groups(Printer *p, const int64_t *axes, int n, const int64_t *
                 leader = 0;
         if (!leader)
             continue;
-        int64_t member[1024];
-        int64_t count = group_size < 1024 ? group_size : 1024;
-        for (int64_t k = 0; k < count; k++) {
+        for (int64_t k = 0; k < group_size; k++) {
             int64_t id = dev, rest = k;
             for (int i = n - 1; i >= 0; i--) {
                 int64_t size = m->axis_size[axes[i]];
@@ -115,7 +114,7 @@ static void print_groups(Printer *p, const int64_t *axes, int n, const int64_t *
                         (long long)member[pairs[i + 1]]), first = 0;
         } else {
             fputs(first ? "{" : ",{", p->out);
-            for (int64_t k = 0; k < count; k++)
+            for (int64_t k = 0; k < group_size; k++)
                 fprintf(p->out, "%s%lld", k ? "," : "", (long long)member[k]);
             fputc('}', p->out);
             first = 0;
@@ -261,15 +260,23 @@ static void print_attrs(Printer *p, const Inst *in) {
 /* `%h` for the first value named h, then `%h.1`, `%h.2`; temporaries are
  * named after their op.  Op names are interned with user names, so the two
  * never collide. */
+static int base_sym(const Printer *p, const Inst *in) { return in->sym >= 0 ? in->sym : p->m->op_sym[in->op]; }
+
 static void name_values(Printer *p) {
     const Fn *fn = p->fn;
     for (int v = 0; v < fn->ninsts; v++) {
-        const Inst *in = &fn->insts[v];
-        int base = in->sym >= 0 ? in->sym : p->m->op_sym[in->op];
+        int base = base_sym(p, &fn->insts[v]);
         int k = p->uses[base]++;
         const char *s = sym_name(p->m->syms, base);
         p->names[v] = k ? arena_printf(&p->arena, "%s.%d", s, k) : s;
     }
+}
+
+/* Clear the counters this function used, so the next starts from zero
+ * without a pass over every symbol. */
+static void forget_names(Printer *p) {
+    for (int v = 0; v < p->fn->ninsts; v++)
+        p->uses[base_sym(p, &p->fn->insts[v])] = 0;
 }
 
 static void print_constant(Printer *p, const Inst *in) {
@@ -337,19 +344,20 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym) {
     if (m->naxes == 0)
         fputs("(one device)", out);
     fputc('\n', out);
+    Printer p = {m, out, NULL, NULL, NULL, {0}};
+    p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
     for (int f = 0; f < m->nfns; f++) {
-        const Fn *fn = &m->fns[f];
-        if (only_fn_sym >= 0 && fn->sym != only_fn_sym)
+        p.fn = &m->fns[f];
+        if (only_fn_sym >= 0 && p.fn->sym != only_fn_sym)
             continue;
-        Printer p = {m, out, fn, NULL, NULL, {0}};
-        p.names = arena_alloc(&p.arena, sizeof(char *) * (size_t)(fn->ninsts + 1));
-        p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
+        p.names = arena_alloc(&p.arena, sizeof(char *) * (size_t)(p.fn->ninsts + 1));
         name_values(&p);
         fputc('\n', out);
         print_signature(&p);
-        for (int v = 0; v < fn->ninsts; v++)
+        for (int v = 0; v < p.fn->ninsts; v++)
             print_inst(&p, v);
         fputs("}\n", out);
-        arena_free(&p.arena);
+        forget_names(&p);
     }
+    arena_free(&p.arena);
 }
