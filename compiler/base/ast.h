@@ -69,6 +69,7 @@ struct Expr {
      * statement is lowered: index labels occurring below this node, and the
      * labels an Einstein sum reduces at this node. */
     uint64_t occ, sum_here;
+    int has_index;   /* an index name occurs below, bound by a reduction or not */
 };
 
 typedef struct {

@@ -31,7 +31,11 @@ static void print_axes_set(FILE *out, const Module *m, const int *axes, int n) {
 }
 
 void ir_print_sharding(FILE *out, const Module *m, const Shape *s, const Sharding *sh) {
-    if (!sh->known)
+    int partial[MAX_AXES], np = 0;
+    for (int a = 0; sh->known && a < m->naxes; a++)
+        if (sh->dim[a] == SH_PARTIAL)
+            partial[np++] = a;
+    if (!sh->known || (s->rank == 0 && np == 0))   /* a scalar is split over nothing */
         return;
     fputs(" {", out);
     for (int d = 0; d < s->rank; d++) {
@@ -51,10 +55,6 @@ void ir_print_sharding(FILE *out, const Module *m, const Shape *s, const Shardin
         }
     }
     fputc('}', out);
-    int partial[MAX_AXES], np = 0;
-    for (int a = 0; a < m->naxes; a++)
-        if (sh->dim[a] == SH_PARTIAL)
-            partial[np++] = a;
     if (np) {
         fprintf(out, " partial%s={", sh->reducer == RED_SUM ? "" : sh->reducer == RED_MAX ? "_max" : "_min");
         print_axes_set(out, m, partial, np);

@@ -108,8 +108,9 @@ static uint64_t scan_access(Ix *ix, Expr *e, int allow_gather) {
                 sema_error(s, sub->loc, "index '%s' appears twice in one subscript list (diagonals are not supported)", sym(s, sub->sym));
             use_extent(ix, l, shape->dims[d], sub->loc);
             occ |= sub->occ = bit(l);
-        } else if (sub->kind == E_INDEX && sub->lhs->kind == E_NAME &&
-                   dtype_of_val(s, (Val){VAL_TENSOR, {0, 0, -1}, 0, tensor_named(ix, sub->lhs)}) == DT_I32) {
+        } else if (sub->kind == E_INDEX) {
+            if (s->fn->insts[tensor_named(ix, sub->lhs)].type.dtype != DT_I32)
+                sema_error(s, sub->loc, "a gather's index tensor must be i32");
             if (!allow_gather || gathers++)
                 sema_error(s, sub->loc, "only one subscript of an access can be a gather, and gathers do not nest");
             uint64_t g = scan_access(ix, sub, 0);
@@ -122,9 +123,26 @@ static uint64_t scan_access(Ix *ix, Expr *e, int allow_gather) {
     return e->occ = occ;
 }
 
+static uint64_t scan_node(Ix *ix, Expr *e);
+
+/* Returns the labels occurring free below e, and records them in e->occ. */
 static uint64_t scan(Ix *ix, Expr *e) {
-    Sema *s = ix->s;
     e->sum_here = 0;
+    e->has_index = 0;
+    uint64_t occ = scan_node(ix, e);
+    e->has_index |= occ != 0;
+    return occ;
+}
+
+static int any_index(const PtrVec *v) {
+    for (int i = 0; i < v->n; i++)
+        if (((const Expr *)v->items[i])->has_index)
+            return 1;
+    return 0;
+}
+
+static uint64_t scan_node(Ix *ix, Expr *e) {
+    Sema *s = ix->s;
     switch (e->kind) {
     case E_INT: case E_FLOAT: return e->occ = 0;
     case E_NAME:
@@ -133,8 +151,22 @@ static uint64_t scan(Ix *ix, Expr *e) {
         if (label_for(ix, e, 0) >= 0)
             sema_error(s, e->loc, "index '%s' can only be used as a subscript", sym(s, e->sym));
         sema_error(s, e->loc, "undefined name '%s'", sym(s, e->sym));
-    case E_UNARY: return e->occ = scan(ix, e->lhs);
-    case E_BINARY: return e->occ = scan(ix, e->lhs) | scan(ix, e->rhs);
+    case E_UNARY:
+        e->occ = scan(ix, e->lhs);
+        e->has_index = e->lhs->has_index;
+        return e->occ;
+    case E_BINARY:
+        e->occ = scan(ix, e->lhs) | scan(ix, e->rhs);
+        e->has_index = e->lhs->has_index || e->rhs->has_index;
+        return e->occ;
+    case E_TYPE: return e->occ = 0;
+    case E_LIST: case E_TUPLE: {
+        uint64_t occ = 0;
+        for (int i = 0; i < e->args.n; i++)
+            occ |= scan(ix, e->args.items[i]);
+        e->has_index = any_index(&e->args);
+        return e->occ = occ;
+    }
     case E_INDEX: return scan_access(ix, e, 1);
     case E_CALL: {
         uint64_t occ = 0, binders = 0;
@@ -153,6 +185,7 @@ static uint64_t scan(Ix *ix, Expr *e) {
                 sema_error(s, b->loc, "index '%s' of %s[...] does not appear in its argument", sym(s, b->sym), sym(s, e->sym));
         }
         ix->bound |= binders;
+        e->has_index = binders != 0 || any_index(&e->args);
         return e->occ = occ & ~binders;
     }
     default:
@@ -444,16 +477,20 @@ static Term lower_call(Ix *ix, Expr *e) {
 static Term lower(Ix *ix, Expr *e) {
     Sema *s = ix->s;
     Term t;
-    switch (e->kind) {
-    case E_INT: case E_FLOAT: case E_NAME: {
+    if (!e->has_index) {
+        /* No index names below: an ordinary value, which must be a scalar. */
         Val v = eval(s, e);
         if (v.kind != VAL_TENSOR)
             return constant_term(v);
         const Shape *sh = &s->fn->insts[v.v].type;
-        if (sh->rank)
+        if (sh->rank && e->kind == E_NAME)
             sema_error(s, e->loc, "'%s' has %d dims; write it with %d subscripts", sym(s, e->sym), sh->rank, sh->rank);
+        if (sh->rank)
+            sema_error(s, e->loc, "this value is %s; in an index statement a value without index names must be a scalar",
+                       shape_str(s, sh));
         return (Term){v.v, {0}, 0, {0}};
     }
+    switch (e->kind) {
     case E_UNARY:
         t = lower(ix, e->lhs);
         t = from_val(t.v < 0 ? eval(s, e) : unary_op(s, OP_NEGATE, tensor(t.v), e->loc), &t);
