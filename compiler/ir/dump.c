@@ -192,7 +192,7 @@ static void print_dot_dims(Printer *p, const Inst *in) {
 
 static void print_attrs(Printer *p, const Inst *in) {
     const Fn *fn = p->fn;
-    const int64_t *at = &fn->ints[in->attrs];
+    const int64_t *at = in->nattrs ? &fn->ints[in->attrs] : NULL;
     FILE *out = p->out;
     int rank = in->nargs ? fn->insts[ir_arg(fn, in, 0)].type.rank : 0;
     switch ((Op)in->op) {

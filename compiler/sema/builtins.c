@@ -181,8 +181,11 @@ static Val special(Sema *s, const Expr *e, int which) {
     int64_t axes[MAX_AXES];
     int n;
     switch (which) {
-    case SP_WHERE:
-        return select_op(s, eval(s, arg(e, 0)), eval(s, arg(e, 1)), eval(s, arg(e, 2)), e->loc);
+    case SP_WHERE: {
+        /* Arguments in order: C leaves the order of evaluation in a call open. */
+        Val c = eval(s, arg(e, 0)), a = eval(s, arg(e, 1)), b = eval(s, arg(e, 2));
+        return select_op(s, c, a, b, e->loc);
+    }
     case SP_ZEROS: case SP_FULL: case SP_IOTA:
         return creation(s, e, which);
     case SP_RESHAPE: return reshape(s, e);
@@ -328,7 +331,10 @@ Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
         sema_error(s, e->loc, "%s takes %d argument%s, not %d", name, bi->min_args, bi->min_args == 1 ? "" : "s", e->args.n);
     switch (bi->kind) {
     case BK_UNARY: return unary_op(s, (Op)bi->op, eval(s, arg(e, 0)), e->loc);
-    case BK_BINARY: return elementwise2(s, (Op)bi->op, eval(s, arg(e, 0)), eval(s, arg(e, 1)), e->loc);
+    case BK_BINARY: {
+        Val x = eval(s, arg(e, 0)), y = eval(s, arg(e, 1));
+        return elementwise2(s, (Op)bi->op, x, y, e->loc);
+    }
     case BK_CAST: {
         Val v = eval(s, arg(e, 0));
         if (v.kind == VAL_FLOAT && bi->op == DT_I32)    /* i32(2.7) truncates, as astype does */

@@ -58,11 +58,16 @@ int broadcast_to(Sema *s, int v, const Shape *to, const int64_t *dims_map, Loc l
     return emit(s, OP_BROADCAST, (int32_t[]){v}, 1, dims_map, s->fn->insts[v].type.rank, &target, loc);
 }
 
+/* Literals with no tensor beside them: f32 if either is a float, else i32. */
+static int literal_dtype(Val a, Val b) {
+    return a.kind == VAL_FLOAT || b.kind == VAL_FLOAT ? DT_F32 : DT_I32;
+}
+
 /* Bring two operands to one dtype and shape: literals take the dtype of the
  * tensor beside them, scalars broadcast, anything else must already agree. */
 static void unify(Sema *s, Val *a, Val *b, Loc loc, int *x, int *y) {
     int da = dtype_of_val(s, *a), db = dtype_of_val(s, *b);
-    int dt = da >= 0 ? da : db;
+    int dt = da >= 0 ? da : db >= 0 ? db : literal_dtype(*a, *b);
     if (da >= 0 && db >= 0 && da != db)
         sema_error(s, loc, "operands have different dtypes, %s and %s; cast one with %s(...)",
                    dtype_name[da], dtype_name[db], dtype_name[da]);

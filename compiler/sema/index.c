@@ -146,7 +146,7 @@ static uint64_t scan_node(Ix *ix, Expr *e) {
     switch (e->kind) {
     case E_INT: case E_FLOAT: return e->occ = 0;
     case E_NAME:
-        if (lookup(s, e->sym) && lookup(s, e->sym)->kind == B_VALUE)
+        if (lookup(s, e->sym))      /* a value, or an axis or function for a builtin's argument */
             return e->occ = 0;
         if (label_for(ix, e, 0) >= 0)
             sema_error(s, e->loc, "index '%s' can only be used as a subscript", sym(s, e->sym));
@@ -206,7 +206,12 @@ static int children(Expr *e, Expr **kids) {
     }
 }
 
-static void place_sum(Expr *root, int label) {
+static int is_cast(const Ix *ix, const Expr *e) {
+    const Builtin *b = e->kind == E_CALL && e->sym < ix->s->nsyms ? ix->s->builtin[e->sym] : NULL;
+    return b && b->kind == BK_CAST && e->binders.n == 0;
+}
+
+static void place_sum(const Ix *ix, Expr *root, int label) {
     Expr *e = root, *kids[3];
     for (;;) {
         int n = children(e, kids), holders = 0;
@@ -214,8 +219,8 @@ static void place_sum(Expr *root, int label) {
         for (int i = 0; i < n; i++)
             if (kids[i]->occ & bit(label))
                 holders++, only = kids[i];
-        /* Do not push a sum into a reduction's argument: it binds its own. */
-        if (holders != 1 || (e->kind == E_CALL && e->binders.n))
+        /* A sum stays outside a cast: sum_j f32(x[i, j]) adds f32 values. */
+        if (holders != 1 || is_cast(ix, e))
             break;
         e = only;
     }
@@ -249,14 +254,16 @@ static Term reduce_term(Ix *ix, Term t, uint64_t mask, Reducer r, Loc loc) {
     return out;
 }
 
-/* Broadcast terms to the union of their labels, first appearance first. */
-static void align(Ix *ix, Term *t, int n, Loc loc) {
+/* Broadcast terms to the union of their labels, first appearance first.
+ * Untyped constants take the dtype of the first tensor from t[typed_from]
+ * on (where's condition is bool and gives no dtype to its values). */
+static void align(Ix *ix, Term *t, int n, int typed_from, Loc loc) {
     Sema *s = ix->s;
     uint8_t labels[MAX_INDEX_LABELS];
     int nl = 0, dtype = -1;
     uint64_t seen = 0;
     for (int i = 0; i < n; i++) {
-        if (t[i].v >= 0 && dtype < 0)
+        if (t[i].v >= 0 && dtype < 0 && i >= typed_from)
             dtype = s->fn->insts[t[i].v].type.dtype;
         for (int k = 0; k < t[i].n; k++)
             if (!(seen & bit(t[i].label[k]))) {
@@ -351,8 +358,8 @@ static Term lower_access(Ix *ix, Expr *e) {
         for (int d = 0; d < shape.rank; d++) {
             if (offsets[1 + d] >= 0)
                 out.dims[d] = 1;
-            else
-                offsets[1 + d] = to_tensor(s, int_val(start[d]), DT_I32, e->loc);
+            else        /* static subscripts were sliced already */
+                offsets[1 + d] = to_tensor(s, int_val(0), DT_I32, e->loc);
         }
         x = emit(s, OP_DYNAMIC_SLICE, offsets, 1 + shape.rank, NULL, 0, &out, e->loc);
     }
@@ -388,7 +395,7 @@ static Term lower_product(Ix *ix, Expr *e, Term a, Term b) {
     uint64_t contract = S & ma & mb;
     if (!contract) {
         Term t[2] = {a, b};
-        align(ix, t, 2, e->loc);
+        align(ix, t, 2, 0, e->loc);
         return from_val(binary_op(s, '*', val_of(&t[0]), val_of(&t[1]), e->loc), &t[0]);
     }
     int da = s->fn->insts[a.v].type.dtype, db = s->fn->insts[b.v].type.dtype;
@@ -457,7 +464,8 @@ static Term lower_call(Ix *ix, Expr *e) {
     Term t[3];
     for (int i = 0; i < e->args.n; i++)
         t[i] = lower(ix, e->args.items[i]);
-    align(ix, t, e->args.n, e->loc);
+    int is_where = bi->kind == BK_SPECIAL;
+    align(ix, t, e->args.n, is_where, e->loc);
     switch (bi->kind) {
     case BK_UNARY: return from_val(unary_op(s, (Op)bi->op, val_of(&t[0]), e->loc), &t[0]);
     case BK_BINARY: return from_val(elementwise2(s, (Op)bi->op, val_of(&t[0]), val_of(&t[1]), e->loc), &t[0]);
@@ -500,7 +508,7 @@ static Term lower(Ix *ix, Expr *e) {
         if (e->op == '*' && a.v >= 0 && b.v >= 0)
             return lower_product(ix, e, a, b);
         Term both[2] = {a, b};
-        align(ix, both, 2, e->loc);
+        align(ix, both, 2, 0, e->loc);
         t = from_val(binary_op(s, e->op, val_of(&both[0]), val_of(&both[1]), e->loc), &both[0]);
         break;
     }
@@ -556,7 +564,7 @@ void lower_index_stmt(Sema *s, const Stmt *st) {
             sema_error(s, st->value->loc, "index '%s' is bound by a reduction and cannot also appear outside it", sym(s, ix.label_sym[l]));
     for (int l = 0; l < ix.nlabels; l++)
         if ((occ & ~ix.lhs) & bit(l))
-            place_sum(rhs, l);
+            place_sum(&ix, rhs, l);
     int first_new = s->fn->ninsts;
     Term t = lower(&ix, rhs);
     if (t.v < 0)
