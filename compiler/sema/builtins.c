@@ -232,7 +232,8 @@ static void permute_pairs(Sema *s, const Expr *how, int64_t group, int64_t *pair
 
 static Val collective(Sema *s, const Expr *e, int which) {
     require_spmd(s, e);
-    int x = tensor_arg(s, e, 0, "a collective's operand");
+    Val operand = eval(s, arg(e, 0));     /* psum(1, Y) is the size of Y, as in JAX */
+    int x = to_tensor(s, operand, operand.kind == VAL_FLOAT ? DT_F32 : DT_I32, arg(e, 0)->loc);
     int64_t attrs[MAX_AXES + 3];
     int n, fixed = which <= CO_PMIN ? 1 : which == CO_ALL_GATHER ? 1 : 2;
     int64_t axes[MAX_AXES];

@@ -232,6 +232,8 @@ static void lower_body(Sema *s, const AstFn *af, int index) {
     lower_stmts(s, &af->body);
     if (!s->returned)
         sema_error(s, af->end, "function '%s' ends without a return", sym(s, fn->sym));
+    if (fn->spmd)
+        check_replication(s, fn);
 }
 
 /* A call cycle would make inlining and partitioning loop forever. */

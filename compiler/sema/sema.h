@@ -115,6 +115,9 @@ enum { BK_UNARY, BK_BINARY, BK_CAST, BK_REDUCTION, BK_SPECIAL, BK_COLLECTIVE };
 void builtins_init(Sema *s);
 Val call_value(Sema *s, const Expr *e, int nresults_wanted, Val *results);
 
+/* replication.c */
+void check_replication(Sema *s, Fn *fn);
+
 /* index.c */
 void lower_index_stmt(Sema *s, const Stmt *st);
 

@@ -1,0 +1,92 @@
+/* The replication check of spmd fn results (JAX's check_rep): a result whose
+ * type splits no dim over axis A is declared the same on every device along
+ * A, and this pass proves it.  A value varies along A when it depends on a
+ * parameter split over A, on axis_index(A), or on a collective that leaves it
+ * varying; psum and all_gather over A make it invariant again. */
+#include "sema.h"
+
+typedef struct {
+    uint32_t *varies;            /* per value: mask of axes it varies along */
+    int *origin;                 /* per value and axis: the value that made it vary */
+} Variation;
+
+static uint32_t collective_axes(const Fn *fn, const Inst *in, int first) {
+    uint32_t mask = 0;
+    int last = in->op == OP_COLLECTIVE_PERMUTE ? 1 + (int)ir_attr(fn, in, 0) : in->nattrs;
+    for (int i = first; i < last; i++)
+        mask |= 1u << ir_attr(fn, in, i);
+    return mask;
+}
+
+static void introduce(Variation *var, int v, uint32_t axes) {
+    for (int a = 0; a < MAX_AXES; a++)
+        if ((axes >> a & 1) && !(var->varies[v] >> a & 1)) {
+            var->varies[v] |= 1u << a;
+            var->origin[v * MAX_AXES + a] = v;
+        }
+}
+
+static void inherit(Variation *var, int v, int from, uint32_t keep) {
+    for (int a = 0; a < MAX_AXES; a++)
+        if ((var->varies[from] & keep) >> a & 1 && !(var->varies[v] >> a & 1)) {
+            var->varies[v] |= 1u << a;
+            var->origin[v * MAX_AXES + a] = var->origin[from * MAX_AXES + a];
+        }
+}
+
+static void flow(const Fn *fn, Variation *var, int v) {
+    const Inst *in = &fn->insts[v];
+    uint32_t keep = ~0u, adds = 0;
+    switch ((Op)in->op) {
+    case OP_PARAMETER: {
+        const Sig *p = &fn->params[ir_attr(fn, in, 0)];
+        for (int a = 0; a < MAX_AXES; a++)
+            if (p->sh.dim[a] >= 0)
+                adds |= 1u << a;
+        break;
+    }
+    case OP_AXIS_INDEX: adds = collective_axes(fn, in, 0); break;
+    case OP_ALL_REDUCE: keep = ~collective_axes(fn, in, 1); break;
+    case OP_ALL_GATHER: keep = ~collective_axes(fn, in, 1); break;
+    case OP_REDUCE_SCATTER: case OP_ALL_TO_ALL: adds = collective_axes(fn, in, 2); break;
+    case OP_COLLECTIVE_PERMUTE: adds = collective_axes(fn, in, 1); break;
+    default: break;
+    }
+    introduce(var, v, adds);
+    for (int i = 0; i < in->nargs; i++)
+        inherit(var, v, ir_arg(fn, in, i), keep);
+}
+
+static const char *origin_text(Sema *s, const Fn *fn, int v, int axis) {
+    const Inst *in = &fn->insts[v];
+    const char *ax = sym(s, s->m->axis_sym[axis]);
+    switch ((Op)in->op) {
+    case OP_PARAMETER:
+        return arena_printf(s->arena, "parameter '%s', which is split over %s", sym(s, in->sym), ax);
+    case OP_AXIS_INDEX:
+        return arena_printf(s->arena, "axis_index at %d:%d", in->loc.line, in->loc.col);
+    default:
+        return arena_printf(s->arena, "the %s at %d:%d, whose result differs along %s", op_info[in->op].name,
+                            in->loc.line, in->loc.col, ax);
+    }
+}
+
+void check_replication(Sema *s, Fn *fn) {
+    Variation var;
+    var.varies = arena_alloc(s->arena, sizeof(uint32_t) * (size_t)fn->ninsts);
+    var.origin = arena_alloc(s->arena, sizeof(int) * (size_t)fn->ninsts * MAX_AXES);
+    for (int v = 0; v < fn->ninsts; v++)
+        flow(fn, &var, v);
+    const Inst *ret = &fn->insts[fn->ninsts - 1];
+    for (int i = 0; i < fn->nresults; i++) {
+        int v = ir_arg(fn, ret, i);
+        for (int a = 0; a < s->m->naxes; a++) {
+            if (fn->results[i].sh.dim[a] >= 0 || !(var.varies[v] >> a & 1))
+                continue;
+            const char *ax = sym(s, s->m->axis_sym[a]);
+            sema_error(s, ret->loc, "result %d of '%s' is declared replicated along %s, but it varies along %s: "
+                       "it depends on %s; reduce it with psum or all_gather over %s, or split a result dim over %s",
+                       i + 1, sym(s, fn->sym), ax, ax, origin_text(s, fn, var.origin[v * MAX_AXES + a], a), ax, ax);
+        }
+    }
+}
