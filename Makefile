@@ -15,7 +15,7 @@ HDR := $(wildcard compiler/*/*.h) compiler/ir/ops.def $(BUILD)/gen/parser.h
 
 OBJ := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/parser.o $(BUILD)/obj/gen/lexer.o
 
-.PHONY: all check check-unit check-lit check-asan fuzz fuzz-smoke install clean deps
+.PHONY: all check check-asan fuzz install clean deps
 
 all: $(BUILD)/shardc
 
@@ -59,8 +59,9 @@ $(BUILD)/fuzz_frontend: tests/fuzz/fuzz_frontend.c $(SRC) $(GEN) $(HDR)
 	    -fno-sanitize-recover=all -I$(BUILD)/gen -Icompiler/base -o $@ tests/fuzz/fuzz_frontend.c $(SRC) $(GEN) -lm
 
 fuzz: $(BUILD)/fuzz_frontend
-	@mkdir -p $(BUILD)/fuzz-corpus
+	@mkdir -p $(BUILD)/fuzz-corpus $(BUILD)/fuzz-artifacts
 	$(BUILD)/fuzz_frontend -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -artifact_prefix=$(BUILD)/fuzz-artifacts/ \
 	    -max_len=4096 -dict=tests/fuzz/tdsl.dict $(BUILD)/fuzz-corpus samples tests/lit
 
 install: all

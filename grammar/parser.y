@@ -28,6 +28,8 @@ int yylex(YYSTYPE *lval, Loc *lloc, yyscan_t scanner);
 
 static void yyerror(Loc *loc, yyscan_t scanner, ParseCtx *ctx, const char *msg) {
     (void)scanner;
+    if (strcmp(msg, "memory exhausted") == 0)     /* the parser stack hit YYMAXDEPTH */
+        msg = "the program is nested too deeply";
     parse_error(ctx, *loc, "%s", msg);
 }
 
@@ -63,6 +65,9 @@ static Expr *nest(ParseCtx *ctx, Expr *e) {
     for (int i = 0; i < e->args.n; i++)
         if (((Expr *)e->args.items[i])->depth > d)
             d = ((Expr *)e->args.items[i])->depth;
+    for (int i = 0; e->type && i < e->type->ndims; i++)
+        if (e->type->dims[i].size->depth > d)
+            d = e->type->dims[i].size->depth;
     e->depth = d + 1;
     if (e->depth > MAX_EXPR_DEPTH) {
         parse_error(ctx, e->loc, "expression is nested more than %d levels deep", MAX_EXPR_DEPTH);
@@ -81,7 +86,7 @@ static Stmt *stmt(ParseCtx *ctx, StmtKind kind, Loc loc) {
 /* `f(args)` or `sum[i, j](args)`: only names, or names with bracketed index
  * names, can be called. */
 static Expr *call(ParseCtx *ctx, Expr *callee, PtrVec args, Loc loc) {
-    Expr *e = expr(ctx, E_CALL, callee->loc);
+    Expr *e = expr(ctx, E_CALL, callee->kind == E_INDEX ? callee->lhs->loc : callee->loc);
     e->args = args;
     if (callee->kind == E_NAME) {
         e->sym = callee->sym;
@@ -357,9 +362,9 @@ subscripts:
 
 subscript:
     expr
-  | expr ':' expr                   { $$ = expr(ctx, E_SLICE, @2); $$->lhs = $1; $$->rhs = $3; }
-  | expr ':'                        { $$ = expr(ctx, E_SLICE, @2); $$->lhs = $1; }
-  | ':' expr                        { $$ = expr(ctx, E_SLICE, @1); $$->rhs = $2; }
+  | expr ':' expr                   { $$ = expr(ctx, E_SLICE, @2); $$->lhs = $1; $$->rhs = $3; if (!nest(ctx, $$)) YYABORT; }
+  | expr ':'                        { $$ = expr(ctx, E_SLICE, @2); $$->lhs = $1; if (!nest(ctx, $$)) YYABORT; }
+  | ':' expr                        { $$ = expr(ctx, E_SLICE, @1); $$->rhs = $2; if (!nest(ctx, $$)) YYABORT; }
   | ':'                             { $$ = expr(ctx, E_SLICE, @1); }
   ;
 
@@ -373,14 +378,16 @@ primary:
         $$->args = one(ctx, $2);
         for (int i = 0; i < $4.n; i++)
             ptrvec_push(ctx->arena, &$$->args, $4.items[i]);
+        if (!nest(ctx, $$)) YYABORT;
     }
-  | '[' opt_exprs ']'               { $$ = expr(ctx, E_LIST, @1); $$->args = $2; }
-  | type                            { $$ = expr(ctx, E_TYPE, @1); $$->type = $1; }
+  | '[' opt_exprs ']'               { $$ = expr(ctx, E_LIST, @1); $$->args = $2; if (!nest(ctx, $$)) YYABORT; }
+  | type                            { $$ = expr(ctx, E_TYPE, @1); $$->type = $1; if (!nest(ctx, $$)) YYABORT; }
   | T_DTYPE '(' opt_exprs ')'       {
         static const char *names[DT_COUNT] = {"f32", "f64", "bf16", "f16", "i32", "bool"};
         $$ = expr(ctx, E_CALL, @1);
         $$->sym = sym_intern(ctx->syms, names[$1], strlen(names[$1]));
         $$->args = $3;
+        if (!nest(ctx, $$)) YYABORT;
     }
   ;
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SHARDC_VERSION "0.1.0"
 
@@ -22,7 +23,7 @@ static const char usage[] =
     "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
     "  --stage STAGE    with dump: parsed (sharded, partitioned and scheduled are not implemented yet)\n"
     "  --fn NAME        with dump: print only this function\n"
-    "  -o FILE          output file (compile, build)\n"
+    "  -o FILE          output file (dump; later compile and build)\n"
     "  -h, --help       show this help\n"
     "  --version        show the version\n";
 
@@ -38,30 +39,35 @@ static int usage_error(const char *fmt, const char *arg) {
     return 2;
 }
 
-static int parse_mesh_flag(const char *spec, MeshFlag *mesh) {
+/* Parse NAME=SIZE,...; returns NULL or what is wrong. */
+static const char *parse_mesh_flag(const char *spec, MeshFlag *mesh) {
     const char *p = spec;
+    long long devices = 1;
     mesh->n = 0;
     while (*p) {
         if (mesh->n == MAX_AXES)
-            return -1;
+            return "a mesh has at most 8 axes";
         const char *eq = strchr(p, '=');
-        if (!eq || eq == p || (size_t)(eq - p) >= sizeof mesh->name[0])
-            return -1;
+        if (!eq || eq == p || (size_t)(eq - p) >= sizeof mesh->name[0] || memchr(p, ',', (size_t)(eq - p)))
+            return "expected NAME=SIZE,...";
         memcpy(mesh->name[mesh->n], p, (size_t)(eq - p));
         mesh->name[mesh->n][eq - p] = '\0';
         char *end;
         errno = 0;
         long long n = strtoll(eq + 1, &end, 10);
-        if (errno || end == eq + 1 || n < 1 || n > 65536 || (*end && *end != ','))
-            return -1;
+        if (errno || end == eq + 1 || (*end && *end != ','))
+            return "expected NAME=SIZE,... with integer sizes";
+        if (n < 1 || n > 65536 || (devices *= n) > 65536)
+            return "sizes must be at least 1 and the mesh at most 65536 devices";
         mesh->size[mesh->n++] = n;
         p = *end ? end + 1 : end;
         if (*end == ',' && !*p)
-            return -1;
+            return "expected NAME=SIZE,...";
     }
-    return mesh->n ? 0 : -1;
+    return mesh->n ? NULL : "expected NAME=SIZE,...";
 }
 
+/* Returns 0, 2 after a usage error, or -1 after answering --help/--version. */
 static int parse_args(int argc, char **argv, Options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -72,10 +78,19 @@ static int parse_args(int argc, char **argv, Options *o) {
             if (i + 1 == argc)
                 return usage_error("%s needs a value", a);
             const char *v = argv[++i];
+            const char *err = slot ? NULL : parse_mesh_flag(v, &o->mesh);
             if (slot)
                 *slot = v;
-            else if (parse_mesh_flag(v, &o->mesh) != 0)
-                return usage_error("bad --mesh '%s': expected NAME=SIZE,... with sizes >= 1", v);
+            else if (err) {
+                fprintf(stderr, "shardc: error: bad --mesh '%s': %s\n", v, err);
+                return 2;
+            }
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(usage, stdout);
+            return -1;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("shardc %s\n", SHARDC_VERSION);
+            return -1;
         } else if (a[0] == '-' && a[1])
             return usage_error("unknown option '%s'", a);
         else if (!o->command)
@@ -121,19 +136,39 @@ static int fn_symbol(const Compilation *c, const char *name) {
     return -1;
 }
 
+/* Write the dump to stdout, or to `path` through a temporary file renamed
+ * into place, so that a failed write leaves no partial file behind. */
+static int dump_to(const Module *m, int only_fn, const char *path) {
+    if (!path) {
+        ir_dump(m, stdout, only_fn);
+        return 0;
+    }
+    size_t n = strlen(path) + 16;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return 1;
+    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f != NULL;
+    if (f) {
+        ir_dump(m, f, only_fn);
+        ok = fflush(f) == 0 && !ferror(f);
+        ok &= fclose(f) == 0;
+    }
+    ok = ok && rename(tmp, path) == 0;
+    if (!ok) {
+        fprintf(stderr, "shardc: error: cannot write '%s': %s\n", path, strerror(errno ? errno : EIO));
+        remove(tmp);
+    }
+    free(tmp);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     Options o = {0};
-    if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        fputs(usage, stdout);
-        return 0;
-    }
-    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-        printf("shardc %s\n", SHARDC_VERSION);
-        return 0;
-    }
     int rc = parse_args(argc, argv, &o);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;     /* -1: --help or --version answered */
     if (!o.command)
         return usage_error("%s", "no command given");
     int is_check = strcmp(o.command, "check") == 0, is_dump = strcmp(o.command, "dump") == 0;
@@ -147,6 +182,8 @@ int main(int argc, char **argv) {
     }
     if (!o.input)
         return usage_error("%s needs an input file", o.command);
+    if (is_check && (o.stage || o.fn || o.output))
+        return usage_error("%s", "--stage, --fn and -o go with dump, not check");
     if (is_dump) {
         if (!o.stage)
             return usage_error("%s", "dump needs --stage parsed");
@@ -171,7 +208,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "shardc: error: no function named '%s' in %s\n", o.fn, o.input);
             rc = 2;
         } else
-            ir_dump(&c.module, stdout, only);
+            rc = dump_to(&c.module, only, o.output);
     }
     compilation_free(&c);
     free(text);

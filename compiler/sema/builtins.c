@@ -46,6 +46,10 @@ void builtins_init(Sema *s) {
         s->builtin[ids[i]] = &builtins[i];
 }
 
+int is_reduction_name(const char *name) {
+    return strcmp(name, "sum") == 0 || strcmp(name, "mean") == 0 || strcmp(name, "max") == 0 || strcmp(name, "min") == 0;
+}
+
 static const Expr *arg(const Expr *e, int i) { return e->args.items[i]; }
 
 static int tensor_arg(Sema *s, const Expr *e, int i, const char *what) {
@@ -59,7 +63,7 @@ static int64_t dim_arg(Sema *s, const Expr *e, int rank) {
     if (d < 0)
         d += rank;
     if (d < 0 || d >= rank)
-        sema_error(s, e->loc, "dim %lld is out of range for a tensor with %d dims", (long long)d, rank);
+        sema_error(s, e->loc, "dim %lld is out of range for a tensor with %s", (long long)d, count_of(s, rank, "dim"));
     return d;
 }
 
@@ -293,7 +297,7 @@ static Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *resul
     if (s->fn->spmd && f->spmd)
         sema_error(s, e->loc, "an spmd fn cannot call another spmd fn ('%s')", name);
     if (e->args.n != f->nparams)
-        sema_error(s, e->loc, "%s takes %d arguments, not %d", name, f->nparams, e->args.n);
+        sema_error(s, e->loc, "%s takes %s, not %d", name, count_of(s, f->nparams, "argument"), e->args.n);
     int32_t *args = arena_alloc(s->arena, sizeof(int32_t) * (size_t)(f->nparams + 1));
     for (int i = 0; i < f->nparams; i++) {
         const Expr *a = arg(e, i);
@@ -304,8 +308,8 @@ static Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *resul
                        s->fn->spmd ? " (inside an spmd fn, arguments are local blocks)" : "");
     }
     if (f->nresults != nwanted)
-        sema_error(s, e->loc, "%s returns %d value%s, but %d %s expected here", name, f->nresults,
-                   f->nresults == 1 ? "" : "s", nwanted, nwanted == 1 ? "is" : "are");
+        sema_error(s, e->loc, "%s returns %s, but %d %s expected here", name, count_of(s, f->nresults, "value"),
+                   nwanted, nwanted == 1 ? "is" : "are");
     *VEC_PUSH(s->arena, s->calls, s->ncalls, s->calls_cap) = (CallEdge){s->fn_index, callee, e->loc};
     int64_t which = callee;
     int c = emit(s, OP_CALL, args, f->nparams, &which, 1, NULL, e->loc);
@@ -319,6 +323,8 @@ static Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *resul
 Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
     const char *name = sym(s, e->sym);
     Binding *b = lookup(s, e->sym);
+    if (b && b->kind == B_FN && s->fn->sym < 0)
+        sema_error(s, e->loc, "a constant must be known at compile time; it cannot call '%s'", name);
     if (b && b->kind == B_FN)
         return user_call(s, e, b->index, nwanted, results);
     const Builtin *bi = e->sym < s->nsyms ? s->builtin[e->sym] : NULL;
@@ -326,20 +332,25 @@ Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
         sema_error(s, e->loc, "'%s' is not a function or builtin", name);
     if (nwanted != 1)
         sema_error(s, e->loc, "%s returns one value", name);
+    if (e->binders.n && !is_reduction_name(name))
+        sema_error(s, e->loc, "'%s' is not a reduction; use sum, max, min or mean", name);
     if (e->binders.n || bi->kind == BK_REDUCTION)
-        sema_error(s, e->loc, "%s[...](...) binds index names; use it in an index statement such as y[i] = %s[j](x[i, j])", name, name);
+        sema_error(s, e->loc, "%s reduces over index names; use it in an index statement such as y[i] = %s[j](x[i, j])", name, name);
     if (e->args.n < bi->min_args || e->args.n > bi->max_args)
-        sema_error(s, e->loc, "%s takes %d argument%s, not %d", name, bi->min_args, bi->min_args == 1 ? "" : "s", e->args.n);
+        sema_error(s, e->loc, "%s takes %s, not %d", name, count_of(s, bi->min_args, "argument"), e->args.n);
     switch (bi->kind) {
-    case BK_UNARY: return unary_op(s, (Op)bi->op, eval(s, arg(e, 0)), e->loc);
+    case BK_UNARY: return unary_op(s, (Op)bi->op, bi->name, eval(s, arg(e, 0)), e->loc);
     case BK_BINARY: {
         Val x = eval(s, arg(e, 0)), y = eval(s, arg(e, 1));
         return elementwise2(s, (Op)bi->op, x, y, e->loc);
     }
     case BK_CAST: {
         Val v = eval(s, arg(e, 0));
-        if (v.kind == VAL_FLOAT && bi->op == DT_I32)    /* i32(2.7) truncates, as astype does */
-            v = int_val(v.f != v.f ? 0 : (int64_t)(v.f > 2147483647.0 ? 2147483647.0 : v.f < -2147483648.0 ? -2147483648.0 : v.f));
+        if (v.kind == VAL_FLOAT && bi->op == DT_I32) {   /* i32(2.7) truncates, as astype does */
+            if (!(v.f > -2147483649.0 && v.f < 2147483648.0))
+                sema_error(s, e->loc, "constant %g does not fit in i32", v.f);
+            v = int_val((int64_t)v.f);
+        }
         if (v.kind != VAL_TENSOR)
             return tensor(to_tensor(s, v, bi->op, e->loc));
         if (shape_of(s, v.v)->dtype == bi->op)

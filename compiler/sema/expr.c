@@ -131,6 +131,8 @@ Val binary_op(Sema *s, int tok, Val a, Val b, Loc loc) {
 }
 
 Val elementwise2(Sema *s, Op op, Val a, Val b, Loc loc) {
+    if (op == OP_POW && a.kind == VAL_INT && b.kind == VAL_INT && int_is_const(a.i))
+        a = (Val){VAL_FLOAT, {0, 0, -1}, (double)a.i.konst, -1};   /* pow(2, 3) is a float, as exp(2) is */
     int x, y;
     unify(s, &a, &b, loc, &x, &y);
     int dt = s->fn->insts[x].type.dtype;
@@ -160,14 +162,15 @@ Val select_op(Sema *s, Val c, Val a, Val b, Loc loc) {
     return tensor(emit(s, OP_SELECT, (int32_t[]){p, x, y}, 3, NULL, 0, NULL, loc));
 }
 
-Val unary_op(Sema *s, Op op, Val a, Loc loc) {
-    int x = to_tensor(s, a, a.kind == VAL_INT && op != OP_NEGATE && op != OP_ABS && op != OP_SQUARE &&
-                               op != OP_RELU ? DT_F32 : a.kind == VAL_INT ? DT_I32 : DT_F32, loc);
-    int dt = s->fn->insts[x].type.dtype;
+/* `name` is how the user spelled the op, for messages: "exp", "-". */
+Val unary_op(Sema *s, Op op, const char *name, Val a, Loc loc) {
     int arith = op == OP_NEGATE || op == OP_ABS || op == OP_SQUARE || op == OP_RELU;
-    if (dt == DT_BOOL || (!arith && !dtype_is_float(dt)))
-        sema_error(s, loc, "%s needs a floating-point operand, not %s; cast with f32(...)",
-                   op_info[op].name, dtype_name[dt]);
+    int x = to_tensor(s, a, a.kind == VAL_INT && arith ? DT_I32 : DT_F32, loc);
+    int dt = s->fn->insts[x].type.dtype;
+    if (arith && dt == DT_BOOL)
+        sema_error(s, loc, "%s needs a numeric operand, not bool", name);
+    if (!arith && !dtype_is_float(dt))
+        sema_error(s, loc, "%s needs a floating-point operand, not %s; cast with f32(...)", name, dtype_name[dt]);
     return tensor(emit(s, op, (int32_t[]){x}, 1, NULL, 0, NULL, loc));
 }
 
@@ -183,11 +186,9 @@ typedef struct {
 static int64_t bound(Sema *s, const Expr *e, int64_t extent, int64_t dflt) {
     if (!e)
         return dflt;
-    int64_t v = eval_const_int(s, e, "a slice bound");
-    if (v < 0)
-        v += extent;
+    int64_t written = eval_const_int(s, e, "a slice bound"), v = written < 0 ? written + extent : written;
     if (v < 0 || v > extent)
-        sema_error(s, e->loc, "slice bound %lld is outside 0..%lld", (long long)v, (long long)extent);
+        sema_error(s, e->loc, "slice bound %lld is outside %lld..%lld", (long long)written, (long long)-extent, (long long)extent);
     return v;
 }
 
@@ -195,6 +196,9 @@ static void subscript(Sema *s, const Expr *sub, int64_t extent, int d, SliceSpec
     sp->dynamic[d] = -1;
     sp->keep[d] = 1;
     if (sub->kind != E_SLICE) {
+        if (sub->kind == E_NAME && !lookup(s, sub->sym))
+            sema_error(s, sub->loc, "undefined name '%s' (index names are only allowed in index statements, such as y[i] = x[i])",
+                       sym(s, sub->sym));
         Val v = eval(s, sub);
         if (v.kind != VAL_INT)
             sema_error(s, sub->loc, "an index in a value statement must be an integer (index names go in index statements: y[i] = x[i])");
@@ -238,7 +242,7 @@ Val index_value(Sema *s, const Expr *e) {
     int x = expect_tensor(s, e->lhs, "the indexed value");
     Shape shape = s->fn->insts[x].type;
     if (e->args.n > shape.rank)
-        sema_error(s, e->loc, "%d subscripts for a tensor with %d dims", e->args.n, shape.rank);
+        sema_error(s, e->loc, "%s for a tensor with %s", count_of(s, e->args.n, "subscript"), count_of(s, shape.rank, "dim"));
     SliceSpec sp;
     int any_static = 0, any_dynamic = 0;
     for (int d = 0; d < shape.rank; d++) {

@@ -90,11 +90,22 @@ static int is_label_name(Ix *ix, const Expr *sub) {
 
 static uint64_t scan(Ix *ix, Expr *e);
 
+/* Does integer arithmetic in a subscript, like x[i + 1], use an index name? */
+static int mentions_label(Ix *ix, const Expr *e) {
+    switch (e->kind) {
+    case E_NAME: return is_label_name(ix, e);
+    case E_UNARY: return mentions_label(ix, e->lhs);
+    case E_BINARY: return mentions_label(ix, e->lhs) || mentions_label(ix, e->rhs);
+    default: return 0;
+    }
+}
+
 static uint64_t scan_access(Ix *ix, Expr *e, int allow_gather) {
     Sema *s = ix->s;
     const Shape *shape = &s->fn->insts[tensor_named(ix, e->lhs)].type;
     if (e->args.n != shape->rank)
-        sema_error(s, e->loc, "'%s' has %d dims but %d subscripts", sym(s, e->lhs->sym), shape->rank, e->args.n);
+        sema_error(s, e->loc, "'%s' has %s but %s", sym(s, e->lhs->sym), count_of(s, shape->rank, "dim"),
+                   count_of(s, e->args.n, "subscript"));
     uint64_t occ = 0;
     int gathers = 0;
     for (int d = 0; d < e->args.n; d++) {
@@ -117,7 +128,7 @@ static uint64_t scan_access(Ix *ix, Expr *e, int allow_gather) {
             if (g & occ)
                 sema_error(s, sub->loc, "a gather's indices must differ from the other subscripts'");
             occ |= sub->occ = g;
-        } else if (scan(ix, sub) != 0)
+        } else if (mentions_label(ix, sub) || scan(ix, sub) != 0)
             sema_error(s, sub->loc, "arithmetic on index names is not supported in subscripts");
     }
     return e->occ = occ;
@@ -150,7 +161,7 @@ static uint64_t scan_node(Ix *ix, Expr *e) {
             return e->occ = 0;
         if (label_for(ix, e, 0) >= 0)
             sema_error(s, e->loc, "index '%s' can only be used as a subscript", sym(s, e->sym));
-        sema_error(s, e->loc, "undefined name '%s'", sym(s, e->sym));
+        undefined_name(s, e->sym, e->loc);
     case E_UNARY:
         e->occ = scan(ix, e->lhs);
         e->has_index = e->lhs->has_index;
@@ -241,6 +252,8 @@ static Shape union_shape(Ix *ix, const uint8_t *labels, int n, int dtype) {
 static Term reduce_term(Ix *ix, Term t, uint64_t mask, Reducer r, Loc loc) {
     if (!(mask_of(&t) & mask))
         return t;
+    if (ix->s->fn->insts[t.v].type.dtype == DT_BOOL)
+        sema_error(ix->s, loc, "cannot reduce bool values; cast them with i32(...) or f32(...)");
     int64_t attrs[1 + MAX_RANK] = {r};
     int na = 1;
     Term out = {0, t.c, 0, {0}};
@@ -305,6 +318,18 @@ static Term from_val(Val v, const Term *shape_src) {
 }
 
 static Term lower(Ix *ix, Expr *e);
+
+static Term cast_term(Ix *ix, Term t, int dtype, Loc loc) {
+    Sema *s = ix->s;
+    if (t.v < 0)
+        return from_val(tensor(to_tensor(s, t.c, dtype, loc)), &t);
+    Shape to = s->fn->insts[t.v].type;
+    if (to.dtype == dtype)
+        return t;
+    to.dtype = (uint8_t)dtype;
+    t.v = emit(s, OP_CONVERT, (int32_t[]){t.v}, 1, NULL, 0, &to, loc);
+    return t;
+}
 
 /* x[i, 3, route[s]]: integer subscripts select, labels name dims, and one
  * subscript may gather through an i32 tensor. */
@@ -390,6 +415,8 @@ static Term lower_access(Ix *ix, Expr *e) {
 static Term lower_product(Ix *ix, Expr *e, Term a, Term b) {
     Sema *s = ix->s;
     uint64_t S = e->sum_here, ma = mask_of(&a), mb = mask_of(&b);
+    if (s->fn->insts[a.v].type.dtype == DT_BOOL || s->fn->insts[b.v].type.dtype == DT_BOOL)
+        sema_error(s, e->loc, "a product of bool values; cast them with i32(...) or f32(...)");
     a = reduce_term(ix, a, S & ma & ~mb, RED_SUM, e->loc);   /* sum_k a*b = (sum_k a)*b */
     b = reduce_term(ix, b, S & mb & ~ma, RED_SUM, e->loc);
     uint64_t contract = S & ma & mb;
@@ -456,28 +483,33 @@ static Term lower_call(Ix *ix, Expr *e) {
         }
         return t;
     }
+    if (bi && bi->kind == BK_REDUCTION)
+        sema_error(s, e->loc, "%s needs the index names it reduces, as in y[i] = %s[j](x[i, j])", name, name);
     if (!bi || (bi->kind != BK_UNARY && bi->kind != BK_BINARY && bi->kind != BK_CAST &&
                 !(bi->kind == BK_SPECIAL && strcmp(name, "where") == 0)))
         sema_error(s, e->loc, "'%s' cannot be used in an index statement; compute it in a value statement first", name);
     if (e->args.n < bi->min_args || e->args.n > bi->max_args)
-        sema_error(s, e->loc, "%s takes %d argument%s, not %d", name, bi->min_args, bi->min_args == 1 ? "" : "s", e->args.n);
+        sema_error(s, e->loc, "%s takes %s, not %d", name, count_of(s, bi->min_args, "argument"), e->args.n);
+    Expr *x = e->args.items[0];
+    if (bi->kind == BK_CAST && e->sum_here && x->kind == E_BINARY && x->op == '*' && dtype_is_float(bi->op)) {
+        /* sum_d f32(a[., d] * b[d, .]): a dot of the cast operands, so the
+         * product is never materialized; the sum stays in the wide dtype. */
+        Term a = lower(ix, x->lhs), b = lower(ix, x->rhs);
+        if (a.v >= 0 && b.v >= 0) {
+            a = cast_term(ix, a, bi->op, e->loc);
+            b = cast_term(ix, b, bi->op, e->loc);
+            return lower_product(ix, e, a, b);
+        }
+    }
     Term t[3];
     for (int i = 0; i < e->args.n; i++)
         t[i] = lower(ix, e->args.items[i]);
     int is_where = bi->kind == BK_SPECIAL;
     align(ix, t, e->args.n, is_where, e->loc);
     switch (bi->kind) {
-    case BK_UNARY: return from_val(unary_op(s, (Op)bi->op, val_of(&t[0]), e->loc), &t[0]);
+    case BK_UNARY: return from_val(unary_op(s, (Op)bi->op, bi->name, val_of(&t[0]), e->loc), &t[0]);
     case BK_BINARY: return from_val(elementwise2(s, (Op)bi->op, val_of(&t[0]), val_of(&t[1]), e->loc), &t[0]);
-    case BK_CAST: {
-        if (t[0].v < 0)
-            return from_val(tensor(to_tensor(s, t[0].c, bi->op, e->loc)), &t[0]);
-        Shape to = s->fn->insts[t[0].v].type;
-        if (to.dtype == bi->op)
-            return t[0];
-        to.dtype = (uint8_t)bi->op;
-        return from_val(tensor(emit(s, OP_CONVERT, (int32_t[]){t[0].v}, 1, NULL, 0, &to, e->loc)), &t[0]);
-    }
+    case BK_CAST: return cast_term(ix, t[0], bi->op, e->loc);
     default: return from_val(select_op(s, val_of(&t[0]), val_of(&t[1]), val_of(&t[2]), e->loc), &t[1]);
     }
 }
@@ -492,7 +524,8 @@ static Term lower(Ix *ix, Expr *e) {
             return constant_term(v);
         const Shape *sh = &s->fn->insts[v.v].type;
         if (sh->rank && e->kind == E_NAME)
-            sema_error(s, e->loc, "'%s' has %d dims; write it with %d subscripts", sym(s, e->sym), sh->rank, sh->rank);
+            sema_error(s, e->loc, "'%s' has %s; write it with %s", sym(s, e->sym), count_of(s, sh->rank, "dim"),
+                       count_of(s, sh->rank, "subscript"));
         if (sh->rank)
             sema_error(s, e->loc, "this value is %s; in an index statement a value without index names must be a scalar",
                        shape_str(s, sh));
@@ -501,7 +534,7 @@ static Term lower(Ix *ix, Expr *e) {
     switch (e->kind) {
     case E_UNARY:
         t = lower(ix, e->lhs);
-        t = from_val(t.v < 0 ? eval(s, e) : unary_op(s, OP_NEGATE, tensor(t.v), e->loc), &t);
+        t = from_val(t.v < 0 ? eval(s, e) : unary_op(s, OP_NEGATE, "unary -", tensor(t.v), e->loc), &t);
         break;
     case E_BINARY: {
         Term a = lower(ix, e->lhs), b = lower(ix, e->rhs);

@@ -45,6 +45,13 @@ int materialize_int(Sema *s, IntVal v, Loc loc) {
 
 static IntVal atom(int v) { return (IntVal){0, 1, v}; }
 
+/* Run-time integers are i32: report overflow where the arithmetic is written. */
+static IntVal run_time_int(Sema *s, IntVal v, Loc loc) {
+    if (v.konst < INT32_MIN || v.konst > INT32_MAX || v.coef < INT32_MIN || v.coef > INT32_MAX)
+        sema_error(s, loc, "run-time integer arithmetic overflows i32");
+    return v;
+}
+
 IntVal int_binary(Sema *s, int op, IntVal a, IntVal b, Loc loc) {
     int64_t r;
     if (int_is_const(a) && int_is_const(b)) {
@@ -66,13 +73,13 @@ IntVal int_binary(Sema *s, int op, IntVal a, IntVal b, Loc loc) {
     if ((op == '+' || op == '-') && same) {
         int64_t bc = int_is_const(b) ? 0 : b.coef, ac = int_is_const(a) ? 0 : a.coef;
         int64_t k = checked(s, op, a.konst, b.konst, loc), c = checked(s, op, ac, bc, loc);
-        return c == 0 ? (IntVal){k, 0, -1} : (IntVal){k, c, at};
+        return c == 0 ? (IntVal){k, 0, -1} : run_time_int(s, (IntVal){k, c, at}, loc);
     }
     if (op == '*' && (int_is_const(a) || int_is_const(b))) {
         IntVal v = int_is_const(a) ? b : a;
         int64_t f = int_is_const(a) ? a.konst : b.konst;
         int64_t k = checked(s, '*', v.konst, f, loc), c = checked(s, '*', v.coef, f, loc);
-        return c == 0 ? (IntVal){k, 0, -1} : (IntVal){k, c, v.atom};
+        return c == 0 ? (IntVal){k, 0, -1} : run_time_int(s, (IntVal){k, c, v.atom}, loc);
     }
     static const Op ops[128] = {['+'] = OP_ADD, ['-'] = OP_SUB, ['*'] = OP_MUL, ['/'] = OP_DIV, ['%'] = OP_REM};
     if (int_is_const(b) && b.konst == 0 && (op == '/' || op == '%'))
@@ -99,7 +106,7 @@ static Val eval_name(Sema *s, const Expr *e) {
     case B_FN:
         sema_error(s, e->loc, "'%s' is a function; call it with arguments", sym(s, e->sym));
     default:
-        sema_error(s, e->loc, "undefined name '%s'", sym(s, e->sym));
+        undefined_name(s, e->sym, e->loc);
     }
 }
 
@@ -119,7 +126,7 @@ Val eval(Sema *s, const Expr *e) {
             return (Val){VAL_INT, int_binary(s, '-', (IntVal){0, 0, -1}, a.i, e->loc), 0, -1};
         if (a.kind == VAL_FLOAT)
             return (Val){VAL_FLOAT, {0, 0, -1}, -a.f, -1};
-        return unary_op(s, OP_NEGATE, a, e->loc);
+        return unary_op(s, OP_NEGATE, "unary -", a, e->loc);
     }
     case E_BINARY: return eval_binary(s, e);
     case E_CALL: return call_value(s, e, 1, NULL);

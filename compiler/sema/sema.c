@@ -17,6 +17,20 @@ _Noreturn void sema_error(Sema *s, Loc loc, const char *fmt, ...) {
     diag_fatal(s->diag, loc, "%s", msg);
 }
 
+/* An unknown name may be an axis of a mesh line further down the file. */
+void check_axis_declared_later(Sema *s, int symbol, Loc loc) {
+    for (int i = 0; s->mesh && s->m->naxes == 0 && i < s->mesh->bindings.n; i++) {
+        const AstBinding *b = s->mesh->bindings.items[i];
+        if (b->sym == symbol)
+            sema_error(s, loc, "mesh axis '%s' is used before the mesh line at %d:%d", sym(s, symbol), b->loc.line, b->loc.col);
+    }
+}
+
+_Noreturn void undefined_name(Sema *s, int symbol, Loc loc) {
+    check_axis_declared_later(s, symbol, loc);
+    sema_error(s, loc, "undefined name '%s'", sym(s, symbol));
+}
+
 const char *sym(const Sema *s, int id) { return id >= 0 ? sym_name(s->syms, id) : "(constants)"; }
 
 Binding *lookup(Sema *s, int symbol) {
@@ -25,6 +39,11 @@ Binding *lookup(Sema *s, int symbol) {
     if (s->local[symbol].kind != B_NONE)
         return &s->local[symbol];
     return s->global[symbol].kind != B_NONE ? &s->global[symbol] : NULL;
+}
+
+/* "1 dim", "3 dims": counts in messages. */
+const char *count_of(Sema *s, int64_t n, const char *noun) {
+    return arena_printf(s->arena, "%lld %s%s", (long long)n, noun, n == 1 ? "" : "s");
 }
 
 const char *shape_str(Sema *s, const Shape *shape) {
@@ -48,8 +67,15 @@ int emit(Sema *s, Op op, const int32_t *args, int nargs, const int64_t *attrs, i
 
 static void define_global(Sema *s, int symbol, BindKind kind, Loc loc) {
     Binding *g = &s->global[symbol];
-    if (g->kind != B_NONE)
-        sema_error(s, loc, "redefinition of '%s' (first defined at %d:%d)", sym(s, symbol), g->loc.line, g->loc.col);
+    if (s->builtin[symbol])     /* else relu(x) would mean one thing in value code, another in einsums */
+        sema_error(s, loc, "'%s' is a builtin; choose another name", sym(s, symbol));
+    if (g->kind != B_NONE) {
+        /* Functions are defined before constants: blame the later line. */
+        Loc first = g->loc, again = loc;
+        if (again.line < first.line || (again.line == first.line && again.col < first.col))
+            first = loc, again = g->loc;
+        sema_error(s, again, "redefinition of '%s' (first defined at %d:%d)", sym(s, symbol), first.line, first.col);
+    }
     g->kind = (uint8_t)kind;
     g->loc = loc;
 }
@@ -79,7 +105,9 @@ static void lower_mesh(Sema *s, const AstTop *top, const MeshOverride *ov) {
     int64_t devices = 1;
     for (int i = 0; i < top->bindings.n; i++) {
         const AstBinding *b = top->bindings.items[i];
-        int64_t n = ov && ov->n ? ov->size[i] : eval_const_int(s, b->value, "a mesh axis size");
+        int64_t n = eval_const_int(s, b->value, "a mesh axis size");
+        if (ov && ov->n)
+            n = ov->size[i];
         if (n < 1)
             sema_error(s, b->value->loc, "mesh axis '%s' has size %lld; sizes are at least 1", sym(s, b->sym), (long long)n);
         if (__builtin_mul_overflow(devices, n, &devices) || devices > MAX_DEVICES)
@@ -115,6 +143,9 @@ static void lower_signature(Sema *s, const AstFn *af, Fn *fn) {
     }
     for (int i = 0; i < fn->nresults; i++) {
         const AstType *t = af->results.items[i];
+        for (int d = 0; af->spmd && d < t->ndims; d++)
+            if (t->dims[d].axes.kind == AXES_OPEN)
+                sema_error(s, t->dims[d].axes.loc, "an spmd fn's results need definite shardings; '@?' is not allowed here");
         resolve_type(s, t, &fn->results[i].type, &fn->results[i].sh, !af->spmd);
         if (af->spmd)
             check_spmd_divisible(s, &fn->results[i].type, &fn->results[i].sh, t->loc);
@@ -126,8 +157,8 @@ static void lower_signature(Sema *s, const AstFn *af, Fn *fn) {
 static void lower_return(Sema *s, const Stmt *st) {
     Fn *fn = s->fn;
     if (st->values.n != fn->nresults)
-        sema_error(s, st->loc, "'%s' declares %d result%s but returns %d value%s", sym(s, fn->sym), fn->nresults,
-                   fn->nresults == 1 ? "" : "s", st->values.n, st->values.n == 1 ? "" : "s");
+        sema_error(s, st->loc, "'%s' declares %s but returns %s", sym(s, fn->sym), count_of(s, fn->nresults, "result"),
+                   count_of(s, st->values.n, "value"));
     int32_t *vals = arena_alloc(s->arena, sizeof(int32_t) * (size_t)(fn->nresults + 1));
     for (int i = 0; i < fn->nresults; i++) {
         const Expr *e = st->values.items[i];
@@ -166,14 +197,25 @@ static void lower_multi(Sema *s, const Stmt *st) {
     }
 }
 
+/* Checked on the syntax, so a loop that runs zero times is checked too. */
+static void check_no_return(Sema *s, const PtrVec *body) {
+    for (int i = 0; i < body->n; i++) {
+        const Stmt *st = body->items[i];
+        if (st->kind == S_RETURN)
+            sema_error(s, st->loc, "return is not allowed inside a loop");
+        if (st->kind == S_FOR)
+            check_no_return(s, &st->body);
+    }
+}
+
 static void lower_for(Sema *s, const Stmt *st) {
     check_local_name(s, st->sym, st->loc);
-    for (int i = 0; i < st->body.n; i++)
-        if (((const Stmt *)st->body.items[i])->kind == S_RETURN)
-            sema_error(s, ((const Stmt *)st->body.items[i])->loc, "return is not allowed inside a loop");
+    check_no_return(s, &st->body);
     int64_t lo = eval_const_int(s, st->lo, "a loop bound"), hi = eval_const_int(s, st->hi, "a loop bound");
     Binding saved = s->local[st->sym];
     for (int64_t i = lo; i < hi; i++) {
+        if (--s->stmts_left < 0)    /* an empty body still costs its iterations */
+            sema_error(s, st->loc, "loops unroll to more than %d statements", MAX_STMTS_RUN);
         bind_local(s, st->sym, int_val(i), st->loc);
         lower_stmts(s, &st->body);
     }
@@ -188,8 +230,6 @@ void lower_stmts(Sema *s, const PtrVec *stmts) {
         const Stmt *st = stmts->items[i];
         if (--s->stmts_left < 0)
             sema_error(s, st->loc, "loops unroll to more than %d statements", MAX_STMTS_RUN);
-        if (s->returned)
-            sema_error(s, st->loc, "statement after return");
         switch (st->kind) {
         case S_ASSIGN: lower_assign(s, st); break;
         case S_INDEX:
@@ -293,39 +333,32 @@ int sema_program(Module *m, Diag *diag, const AstProgram *prog, const MeshOverri
     s->global = arena_alloc(s->arena, sizeof(Binding) * (size_t)s->nsyms);
     s->local = arena_alloc(s->arena, sizeof(Binding) * (size_t)s->nsyms);
     s->label_of = arena_alloc(s->arena, sizeof(int) * (size_t)s->nsyms);
-    Fn const_scope = {.sym = -1};    /* constant expressions may not emit code */
-    s->fn = &const_scope;
-    const AstTop *mesh = NULL;
+    /* Function names first, so a constant that names one is told so. */
     for (int i = 0; i < prog->tops.n; i++) {
         const AstTop *top = prog->tops.items[i];
-        if (top->kind != TOP_MESH)
+        if (top->kind == TOP_MESH && !s->mesh) {
+            s->mesh = top;
             continue;
-        if (mesh)
-            sema_error(s, top->loc, "a program has one mesh (the first is at %d:%d)", mesh->loc.line, mesh->loc.col);
-        mesh = top;
-    }
-    if (mesh)
-        lower_mesh(s, mesh, ov);
-    if (s->fn->ninsts)
-        sema_error(s, s->fn->insts[0].loc, "a mesh axis size must be a number known at compile time");
-    int nfns = 0;
-    for (int i = 0; i < prog->tops.n; i++) {
-        const AstTop *top = prog->tops.items[i];
-        if (top->kind == TOP_CONST)
-            lower_consts(s, top);
-        nfns += top->kind == TOP_FN;
-    }
-    if (s->fn->ninsts)
-        sema_error(s, s->fn->insts[0].loc, "a constant must be known at compile time");
-    const AstFn **ast = arena_alloc(s->arena, sizeof(AstFn *) * (size_t)(nfns + 1));
-    for (int i = 0; i < prog->tops.n; i++) {
-        const AstTop *top = prog->tops.items[i];
+        }
+        if (top->kind == TOP_MESH)
+            sema_error(s, top->loc, "a program has one mesh (the first is at %d:%d)", s->mesh->loc.line, s->mesh->loc.col);
         if (top->kind != TOP_FN)
             continue;
         define_global(s, top->fn->sym, B_FN, top->fn->loc);
         s->global[top->fn->sym].index = m->nfns;
-        ast[m->nfns] = top->fn;
         module_add_fn(m, top->fn->sym, top->fn->spmd, top->fn->loc);
+    }
+    const AstFn **ast = arena_alloc(s->arena, sizeof(AstFn *) * (size_t)(m->nfns + 1));
+    Fn const_scope = {.sym = -1};    /* where constant expressions are evaluated */
+    s->fn = &const_scope;
+    for (int i = 0, f = 0; i < prog->tops.n; i++) {
+        const AstTop *top = prog->tops.items[i];
+        if (top->kind == TOP_MESH)
+            lower_mesh(s, top, ov);
+        else if (top->kind == TOP_CONST)
+            lower_consts(s, top);
+        else
+            ast[f++] = top->fn;
     }
     for (int f = 0; f < m->nfns; f++) {
         s->fn = &m->fns[f];

@@ -58,7 +58,7 @@ typedef struct {
     int nsyms;
     Fn *fn;                          /* the function being lowered */
     int fn_index;
-    const AstFn **ast_fns;           /* function index -> syntax */
+    const AstTop *mesh;              /* the mesh line, for "used before the mesh" */
     CallEdge *calls;                 /* the call graph, for the cycle check */
     int ncalls, calls_cap;
     int *label_of;                   /* index.c scratch: symbol -> label + 1, all 0 between statements */
@@ -70,6 +70,8 @@ typedef struct {
 
 /* sema.c */
 _Noreturn void sema_error(Sema *s, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+_Noreturn void undefined_name(Sema *s, int symbol, Loc loc);
+void check_axis_declared_later(Sema *s, int symbol, Loc loc);
 const char *sym(const Sema *s, int id);
 Binding *lookup(Sema *s, int symbol);
 void bind_local(Sema *s, int symbol, Val v, Loc loc);
@@ -77,6 +79,7 @@ int emit(Sema *s, Op op, const int32_t *args, int nargs, const int64_t *attrs, i
          const Shape *type, Loc loc);
 void lower_stmts(Sema *s, const PtrVec *stmts);
 const char *shape_str(Sema *s, const Shape *shape);
+const char *count_of(Sema *s, int64_t n, const char *noun);
 
 /* scalar.c: compile-time and run-time integer scalars */
 Val eval(Sema *s, const Expr *e);            /* any expression in value context */
@@ -96,7 +99,7 @@ void check_spmd_divisible(Sema *s, const Shape *shape, const Sharding *sh, Loc l
 int to_tensor(Sema *s, Val v, int dtype, Loc loc);
 int expect_tensor(Sema *s, const Expr *e, const char *what);
 Val binary_op(Sema *s, int op, Val a, Val b, Loc loc);
-Val unary_op(Sema *s, Op op, Val a, Loc loc);
+Val unary_op(Sema *s, Op op, const char *name, Val a, Loc loc);
 Val elementwise2(Sema *s, Op op, Val a, Val b, Loc loc);
 Val select_op(Sema *s, Val c, Val a, Val b, Loc loc);
 Val tensor(int v);
@@ -113,6 +116,7 @@ struct Builtin {
 };
 enum { BK_UNARY, BK_BINARY, BK_CAST, BK_REDUCTION, BK_SPECIAL, BK_COLLECTIVE };
 void builtins_init(Sema *s);
+int is_reduction_name(const char *name);
 Val call_value(Sema *s, const Expr *e, int nresults_wanted, Val *results);
 
 /* replication.c */

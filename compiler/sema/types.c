@@ -11,6 +11,7 @@ void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *u
     for (int i = 0; i < ax->n; i++) {
         Binding *b = lookup(s, ax->syms[i]);
         if (!b || b->kind != B_AXIS) {
+            check_axis_declared_later(s, ax->syms[i], ax->locs[i]);
             if (s->m->naxes == 0)
                 sema_error(s, ax->locs[i], "'%s' is not a mesh axis: the program declares no mesh", sym(s, ax->syms[i]));
             sema_error(s, ax->locs[i], "'%s' is not a mesh axis", sym(s, ax->syms[i]));
@@ -76,6 +77,8 @@ uint32_t axes_arg(Sema *s, const Expr *e, int64_t *order, int *n) {
     for (int i = 0; i < count; i++) {
         const Expr *x = items[i];
         Binding *b = x->kind == E_NAME ? lookup(s, x->sym) : NULL;
+        if (x->kind == E_NAME && !b)
+            check_axis_declared_later(s, x->sym, x->loc);
         if (!b || b->kind != B_AXIS)
             sema_error(s, x->loc, "expected a mesh axis name or a tuple of them");
         if (mask >> b->index & 1)
