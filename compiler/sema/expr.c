@@ -176,13 +176,6 @@ Val unary_op(Sema *s, Op op, const char *name, Val a, Loc loc) {
 
 /* ---- x[lo:hi, :, k] ---- */
 
-typedef struct {
-    int64_t start[MAX_RANK], limit[MAX_RANK];
-    int dynamic[MAX_RANK];           /* run-time offset value, or -1 */
-    int64_t size[MAX_RANK];
-    int keep[MAX_RANK];              /* 0: integer index, the dim is dropped */
-} SliceSpec;
-
 static int64_t bound(Sema *s, const Expr *e, int64_t extent, int64_t dflt) {
     if (!e)
         return dflt;
@@ -192,9 +185,68 @@ static int64_t bound(Sema *s, const Expr *e, int64_t extent, int64_t dflt) {
     return v;
 }
 
+void slice_spec_init(SliceSpec *sp, const Shape *shape) {
+    for (int d = 0; d < shape->rank; d++) {
+        sp->start[d] = 0;
+        sp->limit[d] = sp->size[d] = shape->dims[d];
+        sp->dynamic[d] = -1;
+        sp->keep[d] = 1;
+    }
+    sp->rank = shape->rank;
+}
+
+/* Subscript d is the integer k: select one element along d and drop the dim. */
+void slice_spec_select(Sema *s, SliceSpec *sp, int d, Val k, int64_t extent, Loc loc) {
+    sp->keep[d] = 0;
+    if (!int_is_const(k.i)) {
+        sp->dynamic[d] = materialize_int(s, k.i, loc);
+        sp->size[d] = 1;
+        return;
+    }
+    int64_t at = k.i.konst < 0 ? k.i.konst + extent : k.i.konst;
+    if (at < 0 || at >= extent)
+        sema_error(s, loc, "index %lld is out of range for a dim of size %lld", (long long)k.i.konst, (long long)extent);
+    sp->start[d] = at;
+    sp->limit[d] = at + 1;
+}
+
+/* Emit what a SliceSpec asks of x: one static slice, one dynamic slice
+ * (static dims are sliced already, so their offsets are 0), and a reshape
+ * that drops the selected dims. */
+int emit_slices(Sema *s, int x, const SliceSpec *sp, Loc loc) {
+    const Shape shape = s->fn->insts[x].type;
+    int any_static = 0, any_dynamic = 0;
+    for (int d = 0; d < sp->rank; d++) {
+        any_dynamic |= sp->dynamic[d] >= 0;
+        any_static |= sp->dynamic[d] < 0 && (sp->start[d] != 0 || sp->limit[d] != shape.dims[d]);
+    }
+    if (any_static) {
+        int64_t bounds[2 * MAX_RANK];
+        for (int d = 0; d < sp->rank; d++)
+            bounds[d] = sp->start[d], bounds[sp->rank + d] = sp->limit[d];
+        x = emit(s, OP_SLICE, (int32_t[]){x}, 1, bounds, 2 * sp->rank, NULL, loc);
+    }
+    if (any_dynamic) {
+        int32_t args[1 + MAX_RANK] = {x};
+        Shape out = s->fn->insts[x].type;
+        for (int d = 0; d < sp->rank; d++) {
+            args[1 + d] = sp->dynamic[d] >= 0 ? sp->dynamic[d] : to_tensor(s, int_val(0), DT_I32, loc);
+            if (sp->dynamic[d] >= 0)
+                out.dims[d] = sp->size[d];
+        }
+        x = emit(s, OP_DYNAMIC_SLICE, args, 1 + sp->rank, NULL, 0, &out, loc);
+    }
+    Shape kept = s->fn->insts[x].type;
+    kept.rank = 0;
+    for (int d = 0; d < sp->rank; d++)
+        if (sp->keep[d])
+            kept.dims[kept.rank++] = s->fn->insts[x].type.dims[d];
+    if (kept.rank != sp->rank)
+        x = emit(s, OP_RESHAPE, (int32_t[]){x}, 1, NULL, 0, &kept, loc);
+    return x;
+}
+
 static void subscript(Sema *s, const Expr *sub, int64_t extent, int d, SliceSpec *sp) {
-    sp->dynamic[d] = -1;
-    sp->keep[d] = 1;
     if (sub->kind != E_SLICE) {
         if (sub->kind == E_NAME && !lookup(s, sub->sym))
             sema_error(s, sub->loc, "undefined name '%s' (index names are only allowed in index statements, such as y[i] = x[i])",
@@ -202,17 +254,7 @@ static void subscript(Sema *s, const Expr *sub, int64_t extent, int d, SliceSpec
         Val v = eval(s, sub);
         if (v.kind != VAL_INT)
             sema_error(s, sub->loc, "an index in a value statement must be an integer (index names go in index statements: y[i] = x[i])");
-        sp->keep[d] = 0;
-        if (!int_is_const(v.i)) {
-            sp->dynamic[d] = materialize_int(s, v.i, sub->loc);
-            sp->size[d] = 1;
-            return;
-        }
-        int64_t k = v.i.konst < 0 ? v.i.konst + extent : v.i.konst;
-        if (k < 0 || k >= extent)
-            sema_error(s, sub->loc, "index %lld is out of range for a dim of size %lld", (long long)v.i.konst, (long long)extent);
-        sp->start[d] = k;
-        sp->limit[d] = k + 1;
+        slice_spec_select(s, sp, d, v, extent, sub->loc);
         return;
     }
     Val lo = sub->lhs ? eval(s, sub->lhs) : int_val(0);
@@ -244,39 +286,8 @@ Val index_value(Sema *s, const Expr *e) {
     if (e->args.n > shape.rank)
         sema_error(s, e->loc, "%s for a tensor with %s", count_of(s, e->args.n, "subscript"), count_of(s, shape.rank, "dim"));
     SliceSpec sp;
-    int any_static = 0, any_dynamic = 0;
-    for (int d = 0; d < shape.rank; d++) {
-        sp.start[d] = 0;
-        sp.limit[d] = shape.dims[d];
-        sp.dynamic[d] = -1;
-        sp.keep[d] = 1;
-        if (d < e->args.n)
-            subscript(s, e->args.items[d], shape.dims[d], d, &sp);
-        any_dynamic |= sp.dynamic[d] >= 0;
-        any_static |= sp.dynamic[d] < 0 && (sp.start[d] != 0 || sp.limit[d] != shape.dims[d]);
-    }
-    if (any_static) {
-        int64_t bounds[2 * MAX_RANK];
-        for (int d = 0; d < shape.rank; d++)
-            bounds[d] = sp.start[d], bounds[shape.rank + d] = sp.limit[d];
-        x = emit(s, OP_SLICE, (int32_t[]){x}, 1, bounds, 2 * shape.rank, NULL, e->loc);
-    }
-    if (any_dynamic) {
-        int32_t args[1 + MAX_RANK] = {x};
-        Shape out = s->fn->insts[x].type;
-        for (int d = 0; d < shape.rank; d++) {
-            args[1 + d] = sp.dynamic[d] >= 0 ? sp.dynamic[d] : to_tensor(s, int_val(0), DT_I32, e->loc);
-            if (sp.dynamic[d] >= 0)
-                out.dims[d] = sp.size[d];
-        }
-        x = emit(s, OP_DYNAMIC_SLICE, args, 1 + shape.rank, NULL, 0, &out, e->loc);
-    }
-    Shape kept = s->fn->insts[x].type;
-    kept.rank = 0;
-    for (int d = 0; d < shape.rank; d++)
-        if (sp.keep[d])
-            kept.dims[kept.rank++] = s->fn->insts[x].type.dims[d];
-    if (kept.rank != shape.rank)
-        x = emit(s, OP_RESHAPE, (int32_t[]){x}, 1, NULL, 0, &kept, e->loc);
-    return tensor(x);
+    slice_spec_init(&sp, &shape);
+    for (int d = 0; d < e->args.n; d++)
+        subscript(s, e->args.items[d], shape.dims[d], d, &sp);
+    return tensor(emit_slices(s, x, &sp, e->loc));
 }

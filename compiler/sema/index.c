@@ -337,59 +337,26 @@ static Term lower_access(Ix *ix, Expr *e) {
     Sema *s = ix->s;
     int x = tensor_named(ix, e->lhs);
     Shape shape = s->fn->insts[x].type;
-    int64_t start[MAX_RANK], limit[MAX_RANK];
-    int32_t offsets[1 + MAX_RANK];
-    int any_static = 0, any_dynamic = 0, gather_dim = -1;
+    SliceSpec sp;
+    slice_spec_init(&sp, &shape);
+    int gather_dim = -1, kept = 0;
     Term t = {0, {0}, 0, {0}};
-    Shape kept = shape;
-    kept.rank = 0;
     for (int d = 0; d < shape.rank; d++) {
         Expr *sub = e->args.items[d];
-        start[d] = 0;
-        limit[d] = shape.dims[d];
-        offsets[1 + d] = -1;
         if (sub->kind == E_NAME && is_label_name(ix, sub)) {
             t.label[t.n++] = (uint8_t)label_for(ix, sub, 0);
         } else if (sub->occ) {
-            gather_dim = kept.rank;
+            gather_dim = kept;
         } else {
             Val k = eval(s, sub);
             if (k.kind != VAL_INT)
                 sema_error(s, sub->loc, "a subscript must be an index name or an integer");
-            if (int_is_const(k.i)) {
-                int64_t at = k.i.konst < 0 ? k.i.konst + shape.dims[d] : k.i.konst;
-                if (at < 0 || at >= shape.dims[d])
-                    sema_error(s, sub->loc, "index %lld is out of range for a dim of size %lld", (long long)k.i.konst, (long long)shape.dims[d]);
-                start[d] = at;
-                limit[d] = at + 1;
-                any_static |= shape.dims[d] != 1;
-            } else {
-                offsets[1 + d] = materialize_int(s, k.i, sub->loc);
-                any_dynamic = 1;
-            }
+            slice_spec_select(s, &sp, d, k, shape.dims[d], sub->loc);
             continue;
         }
-        kept.dims[kept.rank++] = shape.dims[d];
+        kept++;
     }
-    if (any_static) {
-        int64_t bounds[2 * MAX_RANK];
-        for (int d = 0; d < shape.rank; d++)
-            bounds[d] = start[d], bounds[shape.rank + d] = limit[d];
-        x = emit(s, OP_SLICE, (int32_t[]){x}, 1, bounds, 2 * shape.rank, NULL, e->loc);
-    }
-    if (any_dynamic) {
-        Shape out = s->fn->insts[x].type;
-        offsets[0] = x;
-        for (int d = 0; d < shape.rank; d++) {
-            if (offsets[1 + d] >= 0)
-                out.dims[d] = 1;
-            else        /* static subscripts were sliced already */
-                offsets[1 + d] = to_tensor(s, int_val(0), DT_I32, e->loc);
-        }
-        x = emit(s, OP_DYNAMIC_SLICE, offsets, 1 + shape.rank, NULL, 0, &out, e->loc);
-    }
-    if (kept.rank != shape.rank)
-        x = emit(s, OP_RESHAPE, (int32_t[]){x}, 1, NULL, 0, &kept, e->loc);
+    x = emit_slices(s, x, &sp, e->loc);
     t.v = x;
     if (gather_dim >= 0) {
         Expr *sub = NULL;

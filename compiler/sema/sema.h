@@ -95,6 +95,16 @@ void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *u
 uint32_t axes_arg(Sema *s, const Expr *e, int64_t *order, int *n);
 void check_spmd_divisible(Sema *s, const Shape *shape, const Sharding *sh, Loc loc);
 
+/* What subscripts ask of a tensor: a static range or a run-time offset per
+ * dim, and whether the dim stays (slices) or goes (integer subscripts). */
+typedef struct {
+    int rank;
+    int64_t start[MAX_RANK], limit[MAX_RANK];
+    int dynamic[MAX_RANK];           /* run-time offset value, or -1 */
+    int64_t size[MAX_RANK];          /* of a dynamic slice */
+    int keep[MAX_RANK];
+} SliceSpec;
+
 /* expr.c: tensors in value statements */
 int to_tensor(Sema *s, Val v, int dtype, Loc loc);
 int expect_tensor(Sema *s, const Expr *e, const char *what);
@@ -105,6 +115,9 @@ Val select_op(Sema *s, Val c, Val a, Val b, Loc loc);
 Val tensor(int v);
 int dtype_of_val(Sema *s, Val v);
 Val index_value(Sema *s, const Expr *e);     /* x[lo:hi, k] in value context */
+void slice_spec_init(SliceSpec *sp, const Shape *shape);
+void slice_spec_select(Sema *s, SliceSpec *sp, int d, Val k, int64_t extent, Loc loc);
+int emit_slices(Sema *s, int x, const SliceSpec *sp, Loc loc);
 int broadcast_to(Sema *s, int v, const Shape *to, const int64_t *dims_map, Loc loc);
 
 /* builtins.c */
