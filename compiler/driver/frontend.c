@@ -1,5 +1,7 @@
 #include "frontend.h"
 
+#include "../propagate/propagate.h"
+
 #include <string.h>
 
 /* Match `--mesh` to the program's mesh line: same axes, same order. */
@@ -29,8 +31,18 @@ static int match_mesh(Compilation *c, const MeshFlag *flag, MeshOverride *ov) {
     return 0;
 }
 
+static int verified(Compilation *c, const char *after, FILE *diag_out) {
+    char msg[VERIFY_MSG_SIZE];
+    const char *err = ir_verify(&c->module, msg);
+    if (!err)
+        return FRONTEND_OK;
+    if (diag_out)
+        fprintf(diag_out, "shardc: internal error: the IR after %s is invalid: %s\n", after, err);
+    return FRONTEND_INTERNAL_ERROR;
+}
+
 int frontend_compile(Compilation *c, const char *path, const char *text, size_t len,
-                     FILE *diag_out, const MeshFlag *mesh) {
+                     FILE *diag_out, const MeshFlag *mesh, Stage stage) {
     c->syms.arena = &c->arena;
     c->diag = (Diag){path, text, len, diag_out, 0, NULL};
     if (parse_program(&c->arena, &c->syms, &c->diag, &c->ast) != 0)
@@ -41,14 +53,11 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
     module_init(&c->module, &c->arena, &c->syms);
     if (sema_program(&c->module, &c->diag, &c->ast, &ov) != 0)
         return FRONTEND_USER_ERROR;
-    char msg[VERIFY_MSG_SIZE];
-    const char *err = ir_verify(&c->module, msg);
-    if (err) {
-        if (diag_out)
-            fprintf(diag_out, "shardc: internal error: the IR after sema is invalid: %s\n", err);
-        return FRONTEND_INTERNAL_ERROR;
-    }
-    return FRONTEND_OK;
+    int rc = verified(c, "sema", diag_out);
+    if (rc != FRONTEND_OK || stage == STAGE_PARSED)
+        return rc;
+    propagate_module(&c->module);
+    return verified(c, "sharding propagation", diag_out);
 }
 
 void compilation_free(Compilation *c) { arena_free(&c->arena); }

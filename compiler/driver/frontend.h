@@ -20,12 +20,16 @@ typedef struct {
     Module module;
 } Compilation;
 
+/* The stages of spec section 6 that exist so far, in pipeline order. */
+typedef enum { STAGE_PARSED, STAGE_SHARDED } Stage;
+
 enum { FRONTEND_OK = 0, FRONTEND_USER_ERROR = 1, FRONTEND_USAGE_ERROR = 2, FRONTEND_INTERNAL_ERROR = 3 };
 
-/* `c` must be zeroed; `text` must stay alive and be NUL-terminated at len.
- * Diagnostics go to `diag_out` (NULL: silent).  Returns a FRONTEND_ code. */
+/* Compile up to `stage`, verifying the IR after every pass.  `c` must be
+ * zeroed; `text` must stay alive and be NUL-terminated at len.  Diagnostics
+ * go to `diag_out` (NULL: silent).  Returns a FRONTEND_ code. */
 int frontend_compile(Compilation *c, const char *path, const char *text, size_t len,
-                     FILE *diag_out, const MeshFlag *mesh);
+                     FILE *diag_out, const MeshFlag *mesh, Stage stage);
 void compilation_free(Compilation *c);
 
 #endif

@@ -9,6 +9,7 @@
 typedef struct {
     const Module *m;
     FILE *out;
+    int show_why;
     const Fn *fn;
     const char **names;          /* value -> printed name, without the % */
     int *uses;                   /* symbol id -> how many values took its name */
@@ -288,6 +289,37 @@ static void print_constant(Printer *p, const Inst *in) {
         fprintf(p->out, "%.9g", in->value);
 }
 
+static const char *root_text(Printer *p, int root) {
+    const Inst *r = &p->fn->insts[root];
+    switch (r->why) {
+    case WHY_PARAMETER: return arena_printf(&p->arena, "parameter %%%s", p->names[root]);
+    case WHY_CONSTRAINT: return arena_printf(&p->arena, "the constraint on %%%s", p->names[root]);
+    case WHY_CALL: return arena_printf(&p->arena, "the call result %%%s", p->names[root]);
+    default: return "the declared result sharding";
+    }
+}
+
+/* Where a sharding came from (docs/propagation.md): the answer to "why is
+ * this value split like that". */
+static void print_why(Printer *p, const Inst *in) {
+    FILE *out = p->out;
+    switch ((Why)in->why) {
+    case WHY_PARAMETER: fputs("  # parameter", out); break;
+    case WHY_CONSTRAINT: fputs("  # sharding constraint", out); break;
+    case WHY_CALL: fputs("  # as the callee returns it", out); break;
+    case WHY_RESULT: fputs("  # the declared result sharding", out); break;
+    case WHY_DEFAULT: fputs("  # replicated: no sharding reaches it", out); break;
+    case WHY_FORWARD: case WHY_BACKWARD:
+        fprintf(out, "  # %s %%%s", in->why == WHY_FORWARD ? "from operand" : "from user", p->names[in->why_from]);
+        if (in->why_from2 >= 0)
+            fprintf(out, " and %%%s", p->names[in->why_from2]);
+        if (in->why_root >= 0 && in->why_root != in->why_from)
+            fprintf(out, ", from %s", root_text(p, in->why_root));
+        break;
+    default: break;
+    }
+}
+
 static void print_inst(Printer *p, int v) {
     const Fn *fn = p->fn;
     const Inst *in = &fn->insts[v];
@@ -311,6 +343,8 @@ static void print_inst(Printer *p, int v) {
         else
             print_type(p, &in->type, &in->sh);
     }
+    if (p->show_why && in->why != WHY_NONE)
+        print_why(p, in);
     fputc('\n', out);
 }
 
@@ -337,14 +371,14 @@ static void print_signature(Printer *p) {
     fputs(fn->nresults != 1 ? ") {\n" : " {\n", out);
 }
 
-void ir_dump(const Module *m, FILE *out, int only_fn_sym) {
+void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
     fputs("mesh ", out);
     for (int a = 0; a < m->naxes; a++)
         fprintf(out, "%s%s=%lld", a ? ", " : "", sym_name(m->syms, m->axis_sym[a]), (long long)m->axis_size[a]);
     if (m->naxes == 0)
         fputs("(one device)", out);
     fputc('\n', out);
-    Printer p = {m, out, NULL, NULL, NULL, {0}};
+    Printer p = {m, out, show_why, NULL, NULL, NULL, {0}};
     p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
     for (int f = 0; f < m->nfns; f++) {
         p.fn = &m->fns[f];

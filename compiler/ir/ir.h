@@ -56,7 +56,15 @@ typedef struct {
     Shape type;
     Sharding sh;
     Loc loc;
+    /* Why the value has its sharding (set by propagation): a root kind, or
+     * the neighbour it was taken from and the root that started the chain. */
+    uint8_t why;                 /* Why */
+    int32_t why_from, why_from2, why_root;   /* why_from2: a second source, or -1 */
 } Inst;
+
+typedef enum {
+    WHY_NONE, WHY_PARAMETER, WHY_CONSTRAINT, WHY_CALL, WHY_RESULT, WHY_FORWARD, WHY_BACKWARD, WHY_DEFAULT,
+} Why;
 
 typedef struct {
     Shape type;                  /* global */
@@ -146,7 +154,8 @@ int dtype_is_float(int dt);
  * the first violation (a compiler bug, not a user error). */
 enum { VERIFY_MSG_SIZE = 256 };
 const char *ir_verify(const Module *m, char buf[VERIFY_MSG_SIZE]);
-void ir_dump(const Module *m, FILE *out, int only_fn_sym);
+/* Print the IR; `show_why` adds where each sharding came from. */
+void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why);
 void ir_print_shape(FILE *out, const Shape *s);
 void ir_print_sharding(FILE *out, const Module *m, const Shape *s, const Sharding *sh);
 

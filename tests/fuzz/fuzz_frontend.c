@@ -1,5 +1,5 @@
-/* libFuzzer target: the whole front end (scanner, parser, sema, verifier,
- * dump) on arbitrary bytes.  Any crash, sanitizer report, leak, hang or
+/* libFuzzer target: the whole front end (scanner, parser, sema, sharding
+ * propagation, verifier, dump) on arbitrary bytes.  Any crash, sanitizer report, leak, hang or
  * internal error (an IR that fails verification) is a bug. */
 #include "../../compiler/driver/frontend.h"
 
@@ -15,13 +15,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(text, data, size);
     text[size] = '\0';
     Compilation c = {0};
-    int rc = frontend_compile(&c, "fuzz.tdsl", text, size, NULL, NULL);
+    int rc = frontend_compile(&c, "fuzz.tdsl", text, size, NULL, NULL, STAGE_SHARDED);
     if (rc == FRONTEND_INTERNAL_ERROR)
         abort();
     if (rc == FRONTEND_OK) {
         FILE *sink = fopen("/dev/null", "w");
         if (sink) {
-            ir_dump(&c.module, sink, -1);
+            ir_dump(&c.module, sink, -1, 1);
             fclose(sink);
         }
     }
