@@ -343,7 +343,7 @@ static void print_inst(Printer *p, int v) {
         else
             print_type(p, &in->type, &in->sh);
     }
-    if (p->show_why && in->why != WHY_NONE)
+    if (p->show_why && in->why != WHY_NONE && !(in->why == WHY_DEFAULT && in->type.rank == 0))
         print_why(p, in);
     fputc('\n', out);
 }

@@ -92,6 +92,10 @@ static void project_dim(const Module *m, const Rule *r, int t, int d, const Axis
                         AxisList per_factor[MAX_FACTORS]) {
     int k = 0;
     int64_t used = 1;
+    if (r->ndf[t][d] == 1) {         /* one factor takes every axis, even unevenly */
+        per_factor[r->f[t][d][0]] = *dim;
+        return;
+    }
     for (int i = 0; i < dim->n && k < r->ndf[t][d]; i++) {
         int f = r->f[t][d][k];
         int64_t size = m->axis_size[dim->axes[i]];
@@ -161,8 +165,10 @@ static void choose(const Module *m, const Rule *r, FactorVotes *votes, AxisList 
 
 /* ---- applying factor shardings to tensors ---- */
 
-static void set_origin(Prop *p, Inst *in, Why why, int from) {
-    const Inst *src = from >= 0 ? &p->fn->insts[from] : NULL;
+/* `from` is the neighbour to name, `src` the value whose axes were taken
+ * (they differ when a value gets its sharding from a sibling operand). */
+static void set_origin(Prop *p, Inst *in, Why why, int from, int src_value) {
+    const Inst *src = src_value >= 0 ? &p->fn->insts[src_value] : NULL;
     /* A second dim refined by another neighbour in the same step: keep both. */
     if (in->why == why && in->why_from >= 0 && from != in->why_from && p->step == p->origin_step[in - p->fn->insts]) {
         in->why_from2 = from;
@@ -171,7 +177,7 @@ static void set_origin(Prop *p, Inst *in, Why why, int from) {
     in->why = (uint8_t)why;
     in->why_from = from;
     in->why_from2 = -1;
-    in->why_root = src && src->why_root >= 0 ? src->why_root : from;
+    in->why_root = src && src->why_root >= 0 ? src->why_root : src_value;
     p->origin_step[in - p->fn->insts] = p->step;
 }
 
@@ -227,8 +233,10 @@ static void apply(Prop *p, int v, const Inst *op, int t, const Rule *r, const Ax
         if (!refine_dim(p, v, d, &axes))
             continue;
         p->changed = 1;
-        int from_value = from < 0 ? -1 : from < op->nargs ? ir_arg(p->fn, op, from) : op_index;
-        set_origin(p, &p->fn->insts[v], t < op->nargs ? WHY_BACKWARD : WHY_FORWARD, from_value);
+        /* Forward: name the operand it came from; backward: the user it came through. */
+        int forward = t == op->nargs;
+        int src = from < op->nargs ? ir_arg(p->fn, op, from) : op_index;
+        set_origin(p, &p->fn->insts[v], forward ? WHY_FORWARD : WHY_BACKWARD, forward ? src : op_index, src);
     }
 }
 
@@ -284,7 +292,7 @@ static void hint_results(Prop *p) {
             AxisList axes = dim_axes(want, d);
             if (refine_dim(p, v, d, &axes)) {
                 p->changed = 1;
-                set_origin(p, &fn->insts[v], WHY_RESULT, ret);
+                set_origin(p, &fn->insts[v], WHY_RESULT, ret, ret);
                 fn->insts[v].why_root = ret;
             }
         }
