@@ -1,5 +1,6 @@
 #include "frontend.h"
 
+#include "../partition/partition.h"
 #include "../propagate/propagate.h"
 
 #include <string.h>
@@ -57,7 +58,11 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
     if (rc != FRONTEND_OK || stage == STAGE_PARSED)
         return rc;
     propagate_module(&c->module);
-    return verified(c, "sharding propagation", diag_out);
+    rc = verified(c, "sharding propagation", diag_out);
+    if (rc != FRONTEND_OK || stage == STAGE_SHARDED)
+        return rc;
+    partition_module(&c->module, &c->diag);
+    return verified(c, "partitioning", diag_out);
 }
 
 void compilation_free(Compilation *c) { arena_free(&c->arena); }

@@ -14,14 +14,14 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  check   parse, type-check and lower; print errors only\n"
-    "  dump    print the IR after a stage (--stage parsed|sharded)\n"
+    "  dump    print the IR after a stage (--stage parsed|sharded|partitioned)\n"
     "  compile emit C (not implemented yet)\n"
     "  build   emit C and link an executable (not implemented yet)\n"
     "  run     build and run a function (not implemented yet)\n"
     "\n"
     "options:\n"
     "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
-    "  --stage STAGE    with dump: parsed or sharded (partitioned and scheduled are not implemented yet)\n"
+    "  --stage STAGE    with dump: parsed, sharded or partitioned (scheduled is not implemented yet)\n"
     "  --fn NAME        with dump: print only this function\n"
     "  -o FILE          output file (dump; later compile and build)\n"
     "  -h, --help       show this help\n"
@@ -186,12 +186,12 @@ int main(int argc, char **argv) {
         return usage_error("%s", "--stage, --fn and -o go with dump, not check");
     if (is_dump) {
         if (!o.stage)
-            return usage_error("%s", "dump needs --stage parsed or --stage sharded");
-        if (strcmp(o.stage, "partitioned") == 0 || strcmp(o.stage, "scheduled") == 0) {
-            fprintf(stderr, "shardc: error: stage '%s' is not implemented yet (parsed and sharded are)\n", o.stage);
+            return usage_error("%s", "dump needs --stage parsed, sharded or partitioned");
+        if (strcmp(o.stage, "scheduled") == 0) {
+            fprintf(stderr, "shardc: error: stage '%s' is not implemented yet (parsed, sharded and partitioned are)\n", o.stage);
             return 2;
         }
-        if (strcmp(o.stage, "parsed") != 0 && strcmp(o.stage, "sharded") != 0)
+        if (strcmp(o.stage, "parsed") != 0 && strcmp(o.stage, "sharded") != 0 && strcmp(o.stage, "partitioned") != 0)
             return usage_error("unknown stage '%s': stages are parsed, sharded, partitioned, scheduled", o.stage);
     }
     size_t len;
@@ -202,7 +202,8 @@ int main(int argc, char **argv) {
     }
     Compilation c = {0};
     /* check propagates too (spec section 6); dump stops where it is asked to. */
-    Stage stage = is_dump && strcmp(o.stage, "parsed") == 0 ? STAGE_PARSED : STAGE_SHARDED;
+    Stage stage = !is_dump ? STAGE_SHARDED : strcmp(o.stage, "parsed") == 0 ? STAGE_PARSED
+                : strcmp(o.stage, "sharded") == 0 ? STAGE_SHARDED : STAGE_PARTITIONED;
     rc = frontend_compile(&c, o.input, text, len, stderr, &o.mesh, stage);
     if (rc == FRONTEND_OK && is_dump) {
         int only = -1;

@@ -351,7 +351,7 @@ static void print_inst(Printer *p, int v) {
 static void print_signature(Printer *p) {
     const Fn *fn = p->fn;
     FILE *out = p->out;
-    fprintf(out, "%sfn %s(", fn->spmd ? "spmd " : "", sym_name(p->m->syms, fn->sym));
+    fprintf(out, "%sfn %s(", fn->spmd ? "spmd " : fn->partitioned ? "partitioned " : "", sym_name(p->m->syms, fn->sym));
     for (int i = 0; i < fn->nparams; i++) {
         const Inst *param = NULL;
         for (int v = 0; v < fn->ninsts && !param; v++)
@@ -369,6 +369,42 @@ static void print_signature(Printer *p) {
         print_type(p, &fn->results[i].type, &fn->results[i].sh);
     }
     fputs(fn->nresults != 1 ? ") {\n" : " {\n", out);
+}
+
+static int is_collective(Op op) {
+    return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL ||
+           op == OP_COLLECTIVE_PERMUTE;
+}
+
+/* What a partitioned function communicates: each collective with its
+ * groups and the bytes one device sends (ring model), then the total. */
+static void print_summary(Printer *p) {
+    const Fn *fn = p->fn;
+    FILE *out = p->out;
+    int64_t total = 0;
+    int n = 0;
+    for (int v = 0; v < fn->ninsts; v++) {
+        const Inst *in = &fn->insts[v];
+        if (!is_collective((Op)in->op))
+            continue;
+        int64_t bytes = collective_bytes(p->m, fn, in);
+        const int64_t *at = &fn->ints[in->attrs];
+        int first = in->op == OP_ALL_REDUCE || in->op == OP_ALL_GATHER ? 1 : in->op == OP_COLLECTIVE_PERMUTE ? 1 : 2;
+        int naxes = in->op == OP_COLLECTIVE_PERMUTE ? (int)at[0] : in->nattrs - first;
+        if (!n++)
+            fprintf(out, "# collectives of %s, bytes sent per device:\n", sym_name(p->m->syms, fn->sym));
+        fprintf(out, "#   %%%s: %s ", p->names[v], op_info[in->op].name);
+        if (in->op == OP_COLLECTIVE_PERMUTE) {
+            fputs("axes={", out);
+            for (int i = 0; i < naxes; i++)
+                fprintf(out, "%s%s", i ? "," : "", sym_name(p->m->syms, p->m->axis_sym[at[1 + i]]));
+            fputs("}", out);
+        } else
+            print_axes_attr(p, at + first, naxes);
+        fprintf(out, ": %lld\n", (long long)bytes);
+        total += bytes;
+    }
+    fprintf(out, "# total bytes sent per device by %s: %lld\n", sym_name(p->m->syms, fn->sym), (long long)total);
 }
 
 void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
@@ -391,6 +427,8 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
         for (int v = 0; v < p.fn->ninsts; v++)
             print_inst(&p, v);
         fputs("}\n", out);
+        if (p.fn->partitioned)
+            print_summary(&p);
         forget_names(&p);
     }
     arena_free(&p.arena);

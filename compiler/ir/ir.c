@@ -24,15 +24,19 @@ Fn *module_add_fn(Module *m, int sym, int spmd, Loc loc) {
     return fn;
 }
 
-/* Append an instruction.  `in.type` carries what the operands cannot tell
- * (the dtype of a convert, the shape of a reshape or constant); op_infer
- * computes the rest, and disagreement is a compiler bug. */
-int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
-            const int64_t *attrs, int nattrs, const Shape *type, Loc loc) {
+/* Append an instruction.  `type` carries what the operands cannot tell (the
+ * dtype of a convert, the shape of a reshape or constant); op_infer computes
+ * the rest.  If the instruction is inconsistent, it is taken back and the
+ * reason returned in *err (with err NULL, that is a compiler bug: abort). */
+int ir_emit_checked(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
+                    const int64_t *attrs, int nattrs, const Shape *type, Loc loc, const char **err) {
+    int nargs_before = fn->nargs, nints_before = fn->nints;
     Inst *in = VEC_PUSH(m->arena, fn->insts, fn->ninsts, fn->insts_cap);
+    memset(in, 0, sizeof *in);
     in->op = (uint16_t)op;
     in->sym = -1;
     in->loc = loc;
+    in->why_from = in->why_from2 = in->why_root = -1;
     in->args = fn->nargs;
     in->nargs = nargs;
     for (int i = 0; i < nargs; i++)
@@ -44,14 +48,26 @@ int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
     if (type)
         in->type = *type;
     Shape out;
-    const char *err = op_infer(m, fn, in, &out);
-    if (err) {
-        fprintf(stderr, "shardc: internal error: %s builds a bad %s: %s\n",
-                fn->sym >= 0 ? sym_name(m->syms, fn->sym) : "(constants)", op_info[op].name, err);
-        abort();
+    const char *why = op_infer(m, fn, in, &out);
+    if (why) {
+        if (!err) {
+            fprintf(stderr, "shardc: internal error: %s builds a bad %s: %s\n",
+                    fn->sym >= 0 ? sym_name(m->syms, fn->sym) : "(constants)", op_info[op].name, why);
+            abort();
+        }
+        *err = why;
+        fn->ninsts--;
+        fn->nargs = nargs_before;
+        fn->nints = nints_before;
+        return -1;
     }
     in->type = out;
     return fn->ninsts - 1;
+}
+
+int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
+            const int64_t *attrs, int nattrs, const Shape *type, Loc loc) {
+    return ir_emit_checked(m, fn, op, args, nargs, attrs, nattrs, type, loc, NULL);
 }
 
 int64_t shape_elems(const Shape *s) {

@@ -74,6 +74,7 @@ typedef struct {
 typedef struct {
     int sym;
     int spmd;
+    int partitioned;             /* rewritten per device by the partitioner */
     Loc loc;
     Inst *insts;
     int ninsts, insts_cap;
@@ -97,6 +98,9 @@ typedef struct {
 } Module;
 
 void module_init(Module *m, Arena *arena, Symtab *syms);
+
+/* Does the body see local blocks (an spmd fn, or any fn after partitioning)? */
+static inline int fn_is_local(const Fn *fn) { return fn->spmd || fn->partitioned; }
 
 /* ---- op facts (ops.c) ---- */
 typedef struct {
@@ -133,6 +137,11 @@ int op_rule(const Fn *fn, const Inst *in, Rule *rule);
 Fn *module_add_fn(Module *m, int sym, int spmd, Loc loc);
 int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
             const int64_t *attrs, int nattrs, const Shape *type, Loc loc);
+int ir_emit_checked(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
+                    const int64_t *attrs, int nattrs, const Shape *type, Loc loc, const char **err);
+static inline const int64_t *ir_attrs(const Fn *fn, const Inst *in) { return in->nattrs ? &fn->ints[in->attrs] : NULL; }
+/* Bytes one device sends in a collective, by the ring model (docs/partitioning.md). */
+int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in);
 static inline Inst *ir_inst(const Fn *fn, int v) { return &fn->insts[v]; }
 static inline int32_t ir_arg(const Fn *fn, const Inst *in, int i) { return fn->args[in->args + i]; }
 static inline int64_t ir_attr(const Fn *fn, const Inst *in, int i) { return fn->ints[in->attrs + i]; }

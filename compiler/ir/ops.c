@@ -59,7 +59,7 @@ static const char *infer_leaf(InferCtx *c, Shape *out) {
         if (i < 0 || i >= c->fn->nparams)
             return "parameter index out of range";
         const Sig *p = &c->fn->params[i];
-        *out = c->fn->spmd ? shape_local(c->m, &p->type, &p->sh) : p->type;
+        *out = fn_is_local(c->fn) ? shape_local(c->m, &p->type, &p->sh) : p->type;
         return NULL;
     }
     case OP_CONSTANT:
@@ -268,10 +268,20 @@ static const char *infer_call(InferCtx *c, Shape *out) {
     const Fn *callee = callee_of(c->m, c->fn, c->in);
     if (!callee || callee->nparams != c->in->nargs)
         return "call does not match its callee";
-    for (int i = 0; i < callee->nparams; i++)
-        if (!shape_eq(arg_shape(c->fn, c->in, i), &callee->params[i].type))
+    /* A local caller passes local blocks to a local callee; otherwise values
+     * cross the call whole (a global caller splits them for an spmd callee,
+     * an spmd caller runs an fn on its blocks). */
+    int local = fn_is_local(c->fn) && fn_is_local(callee);
+    for (int i = 0; i < callee->nparams; i++) {
+        const Sig *p = &callee->params[i];
+        Shape want = local ? shape_local(c->m, &p->type, &p->sh) : p->type;
+        if (!shape_eq(arg_shape(c->fn, c->in, i), &want))
             return "call argument shape differs from the parameter";
-    *out = callee->nresults == 1 ? callee->results[0].type : (Shape){DT_TUPLE, 0, {0}};
+    }
+    if (callee->nresults != 1)
+        *out = (Shape){DT_TUPLE, 0, {0}};
+    else
+        *out = local ? shape_local(c->m, &callee->results[0].type, &callee->results[0].sh) : callee->results[0].type;
     return NULL;
 }
 
@@ -281,7 +291,8 @@ static const char *infer_tuple_element(InferCtx *c, Shape *out) {
     int64_t i = c->in->nattrs == 1 ? ir_attr(c->fn, c->in, 0) : -1;
     if (!callee || callee->nresults < 2 || i < 0 || i >= callee->nresults)
         return "get-tuple-element of a value that is not a tuple";
-    *out = callee->results[i].type;
+    const Sig *r = &callee->results[i];
+    *out = fn_is_local(c->fn) && fn_is_local(callee) ? shape_local(c->m, &r->type, &r->sh) : r->type;
     return NULL;
 }
 
@@ -290,7 +301,7 @@ static const char *infer_return(InferCtx *c, Shape *out) {
     if (c->in->nargs != fn->nresults)
         return "return count differs from the result count";
     for (int i = 0; i < fn->nresults; i++) {
-        Shape want = fn->spmd ? shape_local(c->m, &fn->results[i].type, &fn->results[i].sh)
+        Shape want = fn_is_local(fn) ? shape_local(c->m, &fn->results[i].type, &fn->results[i].sh)
                               : fn->results[i].type;
         if (!shape_eq(arg_shape(fn, c->in, i), &want))
             return "returned shape differs from the result type";
@@ -557,5 +568,27 @@ int op_rule(const Fn *fn, const Inst *in, Rule *r) {
     case C_GATHER: rule_gather(r, fn, in); return 1;
     default:
         return 0;
+    }
+}
+
+/* ---- communication volume ---- */
+
+int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in) {
+    static const int size[] = {4, 8, 2, 2, 4, 1, 0};
+    const Shape *x = arg_shape(fn, in, 0);
+    int64_t bytes = shape_elems(x) * size[x->dtype];
+    int first;
+    switch ((Op)in->op) {
+    case OP_ALL_REDUCE: first = 1; break;
+    case OP_ALL_GATHER: first = 1; break;
+    case OP_REDUCE_SCATTER: case OP_ALL_TO_ALL: first = 2; break;
+    case OP_COLLECTIVE_PERMUTE: return bytes;
+    default: return 0;
+    }
+    int64_t k = axes_product(m, fn, in, first);
+    switch ((Op)in->op) {
+    case OP_ALL_REDUCE: return 2 * (k - 1) * bytes / k;    /* reduce-scatter, then all-gather */
+    case OP_ALL_GATHER: return (k - 1) * bytes;            /* its block to every other member */
+    default: return (k - 1) * bytes / k;                   /* all but its own share */
     }
 }

@@ -1,0 +1,36 @@
+/* Internals of compiler/partition, shared by its two files:
+ * partition.c lowers each op, reshard.c moves values between shardings. */
+#ifndef SHARDC_PART_H
+#define SHARDC_PART_H
+
+#include "partition.h"
+
+/* A value of the per-device program and the sharding its blocks have
+ * (partial sums included), with the global shape it is a block of. */
+typedef struct {
+    int v;
+    Sharding sh;
+    Shape global;
+} Piece;
+
+typedef struct {
+    Module *m;
+    Diag *diag;
+    const Fn *src;               /* the global function */
+    Fn *dst;                     /* the per-device function being built */
+    Piece *value;                /* src value -> its piece in dst */
+    Loc loc;                     /* of the src instruction being lowered */
+    const char *name;            /* of that instruction, for warnings */
+} Part;
+
+int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
+               const Shape *type);
+int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
+                   const Shape *type);
+Piece reshard(Part *p, Piece x, const Sharding *to);
+Sharding sharding_replicated(void);
+int sharding_is_replicated(const Sharding *sh);
+int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d);
+int linear_index(Part *p, const int *axes, int n);
+
+#endif

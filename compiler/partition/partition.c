@@ -1,0 +1,371 @@
+/* The SPMD partitioner: rewrites each fn, after sharding propagation, into
+ * the program every device runs on its own blocks.
+ *
+ * Ops with a factor rule are lowered generically: the result's sharding
+ * gives the sharding of each factor, a factor summed away (a dot's
+ * contracting dim, a reduced dim) keeps the axes its operands already split
+ * it by, and each operand is resharded (reshard.c) to what the factors ask
+ * of it.  The op then runs on local blocks; a summed factor that was split
+ * leaves partial results, which resharding to the value's own sharding
+ * reduces (all-reduce, or reduce-scatter when the value is split there).
+ * When the local op would not compute the right block (a split sliced or
+ * rolled dim, a reshape that cuts through a split, a sum over padded
+ * blocks), the op runs on replicated operands instead, with a warning. */
+#include "part.h"
+
+#include <string.h>
+
+/* ---- the factor shardings an op's result asks for ---- */
+
+typedef struct {
+    Rule rule;
+    int nfactor_axes[MAX_FACTORS];
+    int factor_axes[MAX_FACTORS][MAX_AXES];
+    uint32_t summed_axes;        /* axes splitting factors the result does not have */
+} Plan;
+
+static void factor_axes_from(const Module *m, Plan *pl, int t, const Sharding *sh) {
+    const Rule *r = &pl->rule;
+    for (int d = 0; d < r->rank[t]; d++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
+        /* The dim's axes go to its major factor; a later factor would need
+         * the major one whole, which local ops cannot express. */
+        if (n && r->ndf[t][d]) {
+            int f = r->f[t][d][0];
+            for (int i = 0; i < n; i++)
+                pl->factor_axes[f][pl->nfactor_axes[f]++] = axes[i];
+        }
+        (void)m;
+    }
+}
+
+static int64_t piece_bytes(Part *p, const Piece *x) {
+    static const int size[] = {4, 8, 2, 2, 4, 1, 0};
+    const Shape *s = &p->dst->insts[x->v].type;
+    return shape_elems(s) * size[s->dtype];
+}
+
+/* Summed factors keep the axes every operand holding them splits them by.
+ * For a dot where only one operand splits the contracting dim, slicing the
+ * other to match (and reducing the result) is chosen when it moves fewer
+ * bytes than gathering the split operand. */
+static void plan_summed(Part *p, Plan *pl, const Inst *in, const Piece *args) {
+    const Rule *r = &pl->rule;
+    uint32_t used = 0;
+    for (int f = 0; f < r->nfactors; f++)
+        for (int i = 0; i < pl->nfactor_axes[f]; i++)
+            used |= 1u << pl->factor_axes[f][i];
+    for (int f = 0; f < r->nfactors; f++) {
+        if (r->kind[f] != FACTOR_REDUCTION)
+            continue;
+        int agreed[MAX_AXES], na = -1, holders = 0, splitters = 0, split_by = -1;
+        for (int t = 0; t < in->nargs; t++)
+            for (int d = 0; d < r->rank[t]; d++) {
+                if (r->ndf[t][d] != 1 || r->f[t][d][0] != f)
+                    continue;
+                int axes[MAX_AXES], n = sharding_dim_axes(&args[t].sh, d, axes);
+                if (!dim_is_even(p->m, &args[t].global, &args[t].sh, d))
+                    n = 0;                   /* padded blocks would add garbage */
+                holders++;
+                if (n) {
+                    splitters++;
+                    split_by = t;
+                }
+                if (na < 0) {
+                    na = n;
+                    memcpy(agreed, axes, sizeof(int) * (size_t)n);
+                } else if (na != n || memcmp(agreed, axes, sizeof(int) * (size_t)n) != 0)
+                    na = 0;
+            }
+        if (in->op == OP_DOT && holders == 2 && splitters == 1) {
+            /* Gather the split operand, or slice the other and reduce after? */
+            int d = 0;
+            while (r->ndf[split_by][d] != 1 || r->f[split_by][d][0] != f)
+                d++;
+            int axes[MAX_AXES], n = sharding_dim_axes(&args[split_by].sh, d, axes);
+            int64_t k = 1;
+            for (int i = 0; i < n; i++)
+                k *= p->m->axis_size[axes[i]];
+            int64_t gather = (k - 1) * piece_bytes(p, &args[split_by]);
+            Shape res = shape_local(p->m, &in->type, &in->sh);
+            static const int size[] = {4, 8, 2, 2, 4, 1, 0};
+            int64_t reduce = 2 * (k - 1) * shape_elems(&res) * size[res.dtype] / k;
+            if (reduce < gather) {
+                na = n;
+                memcpy(agreed, axes, sizeof(int) * (size_t)n);
+            }
+        }
+        for (int i = 0; i < na; i++) {
+            if (used >> agreed[i] & 1)
+                break;
+            used |= 1u << agreed[i];
+            pl->factor_axes[f][pl->nfactor_axes[f]++] = agreed[i];
+            pl->summed_axes |= 1u << agreed[i];
+        }
+    }
+}
+
+/* The sharding tensor t of the op must have under the plan. */
+static Sharding wanted(const Plan *pl, int t) {
+    const Rule *r = &pl->rule;
+    Sharding sh = sharding_replicated();
+    for (int d = 0; d < r->rank[t]; d++) {
+        if (!r->ndf[t][d] || r->kind[r->f[t][d][0]] == FACTOR_REPLICATE)
+            continue;
+        int f = r->f[t][d][0];
+        for (int i = 0; i < pl->nfactor_axes[f]; i++) {
+            sh.dim[pl->factor_axes[f][i]] = (int8_t)d;
+            sh.pos[pl->factor_axes[f][i]] = (uint8_t)i;
+        }
+    }
+    return sh;
+}
+
+/* ---- lowering one op ---- */
+
+static void warn_replicated(Part *p) {
+    diag_report(p->diag, p->loc, "warning", "%s is computed on replicated operands: this op cannot run on the blocks "
+                "its sharding gives", p->name);
+}
+
+/* Attributes of the local op: bounds and sizes shrink with the blocks. */
+static Shape local_shape(Part *p, const Shape *global, const Sharding *sh) {
+    return shape_local(p->m, global, sh);
+}
+
+static Piece lower_replicated(Part *p, const Inst *in, int warn) {
+    const Fn *src = p->src;
+    int32_t args[MAX_RULE_TENSORS];
+    Sharding rep = sharding_replicated();
+    int any_split = 0;
+    for (int i = 0; i < in->nargs; i++) {
+        Piece a = p->value[ir_arg(src, in, i)];
+        any_split |= !sharding_is_replicated(&a.sh);
+        args[i] = reshard(p, a, &rep).v;
+    }
+    if (warn && any_split)
+        warn_replicated(p);
+    int v = emit_local(p, (Op)in->op, args, in->nargs, ir_attrs(src, in), in->nattrs, &in->type);
+    p->dst->insts[v].value = in->value;
+    p->dst->insts[v].sh = rep;
+    return (Piece){v, rep, in->type};
+}
+
+/* Slice bounds of the local op: a split dim is taken whole. */
+static void local_slice_attrs(const Inst *in, const Fn *src, const Shape *local_in, int64_t *attrs) {
+    int rank = local_in->rank;
+    for (int d = 0; d < rank; d++) {
+        int64_t lo = src->ints[in->attrs + d], hi = src->ints[in->attrs + rank + d];
+        int whole = lo == 0 && hi == src->insts[ir_arg(src, in, 0)].type.dims[d];
+        attrs[d] = whole ? 0 : lo;
+        attrs[rank + d] = whole ? local_in->dims[d] : hi;
+    }
+}
+
+/* Everything emitted after a mark can be taken back, so a failed attempt
+ * leaves no dead instructions (or phantom collectives) behind. */
+typedef struct {
+    int ninsts, nargs, nints;
+} Mark;
+
+static Mark mark(const Part *p) { return (Mark){p->dst->ninsts, p->dst->nargs, p->dst->nints}; }
+
+static void rollback(Part *p, Mark k) {
+    p->dst->ninsts = k.ninsts;
+    p->dst->nargs = k.nargs;
+    p->dst->nints = k.nints;
+}
+
+static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
+    const Fn *src = p->src;
+    Mark before = mark(p);
+    Plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.rule = *rule;
+    factor_axes_from(p->m, &pl, in->nargs, &in->sh);
+    Piece args[MAX_RULE_TENSORS];
+    for (int i = 0; i < in->nargs; i++)
+        args[i] = p->value[ir_arg(src, in, i)];
+    plan_summed(p, &pl, in, args);
+    int32_t locals[MAX_RULE_TENSORS];
+    for (int i = 0; i < in->nargs; i++) {
+        Sharding want = wanted(&pl, i);
+        if (args[i].global.rank == 0)
+            want = sharding_replicated();
+        args[i] = reshard(p, args[i], &want);
+        locals[i] = args[i].v;
+    }
+    Sharding out = wanted(&pl, in->nargs);
+    for (int a = 0; a < MAX_AXES; a++)
+        if (pl.summed_axes >> a & 1)
+            out.dim[a] = SH_PARTIAL;
+    out.reducer = in->op == OP_REDUCE ? (uint8_t)src->ints[in->attrs] : RED_SUM;
+    Shape want = local_shape(p, &in->type, &out);
+    int64_t attrs[2 * MAX_RANK];
+    const int64_t *at = ir_attrs(src, in);
+    if (in->op == OP_SLICE) {
+        local_slice_attrs(in, src, &p->dst->insts[locals[0]].type, attrs);
+        at = attrs;
+    }
+    int v = try_emit_local(p, (Op)in->op, locals, in->nargs, at, in->nattrs, &want);
+    if (v < 0 || !shape_eq(&p->dst->insts[v].type, &want)) {
+        rollback(p, before);                 /* the blocks do not line up for this op */
+        return lower_replicated(p, in, 1);
+    }
+    p->dst->insts[v].value = in->value;
+    p->dst->insts[v].sh = out;
+    return (Piece){v, out, in->type};
+}
+
+/* Would the local op compute the right blocks?  Not when a dim whose
+ * extent changes (a slice, roll or concat dim) is split, when a reshape
+ * cuts through a split, or when an op sums over padded blocks. */
+static int local_op_is_exact(Part *p, const Inst *in, const Rule *r) {
+    for (int t = 0; t <= in->nargs; t++) {
+        const Sharding *sh = t < in->nargs ? &p->value[ir_arg(p->src, in, t)].sh : &in->sh;
+        for (int d = 0; d < r->rank[t]; d++) {
+            int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
+            if (!n || t < in->nargs)
+                continue;            /* operands are resharded to what the plan asks */
+            if (r->ndf[t][d] == 0 || r->kind[r->f[t][d][0]] == FACTOR_REPLICATE)
+                return 0;
+            if (in->op == OP_RESHAPE) {
+                int f = r->f[t][d][0];
+                int64_t k = 1;
+                for (int i = 0; i < n; i++)
+                    k *= p->m->axis_size[axes[i]];
+                if (r->size[f] % k)
+                    return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static Piece lower_iota(Part *p, const Inst *in) {
+    int64_t dim = p->src->ints[in->attrs];
+    Shape local = local_shape(p, &in->type, &in->sh);
+    int v = emit_local(p, OP_IOTA, NULL, 0, &dim, 1, &local);
+    int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, (int)dim, axes);
+    if (n) {                     /* a block of an iota starts at its offset */
+        Shape i32 = {DT_I32, 0, {0}}, scalar = {local.dtype, 0, {0}};
+        int c = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &i32);
+        p->dst->insts[c].value = (double)local.dims[dim];
+        int idx = linear_index(p, axes, n);
+        int off = emit_local(p, OP_MUL, (int32_t[]){idx, c}, 2, NULL, 0, NULL);
+        if (local.dtype != DT_I32)
+            off = emit_local(p, OP_CONVERT, (int32_t[]){off}, 1, NULL, 0, &scalar);
+        int b = emit_local(p, OP_BROADCAST, (int32_t[]){off}, 1, NULL, 0, &local);
+        v = emit_local(p, OP_ADD, (int32_t[]){v, b}, 2, NULL, 0, NULL);
+    }
+    p->dst->insts[v].sh = in->sh;
+    return (Piece){v, in->sh, in->type};
+}
+
+static Piece lower_call(Part *p, const Inst *in) {
+    const Fn *callee = &p->m->fns[p->src->ints[in->attrs]];
+    int32_t args[256];
+    int32_t *locals = in->nargs <= 256 ? args : arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)in->nargs);
+    for (int i = 0; i < in->nargs; i++)
+        locals[i] = reshard(p, p->value[ir_arg(p->src, in, i)], &callee->params[i].sh).v;
+    int v = emit_local(p, OP_CALL, locals, in->nargs, &p->src->ints[in->attrs], 1, NULL);
+    Sharding sh = callee->nresults == 1 ? callee->results[0].sh : sharding_replicated();
+    p->dst->insts[v].sh = sh;
+    return (Piece){v, sh, in->type};
+}
+
+static Piece lower_tuple_element(Part *p, const Inst *in) {
+    const Inst *call = &p->src->insts[ir_arg(p->src, in, 0)];
+    const Fn *callee = &p->m->fns[p->src->ints[call->attrs]];
+    int64_t which = p->src->ints[in->attrs];
+    int v = emit_local(p, OP_GET_TUPLE_ELEMENT, (int32_t[]){p->value[ir_arg(p->src, in, 0)].v}, 1, &which, 1, NULL);
+    p->dst->insts[v].sh = callee->results[which].sh;
+    return (Piece){v, callee->results[which].sh, in->type};
+}
+
+static void lower_return(Part *p, const Inst *in) {
+    int32_t args[256];
+    int32_t *locals = in->nargs <= 256 ? args : arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)in->nargs);
+    for (int i = 0; i < in->nargs; i++) {
+        Sig *r = &p->dst->results[i];
+        Piece x = p->value[ir_arg(p->src, in, i)];
+        /* Open result dims keep what the value has. */
+        Sharding want = r->sh;
+        for (int d = 0; d < x.global.rank; d++) {
+            if (!(r->sh.open >> d & 1))
+                continue;
+            int axes[MAX_AXES], n = sharding_dim_axes(&x.sh, d, axes);
+            for (int k = 0; k < n; k++)
+                if (want.dim[axes[k]] == SH_REPLICATED)
+                    want.dim[axes[k]] = (int8_t)d, want.pos[axes[k]] = (uint8_t)k;
+        }
+        want.open = 0;
+        r->sh = want;
+        locals[i] = reshard(p, x, &want).v;
+    }
+    emit_local(p, OP_RETURN, locals, in->nargs, NULL, 0, NULL);
+}
+
+static void lower_inst(Part *p, int v) {
+    const Inst *in = &p->src->insts[v];
+    Rule rule;
+    p->loc = in->loc;
+    Piece out;
+    switch ((Op)in->op) {
+    case OP_PARAMETER: {
+        int64_t index = p->src->ints[in->attrs];
+        int x = emit_local(p, OP_PARAMETER, NULL, 0, &index, 1, NULL);
+        p->dst->insts[x].sh = in->sh;
+        out = (Piece){x, in->sh, in->type};
+        break;
+    }
+    case OP_CONSTANT: {
+        int x = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &in->type);
+        p->dst->insts[x].value = in->value;
+        p->dst->insts[x].sh = sharding_replicated();
+        out = (Piece){x, sharding_replicated(), in->type};
+        break;
+    }
+    case OP_IOTA: out = lower_iota(p, in); break;
+    case OP_CALL: out = lower_call(p, in); break;
+    case OP_GET_TUPLE_ELEMENT: out = lower_tuple_element(p, in); break;
+    case OP_RETURN: lower_return(p, in); return;
+    default:
+        if (op_rule(p->src, in, &rule) && local_op_is_exact(p, in, &rule))
+            out = lower_with_rule(p, in, &rule);
+        else
+            out = lower_replicated(p, in, 1);
+        /* Bring the value to its own sharding, reducing any partial sums. */
+        out = reshard(p, out, &in->sh);
+        break;
+    }
+    p->dst->insts[out.v].sym = in->sym;
+    p->value[v] = out;
+}
+
+static void partition_fn(Module *m, Diag *diag, int f) {
+    const Fn src = m->fns[f];
+    Fn *dst = &m->fns[f];
+    memset(dst, 0, sizeof *dst);
+    dst->sym = src.sym;
+    dst->loc = src.loc;
+    dst->partitioned = 1;
+    dst->nparams = src.nparams;
+    dst->params = src.params;
+    dst->nresults = src.nresults;
+    dst->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(src.nresults + 1));
+    memcpy(dst->results, src.results, sizeof(Sig) * (size_t)src.nresults);
+    Part p = {m, diag, &src, dst, arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts), {0, 0}, NULL};
+    for (int v = 0; v < src.ninsts; v++) {
+        const Inst *in = &src.insts[v];
+        p.name = in->sym >= 0 ? arena_printf(m->arena, "'%s'", sym_name(m->syms, in->sym))
+                              : arena_printf(m->arena, "this %s", op_info[in->op].name);
+        lower_inst(&p, v);
+    }
+}
+
+void partition_module(Module *m, Diag *diag) {
+    for (int f = 0; f < m->nfns; f++)
+        if (!m->fns[f].spmd)
+            partition_fn(m, diag, f);
+}

@@ -1,0 +1,257 @@
+/* Resharding: turn a block of a value sharded one way into the block the
+ * same value has sharded another way, with the fewest collectives:
+ *   partial sums      -> reduce-scatter onto the dim the target splits, else all-reduce;
+ *   an axis that moves from one dim to another -> all-to-all;
+ *   axes the target drops -> all-gather (then trim the padding of uneven dims);
+ *   axes the target adds  -> dynamic-slice at the device's block, no communication.
+ * Uneven dims (padded blocks) are regathered whole before they are split
+ * again, because their padded blocks do not nest. */
+#include "part.h"
+
+#include <string.h>
+
+Sharding sharding_replicated(void) {
+    Sharding sh = {.known = 1};
+    for (int a = 0; a < MAX_AXES; a++)
+        sh.dim[a] = SH_REPLICATED;
+    return sh;
+}
+
+int sharding_is_replicated(const Sharding *sh) {
+    for (int a = 0; a < MAX_AXES; a++)
+        if (sh->dim[a] != SH_REPLICATED)
+            return 0;
+    return 1;
+}
+
+int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
+               const Shape *type) {
+    return ir_emit(p->m, p->dst, op, args, nargs, attrs, nattrs, type, p->loc);
+}
+
+/* Like emit_local, but an op the local blocks make inconsistent is taken
+ * back and -1 returned: the caller falls back to replicated operands. */
+int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
+                   const Shape *type) {
+    const char *err;
+    return ir_emit_checked(p->m, p->dst, op, args, nargs, attrs, nattrs, type, p->loc, &err);
+}
+
+static int64_t axes_product(const Module *m, const int *axes, int n) {
+    int64_t k = 1;
+    for (int i = 0; i < n; i++)
+        k *= m->axis_size[axes[i]];
+    return k;
+}
+
+int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d) {
+    int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
+    return global->dims[d] % axes_product(m, axes, n) == 0;
+}
+
+/* The device's index over `axes`, major first, as an i32 scalar. */
+int linear_index(Part *p, const int *axes, int n) {
+    int64_t attrs[MAX_AXES];
+    for (int i = 0; i < n; i++)
+        attrs[i] = axes[i];
+    return emit_local(p, OP_AXIS_INDEX, NULL, 0, attrs, n, NULL);
+}
+
+static int i32_constant(Part *p, int64_t value) {
+    Shape s = {DT_I32, 0, {0}};
+    int k = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &s);
+    p->dst->insts[k].value = (double)value;
+    return k;
+}
+
+static void set_sharding(Part *p, Piece *x, int v, const Sharding *sh) {
+    x->v = v;
+    x->sh = *sh;
+    p->dst->insts[v].sh = *sh;
+}
+
+static void add_axis(Sharding *sh, int a, int d) {
+    int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
+    sh->dim[a] = (int8_t)d;
+    sh->pos[a] = (uint8_t)(n ? sh->pos[axes[n - 1]] + 1 : 0);
+}
+
+/* ---- partial sums ---- */
+
+static void resolve_partial(Part *p, Piece *x, const Sharding *to) {
+    int partial[MAX_AXES], np = 0;
+    for (int a = 0; a < p->m->naxes; a++)
+        if (x->sh.dim[a] == SH_PARTIAL)
+            partial[np++] = a;
+    if (!np)
+        return;
+    /* Axes the target splits a dim by, right after the axes already on it:
+     * one reduce-scatter leaves each device its reduced block directly. */
+    int scatter[MAX_AXES], ns = 0, dim = -1;
+    for (int d = 0; d < x->global.rank && !ns; d++) {
+        int have[MAX_AXES], want[MAX_AXES];
+        int nh = sharding_dim_axes(&x->sh, d, have), nw = sharding_dim_axes(to, d, want);
+        if (nw <= nh || memcmp(have, want, sizeof(int) * (size_t)nh) != 0)
+            continue;
+        for (int i = nh; i < nw && x->sh.dim[want[i]] == SH_PARTIAL; i++)
+            scatter[ns++] = want[i];
+        Shape local = p->dst->insts[x->v].type;
+        if (ns && local.dims[d] % axes_product(p->m, scatter, ns) == 0 && dim_is_even(p->m, &x->global, to, d))
+            dim = d;
+        else
+            ns = 0;
+    }
+    int rest[MAX_AXES], nr = 0;
+    for (int i = 0; i < np; i++) {
+        int in_scatter = 0;
+        for (int j = 0; j < ns; j++)
+            in_scatter |= scatter[j] == partial[i];
+        if (!in_scatter)
+            rest[nr++] = partial[i];
+    }
+    Sharding sh = x->sh;
+    for (int i = 0; i < np; i++)
+        sh.dim[partial[i]] = SH_REPLICATED;
+    if (nr) {
+        int64_t attrs[1 + MAX_AXES] = {x->sh.reducer};
+        for (int i = 0; i < nr; i++)
+            attrs[1 + i] = rest[i];
+        Sharding mid = sh;
+        for (int i = 0; i < ns; i++)
+            mid.dim[scatter[i]] = SH_PARTIAL;
+        set_sharding(p, x, emit_local(p, OP_ALL_REDUCE, (int32_t[]){x->v}, 1, attrs, 1 + nr, NULL), &mid);
+    }
+    if (ns) {
+        int64_t attrs[2 + MAX_AXES] = {x->sh.reducer, dim};
+        for (int i = 0; i < ns; i++) {
+            attrs[2 + i] = scatter[i];
+            add_axis(&sh, scatter[i], dim);
+        }
+        set_sharding(p, x, emit_local(p, OP_REDUCE_SCATTER, (int32_t[]){x->v}, 1, attrs, 2 + ns, NULL), &sh);
+    }
+    x->sh = sh;
+}
+
+/* ---- moving axes ---- */
+
+/* An axis that is the minor axis of one dim and should become the next axis
+ * of another: one all-to-all moves it, when both dims divide evenly. */
+static void move_axes(Part *p, Piece *x, const Sharding *to) {
+    for (int a = 0; a < p->m->naxes; a++) {
+        int from = x->sh.dim[a], dest = to->dim[a];
+        if (from < 0 || dest < 0 || from == dest)
+            continue;
+        int have[MAX_AXES], nh = sharding_dim_axes(&x->sh, from, have);
+        int next[MAX_AXES], nn = sharding_dim_axes(&x->sh, dest, next);
+        int want[MAX_AXES], nw = sharding_dim_axes(to, dest, want);
+        int64_t k = p->m->axis_size[a];
+        Shape local = p->dst->insts[x->v].type;
+        if (have[nh - 1] != a || nn >= nw || want[nn] != a || memcmp(next, want, sizeof(int) * (size_t)nn) != 0 ||
+            local.dims[dest] % k || !dim_is_even(p->m, &x->global, &x->sh, from))
+            continue;
+        Sharding sh = x->sh;
+        sh.dim[a] = SH_REPLICATED;
+        add_axis(&sh, a, dest);
+        if (!dim_is_even(p->m, &x->global, &sh, dest))
+            continue;
+        int64_t attrs[3] = {dest, from, a};
+        set_sharding(p, x, emit_local(p, OP_ALL_TO_ALL, (int32_t[]){x->v}, 1, attrs, 3, NULL), &sh);
+    }
+}
+
+/* Gather the axes of dim d past its first `keep`: all of them when the dim
+ * is uneven, whose padded blocks only line up when whole. */
+static void gather_dim(Part *p, Piece *x, int d, int keep) {
+    int have[MAX_AXES], nh = sharding_dim_axes(&x->sh, d, have);
+    int even = dim_is_even(p->m, &x->global, &x->sh, d);
+    if (nh <= keep)
+        return;
+    if (!even)
+        keep = 0;
+    int64_t attrs[1 + MAX_AXES] = {d};
+    for (int i = keep; i < nh; i++)
+        attrs[1 + i - keep] = have[i];
+    Sharding sh = x->sh;
+    for (int i = keep; i < nh; i++)
+        sh.dim[have[i]] = SH_REPLICATED;
+    set_sharding(p, x, emit_local(p, OP_ALL_GATHER, (int32_t[]){x->v}, 1, attrs, 1 + nh - keep, NULL), &sh);
+    Shape local = p->dst->insts[x->v].type;
+    if (!even && local.dims[d] != x->global.dims[d]) {      /* trim the padding off the end */
+        int64_t bounds[2 * MAX_RANK];
+        for (int i = 0; i < local.rank; i++)
+            bounds[i] = 0, bounds[local.rank + i] = i == d ? x->global.dims[d] : local.dims[i];
+        set_sharding(p, x, emit_local(p, OP_SLICE, (int32_t[]){x->v}, 1, bounds, 2 * local.rank, NULL), &sh);
+    }
+}
+
+/* Split dim d further by `axes` (the device's block of what it holds now),
+ * padding with zeros first when the split is uneven. */
+static void slice_dim(Part *p, Piece *x, int d, const int *axes, int n) {
+    Shape local = p->dst->insts[x->v].type;
+    Sharding sh = x->sh;
+    for (int i = 0; i < n; i++)
+        add_axis(&sh, axes[i], d);
+    int64_t k = axes_product(p->m, axes, n);
+    int64_t block = shape_local(p->m, &x->global, &sh).dims[d];
+    if (block * k != local.dims[d]) {
+        Shape pad = local;
+        pad.dims[d] = block * k - local.dims[d];
+        Shape zero = {local.dtype, 0, {0}};
+        int z = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero);
+        int zeros = emit_local(p, OP_BROADCAST, (int32_t[]){z}, 1, NULL, 0, &pad);
+        int64_t dim = d;
+        x->v = emit_local(p, OP_CONCAT, (int32_t[]){x->v, zeros}, 2, &dim, 1, NULL);
+    }
+    int idx = linear_index(p, axes, n);
+    int offset = emit_local(p, OP_MUL, (int32_t[]){idx, i32_constant(p, block)}, 2, NULL, 0, NULL);
+    int32_t args[1 + MAX_RANK] = {x->v};
+    for (int i = 0; i < local.rank; i++)
+        args[1 + i] = i == d ? offset : i32_constant(p, 0);
+    Shape out = p->dst->insts[x->v].type;
+    out.dims[d] = block;
+    set_sharding(p, x, emit_local(p, OP_DYNAMIC_SLICE, args, 1 + local.rank, NULL, 0, &out), &sh);
+}
+
+static int same_split(const Sharding *a, const Sharding *b, int rank) {
+    for (int d = 0; d < rank; d++) {
+        int x[MAX_AXES], y[MAX_AXES];
+        int nx = sharding_dim_axes(a, d, x), ny = sharding_dim_axes(b, d, y);
+        if (nx != ny || memcmp(x, y, sizeof(int) * (size_t)nx) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int has_partial(const Sharding *sh) {
+    for (int a = 0; a < MAX_AXES; a++)
+        if (sh->dim[a] == SH_PARTIAL)
+            return 1;
+    return 0;
+}
+
+Piece reshard(Part *p, Piece x, const Sharding *to) {
+    if (!has_partial(&x.sh) && same_split(&x.sh, to, x.global.rank))
+        return x;
+    int was_split = !sharding_is_replicated(&x.sh) && !has_partial(&x.sh);
+    resolve_partial(p, &x, to);
+    move_axes(p, &x, to);
+    /* Keep on each dim the longest prefix of axes the target also has. */
+    for (int d = 0; d < x.global.rank; d++) {
+        int have[MAX_AXES], want[MAX_AXES];
+        int nh = sharding_dim_axes(&x.sh, d, have), nw = sharding_dim_axes(to, d, want), keep = 0;
+        while (keep < nh && keep < nw && have[keep] == want[keep] && to->dim[have[keep]] == d)
+            keep++;
+        if (keep < nw && !dim_is_even(p->m, &x.global, to, d))
+            keep = 0;            /* an uneven split is taken from the whole dim */
+        gather_dim(p, &x, d, keep);
+    }
+    if (was_split && sharding_is_replicated(&x.sh) && !sharding_is_replicated(to))
+        diag_report(p->diag, p->loc, "warning", "%s is replicated whole on every device to reshard it", p->name);
+    for (int d = 0; d < x.global.rank; d++) {
+        int have[MAX_AXES], want[MAX_AXES];
+        int nh = sharding_dim_axes(&x.sh, d, have), nw = sharding_dim_axes(to, d, want);
+        if (nw > nh)
+            slice_dim(p, &x, d, want + nh, nw - nh);
+    }
+    return x;
+}
