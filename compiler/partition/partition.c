@@ -24,18 +24,19 @@ typedef struct {
     uint32_t summed_axes;        /* axes splitting factors the result does not have */
 } Plan;
 
-static void factor_axes_from(const Module *m, Plan *pl, int t, const Sharding *sh) {
+/* The result's axes go to the major factor of each dim (a later factor
+ * would need the major one whole, which local ops cannot express).  An axis
+ * already kept by a summed factor stays there: the partial sums are then
+ * reduce-scattered onto the result's dim instead of gathering operands. */
+static void result_factor_axes(Plan *pl, int t, const Sharding *sh) {
     const Rule *r = &pl->rule;
     for (int d = 0; d < r->rank[t]; d++) {
         int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
-        /* The dim's axes go to its major factor; a later factor would need
-         * the major one whole, which local ops cannot express. */
-        if (n && r->ndf[t][d]) {
-            int f = r->f[t][d][0];
-            for (int i = 0; i < n; i++)
-                pl->factor_axes[f][pl->nfactor_axes[f]++] = axes[i];
-        }
-        (void)m;
+        if (!n || !r->ndf[t][d])
+            continue;
+        int f = r->f[t][d][0];
+        for (int i = 0; i < n && !(pl->summed_axes >> axes[i] & 1); i++)
+            pl->factor_axes[f][pl->nfactor_axes[f]++] = axes[i];
     }
 }
 
@@ -52,9 +53,6 @@ static int64_t piece_bytes(Part *p, const Piece *x) {
 static void plan_summed(Part *p, Plan *pl, const Inst *in, const Piece *args) {
     const Rule *r = &pl->rule;
     uint32_t used = 0;
-    for (int f = 0; f < r->nfactors; f++)
-        for (int i = 0; i < pl->nfactor_axes[f]; i++)
-            used |= 1u << pl->factor_axes[f][i];
     for (int f = 0; f < r->nfactors; f++) {
         if (r->kind[f] != FACTOR_REDUCTION)
             continue;
@@ -182,11 +180,11 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     Plan pl;
     memset(&pl, 0, sizeof pl);
     pl.rule = *rule;
-    factor_axes_from(p->m, &pl, in->nargs, &in->sh);
     Piece args[MAX_RULE_TENSORS];
     for (int i = 0; i < in->nargs; i++)
         args[i] = p->value[ir_arg(src, in, i)];
     plan_summed(p, &pl, in, args);
+    result_factor_axes(&pl, in->nargs, &in->sh);
     int32_t locals[MAX_RULE_TENSORS];
     for (int i = 0; i < in->nargs; i++) {
         Sharding want = wanted(&pl, i);
