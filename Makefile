@@ -39,7 +39,7 @@ $(BUILD)/libfrontend.a: $(OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/libfrontend.a
+$(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/obj/compiler/driver/show.o $(BUILD)/libfrontend.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -lm
 
 $(BUILD)/test_ir: tests/unit/test_ir.c $(BUILD)/libfrontend.a

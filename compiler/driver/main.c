@@ -1,6 +1,7 @@
 /* The shardc command line (docs/cli.md).  Exit status: 0 success, 1 an
  * error in the program, 2 bad command-line use, 3 an internal error. */
 #include "frontend.h"
+#include "show.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@ static const char usage[] =
     "commands:\n"
     "  check   parse, type-check and lower; print errors only\n"
     "  dump    print the IR after a stage (--stage parsed|sharded|partitioned)\n"
+    "  show    draw which device holds which block of a value (--fn F --value V),\n"
+    "          or the dataflow graph of a function for Graphviz (--fn F --format dot)\n"
     "  compile emit C (not implemented yet)\n"
     "  build   emit C and link an executable (not implemented yet)\n"
     "  run     build and run a function (not implemented yet)\n"
@@ -22,13 +25,15 @@ static const char usage[] =
     "options:\n"
     "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
     "  --stage STAGE    with dump: parsed, sharded or partitioned (scheduled is not implemented yet)\n"
-    "  --fn NAME        with dump: print only this function\n"
+    "  --fn NAME        with dump: print only this function; with show: the function\n"
+    "  --value NAME     with show: the value to draw, named as dump names it\n"
+    "  --format FORMAT  with show: text (default) or dot\n"
     "  -o FILE          output file (dump; later compile and build)\n"
     "  -h, --help       show this help\n"
     "  --version        show the version\n";
 
 typedef struct {
-    const char *command, *input, *stage, *fn, *output;
+    const char *command, *input, *stage, *fn, *output, *value, *format;
     MeshFlag mesh;
 } Options;
 
@@ -73,7 +78,9 @@ static int parse_args(int argc, char **argv, Options *o) {
         const char *a = argv[i];
         const char **slot = strcmp(a, "--stage") == 0 ? &o->stage
                           : strcmp(a, "--fn") == 0 ? &o->fn
-                          : strcmp(a, "-o") == 0 ? &o->output : NULL;
+                          : strcmp(a, "-o") == 0 ? &o->output
+                          : strcmp(a, "--value") == 0 ? &o->value
+                          : strcmp(a, "--format") == 0 ? &o->format : NULL;
         if (slot || strcmp(a, "--mesh") == 0) {
             if (i + 1 == argc)
                 return usage_error("%s needs a value", a);
@@ -164,6 +171,13 @@ static int dump_to(const Module *m, int only_fn, int show_why, const char *path)
     return ok ? 0 : 1;
 }
 
+static int fn_index(const Compilation *c, int sym) {
+    for (int f = 0; f < c->module.nfns; f++)
+        if (c->module.fns[f].sym == sym)
+            return f;
+    return -1;
+}
+
 int main(int argc, char **argv) {
     Options o = {0};
     int rc = parse_args(argc, argv, &o);
@@ -172,7 +186,8 @@ int main(int argc, char **argv) {
     if (!o.command)
         return usage_error("%s", "no command given");
     int is_check = strcmp(o.command, "check") == 0, is_dump = strcmp(o.command, "dump") == 0;
-    if (!is_check && !is_dump) {
+    int is_show = strcmp(o.command, "show") == 0;
+    if (!is_check && !is_dump && !is_show) {
         if (strcmp(o.command, "compile") == 0 || strcmp(o.command, "build") == 0 || strcmp(o.command, "run") == 0) {
             fprintf(stderr, "shardc: error: '%s' is not implemented yet: code generation has not landed "
                             "(check and dump --stage parsed work today)\n", o.command);
@@ -184,6 +199,21 @@ int main(int argc, char **argv) {
         return usage_error("%s needs an input file", o.command);
     if (is_check && (o.stage || o.fn || o.output))
         return usage_error("%s", "--stage, --fn and -o go with dump, not check");
+    if (!is_show && (o.value || o.format))
+        return usage_error("%s", "--value and --format go with show");
+    if (is_show) {
+        int dot = o.format && strcmp(o.format, "dot") == 0;
+        if (o.format && !dot && strcmp(o.format, "text") != 0)
+            return usage_error("unknown --format '%s': text or dot", o.format);
+        if (!o.fn || (!dot && !o.value))
+            return usage_error("%s", "show needs --fn, and --value unless --format dot");
+        if (o.output)
+            return usage_error("%s", "show writes to standard output");
+        if (!o.stage)
+            o.stage = "sharded";
+        if (strcmp(o.stage, "sharded") != 0 && strcmp(o.stage, "partitioned") != 0)
+            return usage_error("show draws the sharded or partitioned stage, not '%s'", o.stage);
+    }
     if (is_dump) {
         if (!o.stage)
             return usage_error("%s", "dump needs --stage parsed, sharded or partitioned");
@@ -202,16 +232,20 @@ int main(int argc, char **argv) {
     }
     Compilation c = {0};
     /* check propagates too (spec section 6); dump stops where it is asked to. */
-    Stage stage = !is_dump ? STAGE_SHARDED : strcmp(o.stage, "parsed") == 0 ? STAGE_PARSED
+    Stage stage = is_check ? STAGE_SHARDED : strcmp(o.stage, "parsed") == 0 ? STAGE_PARSED
                 : strcmp(o.stage, "sharded") == 0 ? STAGE_SHARDED : STAGE_PARTITIONED;
     rc = frontend_compile(&c, o.input, text, len, stderr, &o.mesh, stage);
-    if (rc == FRONTEND_OK && is_dump) {
+    if (rc == FRONTEND_OK && !is_check) {
         int only = -1;
         if (o.fn && (only = fn_symbol(&c, o.fn)) < 0) {
             fprintf(stderr, "shardc: error: no function named '%s' in %s\n", o.fn, o.input);
             rc = 2;
-        } else
+        } else if (is_dump)
             rc = dump_to(&c.module, only, stage == STAGE_SHARDED, o.output);
+        else if (o.format && strcmp(o.format, "dot") == 0)
+            show_dot(&c.module, fn_index(&c, only), stdout);
+        else
+            rc = show_value(&c.module, fn_index(&c, only), o.value, stdout);
     }
     compilation_free(&c);
     free(text);

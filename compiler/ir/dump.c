@@ -273,6 +273,17 @@ static void name_values(Printer *p) {
     }
 }
 
+const char **ir_value_names(const Module *m, const Fn *fn, Arena *arena) {
+    Printer p = {m, NULL, 0, fn, NULL, NULL, {0}};
+    p.names = arena_alloc(arena, sizeof(char *) * (size_t)(fn->ninsts + 1));
+    p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
+    name_values(&p);
+    for (int v = 0; v < fn->ninsts; v++)      /* the names outlive the printer's arena */
+        p.names[v] = arena_strndup(arena, p.names[v], strlen(p.names[v]));
+    arena_free(&p.arena);
+    return p.names;
+}
+
 /* Clear the counters this function used, so the next starts from zero
  * without a pass over every symbol. */
 static void forget_names(Printer *p) {

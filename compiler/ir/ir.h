@@ -166,6 +166,8 @@ const char *ir_verify(const Module *m, char buf[VERIFY_MSG_SIZE]);
 /* Print the IR; `show_why` adds where each sharding came from. */
 void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why);
 void ir_print_shape(FILE *out, const Shape *s);
+/* The names the dump gives a function's values (without the %). */
+const char **ir_value_names(const Module *m, const Fn *fn, Arena *arena);
 void ir_print_sharding(FILE *out, const Module *m, const Shape *s, const Sharding *sh);
 
 #endif
