@@ -75,6 +75,7 @@ typedef struct {
     int sym;
     int spmd;
     int partitioned;             /* rewritten per device by the partitioner */
+    int kept_global;             /* a copy that spmd fns call on local blocks: never partitioned */
     Loc loc;
     Inst *insts;
     int ninsts, insts_cap;

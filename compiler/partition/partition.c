@@ -362,8 +362,66 @@ static void partition_fn(Module *m, Diag *diag, int f) {
     }
 }
 
-void partition_module(Module *m, Diag *diag) {
+/* ---- fns that spmd fns call ---- */
+
+static void mark_callees(const Module *m, int f, uint8_t *needed) {
+    const Fn *fn = &m->fns[f];
+    for (int v = 0; v < fn->ninsts; v++) {
+        const Inst *in = &fn->insts[v];
+        int c = in->op == OP_CALL ? (int)fn->ints[in->attrs] : -1;
+        if (c >= 0 && !m->fns[c].spmd && !needed[c]) {
+            needed[c] = 1;
+            mark_callees(m, c, needed);     /* depth is bounded: calls form no cycle */
+        }
+    }
+}
+
+static void redirect_calls(Module *m, Fn *fn, const int *clone) {
+    for (int v = 0; v < fn->ninsts; v++) {
+        const Inst *in = &fn->insts[v];
+        if (in->op == OP_CALL && clone[fn->ints[in->attrs]] >= 0)
+            fn->ints[in->attrs] = clone[fn->ints[in->attrs]];
+    }
+    (void)m;
+}
+
+/* An spmd fn runs the fns it calls on its local blocks, i.e. their global
+ * programs; every fn is also an entry point that gets partitioned.  So the
+ * fns reachable from spmd bodies get an unpartitioned copy, `name.local`. */
+static void clone_for_spmd_callers(Module *m) {
+    int n = m->nfns;
+    uint8_t *needed = arena_alloc(m->arena, (size_t)n + 1);
+    int *clone = arena_alloc(m->arena, sizeof(int) * (size_t)(n + 1));
+    for (int f = 0; f < n; f++)
+        if (m->fns[f].spmd)
+            mark_callees(m, f, needed);
+    for (int f = 0; f < n; f++) {
+        clone[f] = -1;
+        if (!needed[f])
+            continue;
+        const char *name = arena_printf(m->arena, "%s.local", sym_name(m->syms, m->fns[f].sym));
+        Fn copy = m->fns[f];
+        Fn *c = module_add_fn(m, sym_intern(m->syms, name, strlen(name)), 0, copy.loc);
+        int index = (int)(c - m->fns);
+        *c = copy;
+        c->sym = m->fns[index].sym = sym_intern(m->syms, name, strlen(name));
+        c->kept_global = 1;
+        c->insts = arena_alloc(m->arena, sizeof(Inst) * (size_t)(copy.ninsts + 1));
+        memcpy(c->insts, copy.insts, sizeof(Inst) * (size_t)copy.ninsts);
+        c->ints = arena_alloc(m->arena, sizeof(int64_t) * (size_t)(copy.nints + 1));
+        memcpy(c->ints, copy.ints, sizeof(int64_t) * (size_t)copy.nints);
+        c->insts_cap = copy.ninsts + 1;
+        c->ints_cap = copy.nints + 1;
+        clone[f] = index;
+    }
     for (int f = 0; f < m->nfns; f++)
-        if (!m->fns[f].spmd)
+        if (m->fns[f].spmd || m->fns[f].kept_global)
+            redirect_calls(m, &m->fns[f], clone);
+}
+
+void partition_module(Module *m, Diag *diag) {
+    clone_for_spmd_callers(m);
+    for (int f = 0; f < m->nfns; f++)
+        if (!m->fns[f].spmd && !m->fns[f].kept_global)
             partition_fn(m, diag, f);
 }
