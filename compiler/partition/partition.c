@@ -260,6 +260,56 @@ static Piece lower_iota(Part *p, const Inst *in) {
     return (Piece){v, in->sh, in->type};
 }
 
+/* x's blocks along `axes`, moved `shift` blocks forward: device c receives
+ * the block of device c - shift.  A shift of whole turns moves nothing. */
+static int permute_blocks(Part *p, int x, const int *axes, int n, int64_t shift) {
+    int64_t k = 1;
+    for (int i = 0; i < n; i++)
+        k *= p->m->axis_size[axes[i]];
+    if (((shift % k) + k) % k == 0)
+        return x;
+    int64_t *attrs = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(1 + n + 2 * k));
+    attrs[0] = n;
+    for (int i = 0; i < n; i++)
+        attrs[1 + i] = axes[i];
+    for (int64_t j = 0; j < k; j++) {
+        attrs[1 + n + 2 * j] = j;
+        attrs[2 + n + 2 * j] = ((j + shift) % k + k) % k;
+    }
+    return emit_local(p, OP_COLLECTIVE_PERMUTE, (int32_t[]){x}, 1, attrs, (int)(1 + n + 2 * k), NULL);
+}
+
+static int slice_along(Part *p, int x, int dim, int64_t lo, int64_t hi) {
+    const Shape *s = &p->dst->insts[x].type;
+    if (lo == 0 && hi == s->dims[dim])
+        return x;
+    int64_t bounds[2 * MAX_RANK];
+    for (int d = 0; d < s->rank; d++)
+        bounds[d] = d == dim ? lo : 0, bounds[s->rank + d] = d == dim ? hi : s->dims[d];
+    return emit_local(p, OP_SLICE, (int32_t[]){x}, 1, bounds, 2 * s->rank, NULL);
+}
+
+/* roll along a split dim.  With the shift s = q blocks + r rows and blocks
+ * of b rows, a device's new block is the last r rows of the block q + 1
+ * before it (the halo), then the first b - r rows of the block q before it:
+ * each piece is sliced before it is sent, so no more than a block moves. */
+static int lower_split_roll(Part *p, const Inst *in, Piece *out) {
+    int64_t shift = p->src->ints[in->attrs], dim = p->src->ints[in->attrs + 1];
+    int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, (int)dim, axes);
+    if (!n || !dim_is_even(p->m, &in->type, &in->sh, (int)dim))
+        return 0;
+    Piece x = reshard(p, p->value[ir_arg(p->src, in, 0)], &in->sh);
+    int64_t b = p->dst->insts[x.v].type.dims[dim], q = shift / b, r = shift % b;
+    int y = permute_blocks(p, slice_along(p, x.v, (int)dim, 0, b - r), axes, n, q);
+    if (r) {
+        int halo = permute_blocks(p, slice_along(p, x.v, (int)dim, b - r, b), axes, n, q + 1);
+        y = emit_local(p, OP_CONCAT, (int32_t[]){halo, y}, 2, &dim, 1, NULL);
+    }
+    p->dst->insts[y].sh = in->sh;
+    *out = (Piece){y, in->sh, in->type};
+    return 1;
+}
+
 static Piece lower_call(Part *p, const Inst *in) {
     const Fn *callee = &p->m->fns[p->src->ints[in->attrs]];
     int32_t args[256];
@@ -329,6 +379,8 @@ static void lower_inst(Part *p, int v) {
     case OP_GET_TUPLE_ELEMENT: out = lower_tuple_element(p, in); break;
     case OP_RETURN: lower_return(p, in); return;
     default:
+        if (in->op == OP_ROLL && lower_split_roll(p, in, &out))
+            break;
         if (op_rule(p->src, in, &rule) && local_op_is_exact(p, in, &rule))
             out = lower_with_rule(p, in, &rule);
         else
