@@ -32,6 +32,31 @@ static int match_mesh(Compilation *c, const MeshFlag *flag, MeshOverride *ov) {
     return 0;
 }
 
+/* Match `--const` names to the program's constants. */
+static int match_consts(Compilation *c, const MeshFlag *flag, MeshOverride *ov) {
+    for (int k = 0; k < flag->nconsts; k++) {
+        int found = -1;
+        for (int i = 0; i < c->ast.tops.n && found < 0; i++) {
+            const AstTop *top = c->ast.tops.items[i];
+            for (int j = 0; top->kind == TOP_CONST && j < top->bindings.n; j++) {
+                const AstBinding *b = top->bindings.items[j];
+                if (strcmp(sym_name(&c->syms, b->sym), flag->const_name[k]) == 0)
+                    found = b->sym;
+            }
+        }
+        if (found < 0) {
+            if (c->diag.out)
+                fprintf(c->diag.out, "shardc: error: --const names '%s', which the program does not define with const\n",
+                        flag->const_name[k]);
+            return -1;
+        }
+        ov->const_sym[ov->nconsts] = found;
+        ov->const_value[ov->nconsts] = flag->const_value[k];
+        ov->const_is_int[ov->nconsts++] = flag->const_is_int[k];
+    }
+    return 0;
+}
+
 static int verified(Compilation *c, const char *after, FILE *diag_out) {
     char msg[VERIFY_MSG_SIZE];
     const char *err = ir_verify(&c->module, msg);
@@ -49,7 +74,7 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
     if (parse_program(&c->arena, &c->syms, &c->diag, &c->ast) != 0)
         return FRONTEND_USER_ERROR;
     MeshOverride ov = {0};
-    if (mesh && mesh->n && match_mesh(c, mesh, &ov) != 0)
+    if (mesh && ((mesh->n && match_mesh(c, mesh, &ov) != 0) || match_consts(c, mesh, &ov) != 0))
         return FRONTEND_USAGE_ERROR;
     module_init(&c->module, &c->arena, &c->syms);
     if (sema_program(&c->module, &c->diag, &c->ast, &ov) != 0)

@@ -10,6 +10,10 @@ typedef struct {
     int n;
     char name[MAX_AXES][64];
     int64_t size[MAX_AXES];
+    int nconsts;                /* --const N=64,EPS=1e-3 as written */
+    char const_name[MAX_CONST_OVERRIDES][64];
+    double const_value[MAX_CONST_OVERRIDES];
+    uint8_t const_is_int[MAX_CONST_OVERRIDES];
 } MeshFlag;                     /* --mesh A=4,B=2 as written */
 
 typedef struct {

@@ -24,6 +24,7 @@ static const char usage[] =
     "\n"
     "options:\n"
     "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
+    "  --const N=v,...  override constants defined with const\n"
     "  --stage STAGE    with dump: parsed, sharded or partitioned (scheduled is not implemented yet)\n"
     "  --fn NAME        with dump: print only this function; with show: the function\n"
     "  --value NAME     with show: the value to draw, named as dump names it\n"
@@ -73,6 +74,33 @@ static const char *parse_mesh_flag(const char *spec, MeshFlag *mesh) {
 }
 
 /* Returns 0, 2 after a usage error, or -1 after answering --help/--version. */
+/* Parse NAME=NUMBER,...; returns NULL or what is wrong. */
+static const char *parse_const_flag(const char *spec, MeshFlag *f) {
+    const char *p = spec;
+    while (*p) {
+        if (f->nconsts == MAX_CONST_OVERRIDES)
+            return "too many constants";
+        const char *eq = strchr(p, '=');
+        if (!eq || eq == p || (size_t)(eq - p) >= sizeof f->const_name[0] || memchr(p, ',', (size_t)(eq - p)))
+            return "expected NAME=NUMBER,...";
+        memcpy(f->const_name[f->nconsts], p, (size_t)(eq - p));
+        f->const_name[f->nconsts][eq - p] = '\0';
+        char *end;
+        errno = 0;
+        long long i = strtoll(eq + 1, &end, 10);
+        int is_int = end != eq + 1 && (!*end || *end == ',') && !errno;
+        double x = is_int ? (double)i : strtod(eq + 1, &end);
+        if (end == eq + 1 || (*end && *end != ',') || x != x)
+            return "expected NAME=NUMBER,...";
+        f->const_value[f->nconsts] = x;
+        f->const_is_int[f->nconsts++] = (uint8_t)is_int;
+        p = *end ? end + 1 : end;
+        if (*end == ',' && !*p)
+            return "expected NAME=NUMBER,...";
+    }
+    return f->nconsts ? NULL : "expected NAME=NUMBER,...";
+}
+
 static int parse_args(int argc, char **argv, Options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -81,15 +109,16 @@ static int parse_args(int argc, char **argv, Options *o) {
                           : strcmp(a, "-o") == 0 ? &o->output
                           : strcmp(a, "--value") == 0 ? &o->value
                           : strcmp(a, "--format") == 0 ? &o->format : NULL;
-        if (slot || strcmp(a, "--mesh") == 0) {
+        int is_const = strcmp(a, "--const") == 0;
+        if (slot || is_const || strcmp(a, "--mesh") == 0) {
             if (i + 1 == argc)
                 return usage_error("%s needs a value", a);
             const char *v = argv[++i];
-            const char *err = slot ? NULL : parse_mesh_flag(v, &o->mesh);
+            const char *err = slot ? NULL : is_const ? parse_const_flag(v, &o->mesh) : parse_mesh_flag(v, &o->mesh);
             if (slot)
                 *slot = v;
             else if (err) {
-                fprintf(stderr, "shardc: error: bad --mesh '%s': %s\n", v, err);
+                fprintf(stderr, "shardc: error: bad %s '%s': %s\n", a, v, err);
                 return 2;
             }
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {

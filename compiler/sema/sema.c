@@ -119,12 +119,16 @@ static void lower_mesh(Sema *s, const AstTop *top, const MeshOverride *ov) {
     }
 }
 
-static void lower_consts(Sema *s, const AstTop *top) {
+static void lower_consts(Sema *s, const AstTop *top, const MeshOverride *ov) {
     for (int i = 0; i < top->bindings.n; i++) {
         const AstBinding *b = top->bindings.items[i];
         Val v = eval(s, b->value);
         if (v.kind == VAL_TENSOR)
             sema_error(s, b->value->loc, "a constant must be a number known at compile time");
+        for (int k = 0; ov && k < ov->nconsts; k++)      /* --const, checked like the source */
+            if (ov->const_sym[k] == b->sym)
+                v = ov->const_is_int[k] ? int_val((int64_t)ov->const_value[k])
+                                        : (Val){VAL_FLOAT, {0, 0, -1}, ov->const_value[k], -1};
         define_global(s, b->sym, B_VALUE, b->loc);
         s->global[b->sym].val = v;
     }
@@ -356,7 +360,7 @@ int sema_program(Module *m, Diag *diag, const AstProgram *prog, const MeshOverri
         if (top->kind == TOP_MESH)
             lower_mesh(s, top, ov);
         else if (top->kind == TOP_CONST)
-            lower_consts(s, top);
+            lower_consts(s, top, ov);
         else
             ast[f++] = top->fn;
     }

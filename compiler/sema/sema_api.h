@@ -4,11 +4,18 @@
 
 #include "../ir/ir.h"
 
-/* Mesh sizes from `--mesh A=4,B=2`, already matched to the program's axis
- * names by the driver; n == 0 means no override. */
+enum { MAX_CONST_OVERRIDES = 32 };
+
+/* What the command line changes: mesh sizes from `--mesh A=4,B=2`, already
+ * matched to the program's axis names (n == 0: none), and constants from
+ * `--const N=64,EPS=1e-3`, matched to the program's constants. */
 typedef struct {
     int n;
     int64_t size[MAX_AXES];
+    int nconsts;
+    int const_sym[MAX_CONST_OVERRIDES];
+    double const_value[MAX_CONST_OVERRIDES];
+    uint8_t const_is_int[MAX_CONST_OVERRIDES];
 } MeshOverride;
 
 /* Check `prog` and lower it into `m` (module_init first).  Returns 0, or -1
