@@ -32,5 +32,6 @@ Sharding sharding_replicated(void);
 int sharding_is_replicated(const Sharding *sh);
 int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d);
 int linear_index(Part *p, const int *axes, int n);
+int mask_padding(Part *p, Piece x, int d, Reducer reducer);
 
 #endif

@@ -62,8 +62,6 @@ static void plan_summed(Part *p, Plan *pl, const Inst *in, const Piece *args) {
                 if (r->ndf[t][d] != 1 || r->f[t][d][0] != f)
                     continue;
                 int axes[MAX_AXES], n = sharding_dim_axes(&args[t].sh, d, axes);
-                if (!dim_is_even(p->m, &args[t].global, &args[t].sh, d))
-                    n = 0;                   /* padded blocks would add garbage */
                 holders++;
                 if (n) {
                     splitters++;
@@ -88,6 +86,13 @@ static void plan_summed(Part *p, Plan *pl, const Inst *in, const Piece *args) {
             Shape res = shape_local(p->m, &in->type, &in->sh);
             static const int size[] = {4, 8, 2, 2, 4, 1, 0};
             int64_t reduce = 2 * (k - 1) * shape_elems(&res) * size[res.dtype] / k;
+            /* ... plus moving the other operand, if it uses those axes elsewhere. */
+            const Piece *other = &args[1 - split_by];
+            for (int i = 0; i < n; i++)
+                if (other->sh.dim[axes[i]] != SH_REPLICATED) {
+                    reduce += (k - 1) * piece_bytes(p, other);
+                    break;
+                }
             if (reduce < gather) {
                 na = n;
                 memcpy(agreed, axes, sizeof(int) * (size_t)n);
@@ -193,11 +198,21 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
         args[i] = reshard(p, args[i], &want);
         locals[i] = args[i].v;
     }
+    /* A summed dim split into padded blocks: the padding must not count. */
+    Reducer reducer = in->op == OP_REDUCE ? (Reducer)src->ints[in->attrs] : RED_SUM;
+    for (int i = 0; i < in->nargs; i++)
+        for (int d = 0; d < args[i].global.rank; d++) {
+            const Rule *r = &pl.rule;
+            int summed = r->ndf[i][d] == 1 && r->kind[r->f[i][d][0]] == FACTOR_REDUCTION;
+            int axes[MAX_AXES];
+            if (summed && sharding_dim_axes(&args[i].sh, d, axes) && !dim_is_even(p->m, &args[i].global, &args[i].sh, d))
+                args[i].v = locals[i] = mask_padding(p, args[i], d, reducer);
+        }
     Sharding out = wanted(&pl, in->nargs);
     for (int a = 0; a < MAX_AXES; a++)
         if (pl.summed_axes >> a & 1)
             out.dim[a] = SH_PARTIAL;
-    out.reducer = in->op == OP_REDUCE ? (uint8_t)src->ints[in->attrs] : RED_SUM;
+    out.reducer = (uint8_t)reducer;
     Shape want = local_shape(p, &in->type, &out);
     int64_t attrs[2 * MAX_RANK];
     const int64_t *at = ir_attrs(src, in);

@@ -8,6 +8,7 @@
  * again, because their padded blocks do not nest. */
 #include "part.h"
 
+#include <math.h>
 #include <string.h>
 
 Sharding sharding_replicated(void) {
@@ -254,4 +255,31 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
             slice_dim(p, &x, d, want + nh, nw - nh);
     }
     return x;
+}
+
+/* Replace the padding of dim d's uneven blocks with `identity`, so a sum,
+ * max or min over the blocks cannot see it: position i of the block is
+ * padding when block * b + i >= n. */
+int mask_padding(Part *p, Piece x, int d, Reducer reducer) {
+    Shape local = p->dst->insts[x.v].type, pos_shape = local;
+    pos_shape.dtype = DT_I32;
+    int axes[MAX_AXES], n = sharding_dim_axes(&x.sh, d, axes);
+    int64_t dim = d;
+    int iota = emit_local(p, OP_IOTA, NULL, 0, &dim, 1, &pos_shape);
+    int start = emit_local(p, OP_MUL, (int32_t[]){linear_index(p, axes, n), i32_constant(p, local.dims[d])}, 2,
+                           NULL, 0, NULL);
+    int pos = emit_local(p, OP_ADD, (int32_t[]){iota, emit_local(p, OP_BROADCAST, (int32_t[]){start}, 1, NULL, 0,
+                                                                  &pos_shape)}, 2, NULL, 0, NULL);
+    int limit = emit_local(p, OP_BROADCAST, (int32_t[]){i32_constant(p, x.global.dims[d])}, 1, NULL, 0, &pos_shape);
+    int valid = emit_local(p, OP_COMPARE, (int32_t[]){pos, limit}, 2, (int64_t[]){CMP_LT}, 1, NULL);
+    Shape scalar = {local.dtype, 0, {0}};
+    int k = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &scalar);
+    int is_int = local.dtype == DT_I32;
+    p->dst->insts[k].value = reducer == RED_SUM ? 0.0
+                           : reducer == RED_MAX ? (is_int ? (double)INT32_MIN : -INFINITY)
+                           : (is_int ? (double)INT32_MAX : INFINITY);
+    int fill = emit_local(p, OP_BROADCAST, (int32_t[]){k}, 1, NULL, 0, &local);
+    int v = emit_local(p, OP_SELECT, (int32_t[]){valid, x.v, fill}, 3, NULL, 0, NULL);
+    p->dst->insts[v].sh = x.sh;
+    return v;
 }
