@@ -14,6 +14,8 @@ GEN := $(BUILD)/gen/parser.c $(BUILD)/gen/lexer.c
 HDR := $(wildcard compiler/*/*.h) compiler/ir/ops.def $(BUILD)/gen/parser.h
 
 OBJ := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/parser.o $(BUILD)/obj/gen/lexer.o
+# The reference interpreter and `shardc interp` go into shardc only.
+INTERP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/interp/*.c) compiler/driver/interp_cmd.c)
 
 .PHONY: all check check-asan fuzz install clean deps
 
@@ -39,7 +41,7 @@ $(BUILD)/libfrontend.a: $(OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/obj/compiler/driver/show.o $(BUILD)/libfrontend.a
+$(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/obj/compiler/driver/show.o $(INTERP_OBJ) $(BUILD)/libfrontend.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -lm
 
 $(BUILD)/test_ir: tests/unit/test_ir.c $(BUILD)/libfrontend.a

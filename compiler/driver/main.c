@@ -1,6 +1,7 @@
 /* The shardc command line (docs/cli.md).  Exit status: 0 success, 1 an
  * error in the program, 2 bad command-line use, 3 an internal error. */
 #include "frontend.h"
+#include "interp_cmd.h"
 #include "show.h"
 
 #include <errno.h>
@@ -18,6 +19,9 @@ static const char usage[] =
     "  dump    print the IR after a stage (--stage parsed|sharded|partitioned)\n"
     "  show    draw which device holds which block of a value (--fn F --value V),\n"
     "          or the dataflow graph of a function for Graphviz (--fn F --format dot)\n"
+    "  interp  run a function with the reference interpreter (slow; for testing):\n"
+    "          --fn F --in NAME=FILE.npy ... --out DIR writes DIR/result0.npy, ...;\n"
+    "          --stage partitioned runs the partitioned program on simulated devices\n"
     "  compile emit C (not implemented yet)\n"
     "  build   emit C and link an executable (not implemented yet)\n"
     "  run     build and run a function (not implemented yet)\n"
@@ -26,16 +30,22 @@ static const char usage[] =
     "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
     "  --const N=v,...  override constants defined with const\n"
     "  --stage STAGE    with dump: parsed, sharded or partitioned (scheduled is not implemented yet)\n"
-    "  --fn NAME        with dump: print only this function; with show: the function\n"
+    "  --fn NAME        with dump: print only this function; with show and interp: the function\n"
     "  --value NAME     with show: the value to draw, named as dump names it\n"
     "  --format FORMAT  with show: text (default) or dot\n"
+    "  --in NAME=FILE   with interp: parameter NAME from a .npy file (one per parameter)\n"
+    "  --out DIR        with interp: where the results are written\n"
     "  -o FILE          output file (dump; later compile and build)\n"
     "  -h, --help       show this help\n"
     "  --version        show the version\n";
 
+enum { MAX_INS = 1024 };           /* --in options, a bound instead of an allocation */
+
 typedef struct {
     const char *command, *input, *stage, *fn, *output, *value, *format;
     MeshFlag mesh;
+    const char *ins[MAX_INS], *out;  /* interp */
+    int nins;
 } Options;
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -104,11 +114,15 @@ static const char *parse_const_flag(const char *spec, MeshFlag *f) {
 static int parse_args(int argc, char **argv, Options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "--in") == 0 && o->nins == MAX_INS)
+            return usage_error("at most %s --in options", "1024");
         const char **slot = strcmp(a, "--stage") == 0 ? &o->stage
                           : strcmp(a, "--fn") == 0 ? &o->fn
                           : strcmp(a, "-o") == 0 ? &o->output
                           : strcmp(a, "--value") == 0 ? &o->value
-                          : strcmp(a, "--format") == 0 ? &o->format : NULL;
+                          : strcmp(a, "--format") == 0 ? &o->format
+                          : strcmp(a, "--in") == 0 ? &o->ins[o->nins++]
+                          : strcmp(a, "--out") == 0 ? &o->out : NULL;
         int is_const = strcmp(a, "--const") == 0;
         if (slot || is_const || strcmp(a, "--mesh") == 0) {
             if (i + 1 == argc)
@@ -215,8 +229,8 @@ int main(int argc, char **argv) {
     if (!o.command)
         return usage_error("%s", "no command given");
     int is_check = strcmp(o.command, "check") == 0, is_dump = strcmp(o.command, "dump") == 0;
-    int is_show = strcmp(o.command, "show") == 0;
-    if (!is_check && !is_dump && !is_show) {
+    int is_show = strcmp(o.command, "show") == 0, is_interp = strcmp(o.command, "interp") == 0;
+    if (!is_check && !is_dump && !is_show && !is_interp) {
         if (strcmp(o.command, "compile") == 0 || strcmp(o.command, "build") == 0 || strcmp(o.command, "run") == 0) {
             fprintf(stderr, "shardc: error: '%s' is not implemented yet: code generation has not landed "
                             "(check and dump --stage parsed work today)\n", o.command);
@@ -230,6 +244,12 @@ int main(int argc, char **argv) {
         return usage_error("%s", "--stage, --fn and -o go with dump, not check");
     if (!is_show && (o.value || o.format))
         return usage_error("%s", "--value and --format go with show");
+    if (!is_interp && (o.nins || o.out))
+        return usage_error("%s", "--in and --out go with interp");
+    if (is_interp && (!o.fn || !o.out || o.output))
+        return usage_error("%s", "interp needs --fn and --out (and takes no -o)");
+    if (is_interp && o.stage && strcmp(o.stage, "parsed") != 0 && strcmp(o.stage, "partitioned") != 0)
+        return usage_error("interp runs the parsed or the partitioned program, not '%s'", o.stage);
     if (is_show) {
         int dot = o.format && strcmp(o.format, "dot") == 0;
         if (o.format && !dot && strcmp(o.format, "text") != 0)
@@ -261,6 +281,8 @@ int main(int argc, char **argv) {
     }
     Compilation c = {0};
     /* check propagates too (spec section 6); dump stops where it is asked to. */
+    if (is_interp && !o.stage)
+        o.stage = "parsed";
     Stage stage = is_check ? STAGE_SHARDED : strcmp(o.stage, "parsed") == 0 ? STAGE_PARSED
                 : strcmp(o.stage, "sharded") == 0 ? STAGE_SHARDED : STAGE_PARTITIONED;
     rc = frontend_compile(&c, o.input, text, len, stderr, &o.mesh, stage);
@@ -271,6 +293,8 @@ int main(int argc, char **argv) {
             rc = 2;
         } else if (is_dump)
             rc = dump_to(&c.module, only, stage == STAGE_SHARDED, o.output);
+        else if (is_interp)
+            rc = interp_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out);
         else if (o.format && strcmp(o.format, "dot") == 0)
             show_dot(&c.module, fn_index(&c, only), stdout);
         else

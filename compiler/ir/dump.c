@@ -75,50 +75,24 @@ static void print_int_list(FILE *out, const char *label, const int64_t *v, int n
     fputc('}', out);
 }
 
-/* Replica groups of a collective over `axes` (major first): one group per
- * coordinate of the other axes, members in the order the axes give. */
+/* Replica groups of a collective over `axes` (major first), or its
+ * source-target pairs (coordinates in the group) mapped to device ids group
+ * by group. */
 static void print_groups(Printer *p, const int64_t *axes, int n, const int64_t *pairs, int npairs) {
-    const Module *m = p->m;
-    int64_t stride[MAX_AXES], total = 1;
-    for (int a = m->naxes - 1; a >= 0; a--) {
-        stride[a] = total;
-        total *= m->axis_size[a];
-    }
-    uint32_t in_group = 0;
-    int64_t group_size = 1;
-    for (int i = 0; i < n; i++) {
-        in_group |= 1u << axes[i];
-        group_size *= m->axis_size[axes[i]];
-    }
+    int64_t total = axes_size(p->m, (1u << p->m->naxes) - 1);
+    int64_t *member = arena_alloc(&p->arena, sizeof(int64_t) * (size_t)total);
+    int64_t group_size = ir_replica_groups(p->m, axes, n, member);
     fputs(pairs ? "source_target_pairs={" : "replica_groups={", p->out);
-    int64_t *member = arena_alloc(&p->arena, sizeof(int64_t) * (size_t)group_size);
-    int first = 1;
-    for (int64_t dev = 0; dev < total; dev++) {
-        int leader = 1;          /* the group's first member: coordinate 0 on every group axis */
-        for (int a = 0; a < m->naxes; a++)
-            if ((in_group >> a & 1) && (dev / stride[a]) % m->axis_size[a] != 0)
-                leader = 0;
-        if (!leader)
-            continue;
-        for (int64_t k = 0; k < group_size; k++) {
-            int64_t id = dev, rest = k;
-            for (int i = n - 1; i >= 0; i--) {
-                int64_t size = m->axis_size[axes[i]];
-                id += (rest % size) * stride[axes[i]];
-                rest /= size;
-            }
-            member[k] = id;
-        }
+    for (int64_t g = 0; g < total / group_size; g++, member += group_size) {
         if (pairs) {
             for (int i = 0; i + 1 < npairs; i += 2)
-                fprintf(p->out, "%s{%lld,%lld}", first ? "" : ",", (long long)member[pairs[i]],
-                        (long long)member[pairs[i + 1]]), first = 0;
+                fprintf(p->out, "%s{%lld,%lld}", g || i ? "," : "", (long long)member[pairs[i]],
+                        (long long)member[pairs[i + 1]]);
         } else {
-            fputs(first ? "{" : ",{", p->out);
+            fputs(g ? ",{" : "{", p->out);
             for (int64_t k = 0; k < group_size; k++)
                 fprintf(p->out, "%s%lld", k ? "," : "", (long long)member[k]);
             fputc('}', p->out);
-            first = 0;
         }
     }
     fputc('}', p->out);

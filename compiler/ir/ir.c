@@ -98,6 +98,39 @@ int64_t axes_size(const Module *m, uint32_t mask) {
     return n;
 }
 
+int64_t ir_replica_groups(const Module *m, const int64_t *axes, int naxes, int64_t *members) {
+    int64_t stride[MAX_AXES], total = 1;
+    for (int a = m->naxes - 1; a >= 0; a--) {
+        stride[a] = total;
+        total *= m->axis_size[a];
+    }
+    uint32_t in_group = 0;
+    int64_t group_size = 1;
+    for (int i = 0; i < naxes; i++) {
+        in_group |= 1u << axes[i];
+        group_size *= m->axis_size[axes[i]];
+    }
+    int64_t *next = members;
+    for (int64_t dev = 0; dev < total; dev++) {
+        int leader = 1;          /* the group's first member: coordinate 0 on every group axis */
+        for (int a = 0; a < m->naxes; a++)
+            if ((in_group >> a & 1) && (dev / stride[a]) % m->axis_size[a] != 0)
+                leader = 0;
+        if (!leader)
+            continue;
+        for (int64_t k = 0; k < group_size; k++) {
+            int64_t id = dev, rest = k;
+            for (int i = naxes - 1; i >= 0; i--) {
+                int64_t size = m->axis_size[axes[i]];
+                id += (rest % size) * stride[axes[i]];
+                rest /= size;
+            }
+            *next++ = id;
+        }
+    }
+    return group_size;
+}
+
 int sharding_dim_axes(const Sharding *sh, int d, int axes[MAX_AXES]) {
     int n = 0;
     for (int a = 0; a < MAX_AXES; a++)

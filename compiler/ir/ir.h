@@ -151,6 +151,13 @@ int64_t shape_elems(const Shape *s);
 int shape_eq(const Shape *a, const Shape *b);
 int sharding_eq(const Sharding *a, const Sharding *b);
 int64_t axes_size(const Module *m, uint32_t axis_mask);
+/* The device groups of a collective over `axes` (major first), as the dump
+ * prints them and the interpreter runs them: one group per coordinate of the
+ * other axes, listed by their first device id, members in order of their
+ * coordinate along `axes`.  Writes every device id of the mesh once into
+ * `members` (sized for all devices), group after group; returns the group
+ * size. */
+int64_t ir_replica_groups(const Module *m, const int64_t *axes, int naxes, int64_t *members);
 /* Local (per-device) shape of a global shape under a sharding: split dims
  * rounded up, as uneven dims are padded to the ceiling. */
 Shape shape_local(const Module *m, const Shape *global, const Sharding *sh);

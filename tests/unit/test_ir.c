@@ -138,10 +138,36 @@ static void test_shapes(void) {
     arena_free(&f.arena);
 }
 
+/* The groups docs/ir.md lists for mesh X=2, Y=4 (the dump and the
+ * interpreter both take them from ir_replica_groups). */
+static void test_replica_groups(void) {
+    Fixture f;
+    setup(&f, 2);
+    f.m.axis_size[1] = 4;
+    static const struct {
+        int64_t axes[2];
+        int naxes;
+        int64_t size, members[8];
+    } want[] = {
+        {{1}, 1, 4, {0, 1, 2, 3, 4, 5, 6, 7}},
+        {{0}, 1, 2, {0, 4, 1, 5, 2, 6, 3, 7}},
+        {{0, 1}, 2, 8, {0, 1, 2, 3, 4, 5, 6, 7}},
+        {{1, 0}, 2, 8, {0, 4, 1, 5, 2, 6, 3, 7}},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int64_t members[8];
+        int64_t size = ir_replica_groups(&f.m, want[i].axes, want[i].naxes, members);
+        check(size == want[i].size && memcmp(members, want[i].members, sizeof members) == 0,
+              "replica groups on mesh X=2, Y=4 are the documented ones");
+    }
+    arena_free(&f.arena);
+}
+
 int main(void) {
     test_verifier();
     test_rules();
     test_shapes();
+    test_replica_groups();
     printf("# done: %d tests\n", test_no);
     return 0;
 }

@@ -1,0 +1,628 @@
+/* The reference interpreter's kernels: what each op computes on one
+ * device, written for clarity rather than speed (docs/ir.md gives the
+ * semantics).  Elements are doubles; the caller rounds results to their
+ * dtype, so a kernel computes exactly and lets that one rounding happen. */
+#include "kernels.h"
+
+#include "numerics.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int kfail(const Kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int kfail(const Kernel *k, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k->err, k->errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const Shape *arg_type(const Kernel *k, int i) { return &k->fn->insts[ir_arg(k->fn, k->in, i)].type; }
+static const double *arg_on(const Kernel *k, int i, int64_t dev) { return k->val[ir_arg(k->fn, k->in, i)][dev]; }
+static const double *arg(const Kernel *k, int i) { return arg_on(k, i, k->dev); }
+static int64_t attr(const Kernel *k, int i) { return ir_attr(k->fn, k->in, i); }
+
+void row_major_strides(const Shape *s, int64_t stride[MAX_RANK]) {
+    int64_t n = 1;
+    for (int d = s->rank - 1; d >= 0; d--) {
+        stride[d] = n;
+        n *= s->dims[d];
+    }
+}
+
+void copy_box(double *dst, const int64_t *dstride, const double *src, const int64_t *sstride, int rank,
+              const int64_t *dims) {
+    for (int d = 0; d < rank; d++)
+        if (dims[d] <= 0)
+            return;
+    if (rank == 0) {
+        *dst = *src;
+        return;
+    }
+    int64_t idx[MAX_RANK] = {0}, doff = 0, soff = 0;
+    int last = rank - 1;
+    for (;;) {
+        for (int64_t i = 0; i < dims[last]; i++)
+            dst[doff + i * dstride[last]] = src[soff + i * sstride[last]];
+        int d = last - 1;
+        for (; d >= 0; d--) {        /* odometer over the outer dims */
+            idx[d]++;
+            doff += dstride[d];
+            soff += sstride[d];
+            if (idx[d] < dims[d])
+                break;
+            doff -= dstride[d] * dims[d];
+            soff -= sstride[d] * dims[d];
+            idx[d] = 0;
+        }
+        if (d < 0)
+            return;
+    }
+}
+
+/* ---- sums ---- */
+
+/* Sums accumulate in double, which stands for the f32 accumulator of bf16
+ * and f16 sums (docs/ir.md): the sum is rounded to f32 once, then the
+ * caller rounds it to the dtype.  i32 sums wrap, so they are kept modulo
+ * 2^64 in unsigned arithmetic (well defined) and wrapped to 32 bits. */
+typedef struct {
+    double f;
+    uint64_t i;
+} Acc;
+
+static int64_t as_int(double x) { return (int64_t)x; }   /* x is an i32 value: exact */
+
+static void acc_add(Acc *a, double x, int dtype) {
+    if (dtype == DT_I32)
+        a->i += (uint64_t)as_int(x);
+    else
+        a->f += x;
+}
+
+static void acc_add_product(Acc *a, double x, double y, int dtype) {
+    if (dtype == DT_I32)
+        a->i += (uint64_t)as_int(x) * (uint64_t)as_int(y);
+    else
+        a->f += x * y;
+}
+
+static double acc_result(const Acc *a, int dtype) {
+    if (dtype == DT_I32)
+        return num_wrap_i32((int64_t)(a->i & 0xffffffffu));
+    return dtype == DT_BF16 || dtype == DT_F16 ? (float)a->f : a->f;
+}
+
+static double max_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+static double min_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a < b ? a : b; }
+
+/* ---- elementwise ---- */
+
+static double unary_float(Op op, double x) {
+    switch (op) {
+    case OP_NEGATE: return -x;
+    case OP_EXP: return exp(x);
+    case OP_LOG: return log(x);
+    case OP_TANH: return tanh(x);
+    case OP_SQRT: return sqrt(x);
+    case OP_RSQRT: return 1 / sqrt(x);
+    case OP_ABS: return fabs(x);
+    case OP_SIN: return sin(x);
+    case OP_COS: return cos(x);
+    case OP_SQUARE: return x * x;
+    case OP_RELU: return isnan(x) ? x : x > 0 ? x : 0;
+    /* The tanh approximation, jax.nn.gelu's default (approximate=True). */
+    case OP_GELU: return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case OP_SIGMOID: return 1 / (1 + exp(-x));
+    default: return x;           /* copy, convert: the caller's rounding converts */
+    }
+}
+
+static double unary_int(Op op, double x) {
+    int64_t v = as_int(x);
+    switch (op) {
+    case OP_NEGATE: return num_wrap_i32(-v);
+    case OP_ABS: return num_wrap_i32(v < 0 ? -v : v);
+    case OP_SQUARE: return num_wrap_i32(v * v);
+    case OP_RELU: return v > 0 ? x : 0;
+    default: return x;
+    }
+}
+
+static int kernel_unary(const Kernel *k, double *out) {
+    const double *x = arg(k, 0);
+    int64_t n = shape_elems(&k->in->type);
+    int int_op = arg_type(k, 0)->dtype == DT_I32 && k->in->op != OP_CONVERT;
+    for (int64_t i = 0; i < n; i++)
+        out[i] = int_op ? unary_int((Op)k->in->op, x[i]) : unary_float((Op)k->in->op, x[i]);
+    return 0;
+}
+
+/* Floor division and modulo (the remainder has the divisor's sign), as
+ * Python and jnp.floor_divide do.  x / 0 is -1 and x % 0 is x, XLA's values
+ * (JAX does not define them either); INT32_MIN / -1 wraps. */
+static double int_divide(int64_t a, int64_t b, int rem) {
+    if (b == 0)
+        return rem ? (double)a : -1;
+    int64_t q = a / b, r = a % b;
+    if (r != 0 && (r < 0) != (b < 0)) {
+        q -= 1;
+        r += b;
+    }
+    return rem ? (double)r : num_wrap_i32(q);
+}
+
+static double float_remainder(double a, double b) {
+    double r = fmod(a, b);
+    if (r != 0 && (r < 0) != (b < 0))
+        r += b;
+    return r == 0 ? copysign(0.0, b) : r;
+}
+
+static double binary_int(Op op, double x, double y) {
+    int64_t a = as_int(x), b = as_int(y);
+    switch (op) {
+    case OP_ADD: return num_wrap_i32(a + b);
+    case OP_SUB: return num_wrap_i32(a - b);
+    case OP_MUL: return num_wrap_i32(a * b);
+    case OP_DIV: return int_divide(a, b, 0);
+    case OP_REM: return int_divide(a, b, 1);
+    case OP_MAX: return a > b ? x : y;
+    case OP_MIN: return a < b ? x : y;
+    default: return NAN;
+    }
+}
+
+static double binary_float(Op op, double a, double b) {
+    switch (op) {
+    case OP_ADD: return a + b;
+    case OP_SUB: return a - b;
+    case OP_MUL: return a * b;
+    case OP_DIV: return a / b;
+    case OP_REM: return float_remainder(a, b);
+    case OP_MAX: return max_nan(a, b);
+    case OP_MIN: return min_nan(a, b);
+    case OP_POW: return pow(a, b);
+    default: return NAN;
+    }
+}
+
+static int kernel_binary(const Kernel *k, double *out) {
+    const double *x = arg(k, 0), *y = arg(k, 1);
+    int64_t n = shape_elems(&k->in->type);
+    int is_int = k->in->type.dtype == DT_I32;
+    for (int64_t i = 0; i < n; i++)
+        out[i] = is_int ? binary_int((Op)k->in->op, x[i], y[i]) : binary_float((Op)k->in->op, x[i], y[i]);
+    return 0;
+}
+
+static int kernel_compare(const Kernel *k, double *out) {
+    const double *x = arg(k, 0), *y = arg(k, 1);
+    int64_t n = shape_elems(&k->in->type);
+    Cmp dir = (Cmp)attr(k, 0);
+    for (int64_t i = 0; i < n; i++) {
+        double a = x[i], b = y[i];
+        out[i] = dir == CMP_LT ? a < b : dir == CMP_LE ? a <= b : dir == CMP_GT ? a > b
+               : dir == CMP_GE ? a >= b : dir == CMP_EQ ? a == b : a != b;
+    }
+    return 0;
+}
+
+static int kernel_select(const Kernel *k, double *out) {
+    const double *p = arg(k, 0), *a = arg(k, 1), *b = arg(k, 2);
+    int64_t n = shape_elems(&k->in->type);
+    for (int64_t i = 0; i < n; i++)
+        out[i] = p[i] != 0 ? a[i] : b[i];
+    return 0;
+}
+
+/* ---- leaves ---- */
+
+static int kernel_leaf(const Kernel *k, double *out) {
+    const Shape *s = &k->in->type;
+    int64_t n = shape_elems(s), stride[MAX_RANK];
+    switch ((Op)k->in->op) {
+    case OP_CONSTANT:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = k->in->value;
+        return 0;
+    case OP_IOTA: {
+        int d = (int)attr(k, 0);
+        row_major_strides(s, stride);
+        for (int64_t i = 0; i < n; i++)
+            out[i] = (double)(i / stride[d] % s->dims[d]);
+        return 0;
+    }
+    case OP_AXIS_INDEX:
+        out[0] = (double)(k->groups->slot[k->dev] % k->groups->size);
+        return 0;
+    default:
+        return kfail(k, "%s is not a leaf the kernels run", op_info[k->in->op].name);
+    }
+}
+
+/* ---- structure ---- */
+
+static int kernel_broadcast(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0), *r = &k->in->type;
+    int64_t xs[MAX_RANK], rs[MAX_RANK], from[MAX_RANK] = {0};
+    row_major_strides(x, xs);
+    row_major_strides(r, rs);
+    for (int i = 0; i < x->rank; i++)
+        from[attr(k, i)] = xs[i];    /* new dims read the same element: stride 0 */
+    copy_box(out, rs, arg(k, 0), from, r->rank, r->dims);
+    return 0;
+}
+
+static int kernel_transpose(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0), *r = &k->in->type;
+    int64_t xs[MAX_RANK], rs[MAX_RANK], from[MAX_RANK];
+    row_major_strides(x, xs);
+    row_major_strides(r, rs);
+    for (int i = 0; i < r->rank; i++)
+        from[i] = xs[attr(k, i)];
+    copy_box(out, rs, arg(k, 0), from, r->rank, r->dims);
+    return 0;
+}
+
+static int kernel_reshape(const Kernel *k, double *out) {
+    memcpy(out, arg(k, 0), sizeof(double) * (size_t)shape_elems(&k->in->type));
+    return 0;
+}
+
+/* The box of the operand at `start`, as big as the result. */
+static int copy_from(const Kernel *k, double *out, const int64_t *start) {
+    const Shape *x = arg_type(k, 0), *r = &k->in->type;
+    int64_t xs[MAX_RANK], rs[MAX_RANK], base = 0;
+    row_major_strides(x, xs);
+    row_major_strides(r, rs);
+    for (int d = 0; d < x->rank; d++)
+        base += start[d] * xs[d];
+    copy_box(out, rs, arg(k, 0) + base, xs, r->rank, r->dims);
+    return 0;
+}
+
+static int kernel_slice(const Kernel *k, double *out) {
+    int64_t start[MAX_RANK];
+    for (int d = 0; d < arg_type(k, 0)->rank; d++)
+        start[d] = attr(k, d);
+    return copy_from(k, out, start);
+}
+
+/* Offsets are clamped so the slice stays inside, as JAX's dynamic_slice. */
+static int kernel_dynamic_slice(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0);
+    int64_t start[MAX_RANK];
+    for (int d = 0; d < x->rank; d++) {
+        int64_t o = as_int(arg(k, 1 + d)[0]), hi = x->dims[d] - k->in->type.dims[d];
+        start[d] = o < 0 ? 0 : o > hi ? hi : o;
+    }
+    return copy_from(k, out, start);
+}
+
+static int kernel_concat(const Kernel *k, double *out) {
+    const Shape *r = &k->in->type;
+    int dim = (int)attr(k, 0);
+    int64_t rs[MAX_RANK], at = 0;
+    row_major_strides(r, rs);
+    for (int i = 0; i < k->in->nargs; i++) {
+        const Shape *x = arg_type(k, i);
+        int64_t xs[MAX_RANK];
+        row_major_strides(x, xs);
+        copy_box(out + at * rs[dim], rs, arg(k, i), xs, x->rank, x->dims);
+        at += x->dims[dim];
+    }
+    return 0;
+}
+
+/* Element i moves to (i + shift) mod n: two boxes. */
+static int kernel_roll(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0);
+    int64_t shift = attr(k, 0), dim = attr(k, 1), n = x->dims[dim], xs[MAX_RANK], box[MAX_RANK];
+    row_major_strides(x, xs);
+    memcpy(box, x->dims, sizeof box);
+    box[dim] = n - shift;
+    copy_box(out + shift * xs[dim], xs, arg(k, 0), xs, x->rank, box);
+    box[dim] = shift;
+    copy_box(out, xs, arg(k, 0) + (n - shift) * xs[dim], xs, x->rank, box);
+    return 0;
+}
+
+/* result[I..., R...] = table[R with indices[I...] at `dim`]; an index
+ * outside the dim is clamped into it (as XLA's gather clamps its start
+ * indices), so the interpreter never reads out of bounds. */
+static int kernel_gather(const Kernel *k, double *out) {
+    const Shape *t = arg_type(k, 0);
+    int dim = (int)attr(k, 0);
+    int64_t ts[MAX_RANK], rest_dims[MAX_RANK], rest_stride[MAX_RANK], dst_stride[MAX_RANK];
+    row_major_strides(t, ts);
+    Shape rest = {t->dtype, 0, {0}};
+    for (int d = 0; d < t->rank; d++)
+        if (d != dim) {
+            rest_stride[rest.rank] = ts[d];
+            rest_dims[rest.rank] = t->dims[d];
+            rest.dims[rest.rank++] = t->dims[d];
+        }
+    row_major_strides(&rest, dst_stride);
+    int64_t per = shape_elems(&rest), n = shape_elems(arg_type(k, 1));
+    const double *ix = arg(k, 1);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p = as_int(ix[i]), hi = t->dims[dim] - 1;
+        p = p < 0 ? 0 : p > hi ? hi : p;
+        copy_box(out + i * per, dst_stride, arg(k, 0) + p * ts[dim], rest_stride, rest.rank, rest_dims);
+    }
+    return 0;
+}
+
+/* ---- contractions ---- */
+
+/* Offsets, in two operands, of every combination of the summed dims: the
+ * inner loop of a dot or reduce walks this table. */
+typedef struct {
+    int64_t n;
+    int64_t *a, *b;
+} SumTable;
+
+static int sum_table(const Kernel *k, int nsum, const int64_t *extent, const int64_t *sa, const int64_t *sb,
+                     SumTable *t) {
+    t->n = 1;
+    for (int i = 0; i < nsum; i++)
+        t->n *= extent[i];
+    t->a = malloc(sizeof(int64_t) * (size_t)(t->n ? t->n : 1));
+    t->b = malloc(sizeof(int64_t) * (size_t)(t->n ? t->n : 1));
+    if (!t->a || !t->b) {
+        free(t->a);
+        free(t->b);
+        return kfail(k, "out of memory");
+    }
+    for (int64_t j = 0; j < t->n; j++) {
+        int64_t rest = j, oa = 0, ob = 0;
+        for (int i = nsum - 1; i >= 0; i--) {
+            int64_t c = rest % extent[i];
+            rest /= extent[i];
+            oa += c * sa[i];
+            ob += c * sb[i];
+        }
+        t->a[j] = oa;
+        t->b[j] = ob;
+    }
+    return 0;
+}
+
+static void free_table(SumTable *t) {
+    free(t->a);
+    free(t->b);
+}
+
+/* Labels name the dims (docs/ir.md): a label's stride in each operand (0
+ * where it is absent); labels not in the result are summed. */
+typedef struct {
+    int n;
+    int64_t label[3 * MAX_RANK], extent[3 * MAX_RANK], sa[3 * MAX_RANK], sb[3 * MAX_RANK];
+} Labels;
+
+static int label_slot(Labels *l, int64_t label, int64_t extent) {
+    for (int i = 0; i < l->n; i++)
+        if (l->label[i] == label)
+            return i;
+    l->label[l->n] = label;
+    l->extent[l->n] = extent;
+    l->sa[l->n] = l->sb[l->n] = 0;
+    return l->n++;
+}
+
+static int kernel_dot(const Kernel *k, double *out) {
+    const Shape *a = arg_type(k, 0), *b = arg_type(k, 1), *r = &k->in->type;
+    int64_t as[MAX_RANK], bs[MAX_RANK], ra[MAX_RANK], rb[MAX_RANK];
+    row_major_strides(a, as);
+    row_major_strides(b, bs);
+    Labels l = {0};
+    for (int i = 0; i < a->rank; i++)
+        l.sa[label_slot(&l, attr(k, i), a->dims[i])] += as[i];
+    for (int i = 0; i < b->rank; i++)
+        l.sb[label_slot(&l, attr(k, a->rank + i), b->dims[i])] += bs[i];
+    int in_result[3 * MAX_RANK] = {0};
+    for (int i = 0; i < r->rank; i++) {
+        int s = label_slot(&l, attr(k, a->rank + b->rank + i), r->dims[i]);
+        in_result[s] = 1;
+        ra[i] = l.sa[s];
+        rb[i] = l.sb[s];
+    }
+    int64_t ext[3 * MAX_RANK], sa[3 * MAX_RANK], sb[3 * MAX_RANK];
+    int nsum = 0;
+    for (int i = 0; i < l.n; i++)
+        if (!in_result[i])
+            ext[nsum] = l.extent[i], sa[nsum] = l.sa[i], sb[nsum++] = l.sb[i];
+    SumTable t;
+    if (sum_table(k, nsum, ext, sa, sb, &t))
+        return -1;
+    const double *x = arg(k, 0), *y = arg(k, 1);
+    int64_t n = shape_elems(r);
+    for (int64_t e = 0; e < n; e++) {
+        int64_t rest = e, oa = 0, ob = 0;
+        for (int d = r->rank - 1; d >= 0; d--) {
+            int64_t c = rest % r->dims[d];
+            rest /= r->dims[d];
+            oa += c * ra[d];
+            ob += c * rb[d];
+        }
+        Acc acc = {0, 0};
+        for (int64_t j = 0; j < t.n; j++)
+            acc_add_product(&acc, x[oa + t.a[j]], y[ob + t.b[j]], r->dtype);
+        out[e] = acc_result(&acc, r->dtype);
+    }
+    free_table(&t);
+    return 0;
+}
+
+static int kernel_reduce(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0), *r = &k->in->type;
+    int64_t xs[MAX_RANK], keep[MAX_RANK], ext[MAX_RANK], sum[MAX_RANK];
+    row_major_strides(x, xs);
+    Reducer red = (Reducer)attr(k, 0);
+    int nkeep = 0, nsum = 0, next = 1;
+    for (int d = 0; d < x->rank; d++) {
+        if (next < k->in->nattrs && attr(k, next) == d) {
+            next++;
+            ext[nsum] = x->dims[d];
+            sum[nsum++] = xs[d];
+        } else
+            keep[nkeep++] = xs[d];
+    }
+    SumTable t;
+    if (sum_table(k, nsum, ext, sum, sum, &t))
+        return -1;
+    const double *v = arg(k, 0);
+    int64_t n = shape_elems(r);
+    for (int64_t e = 0; e < n; e++) {
+        int64_t rest = e, o = 0;
+        for (int d = r->rank - 1; d >= 0; d--) {
+            o += rest % r->dims[d] * keep[d];
+            rest /= r->dims[d];
+        }
+        Acc acc = {0, 0};
+        double m = t.n ? v[o + t.a[0]] : red == RED_MAX ? -INFINITY : INFINITY;
+        for (int64_t j = 0; j < t.n; j++) {
+            double z = v[o + t.a[j]];
+            if (red == RED_SUM)
+                acc_add(&acc, z, r->dtype);
+            else
+                m = red == RED_MAX ? max_nan(m, z) : min_nan(m, z);
+        }
+        out[e] = red == RED_SUM ? acc_result(&acc, r->dtype) : m;
+    }
+    free_table(&t);
+    return 0;
+}
+
+/* ---- collectives: operands of the whole group ---- */
+
+static int64_t member(const Kernel *k, int64_t j) {
+    const Groups *g = k->groups;
+    return g->members[g->slot[k->dev] / g->size * g->size + j];
+}
+
+static int64_t my_rank(const Kernel *k) { return k->groups->slot[k->dev] % k->groups->size; }
+
+/* Elementwise over the group, in member order. */
+static void group_reduce(const Kernel *k, Reducer red, int dtype, int64_t n, double *out) {
+    for (int64_t e = 0; e < n; e++) {
+        Acc acc = {0, 0};
+        double m = arg_on(k, 0, member(k, 0))[e];
+        for (int64_t j = 0; j < k->groups->size; j++) {
+            double z = arg_on(k, 0, member(k, j))[e];
+            if (red == RED_SUM)
+                acc_add(&acc, z, dtype);
+            else
+                m = red == RED_MAX ? max_nan(m, z) : min_nan(m, z);
+        }
+        out[e] = red == RED_SUM ? acc_result(&acc, dtype) : m;
+    }
+}
+
+static int kernel_all_reduce(const Kernel *k, double *out) {
+    group_reduce(k, (Reducer)attr(k, 0), k->in->type.dtype, shape_elems(&k->in->type), out);
+    return 0;
+}
+
+/* Member j's block goes to block j of `dim`. */
+static int kernel_all_gather(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0);
+    int dim = (int)attr(k, 0);
+    int64_t xs[MAX_RANK], rs[MAX_RANK];
+    row_major_strides(x, xs);
+    row_major_strides(&k->in->type, rs);
+    for (int64_t j = 0; j < k->groups->size; j++)
+        copy_box(out + j * x->dims[dim] * rs[dim], rs, arg_on(k, 0, member(k, j)), xs, x->rank, x->dims);
+    return 0;
+}
+
+/* The group's sum, of which this device keeps block `rank` of `dim`. */
+static int kernel_reduce_scatter(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0), *r = &k->in->type;
+    int dim = (int)attr(k, 1);
+    double *sum = malloc(sizeof(double) * (size_t)shape_elems(x));
+    if (!sum)
+        return kfail(k, "out of memory");
+    group_reduce(k, (Reducer)attr(k, 0), r->dtype, shape_elems(x), sum);
+    int64_t xs[MAX_RANK], rs[MAX_RANK];
+    row_major_strides(x, xs);
+    row_major_strides(r, rs);
+    copy_box(out, rs, sum + my_rank(k) * r->dims[dim] * xs[dim], xs, r->rank, r->dims);
+    free(sum);
+    return 0;
+}
+
+/* Member j cuts its operand into blocks along split_dimension and sends
+ * block `rank` here, where it becomes block j along concat_dimension. */
+static int kernel_all_to_all(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0), *r = &k->in->type;
+    int split = (int)attr(k, 0), concat = (int)attr(k, 1);
+    int64_t xs[MAX_RANK], rs[MAX_RANK], box[MAX_RANK];
+    row_major_strides(x, xs);
+    row_major_strides(r, rs);
+    memcpy(box, x->dims, sizeof box);
+    box[split] = x->dims[split] / k->groups->size;
+    for (int64_t j = 0; j < k->groups->size; j++) {
+        const double *src = arg_on(k, 0, member(k, j)) + my_rank(k) * box[split] * xs[split];
+        copy_box(out + j * box[concat] * rs[concat], rs, src, xs, x->rank, box);
+    }
+    return 0;
+}
+
+/* Pairs are coordinates in the group: attrs [naxes, axis..., (src, dst)...].
+ * A device no pair targets gets zeros, as in JAX. */
+static int kernel_permute(const Kernel *k, double *out) {
+    int64_t naxes = attr(k, 0), n = shape_elems(&k->in->type), me = my_rank(k);
+    for (int i = 1 + (int)naxes; i + 1 < k->in->nattrs; i += 2)
+        if (attr(k, i + 1) == me) {
+            memcpy(out, arg_on(k, 0, member(k, attr(k, i))), sizeof(double) * (size_t)n);
+            return 0;
+        }
+    memset(out, 0, sizeof(double) * (size_t)n);
+    return 0;
+}
+
+int kernel_moves_only(Op op) {
+    switch (op) {
+    case OP_COPY: case OP_BROADCAST: case OP_TRANSPOSE: case OP_RESHAPE: case OP_SLICE: case OP_DYNAMIC_SLICE:
+    case OP_CONCAT: case OP_ROLL: case OP_GATHER: case OP_SELECT: case OP_ALL_GATHER: case OP_ALL_TO_ALL:
+    case OP_COLLECTIVE_PERMUTE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int kernel_run(const Kernel *k, double *out) {
+    switch ((Op)k->in->op) {
+    case OP_CONSTANT: case OP_IOTA: case OP_AXIS_INDEX: return kernel_leaf(k, out);
+    case OP_COPY: case OP_NEGATE: case OP_EXP: case OP_LOG: case OP_TANH: case OP_SQRT: case OP_RSQRT:
+    case OP_ABS: case OP_SIN: case OP_COS: case OP_SQUARE: case OP_RELU: case OP_GELU: case OP_SIGMOID:
+    case OP_CONVERT:
+        return kernel_unary(k, out);
+    case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_REM: case OP_MAX: case OP_MIN: case OP_POW:
+        return kernel_binary(k, out);
+    case OP_COMPARE: return kernel_compare(k, out);
+    case OP_SELECT: return kernel_select(k, out);
+    case OP_BROADCAST: return kernel_broadcast(k, out);
+    case OP_TRANSPOSE: return kernel_transpose(k, out);
+    case OP_RESHAPE: return kernel_reshape(k, out);
+    case OP_DOT: return kernel_dot(k, out);
+    case OP_REDUCE: return kernel_reduce(k, out);
+    case OP_SLICE: return kernel_slice(k, out);
+    case OP_DYNAMIC_SLICE: return kernel_dynamic_slice(k, out);
+    case OP_CONCAT: return kernel_concat(k, out);
+    case OP_ROLL: return kernel_roll(k, out);
+    case OP_GATHER: return kernel_gather(k, out);
+    case OP_ALL_REDUCE: return kernel_all_reduce(k, out);
+    case OP_ALL_GATHER: return kernel_all_gather(k, out);
+    case OP_REDUCE_SCATTER: return kernel_reduce_scatter(k, out);
+    case OP_ALL_TO_ALL: return kernel_all_to_all(k, out);
+    case OP_COLLECTIVE_PERMUTE: return kernel_permute(k, out);
+    default: return kfail(k, "the interpreter has no kernel for %s", op_info[k->in->op].name);
+    }
+}
