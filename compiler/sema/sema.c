@@ -280,43 +280,82 @@ static void lower_body(Sema *s, const AstFn *af, int index) {
         check_replication(s, fn);
 }
 
+/* The call graph with edges grouped by caller (a counting sort: linear even
+ * when unrolled loops make many calls): edges of f are
+ * calls[order[start[f]] .. calls[order[start[f + 1] - 1]]. */
+typedef struct {
+    int *start, *order;
+} CallGraph;
+
+static CallGraph call_graph(Sema *s) {
+    int n = s->m->nfns;
+    CallGraph g = {arena_alloc(s->arena, sizeof(int) * (size_t)(n + 2)),
+                   arena_alloc(s->arena, sizeof(int) * (size_t)(s->ncalls + 1))};
+    int *fill = arena_alloc(s->arena, sizeof(int) * (size_t)(n + 1));
+    for (int e = 0; e < s->ncalls; e++)
+        g.start[s->calls[e].from + 1]++;
+    for (int f = 0; f < n; f++)
+        g.start[f + 1] += g.start[f];
+    for (int e = 0; e < s->ncalls; e++)
+        g.order[g.start[s->calls[e].from] + fill[s->calls[e].from]++] = e;
+    return g;
+}
+
 /* A call cycle would make inlining and partitioning loop forever. */
-static void check_recursion(Sema *s) {
+static void check_recursion(Sema *s, const CallGraph *g) {
     int n = s->m->nfns;
     uint8_t *state = arena_alloc(s->arena, (size_t)n + 1);   /* 0 new, 1 on stack, 2 done */
     int *stack = arena_alloc(s->arena, sizeof(int) * (size_t)(n + 1));
     int *next_edge = arena_alloc(s->arena, sizeof(int) * (size_t)(n + 1));
-    /* Edges grouped by caller: a counting sort keeps this linear. */
-    int *start = arena_alloc(s->arena, sizeof(int) * (size_t)(n + 2));
-    int *order = arena_alloc(s->arena, sizeof(int) * (size_t)(s->ncalls + 1));
-    for (int e = 0; e < s->ncalls; e++)
-        start[s->calls[e].from + 1]++;
-    for (int f = 0; f < n; f++)
-        start[f + 1] += start[f];
-    int *fill = arena_alloc(s->arena, sizeof(int) * (size_t)(n + 1));
-    for (int e = 0; e < s->ncalls; e++)
-        order[start[s->calls[e].from] + fill[s->calls[e].from]++] = e;
     for (int root = 0; root < n; root++) {
         if (state[root])
             continue;
         int top = 0;
         stack[top++] = root;
         state[root] = 1;
-        next_edge[root] = start[root];
+        next_edge[root] = g->start[root];
         while (top) {
             int f = stack[top - 1];
-            if (next_edge[f] == start[f + 1]) {
+            if (next_edge[f] == g->start[f + 1]) {
                 state[f] = 2;
                 top--;
                 continue;
             }
-            const CallEdge *e = &s->calls[order[next_edge[f]++]];
+            const CallEdge *e = &s->calls[g->order[next_edge[f]++]];
             if (state[e->to] == 1)
                 sema_error(s, e->loc, "recursive call of '%s'; calls must not form a cycle", sym(s, s->m->fns[e->to].sym));
             if (state[e->to] == 0) {
                 state[e->to] = 1;
-                next_edge[e->to] = start[e->to];
+                next_edge[e->to] = g->start[e->to];
                 stack[top++] = e->to;
+            }
+        }
+    }
+}
+
+/* spmd fns do not nest, not even through an fn: the fn runs on an spmd fn's
+ * local blocks, where another spmd fn's global view does not exist. */
+static void check_spmd_nesting(Sema *s, const CallGraph *g) {
+    int n = s->m->nfns;
+    int *seen = arena_alloc(s->arena, sizeof(int) * (size_t)(n + 1));    /* 1 + the spmd fn that reached it */
+    int *stack = arena_alloc(s->arena, sizeof(int) * (size_t)(n + 1));
+    for (int root = 0; root < n; root++) {
+        if (!s->m->fns[root].spmd)
+            continue;
+        int top = 0;
+        stack[top++] = root;
+        seen[root] = root + 1;
+        while (top) {
+            int f = stack[--top];
+            for (int k = g->start[f]; k < g->start[f + 1]; k++) {
+                const CallEdge *c = &s->calls[g->order[k]];
+                if (seen[c->to] == root + 1)
+                    continue;
+                if (s->m->fns[c->to].spmd)
+                    sema_error(s, c->loc, "'%s' calls the spmd fn '%s' but runs inside the spmd fn '%s'; spmd fns do not nest",
+                               sym(s, s->m->fns[f].sym), sym(s, s->m->fns[c->to].sym), sym(s, s->m->fns[root].sym));
+                seen[c->to] = root + 1;
+                stack[top++] = c->to;
             }
         }
     }
@@ -370,6 +409,8 @@ int sema_program(Module *m, Diag *diag, const AstProgram *prog, const MeshOverri
     }
     for (int f = 0; f < m->nfns; f++)
         lower_body(s, ast[f], f);
-    check_recursion(s);
+    CallGraph g = call_graph(s);
+    check_recursion(s, &g);
+    check_spmd_nesting(s, &g);
     return 0;
 }

@@ -478,7 +478,7 @@ def check_errors(c):
     expect_fail("--in with dump", ["dump", prog("shape.tdsl"), "--stage", "parsed", "--in", "x=" + gp], 2,
                 "--in and --out go with interp", out)
     expect_fail("nested spmd", ["interp", os.path.join(PROGS, "nested_spmd.tdsl"), "--fn", "outer", "--in",
-                                "x=" + gp], 1, "nested per-device programs", out)
+                                "x=" + gp], 1, "spmd fns do not nest", out)
     p = c.run(twice + ["--in", "x=" + gp])
     c.check("error: missing --out", p.returncode == 2 and "needs --fn and --out" in p.stderr, p.stderr.strip())
     p = c.run(twice + ["--in", "x=" + gp, "--out", "/dev/null/sub"])
