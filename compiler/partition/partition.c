@@ -325,6 +325,59 @@ static int lower_split_roll(Part *p, const Inst *in, Piece *out) {
     return 1;
 }
 
+/* A slice along a split dim whose result blocks are as long as the
+ * operand's (a shifted slice such as x[1:] or x[:-1], the result padded at
+ * the end): block c of the result is rows r.. of operand block c + q and
+ * rows ..r of block c + q + 1, where lo = q b + r; a halo exchange, as for
+ * roll.  Rows wrapped around past the end land in the result's padding. */
+static int lower_split_slice(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    const Shape *xs = &src->insts[ir_arg(src, in, 0)].type;
+    int rank = xs->rank, dim = -1;
+    for (int d = 0; d < rank; d++) {
+        int64_t lo = src->ints[in->attrs + d], hi = src->ints[in->attrs + rank + d];
+        int axes[MAX_AXES];
+        if ((lo != 0 || hi != xs->dims[d]) && sharding_dim_axes(&in->sh, d, axes)) {
+            if (dim >= 0)
+                return 0;            /* one shifted dim at a time */
+            dim = d;
+        }
+    }
+    if (dim < 0)
+        return 0;
+    int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, dim, axes);
+    int64_t k = 1, lo = src->ints[in->attrs + dim], hi = src->ints[in->attrs + rank + dim];
+    for (int i = 0; i < n; i++)
+        k *= p->m->axis_size[axes[i]];
+    int64_t b = xs->dims[dim] / k;
+    if (xs->dims[dim] % k || (hi - lo + k - 1) / k != b)
+        return 0;
+    Sharding want = in->sh;      /* the operand is split like the result */
+    Piece x = reshard(p, p->value[ir_arg(src, in, 0)], &want);
+    int64_t bounds[2 * MAX_RANK];
+    const Shape *local = &p->dst->insts[x.v].type;
+    for (int d = 0; d < rank; d++) {         /* the other dims slice locally */
+        int64_t dlo = src->ints[in->attrs + d], dhi = src->ints[in->attrs + rank + d];
+        int whole = d == dim || (dlo == 0 && dhi == xs->dims[d]);
+        bounds[d] = whole ? 0 : dlo;
+        bounds[rank + d] = whole ? local->dims[d] : dhi;
+    }
+    int y = x.v, whole = 1;
+    for (int d = 0; d < rank; d++)
+        whole &= bounds[d] == 0 && bounds[rank + d] == local->dims[d];
+    if (!whole)
+        y = emit_local(p, OP_SLICE, (int32_t[]){x.v}, 1, bounds, 2 * rank, NULL);
+    int64_t q = lo / b, r = lo % b, d64 = dim;
+    int head = permute_blocks(p, slice_along(p, y, dim, r, b), axes, n, -q);
+    if (r) {
+        int halo = permute_blocks(p, slice_along(p, y, dim, 0, r), axes, n, -(q + 1));
+        head = emit_local(p, OP_CONCAT, (int32_t[]){head, halo}, 2, &d64, 1, NULL);
+    }
+    p->dst->insts[head].sh = in->sh;
+    *out = (Piece){head, in->sh, in->type};
+    return 1;
+}
+
 static Piece lower_call(Part *p, const Inst *in) {
     const Fn *callee = &p->m->fns[p->src->ints[in->attrs]];
     int32_t args[256];
@@ -371,6 +424,7 @@ static void lower_return(Part *p, const Inst *in) {
 
 static void lower_inst(Part *p, int v) {
     const Inst *in = &p->src->insts[v];
+    int first_new = p->dst->ninsts;
     Rule rule;
     p->loc = in->loc;
     Piece out;
@@ -394,7 +448,8 @@ static void lower_inst(Part *p, int v) {
     case OP_GET_TUPLE_ELEMENT: out = lower_tuple_element(p, in); break;
     case OP_RETURN: lower_return(p, in); return;
     default:
-        if (in->op == OP_ROLL && lower_split_roll(p, in, &out))
+        if ((in->op == OP_ROLL && lower_split_roll(p, in, &out)) ||
+            (in->op == OP_SLICE && lower_split_slice(p, in, &out)))
             break;
         if (op_rule(p->src, in, &rule) && local_op_is_exact(p, in, &rule))
             out = lower_with_rule(p, in, &rule);
@@ -404,7 +459,8 @@ static void lower_inst(Part *p, int v) {
         out = reshard(p, out, &in->sh);
         break;
     }
-    p->dst->insts[out.v].sym = in->sym;
+    if (out.v >= first_new)      /* an op that moved nothing keeps its operand's name */
+        p->dst->insts[out.v].sym = in->sym;
     p->value[v] = out;
 }
 
