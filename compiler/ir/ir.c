@@ -86,6 +86,20 @@ int shape_eq(const Shape *a, const Shape *b) {
     return 1;
 }
 
+Sharding sharding_replicated(void) {
+    Sharding sh = {.known = 1};
+    for (int a = 0; a < MAX_AXES; a++)
+        sh.dim[a] = SH_REPLICATED;
+    return sh;
+}
+
+int sharding_is_replicated(const Sharding *sh) {
+    for (int a = 0; a < MAX_AXES; a++)
+        if (sh->dim[a] != SH_REPLICATED)
+            return 0;
+    return 1;
+}
+
 int sharding_eq(const Sharding *a, const Sharding *b) {
     return memcmp(a, b, sizeof *a) == 0;
 }

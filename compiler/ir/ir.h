@@ -150,6 +150,8 @@ static inline int64_t ir_attr(const Fn *fn, const Inst *in, int i) { return fn->
 int64_t shape_elems(const Shape *s);
 int shape_eq(const Shape *a, const Shape *b);
 int sharding_eq(const Sharding *a, const Sharding *b);
+Sharding sharding_replicated(void);        /* known, every axis replicated */
+int sharding_is_replicated(const Sharding *sh);
 int64_t axes_size(const Module *m, uint32_t axis_mask);
 /* The device groups of a collective over `axes` (major first), as the dump
  * prints them and the interpreter runs them: one group per coordinate of the

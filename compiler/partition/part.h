@@ -28,8 +28,6 @@ int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *at
 int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                    const Shape *type);
 Piece reshard(Part *p, Piece x, const Sharding *to);
-Sharding sharding_replicated(void);
-int sharding_is_replicated(const Sharding *sh);
 int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d);
 int linear_index(Part *p, const int *axes, int n);
 int mask_padding(Part *p, Piece x, int d, Reducer reducer);

@@ -131,11 +131,6 @@ static void warn_replicated(Part *p) {
                 "its sharding gives", p->name);
 }
 
-/* Attributes of the local op: bounds and sizes shrink with the blocks. */
-static Shape local_shape(Part *p, const Shape *global, const Sharding *sh) {
-    return shape_local(p->m, global, sh);
-}
-
 static Piece lower_replicated(Part *p, const Inst *in, int warn) {
     const Fn *src = p->src;
     int32_t args[MAX_RULE_TENSORS];
@@ -213,7 +208,7 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
         if (pl.summed_axes >> a & 1)
             out.dim[a] = SH_PARTIAL;
     out.reducer = (uint8_t)reducer;
-    Shape want = local_shape(p, &in->type, &out);
+    Shape want = shape_local(p->m, &in->type, &out);
     int64_t attrs[2 * MAX_RANK];
     const int64_t *at = ir_attrs(src, in);
     if (in->op == OP_SLICE) {
@@ -257,7 +252,7 @@ static int local_op_is_exact(Part *p, const Inst *in, const Rule *r) {
 
 static Piece lower_iota(Part *p, const Inst *in) {
     int64_t dim = p->src->ints[in->attrs];
-    Shape local = local_shape(p, &in->type, &in->sh);
+    Shape local = shape_local(p->m, &in->type, &in->sh);
     int v = emit_local(p, OP_IOTA, NULL, 0, &dim, 1, &local);
     int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, (int)dim, axes);
     if (n) {                     /* a block of an iota starts at its offset */
@@ -499,13 +494,12 @@ static void mark_callees(const Module *m, int f, uint8_t *needed) {
     }
 }
 
-static void redirect_calls(Module *m, Fn *fn, const int *clone) {
+static void redirect_calls(Fn *fn, const int *clone) {
     for (int v = 0; v < fn->ninsts; v++) {
         const Inst *in = &fn->insts[v];
         if (in->op == OP_CALL && clone[fn->ints[in->attrs]] >= 0)
             fn->ints[in->attrs] = clone[fn->ints[in->attrs]];
     }
-    (void)m;
 }
 
 /* An spmd fn runs the fns it calls on its local blocks, i.e. their global
@@ -539,7 +533,7 @@ static void clone_for_spmd_callers(Module *m) {
     }
     for (int f = 0; f < m->nfns; f++)
         if (m->fns[f].spmd || m->fns[f].kept_global)
-            redirect_calls(m, &m->fns[f], clone);
+            redirect_calls(&m->fns[f], clone);
 }
 
 void partition_module(Module *m, Diag *diag) {

@@ -11,20 +11,6 @@
 #include <math.h>
 #include <string.h>
 
-Sharding sharding_replicated(void) {
-    Sharding sh = {.known = 1};
-    for (int a = 0; a < MAX_AXES; a++)
-        sh.dim[a] = SH_REPLICATED;
-    return sh;
-}
-
-int sharding_is_replicated(const Sharding *sh) {
-    for (int a = 0; a < MAX_AXES; a++)
-        if (sh->dim[a] != SH_REPLICATED)
-            return 0;
-    return 1;
-}
-
 int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                const Shape *type) {
     return ir_emit(p->m, p->dst, op, args, nargs, attrs, nattrs, type, p->loc);

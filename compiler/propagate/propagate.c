@@ -34,13 +34,6 @@ typedef struct {
     int8_t axes[MAX_AXES];
 } AxisList;
 
-static Sharding replicated(void) {
-    Sharding sh = {.known = 1};
-    for (int a = 0; a < MAX_AXES; a++)
-        sh.dim[a] = SH_REPLICATED;
-    return sh;
-}
-
 static int64_t bytes_of(const Shape *s) {
     static const int size[] = {4, 8, 2, 2, 4, 1, 0};
     return shape_elems(s) * size[s->dtype];
@@ -120,8 +113,7 @@ static const Sharding *tensor_sharding(const Fn *fn, const Inst *in, int t) {
 
 /* Choose a sharding per factor: most bytes, then more axes, then the
  * earliest tensor.  An axis serves one factor: later factors lose it. */
-static void choose(const Module *m, const Rule *r, FactorVotes *votes, AxisList chosen[MAX_FACTORS],
-                   int source[MAX_FACTORS]) {
+static void choose(const Rule *r, FactorVotes *votes, AxisList chosen[MAX_FACTORS], int source[MAX_FACTORS]) {
     int order[MAX_FACTORS], best[MAX_FACTORS];
     for (int f = 0; f < r->nfactors; f++) {
         best[f] = -1;
@@ -145,7 +137,6 @@ static void choose(const Module *m, const Rule *r, FactorVotes *votes, AxisList 
             order[j - 1] = tmp;
         }
     uint32_t taken = 0;
-    (void)m;
     for (int i = 0; i < r->nfactors; i++) {
         int f = order[i];
         chosen[f].n = 0;
@@ -189,7 +180,7 @@ static int refine_dim(Prop *p, int v, int d, const AxisList *axes) {
     if (axes->n == 0 || (p->fixed[v] && !(sh->open >> d & 1)))
         return 0;
     if (!sh->known)
-        *sh = replicated();
+        *sh = sharding_replicated();
     int current[MAX_AXES];
     if (sharding_dim_axes(sh, d, current) > 0)
         return 0;
@@ -275,7 +266,7 @@ static void propagate_op(Prop *p, int v, int all_ops) {
     }
     AxisList chosen[MAX_FACTORS];
     int source[MAX_FACTORS];
-    choose(p->m, &r, votes, chosen, source);
+    choose(&r, votes, chosen, source);
     for (int t = 0; t < r.ntensors; t++)
         apply(p, t < in->nargs ? ir_arg(p->fn, in, t) : v, in, t, &r, chosen, source, v);
 }
@@ -349,7 +340,7 @@ static void propagate_fn(const Module *m, Fn *fn) {
         if (in->type.dtype == DT_TUPLE || in->op == OP_RETURN)
             continue;
         if (!in->sh.known) {
-            in->sh = replicated();
+            in->sh = sharding_replicated();
             in->why = WHY_DEFAULT;
         }
         in->sh.open = 0;

@@ -158,17 +158,15 @@ static Val concat(Sema *s, const Expr *e) {
     for (int i = 0; i < list->args.n; i++)
         parts[i] = expect_tensor(s, list->args.items[i], "a concat operand");
     const Shape *first = shape_of(s, parts[0]);
-    int64_t d = dim_arg(s, arg(e, 1), first->rank), total = 0;
+    int64_t d = dim_arg(s, arg(e, 1), first->rank);
     for (int i = 0; i < list->args.n; i++) {
         Shape y = *shape_of(s, parts[i]);
-        total += y.dims[d];
         y.dims[d] = first->dims[d];
         if (!shape_eq(&y, first))
             sema_error(s, ((const Expr *)list->args.items[i])->loc,
                        "concat operands must agree off dim %lld: %s and %s", (long long)d,
                        shape_str(s, first), shape_str(s, shape_of(s, parts[i])));
     }
-    (void)total;
     return tensor(emit(s, OP_CONCAT, parts, list->args.n, &d, 1, NULL, e->loc));
 }
 

@@ -526,9 +526,7 @@ static void constrain(Ix *ix, const Stmt *st, int *v, int first_new) {
         any |= st->indices[i].axes.kind != AXES_NONE;
     if (!any)
         return;
-    Sharding sh = {.known = 1};
-    for (int a = 0; a < MAX_AXES; a++)
-        sh.dim[a] = SH_REPLICATED;
+    Sharding sh = sharding_replicated();
     uint32_t used = 0;
     for (int i = 0; i < st->nindices; i++)
         resolve_axes(s, &st->indices[i].axes, i, &sh, &used);

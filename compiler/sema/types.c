@@ -25,18 +25,11 @@ void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *u
     }
 }
 
-static Sharding replicated(void) {
-    Sharding sh = {.known = 1};
-    for (int a = 0; a < MAX_AXES; a++)
-        sh.dim[a] = SH_REPLICATED;
-    return sh;
-}
-
 void resolve_type(Sema *s, const AstType *t, Shape *shape, Sharding *sh, int allow_open) {
     if (t->ndims > MAX_RANK)
         sema_error(s, t->loc, "a tensor has at most %d dims, this type has %d", MAX_RANK, t->ndims);
     *shape = (Shape){(uint8_t)t->dtype, (uint8_t)t->ndims, {0}};
-    *sh = replicated();
+    *sh = sharding_replicated();
     uint32_t used = 0;
     int64_t elems = 1;
     for (int d = 0; d < t->ndims; d++) {

@@ -31,13 +31,6 @@ static void setup(Fixture *f, int naxes) {
     f->fn = module_add_fn(&f->m, sym_intern(&f->syms, "f", 1), 0, (Loc){1, 1});
 }
 
-static Sharding replicated(void) {
-    Sharding sh = {.known = 1};
-    for (int a = 0; a < MAX_AXES; a++)
-        sh.dim[a] = SH_REPLICATED;
-    return sh;
-}
-
 /* f(a: f32[4, 6], b: f32[6, 8]) -> f32[4, 8] = a @ b */
 static int build_matmul(Fixture *f) {
     Fn *fn = f->fn;
@@ -45,9 +38,9 @@ static int build_matmul(Fixture *f) {
     fn->nresults = 1;
     fn->params = arena_alloc(&f->arena, 2 * sizeof(Sig));
     fn->results = arena_alloc(&f->arena, sizeof(Sig));
-    fn->params[0] = (Sig){{DT_F32, 2, {4, 6}}, replicated()};
-    fn->params[1] = (Sig){{DT_F32, 2, {6, 8}}, replicated()};
-    fn->results[0] = (Sig){{DT_F32, 2, {4, 8}}, replicated()};
+    fn->params[0] = (Sig){{DT_F32, 2, {4, 6}}, sharding_replicated()};
+    fn->params[1] = (Sig){{DT_F32, 2, {6, 8}}, sharding_replicated()};
+    fn->results[0] = (Sig){{DT_F32, 2, {4, 8}}, sharding_replicated()};
     int a = ir_emit(&f->m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){0}, 1, NULL, (Loc){0, 0});
     int b = ir_emit(&f->m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){1}, 1, NULL, (Loc){0, 0});
     int d = ir_emit(&f->m, fn, OP_DOT, (int32_t[]){a, b}, 2, (int64_t[]){0, 1, 1, 2, 0, 2}, 6, NULL, (Loc){0, 0});
@@ -73,7 +66,7 @@ static void test_verifier(void) {
     check(err && strstr(err, "not defined before its use"), "a use before definition is caught");
     f.fn->args[f.fn->insts[d].args] = 0;
 
-    f.fn->insts[d].sh = replicated();
+    f.fn->insts[d].sh = sharding_replicated();
     f.fn->insts[d].sh.dim[0] = 2;
     err = ir_verify(&f.m, msg);
     check(err && strstr(err, "sharding"), "a sharding of a dim that does not exist is caught");
@@ -92,7 +85,7 @@ static void test_rules(void) {
     Fn *fn = f.fn;
     fn->nparams = 1;
     fn->params = arena_alloc(&f.arena, sizeof(Sig));
-    fn->params[0] = (Sig){{DT_F32, 2, {8, 6}}, replicated()};
+    fn->params[0] = (Sig){{DT_F32, 2, {8, 6}}, sharding_replicated()};
     int x = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){0}, 1, NULL, (Loc){0, 0});
     Shape to = {DT_F32, 2, {4, 12}};
     int r = ir_emit(&f.m, fn, OP_RESHAPE, (int32_t[]){x}, 1, NULL, 0, &to, (Loc){0, 0});
@@ -125,7 +118,7 @@ static void test_shapes(void) {
     setup(&f, 2);
     f.m.axis_size[1] = 3;
     Shape g = {DT_F32, 2, {10, 7}};
-    Sharding sh = replicated();
+    Sharding sh = sharding_replicated();
     sh.dim[0] = 0;              /* X splits dim 0 */
     sh.dim[1] = 0;              /* and Y splits it too, minor */
     sh.pos[1] = 1;
