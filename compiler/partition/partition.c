@@ -373,6 +373,97 @@ static int lower_split_slice(Part *p, const Inst *in, Piece *out) {
     return 1;
 }
 
+/* One run of rows that moves for a concat along a split dim: rows
+ * [lo, lo + len) of operand `part`'s block go to row `at` of the result
+ * block, from device block `src` to device block `dst`. */
+typedef struct {
+    int part;
+    int64_t lo, len, at, src, dst;
+} Run;
+
+static int same_move(const Run *a, const Run *b) {
+    return a->part == b->part && a->lo == b->lo && a->len == b->len && a->at == b->at;
+}
+
+/* concat along a split dim: every row moves once, directly to the block
+ * that holds it in the result.  Runs with the same shape (operand, rows,
+ * place) travel in one collective-permute; a device receives zeros where it
+ * gets nothing, so adding the received runs, each padded to a block,
+ * assembles the block. */
+static int lower_split_concat(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    int64_t dim = src->ints[in->attrs];
+    int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, (int)dim, axes);
+    int64_t k = 1, total = in->type.dims[dim];
+    for (int i = 0; i < n; i++)
+        k *= p->m->axis_size[axes[i]];
+    if (!n || total % k || in->type.dtype == DT_BOOL)
+        return 0;
+    for (int i = 0; i < in->nargs; i++)
+        if (src->insts[ir_arg(src, in, i)].type.dims[dim] % k)
+            return 0;
+    int64_t B = total / k, nruns = 0, cap = 2 * k * (in->nargs + 1);
+    Run *runs = arena_alloc(p->m->arena, sizeof(Run) * (size_t)cap);
+    int32_t parts[MAX_RULE_TENSORS];
+    int64_t offset = 0;
+    for (int i = 0; i < in->nargs; i++) {
+        Sharding want = in->sh;
+        parts[i] = reshard(p, p->value[ir_arg(src, in, i)], &want).v;
+        int64_t size = src->insts[ir_arg(src, in, i)].type.dims[dim], b = size / k;
+        for (int64_t j = 0; j < k; j++)           /* block j of operand i: result rows offset + j b .. */
+            for (int64_t row = 0; row < b;) {
+                int64_t g = offset + j * b + row, c = g / B, len = b - row < B - g % B ? b - row : B - g % B;
+                if (nruns < cap)
+                    runs[nruns++] = (Run){i, row, len, g % B, j, c};
+                row += len;
+            }
+        offset += size;
+    }
+    Shape block = p->dst->insts[parts[0]].type;
+    block.dims[dim] = B;
+    int acc = -1;
+    uint8_t *done = arena_alloc(p->m->arena, (size_t)nruns + 1);
+    for (int64_t r = 0; r < nruns; r++) {
+        if (done[r])
+            continue;
+        /* Gather the runs of this shape into one permute. */
+        int64_t *attrs = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(1 + n + 2 * k));
+        int na = 1 + n;
+        attrs[0] = n;
+        for (int i = 0; i < n; i++)
+            attrs[1 + i] = axes[i];
+        for (int64_t q = r; q < nruns; q++)
+            if (!done[q] && same_move(&runs[r], &runs[q])) {
+                done[q] = 1;
+                attrs[na++] = runs[q].src;
+                attrs[na++] = runs[q].dst;
+            }
+        int piece = slice_along(p, parts[runs[r].part], (int)dim, runs[r].lo, runs[r].lo + runs[r].len);
+        piece = emit_local(p, OP_COLLECTIVE_PERMUTE, (int32_t[]){piece}, 1, attrs, na, NULL);
+        /* Pad the run to a block at its place. */
+        int32_t pieces[3];
+        int np = 0;
+        int64_t before = runs[r].at, after = B - runs[r].at - runs[r].len;
+        Shape zero = {block.dtype, 0, {0}};
+        for (int side = 0; side < 2; side++) {
+            int64_t rows = side ? after : before;
+            if (side)
+                pieces[np++] = piece;
+            if (!rows)
+                continue;
+            Shape pad = block;
+            pad.dims[dim] = rows;
+            int z = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero);
+            pieces[np++] = emit_local(p, OP_BROADCAST, (int32_t[]){z}, 1, NULL, 0, &pad);
+        }
+        int placed = np == 1 ? pieces[0] : emit_local(p, OP_CONCAT, pieces, np, &dim, 1, NULL);
+        acc = acc < 0 ? placed : emit_local(p, OP_ADD, (int32_t[]){acc, placed}, 2, NULL, 0, NULL);
+    }
+    p->dst->insts[acc].sh = in->sh;
+    *out = (Piece){acc, in->sh, in->type};
+    return 1;
+}
+
 static Piece lower_call(Part *p, const Inst *in) {
     const Fn *callee = &p->m->fns[p->src->ints[in->attrs]];
     int32_t args[256];
@@ -444,7 +535,8 @@ static void lower_inst(Part *p, int v) {
     case OP_RETURN: lower_return(p, in); return;
     default:
         if ((in->op == OP_ROLL && lower_split_roll(p, in, &out)) ||
-            (in->op == OP_SLICE && lower_split_slice(p, in, &out)))
+            (in->op == OP_SLICE && lower_split_slice(p, in, &out)) ||
+            (in->op == OP_CONCAT && lower_split_concat(p, in, &out)))
             break;
         if (op_rule(p->src, in, &rule) && local_op_is_exact(p, in, &rule))
             out = lower_with_rule(p, in, &rule);
