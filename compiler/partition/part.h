@@ -32,4 +32,9 @@ int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d)
 int linear_index(Part *p, const int *axes, int n);
 int mask_padding(Part *p, Piece x, int d, Reducer reducer);
 
+/* halo.c: each returns 0 when its exchange does not apply. */
+int lower_split_roll(Part *p, const Inst *in, Piece *out);
+int lower_split_slice(Part *p, const Inst *in, Piece *out);
+int lower_split_concat(Part *p, const Inst *in, Piece *out);
+
 #endif
