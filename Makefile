@@ -17,9 +17,16 @@ OBJ := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/parser.o $(BUILD)/obj/gen/le
 # The reference interpreter and `shardc interp` go into shardc only.
 INTERP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/interp/*.c) compiler/driver/interp_cmd.c)
 
-.PHONY: all check check-asan fuzz install clean deps
+# The communication runtime (docs/runtime.md): a static library of its own,
+# built with -pthread, and its tests (tests/runtime/*.c, TAP-like output).
+RT_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -pthread -Iruntime
+RT_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/*.c))
+RT_HDR   := $(wildcard runtime/*.h)
+RT_TESTS := $(patsubst tests/runtime/%.c,$(BUILD)/tests/runtime/%,$(wildcard tests/runtime/*.c))
 
-all: $(BUILD)/shardc
+.PHONY: all check check-asan fuzz install clean deps runtime-tests
+
+all: $(BUILD)/shardc $(BUILD)/libshardc_rt.a
 
 $(BUILD)/gen/parser.c $(BUILD)/gen/parser.h: grammar/parser.y
 	@mkdir -p $(BUILD)/gen
@@ -37,6 +44,20 @@ $(BUILD)/obj/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(WARN) -c -o $@ $<
 
+$(BUILD)/obj/runtime/%.o: runtime/%.c $(RT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(RT_CFLAGS) $(WARN) -c -o $@ $<
+
+$(BUILD)/libshardc_rt.a: $(RT_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/runtime/%: tests/runtime/%.c $(wildcard tests/runtime/*.h) $(BUILD)/libshardc_rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(RT_CFLAGS) $(WARN) -o $@ $< $(BUILD)/libshardc_rt.a -lm
+
+runtime-tests: $(RT_TESTS)
+
 $(BUILD)/libfrontend.a: $(OBJ)
 	rm -f $@
 	ar rcs $@ $^
@@ -49,7 +70,7 @@ $(BUILD)/test_ir: tests/unit/test_ir.c $(BUILD)/libfrontend.a
 
 # Every test: unit tests, lit golden and diagnostic tests, the same lit tests
 # under ASan+UBSan, and a short fuzz run.  Ends with "N passed, N failed".
-check: all $(BUILD)/test_ir
+check: all $(BUILD)/test_ir $(RT_TESTS)
 	@tests/run-tests $(BUILD)
 
 check-asan:
@@ -71,6 +92,9 @@ install: all
 	install -m 755 $(BUILD)/shardc $(DESTDIR)$(PREFIX)/bin/shardc
 	install -m 644 docs/*.md $(DESTDIR)$(PREFIX)/share/doc/shardc
 	install -m 644 samples/*.tdsl $(DESTDIR)$(PREFIX)/share/shardc/samples
+	install -d $(DESTDIR)$(PREFIX)/include/shardc $(DESTDIR)$(PREFIX)/lib
+	install -m 644 runtime/shardc_rt.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_rt.h
+	install -m 644 $(BUILD)/libshardc_rt.a $(DESTDIR)$(PREFIX)/lib/libshardc_rt.a
 
 deps:
 	tools/install-deps

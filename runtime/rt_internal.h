@@ -1,0 +1,19 @@
+/* Internal helpers of the runtime shared by its backends (not installed). */
+#ifndef SHARDC_RT_INTERNAL_H
+#define SHARDC_RT_INTERNAL_H
+
+#include "shardc_rt.h"
+
+/* dst[i] = op over j < k of srcs[j][off + i], i < n, in member order.
+ * Float sums accumulate in double from +0 and round once (bf16 and f16
+ * through f32), as the reference interpreter does; i32 sums wrap. */
+void rt_reduce(sc_dtype t, sc_reduce op, const void *const *srcs, int k, int64_t off, void *dst,
+               int64_t n);
+/* Copies a box of `rank` dims (extents `box`) between two strided arrays;
+ * strides are in elements of `elsize` bytes. */
+void rt_copy_box(void *dst, const int64_t *dst_strides, const void *src, const int64_t *src_strides,
+                 int rank, const int64_t *box, size_t elsize);
+/* Row-major strides of a shape, in elements; returns the element count. */
+int64_t rt_strides(const sc_shape *s, int64_t *strides);
+
+#endif

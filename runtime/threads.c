@@ -1,0 +1,359 @@
+/* The threads backend: one thread per device in one process.  Collectives
+ * read their peers' buffers directly (one copy, no staging); devices meet
+ * at per-group barriers built on a mutex and a condition variable, so that
+ * waiting devices sleep.  See docs/runtime.md. */
+#include "threads.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- failure ---- */
+
+static void fail_world(sc_world *w, const char *msg) {
+    pthread_mutex_lock(&w->mu);
+    if (!atomic_load(&w->failed)) {
+        snprintf(w->error, sizeof w->error, "%s", msg);
+        atomic_store(&w->failed, 1);
+    }
+    /* Wake every waiter; they see `failed`.  No group lock is held here. */
+    for (int i = 0; i < w->nfam; i++)
+        for (int g = 0; g < w->fam[i]->ngroups; g++) {
+            Group *gr = &w->fam[i]->groups[g];
+            pthread_mutex_lock(&gr->mu);
+            pthread_cond_broadcast(&gr->cv);
+            pthread_mutex_unlock(&gr->mu);
+        }
+    pthread_mutex_unlock(&w->mu);
+}
+
+int rt_dev_fail(sc_device *dev, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dev->error, sizeof dev->error, fmt, ap);
+    va_end(ap);
+    fail_world(dev->w, dev->error);
+    return SC_ERR;
+}
+
+int rt_dev_aborted(sc_device *dev, const char *what) {
+    sc_world *w = dev->w;
+    pthread_mutex_lock(&w->mu);
+    snprintf(dev->error, sizeof dev->error, "%.150s: aborted: %.340s", what, w->error);
+    pthread_mutex_unlock(&w->mu);
+    return SC_ERR;
+}
+
+/* ---- families of groups ---- */
+
+int rt_axes_valid(const sc_world *w, sc_axes a) {
+    if (a.n < 1 || a.n > w->mesh.naxes)
+        return 0;
+    for (int i = 0; i < a.n; i++) {
+        if (a.axis[i] < 0 || a.axis[i] >= w->mesh.naxes)
+            return 0;
+        for (int j = 0; j < i; j++)
+            if (a.axis[j] == a.axis[i])
+                return 0;
+    }
+    return 1;
+}
+
+static int axes_equal(sc_axes a, sc_axes b) {
+    if (a.n != b.n)
+        return 0;
+    for (int i = 0; i < a.n; i++)
+        if (a.axis[i] != b.axis[i])
+            return 0;
+    return 1;
+}
+
+/* Rank of a device with coordinates `c` in its group: the listed axes'
+ * coordinates, the first one major. */
+static int rank_in(const sc_mesh *m, sc_axes a, const int *c) {
+    int r = 0;
+    for (int i = 0; i < a.n; i++)
+        r = r * m->sizes[a.axis[i]] + c[a.axis[i]];
+    return r;
+}
+
+static void coords_of(const sc_world *w, int id, int *c) {
+    for (int a = 0; a < w->mesh.naxes; a++)
+        c[a] = id / w->stride[a] % w->mesh.sizes[a];
+}
+
+static void family_free(Family *f) {
+    if (!f)
+        return;
+    for (int g = 0; f->groups && g < f->ngroups; g++) {
+        Group *gr = &f->groups[g];
+        pthread_mutex_destroy(&gr->mu);
+        pthread_cond_destroy(&gr->cv);
+        for (int s = 0; s < PENDING; s++) {
+            free(gr->slot[s].reached);
+            free(gr->slot[s].send);
+            free(gr->slot[s].recv);
+        }
+    }
+    free(f->groups);
+    free(f->members);
+    free(f->group_of);
+    free(f->rank_of);
+    free(f->next);
+    free(f->pending);
+    free(f);
+}
+
+static Family *family_new(const sc_world *w, sc_axes a) {
+    Family *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->axes = a;
+    f->k = 1;
+    int n = snprintf(f->name, sizeof f->name, "{");
+    for (int i = 0; i < a.n; i++) {
+        f->k *= w->mesh.sizes[a.axis[i]];
+        n += snprintf(f->name + n, sizeof f->name - (size_t)n, "%s%s", i ? "," : "", w->names[a.axis[i]]);
+        if (n >= (int)sizeof f->name - 2)
+            n = (int)sizeof f->name - 2;
+    }
+    snprintf(f->name + n, sizeof f->name - (size_t)n, "}");
+    f->ngroups = w->ndev / f->k;
+    size_t nd = (size_t)w->ndev;
+    f->members = malloc(nd * sizeof(int));
+    f->group_of = malloc(nd * sizeof(int));
+    f->rank_of = malloc(nd * sizeof(int));
+    f->next = calloc(nd, sizeof(uint64_t));
+    f->pending = calloc(nd, sizeof(int));
+    f->groups = calloc((size_t)f->ngroups, sizeof(Group));
+    if (!f->members || !f->group_of || !f->rank_of || !f->next || !f->pending || !f->groups) {
+        free(f->groups);
+        f->groups = NULL;
+        family_free(f);
+        return NULL;
+    }
+    /* Groups in order of their first device id (the one whose listed
+     * coordinates are all 0). */
+    int ng = 0, c[SC_MAX_AXES];
+    for (int id = 0; id < w->ndev; id++) {
+        coords_of(w, id, c);
+        f->rank_of[id] = rank_in(&w->mesh, a, c);
+        int base = id;
+        for (int i = 0; i < a.n; i++)
+            base -= c[a.axis[i]] * w->stride[a.axis[i]];
+        f->group_of[id] = f->rank_of[id] == 0 ? ng++ : f->group_of[base];
+        f->members[f->group_of[id] * f->k + f->rank_of[id]] = id;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int ok = 1;
+    for (int g = 0; g < f->ngroups; g++) {
+        Group *gr = &f->groups[g];
+        pthread_mutex_init(&gr->mu, NULL);
+        pthread_cond_init(&gr->cv, &ca);
+        gr->members = f->members + g * f->k;
+        for (int s = 0; s < PENDING; s++) {
+            Slot *sl = &gr->slot[s];
+            sl->op = (uint64_t)s;
+            sl->reached = calloc((size_t)f->k, sizeof(int));
+            sl->send = calloc((size_t)f->k, sizeof(void *));
+            sl->recv = calloc((size_t)f->k, sizeof(void *));
+            ok &= sl->reached && sl->send && sl->recv;
+        }
+    }
+    pthread_condattr_destroy(&ca);
+    if (!ok) {
+        family_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+Family *rt_family_get(sc_device *dev, sc_axes a) {
+    for (int i = 0; i < dev->ncache; i++)
+        if (axes_equal(dev->cache[i]->axes, a))
+            return dev->cache[i];
+    sc_world *w = dev->w;
+    Family *f = NULL;
+    pthread_mutex_lock(&w->mu);
+    for (int i = 0; i < w->nfam && !f; i++)
+        if (axes_equal(w->fam[i]->axes, a))
+            f = w->fam[i];
+    if (!f) {
+        Family **grown = realloc(w->fam, (size_t)(w->nfam + 1) * sizeof *grown);
+        if (grown) {
+            w->fam = grown;
+            f = family_new(w, a);
+            if (f)
+                w->fam[w->nfam++] = f;
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    Family **grown = f ? realloc(dev->cache, (size_t)(dev->ncache + 1) * sizeof *grown) : NULL;
+    if (!grown)
+        return f;
+    dev->cache = grown;
+    dev->cache[dev->ncache++] = f;
+    return f;
+}
+
+/* ---- worlds ---- */
+
+sc_world *sc_threads_create(const sc_mesh *mesh, char *err, size_t errlen) {
+    const char *why = NULL;
+    double timeout = 60;
+    const char *env = getenv("SHARDC_TIMEOUT");
+    if (env && *env) {
+        char *end;
+        timeout = strtod(env, &end);
+        if (*end || !(timeout > 0))
+            why = "SHARDC_TIMEOUT is not a positive number of seconds";
+    }
+    int64_t ndev = 1;
+    if (!mesh || mesh->naxes < 0 || mesh->naxes > SC_MAX_AXES)
+        why = "a mesh has 0 to 8 axes";
+    for (int a = 0; !why && a < mesh->naxes; a++) {
+        if (mesh->sizes[a] < 1)
+            why = "mesh axes have sizes of at least 1";
+        ndev *= mesh->sizes[a];
+        if (ndev > 65536)
+            why = "a mesh has at most 65536 devices";
+    }
+    sc_world *w = why ? NULL : calloc(1, sizeof *w);
+    if (w)
+        w->dev = calloc((size_t)ndev, sizeof(sc_device));
+    if (!why && (!w || !w->dev)) {
+        why = "out of memory";
+        free(w);
+        w = NULL;
+    }
+    if (!w) {
+        if (errlen)
+            snprintf(err, errlen, "%s", why);
+        return NULL;
+    }
+    w->mesh = *mesh;
+    w->ndev = (int)ndev;
+    for (int a = mesh->naxes - 1, s = 1; a >= 0; a--) {
+        if (mesh->names[a])
+            snprintf(w->names[a], sizeof w->names[a], "%s", mesh->names[a]);
+        else
+            snprintf(w->names[a], sizeof w->names[a], "axis%d", a);
+        w->mesh.names[a] = w->names[a];
+        w->stride[a] = s;
+        s *= mesh->sizes[a];
+    }
+    atomic_init(&w->timeout, timeout);
+    atomic_init(&w->failed, 0);
+    pthread_mutex_init(&w->mu, NULL);
+    for (int id = 0; id < w->ndev; id++) {
+        w->dev[id].w = w;
+        w->dev[id].id = id;
+        coords_of(w, id, w->dev[id].coord);
+    }
+    return w;
+}
+
+void sc_world_destroy(sc_world *w) {
+    if (!w)
+        return;
+    for (int i = 0; i < w->nfam; i++)
+        family_free(w->fam[i]);
+    free(w->fam);
+    for (int id = 0; id < w->ndev; id++)
+        free(w->dev[id].cache);
+    free(w->dev);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+void sc_set_timeout(sc_world *w, double seconds) {
+    if (seconds > 0)
+        atomic_store(&w->timeout, seconds);
+}
+
+double sc_timeout(const sc_world *w) { return atomic_load(&((sc_world *)w)->timeout); }
+int sc_world_failed(const sc_world *w) { return atomic_load(&((sc_world *)w)->failed); }
+const char *sc_world_error(const sc_world *w) { return w->error; }
+int sc_device_count(const sc_world *w) { return w->ndev; }
+
+/* A device whose function fails fails the world, so that its peers do not
+ * wait for it until the timeout. */
+static void *device_main(void *p) {
+    sc_device *dev = p;
+    dev->rc = dev->w->fn(dev, dev->w->arg);
+    if (dev->rc != 0 && !atomic_load(&dev->w->failed)) {
+        char msg[MSG];
+        snprintf(msg, sizeof msg, "device %d returned %d", dev->id, dev->rc);
+        fail_world(dev->w, msg);
+    }
+    return NULL;
+}
+
+int sc_run(sc_world *w, int (*fn)(sc_device *, void *), void *arg) {
+    if (atomic_load(&w->failed))
+        return SC_ERR;
+    w->fn = fn;
+    w->arg = arg;
+    pthread_t *th = calloc((size_t)w->ndev, sizeof *th);
+    if (!th) {
+        fail_world(w, "sc_run: out of memory");
+        return SC_ERR;
+    }
+    int started = 0, rc = 0;
+    for (; started < w->ndev; started++) {
+        w->dev[started].error[0] = 0;
+        w->dev[started].rc = 0;
+        if (pthread_create(&th[started], NULL, device_main, &w->dev[started]) != 0) {
+            char msg[MSG];
+            snprintf(msg, sizeof msg, "sc_run: cannot start the thread of device %d", started);
+            fail_world(w, msg);
+            break;
+        }
+    }
+    for (int i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+        rc |= w->dev[i].rc != 0;
+    }
+    free(th);
+    return rc || atomic_load(&w->failed) ? SC_ERR : 0;
+}
+
+int sc_device_id(const sc_device *dev) { return dev->id; }
+const sc_mesh *sc_device_mesh(const sc_device *dev) { return &dev->w->mesh; }
+sc_world *sc_device_world(const sc_device *dev) { return dev->w; }
+const char *sc_device_error(const sc_device *dev) { return dev->error; }
+
+int sc_coord(const sc_device *dev, int axis) {
+    return axis >= 0 && axis < dev->w->mesh.naxes ? dev->coord[axis] : SC_ERR;
+}
+
+int sc_group_size(const sc_device *dev, sc_axes axes) {
+    if (!rt_axes_valid(dev->w, axes))
+        return SC_ERR;
+    int k = 1;
+    for (int i = 0; i < axes.n; i++)
+        k *= dev->w->mesh.sizes[axes.axis[i]];
+    return k;
+}
+
+int sc_group_rank(const sc_device *dev, sc_axes axes) {
+    return rt_axes_valid(dev->w, axes) ? rank_in(&dev->w->mesh, axes, dev->coord) : SC_ERR;
+}
+
+int sc_group_member(const sc_device *dev, sc_axes axes, int j) {
+    int k = sc_group_size(dev, axes);
+    if (k < 0 || j < 0 || j >= k)
+        return SC_ERR;
+    int id = dev->id;
+    for (int i = axes.n - 1; i >= 0; i--) {   /* j's digits, the last axis minor */
+        int a = axes.axis[i], n = dev->w->mesh.sizes[a];
+        id += (j % n - dev->coord[a]) * dev->w->stride[a];
+        j /= n;
+    }
+    return id;
+}

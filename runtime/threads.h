@@ -1,0 +1,101 @@
+/* Private to the threads backend: its data structures, shared by
+ * threads.c (worlds, devices, groups) and threads_coll.c (barriers and
+ * collectives). */
+#ifndef SHARDC_THREADS_H
+#define SHARDC_THREADS_H
+
+#include "rt_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+enum { MSG = 512, PENDING = SC_MAX_PENDING };
+
+typedef enum { K_ALL_REDUCE, K_ALL_GATHER, K_REDUCE_SCATTER, K_ALL_TO_ALL, K_PERMUTE } Kind;
+
+/* What the members of one collective must agree on. */
+typedef struct {
+    Kind kind;
+    sc_dtype dtype;
+    sc_reduce red;
+    sc_shape shape;          /* all-reduce and permute: rank 1, {count} */
+    int dim, dim2;           /* gather/scatter dim; all-to-all split, concat */
+} Desc;
+
+/* One collective in flight in a group.  Collective number `op` of the group
+ * uses slot op % PENDING; it has `nphases` barriers, and the last device to
+ * arrive at the last one frees the slot for collective op + PENDING. */
+typedef struct {
+    uint64_t op;
+    int phase, count;        /* the phase under way and its arrivals */
+    int *reached;            /* per rank: phases arrived at */
+    const void **send;       /* per rank, published on arrival at phase 0 */
+    void **recv;
+    Desc desc;               /* the first arrival's */
+    int have_desc;
+} Slot;
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    const int *members;      /* device ids by rank */
+    Slot slot[PENDING];
+} Group;
+
+/* Every group of one ordered list of axes. */
+typedef struct {
+    sc_axes axes;
+    int k, ngroups;
+    char name[128];          /* "{X,Y}" */
+    int *members;            /* ngroups * k device ids */
+    int *group_of, *rank_of; /* per device */
+    uint64_t *next;          /* per device: its next collective number */
+    int *pending;            /* per device: started, not done */
+    Group *groups;
+} Family;
+
+struct sc_world {
+    sc_mesh mesh;
+    char names[SC_MAX_AXES][32];
+    int ndev, stride[SC_MAX_AXES];
+    _Atomic double timeout;
+    pthread_mutex_t mu;      /* families and the error; taken before a group's */
+    Family **fam;
+    int nfam;
+    atomic_int failed;
+    char error[MSG];
+    sc_device *dev;
+    int (*fn)(sc_device *, void *);
+    void *arg;
+};
+
+struct sc_device {
+    sc_world *w;
+    int id, rc, coord[SC_MAX_AXES];
+    char error[MSG];
+    Family **cache;          /* families this device has used */
+    int ncache;
+};
+
+struct sc_handle {
+    sc_device *dev;
+    Family *f;
+    Group *g;
+    Slot *s;
+    uint64_t op;
+    int rank, src, failed;   /* src: permute's source rank or -1 */
+    Desc d;
+    const void *send;
+    void *recv;
+};
+
+/* Record the device's failure, fail the world and wake every waiter;
+ * SC_ERR.  Called with no group lock held. */
+int rt_dev_fail(sc_device *dev, const char *fmt, ...);
+/* The message of a collective that found the world failed; SC_ERR. */
+int rt_dev_aborted(sc_device *dev, const char *what);
+int rt_axes_valid(const sc_world *w, sc_axes a);
+/* The device's family for `a`, created on first use; NULL if out of memory. */
+Family *rt_family_get(sc_device *dev, sc_axes a);
+
+#endif
