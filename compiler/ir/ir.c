@@ -5,6 +5,11 @@
 
 const char *const dtype_name[DT_COUNT + 1] = {"f32", "f64", "bf16", "f16", "i32", "bool", "tuple"};
 
+int dtype_size(int dt) {
+    static const int size[DT_COUNT + 1] = {4, 8, 2, 2, 4, 1, 0};
+    return size[dt];
+}
+
 int dtype_is_float(int dt) { return dt == DT_F32 || dt == DT_F64 || dt == DT_BF16 || dt == DT_F16; }
 
 void module_init(Module *m, Arena *arena, Symtab *syms) {

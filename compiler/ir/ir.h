@@ -167,6 +167,7 @@ Shape shape_local(const Module *m, const Shape *global, const Sharding *sh);
 int sharding_dim_axes(const Sharding *sh, int d, int axes[MAX_AXES]);
 extern const char *const dtype_name[DT_COUNT + 1];
 int dtype_is_float(int dt);
+int dtype_size(int dt);                     /* bytes of one element */
 
 /* ---- checking and printing ---- */
 /* Check every invariant of the module; returns NULL or a description of

@@ -574,9 +574,8 @@ int op_rule(const Fn *fn, const Inst *in, Rule *r) {
 /* ---- communication volume ---- */
 
 int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in) {
-    static const int size[] = {4, 8, 2, 2, 4, 1, 0};
     const Shape *x = arg_shape(fn, in, 0);
-    int64_t bytes = shape_elems(x) * size[x->dtype];
+    int64_t bytes = shape_elems(x) * dtype_size(x->dtype);
     int first;
     switch ((Op)in->op) {
     case OP_ALL_REDUCE: first = 1; break;

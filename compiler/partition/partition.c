@@ -5,12 +5,14 @@
  * gives the sharding of each factor, a factor summed away (a dot's
  * contracting dim, a reduced dim) keeps the axes its operands already split
  * it by, and each operand is resharded (reshard.c) to what the factors ask
- * of it.  The op then runs on local blocks; a summed factor that was split
- * leaves partial results, which resharding to the value's own sharding
- * reduces (all-reduce, or reduce-scatter when the value is split there).
- * When the local op would not compute the right block (a split sliced or
- * rolled dim, a reshape that cuts through a split, a sum over padded
- * blocks), the op runs on replicated operands instead, with a warning. */
+ * of it.  The op then runs on local blocks (padding masked where a sum
+ * would see it); a summed factor that was split leaves partial results,
+ * which resharding to the value's own sharding reduces (all-reduce, or
+ * reduce-scatter when the value is split there).  Rolls, shifted slices and
+ * concats along split dims exchange halos (halo.c).  When the local op would
+ * still not compute the right block (a reshape that cuts through a split, a
+ * gather along a split table dim, ...), the op runs on replicated operands
+ * instead, with a warning. */
 #include "part.h"
 
 #include <string.h>
@@ -41,9 +43,8 @@ static void result_factor_axes(Plan *pl, int t, const Sharding *sh) {
 }
 
 static int64_t piece_bytes(Part *p, const Piece *x) {
-    static const int size[] = {4, 8, 2, 2, 4, 1, 0};
     const Shape *s = &p->dst->insts[x->v].type;
-    return shape_elems(s) * size[s->dtype];
+    return shape_elems(s) * dtype_size(s->dtype);
 }
 
 /* Summed factors keep the axes every operand holding them splits them by.
@@ -84,8 +85,7 @@ static void plan_summed(Part *p, Plan *pl, const Inst *in, const Piece *args) {
                 k *= p->m->axis_size[axes[i]];
             int64_t gather = (k - 1) * piece_bytes(p, &args[split_by]);
             Shape res = shape_local(p->m, &in->type, &in->sh);
-            static const int size[] = {4, 8, 2, 2, 4, 1, 0};
-            int64_t reduce = 2 * (k - 1) * shape_elems(&res) * size[res.dtype] / k;
+            int64_t reduce = 2 * (k - 1) * shape_elems(&res) * dtype_size(res.dtype) / k;
             /* ... plus moving the other operand, if it uses those axes elsewhere. */
             const Piece *other = &args[1 - split_by];
             for (int i = 0; i < n; i++)

@@ -34,10 +34,7 @@ typedef struct {
     int8_t axes[MAX_AXES];
 } AxisList;
 
-static int64_t bytes_of(const Shape *s) {
-    static const int size[] = {4, 8, 2, 2, 4, 1, 0};
-    return shape_elems(s) * size[s->dtype];
-}
+static int64_t bytes_of(const Shape *s) { return shape_elems(s) * dtype_size(s->dtype); }
 
 /* The ordered axes splitting dim d (open dims and unknown shardings: none). */
 static AxisList dim_axes(const Sharding *sh, int d) {
