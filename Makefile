@@ -24,9 +24,18 @@ RT_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/*.c))
 RT_HDR   := $(wildcard runtime/*.h)
 RT_TESTS := $(patsubst tests/runtime/%.c,$(BUILD)/tests/runtime/%,$(wildcard tests/runtime/*.c))
 
-.PHONY: all check check-asan fuzz install clean deps runtime-tests
+# The kernel library (docs/kernels.md): GEMM through CBLAS (OpenBLAS), the
+# other kernels as loops.  It uses the runtime's dtypes and bf16/f16
+# conversions, so a program links libshardc_lib.a libshardc_rt.a -lopenblas.
+LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -Iruntime -Ilib
+LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/*.c))
+LIB_HDR   := $(wildcard lib/*.h) runtime/shardc_rt.h
+LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -lopenblas -lm -pthread
+LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/*.c))
 
-all: $(BUILD)/shardc $(BUILD)/libshardc_rt.a
+.PHONY: all check check-asan fuzz install clean deps runtime-tests lib-tests bench
+
+all: $(BUILD)/shardc $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a
 
 $(BUILD)/gen/parser.c $(BUILD)/gen/parser.h: grammar/parser.y
 	@mkdir -p $(BUILD)/gen
@@ -58,6 +67,29 @@ $(BUILD)/tests/runtime/%: tests/runtime/%.c $(wildcard tests/runtime/*.h) $(BUIL
 
 runtime-tests: $(RT_TESTS)
 
+$(BUILD)/obj/lib/%.o: lib/%.c $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) $(WARN) -c -o $@ $<
+
+$(BUILD)/libshardc_lib.a: $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/lib/%: tests/lib/%.c tests/lib/ktest.h tests/runtime/tap.h $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) $(WARN) -o $@ $< $(LIB_LINK)
+
+lib-tests: $(LIB_TESTS)
+
+# The GEMM benchmark (not part of check): sk_dot against cblas_sgemm on one
+# 1024^3 f32 einsum; prints GFLOP/s and updates docs/performance.md.
+$(BUILD)/bench/gemm: bench/gemm.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) $(WARN) -o $@ $< $(LIB_LINK)
+
+bench: $(BUILD)/bench/gemm
+	$(BUILD)/bench/gemm docs/performance.md
+
 $(BUILD)/libfrontend.a: $(OBJ)
 	rm -f $@
 	ar rcs $@ $^
@@ -70,7 +102,7 @@ $(BUILD)/test_ir: tests/unit/test_ir.c $(BUILD)/libfrontend.a
 
 # Every test: unit tests, lit golden and diagnostic tests, the same lit tests
 # under ASan+UBSan, and a short fuzz run.  Ends with "N passed, N failed".
-check: all $(BUILD)/test_ir $(RT_TESTS)
+check: all $(BUILD)/test_ir $(RT_TESTS) $(LIB_TESTS)
 	@tests/run-tests $(BUILD)
 
 check-asan:
@@ -78,7 +110,7 @@ check-asan:
 
 # libFuzzer over the whole front end; the samples and tests are the corpus.
 $(BUILD)/fuzz_frontend: tests/fuzz/fuzz_frontend.c $(SRC) $(GEN) $(HDR)
-	clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fsanitize=fuzzer,address,undefined \
+	clang -std=c11 -D_POSIX_C_SOURCE=200809L -DSHARDC_FUZZ_LIMITS -g -O1 -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -I$(BUILD)/gen -Icompiler/base -o $@ tests/fuzz/fuzz_frontend.c $(SRC) $(GEN) -lm
 
 fuzz: $(BUILD)/fuzz_frontend
@@ -95,6 +127,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/include/shardc $(DESTDIR)$(PREFIX)/lib
 	install -m 644 runtime/shardc_rt.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_rt.h
 	install -m 644 $(BUILD)/libshardc_rt.a $(DESTDIR)$(PREFIX)/lib/libshardc_rt.a
+	install -m 644 lib/shardc_lib.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_lib.h
+	install -m 644 $(BUILD)/libshardc_lib.a $(DESTDIR)$(PREFIX)/lib/libshardc_lib.a
 
 deps:
 	tools/install-deps

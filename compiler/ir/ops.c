@@ -542,7 +542,11 @@ static uint32_t dims_changed(const Fn *fn, const Inst *in) {
 }
 
 int op_rule(const Fn *fn, const Inst *in, Rule *r) {
-    memset(r, 0, sizeof *r);
+    /* Only the counts need zeroing: f[][][] is read below ndf alone.  Rules
+     * are built for every op in every propagation sweep, so this matters. */
+    r->nfactors = 0;
+    memset(r->rank, 0, sizeof r->rank);
+    memset(r->ndf, 0, sizeof r->ndf);
     r->ntensors = in->nargs + 1;
     if (r->ntensors > MAX_RULE_TENSORS)
         return 0;

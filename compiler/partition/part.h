@@ -20,7 +20,7 @@ typedef struct {
     Fn *dst;                     /* the per-device function being built */
     Piece *value;                /* src value -> its piece in dst */
     Loc loc;                     /* of the src instruction being lowered */
-    const char *name;            /* of that instruction, for warnings */
+    const Inst *name_of;         /* that instruction, named in warnings */
 } Part;
 
 int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
@@ -30,6 +30,7 @@ int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t
 Piece reshard(Part *p, Piece x, const Sharding *to);
 int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d);
 int linear_index(Part *p, const int *axes, int n);
+const char *inst_name(Part *p);
 int mask_padding(Part *p, Piece x, int d, Reducer reducer);
 
 /* halo.c: each returns 0 when its exchange does not apply. */

@@ -20,7 +20,7 @@
 /* ---- the factor shardings an op's result asks for ---- */
 
 typedef struct {
-    Rule rule;
+    const Rule *rule;
     int nfactor_axes[MAX_FACTORS];
     int factor_axes[MAX_FACTORS][MAX_AXES];
     uint32_t summed_axes;        /* axes splitting factors the result does not have */
@@ -31,7 +31,7 @@ typedef struct {
  * already kept by a summed factor stays there: the partial sums are then
  * reduce-scattered onto the result's dim instead of gathering operands. */
 static void result_factor_axes(Plan *pl, int t, const Sharding *sh) {
-    const Rule *r = &pl->rule;
+    const Rule *r = pl->rule;
     for (int d = 0; d < r->rank[t]; d++) {
         int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
         if (!n || !r->ndf[t][d])
@@ -52,7 +52,7 @@ static int64_t piece_bytes(Part *p, const Piece *x) {
  * other to match (and reducing the result) is chosen when it moves fewer
  * bytes than gathering the split operand. */
 static void plan_summed(Part *p, Plan *pl, const Inst *in, const Piece *args) {
-    const Rule *r = &pl->rule;
+    const Rule *r = pl->rule;
     uint32_t used = 0;
     for (int f = 0; f < r->nfactors; f++) {
         if (r->kind[f] != FACTOR_REDUCTION)
@@ -110,7 +110,7 @@ static void plan_summed(Part *p, Plan *pl, const Inst *in, const Piece *args) {
 
 /* The sharding tensor t of the op must have under the plan. */
 static Sharding wanted(const Plan *pl, int t) {
-    const Rule *r = &pl->rule;
+    const Rule *r = pl->rule;
     Sharding sh = sharding_replicated();
     for (int d = 0; d < r->rank[t]; d++) {
         if (!r->ndf[t][d] || r->kind[r->f[t][d][0]] == FACTOR_REPLICATE)
@@ -128,7 +128,7 @@ static Sharding wanted(const Plan *pl, int t) {
 
 static void warn_replicated(Part *p) {
     diag_report(p->diag, p->loc, "warning", "%s is computed on replicated operands: this op cannot run on the blocks "
-                "its sharding gives", p->name);
+                "its sharding gives", inst_name(p));
 }
 
 static Piece lower_replicated(Part *p, const Inst *in, int warn) {
@@ -178,8 +178,9 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     const Fn *src = p->src;
     Mark before = mark(p);
     Plan pl;
-    memset(&pl, 0, sizeof pl);
-    pl.rule = *rule;
+    pl.rule = rule;
+    memset(pl.nfactor_axes, 0, sizeof pl.nfactor_axes);
+    pl.summed_axes = 0;
     Piece args[MAX_RULE_TENSORS];
     for (int i = 0; i < in->nargs; i++)
         args[i] = p->value[ir_arg(src, in, i)];
@@ -197,7 +198,7 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     Reducer reducer = in->op == OP_REDUCE ? (Reducer)src->ints[in->attrs] : RED_SUM;
     for (int i = 0; i < in->nargs; i++)
         for (int d = 0; d < args[i].global.rank; d++) {
-            const Rule *r = &pl.rule;
+            const Rule *r = pl.rule;
             int summed = r->ndf[i][d] == 1 && r->kind[r->f[i][d][0]] == FACTOR_REDUCTION;
             int axes[MAX_AXES];
             if (summed && sharding_dim_axes(&args[i].sh, d, axes) && !dim_is_even(p->m, &args[i].global, &args[i].sh, d))
@@ -372,8 +373,7 @@ static void partition_fn(Module *m, Diag *diag, int f) {
     Part p = {m, diag, &src, dst, arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts), {0, 0}, NULL};
     for (int v = 0; v < src.ninsts; v++) {
         const Inst *in = &src.insts[v];
-        p.name = in->sym >= 0 ? arena_printf(m->arena, "'%s'", sym_name(m->syms, in->sym))
-                              : arena_printf(m->arena, "this %s", op_info[in->op].name);
+        p.name_of = in;
         lower_inst(&p, v);
     }
 }

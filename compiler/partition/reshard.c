@@ -16,6 +16,13 @@ int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *at
     return ir_emit(p->m, p->dst, op, args, nargs, attrs, nattrs, type, p->loc);
 }
 
+/* How warnings name the instruction being lowered: 'h', or "this slice". */
+const char *inst_name(Part *p) {
+    const Inst *in = p->name_of;
+    return in->sym >= 0 ? arena_printf(p->m->arena, "'%s'", sym_name(p->m->syms, in->sym))
+                        : arena_printf(p->m->arena, "this %s", op_info[in->op].name);
+}
+
 /* Like emit_local, but an op the local blocks make inconsistent is taken
  * back and -1 returned: the caller falls back to replicated operands. */
 int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
@@ -233,7 +240,7 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
         gather_dim(p, &x, d, keep);
     }
     if (was_split && sharding_is_replicated(&x.sh) && !sharding_is_replicated(to))
-        diag_report(p->diag, p->loc, "warning", "%s is replicated whole on every device to reshard it", p->name);
+        diag_report(p->diag, p->loc, "warning", "%s is replicated whole on every device to reshard it", inst_name(p));
     for (int d = 0; d < x.global.rank; d++) {
         int have[MAX_AXES], want[MAX_AXES];
         int nh = sharding_dim_axes(&x.sh, d, have), nw = sharding_dim_axes(to, d, want);

@@ -9,9 +9,16 @@
 
 /* Limits that keep any input, however large its loops, from exhausting
  * memory or time (docs/language.md, "Limits"). */
+#ifdef SHARDC_FUZZ_LIMITS
+/* The fuzz target's budget: a run must finish in seconds under ASan. */
+enum { MAX_FN_INSTS = 50000, MAX_STMTS_RUN = 100000 };
+#else
 enum {
     MAX_FN_INSTS = 1000000,          /* instructions per function after unrolling */
     MAX_STMTS_RUN = 2000000,         /* statements executed while unrolling */
+};
+#endif
+enum {
     MAX_DEVICES = 1 << 16,
     MAX_INDEX_LABELS = 64,           /* distinct index names in one statement */
 };
