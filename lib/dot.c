@@ -1,0 +1,341 @@
+/* dot.c: the general contraction (HLO's dot) over row-major tensors.
+ *
+ * Each operand is viewed, for every batch index, as a matrix: the lhs as
+ * M x K (M = its free dims, K = the contracting dims), the rhs as K x N.  A
+ * group of dims can be one matrix index with one stride when its dims are
+ * adjacent in memory in the order used (extent-1 dims do not matter).  When
+ * one of the two strides of a matrix is 1, BLAS takes it as it lies:
+ * CblasNoTrans if the inner index is contiguous, CblasTrans if the outer one
+ * is, with the other stride as the leading dimension.  Batch dims are
+ * looped over by their strides, wherever they lie, one GEMM per batch index
+ * into a contiguous M x N block of the result.  Only an operand whose free
+ * or contracting dims are interleaved (say lhs [m0, k, m1]) is copied first,
+ * into [batch..., free..., contracting...] order.
+ *
+ * bf16, f16 and i32 have no BLAS: both operands are packed into [b][M][K]
+ * and [b][K][N] f32 (int32) panels and multiplied by a blocked loop that
+ * accumulates in f32 (wrapping int32) and rounds once into the result. */
+#include "internal.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+
+/* Elements this thread's dots have copied into packed operands: tests use
+ * it to check that BLAS-expressible layouts are not copied. */
+static _Thread_local int64_t copied;
+
+int64_t sk_dot_copied_elems(void) { return copied; }
+
+/* One operand as a batch of matrices: element (b, r, c) at
+ * base + sum(bi * bstride[i]) + r * rs + c * cs (in elements). */
+typedef struct {
+    const char *base;
+    int64_t bstride[SC_MAX_RANK];
+    int64_t rs, cs;
+} view;
+
+/* The single stride of dims g[0..n) (major first) taken as one index, or -1
+ * if they are not adjacent in memory in that order.  0 means "any": every
+ * dim has extent 1, so the stride never matters. */
+static int64_t group_stride(int n, const int *g, sc_shape s, const int64_t *st) {
+    int64_t stride = 0, next_span = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        int64_t e = s.dims[g[i]];
+        if (e == 1)
+            continue;
+        if (stride == 0)
+            stride = st[g[i]];
+        else if (st[g[i]] != next_span)
+            return -1;
+        next_span = st[g[i]] * e;
+    }
+    return stride;
+}
+
+/* How BLAS reads a rows x cols matrix with strides rs, cs (0 = any):
+ * sets *trans and *ld and returns 1, or 0 if it cannot. */
+static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                       enum CBLAS_TRANSPOSE *trans, int64_t *ld) {
+    if ((cs == 1 || cs == 0 || cols == 1) && (rows == 1 || rs >= cols)) {
+        *trans = CblasNoTrans;
+        *ld = rows == 1 || rs == 0 ? (cols > 1 ? cols : 1) : rs;
+        return 1;
+    }
+    if ((rs == 1 || rs == 0 || rows == 1) && (cols == 1 || cs >= rows)) {
+        *trans = CblasTrans;
+        *ld = cols == 1 || cs == 0 ? (rows > 1 ? rows : 1) : cs;
+        return 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    int nb, nfree;
+    int batch[SC_MAX_RANK], free[SC_MAX_RANK], contract[SC_MAX_RANK];
+} side;
+
+/* Copies operand x into [batch..., free..., contract...] (lhs) or
+ * [batch..., contract..., free...] (rhs, when k_first) order, into a fresh
+ * buffer, and sets v to read it. */
+static void *pack(size_t es, sc_shape s, const void *x, const side *sd, int nc, int k_first,
+                  int64_t rows, int64_t cols, view *v) {
+    int64_t st[SC_MAX_RANK], dims[3 * SC_MAX_RANK], sst[3 * SC_MAX_RANK];
+    sk_strides(s, st);
+    int r = 0;
+    for (int i = 0; i < sd->nb; i++, r++)
+        dims[r] = s.dims[sd->batch[i]], sst[r] = st[sd->batch[i]];
+    for (int pass = 0; pass < 2; pass++) {
+        int want_k = pass == 0 ? k_first : !k_first;
+        int n = want_k ? nc : sd->nfree;
+        const int *g = want_k ? sd->contract : sd->free;
+        for (int i = 0; i < n; i++, r++)
+            dims[r] = s.dims[g[i]], sst[r] = st[g[i]];
+    }
+    int64_t total = rows * cols;
+    for (int i = 0; i < sd->nb; i++)
+        total *= s.dims[sd->batch[i]];
+    void *buf = malloc(total ? (size_t)total * es : 1);
+    if (!buf)
+        return NULL;
+    copied += total;
+    sk_strided_copy(es, r, dims, x, sst, buf);
+    v->base = buf;
+    int64_t m = rows * cols;
+    for (int i = sd->nb - 1; i >= 0; i--) {
+        v->bstride[i] = m;
+        m *= s.dims[sd->batch[i]];
+    }
+    v->rs = cols;
+    v->cs = 1;
+    return buf;
+}
+
+/* Sorts the contracting pairs by the position of the lhs (which = 0) or rhs
+ * (which = 1) dim; the order of K is free since it is summed. */
+static void sort_pairs(int n, int *l, int *r, int which) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && (which ? r : l)[j - 1] > (which ? r : l)[j]; j--) {
+            int t = l[j]; l[j] = l[j - 1]; l[j - 1] = t;
+            t = r[j]; r[j] = r[j - 1]; r[j - 1] = t;
+        }
+}
+
+/* The bf16/f16/i32 product: packed panels, f32 or wrapping int32. */
+static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const view *va,
+                    const view *vb, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
+                    int nc, void *out);
+
+int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
+           const sk_dot_dims *dd, void *out, sc_shape *out_shape) {
+    if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(lhs) || !sk_valid_shape(rhs) ||
+        !dd || dd->nbatch < 0 || dd->ncontract < 0 || dd->nbatch + dd->ncontract > SC_MAX_RANK)
+        return SC_ERR;
+    int nb = dd->nbatch, nc = dd->ncontract;
+    int lrole[SC_MAX_RANK] = {0}, rrole[SC_MAX_RANK] = {0};   /* 0 free, 1 batch, 2 contract */
+    for (int i = 0; i < nb + nc; i++) {
+        int l = i < nb ? dd->lhs_batch[i] : dd->lhs_contract[i - nb];
+        int r = i < nb ? dd->rhs_batch[i] : dd->rhs_contract[i - nb];
+        if (l < 0 || l >= lhs.rank || r < 0 || r >= rhs.rank || lrole[l] || rrole[r] ||
+            lhs.dims[l] != rhs.dims[r])
+            return SC_ERR;
+        lrole[l] = rrole[r] = i < nb ? 1 : 2;
+    }
+    side ls = {.nb = nb}, rs = {.nb = nb};
+    int lc[SC_MAX_RANK], rc[SC_MAX_RANK];
+    for (int i = 0; i < nb; i++)
+        ls.batch[i] = dd->lhs_batch[i], rs.batch[i] = dd->rhs_batch[i];
+    for (int i = 0; i < nc; i++)
+        lc[i] = dd->lhs_contract[i], rc[i] = dd->rhs_contract[i];
+    for (int d = 0; d < lhs.rank; d++)
+        if (!lrole[d])
+            ls.free[ls.nfree++] = d;
+    for (int d = 0; d < rhs.rank; d++)
+        if (!rrole[d])
+            rs.free[rs.nfree++] = d;
+    if (nb + ls.nfree + rs.nfree > SC_MAX_RANK)
+        return SC_ERR;
+
+    sc_shape os = {nb + ls.nfree + rs.nfree, {0}};
+    int64_t nbat = 1, M = 1, N = 1, K = 1;
+    for (int i = 0; i < nb; i++)
+        nbat *= os.dims[i] = lhs.dims[ls.batch[i]];
+    for (int i = 0; i < ls.nfree; i++)
+        M *= os.dims[nb + i] = lhs.dims[ls.free[i]];
+    for (int i = 0; i < rs.nfree; i++)
+        N *= os.dims[nb + ls.nfree + i] = rhs.dims[rs.free[i]];
+    for (int i = 0; i < nc; i++)
+        K *= lhs.dims[lc[i]];
+    if (out_shape)
+        *out_shape = os;
+    size_t es = sk_dtype_size(t);
+    if (nbat * M * N == 0)
+        return 0;
+    if (K == 0) {   /* an empty sum: zeros, whose bits are 0 in every dtype */
+        memset(out, 0, (size_t)(nbat * M * N) * es);
+        return 0;
+    }
+
+    /* Views without copies: K in lhs order, else in rhs order. */
+    int64_t lst[SC_MAX_RANK], rst[SC_MAX_RANK];
+    sk_strides(lhs, lst);
+    sk_strides(rhs, rst);
+    int64_t lm = group_stride(ls.nfree, ls.free, lhs, lst);
+    int64_t rn = group_stride(rs.nfree, rs.free, rhs, rst);
+    int64_t lk = -1, rk = -1;
+    for (int which = 0; which < 2 && (lk < 0 || rk < 0); which++) {
+        sort_pairs(nc, lc, rc, which);
+        lk = group_stride(nc, lc, lhs, lst);
+        rk = group_stride(nc, rc, rhs, rst);
+    }
+    if (lk < 0 && rk < 0) {   /* both copied anyway */
+    } else if (lk < 0 || rk < 0) {
+        /* Neither order suits both: keep the lhs order, copy the rhs. */
+        sort_pairs(nc, lc, rc, 0);
+        lk = group_stride(nc, lc, lhs, lst);
+        rk = group_stride(nc, rc, rhs, rst);
+    }
+    for (int i = 0; i < nc; i++)
+        ls.contract[i] = lc[i], rs.contract[i] = rc[i];
+    view va = {a, {0}, lm, lk}, vb = {b, {0}, rk, rn};
+    for (int i = 0; i < nb; i++)
+        va.bstride[i] = lst[ls.batch[i]], vb.bstride[i] = rst[rs.batch[i]];
+
+    if (t != SK_F32 && t != SK_F64)
+        return loop_dot(t, nbat, M, N, K, &va, &vb, &ls, &rs, lhs, rhs, nc, out);
+
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
+        return SC_ERR;
+    enum CBLAS_TRANSPOSE ta, tb;
+    int64_t lda, ldb;
+    void *pa = NULL, *pb = NULL;
+    if (lm < 0 || lk < 0 || !blas_layout(M, K, lm, lk, &ta, &lda)) {
+        if (!(pa = pack(es, lhs, a, &ls, nc, 0, M, K, &va)))
+            return SC_ERR;
+        blas_layout(M, K, va.rs, va.cs, &ta, &lda);
+    }
+    if (rk < 0 || rn < 0 || !blas_layout(K, N, rk, rn, &tb, &ldb)) {
+        if (!(pb = pack(es, rhs, b, &rs, nc, 1, K, N, &vb))) {
+            free(pa);
+            return SC_ERR;
+        }
+        blas_layout(K, N, vb.rs, vb.cs, &tb, &ldb);
+    }
+    if (lda > INT_MAX || ldb > INT_MAX) {
+        free(pa);
+        free(pb);
+        return SC_ERR;
+    }
+    /* The batch odometer: one GEMM per batch index. */
+    int64_t idx[SC_MAX_RANK] = {0}, oa = 0, ob = 0;
+    for (int64_t bi = 0; bi < nbat; bi++) {
+        if (t == SK_F32)
+            cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f,
+                        (const float *)(const void *)va.base + oa, (int)lda,
+                        (const float *)(const void *)vb.base + ob, (int)ldb, 0.0f,
+                        (float *)out + bi * M * N, (int)N);
+        else
+            cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0,
+                        (const double *)(const void *)va.base + oa, (int)lda,
+                        (const double *)(const void *)vb.base + ob, (int)ldb, 0.0,
+                        (double *)out + bi * M * N, (int)N);
+        for (int d = nb - 1; d >= 0; d--) {
+            oa += va.bstride[d];
+            ob += vb.bstride[d];
+            if (++idx[d] < os.dims[d])
+                break;
+            oa -= va.bstride[d] * os.dims[d];
+            ob -= vb.bstride[d] * os.dims[d];
+            idx[d] = 0;
+        }
+    }
+    free(pa);
+    free(pb);
+    return 0;
+}
+
+/* Loads n packed elements of dtype t as f32 (or as int32 bits for i32). */
+static void widen(sk_dtype t, const void *src, int64_t n, float *f, uint32_t *u) {
+    for (int64_t i = 0; i < n; i++) {
+        if (t == SK_I32)
+            u[i] = (uint32_t)((const int32_t *)src)[i];
+        else
+            f[i] = sk_load_f(t, src, i);
+    }
+}
+
+enum { BLOCK_K = 128, BLOCK_N = 512 };
+
+/* c += x * y over n elements: restrict tells the compiler the rows do not
+ * overlap, so it vectorizes the loop; eight lanes at a time for -O2's
+ * cheap vectorizer (each c[j] is its own sum: the order does not change). */
+static void axpy_f(int64_t n, float x, const float *restrict y, float *restrict c) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            c[j + l] += x * y[j + l];
+    for (; j < n; j++)
+        c[j] += x * y[j];
+}
+
+static void axpy_i(int64_t n, uint32_t x, const uint32_t *restrict y, uint32_t *restrict c) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            c[j + l] += x * y[j + l];
+    for (; j < n; j++)
+        c[j] += x * y[j];
+}
+
+static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const view *va,
+                    const view *vb, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
+                    int nc, void *out) {
+    size_t es = sk_dtype_size(t), ws = 4;   /* f32 and int32 panels */
+    view pa, pb;
+    /* Pack in the native dtype, then widen once: O(size) conversions, not
+     * O(M N K). */
+    void *na = pack(es, lhs, va->base, ls, nc, 0, M, K, &pa);
+    void *nbuf = pack(es, rhs, vb->base, rs, nc, 1, K, N, &pb);
+    float *acc = malloc((size_t)(M * N) * ws);
+    void *wa = malloc((size_t)(nbat * M * K) * ws), *wb = malloc((size_t)(nbat * K * N) * ws);
+    int rc = SC_ERR;
+    if (!na || !nbuf || !acc || !wa || !wb)
+        goto done;
+    int is_int = t == SK_I32;
+    widen(t, na, nbat * M * K, wa, wa);
+    widen(t, nbuf, nbat * K * N, wb, wb);
+    for (int64_t bi = 0; bi < nbat; bi++) {
+        memset(acc, 0, (size_t)(M * N) * ws);
+        /* i-k-j, blocked over k and j so a panel of B stays in cache; the
+         * inner j loop is a contiguous axpy the compiler vectorizes. */
+        for (int64_t k0 = 0; k0 < K; k0 += BLOCK_K) {
+            int64_t k1 = k0 + BLOCK_K < K ? k0 + BLOCK_K : K;
+            for (int64_t j0 = 0; j0 < N; j0 += BLOCK_N) {
+                int64_t j1 = j0 + BLOCK_N < N ? j0 + BLOCK_N : N;
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t k = k0; k < k1; k++) {
+                        int64_t ai = (bi * M + i) * K + k, bk = (bi * K + k) * N + j0;
+                        if (is_int)
+                            axpy_i(j1 - j0, ((const uint32_t *)wa)[ai], (const uint32_t *)wb + bk,
+                                   (uint32_t *)(void *)acc + i * N + j0);
+                        else
+                            axpy_f(j1 - j0, ((const float *)wa)[ai], (const float *)wb + bk,
+                                   acc + i * N + j0);
+                    }
+            }
+        }
+        if (is_int)
+            memcpy((int32_t *)out + bi * M * N, acc, (size_t)(M * N) * ws);
+        else
+            for (int64_t i = 0; i < M * N; i++)
+                sk_store_f(t, out, bi * M * N + i, acc[i]);
+    }
+    rc = 0;
+done:
+    free(na);
+    free(nbuf);
+    free(acc);
+    free(wa);
+    free(wb);
+    return rc;
+}

@@ -1,0 +1,123 @@
+/* shardc_lib.h: the local kernel library that shardc's generated per-device
+ * programs call (libshardc_lib.a; link with -lshardc_rt -lopenblas -lm).
+ * See docs/kernels.md.
+ *
+ * Every kernel works on dense row-major tensors described by a dtype and an
+ * sc_shape (runtime/shardc_rt.h), with the semantics of the IR op of the same
+ * name in docs/ir.md.  bf16 and f16 are stored as uint16_t bit patterns and
+ * computed in f32; bool is one byte, 0 or 1.  Output buffers never overlap
+ * inputs, except that the elementwise kernels may run in place.
+ *
+ * Kernels that can fail return 0 or SC_ERR (an invalid argument: a dtype the
+ * op does not take, a bad dim; or out of memory). */
+#ifndef SHARDC_LIB_H
+#define SHARDC_LIB_H
+
+#include "shardc_rt.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The runtime's dtypes plus bool, which collectives never carry. */
+typedef enum {
+    SK_F32 = SC_F32,
+    SK_F64 = SC_F64,
+    SK_BF16 = SC_BF16,
+    SK_F16 = SC_F16,
+    SK_I32 = SC_I32,
+    SK_BOOL = SC_DTYPE_COUNT,
+    SK_DTYPE_COUNT
+} sk_dtype;
+
+size_t sk_dtype_size(sk_dtype t);
+int64_t sk_elems(sc_shape s);
+
+/* ---- contraction ----
+ * lhs_batch[i] pairs with rhs_batch[i], lhs_contract[i] with
+ * rhs_contract[i].  The result dims are HLO's: the batch dims (in the order
+ * of the lists), then the lhs free dims, then the rhs free dims, each in
+ * operand order.  f32/f64 go to cblas_sgemm/dgemm, one call per batch
+ * index, with batch dims and transposes expressed by strides; bf16/f16
+ * accumulate in f32 and round once; i32 wraps.  Result shape in *out_shape
+ * when out_shape is not NULL. */
+typedef struct {
+    int nbatch, ncontract;
+    int lhs_batch[SC_MAX_RANK], rhs_batch[SC_MAX_RANK];
+    int lhs_contract[SC_MAX_RANK], rhs_contract[SC_MAX_RANK];
+} sk_dot_dims;
+
+int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
+           const sk_dot_dims *dims, void *out, sc_shape *out_shape);
+/* How many operand elements the calling thread's sk_dot calls have copied
+ * so far (layouts BLAS cannot read, and every bf16/f16/i32 dot). */
+int64_t sk_dot_copied_elems(void);
+
+/* ---- reduction ----
+ * Combines the `ndims` listed dims (any order, distinct) with SC_SUM, SC_MAX
+ * or SC_MIN; the result keeps the other dims in order.  Sums of f32, bf16 and
+ * f16 accumulate in f32, of i32 wrap; max and min propagate NaN.  Bool takes
+ * max (any) and min (all). */
+int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims, sc_reduce op,
+              void *out);
+
+/* ---- structure ----
+ * transpose: result dim i is operand dim perm[i].
+ * broadcast: operand dim i becomes result dim map[i] (same extent); the
+ *   other result dims are new.
+ * slice: [start[d], limit[d]) per dim, stride 1.
+ * dynamic_slice: offsets (one per dim) are clamped into 0 .. extent - size.
+ * concat: n operands that agree off `dim`, joined along it.
+ * roll: element i along `dim` moves to (i + shift) mod extent (any shift).
+ * gather: result[I..., R...] = table[R with clamp(idx[I...]) inserted at dim].
+ * iota: each element is its index along `dim`. */
+int sk_transpose(sk_dtype t, sc_shape in, const void *x, const int *perm, void *out);
+int sk_broadcast(sk_dtype t, sc_shape in, const void *x, sc_shape out_shape, const int *map,
+                 void *out);
+int sk_slice(sk_dtype t, sc_shape in, const void *x, const int64_t *start, const int64_t *limit,
+             void *out);
+int sk_dynamic_slice(sk_dtype t, sc_shape in, const void *x, const int32_t *offsets,
+                     const int64_t *sizes, void *out);
+int sk_concat(sk_dtype t, int n, const sc_shape *in, const void *const *x, int dim, void *out);
+int sk_roll(sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void *out);
+int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sc_shape idx_shape,
+              const int32_t *idx, void *out);
+int sk_iota(sk_dtype t, sc_shape s, int dim, void *out);
+
+/* ---- elementwise, over n elements ---- */
+typedef enum {
+    SK_COPY, SK_NEGATE, SK_ABS, SK_SQUARE, SK_RELU,             /* numeric */
+    SK_EXP, SK_LOG, SK_TANH, SK_SQRT, SK_RSQRT, SK_SIN, SK_COS,  /* floating point */
+    SK_GELU, SK_LOGISTIC
+} sk_unary_op;
+
+typedef enum {
+    SK_ADD, SK_SUB, SK_MUL, SK_DIV, SK_REM, SK_MAX, SK_MIN,     /* numeric */
+    SK_POW                                                      /* floating point */
+} sk_binary_op;
+
+/* The order of the IR's `compare` directions. */
+typedef enum { SK_LT, SK_LE, SK_GT, SK_GE, SK_EQ, SK_NE } sk_cmp;
+
+/* Semantics as docs/ir.md's interpreter table: i32 arithmetic wraps, i32
+ * divide/remainder are floor division and modulo (x / 0 = -1, x % 0 = x),
+ * float remainder has the divisor's sign, max/min propagate NaN, gelu is the
+ * tanh approximation. */
+int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x, void *out);
+int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *a, const void *b, void *out);
+/* Float to i32 truncates toward zero, saturates, NaN gives 0; to bool is
+ * x != 0. */
+int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out);
+/* out[i] (bool) = a[i] DIR b[i]. */
+int sk_compare(sk_cmp dir, sk_dtype t, int64_t n, const void *a, const void *b, uint8_t *out);
+/* out[i] = p[i] ? a[i] : b[i]. */
+int sk_select(sk_dtype t, int64_t n, const uint8_t *p, const void *a, const void *b, void *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,262 @@
+/* Tests of the kernel library's data movement and elementwise kernels
+ * (lib/layout.c, lib/elementwise.c; docs/kernels.md) for every dtype,
+ * against reference loops written from docs/ir.md.
+ * TAP-like output: "ok N - ...", then "# done: N tests". */
+#include "ktest.h"
+
+/* ---- structure ---- */
+
+static void test_layout(void) {
+    sc_shape s = SC_SHAPE(2, 3, 4);
+    for (int ti = 0; ti < COUNT(ALL); ti++) {
+        sk_dtype t = ALL[ti];
+        void *x = fill(t, 24, 11 + ti);
+        char got[512], want[512];
+        int64_t ix[8];
+        const char *n = NAME[t];
+
+        const int perm[3] = {2, 0, 1};   /* result dim i is operand dim perm[i] */
+        sc_shape ps = SC_SHAPE(4, 2, 3);
+        for (int64_t o = 0; o < 24; o++) {
+            int64_t oi[3];
+            unravel(ps, o, oi);
+            for (int i = 0; i < 3; i++) ix[perm[i]] = oi[i];
+            st(t, want, o, ld(t, x, offset(s, ix)));
+        }
+        check(sk_transpose(t, s, x, perm, got) == 0 && equal(t, got, want, 24), "transpose {2,0,1} %s", n);
+
+        /* broadcast [3] -> [2,3,4] along result dim 1, and a scalar. */
+        for (int64_t o = 0; o < 24; o++) {
+            unravel(s, o, ix);
+            st(t, want, o, ld(t, x, ix[1]));
+        }
+        check(sk_broadcast(t, SC_SHAPE(3), x, s, (int[]){1}, got) == 0 && equal(t, got, want, 24),
+              "broadcast [3] -> [2,3,4] dims {1} %s", n);
+        for (int64_t o = 0; o < 4; o++) st(t, want, o, ld(t, x, 0));
+        check(sk_broadcast(t, (sc_shape){0, {0}}, x, SC_SHAPE(2, 2), NULL, got) == 0 && equal(t, got, want, 4),
+              "broadcast scalar %s", n);
+
+        /* slice [1:2, 0:3, 1:3], and dynamic slices with clamped offsets. */
+        int64_t lo[3] = {1, 0, 1}, hi[3] = {2, 3, 3}, k = 0;
+        for (ix[0] = lo[0]; ix[0] < hi[0]; ix[0]++)
+            for (ix[1] = lo[1]; ix[1] < hi[1]; ix[1]++)
+                for (ix[2] = lo[2]; ix[2] < hi[2]; ix[2]++)
+                    st(t, want, k++, ld(t, x, offset(s, ix)));
+        check(sk_slice(t, s, x, lo, hi, got) == 0 && equal(t, got, want, k), "slice %s", n);
+        check(sk_dynamic_slice(t, s, x, (int32_t[]){1, 0, 1}, (int64_t[]){1, 3, 2}, got) == 0 &&
+                  equal(t, got, want, k), "dynamic-slice in range %s", n);
+        check(sk_dynamic_slice(t, s, x, (int32_t[]){7, -5, 1}, (int64_t[]){1, 3, 2}, got) == 0 &&
+                  equal(t, got, want, k), "dynamic-slice clamps offsets (7 -> 1, -5 -> 0) %s", n);
+        check(sk_dynamic_slice(t, s, x, (int32_t[]){0, 0, 2147483647}, (int64_t[]){1, 3, 2}, got) == 0 &&
+                  ld(t, got, 1) == ld(t, x, 3), "dynamic-slice clamps INT32_MAX %s", n);
+
+        /* concatenate [2,3,4], [2,1,4] and [2,2,4] along dim 1. */
+        void *y = fill(t, 8, 5), *z = fill(t, 16, 6);
+        sc_shape cs[3] = {s, SC_SHAPE(2, 1, 4), SC_SHAPE(2, 2, 4)}, os = SC_SHAPE(2, 6, 4);
+        for (int64_t o = 0; o < 48; o++) {
+            unravel(os, o, ix);
+            const void *src = ix[1] < 3 ? x : ix[1] < 4 ? y : z;
+            int which = ix[1] < 3 ? 0 : ix[1] < 4 ? 1 : 2;
+            ix[1] -= which == 0 ? 0 : which == 1 ? 3 : 4;
+            st(t, want, o, ld(t, src, offset(cs[which], ix)));
+        }
+        check(sk_concat(t, 3, cs, (const void *const[]){x, y, z}, 1, got) == 0 && equal(t, got, want, 48),
+              "concatenate along dim 1 %s", n);
+        free(y);
+        free(z);
+
+        /* roll: element i moves to (i + shift) mod n. */
+        int ok = 1;
+        for (int dim = 0; dim < 3; dim++)
+            for (int64_t shift = 0; shift < s.dims[dim]; shift++) {
+                for (int64_t i = 0; i < 24; i++) {
+                    unravel(s, i, ix);
+                    ix[dim] = (ix[dim] + shift) % s.dims[dim];
+                    st(t, want, offset(s, ix), ld(t, x, i));
+                }
+                ok = ok && sk_roll(t, s, x, shift, dim, got) == 0 && equal(t, got, want, 24);
+            }
+        check(ok, "roll every dim and shift %s", n);
+
+        /* gather along dim 1 with [2,2] indices, clamped. */
+        int32_t idx[4] = {2, -1, 0, 9};
+        sc_shape gs = SC_SHAPE(2, 2, 2, 4);
+        for (int64_t o = 0; o < 32; o++) {
+            int64_t g[4];
+            unravel(gs, o, g);
+            int64_t r = idx[g[0] * 2 + g[1]];
+            r = r < 0 ? 0 : r > 2 ? 2 : r;
+            int64_t ti3[3] = {g[2], r, g[3]};
+            st(t, want, o, ld(t, x, offset(s, ti3)));
+        }
+        check(sk_gather(t, s, x, 1, SC_SHAPE(2, 2), idx, got) == 0 && equal(t, got, want, 32),
+              "gather dim 1, indices clamped %s", n);
+
+        for (int64_t o = 0; o < 24; o++) {
+            unravel(s, o, ix);
+            st(t, want, o, (double)ix[2]);
+        }
+        check(sk_iota(t, s, 2, got) == 0 && equal(t, got, want, 24), "iota dim 2 %s", n);
+        free(x);
+    }
+    check(sk_transpose(SK_F32, SC_SHAPE(2, 2), NULL, (int[]){0, 0}, NULL) == SC_ERR, "transpose: not a permutation");
+    check(sk_slice(SK_F32, SC_SHAPE(2), NULL, (int64_t[]){1}, (int64_t[]){3}, NULL) == SC_ERR, "slice: out of bounds");
+}
+
+/* ---- elementwise ---- */
+
+static double floor_rem(double a, double b) {
+    double r = a - b * floor(a / b);
+    return r == 0 ? copysign(0, b) : r;
+}
+
+static void test_elementwise(void) {
+    enum { N = 40 };
+    static const char *un_name[] = {"copy", "negate", "abs", "square", "relu", "exp", "log", "tanh",
+                                    "sqrt", "rsqrt", "sine", "cosine", "gelu", "logistic"};
+    static const char *bin_name[] = {"add", "subtract", "multiply", "divide", "remainder", "maximum",
+                                     "minimum", "power"};
+    for (int ti = 0; ti < COUNT(NUMERIC); ti++) {
+        sk_dtype t = NUMERIC[ti];
+        int fl = t != SK_I32;
+        void *x = fill(t, N, 21 + ti), *y = fill(t, N, 33 + ti);
+        char got[N * 8], want[N * 8];
+        /* f32 math against double: a few ulps; bf16/f16: one rounding step. */
+        double tol = t == SK_BF16 ? 1.0 / 128 : t == SK_F16 ? 1.0 / 1024 : t == SK_F32 ? 1e-6 : 1e-15;
+        for (int op = SK_COPY; op <= SK_LOGISTIC; op++) {
+            if (!fl && op > SK_RELU) {
+                check(sk_unary((sk_unary_op)op, t, N, x, got) == SC_ERR, "%s %s is an error", un_name[op], NAME[t]);
+                continue;
+            }
+            int ok = sk_unary((sk_unary_op)op, t, N, x, got) == 0;
+            for (int i = 0; i < N && ok; i++) {
+                double v = ld(t, x, i), r;
+                switch (op) {
+                case SK_COPY: r = v; break;
+                case SK_NEGATE: r = -v; break;
+                case SK_ABS: r = fabs(v); break;
+                case SK_SQUARE: r = v * v; break;
+                case SK_RELU: r = v > 0 ? v : 0; break;
+                case SK_EXP: r = exp(v); break;
+                case SK_LOG: r = log(v); break;
+                case SK_TANH: r = tanh(v); break;
+                case SK_SQRT: r = sqrt(v); break;
+                case SK_RSQRT: r = 1 / sqrt(v); break;
+                case SK_SIN: r = sin(v); break;
+                case SK_COS: r = cos(v); break;
+                case SK_GELU: r = 0.5 * v * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v))); break;
+                default: r = 1 / (1 + exp(-v)); break;
+                }
+                st(t, want, i, r);
+                double g = ld(t, got, i), w = ld(t, want, i);
+                ok = (isnan(g) && isnan(w)) || g == w || fabs(g - w) <= tol * fabs(w) + 1e-30;
+                if (!ok) printf("# %s(%g): got %.9g, want %.9g\n", un_name[op], v, g, w);
+            }
+            check(ok, "%s %s", un_name[op], NAME[t]);
+        }
+        for (int op = SK_ADD; op <= SK_POW; op++) {
+            if (!fl && op == SK_POW) {
+                check(sk_binary(SK_POW, t, N, x, y, got) == SC_ERR, "power i32 is an error");
+                continue;
+            }
+            int ok = sk_binary((sk_binary_op)op, t, N, x, y, got) == 0;
+            for (int i = 0; i < N && ok; i++) {
+                double a = ld(t, x, i), b = ld(t, y, i), r;
+                switch (op) {
+                case SK_ADD: r = a + b; break;
+                case SK_SUB: r = a - b; break;
+                case SK_MUL: r = a * b; break;
+                case SK_DIV: r = !fl ? (b == 0 ? -1 : floor(a / b)) : a / b; break;
+                case SK_REM: r = !fl && b == 0 ? a : floor_rem(a, b); break;
+                case SK_MAX: r = fmax(a, b); break;
+                case SK_MIN: r = fmin(a, b); break;
+                default: r = pow(a, b); break;
+                }
+                st(t, want, i, r);
+                double g = ld(t, got, i), w = ld(t, want, i);
+                ok = (isnan(g) && isnan(w)) || (g == w && signbit(g) == signbit(w)) ||
+                     ((op == SK_DIV || op == SK_POW) && fabs(g - w) <= tol * fabs(w));
+                if (!ok) printf("# %s(%g, %g): got %.9g, want %.9g\n", bin_name[op], a, b, g, w);
+            }
+            check(ok, "%s %s", bin_name[op], NAME[t]);
+        }
+        for (int dir = SK_LT; dir <= SK_NE; dir++) {
+            uint8_t c[N];
+            int ok = sk_compare((sk_cmp)dir, t, N, x, y, c) == 0;
+            for (int i = 0; i < N && ok; i++) {
+                double a = ld(t, x, i), b = ld(t, y, i);
+                int r = dir == SK_LT ? a < b : dir == SK_LE ? a <= b : dir == SK_GT ? a > b
+                        : dir == SK_GE ? a >= b : dir == SK_EQ ? a == b : a != b;
+                ok = c[i] == r;
+            }
+            check(ok, "compare %s %s", (const char *[]){"LT", "LE", "GT", "GE", "EQ", "NE"}[dir], NAME[t]);
+        }
+        free(x);
+        free(y);
+    }
+    /* Special values. */
+    int32_t a[6] = {7, -7, 7, -7, INT32_MIN, 5}, b[6] = {2, 2, -2, -2, -1, 0}, q[6], r[6];
+    sk_binary(SK_DIV, SK_I32, 6, a, b, q);
+    sk_binary(SK_REM, SK_I32, 6, a, b, r);
+    check(q[0] == 3 && q[1] == -4 && q[2] == -4 && q[3] == 3 && q[4] == INT32_MIN && q[5] == -1,
+          "i32 divide floors; INT32_MIN / -1 wraps; x / 0 = -1");
+    check(r[0] == 1 && r[1] == 1 && r[2] == -1 && r[3] == -1 && r[4] == 0 && r[5] == 5,
+          "i32 remainder has the divisor's sign; x %% 0 = x");
+    int32_t m[2] = {INT32_MIN, 65536}, mo[2];
+    sk_unary(SK_NEGATE, SK_I32, 1, m, mo);
+    check(mo[0] == INT32_MIN, "i32 negate(INT32_MIN) wraps");
+    sk_unary(SK_SQUARE, SK_I32, 2, m, mo);
+    check(mo[0] == 0 && mo[1] == 0, "i32 square wraps");
+    sk_unary(SK_ABS, SK_I32, 1, m, mo);
+    check(mo[0] == INT32_MIN, "i32 abs(INT32_MIN) wraps");
+    float fa[3] = {5.5f, -5.5f, NAN}, fb[3] = {-2, 2, 1}, fr[3];
+    sk_binary(SK_REM, SK_F32, 2, fa, fb, fr);
+    check(fr[0] == -0.5f && fr[1] == 0.5f, "f32 remainder has the divisor's sign");
+    sk_binary(SK_MAX, SK_F32, 3, fa, fb, fr);
+    check(isnan(fr[2]) && fr[0] == 5.5f, "maximum propagates NaN");
+
+    /* convert */
+    float fc[7] = {2.9f, -2.9f, 3e9f, -3e9f, NAN, 0.0f, -0.5f};
+    int32_t ic[7];
+    sk_convert(SK_F32, SK_I32, 7, fc, ic);
+    check(ic[0] == 2 && ic[1] == -2 && ic[2] == INT32_MAX && ic[3] == INT32_MIN && ic[4] == 0 && ic[6] == 0,
+          "convert f32 -> i32 truncates, saturates, NaN gives 0");
+    uint8_t bc[7];
+    sk_convert(SK_F32, SK_BOOL, 7, fc, bc);
+    check(bc[0] == 1 && bc[4] == 1 && bc[5] == 0 && bc[6] == 1, "convert f32 -> bool is x != 0");
+    for (int fi = 0; fi < COUNT(ALL); fi++)
+        for (int ti2 = 0; ti2 < COUNT(ALL); ti2++) {
+            sk_dtype f = ALL[fi], t = ALL[ti2];
+            void *x = fill(f, 16, 40 + fi);
+            char got[16 * 8], want[16 * 8];
+            for (int i = 0; i < 16; i++) st(t, want, i, ld(f, x, i));   /* st truncates to i32 */
+            check(sk_convert(f, t, 16, x, got) == 0 && equal(t, got, want, 16), "convert %s -> %s", NAME[f], NAME[t]);
+            free(x);
+        }
+    uint16_t hb;
+    float odd = 1.0f + 3.0f / 256;   /* halfway between two bf16 values, rounds to even */
+    sk_convert(SK_F32, SK_BF16, 1, &odd, &hb);
+    check(hb == sc_bf16_from_float(odd) && sc_bf16_to_float(hb) == 1.015625f, "convert f32 -> bf16 rounds to even");
+
+    /* select */
+    for (int ti = 0; ti < COUNT(ALL); ti++) {
+        sk_dtype t = ALL[ti];
+        void *x = fill(t, 16, 50), *y = fill(t, 16, 51);
+        uint8_t p[16];
+        char got[16 * 8], want[16 * 8];
+        for (int i = 0; i < 16; i++) {
+            p[i] = (uint8_t)(i % 3 == 0);
+            st(t, want, i, p[i] ? ld(t, x, i) : ld(t, y, i));
+        }
+        check(sk_select(t, 16, p, x, y, got) == 0 && equal(t, got, want, 16), "select %s", NAME[t]);
+        free(x);
+        free(y);
+    }
+    check(sk_binary(SK_ADD, SK_BOOL, 1, bc, bc, bc) == SC_ERR, "add bool is an error");
+}
+
+int main(void) {
+    test_layout();
+    test_elementwise();
+    return tap_done();
+}

@@ -1,0 +1,186 @@
+/* Tests of the kernel library's contraction and reduction (lib/dot.c,
+ * lib/reduce.c; docs/kernels.md): many dot layouts and every reduction, for
+ * every dtype, against reference loops written from the definitions.
+ * TAP-like output: "ok N - ...", then "# done: N tests". */
+#include "ktest.h"
+
+/* ---- dot ---- */
+
+static sk_dot_dims dd(int nb, const int *lb, const int *rb, int nc, const int *lc, const int *rc) {
+    sk_dot_dims d = {nb, nc, {0}, {0}, {0}, {0}};
+    for (int i = 0; i < nb; i++)
+        d.lhs_batch[i] = lb[i], d.rhs_batch[i] = rb[i];
+    for (int i = 0; i < nc; i++)
+        d.lhs_contract[i] = lc[i], d.rhs_contract[i] = rc[i];
+    return d;
+}
+
+/* The definition: result[batch, lfree, rfree] = sum over the contracting
+ * indices of lhs[...] * rhs[...], labels placed by hand. */
+static void ref_dot(sk_dtype t, sc_shape ls, const void *a, sc_shape rs, const void *b,
+                    const sk_dot_dims *d, void *out, sc_shape *os) {
+    int lrole[8] = {0}, rrole[8] = {0}, lfree[8], rfree[8], nlf = 0, nrf = 0;
+    for (int i = 0; i < d->nbatch; i++)
+        lrole[d->lhs_batch[i]] = rrole[d->rhs_batch[i]] = 1;
+    for (int i = 0; i < d->ncontract; i++)
+        lrole[d->lhs_contract[i]] = rrole[d->rhs_contract[i]] = 2;
+    for (int i = 0; i < ls.rank; i++)
+        if (!lrole[i]) lfree[nlf++] = i;
+    for (int i = 0; i < rs.rank; i++)
+        if (!rrole[i]) rfree[nrf++] = i;
+    os->rank = d->nbatch + nlf + nrf;
+    for (int i = 0; i < d->nbatch; i++) os->dims[i] = ls.dims[d->lhs_batch[i]];
+    for (int i = 0; i < nlf; i++) os->dims[d->nbatch + i] = ls.dims[lfree[i]];
+    for (int i = 0; i < nrf; i++) os->dims[d->nbatch + nlf + i] = rs.dims[rfree[i]];
+    sc_shape ks = {d->ncontract, {0}};
+    for (int i = 0; i < d->ncontract; i++) ks.dims[i] = ls.dims[d->lhs_contract[i]];
+    for (int64_t o = 0; o < elems(*os); o++) {
+        int64_t oi[8], li[8] = {0}, ri[8] = {0}, ki[8];
+        unravel(*os, o, oi);
+        for (int i = 0; i < d->nbatch; i++) li[d->lhs_batch[i]] = ri[d->rhs_batch[i]] = oi[i];
+        for (int i = 0; i < nlf; i++) li[lfree[i]] = oi[d->nbatch + i];
+        for (int i = 0; i < nrf; i++) ri[rfree[i]] = oi[d->nbatch + nlf + i];
+        double sum = 0;
+        for (int64_t k = 0; k < elems(ks); k++) {
+            unravel(ks, k, ki);
+            for (int i = 0; i < d->ncontract; i++) li[d->lhs_contract[i]] = ri[d->rhs_contract[i]] = ki[i];
+            sum += ld(t, a, offset(ls, li)) * ld(t, b, offset(rs, ri));
+        }
+        st(t, out, o, sum);
+    }
+}
+
+/* copies: whether an f32/f64 dot of this layout may copy its operands. */
+static void check_dot_c(const char *what, sc_shape ls, sc_shape rs, sk_dot_dims d, int copies) {
+    for (int ti = 0; ti < COUNT(NUMERIC); ti++) {
+        sk_dtype t = NUMERIC[ti];
+        void *a = fill(t, elems(ls), 1 + ti), *b = fill(t, elems(rs), 7 + ti);
+        sc_shape os, want_s;
+        void *want = malloc(4096 * 8), *got = malloc(4096 * 8);
+        ref_dot(t, ls, a, rs, b, &d, want, &want_s);
+        memset(got, 0x7f, 4096 * 8);
+        int64_t c0 = sk_dot_copied_elems();
+        int rc = sk_dot(t, ls, a, rs, b, &d, got, &os);
+        if ((t == SK_F32 || t == SK_F64) && !copies && sk_dot_copied_elems() != c0) {
+            printf("# copied %lld elements\n", (long long)(sk_dot_copied_elems() - c0));
+            rc = -2;
+        }
+        int ok = rc == 0 && os.rank == want_s.rank && !memcmp(os.dims, want_s.dims, sizeof os.dims[0] * os.rank) &&
+                 equal(t, got, want, elems(want_s));
+        check(ok, "dot %s %s%s", what, NAME[t], (t == SK_F32 || t == SK_F64) && !copies ? ", no copies" : "");
+        free(a); free(b); free(want); free(got);
+    }
+}
+
+static void check_dot(const char *what, sc_shape ls, sc_shape rs, sk_dot_dims d) {
+    check_dot_c(what, ls, rs, d, 0);
+}
+
+static void test_dot(void) {
+    const int z[1] = {0}, o[1] = {1}, t2[1] = {2};
+    check_dot("matmul [5,7]x[7,3]", SC_SHAPE(5, 7), SC_SHAPE(7, 3), dd(0, 0, 0, 1, o, z));
+    check_dot("transposed lhs [7,5]x[7,3]", SC_SHAPE(7, 5), SC_SHAPE(7, 3), dd(0, 0, 0, 1, z, z));
+    check_dot("transposed rhs [5,7]x[3,7]", SC_SHAPE(5, 7), SC_SHAPE(3, 7), dd(0, 0, 0, 1, o, o));
+    check_dot("both transposed [7,5]x[3,7]", SC_SHAPE(7, 5), SC_SHAPE(3, 7), dd(0, 0, 0, 1, z, o));
+    check_dot("batch leading [4,5,7]x[4,7,3]", SC_SHAPE(4, 5, 7), SC_SHAPE(4, 7, 3), dd(1, z, z, 1, t2, o));
+    const int lb[2] = {0, 1}, rb[2] = {0, 2}, l3[1] = {3}, r1[1] = {1};
+    check_dot("attention p.v [2,3,4,5]x[2,5,3,6] batch {0,1}/{0,2}", SC_SHAPE(2, 3, 4, 5), SC_SHAPE(2, 5, 3, 6),
+              dd(2, lb, rb, 1, l3, r1));
+    const int qb[2] = {0, 2}, q3[1] = {3};
+    check_dot("q.k [2,4,3,5]x[2,6,3,5] batch {0,2}", SC_SHAPE(2, 4, 3, 5), SC_SHAPE(2, 6, 3, 5),
+              dd(2, qb, qb, 1, q3, q3));
+    check_dot("batch interleaved [5,4,7]x[7,4,3]", SC_SHAPE(5, 4, 7), SC_SHAPE(7, 4, 3), dd(1, o, o, 1, t2, z));
+    /* Batch innermost: no matrix has a unit stride, BLAS cannot read it. */
+    check_dot_c("batch last [5,7,4]x[7,3,4] (copied)", SC_SHAPE(5, 7, 4), SC_SHAPE(7, 3, 4), dd(1, t2, t2, 1, o, z), 1);
+    const int lc2[2] = {1, 2}, rc2[2] = {0, 1}, rc2s[2] = {2, 0};
+    check_dot("two contracting [5,3,4]x[3,4,6]", SC_SHAPE(5, 3, 4), SC_SHAPE(3, 4, 6), dd(0, 0, 0, 2, lc2, rc2));
+    check_dot_c("two contracting, split by a free dim [5,3,4]x[4,6,3] (copied)", SC_SHAPE(5, 3, 4),
+                SC_SHAPE(4, 6, 3), dd(0, 0, 0, 2, lc2, rc2s), 1);
+    const int lc2r[2] = {2, 1}, rc2r[2] = {1, 0};
+    check_dot("two contracting listed reversed", SC_SHAPE(5, 3, 4), SC_SHAPE(3, 4, 6), dd(0, 0, 0, 2, lc2r, rc2r));
+    check_dot_c("interleaved free dims [2,7,3]x[7,5] (copied)", SC_SHAPE(2, 7, 3), SC_SHAPE(7, 5),
+                dd(0, 0, 0, 1, o, z), 1);
+    check_dot_c("interleaved rhs [7,2,3]x contract {0,2} (copied)", SC_SHAPE(5, 7, 3), SC_SHAPE(7, 2, 3),
+                dd(0, 0, 0, 2, (const int[]){1, 2}, (const int[]){0, 2}), 1);
+    check_dot("vector . vector [9]x[9]", SC_SHAPE(9), SC_SHAPE(9), dd(0, 0, 0, 1, z, z));
+    check_dot("matrix . vector [5,9]x[9]", SC_SHAPE(5, 9), SC_SHAPE(9), dd(0, 0, 0, 1, o, z));
+    check_dot("vector . matrix [9]x[9,4]", SC_SHAPE(9), SC_SHAPE(9, 4), dd(0, 0, 0, 1, z, z));
+    check_dot("transposed vector . matrix [9]x[4,9]", SC_SHAPE(9), SC_SHAPE(4, 9), dd(0, 0, 0, 1, z, o));
+    check_dot("outer product [5]x[3]", SC_SHAPE(5), SC_SHAPE(3), dd(0, 0, 0, 0, 0, 0));
+    check_dot("batched vectors [4,9]x[4,9]", SC_SHAPE(4, 9), SC_SHAPE(4, 9), dd(1, z, z, 1, o, o));
+    check_dot("extent-1 dims [1,5,1,7]x[7,1,3]", SC_SHAPE(1, 5, 1, 7), SC_SHAPE(7, 1, 3), dd(0, 0, 0, 1, l3, z));
+    check_dot("empty sum [5,0]x[0,3]", SC_SHAPE(5, 0), SC_SHAPE(0, 3), dd(0, 0, 0, 1, o, z));
+    check_dot("blocked loop [3,300]x[300,600]", SC_SHAPE(3, 300), SC_SHAPE(300, 600), dd(0, 0, 0, 1, o, z));
+    /* i32 products wrap modulo 2^32. */
+    int32_t a[2] = {65536, 3}, b[2] = {65536, 5}, c = 0;
+    int rc = sk_dot(SK_I32, SC_SHAPE(2), a, SC_SHAPE(2), b, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &c, NULL);
+    check(rc == 0 && c == 15, "dot i32 wraps (2^16 * 2^16 + 15 = %d)", c);
+    sk_dot_dims bad = dd(0, 0, 0, 1, o, o);
+    check(sk_dot(SK_F32, SC_SHAPE(2, 3), a, SC_SHAPE(2, 4), b, &bad, &c, NULL) == SC_ERR,
+          "dot: mismatched contracting extents are an error");
+    check(sk_dot(SK_BOOL, SC_SHAPE(2), a, SC_SHAPE(2), b, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &c, NULL) == SC_ERR,
+          "dot: bool is an error");
+}
+
+/* ---- reduce ---- */
+
+static void test_reduce(void) {
+    static const struct { int n, d[3]; } sets[] = {{0, {0}}, {1, {0}}, {1, {1}}, {1, {2}}, {2, {0, 2}}, {2, {2, 1}}, {3, {0, 1, 2}}};
+    const sc_reduce ops[] = {SC_SUM, SC_MAX, SC_MIN};
+    sc_shape s = SC_SHAPE(3, 4, 5);
+    for (int ti = 0; ti < COUNT(ALL); ti++)
+        for (int oi = 0; oi < 3; oi++) {
+            sk_dtype t = ALL[ti];
+            if (t == SK_BOOL && ops[oi] == SC_SUM)
+                continue;
+            int ok = 1;
+            void *x = fill(t, 60, 3 + ti);
+            for (int si = 0; si < COUNT(sets) && ok; si++) {
+                int red[3] = {0};
+                for (int i = 0; i < sets[si].n; i++) red[sets[si].d[i]] = 1;
+                sc_shape os = {0, {0}};
+                for (int d = 0; d < 3; d++)
+                    if (!red[d]) os.dims[os.rank++] = s.dims[d];
+                double acc[64];
+                for (int i = 0; i < 64; i++) acc[i] = ops[oi] == SC_SUM ? 0 : ops[oi] == SC_MAX ? -INFINITY : INFINITY;
+                for (int64_t i = 0; i < 60; i++) {
+                    int64_t ix[3], oix[3];
+                    unravel(s, i, ix);
+                    int r = 0;
+                    for (int d = 0; d < 3; d++)
+                        if (!red[d]) oix[r++] = ix[d];
+                    int64_t o = offset(os, oix);
+                    double v = ld(t, x, i);
+                    acc[o] = ops[oi] == SC_SUM ? acc[o] + v : ops[oi] == SC_MAX ? fmax(acc[o], v) : fmin(acc[o], v);
+                }
+                char want[64 * 8], got[64 * 8];
+                for (int64_t i = 0; i < elems(os); i++) st(t, want, i, acc[i]);
+                ok = sk_reduce(t, s, x, sets[si].n, sets[si].d, ops[oi], got) == 0 && equal(t, got, want, elems(os));
+            }
+            check(ok, "reduce %s %s over {}, {0}, {1}, {2}, {0,2}, {2,1}, {0,1,2}", NAME[t],
+                  oi == 0 ? "sum" : oi == 1 ? "max" : "min");
+            free(x);
+        }
+    float x[4] = {1, NAN, 3, -INFINITY}, m[2];
+    check(sk_reduce(SK_F32, SC_SHAPE(2, 2), x, 1, (int[]){1}, SC_MAX, m) == 0 && isnan(m[0]) && m[1] == 3,
+          "reduce max propagates NaN");
+    int32_t big[2] = {INT32_MAX, 2}, s32;
+    check(sk_reduce(SK_I32, SC_SHAPE(2), big, 1, (int[]){0}, SC_SUM, &s32) == 0 && s32 == INT32_MIN + 1,
+          "reduce i32 sum wraps");
+    /* bf16 sums accumulate in f32: 256 + 1 + ... (256 ones) is 512, not 256. */
+    uint16_t h[257];
+    h[0] = sc_bf16_from_float(256);
+    for (int i = 1; i < 257; i++) h[i] = sc_bf16_from_float(1);
+    uint16_t hs;
+    check(sk_reduce(SK_BF16, SC_SHAPE(257), h, 1, (int[]){0}, SC_SUM, &hs) == 0 && sc_bf16_to_float(hs) == 512,
+          "reduce bf16 sum accumulates in f32 (%g)", sc_bf16_to_float(hs));
+    float e[1];
+    check(sk_reduce(SK_F32, SC_SHAPE(0, 1), x, 1, (int[]){0}, SC_MAX, e) == 0 && e[0] == -INFINITY,
+          "reduce of an empty dim gives the identity");
+}
+
+int main(void) {
+    test_dot();
+    test_reduce();
+    return tap_done();
+}
