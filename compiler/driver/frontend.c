@@ -2,6 +2,7 @@
 
 #include "../partition/partition.h"
 #include "../propagate/propagate.h"
+#include "../schedule/schedule.h"
 
 #include <string.h>
 
@@ -87,7 +88,11 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
     if (rc != FRONTEND_OK || stage == STAGE_SHARDED)
         return rc;
     partition_module(&c->module, &c->diag);
-    return verified(c, "partitioning", diag_out);
+    rc = verified(c, "partitioning", diag_out);
+    if (rc != FRONTEND_OK || stage == STAGE_PARTITIONED)
+        return rc;
+    schedule_module(&c->module);
+    return verified(c, "scheduling", diag_out);
 }
 
 void compilation_free(Compilation *c) { arena_free(&c->arena); }

@@ -25,7 +25,7 @@ typedef struct {
 } Compilation;
 
 /* The stages of spec section 6 that exist so far, in pipeline order. */
-typedef enum { STAGE_PARSED, STAGE_SHARDED, STAGE_PARTITIONED } Stage;
+typedef enum { STAGE_PARSED, STAGE_SHARDED, STAGE_PARTITIONED, STAGE_SCHEDULED } Stage;
 
 enum { FRONTEND_OK = 0, FRONTEND_USER_ERROR = 1, FRONTEND_USAGE_ERROR = 2, FRONTEND_INTERNAL_ERROR = 3 };
 

@@ -29,7 +29,7 @@ static const char usage[] =
     "options:\n"
     "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
     "  --const N=v,...  override constants defined with const\n"
-    "  --stage STAGE    with dump: parsed, sharded or partitioned (scheduled is not implemented yet)\n"
+    "  --stage STAGE    with dump: parsed, sharded, partitioned or scheduled\n"
     "  --fn NAME        with dump: print only this function; with show and interp: the function\n"
     "  --value NAME     with show: the value to draw, named as dump names it\n"
     "  --format FORMAT  with show: text (default) or dot\n"
@@ -265,12 +265,9 @@ int main(int argc, char **argv) {
     }
     if (is_dump) {
         if (!o.stage)
-            return usage_error("%s", "dump needs --stage parsed, sharded or partitioned");
-        if (strcmp(o.stage, "scheduled") == 0) {
-            fprintf(stderr, "shardc: error: stage '%s' is not implemented yet (parsed, sharded and partitioned are)\n", o.stage);
-            return 2;
-        }
-        if (strcmp(o.stage, "parsed") != 0 && strcmp(o.stage, "sharded") != 0 && strcmp(o.stage, "partitioned") != 0)
+            return usage_error("%s", "dump needs --stage parsed, sharded, partitioned or scheduled");
+        if (strcmp(o.stage, "parsed") != 0 && strcmp(o.stage, "sharded") != 0 && strcmp(o.stage, "partitioned") != 0 &&
+            strcmp(o.stage, "scheduled") != 0)
             return usage_error("unknown stage '%s': stages are parsed, sharded, partitioned, scheduled", o.stage);
     }
     size_t len;
@@ -284,7 +281,8 @@ int main(int argc, char **argv) {
     if (is_interp && !o.stage)
         o.stage = "parsed";
     Stage stage = is_check ? STAGE_SHARDED : strcmp(o.stage, "parsed") == 0 ? STAGE_PARSED
-                : strcmp(o.stage, "sharded") == 0 ? STAGE_SHARDED : STAGE_PARTITIONED;
+                : strcmp(o.stage, "sharded") == 0 ? STAGE_SHARDED
+                : strcmp(o.stage, "partitioned") == 0 ? STAGE_PARTITIONED : STAGE_SCHEDULED;
     rc = frontend_compile(&c, o.input, text, len, stderr, &o.mesh, stage);
     if (rc == FRONTEND_OK && !is_check) {
         int only = -1;

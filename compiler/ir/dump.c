@@ -311,8 +311,10 @@ static void print_inst(Printer *p, int v) {
     FILE *out = p->out;
     if (in->op == OP_RETURN)
         fputs("  return(", out);
+    else if (in->op == OP_DONE)     /* all-reduce-done(%all-reduce-start) */
+        fprintf(out, "  %%%s = %s-done(", p->names[v], op_info[fn->insts[ir_arg(fn, in, 0)].op].name);
     else
-        fprintf(out, "  %%%s = %s(", p->names[v], op_info[in->op].name);
+        fprintf(out, "  %%%s = %s%s(", p->names[v], op_info[in->op].name, in->flags & INST_ASYNC ? "-start" : "");
     if (in->op == OP_PARAMETER)
         fprintf(out, "%lld", (long long)ir_attr(fn, in, 0));
     else if (in->op == OP_CONSTANT)
@@ -330,6 +332,8 @@ static void print_inst(Printer *p, int v) {
     }
     if (p->show_why && in->why != WHY_NONE && !(in->why == WHY_DEFAULT && in->type.rank == 0))
         print_why(p, in);
+    if (fn->scheduled && in->buffer >= 0)
+        fprintf(out, "  # buffer %d", in->buffer);
     fputc('\n', out);
 }
 
@@ -414,6 +418,9 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
         fputs("}\n", out);
         if (p.fn->partitioned)
             print_summary(&p);
+        if (p.fn->scheduled)
+            fprintf(out, "# peak bytes per device of %s: %lld in %d buffers (parameters not included)\n",
+                    sym_name(m->syms, p.fn->sym), (long long)p.fn->peak_bytes, p.fn->nbuffers);
         forget_names(&p);
     }
     arena_free(&p.arena);

@@ -42,6 +42,7 @@ int ir_emit_checked(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
     in->sym = -1;
     in->loc = loc;
     in->why_from = in->why_from2 = in->why_root = -1;
+    in->buffer = -1;
     in->args = fn->nargs;
     in->nargs = nargs;
     for (int i = 0; i < nargs; i++)

@@ -44,7 +44,10 @@ typedef enum {
     OP_COUNT
 } Op;
 
-enum { INST_CONSTRAINED = 1 };   /* sharding fixed by the user */
+enum {
+    INST_CONSTRAINED = 1,        /* sharding fixed by the user */
+    INST_ASYNC = 2,              /* a collective that only starts; an OP_DONE waits for it */
+};
 
 typedef struct {
     uint16_t op;
@@ -60,6 +63,7 @@ typedef struct {
      * the neighbour it was taken from and the root that started the chain. */
     uint8_t why;                 /* Why */
     int32_t why_from, why_from2, why_root;   /* why_from2: a second source, or -1 */
+    int32_t buffer;              /* after scheduling: the buffer holding the value, or -1 */
 } Inst;
 
 typedef enum {
@@ -76,6 +80,9 @@ typedef struct {
     int spmd;
     int partitioned;             /* rewritten per device by the partitioner */
     int kept_global;             /* a copy that spmd fns call on local blocks: never partitioned */
+    int scheduled;               /* collectives split into start/done, buffers assigned */
+    int64_t peak_bytes;          /* after scheduling: bytes of all buffers of one device */
+    int nbuffers;
     Loc loc;
     Inst *insts;
     int ninsts, insts_cap;
@@ -101,6 +108,11 @@ typedef struct {
 void module_init(Module *m, Arena *arena, Symtab *syms);
 
 /* Does the body see local blocks (an spmd fn, or any fn after partitioning)? */
+static inline int op_is_collective(int op) {
+    return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL ||
+           op == OP_COLLECTIVE_PERMUTE;
+}
+
 static inline int fn_is_local(const Fn *fn) { return fn->spmd || fn->partitioned; }
 
 /* ---- op facts (ops.c) ---- */

@@ -17,7 +17,7 @@ typedef enum {
     C_LEAF, C_ELEMENTWISE, C_CONVERT, C_COMPARE, C_SELECT, C_BROADCAST,
     C_TRANSPOSE, C_RESHAPE, C_DOT, C_REDUCE, C_SLICE, C_DYNAMIC_SLICE, C_CONCAT,
     C_ROLL, C_GATHER, C_CALL, C_TUPLE_ELEMENT, C_RETURN, C_ALL_REDUCE,
-    C_ALL_GATHER, C_REDUCE_SCATTER, C_ALL_TO_ALL, C_PERMUTE,
+    C_ALL_GATHER, C_REDUCE_SCATTER, C_ALL_TO_ALL, C_PERMUTE, C_DONE,
 } OpClass;
 
 static const uint8_t op_class[OP_COUNT] = {
@@ -382,6 +382,11 @@ const char *op_infer(const Module *m, const Fn *fn, const Inst *in, Shape *out) 
     case C_REDUCE_SCATTER: return infer_collective(&c, out, 2, -1, 0, 1);
     case C_ALL_TO_ALL: return infer_collective(&c, out, 2, 1, 1, 0);
     case C_PERMUTE: return infer_permute(&c, out);
+    case C_DONE: {
+        const Inst *start = &fn->insts[ir_arg(fn, in, 0)];
+        *out = start->type;
+        return op_is_collective(start->op) && (start->flags & INST_ASYNC) ? NULL : "done of something that is not a started collective";
+    }
     }
     return "unknown op class";
 }

@@ -3,6 +3,7 @@
 #include "ir.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 typedef struct {
     const Module *m;
@@ -84,6 +85,22 @@ static const char *check_dot_order(const Fn *fn, const Inst *in) {
     return NULL;
 }
 
+/* Every started collective is waited for exactly once. */
+static const char *check_dones(const Verifier *vf, const Fn *fn) {
+    int *dones = calloc((size_t)fn->ninsts + 1, sizeof(int));
+    if (!dones)
+        return "out of memory";
+    for (int v = 0; v < fn->ninsts; v++)
+        if (fn->insts[v].op == OP_DONE)
+            dones[ir_arg(fn, &fn->insts[v], 0)]++;
+    const char *err = NULL;
+    for (int v = 0; v < fn->ninsts && !err; v++)
+        if ((fn->insts[v].flags & INST_ASYNC) && dones[v] != 1)
+            err = fail(vf, fn, v, "a started collective is not waited for exactly once");
+    free(dones);
+    return err;
+}
+
 static const char *verify_fn(const Verifier *vf, const Fn *fn) {
     const Module *m = vf->m;
     for (int i = 0; i < fn->nparams; i++)
@@ -99,6 +116,8 @@ static const char *verify_fn(const Verifier *vf, const Fn *fn) {
                 return fail(vf, fn, v, "operand is not defined before its use");
             if (fn->insts[a].type.dtype == DT_TUPLE && in->op != OP_GET_TUPLE_ELEMENT)
                 return fail(vf, fn, v, "tuple used by something other than get-tuple-element");
+            if ((fn->insts[a].flags & INST_ASYNC) && in->op != OP_DONE)
+                return fail(vf, fn, v, "a started collective is used before its done");
         }
         Shape s;
         const char *err = op_infer(m, fn, in, &s);
@@ -115,7 +134,7 @@ static const char *verify_fn(const Verifier *vf, const Fn *fn) {
         if (err)
             return fail(vf, fn, v, err);
     }
-    return fn->ninsts ? NULL : "function has no instructions";
+    return fn->ninsts ? check_dones(vf, fn) : "function has no instructions";
 }
 
 const char *ir_verify(const Module *m, char buf[VERIFY_MSG_SIZE]) {

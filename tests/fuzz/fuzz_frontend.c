@@ -1,5 +1,5 @@
 /* libFuzzer target: the whole compiler so far (scanner, parser, sema,
- * sharding propagation, partitioning, verifier, dump) on arbitrary bytes.
+ * sharding propagation, partitioning, scheduling, verifier, dump) on arbitrary bytes.
  * Any crash, sanitizer report, leak, hang or internal error (an IR that
  * fails verification) is a bug. */
 #include "../../compiler/driver/frontend.h"
@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(text, data, size);
     text[size] = '\0';
     Compilation c = {0};
-    int rc = frontend_compile(&c, "fuzz.tdsl", text, size, NULL, NULL, STAGE_PARTITIONED);
+    int rc = frontend_compile(&c, "fuzz.tdsl", text, size, NULL, NULL, STAGE_SCHEDULED);
     if (rc == FRONTEND_INTERNAL_ERROR)
         abort();
     if (rc == FRONTEND_OK) {

@@ -1,0 +1,198 @@
+/* Scheduling: the final order of a per-device program and its buffers.
+ *
+ * Order: every instruction keeps its place, except that a collective's start
+ * moves up to right after its operand is computed and its done (OP_DONE)
+ * down to right before the first instruction that reads its value.  All
+ * devices run the same program, so they still issue collectives in the same
+ * order, and whatever runs between start and done overlaps the transfer.
+ *
+ * Buffers: values are walked in the new order; a value takes the smallest
+ * free buffer that fits, or a new one, and frees it after its last use.  A
+ * collective's operand stays live until its done (the transfer reads it),
+ * a done shares its start's buffer, parameters live in the caller's memory
+ * and returned values are never freed.  The sum of all buffers is the
+ * function's peak memory per device. */
+#include "schedule.h"
+
+#include <string.h>
+
+typedef struct {
+    Module *m;
+    const Fn *src;
+    Fn *dst;
+    int32_t *new_of;             /* src value -> dst value (a collective: its done) */
+    int32_t *started_by;         /* src collective -> dst start, or -1 */
+    int32_t *first_after;        /* src value -> first collective it is the operand of, chained: */
+    int32_t *next_after;         /* src collective -> next collective with the same operand */
+} Sched;
+
+static int copy_inst(Sched *s, int v, uint8_t extra_flags) {
+    const Inst *in = &s->src->insts[v];
+    int32_t args[256];
+    int32_t *a = in->nargs <= 256 ? args : arena_alloc(s->m->arena, sizeof(int32_t) * (size_t)in->nargs);
+    for (int i = 0; i < in->nargs; i++)
+        a[i] = s->new_of[ir_arg(s->src, in, i)];
+    int d = ir_emit(s->m, s->dst, (Op)in->op, a, in->nargs, ir_attrs(s->src, in), in->nattrs, &in->type, in->loc);
+    Inst *out = &s->dst->insts[d];
+    out->sym = in->sym;
+    out->sh = in->sh;
+    out->value = in->value;
+    out->flags = in->flags | extra_flags;
+    out->why = in->why;
+    return d;
+}
+
+static void start_ready(Sched *s, int v);
+
+static void wait_for(Sched *s, int c) {
+    int done = ir_emit(s->m, s->dst, OP_DONE, (int32_t[]){s->started_by[c]}, 1, NULL, 0, NULL, s->src->insts[c].loc);
+    s->dst->insts[done].sym = s->src->insts[c].sym;
+    s->dst->insts[done].sh = s->src->insts[c].sh;
+    s->new_of[c] = done;
+    start_ready(s, c);
+}
+
+/* Wait for collective c, and first for the collectives it waits on: a
+ * collective of a collective starts only when the first is done.  The
+ * chain is walked with a loop, not recursion: chains can be long. */
+static void finish(Sched *s, int c) {
+    if (s->new_of[c] >= 0)
+        return;
+    int n = 0, *chain = NULL, cap = 0;
+    for (int x = c; s->started_by[x] < 0; x = ir_arg(s->src, &s->src->insts[x], 0))
+        *VEC_PUSH(s->m->arena, chain, n, cap) = x;     /* its operand is a collective still running */
+    int started = n ? ir_arg(s->src, &s->src->insts[chain[n - 1]], 0) : c;
+    wait_for(s, started);                   /* the started end of the chain, then up to c */
+    for (int i = n - 1; i >= 0; i--)
+        wait_for(s, chain[i]);
+}
+
+/* Start the collectives whose operand, src value v, now exists. */
+static void start_ready(Sched *s, int v) {
+    for (int c = s->first_after[v]; c >= 0; c = s->next_after[c]) {
+        s->started_by[c] = copy_inst(s, c, INST_ASYNC);
+        s->dst->insts[s->started_by[c]].sym = -1;
+    }
+}
+
+static void order(Sched *s) {
+    const Fn *src = s->src;
+    for (int v = 0; v < src->ninsts; v++) {
+        const Inst *in = &src->insts[v];
+        if (op_is_collective(in->op))
+            continue;                /* started by start_ready */
+        for (int i = 0; i < in->nargs; i++) {
+            int a = ir_arg(src, in, i);
+            if (op_is_collective(src->insts[a].op))
+                finish(s, a);
+        }
+        if (in->op == OP_RETURN)     /* nothing may start after the return */
+            for (int c = 0; c < src->ninsts; c++)
+                if (op_is_collective(src->insts[c].op) && s->started_by[c] >= 0)
+                    finish(s, c);
+        s->new_of[v] = copy_inst(s, v, 0);
+        start_ready(s, v);
+    }
+}
+
+/* ---- buffers ---- */
+
+typedef struct {
+    int64_t *size;               /* buffer -> bytes */
+    int n, cap;
+    int *free_list;
+    int nfree, free_cap;
+} Pool;
+
+static int take(Arena *a, Pool *p, int64_t bytes) {
+    int best = -1;
+    for (int i = 0; i < p->nfree; i++)       /* best fit among the free */
+        if (p->size[p->free_list[i]] >= bytes && (best < 0 || p->size[p->free_list[i]] < p->size[p->free_list[best]]))
+            best = i;
+    if (best >= 0) {
+        int b = p->free_list[best];
+        p->free_list[best] = p->free_list[--p->nfree];
+        return b;
+    }
+    *VEC_PUSH(a, p->size, p->n, p->cap) = bytes;
+    return p->n - 1;
+}
+
+static void assign_buffers(Fn *fn) {
+    int n = fn->ninsts;
+    Arena scratch = {0};
+    int *last = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));
+    for (int v = 0; v < n; v++) {
+        last[v] = v;
+        const Inst *in = &fn->insts[v];
+        for (int i = 0; i < in->nargs; i++) {
+            int a = ir_arg(fn, in, i);
+            last[a] = v;
+            if (in->op == OP_DONE)   /* the start's operand is read until the done */
+                last[ir_arg(fn, &fn->insts[a], 0)] = v;
+        }
+    }
+    const Inst *ret = &fn->insts[n - 1];
+    for (int i = 0; i < ret->nargs; i++)
+        last[ir_arg(fn, ret, i)] = n;        /* returned: handed to the caller */
+    int **dying = arena_alloc(&scratch, sizeof(int *) * (size_t)(n + 1));
+    int *ndying = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1)), *cap = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));
+    Pool pool = {0};
+    for (int v = 0; v < n; v++) {
+        Inst *in = &fn->insts[v];
+        in->buffer = -1;
+        if (in->op == OP_PARAMETER || in->op == OP_RETURN || in->type.dtype == DT_TUPLE)
+            continue;
+        /* A started collective's buffer passes to its done, which frees it. */
+        if (in->op == OP_DONE)
+            in->buffer = fn->insts[ir_arg(fn, in, 0)].buffer;
+        else
+            in->buffer = take(&scratch, &pool, shape_elems(&in->type) * dtype_size(in->type.dtype));
+        if (last[v] < n && !(in->flags & INST_ASYNC))
+            *VEC_PUSH(&scratch, dying[last[v]], ndying[last[v]], cap[last[v]]) = v;
+        for (int i = 0; i < ndying[v]; i++)         /* free what this instruction read last */
+            *VEC_PUSH(&scratch, pool.free_list, pool.nfree, pool.free_cap) = fn->insts[dying[v][i]].buffer;
+    }
+    fn->peak_bytes = 0;
+    for (int b = 0; b < pool.n; b++)
+        fn->peak_bytes += pool.size[b];
+    fn->nbuffers = pool.n;
+    arena_free(&scratch);
+}
+
+static void schedule_fn(Module *m, int f) {
+    const Fn src = m->fns[f];
+    Fn *dst = &m->fns[f];
+    Fn fresh = {0};
+    fresh.sym = src.sym;
+    fresh.spmd = src.spmd;
+    fresh.partitioned = src.partitioned;
+    fresh.kept_global = src.kept_global;
+    fresh.loc = src.loc;
+    fresh.params = src.params;
+    fresh.nparams = src.nparams;
+    fresh.results = src.results;
+    fresh.nresults = src.nresults;
+    fresh.scheduled = 1;
+    *dst = fresh;
+    size_t n = (size_t)src.ninsts + 1;
+    Sched s = {m, &src, dst, arena_alloc(m->arena, sizeof(int32_t) * n), arena_alloc(m->arena, sizeof(int32_t) * n),
+               arena_alloc(m->arena, sizeof(int32_t) * n), arena_alloc(m->arena, sizeof(int32_t) * n)};
+    for (int v = 0; v < src.ninsts; v++)
+        s.new_of[v] = s.started_by[v] = s.first_after[v] = s.next_after[v] = -1;
+    /* Chain each value's collectives in program order (built backwards). */
+    for (int v = src.ninsts - 1; v >= 0; v--)
+        if (op_is_collective(src.insts[v].op)) {
+            int a = ir_arg(&src, &src.insts[v], 0);
+            s.next_after[v] = s.first_after[a];
+            s.first_after[a] = v;
+        }
+    order(&s);
+    assign_buffers(dst);
+}
+
+void schedule_module(Module *m) {
+    for (int f = 0; f < m->nfns; f++)
+        if (!m->fns[f].kept_global && fn_is_local(&m->fns[f]))
+            schedule_fn(m, f);
+}
