@@ -6,16 +6,18 @@ PREFIX   ?= /usr/local
 BUILD    ?= build
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
-ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -I$(BUILD)/gen -Icompiler/base
+ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -I$(BUILD)/gen -Icompiler/base -Iruntime
 FUZZ_SECONDS ?= 60
 
 SRC := $(wildcard compiler/base/*.c compiler/ir/*.c compiler/sema/*.c compiler/propagate/*.c compiler/partition/*.c compiler/schedule/*.c) compiler/driver/frontend.c
 GEN := $(BUILD)/gen/parser.c $(BUILD)/gen/lexer.c
-HDR := $(wildcard compiler/*/*.h) compiler/ir/ops.def $(BUILD)/gen/parser.h
+HDR := $(wildcard compiler/*/*.h) compiler/ir/ops.def $(BUILD)/gen/parser.h lib/shardc_npy.h lib/shardc_lib.h runtime/shardc_rt.h
 
 OBJ := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/parser.o $(BUILD)/obj/gen/lexer.o
 # The reference interpreter and `shardc interp` go into shardc only.
 INTERP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/interp/*.c) compiler/driver/interp_cmd.c)
+# C code generation (docs/codegen.md) and `shardc compile/build/run`.
+CODEGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/codegen/*.c) compiler/driver/codegen_cmd.c)
 
 # The communication runtime (docs/runtime.md): a static library of its own,
 # built with -pthread, and its tests (tests/runtime/*.c, TAP-like output).
@@ -94,8 +96,10 @@ $(BUILD)/libfrontend.a: $(OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/obj/compiler/driver/show.o $(INTERP_OBJ) $(BUILD)/libfrontend.a
-	$(CC) $(ALL_CFLAGS) -o $@ $^ -lm
+# shardc uses the kernel library's .npy reader (lib/npy.c).
+$(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/obj/compiler/driver/show.o $(INTERP_OBJ) $(CODEGEN_OBJ) \
+		$(BUILD)/libfrontend.a $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lm -pthread
 
 $(BUILD)/test_ir: tests/unit/test_ir.c $(BUILD)/libfrontend.a
 	$(CC) $(ALL_CFLAGS) $(WARN) -o $@ $^ -lm
@@ -128,6 +132,8 @@ install: all
 	install -m 644 runtime/shardc_rt.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_rt.h
 	install -m 644 $(BUILD)/libshardc_rt.a $(DESTDIR)$(PREFIX)/lib/libshardc_rt.a
 	install -m 644 lib/shardc_lib.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_lib.h
+	install -m 644 lib/shardc_npy.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_npy.h
+	install -m 644 lib/shardc_main.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_main.h
 	install -m 644 $(BUILD)/libshardc_lib.a $(DESTDIR)$(PREFIX)/lib/libshardc_lib.a
 
 deps:

@@ -1,6 +1,7 @@
 /* The shardc command line (docs/cli.md).  Exit status: 0 success, 1 an
  * error in the program, 2 bad command-line use, 3 an internal error. */
 #include "frontend.h"
+#include "codegen_cmd.h"
 #include "interp_cmd.h"
 #include "show.h"
 
@@ -22,9 +23,10 @@ static const char usage[] =
     "  interp  run a function with the reference interpreter (slow; for testing):\n"
     "          --fn F --in NAME=FILE.npy ... --out DIR writes DIR/result0.npy, ...;\n"
     "          --stage partitioned runs the partitioned program on simulated devices\n"
-    "  compile emit C (not implemented yet)\n"
-    "  build   emit C and link an executable (not implemented yet)\n"
-    "  run     build and run a function (not implemented yet)\n"
+    "  compile emit C for the per-device functions: -o prog.c [--fn F adds a main()]\n"
+    "  build   emit C and link an executable: -o prog --fn F\n"
+    "  run     build and run a function on the threads backend:\n"
+    "          --fn F --in NAME=FILE.npy ... --out DIR [--backend threads]\n"
     "\n"
     "options:\n"
     "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
@@ -33,16 +35,17 @@ static const char usage[] =
     "  --fn NAME        with dump: print only this function; with show and interp: the function\n"
     "  --value NAME     with show: the value to draw, named as dump names it\n"
     "  --format FORMAT  with show: text (default) or dot\n"
-    "  --in NAME=FILE   with interp: parameter NAME from a .npy file (one per parameter)\n"
-    "  --out DIR        with interp: where the results are written\n"
-    "  -o FILE          output file (dump; later compile and build)\n"
+    "  --in NAME=FILE   with interp and run: parameter NAME from a .npy file (one per parameter)\n"
+    "  --out DIR        with interp and run: where the results are written\n"
+    "  --backend B      with run: threads (default); mpi is not implemented yet\n"
+    "  -o FILE          output file (dump, compile, build)\n"
     "  -h, --help       show this help\n"
     "  --version        show the version\n";
 
 enum { MAX_INS = 1024 };           /* --in options, a bound instead of an allocation */
 
 typedef struct {
-    const char *command, *input, *stage, *fn, *output, *value, *format;
+    const char *command, *input, *stage, *fn, *output, *value, *format, *backend;
     MeshFlag mesh;
     const char *ins[MAX_INS], *out;  /* interp */
     int nins;
@@ -122,7 +125,8 @@ static int parse_args(int argc, char **argv, Options *o) {
                           : strcmp(a, "--value") == 0 ? &o->value
                           : strcmp(a, "--format") == 0 ? &o->format
                           : strcmp(a, "--in") == 0 ? &o->ins[o->nins++]
-                          : strcmp(a, "--out") == 0 ? &o->out : NULL;
+                          : strcmp(a, "--out") == 0 ? &o->out
+                          : strcmp(a, "--backend") == 0 ? &o->backend : NULL;
         int is_const = strcmp(a, "--const") == 0;
         if (slot || is_const || strcmp(a, "--mesh") == 0) {
             if (i + 1 == argc)
@@ -230,22 +234,33 @@ int main(int argc, char **argv) {
         return usage_error("%s", "no command given");
     int is_check = strcmp(o.command, "check") == 0, is_dump = strcmp(o.command, "dump") == 0;
     int is_show = strcmp(o.command, "show") == 0, is_interp = strcmp(o.command, "interp") == 0;
-    if (!is_check && !is_dump && !is_show && !is_interp) {
-        if (strcmp(o.command, "compile") == 0 || strcmp(o.command, "build") == 0 || strcmp(o.command, "run") == 0) {
-            fprintf(stderr, "shardc: error: '%s' is not implemented yet: code generation has not landed "
-                            "(check and dump --stage parsed work today)\n", o.command);
-            return 2;
-        }
+    int is_compile = strcmp(o.command, "compile") == 0, is_build = strcmp(o.command, "build") == 0;
+    int is_run = strcmp(o.command, "run") == 0, is_codegen = is_compile || is_build || is_run;
+    if (!is_check && !is_dump && !is_show && !is_interp && !is_codegen)
         return usage_error("unknown command '%s'", o.command);
-    }
     if (!o.input)
         return usage_error("%s needs an input file", o.command);
+    if (o.backend && !is_run)
+        return usage_error("%s", "--backend goes with run");
+    if (is_run && o.backend && strcmp(o.backend, "threads") != 0) {
+        if (strcmp(o.backend, "mpi") == 0) {
+            fputs("shardc: error: the MPI backend is not implemented yet; use --backend threads\n", stderr);
+            return 2;
+        }
+        return usage_error("unknown --backend '%s': threads or mpi", o.backend);
+    }
+    if (is_codegen && o.stage)
+        return usage_error("%s takes no --stage", o.command);
+    if (is_build && (!o.fn || !o.output))
+        return usage_error("%s", "build needs -o FILE and --fn F");
+    if (is_run && (!o.fn || !o.out || o.output))
+        return usage_error("%s", "run needs --fn and --out (and takes no -o)");
     if (is_check && (o.stage || o.fn || o.output))
         return usage_error("%s", "--stage, --fn and -o go with dump, not check");
     if (!is_show && (o.value || o.format))
         return usage_error("%s", "--value and --format go with show");
-    if (!is_interp && (o.nins || o.out))
-        return usage_error("%s", "--in and --out go with interp");
+    if (!is_interp && !is_run && (o.nins || o.out))
+        return usage_error("%s", "--in and --out go with interp and run");
     if (is_interp && (!o.fn || !o.out || o.output))
         return usage_error("%s", "interp needs --fn and --out (and takes no -o)");
     if (is_interp && o.stage && strcmp(o.stage, "parsed") != 0 && strcmp(o.stage, "partitioned") != 0)
@@ -280,6 +295,8 @@ int main(int argc, char **argv) {
     /* check propagates too (spec section 6); dump stops where it is asked to. */
     if (is_interp && !o.stage)
         o.stage = "parsed";
+    if (is_codegen)
+        o.stage = "scheduled";
     Stage stage = is_check ? STAGE_SHARDED : strcmp(o.stage, "parsed") == 0 ? STAGE_PARSED
                 : strcmp(o.stage, "sharded") == 0 ? STAGE_SHARDED
                 : strcmp(o.stage, "partitioned") == 0 ? STAGE_PARTITIONED : STAGE_SCHEDULED;
@@ -291,6 +308,12 @@ int main(int argc, char **argv) {
             rc = 2;
         } else if (is_dump)
             rc = dump_to(&c.module, only, stage == STAGE_SHARDED, o.output);
+        else if (is_compile)
+            rc = compile_command(&c.module, o.fn ? fn_index(&c, only) : -1, o.output);
+        else if (is_build)
+            rc = build_command(&c.module, fn_index(&c, only), o.output);
+        else if (is_run)
+            rc = run_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out);
         else if (is_interp)
             rc = interp_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out);
         else if (o.format && strcmp(o.format, "dot") == 0)

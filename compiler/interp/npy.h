@@ -1,21 +1,38 @@
-/* NumPy .npy files: read format versions 1.0 and 2.0, write 1.0.  Only
- * little-endian, C-order arrays of '<f4' (f32), '<f8' (f64), '<i4' (i32),
- * '|b1' (bool) and '<f2' (f16).  bf16 has no NumPy dtype: it is stored as
- * '<f4' holding bf16 values, and '<f4' data read as bf16 is rounded to it. */
+/* NumPy .npy files for `shardc interp`: the reader and writer of lib/npy.c
+ * (shared with generated programs, lib/shardc_npy.h) on the IR's Shape. */
 #ifndef SHARDC_NPY_H
 #define SHARDC_NPY_H
 
 #include "../ir/ir.h"
+#include "../../lib/shardc_npy.h"
 
-/* Read `path` into a malloc'd array of doubles (*data, free() it) and its
- * shape.  With `want`, the file must hold exactly that dtype and shape.
- * Returns 0, or -1 with a message in err (nothing allocated).  Any file,
- * however malformed, ends in one or the other. */
-int npy_read(const char *path, const Shape *want, Shape *shape, double **data, char *err, size_t errlen);
+_Static_assert((int)DT_F32 == (int)SK_F32 && (int)DT_F64 == (int)SK_F64 && (int)DT_BF16 == (int)SK_BF16 && (int)DT_F16 == (int)SK_F16 && (int)DT_I32 == (int)SK_I32 &&
+               (int)DT_BOOL == (int)SK_BOOL && (int)MAX_RANK == (int)SC_MAX_RANK, "the IR's dtypes are the kernel library's");
 
-/* Write `data` (shape_elems(shape) elements, rounded to shape->dtype) to
- * `path` through a temporary file renamed into place, so that a failure
- * leaves no partial file.  Returns 0, or -1 with a message in err. */
-int npy_write(const char *path, const Shape *shape, const double *data, char *err, size_t errlen);
+static inline sk_npy_shape npy_shape_of(const Shape *s) {
+    sk_npy_shape n = {s->dtype, s->rank, {0}};
+    for (int d = 0; d < s->rank; d++)
+        n.dims[d] = s->dims[d];
+    return n;
+}
+
+/* Read `path` into malloc'd doubles and its shape; with `want`, the file
+ * must hold exactly that dtype and shape.  Returns 0, or -1 with err. */
+static inline int npy_read(const char *path, const Shape *want, Shape *shape, double **data, char *err,
+                           size_t errlen) {
+    sk_npy_shape w = want ? npy_shape_of(want) : (sk_npy_shape){0, 0, {0}}, got;
+    if (sk_npy_read(path, want ? &w : NULL, &got, data, err, errlen))
+        return -1;
+    *shape = (Shape){got.dtype, got.rank, {0}};
+    for (int d = 0; d < got.rank; d++)
+        shape->dims[d] = got.dims[d];
+    return 0;
+}
+
+/* Write through a temporary file renamed into place. */
+static inline int npy_write(const char *path, const Shape *shape, const double *data, char *err, size_t errlen) {
+    sk_npy_shape s = npy_shape_of(shape);
+    return sk_npy_write(path, &s, data, err, errlen);
+}
 
 #endif

@@ -391,7 +391,8 @@ static void print_summary(Printer *p) {
         } else
             print_axes_attr(p, at + first, naxes);
         fprintf(out, ": %lld\n", (long long)bytes);
-        total += bytes;
+        if (__builtin_add_overflow(total, bytes, &total))
+            total = INT64_MAX;
     }
     fprintf(out, "# total bytes sent per device by %s: %lld\n", sym_name(p->m->syms, fn->sym), (long long)total);
 }

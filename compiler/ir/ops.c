@@ -594,9 +594,12 @@ int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in) {
     default: return 0;
     }
     int64_t k = axes_product(m, fn, in, first);
+    /* In double, saturated: huge types would overflow the products. */
+    double b = (double)bytes, sent;
     switch ((Op)in->op) {
-    case OP_ALL_REDUCE: return 2 * (k - 1) * bytes / k;    /* reduce-scatter, then all-gather */
-    case OP_ALL_GATHER: return (k - 1) * bytes;            /* its block to every other member */
-    default: return (k - 1) * bytes / k;                   /* all but its own share */
+    case OP_ALL_REDUCE: sent = 2.0 * (double)(k - 1) * b / (double)k; break;  /* reduce-scatter + all-gather */
+    case OP_ALL_GATHER: sent = (double)(k - 1) * b; break;                      /* its block to every other member */
+    default: sent = (double)(k - 1) * b / (double)k; break;                     /* all but its own share */
     }
+    return sent >= 9.2e18 ? INT64_MAX : (int64_t)sent;
 }

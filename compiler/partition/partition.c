@@ -83,14 +83,15 @@ static void plan_summed(Part *p, Plan *pl, const Inst *in, const Piece *args) {
             int64_t k = 1;
             for (int i = 0; i < n; i++)
                 k *= p->m->axis_size[axes[i]];
-            int64_t gather = (k - 1) * piece_bytes(p, &args[split_by]);
+            /* Costs in double: the products can pass 2^63 for huge types. */
+            double gather = (double)(k - 1) * (double)piece_bytes(p, &args[split_by]);
             Shape res = shape_local(p->m, &in->type, &in->sh);
-            int64_t reduce = 2 * (k - 1) * shape_elems(&res) * dtype_size(res.dtype) / k;
+            double reduce = 2.0 * (double)(k - 1) * (double)shape_elems(&res) * dtype_size(res.dtype) / (double)k;
             /* ... plus moving the other operand, if it uses those axes elsewhere. */
             const Piece *other = &args[1 - split_by];
             for (int i = 0; i < n; i++)
                 if (other->sh.dim[axes[i]] != SH_REPLICATED) {
-                    reduce += (k - 1) * piece_bytes(p, other);
+                    reduce += (double)(k - 1) * (double)piece_bytes(p, other);
                     break;
                 }
             if (reduce < gather) {

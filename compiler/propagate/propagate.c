@@ -69,7 +69,9 @@ static int same_axes(const AxisList *a, const AxisList *b) {
 static void vote(FactorVotes *v, const AxisList *axes, int64_t weight, int tensor) {
     for (int i = 0; i < v->n; i++)
         if (same_axes(&v->cand[i].axes, axes)) {
-            v->cand[i].weight += weight;
+            /* Saturate: types may be as large as 2^59 elements. */
+            if (__builtin_add_overflow(v->cand[i].weight, weight, &v->cand[i].weight))
+                v->cand[i].weight = INT64_MAX;
             return;
         }
     if (v->n < MAX_RULE_TENSORS)

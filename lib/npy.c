@@ -5,15 +5,46 @@
  * padded with spaces and a newline, then the raw elements.  The reader
  * checks every part and says what is wrong; bytes are decoded one by one, so
  * it does not depend on the host's byte order. */
-#include "npy.h"
-
-#include "numerics.h"
+#include "shardc_npy.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <unistd.h>
+
+/* The compiler's names for the dtypes and shapes (compiler/ir/ir.h), so that
+ * `shardc interp` and generated programs share this one reader. */
+typedef sk_npy_shape Shape;
+enum { DT_F32 = SK_F32, DT_F64 = SK_F64, DT_BF16 = SK_BF16, DT_F16 = SK_F16, DT_I32 = SK_I32, DT_BOOL = SK_BOOL };
+enum { MAX_RANK = SC_MAX_RANK };
+static const char *const dtype_name[] = {"f32", "f64", "bf16", "f16", "i32", "bool"};
+
+static int64_t shape_elems(const Shape *s) {
+    int64_t n = 1;
+    for (int d = 0; d < s->rank; d++)
+        n *= s->dims[d];
+    return n;
+}
+
+static int shape_eq(const Shape *a, const Shape *b) {
+    if (a->dtype != b->dtype || a->rank != b->rank)
+        return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return 0;
+    return 1;
+}
+
+/* Rounding to f32 and bf16 (data read from a file is a float, and data
+ * written has been rounded to its dtype, so these are exact). */
+static double num_round(double x, int dtype) {
+    return dtype == DT_F32 ? (double)(float)x : dtype == DT_BF16 ? (double)sc_bf16_to_float(sc_bf16_from_float((float)x)) : x;
+}
+static double num_from_f16_bits(uint16_t h) { return sc_f16_to_float(h); }
+static uint16_t num_to_f16_bits(double x) { return sc_f16_from_float((float)x); }
+static int32_t num_wrap_i32(int64_t v) { return (int32_t)(uint32_t)v; }
 
 enum {
     MAX_HEADER = 1 << 20,            /* far more than any real header */
@@ -322,7 +353,7 @@ static int read_data(FILE *f, const char *path, const NpyType *t, int dtype, int
     return rc;
 }
 
-int npy_read(const char *path, const Shape *want, Shape *shape, double **data, char *err, size_t errlen) {
+int sk_npy_read(const char *path, const Shape *want, Shape *shape, double **data, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return fail(err, errlen, "cannot read '%s': %s", path, strerror(errno));
@@ -415,7 +446,7 @@ static int write_all(FILE *f, const Shape *s, const double *data, const NpyType 
     return 0;
 }
 
-int npy_write(const char *path, const Shape *shape, const double *data, char *err, size_t errlen) {
+int sk_npy_write(const char *path, const Shape *shape, const double *data, char *err, size_t errlen) {
     const NpyType *t = type_of_dtype(shape->dtype);
     if (!t)
         return fail(err, errlen, "cannot write '%s': %s has no .npy dtype", path, dtype_name[shape->dtype]);

@@ -1,0 +1,16 @@
+/* `shardc compile`, `build` and `run` (docs/cli.md): C code generation,
+ * then cc, then running the program on the threads backend. */
+#ifndef SHARDC_CODEGEN_CMD_H
+#define SHARDC_CODEGEN_CMD_H
+
+#include "../ir/ir.h"
+
+/* Write the C for module m (with a main() for function `f`, or none when
+ * f < 0) to `out` (NULL: standard output).  Returns an exit status. */
+int compile_command(const Module *m, int f, const char *out);
+/* Emit C for function f and link it into the executable `out`. */
+int build_command(const Module *m, int f, const char *out);
+/* Build f into a temporary directory and run it on the .npy inputs. */
+int run_command(const Module *m, int f, const char *const *ins, int nins, const char *out_dir);
+
+#endif

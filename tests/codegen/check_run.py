@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+"""Code generation's proof: every function, compiled to C and run on the
+threads backend (`shardc run`), computes what the reference interpreter
+computes for the global program (`shardc interp`).
+
+For each program (the samples at small sizes, tests/lit/partitioned and
+tests/interp/progs) and each mesh of 1, 2, 4 (2x2) and 8 (2x4) devices, runs
+every fn and spmd fn on the same random inputs both ways and compares the
+results within a tolerance per dtype (tests/interp/check_partition.py's).
+Meshes a program cannot take are skipped and counted.  Then, for each
+program once, the generated C (`shardc compile --fn F`) must compile with no
+warning under gcc and clang -std=c11 -Wall -Wextra -Werror.
+
+    tests/codegen/check_run.py [--shardc build/shardc] [--tmp DIR] [--jobs N]
+
+Prints one line per failure and ends with "N passed, N failed, N skipped".
+"""
+import argparse
+import concurrent.futures
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
+from check_partition import SAMPLE_CONSTS, close, random_input  # noqa: E402
+
+SIG = re.compile(r"^(spmd )?fn ([\w.]+)\((.*)\) -> (.*) \{$")
+PARAM = re.compile(r"(\w+): (\w+)\[([\d,]*)\]")
+
+
+def programs():
+    for path in sorted(glob.glob(os.path.join(ROOT, "samples", "*.tdsl"))):
+        yield path, SAMPLE_CONSTS.get(os.path.basename(path))
+    for sub in ("tests/lit/partitioned", "tests/interp/progs"):
+        for path in sorted(glob.glob(os.path.join(ROOT, sub, "*.tdsl"))):
+            yield path, None
+
+
+def run(shardc, args):
+    return subprocess.run([shardc] + args, capture_output=True, text=True)
+
+
+def meshes(axes):
+    n = len(axes)
+    if n == 0:
+        return [None]
+    spec = lambda sizes: ",".join("%s=%d" % (a, s) for a, s in zip(axes, sizes))
+    ones = [1] * n
+    two = ones[:]; two[0] = 2
+    if n >= 2:
+        return [spec(ones), spec(two), spec([2, 2] + ones[2:]), spec([2, 4] + ones[2:])]
+    return [spec(ones), spec(two), spec([4]), spec([8])]
+
+
+def signatures(dump):
+    fns = {}
+    for line in dump.splitlines():
+        m = SIG.match(line)
+        if m and not m.group(2).endswith(".local"):
+            params = [(p, dt, tuple(int(d) for d in dims.split(",") if d)) for p, dt, dims in PARAM.findall(m.group(3))]
+            fns[m.group(2)] = (params, re.findall(r"(\w+)\[", m.group(4)))
+    return fns
+
+
+def load_results(d):
+    files = sorted(glob.glob(os.path.join(d, "result*.npy")), key=lambda s: int(re.findall(r"\d+", os.path.basename(s))[0]))
+    return [np.load(f) for f in files]
+
+
+def check_case(shardc, case, path, flags, fn, params, dtypes, seed):
+    """Returns None (pass) or a failure message."""
+    os.makedirs(case)
+    rng = np.random.default_rng(seed)
+    ins = []
+    for p, dt, shape in params:
+        f = os.path.join(case, p + ".npy")
+        np.save(f, random_input(rng, dt, shape))
+        ins += ["--in", "%s=%s" % (p, f)]
+    outs = {}
+    for cmd in ("interp", "run"):
+        r = run(shardc, [cmd, path, "--fn", fn, "--out", os.path.join(case, cmd)] + ins + flags)
+        outs[cmd] = r.stderr.strip() or "status %d" % r.returncode if r.returncode else load_results(os.path.join(case, cmd))
+    g, c = outs["interp"], outs["run"]
+    shutil.rmtree(case, ignore_errors=True)
+    if isinstance(g, str) and isinstance(c, str):
+        return None                      # both stop with a run-time error
+    if isinstance(g, str) or isinstance(c, str):
+        return g if isinstance(g, str) else c
+    if len(g) != len(c) or not all(close(a, b, dtypes[i] if i < len(dtypes) else "f32")
+                                   for i, (a, b) in enumerate(zip(g, c))):
+        return "the generated program's results differ from the interpreter's"
+    return None
+
+
+def check_warnings(shardc, tmp, path, flags, fn):
+    src = os.path.join(tmp, re.sub(r"\W", "_", os.path.relpath(path, ROOT) + "_" + fn) + ".c")
+    r = run(shardc, ["compile", path, "-o", src, "--fn", fn] + flags)
+    if r.returncode:
+        return ["shardc compile: " + r.stderr.strip()]
+    fails = []
+    for cc in ("gcc", "clang"):
+        r = subprocess.run([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                            "-I" + os.path.join(ROOT, "runtime"), "-I" + os.path.join(ROOT, "lib"), src],
+                           capture_output=True, text=True)
+        if r.returncode:
+            fails.append("%s: %s" % (cc, r.stderr.strip()[:400]))
+    return fails
+
+
+def check_errors(shardc, tmp):
+    """Bad input to a generated program: status 1, a clear message, no output."""
+    prog = os.path.join(ROOT, "tests", "lit", "errors", "Inputs", "mesh_xy.tdsl")
+    d = os.path.join(tmp, "errors")
+    os.makedirs(d)
+    np.save(os.path.join(d, "short.npy"), np.zeros(5, np.float32))
+    np.save(os.path.join(d, "ints.npy"), np.zeros(8, np.int32))
+    np.save(os.path.join(d, "good.npy"), np.arange(8, dtype=np.float32))
+    cases = [(["--in", "x=" + os.path.join(d, "nothere.npy")], "cannot read"),
+             (["--in", "x=" + os.path.join(d, "short.npy")], "has shape (5,), but (8,) is needed"),
+             (["--in", "x=" + os.path.join(d, "ints.npy")], "but f32 is needed"),
+             ([], "no --in for parameter 'x' of 'f', which needs a .npy file of f32[8]"),
+             (["--in", "y=" + os.path.join(d, "good.npy")], "has no parameter named 'y'")]
+    fails = []
+    for ins, want in cases:
+        out = os.path.join(d, "out")
+        r = run(shardc, ["run", prog, "--fn", "f", "--out", out] + ins)
+        if r.returncode != 1 or want not in r.stderr or os.path.exists(out):
+            fails.append("run %s: status %d, %r (want status 1, %r, no output)" % (" ".join(ins), r.returncode,
+                                                                                   r.stderr.strip(), want))
+    r = run(shardc, ["run", prog, "--fn", "f", "--out", os.path.join(d, "ok"), "--in", "x=" + os.path.join(d, "good.npy")])
+    if r.returncode or not np.array_equal(np.load(os.path.join(d, "ok", "result0.npy")), np.arange(8, dtype=np.float32)):
+        fails.append("run on good input: status %d, %s" % (r.returncode, r.stderr.strip()))
+    return len(cases) + 1, fails
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
+    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-codegen"))
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    shardc = os.path.abspath(args.shardc)
+    shutil.rmtree(args.tmp, ignore_errors=True)
+    os.makedirs(args.tmp)
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    cases, warn_cases = [], []
+    for path, consts in programs():
+        base = ["--const", consts] if consts else []
+        parsed = run(shardc, ["dump", path, "--stage", "parsed"] + base)
+        if parsed.returncode != 0:
+            continue
+        axes = re.findall(r"(\w+)=\d+", parsed.stdout.splitlines()[0])
+        name = os.path.relpath(path, ROOT)
+        for k, mesh in enumerate(meshes(axes)):
+            flags = base + (["--mesh", mesh] if mesh else [])
+            if run(shardc, ["dump", path, "--stage", "scheduled"] + flags).returncode != 0:
+                counts["skipped"] += 1
+                continue
+            sigs = signatures(run(shardc, ["dump", path, "--stage", "parsed"] + flags).stdout)
+            for fn, (params, dtypes) in sigs.items():
+                what = "%s --fn %s --mesh %s" % (name, fn, mesh or "(none)")
+                cases.append((what, path, flags, fn, params, dtypes))
+                if k == len(meshes(axes)) - 1:
+                    warn_cases.append((what, path, flags, fn))
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futs = [(what, pool.submit(check_case, shardc, os.path.join(args.tmp, "case%d" % i), path, flags, fn,
+                                   params, dtypes, 1234 + i))
+                for i, (what, path, flags, fn, params, dtypes) in enumerate(cases)]
+        wfuts = [(what, pool.submit(check_warnings, shardc, args.tmp, path, flags, fn))
+                 for what, path, flags, fn in warn_cases]
+        for what, f in futs:
+            msg = f.result()
+            if msg:
+                print("FAIL %s: %s" % (what, msg))
+                counts["failed"] += 1
+            else:
+                counts["passed"] += 1
+        for what, f in wfuts:
+            fails = f.result()
+            for msg in fails:
+                print("FAIL warnings %s: %s" % (what, msg))
+            counts["failed"] += len(fails)
+            counts["passed"] += 2 - len(fails)
+    n, fails = check_errors(shardc, args.tmp)
+    for msg in fails:
+        print("FAIL bad input: %s" % msg)
+    counts["failed"] += len(fails)
+    counts["passed"] += n - len(fails)
+    print("%d passed, %d failed, %d skipped" % (counts["passed"], counts["failed"], counts["skipped"]))
+    return 1 if counts["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
