@@ -156,21 +156,10 @@ void emit_list(FILE *o, const char *type, const int64_t *x, int n) {
 static void emit_dot(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     const Shape *a = T(ir_arg(fn, in, 0)), *b = T(ir_arg(fn, in, 1));
-    const int64_t *la = ir_attrs(fn, in), *lb = la + a->rank, *lr = lb + b->rank;
-    int64_t lbat[MAX_RANK], rbat[MAX_RANK], lcon[MAX_RANK], rcon[MAX_RANK];
-    int nb = 0, nc = 0;
-    for (int i = 0; i < a->rank; i++)
-        for (int j = 0; j < b->rank; j++) {
-            if (la[i] != lb[j])
-                continue;
-            int kept = 0;
-            for (int k = 0; k < in->type.rank; k++)
-                kept |= lr[k] == la[i];
-            if (kept)
-                lbat[nb] = i, rbat[nb++] = j;
-            else
-                lcon[nc] = i, rcon[nc++] = j;
-        }
+    DotDims dd;
+    dot_dims(fn, in, &dd);
+    const int64_t *lbat = dd.lhs_batch, *rbat = dd.rhs_batch, *lcon = dd.lhs_contract, *rcon = dd.rhs_contract;
+    int nb = dd.nbatch, nc = dd.ncontract;
     if ((a->rank - nb - nc) + (b->rank - nb - nc) + nb != in->type.rank)
         g->err = "a dot that sums a dim on one side only";
     FILE *o = g->out;

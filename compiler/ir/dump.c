@@ -110,20 +110,10 @@ static void print_dot_dims(Printer *p, const Inst *in) {
     const Fn *fn = p->fn;
     const Shape *a = &fn->insts[ir_arg(fn, in, 0)].type, *b = &fn->insts[ir_arg(fn, in, 1)].type;
     const int64_t *la = &fn->ints[in->attrs], *lb = la + a->rank, *lr = lb + b->rank;
-    int64_t lbatch[MAX_RANK], rbatch[MAX_RANK], lcon[MAX_RANK], rcon[MAX_RANK];
-    int nb = 0, nc = 0;
-    for (int i = 0; i < a->rank; i++)
-        for (int j = 0; j < b->rank; j++) {
-            if (la[i] != lb[j])
-                continue;
-            int kept = 0;
-            for (int k = 0; k < in->type.rank; k++)
-                kept |= lr[k] == la[i];
-            if (kept)
-                lbatch[nb] = i, rbatch[nb++] = j;
-            else
-                lcon[nc] = i, rcon[nc++] = j;
-        }
+    DotDims dd;
+    dot_dims(fn, in, &dd);
+    const int64_t *lbatch = dd.lhs_batch, *rbatch = dd.rhs_batch, *lcon = dd.lhs_contract, *rcon = dd.rhs_contract;
+    int nb = dd.nbatch, nc = dd.ncontract;
     const char *sep = "";
     if (nb) {
         print_int_list(p->out, "lhs_batch_dims", lbatch, nb);

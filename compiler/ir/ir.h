@@ -153,6 +153,14 @@ int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
 int ir_emit_checked(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
                     const int64_t *attrs, int nattrs, const Shape *type, Loc loc, const char **err);
 static inline const int64_t *ir_attrs(const Fn *fn, const Inst *in) { return in->nattrs ? &fn->ints[in->attrs] : NULL; }
+/* A dot's labels as HLO dims: pairs of operand dims that are batch dims
+ * (in the result) or contracting dims (summed). */
+typedef struct {
+    int nbatch, ncontract;
+    int64_t lhs_batch[MAX_RANK], rhs_batch[MAX_RANK], lhs_contract[MAX_RANK], rhs_contract[MAX_RANK];
+} DotDims;
+void dot_dims(const Fn *fn, const Inst *dot, DotDims *d);
+
 /* Bytes one device sends in a collective, by the ring model (docs/partitioning.md). */
 int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in);
 static inline Inst *ir_inst(const Fn *fn, int v) { return &fn->insts[v]; }

@@ -603,3 +603,24 @@ int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in) {
     }
     return sent >= 9.2e18 ? INT64_MAX : (int64_t)sent;
 }
+
+void dot_dims(const Fn *fn, const Inst *in, DotDims *d) {
+    const Shape *a = arg_shape(fn, in, 0), *b = arg_shape(fn, in, 1);
+    const int64_t *la = &fn->ints[in->attrs], *lb = la + a->rank, *lr = lb + b->rank;
+    d->nbatch = d->ncontract = 0;
+    for (int i = 0; i < a->rank; i++)
+        for (int j = 0; j < b->rank; j++) {
+            if (la[i] != lb[j])
+                continue;
+            int kept = 0;
+            for (int k = 0; k < in->type.rank; k++)
+                kept |= lr[k] == la[i];
+            if (kept) {
+                d->lhs_batch[d->nbatch] = i;
+                d->rhs_batch[d->nbatch++] = j;
+            } else {
+                d->lhs_contract[d->ncontract] = i;
+                d->rhs_contract[d->ncontract++] = j;
+            }
+        }
+}
