@@ -3,6 +3,7 @@
  * libshardc_*.a, runtime/ and lib/ one or two levels up) or in an installed
  * PREFIX (bin/shardc, include/shardc/, lib/). */
 #include "codegen_cmd.h"
+#include "output.h"
 
 #include "../codegen/codegen.h"
 
@@ -80,44 +81,22 @@ static int spawn(char *const *argv) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
-static int write_c(const Module *m, int f, const char *path) {
+typedef struct {
+    const Module *m;
+    int fn;
+} CArgs;
+
+static int write_c_to(FILE *out, void *ctx) {
+    const CArgs *a = ctx;
     char err[512];
-    if (!path) {
-        if (codegen_emit(m, f, stdout, err, sizeof err)) {
-            fprintf(stderr, "shardc: error: %s\n", err);
-            return 1;
-        }
-        return 0;
-    }
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return 1;
-    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-    FILE *o = fopen(tmp, "w");
-    int rc = 0;
-    if (!o) {
-        fprintf(stderr, "shardc: error: cannot write '%s': %s\n", path, strerror(errno));
-        rc = 1;
-    } else if (codegen_emit(m, f, o, err, sizeof err)) {
+    if (codegen_emit(a->m, a->fn, out, err, sizeof err)) {
         fprintf(stderr, "shardc: error: %s\n", err);
-        rc = 1;
+        return 1;
     }
-    if (o && (fflush(o) != 0 || ferror(o)) && !rc) {
-        fprintf(stderr, "shardc: error: cannot write '%s': %s\n", path, strerror(errno ? errno : EIO));
-        rc = 1;
-    }
-    if (o && fclose(o) != 0 && !rc)
-        rc = 1;
-    if (!rc && rename(tmp, path) != 0) {
-        fprintf(stderr, "shardc: error: cannot write '%s': %s\n", path, strerror(errno));
-        rc = 1;
-    }
-    if (rc)
-        remove(tmp);
-    free(tmp);
-    return rc;
+    return 0;
 }
+
+static int write_c(const Module *m, int f, const char *path) { return write_output(path, write_c_to, &(CArgs){m, f}); }
 
 int compile_command(const Module *m, int f, const char *out) { return write_c(m, f, out); }
 

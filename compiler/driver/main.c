@@ -1,6 +1,7 @@
 /* The shardc command line (docs/cli.md).  Exit status: 0 success, 1 an
  * error in the program, 2 bad command-line use, 3 an internal error. */
 #include "frontend.h"
+#include "output.h"
 #include "codegen_cmd.h"
 #include "interp_cmd.h"
 #include "show.h"
@@ -190,32 +191,15 @@ static int fn_symbol(const Compilation *c, const char *name) {
     return -1;
 }
 
-/* Write the dump to stdout, or to `path` through a temporary file renamed
- * into place, so that a failed write leaves no partial file behind. */
-static int dump_to(const Module *m, int only_fn, int show_why, const char *path) {
-    if (!path) {
-        ir_dump(m, stdout, only_fn, show_why);
-        return 0;
-    }
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return 1;
-    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    int ok = f != NULL;
-    if (f) {
-        ir_dump(m, f, only_fn, show_why);
-        ok = fflush(f) == 0 && !ferror(f);
-        ok &= fclose(f) == 0;
-    }
-    ok = ok && rename(tmp, path) == 0;
-    if (!ok) {
-        fprintf(stderr, "shardc: error: cannot write '%s': %s\n", path, strerror(errno ? errno : EIO));
-        remove(tmp);
-    }
-    free(tmp);
-    return ok ? 0 : 1;
+typedef struct {
+    const Module *m;
+    int only_fn, show_why;
+} DumpArgs;
+
+static int write_dump(FILE *out, void *ctx) {
+    const DumpArgs *a = ctx;
+    ir_dump(a->m, out, a->only_fn, a->show_why);
+    return 0;
 }
 
 static int fn_index(const Compilation *c, int sym) {
@@ -307,7 +291,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "shardc: error: no function named '%s' in %s\n", o.fn, o.input);
             rc = 2;
         } else if (is_dump)
-            rc = dump_to(&c.module, only, stage == STAGE_SHARDED, o.output);
+            rc = write_output(o.output, write_dump, &(DumpArgs){&c.module, only, stage == STAGE_SHARDED});
         else if (is_compile)
             rc = compile_command(&c.module, o.fn ? fn_index(&c, only) : -1, o.output);
         else if (is_build)
