@@ -59,62 +59,69 @@ static int usage_error(const char *fmt, const char *arg) {
     return 2;
 }
 
+/* One NAME=VALUE item of a comma-separated flag value: copies NAME (at most
+ * `cap` bytes with its NUL) and returns where VALUE starts, or NULL. */
+static const char *flag_item(const char *p, char *name, size_t cap) {
+    const char *eq = strchr(p, '=');
+    if (!eq || eq == p || (size_t)(eq - p) >= cap || memchr(p, ',', (size_t)(eq - p)))
+        return NULL;
+    memcpy(name, p, (size_t)(eq - p));
+    name[eq - p] = '\0';
+    return eq + 1;
+}
+
+/* After a VALUE that ended at `end`: the next item, or NULL when a trailing
+ * comma or junk follows. */
+static const char *flag_next(const char *end) {
+    if (!*end)
+        return end;
+    return *end == ',' && end[1] ? end + 1 : NULL;
+}
+
 /* Parse NAME=SIZE,...; returns NULL or what is wrong. */
 static const char *parse_mesh_flag(const char *spec, MeshFlag *mesh) {
-    const char *p = spec;
     long long devices = 1;
     mesh->n = 0;
-    while (*p) {
+    for (const char *p = spec; *p;) {
         if (mesh->n == MAX_AXES)
             return "a mesh has at most 8 axes";
-        const char *eq = strchr(p, '=');
-        if (!eq || eq == p || (size_t)(eq - p) >= sizeof mesh->name[0] || memchr(p, ',', (size_t)(eq - p)))
+        const char *v = flag_item(p, mesh->name[mesh->n], sizeof mesh->name[0]);
+        if (!v)
             return "expected NAME=SIZE,...";
-        memcpy(mesh->name[mesh->n], p, (size_t)(eq - p));
-        mesh->name[mesh->n][eq - p] = '\0';
         char *end;
         errno = 0;
-        long long n = strtoll(eq + 1, &end, 10);
-        if (errno || end == eq + 1 || (*end && *end != ','))
-            return "expected NAME=SIZE,... with integer sizes";
+        long long n = strtoll(v, &end, 10);
+        if (errno || end == v || !(p = flag_next(end)))
+            return *end && *end != ',' ? "expected NAME=SIZE,... with integer sizes" : "expected NAME=SIZE,...";
         if (n < 1 || n > 65536 || (devices *= n) > 65536)
             return "sizes must be at least 1 and the mesh at most 65536 devices";
         mesh->size[mesh->n++] = n;
-        p = *end ? end + 1 : end;
-        if (*end == ',' && !*p)
-            return "expected NAME=SIZE,...";
     }
     return mesh->n ? NULL : "expected NAME=SIZE,...";
 }
 
-/* Returns 0, 2 after a usage error, or -1 after answering --help/--version. */
 /* Parse NAME=NUMBER,...; returns NULL or what is wrong. */
 static const char *parse_const_flag(const char *spec, MeshFlag *f) {
-    const char *p = spec;
-    while (*p) {
+    for (const char *p = spec; *p;) {
         if (f->nconsts == MAX_CONST_OVERRIDES)
             return "too many constants";
-        const char *eq = strchr(p, '=');
-        if (!eq || eq == p || (size_t)(eq - p) >= sizeof f->const_name[0] || memchr(p, ',', (size_t)(eq - p)))
+        const char *v = flag_item(p, f->const_name[f->nconsts], sizeof f->const_name[0]);
+        if (!v)
             return "expected NAME=NUMBER,...";
-        memcpy(f->const_name[f->nconsts], p, (size_t)(eq - p));
-        f->const_name[f->nconsts][eq - p] = '\0';
         char *end;
         errno = 0;
-        long long i = strtoll(eq + 1, &end, 10);
-        int is_int = end != eq + 1 && (!*end || *end == ',') && !errno;
-        double x = is_int ? (double)i : strtod(eq + 1, &end);
-        if (end == eq + 1 || (*end && *end != ',') || x != x)
+        long long i = strtoll(v, &end, 10);
+        int is_int = end != v && (!*end || *end == ',') && !errno;
+        double x = is_int ? (double)i : strtod(v, &end);
+        if (end == v || x != x || !(p = flag_next(end)))
             return "expected NAME=NUMBER,...";
         f->const_value[f->nconsts] = x;
         f->const_is_int[f->nconsts++] = (uint8_t)is_int;
-        p = *end ? end + 1 : end;
-        if (*end == ',' && !*p)
-            return "expected NAME=NUMBER,...";
     }
     return f->nconsts ? NULL : "expected NAME=NUMBER,...";
 }
 
+/* Returns 0, 2 after a usage error, or -1 after answering --help/--version. */
 static int parse_args(int argc, char **argv, Options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

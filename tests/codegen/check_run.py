@@ -28,34 +28,10 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
-from check_partition import SAMPLE_CONSTS, close, random_input  # noqa: E402
+from check_partition import close, meshes, programs, random_input, run  # noqa: E402
 
 SIG = re.compile(r"^(spmd )?fn ([\w.]+)\((.*)\) -> (.*) \{$")
 PARAM = re.compile(r"(\w+): (\w+)\[([\d,]*)\]")
-
-
-def programs():
-    for path in sorted(glob.glob(os.path.join(ROOT, "samples", "*.tdsl"))):
-        yield path, SAMPLE_CONSTS.get(os.path.basename(path))
-    for sub in ("tests/lit/partitioned", "tests/interp/progs"):
-        for path in sorted(glob.glob(os.path.join(ROOT, sub, "*.tdsl"))):
-            yield path, None
-
-
-def run(shardc, args):
-    return subprocess.run([shardc] + args, capture_output=True, text=True)
-
-
-def meshes(axes):
-    n = len(axes)
-    if n == 0:
-        return [None]
-    spec = lambda sizes: ",".join("%s=%d" % (a, s) for a, s in zip(axes, sizes))
-    ones = [1] * n
-    two = ones[:]; two[0] = 2
-    if n >= 2:
-        return [spec(ones), spec(two), spec([2, 2] + ones[2:]), spec([2, 4] + ones[2:])]
-    return [spec(ones), spec(two), spec([4]), spec([8])]
 
 
 def signatures(dump):
@@ -150,14 +126,15 @@ def main():
     os.makedirs(args.tmp)
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     cases, warn_cases = [], []
-    for path, consts in programs():
+    for path, consts in programs(("tests/lit/partitioned", "tests/interp/progs")):
         base = ["--const", consts] if consts else []
         parsed = run(shardc, ["dump", path, "--stage", "parsed"] + base)
         if parsed.returncode != 0:
             continue
         axes = re.findall(r"(\w+)=\d+", parsed.stdout.splitlines()[0])
         name = os.path.relpath(path, ROOT)
-        for k, mesh in enumerate(meshes(axes)):
+        mesh_list = meshes(axes, uneven=False)
+        for k, mesh in enumerate(mesh_list):
             flags = base + (["--mesh", mesh] if mesh else [])
             if run(shardc, ["dump", path, "--stage", "scheduled"] + flags).returncode != 0:
                 counts["skipped"] += 1
@@ -166,7 +143,7 @@ def main():
             for fn, (params, dtypes) in sigs.items():
                 what = "%s --fn %s --mesh %s" % (name, fn, mesh or "(none)")
                 cases.append((what, path, flags, fn, params, dtypes))
-                if k == len(meshes(axes)) - 1:
+                if k == len(mesh_list) - 1:    # C warnings: on the largest mesh
                     warn_cases.append((what, path, flags, fn))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futs = [(what, pool.submit(check_case, shardc, os.path.join(args.tmp, "case%d" % i), path, flags, fn,

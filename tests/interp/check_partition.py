@@ -43,10 +43,11 @@ STORED = {"f32": np.float32, "bf16": np.float32, "f16": np.float16, "f64": np.fl
           "bool": np.bool_}
 
 
-def programs():
+def programs(subdirs=("tests/lit/parsed", "tests/lit/sharded", "tests/lit/partitioned", "tests/interp/progs")):
+    """The samples (with their small consts), then the programs under subdirs."""
     for path in sorted(glob.glob(os.path.join(ROOT, "samples", "*.tdsl"))):
         yield path, SAMPLE_CONSTS.get(os.path.basename(path))
-    for sub in ("tests/lit/parsed", "tests/lit/sharded", "tests/lit/partitioned", "tests/interp/progs"):
+    for sub in subdirs:
         for path in sorted(glob.glob(os.path.join(ROOT, sub, "*.tdsl"))):
             yield path, None
 
@@ -55,24 +56,20 @@ def run(shardc, args):
     return subprocess.run([shardc] + args, capture_output=True, text=True)
 
 
-def meshes(axes):
-    """Mesh overrides of 1, 2, 4 and 8 devices and an uneven one."""
+def meshes(axes, uneven=True):
+    """Mesh overrides of 1, 2, 4 and 8 devices, and an uneven one (3x2 or 3)."""
     n = len(axes)
     if n == 0:
         return [None]
     def spec(sizes):
         return ",".join("%s=%d" % (a, s) for a, s in zip(axes, sizes))
     ones = [1] * n
-    out = [spec(ones)]
     two = ones[:]; two[0] = 2
-    out.append(spec(two))
     if n >= 2:
-        out.append(spec([2, 2] + ones[2:]))
-        out.append(spec([2, 4] + ones[2:]))
-        out.append(spec([3, 2] + ones[2:]))
+        out = [spec(ones), spec(two), spec([2, 2] + ones[2:]), spec([2, 4] + ones[2:]), spec([3, 2] + ones[2:])]
     else:
-        out += [spec([4]), spec([8]), spec([3])]
-    return out
+        out = [spec(ones), spec(two), spec([4]), spec([8]), spec([3])]
+    return out if uneven else out[:-1]
 
 
 SIG = re.compile(r"^(?:spmd |partitioned )?fn ([\w.]+)\((.*)\) -> ")
