@@ -17,7 +17,6 @@ Prints one line per failure and ends with "N passed, N failed, N skipped".
 """
 import argparse
 import concurrent.futures
-import glob
 import os
 import re
 import shutil
@@ -28,26 +27,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
-from check_partition import close, meshes, programs, random_input, run  # noqa: E402
-
-SIG = re.compile(r"^(spmd )?fn ([\w.]+)\((.*)\) -> (.*) \{$")
-PARAM = re.compile(r"(\w+): (\w+)\[([\d,]*)\]")
-
-
-def signatures(dump):
-    fns = {}
-    for line in dump.splitlines():
-        m = SIG.match(line)
-        if m and not m.group(2).endswith(".local"):
-            params = [(p, dt, tuple(int(d) for d in dims.split(",") if d)) for p, dt, dims in PARAM.findall(m.group(3))]
-            fns[m.group(2)] = (params, re.findall(r"(\w+)\[", m.group(4)))
-    return fns
-
-
-def load_results(d):
-    files = sorted(glob.glob(os.path.join(d, "result*.npy")), key=lambda s: int(re.findall(r"\d+", os.path.basename(s))[0]))
-    return [np.load(f) for f in files]
-
+from check_partition import close, load_results, meshes, programs, random_input, run, signatures  # noqa: E402
 
 def check_case(shardc, case, path, flags, fn, params, dtypes, seed):
     """Returns None (pass) or a failure message."""
@@ -139,7 +119,7 @@ def main():
             if run(shardc, ["dump", path, "--stage", "scheduled"] + flags).returncode != 0:
                 counts["skipped"] += 1
                 continue
-            sigs = signatures(run(shardc, ["dump", path, "--stage", "parsed"] + flags).stdout)
+            sigs = signatures(run(shardc, ["dump", path, "--stage", "parsed"] + flags).stdout, spmd=True)
             for fn, (params, dtypes) in sigs.items():
                 what = "%s --fn %s --mesh %s" % (name, fn, mesh or "(none)")
                 cases.append((what, path, flags, fn, params, dtypes))

@@ -72,19 +72,26 @@ def meshes(axes, uneven=True):
     return out if uneven else out[:-1]
 
 
-SIG = re.compile(r"^(?:spmd |partitioned )?fn ([\w.]+)\((.*)\) -> ")
+SIG = re.compile(r"^(spmd |partitioned )?fn ([\w.]+)\((.*)\) -> (.*) \{$")
 PARAM = re.compile(r"(\w+): (\w+)\[([\d,]*)\]")
 
 
-def signatures(dump):
-    """fn name -> [(param, dtype, shape)] of the fns (not spmd) in a dump."""
+def signatures(dump, spmd=False):
+    """fn name -> ([(param, dtype, shape)], [result dtype]) of the functions in
+    a dump, without the .local copies, and without spmd fns unless asked."""
     fns = {}
     for line in dump.splitlines():
         m = SIG.match(line)
-        if m and not line.startswith("spmd "):
-            fns[m.group(1)] = [(p, dt, tuple(int(d) for d in dims.split(",") if d))
-                               for p, dt, dims in PARAM.findall(m.group(2))]
+        if m and not m.group(2).endswith(".local") and (spmd or m.group(1) != "spmd "):
+            params = [(p, dt, tuple(int(d) for d in dims.split(",") if d)) for p, dt, dims in PARAM.findall(m.group(3))]
+            fns[m.group(2)] = (params, re.findall(r"(\w+)\[", m.group(4)))
     return fns
+
+
+def load_results(d):
+    """DIR/result0.npy, result1.npy, ... in order."""
+    files = sorted(glob.glob(os.path.join(d, "result*.npy")), key=lambda s: int(re.findall(r"\d+", os.path.basename(s))[0]))
+    return [np.load(f) for f in files]
 
 
 def random_input(rng, dtype, shape):
@@ -122,9 +129,7 @@ def check_program(shardc, tmp, path, consts, counts):
         if dump.returncode != 0:
             counts["skipped"] += 1
             continue
-        for fn, params in signatures(run(shardc, ["dump", path, "--stage", "parsed"] + flags).stdout).items():
-            if fn.endswith(".local"):
-                continue
+        for fn, (params, dtypes) in signatures(run(shardc, ["dump", path, "--stage", "parsed"] + flags).stdout).items():
             case = os.path.join(tmp, "case")
             shutil.rmtree(case, ignore_errors=True)
             os.makedirs(case)
@@ -140,8 +145,7 @@ def check_program(shardc, tmp, path, consts, counts):
                 if r.returncode != 0:
                     outs[stage] = r.stderr.strip()
                 else:
-                    outs[stage] = [np.load(f) for f in sorted(glob.glob(os.path.join(case, stage, "result*.npy")),
-                                                              key=lambda s: int(re.findall(r"\d+", os.path.basename(s))[0]))]
+                    outs[stage] = load_results(os.path.join(case, stage))
             what = "%s --fn %s --mesh %s" % (name, fn, mesh or "(none)")
             g, p = outs["parsed"], outs["partitioned"]
             if isinstance(g, str) and isinstance(p, str) and g.split(":")[-1] == p.split(":")[-1]:
@@ -151,8 +155,6 @@ def check_program(shardc, tmp, path, consts, counts):
                 print("FAIL %s: %s" % (what, g if isinstance(g, str) else p))
                 counts["failed"] += 1
                 continue
-            dtypes = re.findall(r"(\w+)\[", dump.stdout.split("fn %s(" % fn, 1)[-1].split(") -> ", 1)[1].split(" {\n", 1)[0]) \
-                if ("fn %s(" % fn) in dump.stdout else []
             ok = len(g) == len(p) and all(close(a, b, dtypes[i] if i < len(dtypes) else "f32")
                                           for i, (a, b) in enumerate(zip(g, p)))
             if ok:
