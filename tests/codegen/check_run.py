@@ -27,17 +27,13 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
-from check_partition import close, load_results, meshes, programs, random_input, run, signatures  # noqa: E402
+from check_partition import close, load_results, meshes, programs, run, signatures, write_inputs  # noqa: E402
 
 def check_case(shardc, case, path, flags, fn, params, dtypes, seed):
     """Returns None (pass) or a failure message."""
     os.makedirs(case)
     rng = np.random.default_rng(seed)
-    ins = []
-    for p, dt, shape in params:
-        f = os.path.join(case, p + ".npy")
-        np.save(f, random_input(rng, dt, shape))
-        ins += ["--in", "%s=%s" % (p, f)]
+    ins = write_inputs(case, params, rng)
     outs = {}
     for cmd in ("interp", "run"):
         r = run(shardc, [cmd, path, "--fn", fn, "--out", os.path.join(case, cmd)] + ins + flags)

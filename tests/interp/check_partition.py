@@ -102,6 +102,16 @@ def random_input(rng, dtype, shape):
     return rng.standard_normal(shape).astype(STORED[dtype])
 
 
+def write_inputs(case, params, rng):
+    """Random .npy inputs for params in folder case; returns the --in flags."""
+    ins = []
+    for p, dt, shape in params:
+        f = os.path.join(case, p + ".npy")
+        np.save(f, random_input(rng, dt, shape))
+        ins += ["--in", "%s=%s" % (p, f)]
+    return ins
+
+
 def close(a, b, dtype):
     if a.shape != b.shape:
         return False
@@ -133,11 +143,7 @@ def check_program(shardc, tmp, path, consts, counts):
             case = os.path.join(tmp, "case")
             shutil.rmtree(case, ignore_errors=True)
             os.makedirs(case)
-            ins = []
-            for p, dt, shape in params:
-                f = os.path.join(case, p + ".npy")
-                np.save(f, random_input(rng, dt, shape))
-                ins += ["--in", "%s=%s" % (p, f)]
+            ins = write_inputs(case, params, rng)
             outs = {}
             for stage in ("parsed", "partitioned"):
                 r = run(shardc, ["interp", path, "--fn", fn, "--stage", stage, "--out", os.path.join(case, stage)]
