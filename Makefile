@@ -22,7 +22,12 @@ CODEGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/codegen/*.c) 
 # The communication runtime (docs/runtime.md): a static library of its own,
 # built with -pthread, and its tests (tests/runtime/*.c, TAP-like output).
 RT_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -pthread -Iruntime
-RT_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/*.c))
+RT_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out runtime/mpi.c,$(wildcard runtime/*.c)))
+# The MPI backend (runtime/mpi.c) is a library of its own, built with mpicc
+# (OpenMPI) when it is installed; programs built for MPI link it before
+# libshardc_rt.a.
+MPICC    ?= $(shell command -v mpicc 2>/dev/null)
+RT_MPI   := $(if $(MPICC),$(BUILD)/libshardc_rt_mpi.a)
 RT_HDR   := $(wildcard runtime/*.h)
 RT_TESTS := $(patsubst tests/runtime/%.c,$(BUILD)/tests/runtime/%,$(wildcard tests/runtime/*.c))
 
@@ -37,7 +42,7 @@ LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/
 
 .PHONY: all check check-asan fuzz install clean deps runtime-tests lib-tests bench
 
-all: $(BUILD)/shardc $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a
+all: $(BUILD)/shardc $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a $(RT_MPI)
 
 $(BUILD)/gen/parser.c $(BUILD)/gen/parser.h: grammar/parser.y
 	@mkdir -p $(BUILD)/gen
@@ -60,6 +65,14 @@ $(BUILD)/obj/runtime/%.o: runtime/%.c $(RT_HDR)
 	$(CC) $(RT_CFLAGS) $(WARN) -c -o $@ $<
 
 $(BUILD)/libshardc_rt.a: $(RT_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/obj/runtime/mpi.o: runtime/mpi.c $(RT_HDR)
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(RT_CFLAGS) $(WARN) -c -o $@ $<
+
+$(BUILD)/libshardc_rt_mpi.a: $(BUILD)/obj/runtime/mpi.o
 	rm -f $@
 	ar rcs $@ $^
 
@@ -132,6 +145,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/include/shardc $(DESTDIR)$(PREFIX)/lib
 	install -m 644 runtime/shardc_rt.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_rt.h
 	install -m 644 $(BUILD)/libshardc_rt.a $(DESTDIR)$(PREFIX)/lib/libshardc_rt.a
+	$(if $(RT_MPI),install -m 644 $(RT_MPI) $(DESTDIR)$(PREFIX)/lib/libshardc_rt_mpi.a)
 	install -m 644 lib/shardc_lib.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_lib.h
 	install -m 644 lib/shardc_npy.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_npy.h
 	install -m 644 lib/shardc_main.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_main.h

@@ -73,6 +73,13 @@ typedef struct sc_handle sc_handle;
  * The collective timeout starts as $SHARDC_TIMEOUT seconds if set, else 60.
  * NULL on failure, with a message in err (if errlen > 0). */
 sc_world *sc_threads_create(const sc_mesh *mesh, char *err, size_t errlen);
+/* The MPI backend (libshardc_rt_mpi.a, built with mpicc): one device per
+ * MPI process, device id = rank in MPI_COMM_WORLD, so the program runs
+ * under `mpirun -np <devices>`.  Initializes MPI unless the caller did
+ * (then the caller finalizes it).  Collective (all processes call it). */
+sc_world *sc_mpi_create(const sc_mesh *mesh, char *err, size_t errlen);
+/* Frees the world.  On MPI it ends MPI (MPI_Finalize), or, when the world
+ * failed, aborts every process (MPI_Abort) so that none waits forever. */
 void sc_world_destroy(sc_world *w);
 /* Seconds a device waits in one collective for its group (> 0). */
 void sc_set_timeout(sc_world *w, double seconds);
@@ -86,6 +93,19 @@ int sc_run(sc_world *w, int (*fn)(sc_device *dev, void *arg), void *arg);
 const char *sc_world_error(const sc_world *w);
 int sc_world_failed(const sc_world *w);
 int sc_device_count(const sc_world *w);
+
+/* Processes: this one's index (0 .. count-1; always 0 on threads), and
+ * whether device `dev` runs in this process (sc_run runs those only). */
+int sc_world_process(const sc_world *w);
+int sc_world_process_count(const sc_world *w);
+int sc_world_is_local(const sc_world *w, int dev);
+/* Host-side steps outside sc_run, called by every process.  collect: on
+ * process 0, blocks[d] for every device d receives the `bytes` that device
+ * d's process holds in its blocks[d] (a no-op on threads).  agree: 1 when
+ * every process passed ok != 0, and *first_ok (if not NULL) gets process
+ * 0's ok.  Both return SC_ERR / 0 on a communication failure. */
+int sc_world_collect(sc_world *w, void *const *blocks, size_t bytes);
+int sc_world_agree(sc_world *w, int ok, int *first_ok);
 
 int sc_device_id(const sc_device *dev);
 int sc_coord(const sc_device *dev, int axis);

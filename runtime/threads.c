@@ -203,7 +203,7 @@ Family *rt_family_get(sc_device *dev, sc_axes a) {
 
 /* ---- worlds ---- */
 
-sc_world *sc_threads_create(const sc_mesh *mesh, char *err, size_t errlen) {
+sc_world *rt_world_new(const sc_mesh *mesh, char *err, size_t errlen) {
     const char *why = NULL;
     double timeout = 60;
     const char *env = getenv("SHARDC_TIMEOUT");
@@ -237,7 +237,8 @@ sc_world *sc_threads_create(const sc_mesh *mesh, char *err, size_t errlen) {
         return NULL;
     }
     w->mesh = *mesh;
-    w->ndev = (int)ndev;
+    w->ndev = w->nlocal = (int)ndev;
+    w->nprocesses = 1;
     for (int a = mesh->naxes - 1, s = 1; a >= 0; a--) {
         if (mesh->names[a])
             snprintf(w->names[a], sizeof w->names[a], "%s", mesh->names[a]);
@@ -258,9 +259,15 @@ sc_world *sc_threads_create(const sc_mesh *mesh, char *err, size_t errlen) {
     return w;
 }
 
+sc_world *sc_threads_create(const sc_mesh *mesh, char *err, size_t errlen) {
+    return rt_world_new(mesh, err, errlen);
+}
+
 void sc_world_destroy(sc_world *w) {
     if (!w)
         return;
+    if (w->remote)
+        w->remote->destroy(w);
     for (int i = 0; i < w->nfam; i++)
         family_free(w->fam[i]);
     free(w->fam);
@@ -299,28 +306,53 @@ int sc_run(sc_world *w, int (*fn)(sc_device *, void *), void *arg) {
         return SC_ERR;
     w->fn = fn;
     w->arg = arg;
-    pthread_t *th = calloc((size_t)w->ndev, sizeof *th);
+    sc_device *local = w->dev + w->local;
+    for (int i = 0; i < w->nlocal; i++) {
+        local[i].error[0] = 0;
+        local[i].rc = 0;
+    }
+    /* One device of a process runs on the calling thread, which is the one
+     * that initialized MPI. */
+    if (w->nlocal == 1) {
+        device_main(local);
+        return local->rc || atomic_load(&w->failed) ? SC_ERR : 0;
+    }
+    pthread_t *th = calloc((size_t)(unsigned)w->nlocal, sizeof *th);
     if (!th) {
         fail_world(w, "sc_run: out of memory");
         return SC_ERR;
     }
     int started = 0, rc = 0;
-    for (; started < w->ndev; started++) {
-        w->dev[started].error[0] = 0;
-        w->dev[started].rc = 0;
-        if (pthread_create(&th[started], NULL, device_main, &w->dev[started]) != 0) {
+    for (; started < w->nlocal; started++) {
+        if (pthread_create(&th[started], NULL, device_main, &local[started]) != 0) {
             char msg[MSG];
-            snprintf(msg, sizeof msg, "sc_run: cannot start the thread of device %d", started);
+            snprintf(msg, sizeof msg, "sc_run: cannot start the thread of device %d", local[started].id);
             fail_world(w, msg);
             break;
         }
     }
     for (int i = 0; i < started; i++) {
         pthread_join(th[i], NULL);
-        rc |= w->dev[i].rc != 0;
+        rc |= local[i].rc != 0;
     }
     free(th);
     return rc || atomic_load(&w->failed) ? SC_ERR : 0;
+}
+
+int sc_world_process(const sc_world *w) { return w->process; }
+int sc_world_process_count(const sc_world *w) { return w->nprocesses; }
+int sc_world_is_local(const sc_world *w, int dev) { return dev >= w->local && dev < w->local + w->nlocal; }
+
+int sc_world_collect(sc_world *w, void *const *blocks, size_t bytes) {
+    return w->remote ? w->remote->collect(w, blocks, bytes) : 0;
+}
+
+int sc_world_agree(sc_world *w, int ok, int *first_ok) {
+    if (w->remote)
+        return w->remote->agree(w, ok, first_ok);
+    if (first_ok)
+        *first_ok = ok;
+    return ok;
 }
 
 int sc_device_id(const sc_device *dev) { return dev->id; }

@@ -1,6 +1,7 @@
-/* Private to the threads backend: its data structures, shared by
- * threads.c (worlds, devices, groups) and threads_coll.c (barriers and
- * collectives). */
+/* Private to the runtime: the threads backend's data structures, shared by
+ * threads.c (worlds, devices, groups), threads_coll.c (barriers and
+ * collectives) and the MPI backend (mpi.c), which keeps the worlds, devices
+ * and argument checks and moves the data itself through an RtRemote. */
 #ifndef SHARDC_THREADS_H
 #define SHARDC_THREADS_H
 
@@ -54,6 +55,17 @@ typedef struct {
     Group *groups;
 } Family;
 
+/* A backend whose devices live in other processes (mpi.c).  Called after
+ * the arguments are checked; start and done return 0 or SC_ERR with the
+ * device failed (rt_dev_fail).  done also frees what start allocated. */
+typedef struct {
+    int (*start)(sc_handle *h, const int *pairs, int npairs);
+    int (*done)(sc_handle *h);
+    int (*collect)(sc_world *w, void *const *blocks, size_t bytes);
+    int (*agree)(sc_world *w, int ok, int *first_ok);
+    void (*destroy)(sc_world *w);
+} RtRemote;
+
 struct sc_world {
     sc_mesh mesh;
     char names[SC_MAX_AXES][32];
@@ -67,6 +79,11 @@ struct sc_world {
     sc_device *dev;
     int (*fn)(sc_device *, void *);
     void *arg;
+    /* This process runs devices [local, local + nlocal): all of them on
+     * the threads backend; one per process on MPI, whose remote is set. */
+    int local, nlocal, process, nprocesses;
+    const RtRemote *remote;
+    void *remote_state;
 };
 
 struct sc_device {
@@ -83,7 +100,8 @@ struct sc_handle {
     Group *g;
     Slot *s;
     uint64_t op;
-    int rank, src, failed;   /* src: permute's source rank or -1 */
+    int rank, src, dst, failed;  /* permute's source and target ranks, or -1 */
+    void *remote;            /* the remote backend's state of this collective */
     Desc d;
     const void *send;
     void *recv;
@@ -97,5 +115,13 @@ int rt_dev_aborted(sc_device *dev, const char *what);
 int rt_axes_valid(const sc_world *w, sc_axes a);
 /* The device's family for `a`, created on first use; NULL if out of memory. */
 Family *rt_family_get(sc_device *dev, sc_axes a);
+/* A world of every device of `mesh`, all local, none running; NULL with a
+ * message in err.  sc_threads_create is this. */
+sc_world *rt_world_new(const sc_mesh *mesh, char *err, size_t errlen);
+/* "kind over {X,Y}", and a description of a collective's arguments, for
+ * messages. */
+void rt_what(const sc_handle *h, char *buf, size_t n);
+void rt_describe(const Desc *d, char *buf, size_t n);
+int rt_desc_equal(const Desc *a, const Desc *b);
 
 #endif

@@ -25,11 +25,11 @@ static const char *const reduce_name[] = {"sum", "max", "min"};
 
 static int nphases(Kind k) { return k == K_ALL_REDUCE ? 3 : 2; }
 
-static void what(const sc_handle *h, char *buf, size_t n) {
+void rt_what(const sc_handle *h, char *buf, size_t n) {
     snprintf(buf, n, "%s over %s", kind_name[h->d.kind], h->f ? h->f->name : "{?}");
 }
 
-static void describe(const Desc *d, char *buf, size_t n) {
+void rt_describe(const Desc *d, char *buf, size_t n) {
     int w = snprintf(buf, n, "%s %s", kind_name[d->kind], sc_dtype_name(d->dtype));
     if (d->kind == K_ALL_REDUCE || d->kind == K_REDUCE_SCATTER)
         w += snprintf(buf + w, n - (size_t)w, " %s", (unsigned)d->red <= SC_MIN ? reduce_name[d->red] : "?");
@@ -43,7 +43,7 @@ static void describe(const Desc *d, char *buf, size_t n) {
         snprintf(buf + w, n - (size_t)w, " split %d concat %d", d->dim, d->dim2);
 }
 
-static int desc_equal(const Desc *a, const Desc *b) {
+int rt_desc_equal(const Desc *a, const Desc *b) {
     if (a->kind != b->kind || a->dtype != b->dtype || a->shape.rank != b->shape.rank ||
         a->dim != b->dim || a->dim2 != b->dim2)
         return 0;
@@ -94,7 +94,7 @@ static int sync_phase(sc_handle *h, int p, int wait_only) {
     while (s->op == h->op && s->phase <= p) {
         if (atomic_load(&w->failed)) {
             pthread_mutex_unlock(&h->g->mu);
-            what(h, buf, sizeof buf);
+            rt_what(h, buf, sizeof buf);
             return rt_dev_aborted(dev, buf);
         }
         int rc = pthread_cond_timedwait(&h->g->cv, &h->g->mu, &deadline);
@@ -112,7 +112,7 @@ static int sync_phase(sc_handle *h, int p, int wait_only) {
                 nlate++;
             }
         pthread_mutex_unlock(&h->g->mu);
-        what(h, buf, sizeof buf);
+        rt_what(h, buf, sizeof buf);
         return rt_dev_fail(dev, "%s: device%s %s did not arrive within %g s", buf, nlate == 1 ? "" : "s",
                            late, timeout);
     }
@@ -120,7 +120,8 @@ static int sync_phase(sc_handle *h, int p, int wait_only) {
     return 0;
 }
 
-/* Checks the arguments; NULL or what is wrong.  Sets h->src for permute. */
+/* Checks the arguments; NULL or what is wrong.  Sets h->src and h->dst
+ * for permute. */
 static const char *check(sc_handle *h, int k, const int *pairs, int npairs) {
     const Desc *d = &h->d;
     if ((unsigned)d->dtype >= SC_DTYPE_COUNT)
@@ -162,6 +163,8 @@ static const char *check(sc_handle *h, int k, const int *pairs, int npairs) {
                 return "a rank is the source or the target of two pairs";
         if (dst == me)
             h->src = src;
+        if (src == me)
+            h->dst = dst;
     }
     return NULL;
 }
@@ -175,7 +178,7 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
         rt_dev_fail(dev, "%s: out of memory", kind);
         return NULL;
     }
-    *h = (sc_handle){.dev = dev, .d = d, .send = send, .recv = recv, .src = -1, .failed = 1};
+    *h = (sc_handle){.dev = dev, .d = d, .send = send, .recv = recv, .src = -1, .dst = -1, .failed = 1};
     char buf[160];
     if (!rt_axes_valid(w, axes)) {
         char list[64] = "";
@@ -189,7 +192,7 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
         rt_dev_fail(dev, "%s: out of memory", kind);
         return h;
     }
-    what(h, buf, sizeof buf);
+    rt_what(h, buf, sizeof buf);
     h->rank = f->rank_of[dev->id];
     const char *bad = check(h, f->k, pairs, npairs);
     if (bad) {
@@ -207,6 +210,10 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
     f->pending[dev->id]++;
     h->g = &f->groups[f->group_of[dev->id]];
     h->op = f->next[dev->id]++;
+    if (w->remote) {
+        h->failed = w->remote->start(h, pairs, npairs) != 0;
+        return h;
+    }
     Slot *s = h->s = &h->g->slot[h->op % PENDING];
     pthread_mutex_lock(&h->g->mu);
     if (s->op != h->op) {
@@ -215,10 +222,10 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
                     (unsigned long long)h->op, (unsigned long long)s->op);
         return h;
     }
-    if (s->have_desc && !desc_equal(&s->desc, &h->d)) {
+    if (s->have_desc && !rt_desc_equal(&s->desc, &h->d)) {
         char mine[128], theirs[128];
-        describe(&h->d, mine, sizeof mine);
-        describe(&s->desc, theirs, sizeof theirs);
+        rt_describe(&h->d, mine, sizeof mine);
+        rt_describe(&s->desc, theirs, sizeof theirs);
         pthread_mutex_unlock(&h->g->mu);
         rt_dev_fail(dev, "%s: device %d calls %s where another member calls %s", buf, dev->id, mine, theirs);
         return h;
@@ -299,8 +306,9 @@ static void work(const sc_handle *h, int phase) {
 int sc_done(sc_handle *h) {
     if (!h)
         return SC_ERR;
-    int rc = h->failed ? SC_ERR : sync_phase(h, 0, 1);
-    for (int p = 1; rc == 0 && p < nphases(h->d.kind); p++) {
+    const RtRemote *remote = h->dev->w->remote;
+    int rc = h->failed ? SC_ERR : remote ? remote->done(h) : sync_phase(h, 0, 1);
+    for (int p = 1; rc == 0 && !remote && p < nphases(h->d.kind); p++) {
         work(h, p);
         rc = sync_phase(h, p, 0);
     }

@@ -1,8 +1,16 @@
 /* Every collective of the threads backend on meshes of 1, 2, 2x2, 2x4 and
  * 2x2x2 devices, over each axis and over several in both orders, in every
  * dtype, checked against results computed here element by element from the
- * definitions (docs/ir.md), with groups found by sorting coordinates. */
+ * definitions (docs/ir.md), with groups found by sorting coordinates.
+ *
+ * Built with mpicc and -DTEST_MPI it tests the MPI backend instead: under
+ * `mpirun -np P` it runs the meshes of P devices, one device per process,
+ * and process 0 prints the results of all. */
 #include "tap.h"
+
+#ifdef TEST_MPI
+#include <mpi.h>
+#endif
 
 #include <stdlib.h>
 
@@ -296,8 +304,16 @@ static void run_case(const char *mesh_name, const sc_mesh *m, sc_axes axes) {
         c.mesh = *m;
         c.axes = axes;
         c.t = (sc_dtype)t;
+#ifdef TEST_MPI
+        sc_world *w = sc_mpi_create(m, err, sizeof err);
+        int rc = w ? sc_run(w, body, &c) : -1, all = rc;
+        MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        rc = all;
+        MPI_Allreduce(MPI_IN_PLACE, c.fails, NKIND * MAXDEV, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+#else
         sc_world *w = sc_threads_create(m, err, sizeof err);
         int rc = w ? sc_run(w, body, &c) : -1;
+#endif
         int ndev = w ? sc_device_count(w) : 0;
         for (int kind = 0; kind < NKIND; kind++) {
             const char *msg = NULL;
@@ -315,20 +331,46 @@ static void run_case(const char *mesh_name, const sc_mesh *m, sc_axes axes) {
     }
 }
 
-int main(void) {
+/* The meshes of `ndev` devices (all when ndev is 0). */
+static void run_meshes(int ndev) {
     sc_mesh one = {1, {1}, {"X"}}, two = {1, {2}, {"X"}}, sq = {2, {2, 2}, {"X", "Y"}};
     sc_mesh rect = {2, {2, 4}, {"X", "Y"}}, cube = {3, {2, 2, 2}, {"X", "Y", "Z"}};
-    run_case("1", &one, SC_AXES(0));
-    run_case("2", &two, SC_AXES(0));
-    const struct { const char *name; sc_mesh *m; } two_d[] = {{"2x2", &sq}, {"2x4", &rect}};
+    if (ndev == 0 || ndev == 1)
+        run_case("1", &one, SC_AXES(0));
+    if (ndev == 0 || ndev == 2)
+        run_case("2", &two, SC_AXES(0));
+    const struct { const char *name; sc_mesh *m; int n; } two_d[] = {{"2x2", &sq, 4}, {"2x4", &rect, 8}};
     for (int i = 0; i < 2; i++) {
+        if (ndev && ndev != two_d[i].n)
+            continue;
         run_case(two_d[i].name, two_d[i].m, SC_AXES(0));
         run_case(two_d[i].name, two_d[i].m, SC_AXES(1));
         run_case(two_d[i].name, two_d[i].m, SC_AXES(0, 1));
         run_case(two_d[i].name, two_d[i].m, SC_AXES(1, 0));
     }
-    run_case("2x2x2", &cube, SC_AXES(2));
-    run_case("2x2x2", &cube, SC_AXES(0, 2));
-    run_case("2x2x2", &cube, SC_AXES(2, 1, 0));
+    if (ndev == 0 || ndev == 8) {
+        run_case("2x2x2", &cube, SC_AXES(2));
+        run_case("2x2x2", &cube, SC_AXES(0, 2));
+        run_case("2x2x2", &cube, SC_AXES(2, 1, 0));
+    }
+}
+
+#ifdef TEST_MPI
+int main(int argc, char **argv) {
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank != 0 && !freopen("/dev/null", "w", stdout))
+        return 1;
+    run_meshes(size);
+    int rc = tap_done();
+    MPI_Finalize();
+    return rc;
+}
+#else
+int main(void) {
+    run_meshes(0);
     return tap_done();
 }
+#endif
