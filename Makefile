@@ -40,7 +40,7 @@ LIB_HDR   := $(wildcard lib/*.h) runtime/shardc_rt.h
 LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -lopenblas -lm -pthread
 LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/*.c))
 
-.PHONY: all check check-asan fuzz install clean deps runtime-tests lib-tests bench
+.PHONY: all check check-asan fuzz install clean deps runtime-tests mpi-tests lib-tests bench
 
 all: $(BUILD)/shardc $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a $(RT_MPI)
 
@@ -82,6 +82,19 @@ $(BUILD)/tests/runtime/%: tests/runtime/%.c $(wildcard tests/runtime/*.h) $(BUIL
 
 runtime-tests: $(RT_TESTS)
 
+# The MPI backend's tests: test_collectives.c built for MPI, and mpi_fail.c.
+MPI_TESTS := $(BUILD)/tests/runtime/mpi/test_collectives $(BUILD)/tests/runtime/mpi/mpi_fail
+
+$(BUILD)/tests/runtime/mpi/test_collectives: tests/runtime/test_collectives.c tests/runtime/tap.h $(BUILD)/libshardc_rt.a $(RT_MPI)
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(RT_CFLAGS) $(WARN) -DTEST_MPI -o $@ $< $(RT_MPI) $(BUILD)/libshardc_rt.a -lm
+
+$(BUILD)/tests/runtime/mpi/%: tests/runtime/mpi/%.c $(BUILD)/libshardc_rt.a $(RT_MPI)
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(RT_CFLAGS) $(WARN) -o $@ $< $(RT_MPI) $(BUILD)/libshardc_rt.a -lm
+
+mpi-tests: $(if $(RT_MPI),$(MPI_TESTS))
+
 $(BUILD)/obj/lib/%.o: lib/%.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) $(WARN) -c -o $@ $<
@@ -120,7 +133,7 @@ $(BUILD)/test_ir: tests/unit/test_ir.c $(BUILD)/libfrontend.a
 
 # Every test: unit tests, lit golden and diagnostic tests, the same lit tests
 # under ASan+UBSan, and a short fuzz run.  Ends with "N passed, N failed".
-check: all $(BUILD)/test_ir $(RT_TESTS) $(LIB_TESTS)
+check: all $(BUILD)/test_ir $(RT_TESTS) $(LIB_TESTS) mpi-tests
 	@tests/run-tests $(BUILD)
 
 check-asan:

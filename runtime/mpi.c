@@ -463,7 +463,9 @@ sc_world *sc_mpi_create(const sc_mesh *mesh, char *err, size_t errlen) {
         m->comm = calloc(nsets, sizeof *m->comm);
         m->count = calloc(nsets, sizeof *m->count);
     }
-    if (w && size != w->ndev)
+    if (w && size != w->ndev && rank != 0 && errlen)
+        err[0] = 0;                         /* process 0 says it for all */
+    else if (w && size != w->ndev)
         snprintf(err, errlen,
                  "the mesh has %d device%s but %d MPI process%s started: run it with mpirun -np %d "
                  "(the MPI backend runs one device per process)",

@@ -76,7 +76,9 @@ sc_world *sc_threads_create(const sc_mesh *mesh, char *err, size_t errlen);
 /* The MPI backend (libshardc_rt_mpi.a, built with mpicc): one device per
  * MPI process, device id = rank in MPI_COMM_WORLD, so the program runs
  * under `mpirun -np <devices>`.  Initializes MPI unless the caller did
- * (then the caller finalizes it).  Collective (all processes call it). */
+ * (then the caller finalizes it).  Collective (all processes call it).  When
+ * the process count is not the mesh's device count, only process 0 writes
+ * the message (err is "" on the others). */
 sc_world *sc_mpi_create(const sc_mesh *mesh, char *err, size_t errlen);
 /* Frees the world.  On MPI it ends MPI (MPI_Finalize), or, when the world
  * failed, aborts every process (MPI_Abort) so that none waits forever. */

@@ -7,7 +7,10 @@
 
 #include "../codegen/codegen.h"
 
+#include "../../lib/shardc_npy.h"
+
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -100,12 +103,20 @@ static int write_c(const Module *m, int f, const char *path) { return write_outp
 
 int compile_command(const Module *m, int f, const char *out) { return write_c(m, f, out); }
 
-/* Emit `dir`/prog.c and link `out`. */
-static int build_in(const Module *m, int f, const char *dir, const char *out) {
+/* Emit `dir`/prog.c and link `out`; for MPI with mpicc (-DSHARDC_MPI picks
+ * the backend in shardc_main.h) and libshardc_rt_mpi.a. */
+static int build_in(const Module *m, int f, const char *dir, const char *out, int mpi) {
     char inc1[PATH_MAX], inc2[PATH_MAX], libdir[PATH_MAX];
     if (locate(inc1, inc2, libdir, PATH_MAX)) {
         fprintf(stderr, "shardc: error: cannot find shardc_rt.h and libshardc_lib.a next to the shardc binary "
                         "(a build tree or PREFIX/include/shardc and PREFIX/lib)\n");
+        return 1;
+    }
+    char probe[PATH_MAX + 32];
+    fmt(probe, sizeof probe, "%s/libshardc_rt_mpi.a", libdir);
+    if (mpi && !exists(probe)) {
+        fprintf(stderr, "shardc: error: the MPI backend's library %s is missing: build shardc where OpenMPI's "
+                        "mpicc is installed (tools/install-deps installs it)\n", probe);
         return 1;
     }
     char src[PATH_MAX + 16];
@@ -118,8 +129,13 @@ static int build_in(const Module *m, int f, const char *dir, const char *out) {
     fmt(i2, sizeof i2, "-I%s", inc2);
     fmt(l, sizeof l, "-L%s", libdir);
     const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-    char *argv[] = {(char *)cc, "-std=c11", "-O2", "-o", (char *)out, src, i1, i2, l, "-lshardc_lib", "-lshardc_rt",
-                    "-lopenblas", "-lm", "-pthread", NULL};
+    if (mpi) {                  /* mpicc wraps $CC (OpenMPI reads OMPI_CC) */
+        setenv("OMPI_CC", cc, 0);
+        cc = getenv("MPICC") && *getenv("MPICC") ? getenv("MPICC") : "mpicc";
+    }
+    char *argv[] = {(char *)cc, "-std=c11", "-O2", "-o", (char *)out, src, i1, i2, l, "-lshardc_lib",
+                    mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt", "-lopenblas", "-lm", "-pthread",
+                    mpi ? "-DSHARDC_MPI" : NULL, NULL};
     rc = spawn(argv);
     if (rc) {
         fprintf(stderr, "shardc: error: the C compiler '%s' failed on the generated %s (status %d)\n", cc, src, rc);
@@ -152,36 +168,121 @@ static void remove_temp(char *dir, const char *const *names, int n) {
     free(dir);
 }
 
-int build_command(const Module *m, int f, const char *out) {
+int build_command(const Module *m, int f, const char *out, const RunOptions *ro) {
     char *dir = make_temp_dir();
     if (!dir)
         return 1;
-    int rc = build_in(m, f, dir, out);
+    int rc = build_in(m, f, dir, out, ro->mpi);
     remove_temp(dir, (const char *[]){"prog.c"}, 1);
     return rc;
 }
 
-int run_command(const Module *m, int f, const char *const *ins, int nins, const char *out_dir) {
+static int device_count(const Module *m) {
+    int n = 1;
+    for (int a = 0; a < m->naxes; a++)
+        n *= (int)m->axis_size[a];
+    return n;
+}
+
+/* Run `prog` on the inputs; on MPI through mpirun, one process per device,
+ * on shared memory (--mca btl self,vader), with more processes than cores
+ * allowed (--oversubscribe: otherwise idle ranks spin) and not bound. */
+static int run_program(const char *prog, const char *const *ins, int nins, const char *out_dir, int mpi, int np) {
+    char **argv = calloc((size_t)(2 * nins + 20), sizeof(char *)), nps[16];
+    int k = 0;
+    if (!argv)
+        return 1;
+    if (mpi) {
+        argv[k++] = getenv("MPIRUN") && *getenv("MPIRUN") ? getenv("MPIRUN") : "mpirun";
+        if (geteuid() == 0)
+            argv[k++] = "--allow-run-as-root";
+        snprintf(nps, sizeof nps, "%d", np);
+        const char *flags[] = {"--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", nps};
+        for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+            argv[k++] = (char *)flags[i];
+    }
+    argv[k++] = (char *)prog;
+    for (int i = 0; i < nins; i++) {
+        argv[k++] = "--in";
+        argv[k++] = (char *)ins[i];
+    }
+    argv[k++] = "--out";
+    argv[k++] = (char *)out_dir;
+    int rc = spawn(argv);
+    free(argv);
+    return rc == 0 ? 0 : rc == 2 ? 2 : 1;
+}
+
+/* --check: compare the results with the one-device run's. */
+static int compare_results(const Module *m, int f, const char *out_dir, const char *ref_dir) {
+    int bad = 0;
+    for (int i = 0; i < m->fns[f].nresults; i++) {
+        char a_path[PATH_MAX + 32], b_path[PATH_MAX + 32], err[512];
+        fmt(a_path, sizeof a_path, "%s/result%d.npy", out_dir, i);
+        fmt(b_path, sizeof b_path, "%s/result%d.npy", ref_dir, i);
+        sk_npy_shape as, bs;
+        double *a = NULL, *b = NULL;
+        if (sk_npy_read(a_path, NULL, &as, &a, err, sizeof err) || sk_npy_read(b_path, &as, &bs, &b, err, sizeof err)) {
+            fprintf(stderr, "shardc: error: --check: %s\n", err);
+            free(a);
+            bad = 1;
+            continue;
+        }
+        int64_t n = 1;
+        for (int d = 0; d < as.rank; d++)
+            n *= as.dims[d];
+        double abs_err = 0, rel_err = 0;
+        int64_t nan_diff = 0;
+        for (int64_t e = 0; e < n; e++) {
+            double x = a[e], y = b[e], dx = fabs(x - y);
+            if (isnan(x) != isnan(y))
+                nan_diff++;
+            else if (!isnan(x) && x != y) {
+                abs_err = dx > abs_err || isnan(dx) ? dx : abs_err;
+                if (y != 0 && dx / fabs(y) > rel_err)
+                    rel_err = dx / fabs(y);
+            }
+        }
+        printf("check: result%d: largest absolute error %.3g, largest relative error %.3g", i, abs_err, rel_err);
+        printf(nan_diff ? ", %lld elements NaN in one run only\n" : "\n", (long long)nan_diff);
+        free(a);
+        free(b);
+    }
+    if (!bad)
+        printf("check: against '%s' unpartitioned on one device (relative error: |x - y| / |y| where y != 0)\n",
+               sym_name(m->syms, m->fns[f].sym));
+    return bad;
+}
+
+int run_command(const Module *m, int f, const char *const *ins, int nins, const char *out_dir, const RunOptions *ro) {
+    int ndev = device_count(m), np = ro->np ? ro->np : ndev;
+    if (ro->mpi && np != ndev) {
+        fprintf(stderr, "shardc: error: --np %d: the MPI backend runs one device per process, and the mesh has %d\n",
+                np, ndev);
+        return 2;
+    }
     char *dir = make_temp_dir();
     if (!dir)
         return 1;
-    char prog[PATH_MAX + 16];
+    char prog[PATH_MAX + 16], ref[PATH_MAX + 16], ref_out[PATH_MAX + 16];
     fmt(prog, sizeof prog, "%s/prog", dir);
-    int rc = build_in(m, f, dir, prog);
-    if (!rc) {
-        char **argv = calloc((size_t)(2 * nins + 4), sizeof(char *));
-        int k = 0;
-        argv[k++] = prog;
-        for (int i = 0; i < nins; i++) {
-            argv[k++] = "--in";
-            argv[k++] = (char *)ins[i];
+    fmt(ref, sizeof ref, "%s/one", dir);
+    fmt(ref_out, sizeof ref_out, "%s/one-out", dir);
+    int rc = build_in(m, f, dir, prog, ro->mpi);
+    if (!rc)
+        rc = run_program(prog, ins, nins, out_dir, ro->mpi, np);
+    if (!rc && ro->check) {               /* the same function, compiled for one device */
+        int g = ro->check_fn;
+        rc = build_in(ro->check, g, dir, ref, 0);
+        rc = rc ? rc : run_program(ref, ins, nins, ref_out, 0, 1);
+        rc = rc ? rc : compare_results(m, f, out_dir, ref_out);
+        for (int i = 0; i < m->fns[f].nresults; i++) {
+            char path[PATH_MAX + 32];
+            fmt(path, sizeof path, "%s/result%d.npy", ref_out, i);
+            remove(path);
         }
-        argv[k++] = "--out";
-        argv[k++] = (char *)out_dir;
-        rc = spawn(argv);
-        free(argv);
-        rc = rc == 0 ? 0 : rc == 2 ? 2 : 1;
+        rmdir(ref_out);
     }
-    remove_temp(dir, (const char *[]){"prog.c", "prog"}, 2);
+    remove_temp(dir, (const char *[]){"prog.c", "prog", "one"}, 3);
     return rc;
 }

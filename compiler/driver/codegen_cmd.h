@@ -1,5 +1,5 @@
 /* `shardc compile`, `build` and `run` (docs/cli.md): C code generation,
- * then cc, then running the program on the threads backend. */
+ * then cc, then running the program on the threads or the MPI backend. */
 #ifndef SHARDC_CODEGEN_CMD_H
 #define SHARDC_CODEGEN_CMD_H
 
@@ -8,9 +8,17 @@
 /* Write the C for module m (with a main() for function `f`, or none when
  * f < 0) to `out` (NULL: standard output).  Returns an exit status. */
 int compile_command(const Module *m, int f, const char *out);
+typedef struct {
+    int mpi;                /* the MPI backend, else threads */
+    int np;                 /* mpi: processes (0: one per device) */
+    const Module *check;    /* run --check: the program compiled for one device */
+    int check_fn;           /* the function in it */
+} RunOptions;
+
 /* Emit C for function f and link it into the executable `out`. */
-int build_command(const Module *m, int f, const char *out);
-/* Build f into a temporary directory and run it on the .npy inputs. */
-int run_command(const Module *m, int f, const char *const *ins, int nins, const char *out_dir);
+int build_command(const Module *m, int f, const char *out, const RunOptions *ro);
+/* Build f into a temporary directory and run it on the .npy inputs; with
+ * ro->check, also the one-device build, and print the largest errors. */
+int run_command(const Module *m, int f, const char *const *ins, int nins, const char *out_dir, const RunOptions *ro);
 
 #endif

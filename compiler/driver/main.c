@@ -25,9 +25,9 @@ static const char usage[] =
     "          --fn F --in NAME=FILE.npy ... --out DIR writes DIR/result0.npy, ...;\n"
     "          --stage partitioned runs the partitioned program on simulated devices\n"
     "  compile emit C for the per-device functions: -o prog.c [--fn F adds a main()]\n"
-    "  build   emit C and link an executable: -o prog --fn F\n"
-    "  run     build and run a function on the threads backend:\n"
-    "          --fn F --in NAME=FILE.npy ... --out DIR [--backend threads]\n"
+    "  build   emit C and link an executable: -o prog --fn F [--backend threads|mpi]\n"
+    "  run     build and run a function:\n"
+    "          --fn F --in NAME=FILE.npy ... --out DIR [--backend threads|mpi] [--np P] [--check]\n"
     "\n"
     "options:\n"
     "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
@@ -38,7 +38,11 @@ static const char usage[] =
     "  --format FORMAT  with show: text (default) or dot\n"
     "  --in NAME=FILE   with interp and run: parameter NAME from a .npy file (one per parameter)\n"
     "  --out DIR        with interp and run: where the results are written\n"
-    "  --backend B      with run: threads (default); mpi is not implemented yet\n"
+    "  --backend B      with build and run: threads (default, one thread per device) or mpi\n"
+    "                   (one process per device, launched with mpirun)\n"
+    "  --np P           with run --backend mpi: the number of processes (the device count)\n"
+    "  --check          with run: also run the function unpartitioned on one device and\n"
+    "                   print the largest absolute and relative error\n"
     "  -o FILE          output file (dump, compile, build)\n"
     "  -h, --help       show this help\n"
     "  --version        show the version\n";
@@ -46,7 +50,8 @@ static const char usage[] =
 enum { MAX_INS = 1024 };           /* --in options, a bound instead of an allocation */
 
 typedef struct {
-    const char *command, *input, *stage, *fn, *output, *value, *format, *backend;
+    const char *command, *input, *stage, *fn, *output, *value, *format, *backend, *np;
+    int check;                       /* run --check */
     MeshFlag mesh;
     const char *ins[MAX_INS], *out;  /* interp */
     int nins;
@@ -134,7 +139,8 @@ static int parse_args(int argc, char **argv, Options *o) {
                           : strcmp(a, "--format") == 0 ? &o->format
                           : strcmp(a, "--in") == 0 ? &o->ins[o->nins++]
                           : strcmp(a, "--out") == 0 ? &o->out
-                          : strcmp(a, "--backend") == 0 ? &o->backend : NULL;
+                          : strcmp(a, "--backend") == 0 ? &o->backend
+                          : strcmp(a, "--np") == 0 ? &o->np : NULL;
         int is_const = strcmp(a, "--const") == 0;
         if (slot || is_const || strcmp(a, "--mesh") == 0) {
             if (i + 1 == argc)
@@ -147,6 +153,8 @@ static int parse_args(int argc, char **argv, Options *o) {
                 fprintf(stderr, "shardc: error: bad %s '%s': %s\n", a, v, err);
                 return 2;
             }
+        } else if (strcmp(a, "--check") == 0) {
+            o->check = 1;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage, stdout);
             return -1;
@@ -209,6 +217,34 @@ static int write_dump(FILE *out, void *ctx) {
     return 0;
 }
 
+static int fn_index(const Compilation *c, int sym);
+
+/* run --check: compile the program again with every mesh axis of size 1,
+ * so that the function runs unpartitioned on one device, and compare. */
+static int run_checked(const Compilation *c, const char *path, const char *text, size_t len, const MeshFlag *mesh,
+                       const char *fn, const char *const *ins, int nins, const char *out, RunOptions *ro) {
+    MeshFlag one = *mesh;
+    const Module *m = &c->module;
+    one.n = m->naxes;
+    for (int a = 0; a < m->naxes; a++) {
+        snprintf(one.name[a], sizeof one.name[a], "%s", sym_name(m->syms, m->axis_sym[a]));
+        one.size[a] = 1;
+    }
+    Compilation single = {0};
+    int rc = frontend_compile(&single, path, text, len, NULL, &one, STAGE_SCHEDULED);
+    int f = rc == FRONTEND_OK ? fn_symbol(&single, fn) : -1;
+    if (f < 0) {
+        fprintf(stderr, "shardc: error: --check: '%s' does not compile for a mesh of one device\n", fn);
+        compilation_free(&single);
+        return 1;
+    }
+    ro->check = &single.module;
+    ro->check_fn = fn_index(&single, f);
+    rc = run_command(m, fn_index(c, fn_symbol(c, fn)), ins, nins, out, ro);
+    compilation_free(&single);
+    return rc;
+}
+
 static int fn_index(const Compilation *c, int sym) {
     for (int f = 0; f < c->module.nfns; f++)
         if (c->module.fns[f].sym == sym)
@@ -231,15 +267,22 @@ int main(int argc, char **argv) {
         return usage_error("unknown command '%s'", o.command);
     if (!o.input)
         return usage_error("%s needs an input file", o.command);
-    if (o.backend && !is_run)
-        return usage_error("%s", "--backend goes with run");
-    if (is_run && o.backend && strcmp(o.backend, "threads") != 0) {
-        if (strcmp(o.backend, "mpi") == 0) {
-            fputs("shardc: error: the MPI backend is not implemented yet; use --backend threads\n", stderr);
-            return 2;
-        }
+    if (o.backend && !is_run && !is_build)
+        return usage_error("%s", "--backend goes with build and run");
+    if (o.backend && strcmp(o.backend, "threads") != 0 && strcmp(o.backend, "mpi") != 0)
         return usage_error("unknown --backend '%s': threads or mpi", o.backend);
+    RunOptions ro = {.mpi = o.backend && strcmp(o.backend, "mpi") == 0};
+    if (o.np && (!is_run || !ro.mpi))
+        return usage_error("%s", "--np goes with run --backend mpi");
+    if (o.np) {
+        char *end;
+        long np = strtol(o.np, &end, 10);
+        if (*end || np < 1 || np > 65536)
+            return usage_error("bad --np '%s': a number of processes, 1 to 65536", o.np);
+        ro.np = (int)np;
     }
+    if (o.check && !is_run)
+        return usage_error("%s", "--check goes with run");
     if (is_codegen && o.stage)
         return usage_error("%s takes no --stage", o.command);
     if (is_build && (!o.fn || !o.output))
@@ -302,9 +345,11 @@ int main(int argc, char **argv) {
         else if (is_compile)
             rc = compile_command(&c.module, o.fn ? fn_index(&c, only) : -1, o.output);
         else if (is_build)
-            rc = build_command(&c.module, fn_index(&c, only), o.output);
+            rc = build_command(&c.module, fn_index(&c, only), o.output, &ro);
+        else if (is_run && o.check)
+            rc = run_checked(&c, o.input, text, len, &o.mesh, o.fn, o.ins, o.nins, o.out, &ro);
         else if (is_run)
-            rc = run_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out);
+            rc = run_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out, &ro);
         else if (is_interp)
             rc = interp_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out);
         else if (o.format && strcmp(o.format, "dot") == 0)

@@ -1,0 +1,47 @@
+/* Failures on the MPI backend end the run instead of hanging.  Run under
+ * `mpirun -np 4` with SHARDC_TIMEOUT=1:
+ *
+ *   mpi_fail late       device 3 never joins an all-reduce: the others
+ *                       fail within the timeout, naming device 3
+ *   mpi_fail mismatch   device 3 calls an all-gather where the others call
+ *                       an all-reduce: both calls are named
+ *
+ * Every failing process prints "failed: MESSAGE" and the world's
+ * destruction aborts the job (exit status != 0); tests/run-tests checks the
+ * messages and the time taken. */
+#include "shardc_rt.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static int body(sc_device *dev, void *arg) {
+    const char *mode = arg;
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[32];
+    if (sc_device_id(dev) == 3) {
+        if (strcmp(mode, "late") == 0) {
+            nanosleep(&(struct timespec){60, 0}, NULL);   /* killed long before */
+            return 0;
+        }
+        return sc_all_gather(dev, SC_AXES(0), SC_F32, SC_SHAPE(8), 0, x, y);
+    }
+    return sc_all_reduce(dev, SC_AXES(0), SC_F32, SC_SUM, x, y, 8);
+}
+
+int main(int argc, char **argv) {
+    char err[256];
+    sc_mesh mesh = {1, {4}, {"X"}};
+    if (argc != 2)
+        return 2;
+    sc_world *w = sc_mpi_create(&mesh, err, sizeof err);
+    if (!w) {
+        fprintf(stderr, "create: %s\n", err);
+        return 1;
+    }
+    if (sc_run(w, body, argv[1]) != 0) {
+        fprintf(stderr, "failed: %s\n", sc_world_error(w));
+        fflush(stderr);
+    }
+    sc_world_destroy(w);
+    return 0;
+}
