@@ -1,542 +1,353 @@
 /* C code generation: every per-device function of a scheduled module (a
- * partitioned fn, an spmd fn, a `.local` copy) becomes a `static int` C
- * function of (dev, parameter blocks, result pointers) whose body calls
- * one kernel (lib/shardc_lib.h) or runtime collective (runtime/shardc_rt.h)
- * per IR instruction, with the IR text as a comment above it.  Values live
- * in the scheduler's buffers (Inst.buffer), allocated once at entry and
- * freed at exit; functions that were not scheduled (.local copies) get one
- * buffer per value. */
+ * partitioned fn, an spmd fn, a `.local` copy) becomes a C function of
+ * (dev, parameter blocks, result pointers) whose body calls one kernel
+ * (lib/shardc_lib.h) or runtime collective (runtime/shardc_rt.h) per IR
+ * instruction (kernels.c), except that chains of elementwise instructions
+ * run as one loop (fuse.c, fused.c); the IR text is a comment above each.
+ * Values live in the scheduler's buffers (Inst.buffer), allocated once at
+ * entry and freed at exit; functions that were not scheduled (.local copies)
+ * get one buffer per value.  Every pass is linear in the instructions. */
 #include "codegen.h"
 #include "internal.h"
 
 #include <ctype.h>
-#include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const Module *m;
-    const Fn *fn;
-    FILE *out;
-    char **name;                 /* C name per value */
-    int *buf;                    /* buffer per value, -1 none */
-    char **ir;                   /* IR text per instruction */
-    const char *err;
-} Gen;
-
-static const char *const ctype_of[] = {"float", "double", "uint16_t", "uint16_t", "int32_t", "uint8_t"};
+const char *const ctype_of[] = {"float", "double", "uint16_t", "uint16_t", "int32_t", "uint8_t"};
 const char *const sk_dtype_of[] = {"SK_F32", "SK_F64", "SK_BF16", "SK_F16", "SK_I32", "SK_BOOL"};
-static const char *const sc_reduce_of[] = {"SC_SUM", "SC_MAX", "SC_MIN"};
 
-char *fn_cname(const Module *m, const Fn *fn) {
-    const char *s = sym_name(m->syms, fn->sym);
-    char *c = malloc(strlen(s) + 4);
-    strcpy(c, "fn_");
-    for (size_t i = 0; s[i]; i++)
-        c[3 + i] = isalnum((unsigned char)s[i]) ? s[i] : '_';
-    c[3 + strlen(s)] = 0;
-    return c;
-}
+int fn_emittable(const Fn *fn) { return fn_is_local(fn) || fn->kept_global; }
+int fn_exported(const Fn *fn) { return fn_emittable(fn) && !fn->kept_global; }
 
-/* Value names as C identifiers: '.' and '-' become '_', clashes get a suffix. */
-static void name_values(Gen *g, const char **irnames) {
-    const Fn *fn = g->fn;
-    for (int v = 0; v < fn->ninsts; v++) {
-        const char *s = irnames[v] ? irnames[v] : "v";
-        size_t n = strlen(s);
-        char *c = malloc(n + 24);
-        for (size_t i = 0; i <= n; i++)
-            c[i] = s[i] && !isalnum((unsigned char)s[i]) ? '_' : s[i];
-        strcat(c, "_");            /* never a C keyword or a library name */
-        for (int k = 1, clash = 1; clash; k++) {
-            clash = 0;
-            for (int u = 0; u < v && !clash; u++)
-                clash = strcmp(g->name[u], c) == 0;
-            if (clash)
-                snprintf(c + n, 24, "_%d_", k);
-        }
-        g->name[v] = c;
-    }
-}
-
-/* The IR text of each instruction, from the dump of the function. */
-static void ir_lines(Gen *g) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    ir_dump(g->m, mem, g->fn->sym, 0);
-    fclose(mem);
-    char *p = strstr(text, "\n\n");        /* the mesh line, a blank line, the header */
-    if (p)
-        p += 2;
-    for (int v = 0; p && v < g->fn->ninsts; v++) {
-        p = strchr(p, '\n');
-        if (!p)
-            break;
-        p++;
-        while (*p == ' ')
-            p++;
-        size_t n = strcspn(p, "\n");
-        g->ir[v] = strndup(p, n);
-    }
-    free(text);
-}
-
-static void emit_shape(FILE *o, const Shape *s) {
-    fprintf(o, "(sc_shape){%d, {", s->rank);
-    for (int d = 0; d < s->rank; d++)
-        fprintf(o, "%s%lld", d ? ", " : "", (long long)s->dims[d]);
-    fprintf(o, "%s}}", s->rank ? "" : "0");
-}
-
-static void emit_ints(FILE *o, const char *type, const int64_t *x, int n) {
-    fprintf(o, "(%s[]){", type);
-    for (int i = 0; i < n; i++)
-        fprintf(o, "%s%lld", i ? ", " : "", (long long)x[i]);
-    fprintf(o, "%s}", n ? "" : "0");
-}
-
-static void emit_axes(FILE *o, const int64_t *axes, int n) {
-    fprintf(o, "(sc_axes){%d, {", n);
-    for (int i = 0; i < n; i++)
-        fprintf(o, "%s%lld", i ? ", " : "", (long long)axes[i]);
-    fputs("}}", o);
-}
-
-static int64_t bytes_of(const Shape *s) { return shape_elems(s) * dtype_size(s->dtype); }
-
-#define A(i) g->name[ir_arg(fn, in, i)]
-#define T(v) (&fn->insts[v].type)
-
-static const char *unary_of(int op) {
-    switch (op) {
-    case OP_COPY: return "SK_COPY"; case OP_NEGATE: return "SK_NEGATE"; case OP_EXP: return "SK_EXP";
-    case OP_LOG: return "SK_LOG"; case OP_TANH: return "SK_TANH"; case OP_SQRT: return "SK_SQRT";
-    case OP_RSQRT: return "SK_RSQRT"; case OP_ABS: return "SK_ABS"; case OP_SIN: return "SK_SIN";
-    case OP_COS: return "SK_COS"; case OP_SQUARE: return "SK_SQUARE"; case OP_RELU: return "SK_RELU";
-    case OP_GELU: return "SK_GELU"; case OP_SIGMOID: return "SK_LOGISTIC"; default: return NULL;
-    }
-}
-
-static const char *binary_of(int op) {
-    switch (op) {
-    case OP_ADD: return "SK_ADD"; case OP_SUB: return "SK_SUB"; case OP_MUL: return "SK_MUL";
-    case OP_DIV: return "SK_DIV"; case OP_REM: return "SK_REM"; case OP_MAX: return "SK_MAX";
-    case OP_MIN: return "SK_MIN"; case OP_POW: return "SK_POW"; default: return NULL;
-    }
-}
-
-static void emit_constant(Gen *g, const Inst *in, const char *r) {
-    FILE *o = g->out;
-    double x = in->value;
-    char num[64];
-    if (x != x)
-        snprintf(num, sizeof num, "NAN");
-    else if (x == 1.0 / 0.0 || x == -1.0 / 0.0)
-        snprintf(num, sizeof num, "%sINFINITY", x < 0 ? "-" : "");
-    else
-        snprintf(num, sizeof num, "%.17g", x);
-    switch (in->type.dtype) {
-    case DT_BF16: fprintf(o, "    *%s = sc_bf16_from_float((float)%s);\n", r, num); break;
-    case DT_F16: fprintf(o, "    *%s = sc_f16_from_float((float)%s);\n", r, num); break;
-    case DT_I32: fprintf(o, "    *%s = (int32_t)%lld;\n", r, (long long)x); break;
-    case DT_BOOL: fprintf(o, "    *%s = %d;\n", r, x != 0); break;
-    default: fprintf(o, "    *%s = (%s)%s;\n", r, ctype_of[in->type.dtype], num); break;
-    }
-}
-
-void emit_list(FILE *o, const char *type, const int64_t *x, int n) {
+void emit_list(FILE *o, const int64_t *x, int n) {
     fputc('{', o);
     for (int i = 0; i < n; i++)
         fprintf(o, "%s%lld", i ? ", " : "", (long long)x[i]);
     fputs(n ? "}" : "0}", o);
-    (void)type;
 }
 
-static void emit_dot(Gen *g, const Inst *in, const char *r) {
-    const Fn *fn = g->fn;
-    const Shape *a = T(ir_arg(fn, in, 0)), *b = T(ir_arg(fn, in, 1));
-    DotDims dd;
-    dot_dims(fn, in, &dd);
-    const int64_t *lbat = dd.lhs_batch, *rbat = dd.rhs_batch, *lcon = dd.lhs_contract, *rcon = dd.rhs_contract;
-    int nb = dd.nbatch, nc = dd.ncontract;
-    if ((a->rank - nb - nc) + (b->rank - nb - nc) + nb != in->type.rank)
-        g->err = "a dot that sums a dim on one side only";
-    FILE *o = g->out;
-    fprintf(o, "    TRY(sk_dot(%s, ", sk_dtype_of[in->type.dtype]);
-    emit_shape(o, a);
-    fprintf(o, ", %s, ", A(0));
-    emit_shape(o, b);
-    fprintf(o, ", %s,\n               &(sk_dot_dims){%d, %d, ", A(1), nb, nc);
-    emit_list(o, "int", lbat, nb);
-    fputs(", ", o);
-    emit_list(o, "int", rbat, nb);
-    fputs(", ", o);
-    emit_list(o, "int", lcon, nc);
-    fputs(", ", o);
-    emit_list(o, "int", rcon, nc);
-    fprintf(o, "}, %s, NULL));\n", r);
-}
-
-static const char *sc_dtype(Gen *g, int dt) {
-    static const char *const names[] = {"SC_F32", "SC_F64", "SC_BF16", "SC_F16", "SC_I32"};
-    if (dt >= DT_BOOL) {
-        g->err = "a collective of bool values";
-        return "SC_F32";
+int *param_insts(const Fn *fn) {
+    int *p = malloc(sizeof(int) * (size_t)(fn->nparams + 1));
+    for (int i = 0; i < fn->nparams; i++)
+        p[i] = -1;
+    for (int v = 0; v < fn->ninsts; v++) {
+        int64_t i = fn->insts[v].op == OP_PARAMETER ? ir_attr(fn, &fn->insts[v], 0) : -1;
+        if (i >= 0 && i < fn->nparams && p[i] < 0)
+            p[i] = v;
     }
-    return names[dt];
+    return p;
 }
 
-/* A collective: started (INST_ASYNC, handle NAMEh) or blocking. */
-static void emit_collective(Gen *g, int v, const char *r) {
-    const Fn *fn = g->fn;
-    const Inst *in = &fn->insts[v];
-    const int64_t *at = ir_attrs(fn, in);
-    FILE *o = g->out;
-    int async = in->flags & INST_ASYNC;
-    const Shape *s = T(ir_arg(fn, in, 0));
-    const char *t = sc_dtype(g, s->dtype);
-    if (async)
-        fprintf(o, "    sc_handle *%sh = sc_start_", r);
-    else
-        fputs("    TRY(sc_", o);
-    int first = in->op == OP_ALL_REDUCE || in->op == OP_ALL_GATHER ? 1 : in->op == OP_COLLECTIVE_PERMUTE ? 1 : 2;
-    int naxes = in->op == OP_COLLECTIVE_PERMUTE ? (int)at[0] : in->nattrs - first;
-    fprintf(o, "%s(dev, ", in->op == OP_ALL_REDUCE ? "all_reduce" : in->op == OP_ALL_GATHER ? "all_gather"
-                          : in->op == OP_REDUCE_SCATTER ? "reduce_scatter" : in->op == OP_ALL_TO_ALL ? "all_to_all"
-                          : "collective_permute");
-    emit_axes(o, at + first, naxes);
-    fprintf(o, ", %s, ", t);
-    switch (in->op) {
-    case OP_ALL_REDUCE:
-        fprintf(o, "%s, %s, %s, %lld", sc_reduce_of[at[0]], A(0), r, (long long)shape_elems(s));
-        break;
-    case OP_ALL_GATHER:
-        emit_shape(o, s);
-        fprintf(o, ", %lld, %s, %s", (long long)at[0], A(0), r);
-        break;
-    case OP_REDUCE_SCATTER:
-        fprintf(o, "%s, ", sc_reduce_of[at[0]]);
-        emit_shape(o, s);
-        fprintf(o, ", %lld, %s, %s", (long long)at[1], A(0), r);
-        break;
-    case OP_ALL_TO_ALL:
-        emit_shape(o, s);
-        fprintf(o, ", %lld, %lld, %s, %s", (long long)at[0], (long long)at[1], A(0), r);
-        break;
-    default: {
-        int npairs = (in->nattrs - 1 - naxes) / 2;
-        emit_ints(o, "const int", at + 1 + naxes, 2 * npairs);
-        fprintf(o, ", %d, %s, %s, %lld", npairs, A(0), r, (long long)shape_elems(s));
-    }
-    }
-    if (async)
-        fprintf(o, ");\n    if (!%sh)\n        goto fail;\n", r);
-    else
-        fputs("));\n", o);
-}
-
-static void emit_inst(Gen *g, int v) {
-    const Fn *fn = g->fn;
-    const Inst *in = &fn->insts[v];
-    FILE *o = g->out;
-    const char *r = g->name[v];
-    const int64_t *at = ir_attrs(fn, in);
-    int dt = in->type.dtype;
-    long long n = in->type.dtype == DT_TUPLE ? 0 : (long long)shape_elems(&in->type);
-    fprintf(o, "    /* %s */\n", g->ir[v] ? g->ir[v] : op_info[in->op].name);
-    if (in->op == OP_PARAMETER || in->op == OP_RETURN || dt == DT_TUPLE)
-        ;
-    else if (in->op == OP_DONE)
-        fprintf(o, "    %s *%s = %s;\n", ctype_of[dt], r, A(0));
-    else
-        fprintf(o, "    %s *%s = buf%d;\n", ctype_of[dt], r, g->buf[v]);
-    const char *u = unary_of(in->op), *b = binary_of(in->op);
-    if (u)
-        fprintf(o, "    TRY(sk_unary(%s, %s, %lld, %s, %s));\n", u, sk_dtype_of[dt], n, A(0), r);
-    else if (b)
-        fprintf(o, "    TRY(sk_binary(%s, %s, %lld, %s, %s, %s));\n", b, sk_dtype_of[dt], n, A(0), A(1), r);
-    else if (op_is_collective(in->op))
-        emit_collective(g, v, r);
-    else
-        switch (in->op) {
-        case OP_PARAMETER: break;
-        case OP_CONSTANT: emit_constant(g, in, r); break;
-        case OP_IOTA:
-            fprintf(o, "    TRY(sk_iota(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, &in->type);
-            fprintf(o, ", %lld, %s));\n", (long long)at[0], r);
-            break;
-        case OP_AXIS_INDEX: {
-            fprintf(o, "    *%s = ", r);
-            for (int i = 1; i < in->nattrs; i++)
-                fputc('(', o);
-            fprintf(o, "sc_coord(dev, %lld)", (long long)at[0]);
-            for (int i = 1; i < in->nattrs; i++)
-                fprintf(o, " * %lld + sc_coord(dev, %lld))", (long long)g->m->axis_size[at[i]], (long long)at[i]);
-            fputs(";\n", o);
-            break;
-        }
-        case OP_CONVERT:
-            fprintf(o, "    TRY(sk_convert(%s, %s, %lld, %s, %s));\n", sk_dtype_of[T(ir_arg(fn, in, 0))->dtype],
-                    sk_dtype_of[dt], n, A(0), r);
-            break;
-        case OP_COMPARE: {
-            static const char *const dir[] = {"SK_LT", "SK_LE", "SK_GT", "SK_GE", "SK_EQ", "SK_NE"};
-            fprintf(o, "    TRY(sk_compare(%s, %s, %lld, %s, %s, %s));\n", dir[at[0]],
-                    sk_dtype_of[T(ir_arg(fn, in, 0))->dtype], n, A(0), A(1), r);
-            break;
-        }
-        case OP_SELECT:
-            fprintf(o, "    TRY(sk_select(%s, %lld, %s, %s, %s, %s));\n", sk_dtype_of[dt], n, A(0), A(1), A(2), r);
-            break;
-        case OP_BROADCAST:
-            fprintf(o, "    TRY(sk_broadcast(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, ", A(0));
-            emit_shape(o, &in->type);
-            fputs(", ", o);
-            emit_ints(o, "const int", at, in->nattrs);
-            fprintf(o, ", %s));\n", r);
-            break;
-        case OP_TRANSPOSE:
-            fprintf(o, "    TRY(sk_transpose(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, ", A(0));
-            emit_ints(o, "const int", at, in->nattrs);
-            fprintf(o, ", %s));\n", r);
-            break;
-        case OP_RESHAPE:
-        case OP_GET_TUPLE_ELEMENT:
-            if (n)
-                fprintf(o, "    memcpy(%s, %s", r, in->op == OP_RESHAPE ? A(0) : "");
-            if (n && in->op == OP_GET_TUPLE_ELEMENT)
-                fprintf(o, "%s_%lld", A(0), (long long)at[0]);
-            if (n)
-                fprintf(o, ", %lld);\n", (long long)bytes_of(&in->type));
-            break;
-        case OP_DOT: emit_dot(g, in, r); break;
-        case OP_REDUCE:
-            fprintf(o, "    TRY(sk_reduce(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, %d, ", A(0), in->nattrs - 1);
-            emit_ints(o, "const int", at + 1, in->nattrs - 1);
-            fprintf(o, ", %s, %s));\n", sc_reduce_of[at[0]], r);
-            break;
-        case OP_SLICE: {
-            const Shape *s = T(ir_arg(fn, in, 0));
-            fprintf(o, "    TRY(sk_slice(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, s);
-            fprintf(o, ", %s, ", A(0));
-            emit_ints(o, "const int64_t", at, s->rank);
-            fputs(", ", o);
-            emit_ints(o, "const int64_t", at + s->rank, s->rank);
-            fprintf(o, ", %s));\n", r);
-            break;
-        }
-        case OP_DYNAMIC_SLICE:
-            fprintf(o, "    TRY(sk_dynamic_slice(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, (const int32_t[]){", A(0));
-            for (int i = 1; i < in->nargs; i++)
-                fprintf(o, "%s*%s", i > 1 ? ", " : "", A(i));
-            fprintf(o, "%s}, ", in->nargs > 1 ? "" : "0");
-            emit_ints(o, "const int64_t", in->type.dims, in->type.rank);
-            fprintf(o, ", %s));\n", r);
-            break;
-        case OP_CONCAT:
-            fprintf(o, "    TRY(sk_concat(%s, %d, (const sc_shape[]){", sk_dtype_of[dt], in->nargs);
-            for (int i = 0; i < in->nargs; i++) {
-                fputs(i ? ", " : "", o);
-                emit_shape(o, T(ir_arg(fn, in, i)));
-            }
-            fputs("}, (const void *const[]){", o);
-            for (int i = 0; i < in->nargs; i++)
-                fprintf(o, "%s%s", i ? ", " : "", A(i));
-            fprintf(o, "}, %lld, %s));\n", (long long)at[0], r);
-            break;
-        case OP_ROLL:
-            fprintf(o, "    TRY(sk_roll(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, %lld, %lld, %s));\n", A(0), (long long)at[0], (long long)at[1], r);
-            break;
-        case OP_GATHER:
-            fprintf(o, "    TRY(sk_gather(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, %lld, ", A(0), (long long)at[0]);
-            emit_shape(o, T(ir_arg(fn, in, 1)));
-            fprintf(o, ", %s, %s));\n", A(1), r);
-            break;
-        case OP_DONE: fprintf(o, "    TRY(sc_done(%sh));\n", A(0)); break;
-        case OP_CALL: {
-            const Fn *callee = &g->m->fns[at[0]];
-            char *cn = fn_cname(g->m, callee);
-            fprintf(o, "    TRY(%s(dev", cn);
-            free(cn);
-            for (int i = 0; i < in->nargs; i++)
-                fprintf(o, ", %s", A(i));
-            if (dt == DT_TUPLE)
-                for (int i = 0; i < callee->nresults; i++)
-                    fprintf(o, ", %s_%d", r, i);
-            else
-                fprintf(o, ", %s", r);
-            fputs("));\n", o);
-            break;
-        }
-        case OP_RETURN:
-            for (int i = 0; i < in->nargs; i++)
-                if (bytes_of(T(ir_arg(fn, in, i))))
-                    fprintf(o, "    memcpy(result%d, %s, %lld);\n", i, A(i), (long long)bytes_of(T(ir_arg(fn, in, i))));
-            break;
-        default: g->err = "an op code generation does not know"; break;
-        }
-}
-
-static int emittable(const Fn *fn) { return fn_is_local(fn) || fn->kept_global; }
-
-int param_inst(const Fn *fn, int i) {
-    for (int v = 0; v < fn->ninsts; v++)
-        if (fn->insts[v].op == OP_PARAMETER && ir_attr(fn, &fn->insts[v], 0) == i)
-            return v;
-    return -1;
-}
-
-static const Shape *result_type(const Fn *fn, int i) {
+const Shape *result_type(const Fn *fn, int i) {
     const Inst *ret = &fn->insts[fn->ninsts - 1];
     return &fn->insts[ir_arg(fn, ret, i)].type;
 }
 
-/* The C signature of a function (without the trailing ';' or body). */
-static void emit_signature(Gen *g, const Fn *fn, char **names) {
-    FILE *o = g->out;
-    char *cn = fn_cname(g->m, fn);
-    fprintf(o, "SC_MAYBE_UNUSED static int %s(sc_device *dev", cn);
-    free(cn);
-    for (int i = 0; i < fn->nparams; i++) {
-        int v = param_inst(fn, i);
-        const Shape *s = v >= 0 ? &fn->insts[v].type : &fn->params[i].type;
-        if (names && v >= 0)
-            fprintf(o, ", const %s *%s", ctype_of[s->dtype], names[v]);
-        else
-            fprintf(o, ", const %s *param%d", ctype_of[s->dtype], i);
+/* ---- the IR text ---- */
+
+/* One dump of the whole module, cut into each function's instruction lines
+ * (a dump per function would redo the module-wide work each time). */
+void ir_text_init(IrText *t, const Module *m) {
+    size_t len = 0;
+    t->text = NULL;
+    FILE *mem = open_memstream(&t->text, &len);
+    ir_dump(m, mem, -1, 0);
+    fclose(mem);
+    t->line = calloc((size_t)m->nfns + 1, sizeof(char **));
+    char *p = strchr(t->text, '\n');         /* after the mesh line */
+    int f = -1, k = 0;
+    while (p && *++p) {
+        char *end = strchr(p, '\n');
+        if (end)
+            *end = 0;
+        if (*p == ' ') {                     /* an instruction */
+            while (*p == ' ')
+                p++;
+            if (f >= 0 && k < m->fns[f].ninsts)
+                t->line[f][k++] = p;
+        } else if (*p && *p != '}' && *p != '#') {   /* a signature: the next function */
+            if (++f >= m->nfns)
+                break;
+            t->line[f] = calloc((size_t)m->fns[f].ninsts + 1, sizeof(char *));
+            k = 0;
+        }
+        p = end;
     }
-    for (int i = 0; i < fn->nresults; i++)
-        fprintf(o, ", %s *result%d", ctype_of[result_type(fn, i)->dtype], i);
-    fputc(')', o);
 }
 
-static int emit_fn(const Module *m, const Fn *fn, FILE *o, const char **err) {
-    Arena arena = {0};
+void ir_text_free(IrText *t, const Module *m) {
+    for (int f = 0; f < m->nfns; f++)
+        free(t->line[f]);
+    free(t->line);
+    free(t->text);
+}
+
+/* ---- names ---- */
+
+/* A set of names, each with the next suffix to try when it clashes:
+ * open addressing, so naming stays linear however many names clash. */
+typedef struct {
+    const char **key;
+    int *next;
+    size_t cap;
+} NameSet;
+
+static size_t name_hash(const char *s) {
+    size_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* The slot of `s`: its entry, or the empty slot where it goes. */
+static size_t name_slot(const NameSet *set, const char *s) {
+    size_t i = name_hash(s) & (set->cap - 1);
+    while (set->key[i] && strcmp(set->key[i], s) != 0)
+        i = (i + 1) & (set->cap - 1);
+    return i;
+}
+
+void free_names(char **name, int n) {
+    for (int v = 0; name && v < n; v++)
+        free(name[v]);
+    free(name);
+}
+
+/* Value names as C identifiers: `%acc.1` is acc_1_ ('.' and '-' become
+ * '_'; the trailing '_' keeps them clear of C keywords and library names),
+ * and a name already taken gets a suffix: acc_1_1_. */
+char **c_value_names(const Fn *fn, char **irlines) {
     int n = fn->ninsts;
-    Gen g = {m, fn, o, calloc((size_t)n + 1, sizeof(char *)), calloc((size_t)n + 1, sizeof(int)),
-             calloc((size_t)n + 1, sizeof(char *)), NULL};
-    name_values(&g, ir_value_names(m, fn, &arena));
-    ir_lines(&g);
-    /* Buffers: the scheduler's, or one per value in a function it did not schedule. */
-    int nbuf = 0;
-    int64_t *size = calloc((size_t)n + 1, sizeof(int64_t));
+    char **name = calloc((size_t)n + 1, sizeof(char *));
+    NameSet set = {NULL, NULL, 16};
+    while (set.cap < 4 * (size_t)n)
+        set.cap *= 2;
+    set.key = calloc(set.cap, sizeof(char *));
+    set.next = calloc(set.cap, sizeof(int));
     for (int v = 0; v < n; v++) {
+        const char *s = "v";
+        size_t len = 1;
+        if (irlines && irlines[v] && irlines[v][0] == '%') {   /* "%name = op(...)" */
+            s = irlines[v] + 1;
+            len = strcspn(s, " ");
+        }
+        char *c = malloc(len + 24);
+        for (size_t i = 0; i < len; i++)
+            c[i] = isalnum((unsigned char)s[i]) ? s[i] : '_';
+        strcpy(c + len, "_");
+        size_t at = name_slot(&set, c);
+        if (set.key[at]) {                   /* taken: the next free suffix */
+            size_t first = at;
+            int k = set.next[first];
+            do {
+                snprintf(c + len, 24, "_%d_", ++k);
+                at = name_slot(&set, c);
+            } while (set.key[at]);
+            set.next[first] = k;
+        }
+        set.key[at] = c;
+        name[v] = c;
+    }
+    free(set.key);
+    free(set.next);
+    return name;
+}
+
+/* ---- one function ---- */
+
+typedef struct {
+    const Module *m;
+    const IrText *text;
+    FILE *protos, *bodies;
+    unsigned helpers;
+} FileGen;
+
+static int emit_fn(FileGen *fg, int f, const char **err) {
+    const Module *m = fg->m;
+    const Fn *fn = &m->fns[f];
+    FILE *o = fg->bodies;
+    int n = fn->ninsts;
+    Gen g = {m, fn, o, c_value_names(fn, fg->text->line[f]), calloc((size_t)n + 1, sizeof(int)),
+             fg->text->line[f], param_insts(fn), {0}, &fg->helpers, NULL};
+    /* Buffers: the scheduler's, or one per value in a function it did not schedule. */
+    for (int v = 0, k = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
-        g.buf[v] = -1;
-        if (in->op == OP_PARAMETER || in->op == OP_RETURN || in->op == OP_DONE || in->type.dtype == DT_TUPLE)
-            continue;
-        g.buf[v] = fn->scheduled ? in->buffer : nbuf;
-        if (g.buf[v] < 0)
-            continue;
+        int none = in->op == OP_PARAMETER || in->op == OP_RETURN || in->op == OP_DONE || in->type.dtype == DT_TUPLE;
+        g.buf[v] = none ? -1 : fn->scheduled ? in->buffer : k++;
+    }
+    fuse_fn(fn, g.buf, &g.fu);
+    /* Only buffers that some value is written to are allocated: a value that
+     * stays inside its loop, or a folded constant, takes none. */
+    int nbuf = 0, nalloc = 0;
+    for (int v = 0; v < n; v++)
         if (g.buf[v] >= nbuf)
             nbuf = g.buf[v] + 1;
-        int64_t b = bytes_of(&in->type);
+    int64_t *size = calloc((size_t)nbuf + 1, sizeof(int64_t)), total = 0;
+    char *used = calloc((size_t)nbuf + 1, 1);
+    for (int v = 0; v < n; v++) {
+        int r = g.fu.role[v];
+        if (g.buf[v] < 0 || r == FUSE_FOLDED || (r == FUSE_MEMBER && !g.fu.stored[v]))
+            continue;
+        int64_t b = shape_elems(&fn->insts[v].type) * dtype_size(fn->insts[v].type.dtype);
+        nalloc += !used[g.buf[v]];
+        used[g.buf[v]] = 1;
         if (b > size[g.buf[v]])
             size[g.buf[v]] = b;
     }
+    for (int b = 0; b < nbuf; b++)
+        total += size[b];
     fprintf(o, "\n/* %s%s %s: %d instructions, %d buffers, %lld bytes */\n", fn->spmd ? "spmd fn" : "fn",
-            fn->kept_global ? " (a copy called on local blocks)" : "", sym_name(m->syms, fn->sym), n, nbuf,
-            (long long)fn->peak_bytes);
-    emit_signature(&g, fn, g.name);
+            fn->kept_global ? " (a copy called on local blocks)" : "", sym_name(m->syms, fn->sym), n, nalloc,
+            (long long)total);
+    emit_signature(fg->protos, m, fn, g.name, g.param);
+    fputs(";\n", fg->protos);
+    emit_signature(o, m, fn, g.name, g.param);
     fputs(" {\n    int rc = SC_ERR;\n", o);
     for (int b = 0; b < nbuf; b++)
-        fprintf(o, "    void *buf%d = malloc(%lld);\n", b, (long long)size[b] + 1);
+        if (used[b])
+            fprintf(o, "    void *buf%d = malloc(%lld);\n", b, (long long)size[b] + 1);
     for (int v = 0; v < n; v++)          /* the results of calls with several */
         if (fn->insts[v].op == OP_CALL && fn->insts[v].type.dtype == DT_TUPLE) {
             const Fn *callee = &m->fns[ir_attr(fn, &fn->insts[v], 0)];
             for (int i = 0; i < callee->nresults; i++)
                 fprintf(o, "    %s *%s_%d = malloc(%lld);\n", ctype_of[result_type(callee, i)->dtype], g.name[v], i,
-                        (long long)bytes_of(result_type(callee, i)) + 1);
+                        (long long)(shape_elems(result_type(callee, i)) * dtype_size(result_type(callee, i)->dtype)) + 1);
         }
     fputs("    (void)dev;\n", o);
     for (int v = 0; v < n; v++)
         if (fn->insts[v].op == OP_PARAMETER)
             fprintf(o, "    (void)%s;\n", g.name[v]);
-    if (nbuf) {
+    if (nalloc) {
         fputs("    if (", o);
-        for (int b = 0; b < nbuf; b++)
-            fprintf(o, "%s!buf%d", b ? " || " : "", b);
+        for (int b = 0, k = 0; b < nbuf; b++)
+            if (used[b])
+                fprintf(o, "%s!buf%d", k++ ? " || " : "", b);
         fputs(")\n        goto fail;\n", o);
     }
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
-        if (in->op == OP_CALL && !emittable(&m->fns[ir_attr(fn, in, 0)]))
+        if (g.fu.role[v] == FUSE_MEMBER && v == g.fu.last_member[g.fu.group[v]]) {
+            emit_fused(&g, g.fu.group[v]);
+            for (int u = g.fu.first[g.fu.group[v]]; u >= 0; u = g.fu.next[u])
+                if (g.fu.role[u] == FUSE_DEFERRED)
+                    emit_inst(&g, u);
+        }
+        if (g.fu.role[v] != FUSE_NONE)
+            continue;
+        if (in->op == OP_CALL && !fn_emittable(&m->fns[ir_attr(fn, in, 0)]))
             g.err = "a call of a global function from a per-device one";
         emit_inst(&g, v);
     }
-    int jumps = nbuf > 0;                /* a kernel or a buffer check can fail */
+    int jumps = nalloc > 0;              /* a kernel or a buffer check can fail */
     for (int v = 0; v < n; v++)
-        jumps |= fn->insts[v].op != OP_PARAMETER && fn->insts[v].op != OP_RETURN;
+        jumps |= g.fu.role[v] == FUSE_NONE && fn->insts[v].op != OP_PARAMETER && fn->insts[v].op != OP_RETURN;
     fputs(jumps ? "    rc = 0;\nfail:\n" : "    rc = 0;\n", o);
     for (int b = 0; b < nbuf; b++)
-        fprintf(o, "    free(buf%d);\n", b);
+        if (used[b])
+            fprintf(o, "    free(buf%d);\n", b);
     for (int v = 0; v < n; v++)
         if (fn->insts[v].op == OP_CALL && fn->insts[v].type.dtype == DT_TUPLE)
             for (int i = 0; i < m->fns[ir_attr(fn, &fn->insts[v], 0)].nresults; i++)
                 fprintf(o, "    free(%s_%d);\n", g.name[v], i);
     fputs("    return rc;\n}\n", o);
     *err = g.err;
-    for (int v = 0; v < n; v++) {
-        free(g.name[v]);
-        free(g.ir[v]);
-    }
-    free(g.name);
-    free(g.ir);
+    free_names(g.name, n);
     free(g.buf);
+    free(g.param);
     free(size);
-    arena_free(&arena);
+    free(used);
+    fusion_free(&g.fu);
     return g.err ? -1 : 0;
 }
 
+/* ---- the file ---- */
+
+/* The helpers fused loops call, with the semantics of lib/elementwise.c. */
+static void emit_helpers(FILE *o, unsigned h) {
+    if (h)
+        fputs("/* Elementwise semantics of lib/elementwise.c for the fused loops. */\n", o);
+    if (h & HELP_DIV_I32)
+        fputs("/* Floor division; x / 0 = -1, and INT32_MIN / -1 wraps. */\n"
+              "static inline int32_t floor_div_i32(int32_t a, int32_t b) {\n"
+              "    if (b == 0)\n        return -1;\n"
+              "    int64_t q = (int64_t)a / b, r = (int64_t)a % b;\n"
+              "    if (r != 0 && (r < 0) != (b < 0))\n        q -= 1;\n"
+              "    return (int32_t)(uint32_t)q;\n}\n\n", o);
+    if (h & HELP_REM_I32)
+        fputs("/* Floor modulo: the result has the divisor's sign; x % 0 = x. */\n"
+              "static inline int32_t floor_rem_i32(int32_t a, int32_t b) {\n"
+              "    if (b == 0)\n        return a;\n"
+              "    int64_t r = (int64_t)a % b;\n"
+              "    if (r != 0 && (r < 0) != (b < 0))\n        r += b;\n"
+              "    return (int32_t)r;\n}\n\n", o);
+    for (int d = 0; d < 2; d++)
+        if (h & (d ? HELP_REM_F64 : HELP_REM_F32)) {
+            const char *t = d ? "double" : "float", *s = d ? "" : "f";
+            fprintf(o, "/* Floor modulo: the result has the divisor's sign (np.mod). */\n"
+                       "static inline %s floor_rem_%s(%s a, %s b) {\n"
+                       "    %s r = fmod%s(a, b);\n"
+                       "    if (r != 0 && (r < 0) != (b < 0))\n        r += b;\n"
+                       "    if (r == 0)\n        r = copysign%s(0, b);\n"
+                       "    return r;\n}\n\n", t, d ? "f64" : "f32", t, t, t, s, s);
+        }
+    if (h & HELP_TO_I32)
+        fputs("/* convert to i32: truncates toward zero, saturates, NaN gives 0. */\n"
+              "static inline int32_t to_i32(double v) {\n"
+              "    return isnan(v) ? 0 : v <= INT32_MIN ? INT32_MIN : v >= INT32_MAX ? INT32_MAX : (int32_t)v;\n"
+              "}\n\n", o);
+}
+
 int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen) {
-    if (main_fn >= 0 && !emittable(&m->fns[main_fn])) {
+    if (main_fn >= 0 && !fn_emittable(&m->fns[main_fn])) {
         snprintf(err, errlen, "'%s' is not a per-device function", sym_name(m->syms, m->fns[main_fn].sym));
         return -1;
     }
-    fputs("/* Generated by shardc from the scheduled IR: one C function per per-device\n"
-          " * function, one kernel (shardc_lib.h) or collective (shardc_rt.h) call per\n"
-          " * IR instruction, shown above it.  Link with -lshardc_lib -lshardc_rt\n"
-          " * -lopenblas -lm -pthread. */\n", o);
-    fputs("#include <shardc_lib.h>\n#include <shardc_main.h>\n#include <shardc_rt.h>\n\n"
-          "#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
-          "#if defined(__GNUC__)\n#define SC_MAYBE_UNUSED __attribute__((unused))\n#else\n#define SC_MAYBE_UNUSED\n#endif\n\n"
-          "/* A failed kernel or collective ends the device's function. */\n"
-          "#define TRY(call)                                                         \\\n"
-          "    do {                                                                  \\\n"
-          "        if ((call) != 0) {                                                \\\n"
-          "            fprintf(stderr, \"error: %s: line %d failed\\n\", __func__, __LINE__); \\\n"
-          "            goto fail;                                                    \\\n"
-          "        }                                                                 \\\n"
-          "    } while (0)\n\n", o);
-    for (int f = 0; f < m->nfns; f++)
-        if (emittable(&m->fns[f])) {
-            Gen g = {m, &m->fns[f], o, NULL, NULL, NULL, NULL};
-            emit_signature(&g, &m->fns[f], NULL);
-            fputs(";\n", o);
-        }
-    for (int f = 0; f < m->nfns; f++) {
+    IrText text;
+    ir_text_init(&text, m);
+    FileGen fg = {m, &text, NULL, NULL, 0};
+    char *protos = NULL, *bodies = NULL;
+    size_t nprotos = 0, nbodies = 0;
+    FILE *ps = open_memstream(&protos, &nprotos), *bs = open_memstream(&bodies, &nbodies);
+    fg.protos = ps;
+    fg.bodies = bs;
+    int rc = 0;
+    for (int f = 0; f < m->nfns && !rc; f++) {
         const char *why = NULL;
-        if (emittable(&m->fns[f]) && emit_fn(m, &m->fns[f], o, &why)) {
+        if (fn_emittable(&m->fns[f]) && emit_fn(&fg, f, &why)) {
             snprintf(err, errlen, "cannot generate C for '%s': %s", sym_name(m->syms, m->fns[f].sym), why);
-            return -1;
+            rc = -1;
         }
     }
-    if (main_fn >= 0)
-        emit_main(m, &m->fns[main_fn], o);
-    return 0;
+    fclose(ps);
+    fclose(bs);
+    if (!rc) {
+        fputs("/* Generated by shardc from the scheduled IR: one C function per per-device\n"
+              " * function, one kernel (shardc_lib.h) or collective (shardc_rt.h) call per\n"
+              " * IR instruction, shown above it, and one loop per chain of elementwise\n"
+              " * instructions.  The entry points (shardc_NAME) are declared in the header\n"
+              " * `shardc compile -o prog.c` writes next to this file, prog.h.  Link with\n"
+              " * -lshardc_lib -lshardc_rt -lopenblas -lm -pthread. */\n", o);
+        fputs("#include <shardc_lib.h>\n#include <shardc_main.h>\n#include <shardc_rt.h>\n\n"
+              "#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
+              "#if defined(__GNUC__)\n#define SC_MAYBE_UNUSED __attribute__((unused))\n#else\n#define SC_MAYBE_UNUSED\n#endif\n\n"
+              "/* A failed kernel or collective ends the device's function. */\n"
+              "#define TRY(call)                                                         \\\n"
+              "    do {                                                                  \\\n"
+              "        if ((call) != 0) {                                                \\\n"
+              "            fprintf(stderr, \"error: %s: line %d failed\\n\", __func__, __LINE__); \\\n"
+              "            goto fail;                                                    \\\n"
+              "        }                                                                 \\\n"
+              "    } while (0)\n\n", o);
+        emit_helpers(o, fg.helpers);
+        fwrite(protos, 1, nprotos, o);
+        fwrite(bodies, 1, nbodies, o);
+        if (main_fn >= 0)
+            emit_main(m, &m->fns[main_fn], o);
+    }
+    free(protos);
+    free(bodies);
+    ir_text_free(&text, m);
+    return rc;
 }

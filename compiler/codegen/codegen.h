@@ -1,6 +1,8 @@
 /* C code generation (issue 4): one C11 file from a scheduled module, whose
  * per-device functions call the kernel library (lib/) and the runtime
- * (runtime/), with a main() for one function (lib/driver.c). */
+ * (runtime/) and run chains of elementwise instructions as loops, with a
+ * main() for one function (lib/driver.c); and a header declaring the
+ * entry points (docs/codegen.md). */
 #ifndef SHARDC_CODEGEN_H
 #define SHARDC_CODEGEN_H
 
@@ -12,5 +14,10 @@
  * main().  Returns 0, or -1 with a message in err (an op or function that
  * cannot be emitted). */
 int codegen_emit(const Module *m, int main_fn, FILE *out, char *err, size_t errlen);
+/* Emit the header that declares the program's entry points (shardc_NAME,
+ * one per fn and spmd fn) with their ABI; `path` is the header's file name,
+ * for its include guard (prog.h: SHARDC_PROG_H).  Returns 0, or -1 with a
+ * message in err. */
+int codegen_emit_header(const Module *m, const char *path, FILE *out, char *err, size_t errlen);
 
 #endif

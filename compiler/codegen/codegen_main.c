@@ -10,18 +10,18 @@
 static void emit_arg_desc(const Module *m, FILE *o, const char *name, const Sig *sig) {
     Shape local = shape_local(m, &sig->type, &sig->sh);
     fprintf(o, "    {\"%s\", {%s, %d, ", name, sk_dtype_of[sig->type.dtype], sig->type.rank);
-    emit_list(o, "", sig->type.dims, sig->type.rank);
+    emit_list(o, sig->type.dims, sig->type.rank);
     fputs("}, ", o);
-    emit_list(o, "", local.dims, local.rank);
+    emit_list(o, local.dims, local.rank);
     int64_t dim[MAX_AXES], pos[MAX_AXES];
     for (int a = 0; a < MAX_AXES; a++) {
         dim[a] = sig->sh.known && a < m->naxes && sig->sh.dim[a] >= 0 ? sig->sh.dim[a] : -1;
         pos[a] = dim[a] >= 0 ? sig->sh.pos[a] : 0;
     }
     fputs(", ", o);
-    emit_list(o, "", dim, m->naxes ? m->naxes : 1);
+    emit_list(o, dim, m->naxes ? m->naxes : 1);
     fputs(", ", o);
-    emit_list(o, "", pos, m->naxes ? m->naxes : 1);
+    emit_list(o, pos, m->naxes ? m->naxes : 1);
     fputs("},\n", o);
 }
 
@@ -29,11 +29,13 @@ void emit_main(const Module *m, const Fn *fn, FILE *o) {
     const char *fname = sym_name(m->syms, fn->sym);
     fputs("\n/* ---- main: read the inputs, run every device, write the results ---- */\n\n", o);
     fprintf(o, "static const sk_arg_desc params_[] = {\n");
+    int *param = param_insts(fn);
     for (int i = 0; i < fn->nparams; i++) {
-        int v = param_inst(fn, i);
+        int v = param[i];
         const char *pn = v >= 0 && fn->insts[v].sym >= 0 ? sym_name(m->syms, fn->insts[v].sym) : "?";
         emit_arg_desc(m, o, pn, &fn->params[i]);
     }
+    free(param);
     if (!fn->nparams)
         fputs("    {\"\", {0, 0, {0}}, {0}, {-1}, {0}},\n", o);
     fputs("};\n\nstatic const sk_arg_desc results_[] = {\n", o);
@@ -52,7 +54,7 @@ void emit_main(const Module *m, const Fn *fn, FILE *o) {
         fprintf(o, ", results[%d]", i);
     fputs(");\n}\n\n", o);
     fprintf(o, "static const sk_program program_ = {\n    \"%s\",\n    {%d, ", fname, m->naxes);
-    emit_list(o, "", m->axis_size, m->naxes ? m->naxes : 1);
+    emit_list(o, m->axis_size, m->naxes ? m->naxes : 1);
     fputs(", {", o);
     for (int a = 0; a < m->naxes; a++)
         fprintf(o, "%s\"%s\"", a ? ", " : "", sym_name(m->syms, m->axis_sym[a]));

@@ -1,4 +1,10 @@
-/* Helpers shared by codegen.c (the functions) and codegen_main.c (main()). */
+/* Shared by the code generator's files:
+ *   codegen.c      the file and each function: names, buffers, order
+ *   kernels.c      one kernel or collective call per instruction
+ *   fuse.c         which elementwise instructions share one loop
+ *   fused.c        the loop of such a group
+ *   header.c       prog.h and the entry points' signatures
+ *   codegen_main.c main() for one function */
 #ifndef SHARDC_CODEGEN_INTERNAL_H
 #define SHARDC_CODEGEN_INTERNAL_H
 
@@ -6,10 +12,80 @@
 
 #include <stdio.h>
 
+extern const char *const ctype_of[];      /* "float", ... by dtype */
 extern const char *const sk_dtype_of[];   /* "SK_F32", ... by dtype */
-char *fn_cname(const Module *m, const Fn *fn);          /* fn_NAME, malloc'd */
-void emit_list(FILE *o, const char *type, const int64_t *x, int n);   /* {1, 2} */
-int param_inst(const Fn *fn, int i);      /* the parameter(i) instruction, or -1 */
+
+/* Helper functions that fused loops call; the file defines the ones it uses. */
+enum { HELP_DIV_I32 = 1, HELP_REM_I32 = 2, HELP_REM_F32 = 4, HELP_REM_F64 = 8, HELP_TO_I32 = 16 };
+
+/* ---- the IR text, from one dump of the module ---- */
+typedef struct {
+    char *text;                  /* the dump, cut into lines */
+    char ***line;                /* per function: its instructions' lines, or NULL */
+} IrText;
+void ir_text_init(IrText *t, const Module *m);
+void ir_text_free(IrText *t, const Module *m);
+
+/* ---- fusion (fuse.c) ---- */
+enum { FUSE_NONE, FUSE_MEMBER, FUSE_FOLDED, FUSE_DEFERRED };   /* DEFERRED: emitted after the loop */
+typedef struct {
+    unsigned char *role;         /* per instruction: FUSE_* */
+    int *group;                  /* per instruction: its group, or -1 */
+    int *next;                   /* next instruction of the same group, -1 */
+    unsigned char *stored;       /* a member read outside its group (or returned) */
+    int *uses;                   /* per value: how many operand slots read it */
+    int ngroups;
+    int *first, *last;           /* per group: its first and last instruction (members, folded and deferred) */
+    int *last_member;            /* per group: where its loop is emitted */
+    int *refs, *frefs;           /* fused.c's scratch per value, kept zero between groups */
+    int *order;                  /* fused.c's scratch: values in the order first read */
+} Fusion;
+/* `buf`: the buffer of each value (-1 none), as the function's code uses them. */
+void fuse_fn(const Fn *fn, const int *buf, Fusion *fu);
+void fusion_free(Fusion *fu);
+/* The instruction's element count if it can be a member of a loop, else -1. */
+int64_t fusable_elems(const Fn *fn, int v);
+/* Does member use constant a as a literal (read no memory)?  A broadcast
+ * does for any dtype, other ops for all but bf16 and f16. */
+int uses_literal(const Fn *fn, const Inst *member, int a);
+
+/* ---- one function being generated ---- */
+typedef struct {
+    const Module *m;
+    const Fn *fn;
+    FILE *out;
+    char **name;                 /* C name per value: `%acc.1` is acc_1_ */
+    int *buf;                    /* buffer per value, -1 none */
+    char **ir;                   /* IR text per instruction (in the module's IrText), or NULL */
+    int *param;                  /* the parameter(i) instruction, or -1 */
+    Fusion fu;
+    unsigned *helpers;           /* HELP_* the file needs */
+    const char *err;
+} Gen;
+
+/* C names of a function's values, from the names its IR lines give them
+ * (NULL lines: "v"), in time linear in their number; malloc'd. */
+char **c_value_names(const Fn *fn, char **irlines);
+void free_names(char **name, int n);
+/* The parameter(i) instruction of each parameter (-1 if none); malloc'd. */
+int *param_insts(const Fn *fn);
+/* The type of result i: the returned value's. */
+const Shape *result_type(const Fn *fn, int i);
+
+/* The C function of a per-device function: shardc_NAME for an fn or spmd fn
+ * (exported), local_NAME for a `.local` copy (static); malloc'd. */
+char *fn_cname(const Module *m, const Fn *fn);
+int fn_exported(const Fn *fn);
+int fn_emittable(const Fn *fn);
+/* `int shardc_f(sc_device *dev, const float *x_, float *result0)`; `names`
+ * are the C names of fn's values (NULL: param0, ...). */
+void emit_signature(FILE *o, const Module *m, const Fn *fn, char **names, const int *param);
+/* The comment that documents an entry point: shapes global and local. */
+void emit_abi_comment(FILE *o, const Module *m, const Fn *fn, char **names, const int *param);
+
+void emit_list(FILE *o, const int64_t *x, int n);   /* {1, 2} */
+void emit_inst(Gen *g, int v);                       /* kernels.c */
+void emit_fused(Gen *g, int group);                  /* fused.c */
 /* main() for function fn: the sk_program table lib/driver.c reads. */
 void emit_main(const Module *m, const Fn *fn, FILE *o);
 

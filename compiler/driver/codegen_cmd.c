@@ -101,7 +101,39 @@ static int write_c_to(FILE *out, void *ctx) {
 
 static int write_c(const Module *m, int f, const char *path) { return write_output(path, write_c_to, &(CArgs){m, f}); }
 
-int compile_command(const Module *m, int f, const char *out) { return write_c(m, f, out); }
+typedef struct {
+    const Module *m;
+    const char *path;
+} HArgs;
+
+static int write_h_to(FILE *out, void *ctx) {
+    const HArgs *a = ctx;
+    char err[512];
+    if (codegen_emit_header(a->m, a->path, out, err, sizeof err)) {
+        fprintf(stderr, "shardc: error: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* -o prog.c also writes prog.h (-o prog: prog.h) next to it, declaring the
+ * entry points; C on standard output or a device (-o /dev/stdout) gets no
+ * header.  The .c does not include it: it is complete without. */
+int compile_command(const Module *m, int f, const char *out) {
+    int rc = write_c(m, f, out);
+    struct stat st;
+    if (rc || !out || (stat(out, &st) == 0 && !S_ISREG(st.st_mode)))
+        return rc;
+    size_t n = strlen(out), stem = n >= 2 && strcmp(out + n - 2, ".c") == 0 ? n - 2 : n;
+    char *h = malloc(stem + 3);
+    if (!h)
+        return 1;
+    memcpy(h, out, stem);
+    strcpy(h + stem, ".h");
+    rc = write_output(h, write_h_to, &(HArgs){m, h});
+    free(h);
+    return rc;
+}
 
 /* Emit `dir`/prog.c and link `out`; for MPI with mpicc (-DSHARDC_MPI picks
  * the backend in shardc_main.h) and libshardc_rt_mpi.a. */

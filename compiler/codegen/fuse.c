@@ -1,0 +1,304 @@
+/* Elementwise fusion: which instructions share one loop.
+ *
+ * A group is a run of elementwise instructions (unary, binary, convert,
+ * compare, select, reshape, and broadcasts of one element) with the same
+ * element count, taken in program order; fused.c emits it as one loop at the
+ * place of its last member, computing element i of every member in turn.
+ * Values read only inside the group stay in locals; the others are stored.
+ *
+ * Between two members, an instruction that is not elementwise, reads no
+ * member and writes no buffer a member has read may stay in the group's way:
+ * it is emitted at its place, so before the loop (a constant, a broadcast
+ * that is not of one element, a dot).  Anything else ends the group: a
+ * collective start or done, a call, the return, an instruction that reads a
+ * member, an elementwise one of another element count (it starts the next
+ * group).  Nothing moves across a collective or a call.
+ *
+ * Why the loop computes what the instructions did, with the scheduler's
+ * buffer reuse (docs/scheduling.md: an instruction never writes a buffer it
+ * reads, and a buffer is reused only after its value's last read):
+ *  - a stored member is read after the group, so its buffer holds nothing
+ *    else during the group, and members that read an older value of that
+ *    buffer come before it: in iteration i they read element i before it is
+ *    written.  That needs elements no wider than theirs, which joining
+ *    checks;
+ *  - an instruction emitted before the loop writes a buffer that no member
+ *    read before it (checked) and no stored member writes (those are live);
+ *  - a broadcast's element is read once before the loop, and members read
+ *    no constant: they use its literal (a bf16/f16 one only in a broadcast).
+ * A constant that only members of one group read is folded into the group:
+ * it is never stored.  A constant that only fusable instructions read, in a
+ * buffer a member read, is stored after the loop instead of before: its
+ * readers in the group use the literal, and the others come later.
+ *
+ * Every step is linear in the instructions and their operands. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int is_unary(int op) { return op >= OP_COPY && op <= OP_SIGMOID; }
+static int is_binary(int op) { return op >= OP_ADD && op <= OP_POW; }
+
+/* Do operands first .. nargs-1 have n elements of dtype dt (-1: any)? */
+static int args_are(const Fn *fn, const Inst *in, int first, int64_t n, int dt) {
+    for (int i = first; i < in->nargs; i++) {
+        const Shape *s = &fn->insts[ir_arg(fn, in, i)].type;
+        if (s->dtype >= DT_TUPLE || shape_elems(s) != n || (dt >= 0 && s->dtype != dt))
+            return 0;
+    }
+    return 1;
+}
+
+int64_t fusable_elems(const Fn *fn, int v) {
+    const Inst *in = &fn->insts[v];
+    int dt = in->type.dtype, op = in->op;
+    if (dt >= DT_TUPLE || in->flags & INST_ASYNC)
+        return -1;
+    int64_t n = shape_elems(&in->type);
+    int ok = n > 0 && (op_info[op].nargs < 0 || in->nargs == op_info[op].nargs);
+    if (!ok)
+        return -1;
+    if (is_unary(op))          /* the dtypes sk_unary takes */
+        ok = op == OP_COPY || (dt != DT_BOOL && (dt != DT_I32 || op == OP_NEGATE || op == OP_ABS ||
+                                                 op == OP_SQUARE || op == OP_RELU));
+    else if (is_binary(op))
+        ok = dt != DT_BOOL && !(dt == DT_I32 && op == OP_POW);
+    switch (op) {
+    case OP_CONVERT: return args_are(fn, in, 0, n, -1) ? n : -1;
+    case OP_COMPARE: {
+        int a = fn->insts[ir_arg(fn, in, 0)].type.dtype;
+        return dt == DT_BOOL && ir_attr(fn, in, 0) >= CMP_LT && ir_attr(fn, in, 0) <= CMP_NE &&
+               args_are(fn, in, 0, n, a) ? n : -1;
+    }
+    case OP_SELECT:
+        return args_are(fn, in, 0, n, -1) && fn->insts[ir_arg(fn, in, 0)].type.dtype == DT_BOOL &&
+               args_are(fn, in, 1, n, dt) ? n : -1;
+    case OP_BROADCAST: return args_are(fn, in, 0, 1, dt) ? n : -1;
+    case OP_RESHAPE: return args_are(fn, in, 0, n, dt) ? n : -1;
+    default: return ok && (is_unary(op) || is_binary(op)) && args_are(fn, in, 0, n, dt) ? n : -1;
+    }
+}
+
+typedef struct {
+    const Fn *fn;
+    Fusion *fu;
+    int *mem;                    /* per value: the buffer it is in (a done: its start's), -1 none */
+    int *read_epoch;             /* per buffer: the group that last read it */
+    int *read_size;              /* ... the smallest element size read element by element (0: none) */
+    int *nmembers;               /* per group */
+    int epoch;                   /* the open group's, counting dissolved ones */
+    int *literal_uses;           /* per constant: reads by fusable instructions that would use its literal */
+    int *deferred, ndeferred;    /* constants to emit after the open group's loop */
+} Fuser;
+
+static int elem_size(const Fn *fn, int v) { return dtype_size(fn->insts[v].type.dtype); }
+
+int uses_literal(const Fn *fn, const Inst *member, int a) {
+    const Inst *c = &fn->insts[a];
+    return c->op == OP_CONSTANT && (member->op == OP_BROADCAST || (c->type.dtype != DT_BF16 && c->type.dtype != DT_F16));
+}
+
+/* Can member v write its buffer inside the open group's loop?  Writing
+ * element i of a buffer whose older value earlier members read element by
+ * element touches only elements those members read in iterations up to i,
+ * unless v's elements are wider than theirs. */
+static int can_write(const Fuser *s, int v) {
+    int b = s->mem[v];
+    return b < 0 || s->read_epoch[b] != s->epoch || s->read_size[b] == 0 ||
+           elem_size(s->fn, v) <= s->read_size[b];
+}
+
+/* Member reads value a: element by element (size: its element size), or
+ * one element before the loop (size 0). */
+static void note_read(Fuser *s, int a, int size) {
+    int b = s->mem[a];
+    if (b < 0)
+        return;
+    if (s->read_epoch[b] != s->epoch) {
+        s->read_epoch[b] = s->epoch;
+        s->read_size[b] = size;
+    } else if (size && (s->read_size[b] == 0 || size < s->read_size[b]))
+        s->read_size[b] = size;
+}
+
+static void join(Fuser *s, int g, int v) {
+    const Fn *fn = s->fn;
+    const Inst *in = &fn->insts[v];
+    s->fu->role[v] = FUSE_MEMBER;
+    s->fu->group[v] = g;
+    s->nmembers[g]++;
+    for (int i = 0; i < in->nargs; i++) {
+        int a = ir_arg(fn, in, i);
+        if ((s->fu->group[a] == g && s->fu->role[a] == FUSE_MEMBER) || uses_literal(fn, in, a))
+            continue;
+        note_read(s, a, in->op == OP_BROADCAST ? 0 : elem_size(fn, a));   /* a broadcast's before the loop */
+    }
+}
+
+/* May v stay in the open group's way?  0: no; 1: emitted at its place,
+ * before the loop; 2: emitted right after the loop (a constant that only
+ * fusable broadcasts read, into a buffer a member read: the broadcasts that
+ * join the group use the literal, the others come after the loop). */
+static int can_pass(const Fuser *s, int g, int v) {
+    const Inst *in = &s->fn->insts[v];
+    if (in->op == OP_PARAMETER)
+        return 1;
+    if (op_is_collective(in->op) || in->op == OP_DONE || in->op == OP_CALL || in->op == OP_RETURN ||
+        in->flags & INST_ASYNC)
+        return 0;
+    for (int i = 0; i < in->nargs; i++)
+        if (s->fu->group[ir_arg(s->fn, in, i)] == g)
+            return 0;
+    if (s->mem[v] < 0 || s->read_epoch[s->mem[v]] != s->epoch)
+        return 1;
+    return in->op == OP_CONSTANT && s->fu->uses[v] && s->literal_uses[v] == s->fu->uses[v] ? 2 : 0;
+}
+
+/* A group of one member is no group: it keeps its kernel call, and the
+ * constants that were to follow its loop keep their places. */
+static void close_group(Fuser *s, int g, int v) {
+    if (g >= 0 && s->nmembers[g] < 2) {
+        s->fu->role[v] = FUSE_NONE;
+        s->fu->group[v] = -1;
+        s->fu->ngroups--;
+    }
+    for (int i = 0; g >= 0 && s->nmembers[g] >= 2 && i < s->ndeferred; i++) {
+        s->fu->role[s->deferred[i]] = FUSE_DEFERRED;
+        s->fu->group[s->deferred[i]] = g;
+    }
+    s->ndeferred = 0;
+}
+
+void fuse_fn(const Fn *fn, const int *buf, Fusion *fu) {
+    int n = fn->ninsts;
+    size_t sz = (size_t)n + 1;
+    memset(fu, 0, sizeof *fu);
+    fu->role = calloc(sz, 1);
+    fu->stored = calloc(sz, 1);
+    fu->group = malloc(sz * sizeof(int));
+    fu->next = malloc(sz * sizeof(int));
+    fu->uses = calloc(sz, sizeof(int));
+    fu->first = malloc(sz * sizeof(int));
+    fu->last = malloc(sz * sizeof(int));
+    fu->last_member = malloc(sz * sizeof(int));
+    fu->refs = calloc(sz, sizeof(int));
+    fu->frefs = calloc(sz, sizeof(int));
+    fu->order = malloc(sz * sizeof(int));
+    Fuser s = {fn, fu, malloc(sz * sizeof(int)), NULL, NULL, calloc(sz, sizeof(int)), 0,
+               calloc(sz, sizeof(int)), malloc(sz * sizeof(int)), 0};
+    int nbuf = 0;
+    for (int v = 0; v < n; v++) {
+        const Inst *in = &fn->insts[v];
+        fu->group[v] = fu->next[v] = -1;
+        s.mem[v] = in->op == OP_DONE ? buf[ir_arg(fn, in, 0)] : buf[v];
+        if (s.mem[v] >= nbuf)
+            nbuf = s.mem[v] + 1;
+        for (int i = 0; i < in->nargs; i++)
+            fu->uses[ir_arg(fn, in, i)]++;
+    }
+    for (int v = 0; v < n; v++) {
+        const Inst *in = &fn->insts[v];
+        int fusable = fu->uses[v] && fusable_elems(fn, v) > 0;
+        for (int i = 0; fusable && i < in->nargs; i++)
+            s.literal_uses[ir_arg(fn, in, i)] += uses_literal(fn, in, ir_arg(fn, in, i));
+    }
+    s.read_epoch = malloc(((size_t)nbuf + 1) * sizeof(int));
+    s.read_size = calloc((size_t)nbuf + 1, sizeof(int));
+    for (int b = 0; b < nbuf; b++)
+        s.read_epoch[b] = -1;
+
+    /* Groups, in one pass: g is the open group, of gn elements, and gv its
+     * only member while it has one. */
+    int g = -1, gv = -1;
+    int64_t gn = 0;
+    for (int v = 0; v < n; v++) {
+        int64_t e = fu->uses[v] ? fusable_elems(fn, v) : -1;
+        if (e > 0 && g >= 0 && e == gn && can_write(&s, v)) {
+            join(&s, g, v);
+            continue;
+        }
+        int pass = e <= 0 && g >= 0 ? can_pass(&s, g, v) : 0;
+        if (pass == 2)
+            s.deferred[s.ndeferred++] = v;
+        if (pass)
+            continue;
+        close_group(&s, g, gv);
+        g = -1;
+        if (e > 0) {
+            g = fu->ngroups++;
+            s.nmembers[g] = 0;
+            s.epoch++;
+            gn = e;
+            gv = v;
+            join(&s, g, v);
+        }
+    }
+    close_group(&s, g, gv);
+
+    /* Members read outside their group are stored. */
+    for (int u = 0; u < n; u++) {
+        const Inst *in = &fn->insts[u];
+        for (int i = 0; i < in->nargs; i++) {
+            int a = ir_arg(fn, in, i);
+            if (fu->role[a] == FUSE_MEMBER && (fu->role[u] != FUSE_MEMBER || fu->group[u] != fu->group[a]))
+                fu->stored[a] = 1;
+        }
+    }
+    /* Constants whose every reader is a member of one group that uses the
+     * literal are folded into it: count those reads (and the group). */
+    int *folds = calloc(sz, sizeof(int)), *in_group = s.nmembers;
+    for (int v = 0; v < n; v++)
+        in_group[v] = -1;
+    for (int u = 0; u < n; u++) {
+        const Inst *in = &fn->insts[u];
+        for (int i = 0; fu->role[u] == FUSE_MEMBER && i < in->nargs; i++) {
+            int c = ir_arg(fn, in, i);
+            if (!uses_literal(fn, in, c))
+                continue;
+            folds[c]++;
+            in_group[c] = in_group[c] == -1 || in_group[c] == fu->group[u] ? fu->group[u] : -2;
+        }
+    }
+    for (int c = 0; c < n; c++)
+        if (folds[c] && folds[c] == fu->uses[c] && in_group[c] >= 0) {
+            fu->role[c] = FUSE_FOLDED;
+            fu->group[c] = in_group[c];
+        }
+    /* Each group's instructions in program order, for the comments. */
+    for (int k = 0; k < fu->ngroups; k++)
+        fu->first[k] = fu->last[k] = fu->last_member[k] = -1;
+    for (int v = 0; v < n; v++) {
+        int k = fu->group[v];
+        if (k < 0)
+            continue;
+        if (fu->last[k] >= 0)
+            fu->next[fu->last[k]] = v;
+        else
+            fu->first[k] = v;
+        fu->last[k] = v;
+        if (fu->role[v] == FUSE_MEMBER)
+            fu->last_member[k] = v;
+    }
+    free(folds);
+    free(s.mem);
+    free(s.read_epoch);
+    free(s.read_size);
+    free(s.nmembers);
+    free(s.literal_uses);
+    free(s.deferred);
+}
+
+void fusion_free(Fusion *fu) {
+    free(fu->role);
+    free(fu->stored);
+    free(fu->group);
+    free(fu->next);
+    free(fu->uses);
+    free(fu->first);
+    free(fu->last);
+    free(fu->last_member);
+    free(fu->refs);
+    free(fu->frefs);
+    free(fu->order);
+}

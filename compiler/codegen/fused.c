@@ -1,0 +1,335 @@
+/* The loop of a group of elementwise instructions (fuse.c):
+ *
+ *     (the IR of every instruction of the group, as comments)
+ *     float *y_ = buf1;
+ *     for (int64_t i = 0; i < 32; i++) {
+ *         float multiply_i = x_[i] * w_[i];
+ *         y_[i] = 0.5f * multiply_i * (1.0f + tanhf(...));
+ *     }
+ *
+ * Each member is one statement computing exactly what its kernel in
+ * lib/elementwise.c computes: f32 in float with the float math functions,
+ * f64 in double, i32 wrapping through uint32_t, bf16 and f16 widened to
+ * float and rounded once per instruction (their locals hold the bit
+ * patterns, so select and copy move bits as the kernels do).  A value read
+ * inside the loop is `NAME_i` (a local), a literal (a broadcast constant),
+ * or `NAME_[i]` (an operand read once); `NAME_f` is the float of a bf16/f16
+ * local.  One statement per instruction also keeps a C11 compiler from
+ * contracting a * b + c into an fma the kernels do not use (clang contracts
+ * only within an expression, and GCC only in its GNU modes, -std=gnu11). */
+#include "internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+} Str;
+
+static void put(Str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(Str *b, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int k = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (b->n + (size_t)k + 1 > b->cap) {
+        b->cap = 2 * (b->n + (size_t)k + 1);
+        b->s = realloc(b->s, b->cap);
+    }
+    vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap2);
+    va_end(ap2);
+    b->n += (size_t)k;
+}
+
+static int is16(int dt) { return dt == DT_BF16 || dt == DT_F16; }
+static const char *to_float(int dt) { return dt == DT_BF16 ? "sc_bf16_to_float" : "sc_f16_to_float"; }
+static const char *from_float(int dt) { return dt == DT_BF16 ? "sc_bf16_from_float" : "sc_f16_from_float"; }
+
+/* A C literal of x in dtype dt (f32, f64, i32, bool; bf16/f16 as the f32
+ * they are rounded from), parenthesized when negative. */
+static void literal(Str *b, int dt, double x) {
+    char t[64];
+    if (dt == DT_BOOL) {
+        put(b, "%d", x != 0);
+        return;
+    }
+    if (dt == DT_I32) {
+        int32_t i = (int32_t)(long long)x;
+        if (i == INT32_MIN)
+            put(b, "INT32_MIN");
+        else
+            put(b, i < 0 ? "(%d)" : "%d", (int)i);
+        return;
+    }
+    int dbl = dt == DT_F64;
+    double y = dbl ? x : (double)(float)x;
+    if (isnan(y)) {
+        put(b, "NAN");
+        return;
+    }
+    if (isinf(y)) {
+        put(b, y < 0 ? "(-INFINITY)" : "INFINITY");
+        return;
+    }
+    for (int digits = dbl ? 15 : 6; digits <= (dbl ? 17 : 9); digits++) {   /* the shortest that reads back */
+        snprintf(t, sizeof t, "%.*g", digits, y);
+        if (dbl ? strtod(t, NULL) == y : strtof(t, NULL) == (float)y)
+            break;
+    }
+    put(b, signbit(y) ? "(%s%s%s)" : "%s%s%s", t, strpbrk(t, ".e") ? "" : ".0", dbl ? "" : "f");
+}
+
+/* How a member's value is had inside the loop. */
+enum { COMPUTED, LITERAL, BEFORE };   /* a statement; a broadcast literal; a broadcast read before the loop */
+
+typedef struct {
+    Gen *g;
+    int group;
+    const char *idx;             /* "i", or "0" for one element */
+    int counting;                /* the first pass: count references, emit nothing */
+    int norder;
+} Loop;
+
+static int member_of(const Loop *L, int v) {
+    return L->g->fu.role[v] == FUSE_MEMBER && L->g->fu.group[v] == L->group;
+}
+
+static int kind(const Loop *L, int v) {
+    const Fn *fn = L->g->fn;
+    const Inst *in = &fn->insts[v];
+    if (in->op != OP_BROADCAST || member_of(L, ir_arg(fn, in, 0)))
+        return COMPUTED;
+    const Inst *a = &fn->insts[ir_arg(fn, in, 0)];
+    return a->op == OP_CONSTANT && !is16(a->type.dtype) ? LITERAL : BEFORE;
+}
+
+/* An operand read inside the loop gets a local when read more than once,
+ * or as a float (bf16/f16). */
+static int loaded(const Fusion *fu, int a) { return fu->frefs[a] > 0 || fu->refs[a] > 1; }
+
+/* Value a as an operand: its float value for a bf16/f16 one when `as_float`. */
+static void ref(Loop *L, Str *b, int a, int as_float) {
+    Gen *g = L->g;
+    Fusion *fu = &g->fu;
+    const Inst *in = &g->fn->insts[a];
+    int fl = as_float && is16(in->type.dtype), member = member_of(L, a);
+    if (member && kind(L, a) == LITERAL) {
+        literal(b, in->type.dtype, g->fn->insts[ir_arg(g->fn, in, 0)].value);
+        return;
+    }
+    if (!member && in->op == OP_CONSTANT && !is16(in->type.dtype)) {   /* a scalar loop */
+        literal(b, in->type.dtype, in->value);
+        return;
+    }
+    if (L->counting) {
+        if (!member && !fu->refs[a] && !fu->frefs[a])
+            fu->order[L->norder++] = a;
+        (fl ? fu->frefs : fu->refs)[a]++;
+    }
+    if (member || loaded(fu, a))
+        put(b, "%s%c", g->name[a], fl ? 'f' : 'i');
+    else
+        put(b, "%s[%s]", g->name[a], L->idx);
+}
+
+/* A formula: $0 $1 $2 are the operands (their float values where `fl`),
+ * @ the float functions' suffix ("f" in f32, "" in f64), # f32 or f64. */
+static void expand(Loop *L, Str *b, const char *t, const int *args, int fl, int dbl) {
+    for (; *t; t++)
+        if (*t == '$') {
+            t++;
+            ref(L, b, args[*t - '0'], fl);
+        } else if (*t == '@')
+            put(b, "%s", dbl ? "" : "f");
+        else if (*t == '#')
+            put(b, "%s", dbl ? "f64" : "f32");
+        else
+            put(b, "%c", *t);
+}
+
+static const char *float_formula(int op) {
+    switch (op) {
+    case OP_NEGATE: return "-$0";
+    case OP_ABS: return "fabs@($0)";
+    case OP_SQUARE: return "$0 * $0";
+    case OP_RELU: return "isnan($0) ? $0 : $0 > 0 ? $0 : 0.0@";
+    case OP_EXP: return "exp@($0)";
+    case OP_LOG: return "log@($0)";
+    case OP_TANH: return "tanh@($0)";
+    case OP_SQRT: return "sqrt@($0)";
+    case OP_RSQRT: return "1.0@ / sqrt@($0)";
+    case OP_SIN: return "sin@($0)";
+    case OP_COS: return "cos@($0)";
+    /* The tanh approximation, jax.nn.gelu's default. */
+    case OP_GELU: return "0.5@ * $0 * (1.0@ + tanh@(0.7978845608028654@ * ($0 + 0.044715@ * $0 * $0 * $0)))";
+    case OP_SIGMOID: return "1.0@ / (1.0@ + exp@(-$0))";
+    case OP_ADD: return "$0 + $1";
+    case OP_SUB: return "$0 - $1";
+    case OP_MUL: return "$0 * $1";
+    case OP_DIV: return "$0 / $1";
+    case OP_REM: return "floor_rem_#($0, $1)";
+    case OP_MAX: return "isnan($0) || isnan($1) ? NAN : $0 > $1 ? $0 : $1";
+    case OP_MIN: return "isnan($0) || isnan($1) ? NAN : $0 < $1 ? $0 : $1";
+    case OP_POW: return "pow@($0, $1)";
+    default: return "$0";        /* copy */
+    }
+}
+
+/* i32 wraps modulo 2^32: computed on uint32_t, where C defines overflow. */
+static const char *i32_formula(int op) {
+    switch (op) {
+    case OP_NEGATE: return "(int32_t)(0u - (uint32_t)$0)";
+    case OP_ABS: return "$0 < 0 ? (int32_t)(0u - (uint32_t)$0) : $0";
+    case OP_SQUARE: return "(int32_t)((uint32_t)$0 * (uint32_t)$0)";
+    case OP_RELU: return "$0 > 0 ? $0 : 0";
+    case OP_ADD: return "(int32_t)((uint32_t)$0 + (uint32_t)$1)";
+    case OP_SUB: return "(int32_t)((uint32_t)$0 - (uint32_t)$1)";
+    case OP_MUL: return "(int32_t)((uint32_t)$0 * (uint32_t)$1)";
+    case OP_DIV: return "floor_div_i32($0, $1)";
+    case OP_REM: return "floor_rem_i32($0, $1)";
+    case OP_MAX: return "$0 > $1 ? $0 : $1";
+    case OP_MIN: return "$0 < $1 ? $0 : $1";
+    default: return "$0";        /* copy */
+    }
+}
+
+/* The expression of a computed member. */
+static void member_expr(Loop *L, Str *b, int v) {
+    Gen *g = L->g;
+    const Fn *fn = g->fn;
+    const Inst *in = &fn->insts[v];
+    int dt = in->type.dtype, op = in->op, args[3] = {0, 0, 0};
+    for (int i = 0; i < in->nargs && i < 3; i++)
+        args[i] = ir_arg(fn, in, i);
+    int from = fn->insts[args[0]].type.dtype;
+    const char *t = "$0";        /* copy, reshape, a broadcast of a member */
+    int fl = 0, round = 0;       /* operands as floats; the result rounded to bf16/f16 */
+    char cmp[16];
+    if (op == OP_SELECT)
+        t = "$0 ? $1 : $2";
+    else if (op == OP_COMPARE) {
+        static const char *const dir[] = {"<", "<=", ">", ">=", "==", "!="};
+        snprintf(cmp, sizeof cmp, "$0 %s $1", dir[ir_attr(fn, in, 0)]);
+        t = cmp;
+        fl = 1;
+    } else if (op == OP_CONVERT) {
+        fl = 1;
+        if (from == dt)
+            t = "$0";
+        else if (dt == DT_BOOL)
+            t = "$0 != 0";
+        else if (dt == DT_I32) {
+            t = from == DT_BOOL ? "(int32_t)$0" : "to_i32($0)";
+            *g->helpers |= from == DT_BOOL ? 0 : HELP_TO_I32;
+        } else if (dt == DT_F64)
+            t = "(double)$0";
+        else {                   /* f32, bf16, f16: through float */
+            t = from == DT_F32 || is16(from) ? "$0" : "(float)$0";
+            round = is16(dt);
+        }
+    } else if (op != OP_COPY && op != OP_RESHAPE && op != OP_BROADCAST) {
+        t = dt == DT_I32 ? i32_formula(op) : float_formula(op);
+        fl = 1;
+        round = is16(dt);
+        if (op == OP_DIV && dt == DT_I32)
+            *g->helpers |= HELP_DIV_I32;
+        if (op == OP_REM)
+            *g->helpers |= dt == DT_I32 ? HELP_REM_I32 : dt == DT_F64 ? HELP_REM_F64 : HELP_REM_F32;
+    }
+    if (round)
+        put(b, "%s(", from_float(dt));
+    expand(L, b, t, args, fl, dt == DT_F64);
+    if (round)
+        put(b, ")");
+}
+
+void emit_fused(Gen *g, int group) {
+    const Fn *fn = g->fn;
+    Fusion *fu = &g->fu;
+    FILE *o = g->out;
+    int64_t n = shape_elems(&fn->insts[fu->last_member[group]].type);
+    Loop L = {g, group, n == 1 ? "0" : "i", 1, 0};
+    Str e = {NULL, 0, 0};
+    for (int v = fu->first[group]; v >= 0; v = fu->next[v])     /* count the references */
+        if (fu->role[v] == FUSE_MEMBER && kind(&L, v) == COMPUTED) {
+            e.n = 0;
+            member_expr(&L, &e, v);
+        }
+    L.counting = 0;
+    for (int v = fu->first[group]; v >= 0; v = fu->next[v])
+        if (fu->role[v] != FUSE_DEFERRED)
+            fprintf(o, "    /* %s */\n", g->ir[v] ? g->ir[v] : op_info[fn->insts[v].op].name);
+    for (int v = fu->first[group]; v >= 0; v = fu->next[v])
+        if (fu->role[v] == FUSE_MEMBER && fu->stored[v])
+            fprintf(o, "    %s *%s = buf%d;\n", ctype_of[fn->insts[v].type.dtype], g->name[v], g->buf[v]);
+    for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {   /* broadcast elements */
+        if (fu->role[v] != FUSE_MEMBER || kind(&L, v) != BEFORE)
+            continue;
+        int dt = fn->insts[v].type.dtype, a = ir_arg(fn, &fn->insts[v], 0);
+        e.n = 0;
+        if (fn->insts[a].op == OP_CONSTANT) {
+            put(&e, "%s(", from_float(dt));
+            literal(&e, DT_F32, fn->insts[a].value);
+            put(&e, ")");
+        } else
+            put(&e, "*%s", g->name[a]);
+        fprintf(o, "    const %s %si = %s;\n", ctype_of[dt], g->name[v], e.s);
+        if (fu->frefs[v])
+            fprintf(o, "    const float %sf = %s(%si);\n", g->name[v], to_float(dt), g->name[v]);
+    }
+    if (n == 1)
+        fputs("    {\n", o);
+    else
+        fprintf(o, "    for (int64_t i = 0; i < %lld; i++) {\n", (long long)n);
+    for (int k = 0; k < L.norder; k++) {                       /* operands read more than once */
+        int a = fu->order[k], dt = fn->insts[a].type.dtype;
+        const char *nm = g->name[a];
+        if (!loaded(fu, a))
+            continue;
+        if (fu->refs[a])
+            fprintf(o, "        %s %si = %s[%s];\n", ctype_of[dt], nm, nm, L.idx);
+        if (fu->frefs[a] && fu->refs[a])
+            fprintf(o, "        float %sf = %s(%si);\n", nm, to_float(dt), nm);
+        else if (fu->frefs[a])
+            fprintf(o, "        float %sf = %s(%s[%s]);\n", nm, to_float(dt), nm, L.idx);
+    }
+    for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {
+        if (fu->role[v] != FUSE_MEMBER)
+            continue;
+        int dt = fn->insts[v].type.dtype, k = kind(&L, v);
+        const char *nm = g->name[v];
+        e.n = 0;
+        if (k == LITERAL) {
+            if (fu->stored[v]) {
+                literal(&e, dt, fn->insts[ir_arg(fn, &fn->insts[v], 0)].value);
+                fprintf(o, "        %s[%s] = %s;\n", nm, L.idx, e.s);
+            }
+            continue;
+        }
+        if (k == BEFORE) {
+            if (fu->stored[v])
+                fprintf(o, "        %s[%s] = %si;\n", nm, L.idx, nm);
+            continue;
+        }
+        member_expr(&L, &e, v);
+        if (!fu->refs[v] && !fu->frefs[v]) {                  /* read only after the loop */
+            fprintf(o, "        %s[%s] = %s;\n", nm, L.idx, e.s);
+            continue;
+        }
+        fprintf(o, "        %s %si = %s;\n", ctype_of[dt], nm, e.s);
+        if (fu->frefs[v])
+            fprintf(o, "        float %sf = %s(%si);\n", nm, to_float(dt), nm);
+        if (fu->stored[v])
+            fprintf(o, "        %s[%s] = %si;\n", nm, L.idx, nm);
+    }
+    fputs("    }\n", o);
+    for (int v = fu->first[group]; v >= 0; v = fu->next[v])    /* the scratch back to zero */
+        fu->refs[v] = fu->frefs[v] = 0;
+    for (int k = 0; k < L.norder; k++)
+        fu->refs[fu->order[k]] = fu->frefs[fu->order[k]] = 0;
+    free(e.s);
+}
