@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 """Check `shardc interp` (the reference interpreter) against NumPy.
 
-Runs the programs of tests/interp/progs/ and the samples on random inputs
-with fixed seeds, and compares every result with the same computation
-written independently in NumPy: within a tolerance per dtype (f32 1e-5,
-bf16 1e-2, f16 1e-3 relative), exactly for i32, bool and the casts.  Then
-checks that bad inputs end in a clear error, exit status 1 (2 for command
-line misuse) and no output file.
+Runs every case of the oracle table (tests/interp/oracles.py: the programs of
+tests/interp/progs/, the samples and the partitioning golden programs) on
+random inputs with fixed seeds, and compares every result with the same
+computation written independently in NumPy: within a tolerance per dtype
+(f32 1e-5, bf16 1e-2, f16 1e-3 relative), exactly for i32, bool and the
+casts.  An spmd fn and its auto-partitioned twin must also agree with each
+other.  Then checks that bad inputs end in a clear error, exit status 1 (2
+for command line misuse) and no output file.  The same table drives the
+generated programs' check, tests/codegen/check_numpy.py.
 
     tests/interp/check_ops.py [--shardc build/shardc] [--tmp DIR]
 
@@ -14,50 +17,14 @@ Prints PASS/FAIL per check and ends with "N passed, N failed".
 """
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PROGS = os.path.join(ROOT, "tests", "interp", "progs")
-SAMPLES = os.path.join(ROOT, "samples")
-MESHES = [(1, 1), (1, 2), (2, 2), (2, 4)]
-
-# ---- dtypes: how each is stored in a .npy file, rounded, and compared ----
-
-
-def bf16(a):
-    """Round to bfloat16 (to nearest, ties to even), kept as float32."""
-    bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    s16, one = np.uint64(16), np.uint64(1)
-    bits = ((bits + np.uint64(0x7FFF) + ((bits >> s16) & one)) >> s16) << s16
-    out = bits.astype(np.uint32).view(np.float32)
-    return np.where(np.isnan(a), np.float32(np.nan), out)
-
-
-def quantize(a, dt):
-    """The values of dtype dt nearest to a, in the array type its .npy file holds."""
-    a = np.asarray(a)
-    if dt == "f32":
-        return a.astype(np.float32)
-    if dt == "bf16":
-        return bf16(a.astype(np.float32))
-    if dt == "f16":
-        return a.astype(np.float16)
-    if dt == "f64":
-        return a.astype(np.float64)
-    if dt == "i32":
-        return a.astype(np.int32)
-    if dt == "bool":
-        return a.astype(np.bool_)
-    raise ValueError(dt)
-
-
-STORED = {"f32": np.float32, "bf16": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
-          "bool": np.bool_}
-TOL = {"f32": 1e-5, "bf16": 1e-2, "f16": 1e-3, "f64": 1e-12}
+from oracles import CASES, PROGS, ROOT, bf16, compare, seed
 
 
 class Checker:
@@ -67,6 +34,7 @@ class Checker:
         self.passed = 0
         self.failed = 0
         self.runs = 0
+        self.meshes = {}
 
     def check(self, name, ok, detail=""):
         if ok:
@@ -80,8 +48,17 @@ class Checker:
         self.runs += 1
         return subprocess.run([self.shardc] + args, capture_output=True, text=True, errors="replace")
 
+    def mesh_of(self, path):
+        """The program's mesh: [(axis, size)] as written ([] for one device)."""
+        if path not in self.meshes:
+            p = self.run(["dump", path, "--stage", "parsed"])
+            first = p.stdout.splitlines()[0] if p.returncode == 0 and p.stdout else ""
+            self.meshes[path] = [(a, int(n)) for a, n in re.findall(r"(\w+)=(\d+)", first)]
+        return self.meshes[path]
+
     def interp(self, prog, fn, inputs, mesh=None, consts=None):
-        """Run fn of prog on inputs (name -> array); returns (results, error)."""
+        """Run fn of prog on inputs (name -> array); returns (results, error).
+        mesh: a --mesh value, or sizes for the program's axes in order."""
         d = os.path.join(self.tmp, "run%d" % self.runs)
         os.makedirs(d)
         args = ["interp", prog, "--fn", fn, "--out", os.path.join(d, "out")]
@@ -89,8 +66,10 @@ class Checker:
             path = os.path.join(d, name + ".npy")
             np.save(path, a)
             args += ["--in", "%s=%s" % (name, path)]
+        if mesh and not isinstance(mesh, str):
+            mesh = ",".join("%s=%d" % (a, n) for (a, _), n in zip(self.mesh_of(prog), mesh))
         if mesh:
-            args += ["--mesh", "X=%d,Y=%d" % mesh]
+            args += ["--mesh", mesh]
         if consts:
             args += ["--const", consts]
         p = self.run(args)
@@ -101,33 +80,20 @@ class Checker:
             out.append(np.load(os.path.join(d, "out", "result%d.npy" % len(out))))
         return out, None
 
-    def compare(self, name, got, want, dt, exact=False):
-        want = quantize(want, dt)
-        if got.dtype != STORED[dt] or got.shape != want.shape:
-            self.check(name, False, "got %s%s, want %s%s" % (got.dtype, got.shape, want.dtype, want.shape))
-            return
-        if exact or dt in ("i32", "bool"):
-            ok = np.array_equal(got, want, equal_nan=dt not in ("i32", "bool"))
-        else:
-            tol = TOL[dt]
-            ok = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol, equal_nan=True)
-        detail = ""
-        if not ok:
-            with np.errstate(invalid="ignore"):
-                diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-            k = np.unravel_index(np.nanargmax(diff), diff.shape) if diff.size else ()
-            detail = "max difference %g at %s: got %r, want %r" % (np.nanmax(diff), k, got[k], want[k])
+    def compare(self, name, got, want, dt, exact=False, scaled=False):
+        ok, detail = compare(got, want, dt, exact, scaled)
         self.check(name, ok, detail)
 
-    def expect(self, name, prog, fn, inputs, wants, mesh=None, exact=False, consts=None):
+    def expect(self, name, prog, fn, inputs, wants, mesh=None, exact=False, consts=None, scaled=False):
         """wants: list of (array, dtype); one check per result."""
         got, err = self.interp(prog, fn, inputs, mesh, consts)
-        label = name + ("" if mesh is None else " mesh %dx%d" % mesh)
+        label = name + ("" if mesh is None else " mesh %s" % (mesh if isinstance(mesh, str) else
+                                                              "x".join(str(n) for n in mesh)))
         if err or len(got) != len(wants):
             self.check(label, False, err or "%d results, want %d" % (len(got), len(wants)))
             return None
         for i, (w, dt) in enumerate(wants):
-            self.compare("%s result %d" % (label, i), got[i], w, dt, exact)
+            self.compare("%s result %d" % (label, i), got[i], w, dt, exact, scaled)
         return got
 
 
@@ -135,279 +101,34 @@ def prog(name):
     return os.path.join(PROGS, name)
 
 
-# ---- elementwise ----
+# ---- the oracle table (tests/interp/oracles.py), through the interpreter ----
 
-def gelu(x):
-    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
-
-
-def check_unary(c):
-    rng = np.random.default_rng(1)
-    x64 = rng.uniform(-3, 3, (5, 7))
-    p64 = rng.uniform(0.1, 4, (5, 7))
-    ops = [np.negative, np.exp, None, np.tanh, None, None, np.abs, np.sin, np.cos, np.square,
-           lambda v: np.maximum(v, 0), gelu, lambda v: 1 / (1 + np.exp(-v))]
-    for dt in ("f32", "bf16", "f16", "f64"):
-        x, p = quantize(x64, dt), quantize(p64, dt)
-        xd, pd = x.astype(np.float64), p.astype(np.float64)
-        wants = []
-        for i, op in enumerate(ops):
-            w = np.log(pd) if i == 2 else np.sqrt(pd) if i == 4 else 1 / np.sqrt(pd) if i == 5 else op(xd)
-            wants.append((w, dt))
-        c.expect("unary_" + dt, prog("unary.tdsl"), "unary_" + dt, {"x": x, "p": p}, wants)
-    xi = rng.integers(-1000, 1000, (5, 7)).astype(np.int32)
-    xi[0, :4] = [2**31 - 1, -2**31, 100000, -46341]         # wrapping negation and squares
-    with np.errstate(over="ignore"):
-        wants = [(-xi, "i32"), (np.abs(xi), "i32"), (xi * xi, "i32"), (np.maximum(xi, 0), "i32")]
-    c.expect("unary_i32", prog("unary.tdsl"), "unary_i32", {"x": xi}, wants)
-
-
-def check_binary(c):
-    rng = np.random.default_rng(2)
-    a64 = rng.uniform(-4, 4, (4, 6))
-    b64 = rng.uniform(0.5, 3, (4, 6)) * rng.choice([-1, 1], (4, 6))
-    p64 = rng.uniform(0.5, 4, (4, 6))
-    for dt in ("f32", "bf16", "f16", "f64"):
-        a, b, p = quantize(a64, dt), quantize(b64, dt), quantize(p64, dt)
-        ad, bd, pd = a.astype(np.float64), b.astype(np.float64), p.astype(np.float64)
-        wants = [(ad + bd, dt), (ad - bd, dt), (ad * bd, dt), (ad / bd, dt), (np.mod(ad, bd), dt),
-                 (np.maximum(ad, bd), dt), (np.minimum(ad, bd), dt), (pd ** bd, dt)]
-        c.expect("binary_" + dt, prog("binary.tdsl"), "binary_" + dt, {"a": a, "b": b, "p": p}, wants)
-    ai = rng.integers(-50, 50, (4, 6)).astype(np.int32)
-    bi = rng.integers(1, 9, (4, 6)).astype(np.int32) * rng.choice([-1, 1], (4, 6)).astype(np.int32)
-    ai[0] = [2**31 - 1, -2**31, 2**30, -7, 7, 123456789]     # + and * wrap; floor / and %
-    bi[0] = [1, -2, 4, 2, -2, 1000]
-    with np.errstate(over="ignore"):
-        wants = [(ai + bi, "i32"), (ai - bi, "i32"), (ai * bi, "i32"), (np.floor_divide(ai, bi), "i32"),
-                 (np.mod(ai, bi), "i32"), (np.maximum(ai, bi), "i32"), (np.minimum(ai, bi), "i32")]
-    c.expect("binary_i32", prog("binary.tdsl"), "binary_i32", {"a": ai, "b": bi}, wants)
-    a = quantize(a64, "f32")
-    wants = [(2 * a.astype(np.float64) - 0.5, "f32"), (np.floor_divide(bi, 3) + 1, "i32"), (np.mod(-7, bi), "i32")]
-    c.expect("scalars", prog("binary.tdsl"), "scalars", {"a": a, "i": bi}, wants)
-    b = quantize(b64, "f32")
-    b[0] = a[0]                                                # equal elements for ==, <=, >=
-    wants = [(a < b, "bool"), (a <= b, "bool"), (a > b, "bool"), (a >= b, "bool"), (a == b, "bool"),
-             (a != b, "bool"), (np.where(a < b, a, b * 2), "f32")]
-    c.expect("compare_f32", prog("binary.tdsl"), "compare_f32", {"a": a, "b": b}, wants)
-    bi2 = np.where(rng.random((4, 6)) < 0.3, ai, bi).astype(np.int32)
-    cb = rng.random((4, 6)) < 0.5
-    wants = [(ai < bi2, "bool"), (ai == bi2, "bool"), (ai != bi2, "bool"), (np.where(cb, ai, bi2), "i32"),
-             (np.where(ai >= bi2, cb, ai == bi2), "bool")]
-    c.expect("compare_i32", prog("binary.tdsl"), "compare_i32", {"a": ai, "b": bi2, "c": cb}, wants)
-
-
-def check_casts(c):
-    e8, e11 = 2.0 ** -8, 2.0 ** -11
-    x = np.array([1 + e8, 1 + 3 * e8, -(1 + 3 * e8), 1 + e11, 1 + 3 * e11, 65520, 70000, 3e-8,
-                  -2.7, 2.7, 3e9, -3e9, np.nan, np.inf, -0.0, 1e-41], dtype=np.float32)
-    i = np.array([257, 259, -257, 16777217, 0, -1, 2**31 - 1, -2**31, 3, 100, 1023, 1025, 7, -9, 65535, 12],
-                 dtype=np.int32)
-    with np.errstate(invalid="ignore", over="ignore"):
-        trunc = np.nan_to_num(np.clip(np.trunc(x.astype(np.float64)), -2**31, 2**31 - 1), nan=0).astype(np.int32)
-        wants = [(bf16(x), "bf16"), (x.astype(np.float16), "f16"), (trunc, "i32"), (i.astype(np.float32), "f32"),
-                 (x.astype(np.float64), "f64"), ((x > 0).astype(np.float32), "f32"), (bf16(x), "f32"),
-                 (bf16(i.astype(np.float32)), "bf16")]
-    c.expect("casts", prog("casts.tdsl"), "casts", {"x": x, "i": i}, wants, exact=True)
-    rng = np.random.default_rng(3)
-    xb, yb = bf16(rng.uniform(-3, 3, 16)), bf16(rng.uniform(-3, 3, 16))
-    s = bf16(bf16(xb.astype(np.float64) * yb) + xb)           # rounded after each op
-    wants = [(s, "bf16"), (s.astype(np.float64) * 3, "f32"), (s.astype(np.float16), "f16")]
-    c.expect("bf16_chain", prog("casts.tdsl"), "bf16_chain", {"x": xb, "y": yb}, wants, exact=True)
-    xs = np.array([1, 2.0 ** -8, 2.0 ** -30], np.float32)
-    ones = np.ones((3, 2), np.float32)
-    c.expect("bf16 sums accumulate in f32", prog("casts.tdsl"), "bf16_sums", {"x": xs, "w": ones},
-             [(np.float32(1), "bf16"), (np.ones(2), "bf16")], exact=True)
-    wants = [(np.int32(2), "i32"), (np.float32(1) / np.float32(3), "f32"), (bf16(np.float32(1 / 3)), "bf16"),
-             (np.int32(-2), "i32")]
-    c.expect("number_casts", prog("casts.tdsl"), "number_casts", {}, wants, exact=True)
-
-
-# ---- index statements ----
-
-def check_einsum(c):
-    rng = np.random.default_rng(4)
-    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
-    d = lambda a: a.astype(np.float64)
-    x, w, bias = f32(6, 8), f32(8, 5), f32(5)
-    c.expect("matmul", prog("einsum.tdsl"), "matmul", {"x": x, "w": w}, [(d(x) @ d(w), "f32")])
-    c.expect("matmul_bias", prog("einsum.tdsl"), "matmul_bias", {"x": x, "w": w, "bias": bias},
-             [(d(x) @ d(w) + d(bias), "f32")])
-    c.expect("matmul_transposed", prog("einsum.tdsl"), "matmul_transposed", {"x": x, "w": w}, [((d(x) @ d(w)).T, "f32")])
-    q, k = f32(2, 3, 4, 5), f32(2, 6, 4, 5)
-    s = np.einsum("bihe,bjhe->bhij", d(q), d(k))
-    c.expect("batched", prog("einsum.tdsl"), "batched", {"q": q, "k": k},
-             [(s, "f32"), (np.einsum("bihe,bjhe->hbij", d(q), d(k)) * 0.5, "f32")])
-    x3, y = f32(3, 4, 5), f32(5, 6)
-    c.expect("one_side", prog("einsum.tdsl"), "one_side", {"x": x3, "y": y},
-             [(np.einsum("ade,ec->ac", d(x3), d(y)), "f32")])
-    r = f32(4, 5, 6)
-    wants = [(d(r).sum((1, 2)), "f32"), (d(r).max((0, 2)), "f32"), (d(r).min(1), "f32"), (d(r).mean((0, 1)), "f32"),
-             (d(r).sum(), "f32"), (np.exp(d(r)).sum((1, 2)), "f32")]
-    c.expect("reductions", prog("einsum.tdsl"), "reductions", {"x": r}, wants)
-    lg = f32(4, 10)
-    e = np.exp(d(lg) - d(lg).max(1, keepdims=True))
-    c.expect("softmax", prog("einsum.tdsl"), "softmax", {"logits": lg}, [(e / e.sum(1, keepdims=True), "f32")])
-    h, yv, z, sc = f32(3, 4), f32(3), f32(2), np.float32(1.5)
-    wants = [((d(h) * d(yv)[:, None]).T, "f32"), (d(h)[:, :, None] + (d(yv)[:, None] * d(z)[None, :] * sc)[:, None, :], "f32"),
-             (d(h) * sc, "f32")]
-    c.expect("broadcasts", prog("einsum.tdsl"), "broadcasts", {"h": h, "y": yv, "z": z, "s": sc}, wants)
-    xb, wb = bf16(rng.standard_normal((6, 32))), bf16(rng.standard_normal((32, 4)))
-    v = rng.standard_normal((6, 32)).astype(np.float16)
-    ii, jj = rng.integers(-100, 100, (6, 32)).astype(np.int32), rng.integers(-100, 100, (32, 4)).astype(np.int32)
-    f32acc = lambda a: a.astype(np.float32)           # the f32 accumulator, rounded once more by quantize
-    wants = [(f32acc(d(xb) @ d(wb)), "bf16"), (f32acc(d(xb).sum(1)), "bf16"), (f32acc(d(v).sum(1)), "f16"),
-             (ii @ jj, "i32"), (ii.max(1), "i32")]
-    c.expect("low_precision", prog("einsum.tdsl"), "low_precision", {"x": xb, "w": wb, "v": v, "i": ii, "j": jj}, wants)
-    wm, route, am = f32(10, 6, 8), np.array([3, 0, 9, 3, 5], dtype=np.int32), f32(5, 6)
-    c.expect("moe", prog("einsum.tdsl"), "moe", {"w": wm, "route": route, "a": am},
-             [(np.einsum("sdf,sd->sf", d(wm)[route], d(am)), "f32")])
-
-
-# ---- shapes, slices, gathers, creation, loops, calls ----
-
-def check_shape(c):
-    rng = np.random.default_rng(5)
-    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
-    x = f32(4, 6)
-    wants = [(x.reshape(24), "f32"), (x.reshape(2, 3, 4), "f32"), (x.reshape(3, 8), "f32"), (x.reshape(6, 4), "f32")]
-    c.expect("reshapes", prog("shape.tdsl"), "reshapes", {"x": x}, wants, exact=True)
-    a, b, cc = f32(2, 3), f32(4, 3), f32(2, 5)
-    wants = [(np.concatenate([a, b]), "f32"), (np.concatenate([a, cc], 1), "f32"), (np.concatenate([b, a, a]), "f32")]
-    c.expect("concats", prog("shape.tdsl"), "concats", {"a": a, "b": b, "c": cc}, wants, exact=True)
-    r = f32(5, 4)
-    wants = [(np.roll(r, 2, 0), "f32"), (np.roll(r, 3, 1), "f32"), (r, "f32")]
-    c.expect("rolls", prog("shape.tdsl"), "rolls", {"x": r}, wants, exact=True)
-    s = f32(8, 6, 5)
-    wants = [(s[-3:, :, 2], "f32"), (s[2:5, 1], "f32"), (s[1], "f32"), (s[:, 4:], "f32"), (s[7, 5, 4], "f32")]
-    c.expect("slices", prog("shape.tdsl"), "slices", {"x": s}, wants, exact=True)
-    g = f32(4, 6)
-    i = np.array([0, 3, 5, -1, 2], dtype=np.int32)              # 5 and -1 are clamped to 3 and 0
-    j = np.array([[0, 5, 7], [2, -3, 1]], dtype=np.int32)
-    wants = [(g[np.clip(i, 0, 3)], "f32"), (g[:, np.clip(j, 0, 5)], "f32"), (g[np.clip(j, 0, 3)], "f32")]
-    c.expect("gathers", prog("shape.tdsl"), "gathers", {"x": g, "i": i, "j": j}, wants, exact=True)
-    wants = [(np.zeros((3, 4)), "f32"), (np.full((3, 4), 7), "i32"), (bf16(np.full(5, 0.1, np.float32)), "bf16"),
-             (np.ones((2, 2)), "bool"), (np.tile(np.arange(3.0), (2, 1)), "f32"),
-             (np.tile(np.arange(4)[:, None], (1, 3)), "i32"), (np.full(3, 2.5), "f32")]
-    c.expect("creation", prog("shape.tdsl"), "creation", {}, wants, exact=True)
-    p = f32(4)
-    acc = p
-    for k in range(1, 4):
-        acc = (acc * p).astype(np.float32) + np.float32(k)
-    c.expect("loop powers", prog("shape.tdsl"), "powers", {"x": p}, [(acc, "f32")], exact=True)
-    a1, b1 = p + np.float32(1), p * np.float32(2)
-    wants = [(a1, "f32"), ((b1 + np.float32(1)) * (b1 * np.float32(2)), "f32"), (a1 * np.float32(2), "f32")]
-    c.expect("calls", prog("shape.tdsl"), "uses_pair", {"x": p}, wants, exact=True)
-    ia = rng.integers(-100, 100, 8).astype(np.int32)
-    ib = (rng.integers(1, 12, 8) * rng.choice([-1, 1], 8)).astype(np.int32)
-    q, m = np.floor_divide(ia, ib), np.mod(ia, ib)
-    c.expect("int floor div/mod", prog("shape.tdsl"), "int_arith", {"a": ia, "b": ib},
-             [(q, "i32"), (m, "i32"), (ia, "i32")])
-
-
-# ---- spmd fns ----
-
-def check_spmd_misc(c):
-    rng = np.random.default_rng(6)
-    for mesh in [(2, 4), (1, 1), (2, 2)]:
-        nx, ny = mesh
-        x = rng.standard_normal((16, 3)).astype(np.float32)
-        starts = [min(5 * k, 14) for k in range(ny)]           # clamped like jax.lax.dynamic_slice
-        c.expect("dynamic slice", prog("spmd_misc.tdsl"), "dyn_rows", {"x": x},
-                 [(np.concatenate([x[s:s + 2] for s in starts]), "f32")], mesh, exact=True)
-        gx, gy = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
-        c.expect("axis_index", prog("spmd_misc.tdsl"), "coords", {"x": rng.standard_normal((4, 4)).astype(np.float32)},
-                 [(gx * 10 + gy, "i32"), (gy * nx + gx, "i32")], mesh)
-        y = rng.standard_normal((2 * nx, 2 * ny)).astype(np.float32)
-        c.expect("spmd calls fn", prog("spmd_misc.tdsl"), "calls_fn", {"x": y}, [(y * 3 + 1, "f32")], mesh)
-        c.expect("fn calls spmd", prog("spmd_misc.tdsl"), "calls_spmd", {"x": y}, [(y * 3 + 2, "f32")], mesh)
-        z = rng.standard_normal((8, 4)).astype(np.float32)
-        c.expect("constraint copy", prog("spmd_misc.tdsl"), "constrained", {"x": z}, [(z * 2, "f32")], mesh, exact=True)
-
-
-def check_collectives(c):
-    rng = np.random.default_rng(7)
-    col = prog("collectives.tdsl")
-    for mesh in MESHES:
-        nx, ny = mesh
-        n, w = nx * ny, 8 // ny
-        x = rng.standard_normal((8, 8)).astype(np.float32)
-        blocks = x.astype(np.float64).reshape(8, ny, w)
-        wants = [(blocks.sum(1), "f32"), (blocks.max(1), "f32"), (blocks.min(1), "f32"), (blocks.mean(1), "f32")]
-        c.expect("psum/pmax/pmin/pmean", col, "psums", {"x": x}, wants, mesh)
-        x3 = rng.standard_normal((8, 3)).astype(np.float32)
-        i3 = rng.integers(-1000, 1000, (8, 3)).astype(np.int32)
-        b = 8 // n
-        wants = [(x3.astype(np.float64).reshape(n, b, 3).sum(0), "f32"), (i3.reshape(n, b, 3).sum(0), "i32"),
-                 (x3.astype(np.float64).reshape(nx, ny * b, 3).sum(0), "f32")]
-        c.expect("psum over (X, Y) and X", col, "psum_all", {"x": x3, "i": i3}, wants, mesh)
-        y = rng.standard_normal((8, 2)).astype(np.float32)
-        c.expect("all_gather", col, "gathers", {"x": x, "y": y}, [(x, "f32"), (y, "f32"), (y, "f32")], mesh, exact=True)
-        bb = bf16(rng.standard_normal((8, 4)))
-        c.expect("psum_scatter", col, "scatters", {"x": x, "b": bb},
-                 [(x.astype(np.float64) * ny, "f32"), (bb.astype(np.float64) * n, "bf16")], mesh)
-        c.expect("all_to_all", col, "to_alls", {"x": x}, [(x, "f32"), (x, "f32")], mesh, exact=True)
-        xb = x.reshape(8, ny, w)
-        wants = [(np.roll(xb, 1, 1).reshape(8, 8), "f32"), (np.roll(xb, -1, 1).reshape(8, 8), "f32")]
-        c.expect("ppermute shift", col, "permutes", {"x": x}, wants, mesh, exact=True)
-        want = np.zeros((nx, 8 // nx, 8), np.float32)
-        want[nx - 1] = x.reshape(nx, 8 // nx, 8)[0]
-        c.expect("ppermute pair over X", col, "permute_x", {"x": x}, [(want.reshape(8, 8), "f32")], mesh, exact=True)
-        if ny >= 2:
-            want = np.zeros_like(xb)
-            want[:, 0], want[:, 1] = xb[:, 1], xb[:, 0]
-            c.expect("ppermute pairs, non-receivers zero", prog("permute_pairs.tdsl"), "permute_pairs", {"x": x},
-                     [(want.reshape(8, 8), "f32")], mesh, exact=True)
-
-
-# ---- samples: spmd fns against their auto-partitioned twins and NumPy ----
-
-def check_samples(c):
-    rng = np.random.default_rng(8)
-    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
-    d = lambda a: a.astype(np.float64)
-    path, small = os.path.join(SAMPLES, "collective_matmul.tdsl"), "B=8,D=16,F=8"    # the samples' sizes are large
-    for mesh in [(2, 4), (2, 2), (1, 1)]:
-        lhs, rhs = f32(8, 16), f32(16, 8)
-        want = d(lhs) @ d(rhs)
-        spmd = c.expect("collective_matmul", path, "collective_matmul", {"lhs": lhs, "rhs": rhs}, [(want, "f32")], mesh,
-                        consts=small)
-        auto = c.expect("matmul", path, "matmul", {"lhs": lhs, "rhs": rhs}, [(want, "f32")], mesh, consts=small)
-        if spmd and auto:
-            c.compare("collective_matmul == matmul mesh %dx%d" % mesh, spmd[0], auto[0], "f32")
-    x, w_in, w_out = f32(8, 16), f32(16, 32), f32(32, 16)
-    c.expect("sample mlp", os.path.join(SAMPLES, "mlp.tdsl"), "mlp", {"x": x, "w_in": w_in, "w_out": w_out},
-             [(gelu(d(x) @ d(w_in)) @ d(w_out), "f32")], consts="B=8,D=16,F=32")
-    w1, w2 = f32(16, 32), f32(32, 16)
-    c.expect("sample two_matmul", os.path.join(SAMPLES, "two_matmul_constraint.tdsl"), "two_matmul",
-             {"x": x, "w1": w1, "w2": w2}, [(np.maximum(d(x) @ d(w1), 0) @ d(w2), "f32")], consts="B=8,D=16,F=32")
-    xa, wq, wk, wv, wo = f32(2, 8, 16), f32(16, 4, 4), f32(16, 4, 4), f32(16, 4, 4), f32(4, 4, 16)
-    q, k, v = (np.einsum("bsd,dhk->bshk", d(xa), d(m)) for m in (wq, wk, wv))
-    logits = np.einsum("bshk,bthk->bhst", q, k) * 0.125
-    e = np.exp(logits - logits.max(3, keepdims=True))
-    o = np.einsum("bhst,bthk->bshk", e / e.sum(3, keepdims=True), v)
-    c.expect("sample attention", os.path.join(SAMPLES, "attention.tdsl"), "attention",
-             {"x": xa, "wq": wq, "wk": wk, "wv": wv, "wo": wo}, [(np.einsum("bshk,hke->bse", o, d(wo)), "f32")],
-             consts="B=2,S=8,D=16,H=4,K=4")
-    sa = os.path.join(SAMPLES, "shard_average.tdsl")
-    rw = os.path.join(SAMPLES, "roll_within_shards.tdsl")
-    for mesh in [None, (2, 2), (4, 2)]:
-        nx, ny = mesh or (2, 4)
-        a = rng.standard_normal((64, 128)).astype(np.float32)
-        want = a.astype(np.float64).reshape(nx, 64 // nx, ny, 128 // ny).mean((1, 3))
-        auto = c.expect("shard_average", sa, "shard_average", {"a": a}, [(want, "f32")], mesh)
-        spmd = c.expect("shard_average_spmd", sa, "shard_average_spmd", {"a": a}, [(want, "f32")], mesh)
-        if spmd and auto:
-            c.compare("shard_average == spmd twin mesh %dx%d" % (nx, ny), spmd[0], auto[0], "f32")
-        blocks = a.reshape(nx, 64 // nx, 128)
-        want = (np.roll(blocks, 3, 1) - blocks).reshape(64, 128)
-        auto = c.expect("roll_within_shards", rw, "roll_within_shards", {"x": a}, [(want, "f32")], mesh)
-        spmd = c.expect("roll_within_shards_spmd", rw, "roll_within_shards_spmd", {"x": a}, [(want, "f32")], mesh)
-        if spmd and auto:
-            c.compare("roll_within_shards == spmd twin mesh %dx%d" % (nx, ny), spmd[0], auto[0], "f32", exact=True)
-        xi = rng.integers(-1000, 1000, 512).astype(np.int32)
-        want = xi.reshape(nx * ny, -1)[:, :4].astype(np.float64).mean(0)
-        c.expect("slice_and_average", os.path.join(SAMPLES, "slice_and_average.tdsl"), "slice_and_average",
-                 {"x": xi}, [(want, "f32")], mesh)
+def check_table(c):
+    """Every case on each of its interpreter meshes; twins (several fns in a
+    case) must also agree with each other."""
+    for case in CASES:
+        for mesh in case.interp:
+            try:
+                axes = c.mesh_of(case.prog)
+                sizes = [n for _, n in axes] if mesh is None else list(mesh)
+                m = {a: n for (a, _), n in zip(axes, sizes)}
+                rng = np.random.default_rng(seed(case.name, *sizes))
+                made = case.make(rng, m)
+                if made is None:
+                    continue
+                inputs, wants = made
+                got = []
+                for fn in case.fns:
+                    name = case.name if len(case.fns) == 1 else "%s (%s)" % (case.name, fn)
+                    got.append(c.expect(name, case.prog, fn, inputs, wants, mesh, case.exact, case.consts(m),
+                                        case.scaled))
+                for fn, g in zip(case.fns[1:], got[1:]):
+                    if g is not None and got[0] is not None:
+                        for i, (_, dt) in enumerate(wants):
+                            c.compare("%s == %s mesh %s result %d" % (fn, case.fns[0], "x".join(map(str, sizes)), i),
+                                      g[i], got[0][i], dt, case.exact)
+            except Exception as e:                  # a broken oracle is a failure, not a crash
+                c.check("%s mesh %s" % (case.name, mesh), False, "%s: %s" % (type(e).__name__, e))
 
 
 # ---- errors: a clear message, exit 1 (2 for misuse), no output ----
@@ -512,9 +233,7 @@ def check_npy_formats(c):
     c.expect("npy: bf16 input rounded on reading", prog("casts.tdsl"), "bf16_chain",
              {"x": x, "y": np.zeros(16, np.float32)},
              [(xb, "bf16"), (xb.astype(np.float64) * 3, "f32"), (xb.astype(np.float16), "f16")], exact=True)
-    for dt in ("f32", "f64", "f16", "i32", "bool"):
-        a = quantize(np.arange(6).reshape(2, 3) % 4 - 1, dt)
-        c.expect("npy: %s round trip" % dt, prog("formats.tdsl"), "id_" + dt, {"x": a}, [(a, dt)], exact=True)
+    # Each dtype's round trip is a case of the table (formats.tdsl).
 
 
 def check_npy_mutations(c):
@@ -553,8 +272,7 @@ def main():
     shutil.rmtree(args.tmp, ignore_errors=True)
     os.makedirs(args.tmp)
     c = Checker(os.path.abspath(args.shardc), os.path.abspath(args.tmp))
-    for step in (check_unary, check_binary, check_casts, check_einsum, check_shape, check_spmd_misc,
-                 check_collectives, check_samples, check_errors, check_npy_formats, check_npy_mutations):
+    for step in (check_table, check_errors, check_npy_formats, check_npy_mutations):
         try:
             step(c)
         except Exception as e:                      # a broken step is a failure, not a crash

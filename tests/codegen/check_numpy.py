@@ -1,0 +1,298 @@
+#!/usr/bin/python3
+"""Generated programs against NumPy: every case of the oracle table
+(tests/interp/oracles.py: tests/interp/progs, every sample at small sizes,
+every partitioning golden program of tests/lit/partitioned), compiled to C
+and run on each backend, must compute what NumPy computes.
+
+Meshes: 1, 2, 4 (2x2) and 8 (2x4) devices and an uneven one (3x2, or 3 for
+one axis; sizes an fn's dims do not divide, so blocks are padded; an spmd fn's
+blocks must divide, so its case gives sizes that fit), as
+tests/interp/check_partition.py picks them.  A mesh a program cannot take
+(`shardc dump --stage scheduled` fails with an error in the program, status
+1) is skipped and counted, with the reason in the log.
+
+Each (program, fn, mesh, consts) is built once and run on each of the case's
+input sets (random, fixed seeds):
+`shardc build --backend B` (what `shardc run` does in a temporary directory),
+then the executable per input set: itself on the threads backend, under
+`mpirun -np P` (one process per device, with `shardc run`'s options) on the
+mpi backend.  The threads backend runs every input set (case.runs, 2 by
+default), the mpi backend the first (mpirun takes about 0.5 s to start).
+Backends: --backend LIST (comma-separated), or by default threads, and mpi
+when the MPI runtime library (libshardc_rt_mpi.a, next to shardc) exists;
+a backend that is not available is reported as such, never as passed.
+
+With --sanitize asan or tsan, the generated C (`shardc compile --fn F`) is
+compiled with clang -fsanitize=address,undefined (or thread) against the
+sanitized libraries in --libs DIR and run on the threads backend on the
+8-device mesh (ASan also on the uneven one and on programs without a mesh;
+TSan only on programs with a mesh), one input set each; any sanitizer report
+or non-zero exit fails the run, and the results must still match NumPy.
+
+    tests/codegen/check_numpy.py [--shardc build/shardc] [--tmp DIR] [--jobs 2]
+        [--backend threads,mpi] [--sanitize asan|tsan --libs DIR] [--only REGEX]
+
+Each run of a case on a backend is one check.  Prints one line per failure
+and per skip, and ends with "N passed, N failed, N skipped; backends: ...".
+A failed run keeps its inputs, and the line says how to run it again.
+"""
+import argparse
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
+from check_partition import load_results, meshes  # noqa: E402
+from oracles import CASES, compare, seed  # noqa: E402
+
+SAN_FLAGS = {"asan": ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"],
+             "tsan": ["-fsanitize=thread"]}
+SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
+           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+           "TSAN_OPTIONS": "halt_on_error=1 exitcode=66"}
+BUILD_TIMEOUT, RUN_TIMEOUT = 300, 180
+
+
+def sh(argv, timeout, env=None):
+    """(status, stderr) of a command; a time-out is status 124."""
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
+                           env=dict(os.environ, **(env or {})))
+        return p.returncode, p.stderr + p.stdout
+    except subprocess.TimeoutExpired:
+        return 124, "timed out after %d s" % timeout
+
+
+class Harness:
+    def __init__(self, args):
+        self.shardc = os.path.abspath(args.shardc)
+        self.tmp = os.path.abspath(args.tmp)
+        self.sanitize, self.libs = args.sanitize, args.libs and os.path.abspath(args.libs)
+        self.lock = threading.Lock()
+        self.passed = self.failed = self.skipped = 0
+        self.mesh_cache, self.sched_cache = {}, {}
+        self.backends, self.notes = self.pick_backends(args.backend)
+
+    def pick_backends(self, want):
+        mpi_lib = os.path.join(os.path.dirname(self.shardc), "libshardc_rt_mpi.a")
+        have_mpi = os.path.exists(mpi_lib)
+        if self.sanitize:
+            return ["threads"], []
+        if want == "auto":
+            return ["threads"] + (["mpi"] if have_mpi else []), \
+                [] if have_mpi else ["mpi: not available, no %s" % os.path.relpath(mpi_lib, ROOT)]
+        names = [b for b in want.split(",") if b]
+        bad = [b for b in names if b not in ("threads", "mpi")]
+        if bad:
+            sys.exit("check_numpy.py: unknown backend %s" % ", ".join(bad))
+        if "mpi" in names and not have_mpi:
+            # Asked for by name: not being able to run it is a failure.
+            self.fail("backend mpi", "not available: no %s" % mpi_lib)
+            names.remove("mpi")
+            return names, ["mpi: not available, no %s" % os.path.relpath(mpi_lib, ROOT)]
+        return names, []
+
+    def fail(self, what, msg):
+        with self.lock:
+            self.failed += 1
+            print("FAIL %s: %s" % (what, msg), flush=True)
+
+    def ok(self):
+        with self.lock:
+            self.passed += 1
+
+    def skip(self, what, why, n=1):
+        with self.lock:
+            self.skipped += n
+            print("SKIP %s: %s" % (what, why), flush=True)
+
+    def mesh_of(self, path):
+        """The program's mesh as written: [(axis, size)], [] for one device."""
+        if path not in self.mesh_cache:
+            st, out = sh([self.shardc, "dump", path, "--stage", "parsed"], 60)
+            first = out.splitlines()[0] if st == 0 and out else ""
+            self.mesh_cache[path] = [(a, int(n)) for a, n in re.findall(r"(\w+)=(\d+)", first)]
+        return self.mesh_cache[path]
+
+    def flags(self, spec, consts):
+        return (["--mesh", spec] if spec else []) + (["--const", consts] if consts else [])
+
+    def schedulable(self, path, spec, consts):
+        """None when the program compiles for the mesh; otherwise (skip, why):
+        skip for an error in the program (the mesh does not fit it), not
+        skip (a failure) for anything else (an internal error, a crash)."""
+        key = (path, spec, consts)
+        if key not in self.sched_cache:
+            st, err = sh([self.shardc, "dump", path, "--stage", "scheduled"] + self.flags(spec, consts), 120)
+            lines = [l for l in err.splitlines() if "error" in l]
+            self.sched_cache[key] = None if st == 0 else (st == 1 and bool(lines),
+                                                          "status %d: %s" % (st, (lines or [err.strip()])[0][:300]))
+        return self.sched_cache[key]
+
+    def plan(self, only):
+        """Groups: (path, fn, spec, consts) -> [(case, k, m)], one build each."""
+        groups = {}
+        for case in CASES:
+            if only and not re.search(only, "%s %s %s" % (case.name, os.path.relpath(case.prog, ROOT),
+                                                          " ".join(case.fns))):
+                continue
+            axes = self.mesh_of(case.prog)
+            names = [a for a, _ in axes]
+            specs = meshes(names)
+            if self.sanitize:                       # the 8-device mesh; ASan: the uneven one too
+                if not names:
+                    specs = [None] if self.sanitize == "asan" else []
+                else:
+                    specs = specs[3:] if self.sanitize == "asan" else specs[3:4]
+            for spec in specs:
+                sizes = [int(n) for n in re.findall(r"=(\d+)", spec)] if spec else [n for _, n in axes]
+                m = dict(zip(names, sizes))
+                consts = case.consts(m)
+                what = "%s --fn %s%s" % (os.path.relpath(case.prog, ROOT), "/".join(case.fns),
+                                         "".join(" " + f for f in self.flags(spec, consts)))
+                bad = self.schedulable(case.prog, spec, consts)
+                n = len(case.fns) * sum(len(self.backends_for(k)) for k in range(self.runs(case)))
+                if bad and bad[0]:
+                    self.skip(what, "the program does not take this mesh (%s)" % bad[1], n)
+                    continue
+                if bad:
+                    self.fail(what, "shardc dump --stage scheduled: " + bad[1])
+                    continue
+                for fn in case.fns:
+                    g = groups.setdefault((case.prog, fn, spec, consts), [])
+                    g += [(case, k, m, sizes) for k in range(self.runs(case))]
+        return groups
+
+    def backends_for(self, k):
+        """The backends that run input set k: all the first, threads the others."""
+        return self.backends if k == 0 else [b for b in self.backends if b == "threads"]
+
+    def runs(self, case):
+        return 1 if self.sanitize else case.runs
+
+    def build(self, d, path, fn, flags, backend):
+        """An executable for the backend, or (None, why)."""
+        exe = os.path.join(d, "prog-" + backend)
+        if not self.sanitize:
+            st, err = sh([self.shardc, "build", path, "--fn", fn, "--backend", backend, "-o", exe] + flags,
+                         BUILD_TIMEOUT)
+            return (exe, None) if st == 0 else (None, "shardc build: status %d: %s" % (st, err.strip()[:600]))
+        src = os.path.join(d, "prog.c")
+        st, err = sh([self.shardc, "compile", path, "--fn", fn, "-o", src] + flags, BUILD_TIMEOUT)
+        if st:
+            return None, "shardc compile: status %d: %s" % (st, err.strip()[:600])
+        cmd = ["clang", "-std=c11", "-O1", "-g"] + SAN_FLAGS[self.sanitize] + [
+            "-I" + os.path.join(ROOT, "runtime"), "-I" + os.path.join(ROOT, "lib"), "-o", exe, src,
+            os.path.join(self.libs, "libshardc_lib.a"), os.path.join(self.libs, "libshardc_rt.a"),
+            "-lopenblas", "-lm", "-pthread"]
+        st, err = sh(cmd, BUILD_TIMEOUT)
+        return (exe, None) if st == 0 else (None, "clang: status %d: %s" % (st, err.strip()[:600]))
+
+    def launch(self, backend, exe, ndev):
+        """The command line that runs exe on the backend: itself, or under
+        mpirun with one process per device, as `shardc run --backend mpi`
+        launches it (docs/cli.md; $MPIRUN replaces mpirun)."""
+        if backend == "threads":
+            return [exe]
+        return (os.environ.get("MPIRUN") or "mpirun").split() + (["--allow-run-as-root"] if os.geteuid() == 0 else []) \
+            + ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", str(ndev), exe]
+
+    def group(self, i, key, items):
+        path, fn, spec, consts = key
+        flags = self.flags(spec, consts)
+        what = "%s --fn %s%s" % (os.path.relpath(path, ROOT), fn, "".join(" " + f for f in flags))
+        d = os.path.join(self.tmp, "g%d" % i)
+        os.makedirs(d)
+        exes = {b: self.build(d, path, fn, flags, b) for b in self.backends}
+        kept = False
+        for case, k, m, sizes in items:
+            label = "%s (case '%s', input %d)" % (what, case.name, k)
+            made = case.make(np.random.default_rng(seed(case.name, *sizes, k)), m)
+            if made is None:
+                self.skip(label, "the case does not apply to this mesh", len(self.backends_for(k)))
+                continue
+            inputs, wants = made
+            run_dir = os.path.join(d, "in%d-%s" % (k, re.sub(r"\W", "_", case.name)))
+            os.makedirs(run_dir, exist_ok=True)
+            ins = []
+            for name, a in inputs.items():
+                f = os.path.join(run_dir, name + ".npy")
+                np.save(f, a)
+                ins += ["--in", "%s=%s" % (name, f)]
+            for backend in self.backends_for(k):
+                tag = backend + ("+" + self.sanitize if self.sanitize else "")
+                out = os.path.join(run_dir, "out-" + backend)
+                exe, why = exes[backend]
+                if exe is None:
+                    self.fail("[%s] %s" % (tag, label), why)
+                    kept = True
+                    continue
+                argv = self.launch(backend, exe, int(np.prod(sizes))) + ins + ["--out", out]
+                st, err = sh(argv, RUN_TIMEOUT, SAN_ENV if self.sanitize else None)
+                msg = self.judge(st, err, out, wants, case)
+                if msg:
+                    self.fail("[%s] %s" % (tag, label), "%s\n    again: %s" % (msg, " ".join(argv)))
+                    kept = True
+                else:
+                    self.ok()
+                shutil.rmtree(out, ignore_errors=True)
+            if not kept:
+                shutil.rmtree(run_dir, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def judge(self, st, err, out, wants, case):
+        """None for a run that matches the oracle, else why not."""
+        report = [l for l in err.splitlines() if "Sanitizer" in l or "runtime error" in l]
+        if report:
+            return "sanitizer report: %s" % " | ".join(report[:3])
+        if st:
+            return "status %d: %s" % (st, err.strip()[-600:])
+        got = load_results(out)
+        if len(got) != len(wants):
+            return "%d results, want %d" % (len(got), len(wants))
+        bad = []
+        for r, (g, (w, dt)) in enumerate(zip(got, wants)):
+            ok, detail = compare(g, w, dt, case.exact, case.scaled)
+            if not ok:
+                bad.append("result %d: %s" % (r, detail))
+        return "; ".join(bad) or None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
+    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-numpy"))
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--backend", default="auto", help="threads,mpi (default: threads, and mpi when built)")
+    ap.add_argument("--sanitize", choices=["asan", "tsan"])
+    ap.add_argument("--libs", help="with --sanitize: the folder of the sanitized libshardc_lib.a and libshardc_rt.a")
+    ap.add_argument("--only", help="only the cases whose name, program or fns match this regular expression")
+    args = ap.parse_args()
+    if args.sanitize and not args.libs:
+        ap.error("--sanitize needs --libs")
+    shutil.rmtree(args.tmp, ignore_errors=True)
+    os.makedirs(args.tmp)
+    h = Harness(args)
+    groups = h.plan(args.only)
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futs = [(key, pool.submit(h.group, i, key, items)) for i, (key, items) in enumerate(groups.items())]
+        for key, f in futs:
+            try:
+                f.result()
+            except Exception as e:                  # a broken case is a failure, not a crash
+                h.fail("%s --fn %s" % (os.path.relpath(key[0], ROOT), key[1]), "%s: %s" % (type(e).__name__, e))
+    print("%d passed, %d failed, %d skipped; backends: %s" % (
+        h.passed, h.failed, h.skipped, ", ".join(h.backends + h.notes) + (" +" + h.sanitize if h.sanitize else "")))
+    return 1 if h.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,777 @@
+"""NumPy oracles: what each tested function computes, written independently
+of shardc, in NumPy, from the function's source.
+
+One table (CASES) drives two harnesses:
+  - tests/interp/check_ops.py runs each case through the reference
+    interpreter (`shardc interp`) on the meshes in `interp`;
+  - tests/codegen/check_numpy.py runs each case through generated programs
+    (`shardc build`/`run`, every backend; and under ASan+UBSan and TSan) on
+    meshes of 1, 2, 4 and 8 devices and an uneven one.
+
+A case names a program, one or more functions that must all compute the same
+thing on the same inputs (an `spmd fn` and its auto-partitioned twin), and a
+`make(rng, m)` that returns (inputs, wants) for the mesh m actually used (a
+dict axis -> size; {} for a program without a mesh), or None when the case
+does not apply to that mesh.  inputs maps parameter names to arrays; wants is
+a list of (array, dtype), one per result, compared within a tolerance per
+dtype (TOL) or exactly.  `consts` is a --const string or a function of m
+giving one, so that sizes fit the mesh (an spmd fn's blocks must divide
+evenly; an fn's may not, and the uneven meshes are there to test that).
+
+To add a case: write its function (under tests/interp/progs/ or elsewhere),
+then a `make` below that builds inputs and the results NumPy computes, and a
+Case line in the table.
+"""
+import math
+import os
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROGS = os.path.join(ROOT, "tests", "interp", "progs")
+SAMPLES = os.path.join(ROOT, "samples")
+GOLDEN = os.path.join(ROOT, "tests", "lit", "partitioned")
+
+# ---- dtypes: how each is stored in a .npy file, rounded, and compared ----
+
+
+def bf16(a):
+    """Round to bfloat16 (to nearest, ties to even), kept as float32."""
+    a = np.asarray(a, dtype=np.float32)
+    bits = a.view(np.uint32).astype(np.uint64)
+    s16, one = np.uint64(16), np.uint64(1)
+    bits = ((bits + np.uint64(0x7FFF) + ((bits >> s16) & one)) >> s16) << s16
+    out = bits.astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(a), np.float32(np.nan), out)
+
+
+def quantize(a, dt):
+    """The values of dtype dt nearest to a, in the array type its .npy file holds."""
+    a = np.asarray(a)
+    if dt == "f32":
+        return a.astype(np.float32)
+    if dt == "bf16":
+        return bf16(a.astype(np.float32))
+    if dt == "f16":
+        return a.astype(np.float16)
+    if dt == "f64":
+        return a.astype(np.float64)
+    if dt == "i32":
+        return a.astype(np.int32)
+    if dt == "bool":
+        return a.astype(np.bool_)
+    raise ValueError(dt)
+
+
+STORED = {"f32": np.float32, "bf16": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
+          "bool": np.bool_}
+TOL = {"f32": 1e-5, "bf16": 1e-2, "f16": 1e-3, "f64": 1e-12}
+
+
+def compare(got, want, dt, exact=False, scaled=False):
+    """(ok, detail) for one result against its oracle.  Floats agree within
+    TOL[dt] relative and absolute (elementwise); with scaled, the absolute
+    part is relative to the largest |want| instead: for long sums that a
+    partitioned program adds in another order (or whose partial results it
+    rounds to a low-precision dtype), where the error follows the size of
+    the terms, not of the result (a sum that cancels to nearly 0 has the
+    error of its terms).  i32, bool and exact cases must be equal."""
+    want = quantize(want, dt)
+    if got.dtype != STORED[dt] or got.shape != want.shape:
+        return False, "got %s%s, want %s%s" % (got.dtype, got.shape, want.dtype, want.shape)
+    g64, w64 = got.astype(np.float64), want.astype(np.float64)
+    if exact or dt in ("i32", "bool"):
+        with np.errstate(invalid="ignore"):
+            bad = ~((g64 == w64) | (np.isnan(g64) & np.isnan(w64)))
+        excess = bad.astype(np.float64)
+    else:
+        tol = TOL[dt]
+        finite = np.abs(w64[np.isfinite(w64)])
+        atol = tol * max(1.0, float(finite.max()) if finite.size else 0.0) if scaled else tol
+        with np.errstate(invalid="ignore"):
+            same = (g64 == w64) | (np.isnan(g64) & np.isnan(w64))     # infinities and NaNs must match
+            excess = np.where(same, 0.0, np.abs(g64 - w64) / (atol + tol * np.abs(w64)))
+        excess = np.where(np.isnan(excess), np.inf, excess)
+        bad = excess > 1
+    if not bad.any():
+        return True, ""
+    k = np.unravel_index(np.argmax(excess), excess.shape) if excess.ndim else ()
+    return False, "%d of %d elements differ; the worst at %s: got %r, want %r" % (
+        int(bad.sum()), got.size, tuple(int(i) for i in k), got[k], want[k])
+
+
+class Case:
+    """One oracle: see the module's docstring.  interp: the meshes (tuples of
+    sizes in the program's axis order, or None for the program's own) on
+    which check_ops.py runs it through the interpreter; [] for none.  runs:
+    how many input sets check_numpy.py gives each build of the case."""
+
+    def __init__(self, name, prog, fns, make, consts=None, exact=False, scaled=False, interp=(None,), runs=2):
+        self.name, self.prog, self.make = name, prog, make
+        self.fns = [fns] if isinstance(fns, str) else list(fns)
+        self._consts, self.exact, self.scaled = consts, exact, scaled
+        self.interp, self.runs = list(interp), runs
+
+    def consts(self, m):
+        return self._consts(m) if callable(self._consts) else self._consts
+
+
+def up(n, k):
+    """n rounded up to a multiple of k: a size that k devices split evenly."""
+    return -(-n // k) * k
+
+
+def lcm(*ks):
+    out = 1
+    for k in ks:
+        out = out * k // math.gcd(out, k)
+    return out
+
+
+def prog(name):
+    return os.path.join(PROGS, name)
+
+
+def d(a):
+    return np.asarray(a).astype(np.float64)
+
+
+def normal(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+CASES = []
+
+
+def case(*args, **kw):
+    CASES.append(Case(*args, **kw))
+
+
+# ---- elementwise (tests/interp/progs/unary.tdsl, binary.tdsl) ----
+
+def unary(dt):
+    def make(rng, m):
+        x = quantize(rng.uniform(-3, 3, (5, 7)), dt)
+        p = quantize(rng.uniform(0.1, 4, (5, 7)), dt)
+        xd, pd = d(x), d(p)
+        ws = [-xd, np.exp(xd), np.log(pd), np.tanh(xd), np.sqrt(pd), 1 / np.sqrt(pd), np.abs(xd), np.sin(xd),
+              np.cos(xd), np.square(xd), np.maximum(xd, 0), gelu(xd), 1 / (1 + np.exp(-xd))]
+        return {"x": x, "p": p}, [(w, dt) for w in ws]
+    return make
+
+
+def unary_i32(rng, m):
+    xi = rng.integers(-1000, 1000, (5, 7)).astype(np.int32)
+    xi[0, :4] = [2**31 - 1, -2**31, 100000, -46341]         # wrapping negation and squares
+    with np.errstate(over="ignore"):
+        return {"x": xi}, [(-xi, "i32"), (np.abs(xi), "i32"), (xi * xi, "i32"), (np.maximum(xi, 0), "i32")]
+
+
+def binary_inputs(rng, dt):
+    a = quantize(rng.uniform(-4, 4, (4, 6)), dt)
+    b = quantize(rng.uniform(0.5, 3, (4, 6)) * rng.choice([-1, 1], (4, 6)), dt)
+    return a, b
+
+
+def binary(dt):
+    def make(rng, m):
+        a, b = binary_inputs(rng, dt)
+        p = quantize(rng.uniform(0.5, 4, (4, 6)), dt)
+        ad, bd, pd = d(a), d(b), d(p)
+        ws = [ad + bd, ad - bd, ad * bd, ad / bd, np.mod(ad, bd), np.maximum(ad, bd), np.minimum(ad, bd), pd ** bd]
+        return {"a": a, "b": b, "p": p}, [(w, dt) for w in ws]
+    return make
+
+
+def int_pair(rng):
+    ai = rng.integers(-50, 50, (4, 6)).astype(np.int32)
+    bi = rng.integers(1, 9, (4, 6)).astype(np.int32) * rng.choice([-1, 1], (4, 6)).astype(np.int32)
+    ai[0] = [2**31 - 1, -2**31, 2**30, -7, 7, 123456789]     # + and * wrap; floor / and %
+    bi[0] = [1, -2, 4, 2, -2, 1000]
+    return ai, bi
+
+
+def binary_i32(rng, m):
+    ai, bi = int_pair(rng)
+    with np.errstate(over="ignore"):
+        ws = [ai + bi, ai - bi, ai * bi, np.floor_divide(ai, bi), np.mod(ai, bi), np.maximum(ai, bi),
+              np.minimum(ai, bi)]
+    return {"a": ai, "b": bi}, [(w, "i32") for w in ws]
+
+
+def scalars(rng, m):
+    a, _ = binary_inputs(rng, "f32")
+    _, bi = int_pair(rng)
+    return {"a": a, "i": bi}, [(2 * d(a) - 0.5, "f32"), (np.floor_divide(bi, 3) + 1, "i32"), (np.mod(-7, bi), "i32")]
+
+
+def compare_f32(rng, m):
+    a, b = binary_inputs(rng, "f32")
+    b[0] = a[0]                                                # equal elements for ==, <=, >=
+    return {"a": a, "b": b}, [(a < b, "bool"), (a <= b, "bool"), (a > b, "bool"), (a >= b, "bool"),
+                              (a == b, "bool"), (a != b, "bool"), (np.where(a < b, a, b * 2), "f32")]
+
+
+def compare_i32(rng, m):
+    ai, bi = int_pair(rng)
+    bi2 = np.where(rng.random((4, 6)) < 0.3, ai, bi).astype(np.int32)
+    cb = rng.random((4, 6)) < 0.5
+    return {"a": ai, "b": bi2, "c": cb}, [(ai < bi2, "bool"), (ai == bi2, "bool"), (ai != bi2, "bool"),
+                                          (np.where(cb, ai, bi2), "i32"), (np.where(ai >= bi2, cb, ai == bi2), "bool")]
+
+
+for _dt in ("f32", "bf16", "f16", "f64"):
+    case("unary_" + _dt, prog("unary.tdsl"), "unary_" + _dt, unary(_dt))
+case("unary_i32", prog("unary.tdsl"), "unary_i32", unary_i32)
+for _dt in ("f32", "bf16", "f16", "f64"):
+    case("binary_" + _dt, prog("binary.tdsl"), "binary_" + _dt, binary(_dt))
+case("binary_i32", prog("binary.tdsl"), "binary_i32", binary_i32)
+case("scalars", prog("binary.tdsl"), "scalars", scalars)
+case("compare_f32", prog("binary.tdsl"), "compare_f32", compare_f32)
+case("compare_i32", prog("binary.tdsl"), "compare_i32", compare_i32)
+
+
+# ---- casts (tests/interp/progs/casts.tdsl) ----
+
+def casts(rng, m):
+    e8, e11 = 2.0 ** -8, 2.0 ** -11
+    x = np.array([1 + e8, 1 + 3 * e8, -(1 + 3 * e8), 1 + e11, 1 + 3 * e11, 65520, 70000, 3e-8,
+                  -2.7, 2.7, 3e9, -3e9, np.nan, np.inf, -0.0, 1e-41], dtype=np.float32)
+    i = np.array([257, 259, -257, 16777217, 0, -1, 2**31 - 1, -2**31, 3, 100, 1023, 1025, 7, -9, 65535, 12],
+                 dtype=np.int32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        trunc = np.nan_to_num(np.clip(np.trunc(d(x)), -2**31, 2**31 - 1), nan=0).astype(np.int32)
+        return {"x": x, "i": i}, [(bf16(x), "bf16"), (x.astype(np.float16), "f16"), (trunc, "i32"),
+                                  (i.astype(np.float32), "f32"), (d(x), "f64"), ((x > 0).astype(np.float32), "f32"),
+                                  (bf16(x), "f32"), (bf16(i.astype(np.float32)), "bf16")]
+
+
+def bf16_chain(rng, m):
+    xb, yb = bf16(rng.uniform(-3, 3, 16)), bf16(rng.uniform(-3, 3, 16))
+    s = bf16(bf16(d(xb) * yb) + xb)                        # rounded after each op
+    return {"x": xb, "y": yb}, [(s, "bf16"), (d(s) * 3, "f32"), (s.astype(np.float16), "f16")]
+
+
+def bf16_sums(rng, m):
+    xs = np.array([1, 2.0 ** -8, 2.0 ** -30], np.float32)   # 1 + 2^-8 is not a bf16: sums accumulate in f32
+    return {"x": xs, "w": np.ones((3, 2), np.float32)}, [(np.float32(1), "bf16"), (np.ones(2), "bf16")]
+
+
+def number_casts(rng, m):
+    return {}, [(np.int32(2), "i32"), (np.float32(1) / np.float32(3), "f32"), (bf16(np.float32(1 / 3)), "bf16"),
+                (np.int32(-2), "i32")]
+
+
+case("casts", prog("casts.tdsl"), "casts", casts, exact=True)
+case("bf16_chain", prog("casts.tdsl"), "bf16_chain", bf16_chain, exact=True)
+case("bf16 sums accumulate in f32", prog("casts.tdsl"), "bf16_sums", bf16_sums, exact=True)
+case("number_casts", prog("casts.tdsl"), "number_casts", number_casts, exact=True)
+
+
+def identity(dt):
+    def make(rng, m):
+        a = quantize(rng.integers(-1, 3, (2, 3)), dt)
+        return {"x": a}, [(a, dt)]
+    return make
+
+
+for _dt in ("f32", "f64", "f16", "i32", "bool"):
+    case("npy: %s round trip" % _dt, prog("formats.tdsl"), "id_" + _dt, identity(_dt), exact=True)
+
+
+# ---- index statements (tests/interp/progs/einsum.tdsl) ----
+
+def matmul(rng, m):
+    x, w = normal(rng, 6, 8), normal(rng, 8, 5)
+    return {"x": x, "w": w}, [(d(x) @ d(w), "f32")]
+
+
+def matmul_bias(rng, m):
+    x, w, bias = normal(rng, 6, 8), normal(rng, 8, 5), normal(rng, 5)
+    return {"x": x, "w": w, "bias": bias}, [(d(x) @ d(w) + d(bias), "f32")]
+
+
+def matmul_transposed(rng, m):
+    x, w = normal(rng, 6, 8), normal(rng, 8, 5)
+    return {"x": x, "w": w}, [((d(x) @ d(w)).T, "f32")]
+
+
+def batched(rng, m):
+    q, k = normal(rng, 2, 3, 4, 5), normal(rng, 2, 6, 4, 5)
+    return {"q": q, "k": k}, [(np.einsum("bihe,bjhe->bhij", d(q), d(k)), "f32"),
+                              (np.einsum("bihe,bjhe->hbij", d(q), d(k)) * 0.5, "f32")]
+
+
+def one_side(rng, m):
+    x, y = normal(rng, 3, 4, 5), normal(rng, 5, 6)
+    return {"x": x, "y": y}, [(np.einsum("ade,ec->ac", d(x), d(y)), "f32")]
+
+
+def reductions(rng, m):
+    r = d(normal(rng, 4, 5, 6))
+    return {"x": r.astype(np.float32)}, [(r.sum((1, 2)), "f32"), (r.max((0, 2)), "f32"), (r.min(1), "f32"),
+                                         (r.mean((0, 1)), "f32"), (r.sum(), "f32"), (np.exp(r).sum((1, 2)), "f32")]
+
+
+def softmax(rng, m):
+    lg = normal(rng, 4, 10)
+    e = np.exp(d(lg) - d(lg).max(1, keepdims=True))
+    return {"logits": lg}, [(e / e.sum(1, keepdims=True), "f32")]
+
+
+def broadcasts(rng, m):
+    h, y, z, s = normal(rng, 3, 4), normal(rng, 3), normal(rng, 2), np.float32(1.5)
+    return {"h": h, "y": y, "z": z, "s": s}, [
+        ((d(h) * d(y)[:, None]).T, "f32"),
+        (d(h)[:, :, None] + (d(y)[:, None] * d(z)[None, :] * s)[:, None, :], "f32"), (d(h) * s, "f32")]
+
+
+def low_precision(rng, m):
+    xb, wb = bf16(rng.standard_normal((6, 32))), bf16(rng.standard_normal((32, 4)))
+    v = rng.standard_normal((6, 32)).astype(np.float16)
+    ii, jj = rng.integers(-100, 100, (6, 32)).astype(np.int32), rng.integers(-100, 100, (32, 4)).astype(np.int32)
+    f32acc = lambda a: a.astype(np.float32)           # the f32 accumulator, rounded once more by quantize
+    return {"x": xb, "w": wb, "v": v, "i": ii, "j": jj}, [
+        (f32acc(d(xb) @ d(wb)), "bf16"), (f32acc(d(xb).sum(1)), "bf16"), (f32acc(d(v).sum(1)), "f16"),
+        (ii @ jj, "i32"), (ii.max(1), "i32")]
+
+
+def moe(rng, m):
+    w, route, a = normal(rng, 10, 6, 8), np.array([3, 0, 9, 3, 5], dtype=np.int32), normal(rng, 5, 6)
+    return {"w": w, "route": route, "a": a}, [(np.einsum("sdf,sd->sf", d(w)[route], d(a)), "f32")]
+
+
+for _fn in (matmul, matmul_bias, matmul_transposed, batched, one_side, reductions, softmax, broadcasts,
+            low_precision, moe):
+    case(_fn.__name__, prog("einsum.tdsl"), _fn.__name__, _fn)
+
+
+# ---- shapes, slices, gathers, creation, loops, calls (tests/interp/progs/shape.tdsl) ----
+
+def reshapes(rng, m):
+    x = normal(rng, 4, 6)
+    return {"x": x}, [(x.reshape(24), "f32"), (x.reshape(2, 3, 4), "f32"), (x.reshape(3, 8), "f32"),
+                      (x.reshape(6, 4), "f32")]
+
+
+def concats(rng, m):
+    a, b, c = normal(rng, 2, 3), normal(rng, 4, 3), normal(rng, 2, 5)
+    return {"a": a, "b": b, "c": c}, [(np.concatenate([a, b]), "f32"), (np.concatenate([a, c], 1), "f32"),
+                                      (np.concatenate([b, a, a]), "f32")]
+
+
+def rolls(rng, m):
+    r = normal(rng, 5, 4)
+    return {"x": r}, [(np.roll(r, 2, 0), "f32"), (np.roll(r, 3, 1), "f32"), (r, "f32")]
+
+
+def slices(rng, m):
+    s = normal(rng, 8, 6, 5)
+    return {"x": s}, [(s[-3:, :, 2], "f32"), (s[2:5, 1], "f32"), (s[1], "f32"), (s[:, 4:], "f32"), (s[7, 5, 4], "f32")]
+
+
+def gathers(rng, m):
+    g = normal(rng, 4, 6)
+    i = np.array([0, 3, 5, -1, 2], dtype=np.int32)              # 5 and -1 are clamped to 3 and 0
+    j = np.array([[0, 5, 7], [2, -3, 1]], dtype=np.int32)
+    return {"x": g, "i": i, "j": j}, [(g[np.clip(i, 0, 3)], "f32"), (g[:, np.clip(j, 0, 5)], "f32"),
+                                      (g[np.clip(j, 0, 3)], "f32")]
+
+
+def creation(rng, m):
+    return {}, [(np.zeros((3, 4)), "f32"), (np.full((3, 4), 7), "i32"), (bf16(np.full(5, 0.1, np.float32)), "bf16"),
+                (np.ones((2, 2)), "bool"), (np.tile(np.arange(3.0), (2, 1)), "f32"),
+                (np.tile(np.arange(4)[:, None], (1, 3)), "i32"), (np.full(3, 2.5), "f32")]
+
+
+def powers(rng, m):
+    p = normal(rng, 4)
+    acc = p
+    for k in range(1, 4):
+        acc = (acc * p).astype(np.float32) + np.float32(k)
+    return {"x": p}, [(acc, "f32")]
+
+
+def uses_pair(rng, m):
+    p = normal(rng, 4)
+    a1, b1 = p + np.float32(1), p * np.float32(2)
+    return {"x": p}, [(a1, "f32"), ((b1 + np.float32(1)) * (b1 * np.float32(2)), "f32"), (a1 * np.float32(2), "f32")]
+
+
+def int_arith(rng, m):
+    ia = rng.integers(-100, 100, 8).astype(np.int32)
+    ib = (rng.integers(1, 12, 8) * rng.choice([-1, 1], 8)).astype(np.int32)
+    return {"a": ia, "b": ib}, [(np.floor_divide(ia, ib), "i32"), (np.mod(ia, ib), "i32"), (ia, "i32")]
+
+
+for _fn in (reshapes, concats, rolls, slices, gathers, creation):
+    case(_fn.__name__, prog("shape.tdsl"), _fn.__name__, _fn, exact=True)
+case("loop powers", prog("shape.tdsl"), "powers", powers, exact=True)
+case("calls", prog("shape.tdsl"), "uses_pair", uses_pair, exact=True)
+case("int floor div/mod", prog("shape.tdsl"), "int_arith", int_arith)
+
+
+# ---- spmd fns beside the collectives (tests/interp/progs/spmd_misc.tdsl) ----
+
+SPMD_MESHES = [(2, 4), (1, 1), (2, 2)]
+
+
+def dyn_rows(rng, m):
+    x = normal(rng, 16, 3)
+    starts = [min(5 * k, 14) for k in range(m["Y"])]             # clamped like jax.lax.dynamic_slice
+    return {"x": x}, [(np.concatenate([x[s:s + 2] for s in starts]), "f32")]
+
+
+def coords(rng, m):
+    gx, gy = np.meshgrid(np.arange(m["X"]), np.arange(m["Y"]), indexing="ij")
+    return {"x": normal(rng, 4, 4)}, [(gx * 10 + gy, "i32"), (gy * m["X"] + gx, "i32")]
+
+
+def calls_fn(plus):
+    def make(rng, m):
+        y = normal(rng, 2 * m["X"], 2 * m["Y"])
+        return {"x": y}, [(d(y) * 3 + plus, "f32")]
+    return make
+
+
+def constrained(rng, m):
+    z = normal(rng, 8, 4)
+    return {"x": z}, [(z * 2, "f32")]
+
+
+case("dynamic slice", prog("spmd_misc.tdsl"), "dyn_rows", dyn_rows, exact=True, interp=SPMD_MESHES)
+case("axis_index", prog("spmd_misc.tdsl"), "coords", coords, interp=SPMD_MESHES)
+case("spmd calls fn", prog("spmd_misc.tdsl"), "calls_fn", calls_fn(1), interp=SPMD_MESHES)
+case("fn calls spmd", prog("spmd_misc.tdsl"), "calls_spmd", calls_fn(2), interp=SPMD_MESHES)
+case("constraint copy", prog("spmd_misc.tdsl"), "constrained", constrained, exact=True, interp=SPMD_MESHES)
+
+
+# ---- collectives (tests/interp/progs/collectives.tdsl, permute_pairs.tdsl) ----
+# N (8 by default) is the smallest multiple of the device count from 8 up, so
+# that every block divides evenly on any mesh (12 on 3x2).
+
+COLL_MESHES = [(1, 1), (1, 2), (2, 2), (2, 4)]
+
+
+def coll_n(m):
+    return up(8, lcm(m["X"] * m["Y"]))
+
+
+def coll_consts(m):
+    return "N=%d" % coll_n(m)
+
+
+def psums(rng, m):
+    n, ny = coll_n(m), m["Y"]
+    x = normal(rng, n, n)
+    blocks = d(x).reshape(n, ny, n // ny)
+    return {"x": x}, [(blocks.sum(1), "f32"), (blocks.max(1), "f32"), (blocks.min(1), "f32"), (blocks.mean(1), "f32")]
+
+
+def psum_all(rng, m):
+    n, nx, ny = coll_n(m), m["X"], m["Y"]
+    devs = nx * ny
+    b = n // devs
+    x3 = normal(rng, n, 3)
+    i3 = rng.integers(-1000, 1000, (n, 3)).astype(np.int32)
+    return {"x": x3, "i": i3}, [(d(x3).reshape(devs, b, 3).sum(0), "f32"), (i3.reshape(devs, b, 3).sum(0), "i32"),
+                                (d(x3).reshape(nx, ny * b, 3).sum(0), "f32")]
+
+
+def coll_gathers(rng, m):
+    n = coll_n(m)
+    x, y = normal(rng, n, n), normal(rng, n, 2)
+    return {"x": x, "y": y}, [(x, "f32"), (y, "f32"), (y, "f32")]
+
+
+def scatters(rng, m):
+    n = coll_n(m)
+    x, bb = normal(rng, n, n), bf16(rng.standard_normal((n, 4)))
+    return {"x": x, "b": bb}, [(d(x) * m["Y"], "f32"), (d(bb) * (m["X"] * m["Y"]), "bf16")]
+
+
+def to_alls(rng, m):
+    x = normal(rng, coll_n(m), coll_n(m))
+    return {"x": x}, [(x, "f32"), (x, "f32")]
+
+
+def permutes(rng, m):
+    n, ny = coll_n(m), m["Y"]
+    x = normal(rng, n, n)
+    xb = x.reshape(n, ny, n // ny)
+    return {"x": x}, [(np.roll(xb, 1, 1).reshape(n, n), "f32"), (np.roll(xb, -1, 1).reshape(n, n), "f32")]
+
+
+def permute_x(rng, m):
+    n, nx = coll_n(m), m["X"]
+    x = normal(rng, n, n)
+    want = np.zeros((nx, n // nx, n), np.float32)
+    want[nx - 1] = x.reshape(nx, n // nx, n)[0]
+    return {"x": x}, [(want.reshape(n, n), "f32")]
+
+
+def pairs_n(m):
+    return up(8, lcm(m["X"], m["Y"]))
+
+
+def permute_pairs(rng, m):
+    n, ny = pairs_n(m), m["Y"]
+    if ny < 2:
+        return None                                     # the pairs name devices 0 and 1 of Y
+    x = normal(rng, n, n)
+    xb = x.reshape(n, ny, n // ny)
+    want = np.zeros_like(xb)
+    want[:, 0], want[:, 1] = xb[:, 1], xb[:, 0]
+    return {"x": x}, [(want.reshape(n, n), "f32")]
+
+
+_col = prog("collectives.tdsl")
+case("psum/pmax/pmin/pmean", _col, "psums", psums, consts=coll_consts, interp=COLL_MESHES)
+case("psum over (X, Y) and X", _col, "psum_all", psum_all, consts=coll_consts, interp=COLL_MESHES)
+case("all_gather", _col, "gathers", coll_gathers, consts=coll_consts, exact=True, interp=COLL_MESHES)
+case("psum_scatter", _col, "scatters", scatters, consts=coll_consts, interp=COLL_MESHES)
+case("all_to_all", _col, "to_alls", to_alls, consts=coll_consts, exact=True, interp=COLL_MESHES)
+case("ppermute shift", _col, "permutes", permutes, consts=coll_consts, exact=True, interp=COLL_MESHES)
+case("ppermute pair over X", _col, "permute_x", permute_x, consts=coll_consts, exact=True, interp=COLL_MESHES)
+case("ppermute pairs, non-receivers zero", prog("permute_pairs.tdsl"), "permute_pairs", permute_pairs,
+     consts=lambda m: "N=%d" % pairs_n(m), exact=True, interp=COLL_MESHES)
+
+
+# ---- concats along split dims (tests/interp/progs/concat_split.tdsl) ----
+
+def join3(rng, m):
+    a, b, c = normal(rng, 8, 6), normal(rng, 4, 6), normal(rng, 20, 6)
+    return {"a": a, "b": b, "c": c}, [(np.concatenate([a, b, c]), "f32")]
+
+
+def periodic(rng, m):
+    x = normal(rng, 16, 4)
+    return {"x": x}, [(np.concatenate([x[12:], x, x[:4]]), "f32")]
+
+
+case("concat of three split operands", prog("concat_split.tdsl"), "join3", join3, exact=True)
+case("periodic padding by concat", prog("concat_split.tdsl"), "periodic", periodic, exact=True)
+
+
+# ---- the samples, at small sizes; an spmd fn and its twin share a case ----
+# Sizes: an fn's dims may split unevenly (on 3x2, 8 rows over X=3 do); an
+# spmd fn's must divide, so they are rounded up to fit the mesh.
+
+def sample(name):
+    return os.path.join(SAMPLES, name)
+
+
+def collective_matmul(rng, m):
+    b, dd, f = up(8, m["X"]), up(16, m["Y"]), up(8, m["Y"])
+    lhs, rhs = normal(rng, b, dd), normal(rng, dd, f)
+    return {"lhs": lhs, "rhs": rhs}, [(d(lhs) @ d(rhs), "f32")]
+
+
+def mlp(rng, m):
+    x, w_in, w_out = normal(rng, 8, 16), normal(rng, 16, 32), normal(rng, 32, 16)
+    return {"x": x, "w_in": w_in, "w_out": w_out}, [(gelu(d(x) @ d(w_in)) @ d(w_out), "f32")]
+
+
+def two_matmul(rng, m):
+    x, w1, w2 = normal(rng, 8, 16), normal(rng, 16, 32), normal(rng, 32, 16)
+    return {"x": x, "w1": w1, "w2": w2}, [(np.maximum(d(x) @ d(w1), 0) @ d(w2), "f32")]
+
+
+def attention(rng, m):
+    x, wq, wk, wv, wo = normal(rng, 2, 8, 16), normal(rng, 16, 4, 4), normal(rng, 16, 4, 4), normal(rng, 16, 4, 4), \
+        normal(rng, 4, 4, 16)
+    q, k, v = (np.einsum("bsd,dhk->bshk", d(x), d(w)) for w in (wq, wk, wv))
+    logits = np.einsum("bshk,bthk->bhst", q, k) * 0.125
+    e = np.exp(logits - logits.max(3, keepdims=True))
+    o = np.einsum("bhst,bthk->bshk", e / e.sum(3, keepdims=True), v)
+    return {"x": x, "wq": wq, "wk": wk, "wv": wv, "wo": wo}, [(np.einsum("bshk,hke->bse", o, d(wo)), "f32")]
+
+
+def avg_sizes(m):
+    return up(16, m["X"]), up(32, m["Y"])
+
+
+def shard_average(rng, m):
+    (s, dd), nx, ny = avg_sizes(m), m["X"], m["Y"]
+    a = normal(rng, s, dd)
+    return {"a": a}, [(d(a).reshape(nx, s // nx, ny, dd // ny).mean((1, 3)), "f32")]
+
+
+def roll_sizes(m):
+    return up(24, m["X"]), up(16, m["Y"])
+
+
+def roll_within_shards(rng, m):
+    (s, dd), nx = roll_sizes(m), m["X"]
+    x = normal(rng, s, dd)
+    blocks = x.reshape(nx, s // nx, dd)
+    return {"x": x}, [((np.roll(blocks, 3, 1) - blocks).reshape(s, dd), "f32")]
+
+
+def slice_and_average(rng, m):
+    xi = rng.integers(-1000, 1000, 512).astype(np.int32)
+    return {"x": xi}, [(xi.reshape(m["X"] * m["Y"], -1)[:, :4].astype(np.float64).mean(0), "f32")]
+
+
+def matmul_square(rng, m):
+    # bf16[8, 2048] x bf16[2048, 8192] (the sample has no consts to shrink it):
+    # square rounds to bf16, the dot accumulates in f32 and rounds to bf16.
+    x, w = bf16(rng.standard_normal((8, 2048))), bf16(rng.standard_normal((2048, 8192)))
+    return {"In": x, "W": w}, [((bf16(d(x) ** 2).astype(np.float64) @ d(w)).astype(np.float32), "bf16")]
+
+
+case("collective_matmul", sample("collective_matmul.tdsl"), ["collective_matmul", "matmul"], collective_matmul,
+     consts=lambda m: "B=%d,D=%d,F=%d" % (up(8, m["X"]), up(16, m["Y"]), up(8, m["Y"])),
+     interp=[(2, 4), (2, 2), (1, 1)])
+case("sample mlp", sample("mlp.tdsl"), "mlp", mlp, consts="B=8,D=16,F=32")
+case("sample two_matmul", sample("two_matmul_constraint.tdsl"), "two_matmul", two_matmul, consts="B=8,D=16,F=32")
+case("sample attention", sample("attention.tdsl"), "attention", attention, consts="B=2,S=8,D=16,H=4,K=4")
+case("shard_average", sample("shard_average.tdsl"), ["shard_average", "shard_average_spmd"], shard_average,
+     consts=lambda m: "S=%d,D=%d" % avg_sizes(m), interp=[None, (2, 2), (4, 2)])
+case("roll_within_shards", sample("roll_within_shards.tdsl"), ["roll_within_shards", "roll_within_shards_spmd"],
+     roll_within_shards, consts=lambda m: "S=%d,D=%d" % roll_sizes(m), exact=True, interp=[None, (2, 2), (4, 2)])
+case("slice_and_average", sample("slice_and_average.tdsl"), "slice_and_average", slice_and_average,
+     interp=[None, (2, 2), (4, 2)])
+# Partial sums are rounded to bf16 before the all-reduce: scaled tolerance.
+# Too slow for the interpreter (134M multiply-adds one at a time).
+case("sample matmul_square", sample("matmul_square.tdsl"), "matmul_square", matmul_square, scaled=True, interp=[],
+     runs=1)
+
+
+# ---- the partitioning golden programs (tests/lit/partitioned/*.tdsl) ----
+# Written from each function's source; the partitioner's choices (which
+# collective, where the padding goes) must not show in the results.
+
+def golden(name):
+    return os.path.join(GOLDEN, name)
+
+
+def same(*shape):
+    """An identity (a resharding): the result is the input."""
+    def make(rng, m):
+        x = normal(rng, *shape)
+        return {"x": x}, [(x, "f32")]
+    return make
+
+
+def rowmax(rng, m):
+    x = normal(rng, 16, 32)
+    return {"x": x}, [(x.max(1), "f32")]
+
+
+case("collectives.move (all-to-all)", golden("collectives.tdsl"), "move", same(16, 16), exact=True)
+case("collectives.gather (all-gather)", golden("collectives.tdsl"), "gather", same(16, 8), exact=True)
+case("collectives.split (local slice)", golden("collectives.tdsl"), "split", same(16, 16), exact=True)
+case("collectives.rowmax (all-reduce max)", golden("collectives.tdsl"), "rowmax", rowmax, exact=True)
+
+
+def join(rng, m):
+    a, b = normal(rng, 8, 3), normal(rng, 4, 3)
+    return {"a": a, "b": b}, [(np.concatenate([a, b], 0), "f32")]
+
+
+case("concat_split.join", golden("concat_split.tdsl"), "join", join, exact=True)
+
+
+def conflict_add(rng, m):
+    big, small = normal(rng, 1024, 64), normal(rng, 1024, 8)
+    return {"big": big, "small": small}, [(d(big) + d(small)[:, :1], "f32")]
+
+
+case("conflict.add", golden("conflict.tdsl"), "add", conflict_add)
+
+
+# Contractions of up to 256 f32 products, which the partitioner splits into
+# partial sums in another order than NumPy's: scaled tolerance.
+def dot(xs, ws):
+    def make(rng, m):
+        x, w = normal(rng, *xs), normal(rng, *ws)
+        return {"x": x, "w": w}, [(d(x) @ d(w), "f32")]
+    return make
+
+
+case("dot_cases.local_dot", golden("dot_cases.tdsl"), "local_dot", dot((64, 32), (32, 16)), scaled=True)
+case("dot_cases.one_side_reduce", golden("dot_cases.tdsl"), "one_side_reduce", dot((64, 256), (256, 16)), scaled=True)
+case("dot_cases.one_side_gather", golden("dot_cases.tdsl"), "one_side_gather", dot((8, 64), (64, 4096)), scaled=True)
+case("dot_cases.both_reduce", golden("dot_cases.tdsl"), "both_reduce", dot((64, 256), (256, 16)), scaled=True)
+case("dot_cases.both_scatter", golden("dot_cases.tdsl"), "both_scatter", dot((64, 256), (256, 16)), scaled=True)
+case("dot_cases.both_free", golden("dot_cases.tdsl"), "both_free", dot((64, 32), (32, 16)), scaled=True)
+
+
+def split3(rng, m):
+    x = normal(rng, 64, 32)
+    return {"x": x}, [(x.reshape(2, 32, 32), "f32")]
+
+
+def merge(rng, m):
+    x = normal(rng, 8, 4, 16)
+    return {"x": x}, [(x.reshape(32, 16), "f32")]
+
+
+def rowsum(rng, m):
+    x = normal(rng, 64, 32)
+    return {"x": x}, [(d(x).sum(1), "f32")]
+
+
+case("reshape_reduce.split", golden("reshape_reduce.tdsl"), "split", split3, exact=True)
+case("reshape_reduce.merge", golden("reshape_reduce.tdsl"), "merge", merge, exact=True)
+case("reshape_reduce.rowsum", golden("reshape_reduce.tdsl"), "rowsum", rowsum)
+
+
+def roll0(shift):
+    def make(rng, m):
+        x = normal(rng, 32, 8)
+        return {"x": x}, [(np.roll(x, shift, 0), "f32")]
+    return make
+
+
+case("roll_halo.within_block", golden("roll_halo.tdsl"), "within_block", roll0(3), exact=True)
+case("roll_halo.whole_blocks", golden("roll_halo.tdsl"), "whole_blocks", roll0(16), exact=True)
+
+
+def diff(rng, m):
+    x = normal(rng, 32, 8)
+    return {"x": x}, [(x[1:] - x[:-1], "f32")]
+
+
+case("shifted_slice.diff", golden("shifted_slice.tdsl"), "diff", diff, exact=True)
+
+
+def relu_inner(rng, m):
+    a = normal(rng, 8, 16)
+    return {"a": a}, [(np.maximum(a, 0), "f32")]
+
+
+def relu_local(rng, m):
+    x = normal(rng, 16, 64)
+    return {"x": x}, [(np.maximum(x, 0) + x, "f32")]
+
+
+case("spmd_calls_fn.inner", golden("spmd_calls_fn.tdsl"), "inner", relu_inner, exact=True)
+case("spmd_calls_fn.local", golden("spmd_calls_fn.tdsl"), "local", relu_local, exact=True)
+
+
+def total(rng, m):
+    x = normal(rng, 10, 3)
+    return {"x": x}, [(d(x).sum(), "f32")]
+
+
+def peak(rng, m):
+    x = -np.abs(normal(rng, 10)) - 1          # all below zero: padding with zeros would show
+    return {"x": x}, [(x.max(), "f32")]
+
+
+case("uneven.total", golden("uneven.tdsl"), "total", total)
+case("uneven.peak", golden("uneven.tdsl"), "peak", peak, exact=True)
+case("uneven.gather", golden("uneven.tdsl"), "gather", same(10, 3), exact=True)
+case("uneven.split", golden("uneven.tdsl"), "split", same(3, 10), exact=True)
+
+
+def seed(*keys):
+    """A fixed seed from strings and numbers (stable across runs and Pythons)."""
+    import zlib
+    return [zlib.crc32(str(k).encode()) for k in keys]
