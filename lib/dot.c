@@ -339,3 +339,5 @@ done:
     free(wb);
     return rc;
 }
+
+void sk_blas_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct {
     const sk_program *p;
@@ -271,10 +272,27 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Devices that each run GEMMs on every core would oversubscribe them: the
+ * machine's cores are shared among the devices running on it (this
+ * process's, times the processes mpirun started on this node), unless
+ * OPENBLAS_NUM_THREADS or OMP_NUM_THREADS says otherwise. */
+static void share_cores(const Run *r) {
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS"))
+        return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *node = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    long processes = node && atol(node) > 0 ? atol(node) : 1, devices = 0;
+    for (int d = 0; d < r->ndev; d++)
+        devices += sc_world_is_local(r->w, d);
+    long share = cores / (devices * processes);
+    sk_blas_threads(share > 1 ? (int)share : 1);
+}
+
 /* Run the devices (r->repeat times, timed, when asked). */
 static int run_devices(Run *r) {
     int n = r->repeat ? r->repeat : 1;
     double *t = calloc((size_t)n, sizeof *t);
+    share_cores(r);
     if (!t) {
         fail(r, "out of memory");
         return 1;

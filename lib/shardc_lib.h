@@ -55,6 +55,8 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
 /* How many operand elements the calling thread's sk_dot calls have copied
  * so far (layouts BLAS cannot read, and every bf16/f16/i32 dot). */
 int64_t sk_dot_copied_elems(void);
+/* The threads each BLAS call may use (the whole process's setting). */
+void sk_blas_threads(int n);
 
 /* ---- reduction ----
  * Combines the `ndims` listed dims (any order, distinct) with SC_SUM, SC_MAX

@@ -557,6 +557,54 @@ case("concat of three split operands", prog("concat_split.tdsl"), "join3", join3
 case("periodic padding by concat", prog("concat_split.tdsl"), "periodic", periodic, exact=True)
 
 
+# ---- fused elementwise chains (tests/interp/progs/fusion.tdsl) ----
+
+def i32_wrap(a):
+    return (np.asarray(a, np.int64) + 2**31) % 2**32 - 2**31
+
+
+def fusion_affine(rng, m):
+    x, w, b = normal(rng, 8, 4), normal(rng, 8, 4), normal(rng, 4)
+    return {"x": x, "w": w, "b": b}, [(gelu(d(x) * d(w) + d(b)), "f32")]
+
+
+def fusion_after_loop(rng, m):
+    x, w, y = normal(rng, 4, 4), normal(rng, 4, 4), normal(rng, 8)
+    a = np.abs(d(x) @ d(w))
+    return {"x": x, "w": w, "y": y}, [(a * 3 - a, "f32"), (d(y) * 3, "f32")]
+
+
+def fusion_wider(rng, m):
+    x, w, c, p = rng.standard_normal((8, 8)), rng.standard_normal(8), rng.random((8, 4)) < 0.5, normal(rng, 8)
+    t = d(quantize(x @ w, "f32")) + d(p)
+    r = np.where(c[:, 1], t, d(p))
+    return {"x": x, "w": w, "c": c, "p": p}, [(d(quantize(r, "f32")) * d(quantize(t, "f32")), "f32"), (r, "f32")]
+
+
+def fusion_scalars(rng, m):
+    x, n = np.float32(rng.standard_normal()), np.int32(rng.integers(-100, 100))
+    return {"x": np.array(x), "n": np.array(n)}, [((d(x) * 2 + 1) / 3, "f32"), (np.mod(int(n) * 7 + 1, 5), "i32")]
+
+
+def fusion_overlap(rng, m):
+    x, y = normal(rng, 8, 4), normal(rng, 8, 4)
+    nx = m["X"]
+    a = d(x) * d(y) + 1
+    s = np.tile(a.reshape(nx, -1, 4).sum(0), (nx, 1))
+    b = a * 2 - d(y)
+    t = np.roll(b.reshape(nx, -1, 4), 1, 0).reshape(8, 4)       # block k goes to k + 1
+    c = b + t * a
+    return {"x": x, "y": y}, [(s * c, "f32"), (np.maximum(c, 0) + s, "f32")]
+
+
+case("fusion.affine_gelu", prog("fusion.tdsl"), "affine_gelu", fusion_affine)
+case("fusion.after_loop", prog("fusion.tdsl"), "after_loop", fusion_after_loop)
+case("fusion.wider", prog("fusion.tdsl"), "wider", fusion_wider)
+case("fusion.scalars", prog("fusion.tdsl"), "scalars", fusion_scalars)
+case("fusion.overlap", prog("fusion.tdsl"), "overlap", fusion_overlap,
+     consts=None, interp=[None, (4,)])
+
+
 # ---- the samples, at small sizes; an spmd fn and its twin share a case ----
 # Sizes: an fn's dims may split unevenly (on 3x2, 8 rows over X=3 do); an
 # spmd fn's must divide, so they are rounded up to fit the mesh.
@@ -628,6 +676,42 @@ case("collective_matmul", sample("collective_matmul.tdsl"), ["collective_matmul"
      consts=lambda m: "B=%d,D=%d,F=%d" % (up(8, m["X"]), up(16, m["Y"]), up(8, m["Y"])),
      interp=[(2, 4), (2, 2), (1, 1)])
 case("sample mlp", sample("mlp.tdsl"), "mlp", mlp, consts="B=8,D=16,F=32")
+
+# The worked problems of issue 5: collective matmuls of every flavour, each
+# with its auto-partitioned twin.  Sizes fit the mesh: D and F split over Y
+# into blocks (halves of blocks for the bidirectional ones), F into TILES.
+def worked_sizes(m, halves=1):
+    y = m["Y"] * halves
+    return up(8, m["X"]), up(16, y), up(16, lcm(y, 4))
+
+
+def worked_consts(m, halves=1):
+    return "B=%d,D=%d,F=%d" % worked_sizes(m, halves)
+
+
+def matmul_of(shapes):
+    def make(rng, m):
+        b, dd, f = shapes(m)
+        lhs, rhs = normal(rng, b, dd), normal(rng, dd, f)
+        return {"lhs": lhs, "rhs": rhs}, [(d(lhs) @ d(rhs), "f32")]
+    return make
+
+
+def collective_mlp(rng, m):
+    b, dd, f = worked_sizes(m)
+    x, w_in, w_out = normal(rng, b, dd), normal(rng, dd, f), normal(rng, f, dd)
+    return {"x": x, "w_in": w_in, "w_out": w_out}, [((d(x) @ d(w_in)) @ d(w_out), "f32")]
+
+
+for name, fns, halves in [("allreduce_matmul", ["allreduce_matmul", "allreduce_matmul_twin"], 1),
+                          ("reduce_scatter_matmul", ["reduce_scatter_matmul", "reduce_scatter_matmul_twin"], 1),
+                          ("bidirectional_matmul", ["collective_matmul_bidir", "matmul_ag"], 2),
+                          ("bidirectional_matmul", ["reduce_scatter_matmul_bidir", "matmul_rs"], 2)]:
+    case("%s %s" % (name, fns[0]), sample(name + ".tdsl"), fns,
+         matmul_of(lambda m, h=halves: worked_sizes(m, h)), consts=lambda m, h=halves: worked_consts(m, h),
+         scaled=True, interp=[(2, 4), (1, 2)])
+case("collective_mlp", sample("collective_mlp.tdsl"), ["collective_mlp", "mlp_block"], collective_mlp,
+     consts=worked_consts, scaled=True, interp=[(2, 4), (1, 2)])
 case("sample two_matmul", sample("two_matmul_constraint.tdsl"), "two_matmul", two_matmul, consts="B=8,D=16,F=32")
 case("sample attention", sample("attention.tdsl"), "attention", attention, consts="B=2,S=8,D=16,H=4,K=4")
 case("shard_average", sample("shard_average.tdsl"), ["shard_average", "shard_average_spmd"], shard_average,
