@@ -21,6 +21,7 @@
 #include "threads.h"
 
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,17 @@ typedef struct {
     MPI_Comm *comm;           /* per set of axes (bit mask) */
     uint64_t *count;          /* per set: collectives this device started */
     int finalize;             /* MPI was initialized here */
+    /* The progress thread (with MPI_THREAD_MULTIPLE): while collectives
+     * are in flight it calls into MPI every PROGRESS_US, so that messages
+     * move while the device computes between start and done. */
+    pthread_t progress;
+    int have_progress, in_flight, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    MPI_Comm quiet;           /* a communicator nothing is sent on, to probe */
 } Mpi;
+
+enum { PROGRESS_US = 100 };
 
 /* A block along one dim of a row-major array: block j of k. */
 typedef struct {
@@ -256,6 +267,38 @@ static void op_free(Op *op, int k) {
     free(op);
 }
 
+/* ---- progress ----
+ * OpenMPI moves a large message only inside MPI calls of the receiver
+ * (and the sender): without them the data of a collective started before
+ * a long GEMM would wait for done. */
+
+static void *progress_main(void *arg) {
+    Mpi *m = arg;
+    pthread_mutex_lock(&m->mu);
+    while (!m->stop) {
+        if (!m->in_flight) {
+            pthread_cond_wait(&m->cv, &m->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&m->mu);
+        int flag;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, m->quiet, &flag, MPI_STATUS_IGNORE);
+        nanosleep(&(struct timespec){0, PROGRESS_US * 1000L}, NULL);
+        pthread_mutex_lock(&m->mu);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+static void in_flight(Mpi *m, int delta) {
+    if (!m->have_progress)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->in_flight += delta;
+    pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+}
+
 static int mpi_start(sc_handle *h, const int *pairs, int npairs) {
     (void)pairs, (void)npairs;              /* checked; h->src and h->dst say the rest */
     sc_world *w = h->dev->w;
@@ -288,6 +331,8 @@ static int mpi_start(sc_handle *h, const int *pairs, int npairs) {
     op->ndesc = op->nreq;
     if (!rc)
         rc = post_data(h, op);
+    if (!rc)
+        in_flight(m, 1);
     /* On failure the world fails and every process is aborted, so pending
      * requests never complete into freed memory. */
     return rc;
@@ -387,6 +432,7 @@ static void finish_blocks(sc_handle *h, Op *op) {
 
 static int mpi_done(sc_handle *h) {
     Op *op = h->remote;
+    in_flight(state(h->dev->w), -1);
     int rc = wait_range(h, op, 0, op->ndesc);
     rc = rc ? rc : check_descs(h, op);
     rc = rc ? rc : wait_range(h, op, op->ndesc, op->nreq);
@@ -431,6 +477,16 @@ static int mpi_agree(sc_world *w, int ok, int *first_ok) {
 
 static void mpi_destroy(sc_world *w) {
     Mpi *m = state(w);
+    if (m->have_progress) {
+        pthread_mutex_lock(&m->mu);
+        m->stop = 1;
+        pthread_cond_signal(&m->cv);
+        pthread_mutex_unlock(&m->mu);
+        pthread_join(m->progress, NULL);
+        pthread_mutex_destroy(&m->mu);
+        pthread_cond_destroy(&m->cv);
+        MPI_Comm_free(&m->quiet);
+    }
     if (sc_world_failed(w)) {
         fflush(NULL);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -450,7 +506,7 @@ static const RtRemote mpi_remote = {mpi_start, mpi_done, mpi_collect, mpi_agree,
 sc_world *sc_mpi_create(const sc_mesh *mesh, char *err, size_t errlen) {
     int inited = 0, provided = 0, rank = 0, size = 1;
     MPI_Initialized(&inited);
-    if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         snprintf(err, errlen, "cannot initialize MPI");
         return NULL;
     }
@@ -484,6 +540,18 @@ sc_world *sc_mpi_create(const sc_mesh *mesh, char *err, size_t errlen) {
         return NULL;
     }
     m->finalize = !inited;
+    MPI_Query_thread(&provided);
+    if (provided == MPI_THREAD_MULTIPLE) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &m->quiet);
+        pthread_mutex_init(&m->mu, NULL);
+        pthread_cond_init(&m->cv, NULL);
+        m->have_progress = pthread_create(&m->progress, NULL, progress_main, m) == 0;
+        if (!m->have_progress) {
+            pthread_mutex_destroy(&m->mu);
+            pthread_cond_destroy(&m->cv);
+            MPI_Comm_free(&m->quiet);
+        }
+    }
     MPI_Comm_dup(MPI_COMM_WORLD, &m->world);
     MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
     for (unsigned s = 1; s < nsets; s++) {

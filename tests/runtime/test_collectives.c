@@ -358,7 +358,8 @@ static void run_meshes(int ndev) {
 #ifdef TEST_MPI
 int main(int argc, char **argv) {
     int rank, size;
-    MPI_Init(&argc, &argv);
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);   /* as sc_mpi_create: with the progress thread */
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank != 0 && !freopen("/dev/null", "w", stdout))
