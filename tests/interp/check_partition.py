@@ -37,6 +37,10 @@ SAMPLE_CONSTS = {
     "two_matmul_constraint.tdsl": "B=24,D=16,F=32",
     "shard_average.tdsl": "S=24,D=48",
     "roll_within_shards.tdsl": "S=24,D=48",
+    "allreduce_matmul.tdsl": "B=24,D=48,F=48",
+    "reduce_scatter_matmul.tdsl": "B=24,D=48,F=48",
+    "bidirectional_matmul.tdsl": "B=24,D=48,F=48",
+    "collective_mlp.tdsl": "B=24,D=48,F=48",
 }
 TOL = {"f32": 2e-5, "bf16": 2e-2, "f16": 4e-3, "f64": 1e-12}
 STORED = {"f32": np.float32, "bf16": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
