@@ -115,8 +115,29 @@ $(BUILD)/bench/gemm: bench/gemm.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) $(WARN) -o $@ $< $(LIB_LINK)
 
-bench: $(BUILD)/bench/gemm
-	$(BUILD)/bench/gemm docs/performance.md
+# The other benchmarks of `make bench` (bench/report.py runs them all in one
+# go, prints each target met or not, and rewrites docs/performance.md):
+# collectives of the threads backend and of OpenMPI, the MLP sample against
+# plain OpenBLAS, compile time.  bench/coll_mpi needs mpicc; without it the
+# report has no MPI column.
+BENCH_PYTHON ?= /usr/bin/python3
+BENCH_BIN := $(BUILD)/bench/gemm $(BUILD)/bench/coll_threads $(BUILD)/bench/mlp_blas \
+	$(if $(MPICC),$(BUILD)/bench/coll_mpi)
+
+$(BUILD)/bench/coll_threads: bench/coll_threads.c $(BUILD)/libshardc_rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(RT_CFLAGS) $(WARN) -o $@ $< $(BUILD)/libshardc_rt.a -lm
+
+$(BUILD)/bench/coll_mpi: bench/coll_mpi.c
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) $(WARN) -o $@ $<
+
+$(BUILD)/bench/mlp_blas: bench/mlp_blas.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) $(WARN) -pthread -o $@ $< $(LIB_LINK)
+
+bench: all $(BENCH_BIN)
+	$(BENCH_PYTHON) bench/report.py --build $(BUILD) --doc docs/performance.md
 
 $(BUILD)/libfrontend.a: $(OBJ)
 	rm -f $@

@@ -66,32 +66,168 @@ float sc_f16_to_float(uint16_t h) {
     return bits_float(sign | ((e + 112) << 23) | (m << 13));
 }
 
-/* ---- reductions ---- */
+/* ---- reductions ----
+ *
+ * Work goes by chunks of CHUNK elements: each source's chunk is widened to
+ * double (one loop per dtype, so the dtype switch is outside the element
+ * loops) and combined into a double accumulator in member order, which is
+ * rounded once into dst.
+ *
+ * Sums add with add_member(): +0, then each member's value widened to
+ * double, in member order, rounded once.  Which NaN a sum of several NaNs
+ * gives is not left to the compiler's choice of operand order: it is the
+ * last NaN member's, quieted (what x86 gave for `acc += x` before).
+ *
+ * f32 and f64 sums, every f32 gradient's all-reduce, have fused loops of
+ * constant trip count that the compiler vectorizes (GCC's -O2 vectorizer
+ * needs the constant), taking up to four members per pass over the
+ * accumulator; plain + there may pick either NaN, so a chunk whose sum has
+ * a NaN is summed again with add_member().  The results are those of the
+ * general path, bit for bit. */
 
-static double load(sc_dtype t, const void *p, int64_t i) {
+enum { CHUNK = 256 };
+
+static inline double add_member(double acc, double x) { return isnan(x) ? x + x : acc + x; }
+
+/* out[i] = src[off + i] widened to double, i < m. */
+static void load_chunk(sc_dtype t, const void *src, int64_t off, double *out, int64_t m) {
     switch (t) {
-    case SC_F32: return ((const float *)p)[i];
-    case SC_F64: return ((const double *)p)[i];
-    case SC_BF16: return sc_bf16_to_float(((const uint16_t *)p)[i]);
-    case SC_F16: return sc_f16_to_float(((const uint16_t *)p)[i]);
-    default: return ((const int32_t *)p)[i];
+    case SC_F32: {
+        const float *p = (const float *)src + off;
+        for (int64_t i = 0; i < m; i++)
+            out[i] = p[i];
+        break;
+    }
+    case SC_F64: {
+        const double *p = (const double *)src + off;
+        for (int64_t i = 0; i < m; i++)
+            out[i] = p[i];
+        break;
+    }
+    case SC_BF16: {
+        const uint16_t *p = (const uint16_t *)src + off;
+        for (int64_t i = 0; i < m; i++)
+            out[i] = sc_bf16_to_float(p[i]);
+        break;
+    }
+    case SC_F16: {
+        const uint16_t *p = (const uint16_t *)src + off;
+        for (int64_t i = 0; i < m; i++)
+            out[i] = sc_f16_to_float(p[i]);
+        break;
+    }
+    default: {
+        const int32_t *p = (const int32_t *)src + off;
+        for (int64_t i = 0; i < m; i++)
+            out[i] = p[i];
+        break;
+    }
     }
 }
 
-static void store(sc_dtype t, void *p, int64_t i, double x) {
+/* dst[i] = acc[i] rounded to t (bf16 and f16 through f32), i < m. */
+static void store_chunk(sc_dtype t, void *dst, const double *acc, int64_t m) {
     switch (t) {
-    case SC_F32: ((float *)p)[i] = (float)x; break;
-    case SC_F64: ((double *)p)[i] = x; break;
-    case SC_BF16: ((uint16_t *)p)[i] = sc_bf16_from_float((float)x); break;
-    case SC_F16: ((uint16_t *)p)[i] = sc_f16_from_float((float)x); break;
-    default: ((int32_t *)p)[i] = (int32_t)x; break;
+    case SC_F32:
+        for (int64_t i = 0; i < m; i++)
+            ((float *)dst)[i] = (float)acc[i];
+        break;
+    case SC_F64:
+        memcpy(dst, acc, (size_t)m * sizeof *acc);
+        break;
+    case SC_BF16:
+        for (int64_t i = 0; i < m; i++)
+            ((uint16_t *)dst)[i] = sc_bf16_from_float((float)acc[i]);
+        break;
+    case SC_F16:
+        for (int64_t i = 0; i < m; i++)
+            ((uint16_t *)dst)[i] = sc_f16_from_float((float)acc[i]);
+        break;
+    default:
+        for (int64_t i = 0; i < m; i++)
+            ((int32_t *)dst)[i] = (int32_t)acc[i];
+        break;
     }
 }
 
 static double max_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
 static double min_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a < b ? a : b; }
 
-enum { CHUNK = 256 };
+/* The sum of element `i` of the k sources of type T from offset off. */
+#define SUM_ONE(T, srcs, k, i)                                                                     \
+    do {                                                                                           \
+        double a_ = 0.0;                                                                           \
+        for (int j_ = 0; j_ < (k); j_++)                                                           \
+            a_ = add_member(a_, (double)((const T *)(srcs)[j_])[i]);                               \
+        acc_one = a_;                                                                              \
+    } while (0)
+
+/* The vectorized chunk loop of a sum of k >= 1 sources of type T (float or
+ * double) into acc[CHUNK], from element `base` of each source; sets `nan`
+ * when some element of the chunk is NaN. */
+#define SUM_CHUNK(T, srcs, k, base, acc, nan)                                                      \
+    do {                                                                                           \
+        const T *s0 = (const T *)(srcs)[0] + (base);                                               \
+        for (int i = 0; i < CHUNK; i++)                                                            \
+            acc[i] = 0.0 + (double)s0[i];                                                          \
+        int j = 1;                                                                                 \
+        for (; j + 4 <= (k); j += 4) {                                                             \
+            const T *a = (const T *)(srcs)[j] + (base), *b = (const T *)(srcs)[j + 1] + (base);    \
+            const T *d = (const T *)(srcs)[j + 2] + (base), *e = (const T *)(srcs)[j + 3] + (base); \
+            for (int i = 0; i < CHUNK; i++)                                                        \
+                acc[i] = (((acc[i] + (double)a[i]) + (double)b[i]) + (double)d[i]) + (double)e[i]; \
+        }                                                                                          \
+        for (; j < (k); j++) {                                                                     \
+            const T *a = (const T *)(srcs)[j] + (base);                                            \
+            for (int i = 0; i < CHUNK; i++)                                                        \
+                acc[i] += (double)a[i];                                                            \
+        }                                                                                          \
+        int n_ = 0;                                                                                \
+        for (int i = 0; i < CHUNK; i++)                                                            \
+            n_ |= acc[i] != acc[i];                                                                \
+        nan = n_;                                                                                  \
+    } while (0)
+
+static void sum_f32(const void *const *srcs, int k, int64_t off, float *dst, int64_t n) {
+    double acc[CHUNK], acc_one;
+    int64_t c = 0;
+    for (; c + CHUNK <= n; c += CHUNK) {
+        int nan;
+        SUM_CHUNK(float, srcs, k, off + c, acc, nan);
+        if (nan)
+            for (int i = 0; i < CHUNK; i++)
+                if (isnan(acc[i])) {
+                    SUM_ONE(float, srcs, k, off + c + i);
+                    acc[i] = acc_one;
+                }
+        for (int i = 0; i < CHUNK; i++)
+            dst[c + i] = (float)acc[i];
+    }
+    for (; c < n; c++) {
+        SUM_ONE(float, srcs, k, off + c);
+        dst[c] = (float)acc_one;
+    }
+}
+
+static void sum_f64(const void *const *srcs, int k, int64_t off, double *dst, int64_t n) {
+    double acc[CHUNK], acc_one;
+    int64_t c = 0;
+    for (; c + CHUNK <= n; c += CHUNK) {
+        int nan;
+        SUM_CHUNK(double, srcs, k, off + c, acc, nan);
+        if (nan)
+            for (int i = 0; i < CHUNK; i++)
+                if (isnan(acc[i])) {
+                    SUM_ONE(double, srcs, k, off + c + i);
+                    acc[i] = acc_one;
+                }
+        memcpy(dst + c, acc, sizeof acc);
+    }
+    for (; c < n; c++) {
+        SUM_ONE(double, srcs, k, off + c);
+        dst[c] = acc_one;
+    }
+}
 
 static void reduce_i32(sc_reduce op, const void *const *srcs, int k, int64_t off, int32_t *dst,
                        int64_t n) {
@@ -118,24 +254,36 @@ void rt_reduce(sc_dtype t, sc_reduce op, const void *const *srcs, int k, int64_t
         reduce_i32(op, srcs, k, off, dst, n);
         return;
     }
-    double acc[CHUNK];
+    if (op == SC_SUM && k >= 1 && t == SC_F32) {
+        sum_f32(srcs, k, off, dst, n);
+        return;
+    }
+    if (op == SC_SUM && k >= 1 && t == SC_F64) {
+        sum_f64(srcs, k, off, dst, n);
+        return;
+    }
+    double acc[CHUNK], x[CHUNK];
+    size_t es = sc_dtype_size(t);
     for (int64_t c = 0; c < n; c += CHUNK) {
         int64_t m = n - c < CHUNK ? n - c : CHUNK;
-        for (int64_t i = 0; i < m; i++)
-            acc[i] = op == SC_SUM ? 0.0 : load(t, srcs[0], off + c + i);
+        if (op == SC_SUM)
+            for (int64_t i = 0; i < m; i++)
+                acc[i] = 0.0;
+        else
+            load_chunk(t, srcs[0], off + c, acc, m);
         for (int j = 0; j < k; j++) {
+            load_chunk(t, srcs[j], off + c, x, m);
             if (op == SC_SUM)
                 for (int64_t i = 0; i < m; i++)
-                    acc[i] += load(t, srcs[j], off + c + i);
+                    acc[i] = add_member(acc[i], x[i]);
             else if (op == SC_MAX)
                 for (int64_t i = 0; i < m; i++)
-                    acc[i] = max_nan(acc[i], load(t, srcs[j], off + c + i));
+                    acc[i] = max_nan(acc[i], x[i]);
             else
                 for (int64_t i = 0; i < m; i++)
-                    acc[i] = min_nan(acc[i], load(t, srcs[j], off + c + i));
+                    acc[i] = min_nan(acc[i], x[i]);
         }
-        for (int64_t i = 0; i < m; i++)
-            store(t, dst, c + i, acc[i]);
+        store_chunk(t, (char *)dst + c * (int64_t)es, acc, m);
     }
 }
 

@@ -14,6 +14,7 @@
  * function's peak memory per device. */
 #include "schedule.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -95,27 +96,162 @@ static void order(Sched *s) {
     }
 }
 
-/* ---- buffers ---- */
+/* ---- buffers ----
+ *
+ * The pool of free buffers is a list, `free_list`: a freed buffer goes at
+ * the end, and a taken one is replaced by the last.  `take` picks the best
+ * fit: the smallest free buffer that is large enough, and among those of
+ * that size the one earliest in the list.  Buffers are grouped by size
+ * class (the distinct sizes of the function's values, ascending); a tree
+ * over the classes counts their free buffers, to find the first class at
+ * or above a size that has one, and each class keeps a min-heap of
+ * (position, buffer) entries, to find its earliest.  When the last buffer
+ * of the list moves, it gets a new entry and the old one goes stale: an
+ * entry is live while the list holds that buffer at that position.  So a
+ * take costs O(log n), not a scan of every free buffer, and picks what the
+ * scan would. */
+
+typedef struct {
+    int pos, buf;
+} Entry;
+
+typedef struct {
+    Entry *e;
+    int n, cap;
+} Heap;
 
 typedef struct {
     int64_t *size;               /* buffer -> bytes */
-    int n, cap;
+    int *cls;                    /* buffer -> size class */
+    int n, cap, cls_cap;
     int *free_list;
     int nfree, free_cap;
+    const int64_t *class_size;   /* ascending, distinct */
+    int nclass, leaves;          /* leaves: a power of two >= nclass */
+    int *count;                  /* tree: free buffers per class, 2 * leaves nodes */
+    Heap *heap;                  /* per class */
 } Pool;
 
+static void heap_push(Arena *a, Heap *h, Entry x) {
+    int i = h->n;
+    VEC_PUSH(a, h->e, h->n, h->cap);
+    for (; i > 0 && h->e[(i - 1) / 2].pos > x.pos; i = (i - 1) / 2)
+        h->e[i] = h->e[(i - 1) / 2];
+    h->e[i] = x;
+}
+
+static void heap_pop(Heap *h) {
+    Entry x = h->e[--h->n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && h->e[c + 1].pos < h->e[c].pos)
+            c++;
+        if (h->e[c].pos >= x.pos)
+            break;
+        h->e[i] = h->e[c];
+        i = c;
+    }
+    if (h->n > 0)
+        h->e[i] = x;
+}
+
+static void count_add(Pool *p, int c, int d) {
+    for (int x = p->leaves + c; x > 0; x /= 2)
+        p->count[x] += d;
+}
+
+/* The first class at or after c with a free buffer, or -1. */
+static int first_free_class(const Pool *p, int c) {
+    if (c >= p->nclass)
+        return -1;
+    int x = p->leaves + c;
+    while (p->count[x] == 0) {
+        while (x & 1) {              /* a right child: its parent's range ends here too */
+            x /= 2;
+            if (x == 0)
+                return -1;
+        }
+        x++;
+    }
+    while (x < p->leaves)
+        x = p->count[2 * x] > 0 ? 2 * x : 2 * x + 1;
+    return x - p->leaves;
+}
+
+/* The first class whose size is at least `bytes`. */
+static int class_at_least(const Pool *p, int64_t bytes) {
+    int lo = 0, hi = p->nclass;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (p->class_size[mid] < bytes)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void put_free(Arena *a, Pool *p, int b) {
+    heap_push(a, &p->heap[p->cls[b]], (Entry){p->nfree, b});
+    count_add(p, p->cls[b], 1);
+    *VEC_PUSH(a, p->free_list, p->nfree, p->free_cap) = b;
+}
+
 static int take(Arena *a, Pool *p, int64_t bytes) {
-    int best = -1;
-    for (int i = 0; i < p->nfree; i++)       /* best fit among the free */
-        if (p->size[p->free_list[i]] >= bytes && (best < 0 || p->size[p->free_list[i]] < p->size[p->free_list[best]]))
-            best = i;
-    if (best >= 0) {
-        int b = p->free_list[best];
-        p->free_list[best] = p->free_list[--p->nfree];
+    int c = first_free_class(p, class_at_least(p, bytes));
+    if (c < 0) {                             /* a new buffer */
+        int b = p->n, m = p->n;
+        *VEC_PUSH(a, p->cls, m, p->cls_cap) = class_at_least(p, bytes);
+        *VEC_PUSH(a, p->size, p->n, p->cap) = bytes;
         return b;
     }
-    *VEC_PUSH(a, p->size, p->n, p->cap) = bytes;
-    return p->n - 1;
+    Heap *h = &p->heap[c];
+    while (h->e[0].pos >= p->nfree || p->free_list[h->e[0].pos] != h->e[0].buf)
+        heap_pop(h);                         /* stale */
+    Entry best = h->e[0];
+    heap_pop(h);
+    count_add(p, c, -1);
+    int last = p->free_list[--p->nfree];
+    if (best.pos != p->nfree) {              /* the last takes its place */
+        p->free_list[best.pos] = last;
+        heap_push(a, &p->heap[p->cls[last]], (Entry){best.pos, last});
+    }
+    return best.buf;
+}
+
+static int cmp_i64(const void *x, const void *y) {
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static int64_t value_bytes(const Inst *in) { return shape_elems(&in->type) * dtype_size(in->type.dtype); }
+
+static int takes_buffer(const Inst *in) {
+    return !(in->op == OP_PARAMETER || in->op == OP_RETURN || in->type.dtype == DT_TUPLE || in->op == OP_DONE);
+}
+
+/* The size classes of fn's values, and the empty tree and heaps. */
+static void pool_init(Arena *a, Pool *p, const Fn *fn) {
+    int64_t *sizes = arena_alloc(a, sizeof(int64_t) * (size_t)(fn->ninsts + 1));
+    int n = 0;
+    for (int v = 0; v < fn->ninsts; v++)
+        if (takes_buffer(&fn->insts[v]))
+            sizes[n++] = value_bytes(&fn->insts[v]);
+    qsort(sizes, (size_t)n, sizeof *sizes, cmp_i64);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (k == 0 || sizes[i] != sizes[k - 1])
+            sizes[k++] = sizes[i];
+    p->class_size = sizes;
+    p->nclass = k;
+    p->leaves = 1;
+    while (p->leaves < k)
+        p->leaves *= 2;
+    p->count = arena_alloc(a, sizeof(int) * 2 * (size_t)p->leaves);
+    p->heap = arena_alloc(a, sizeof(Heap) * (size_t)(k + 1));
 }
 
 static void assign_buffers(Fn *fn) {
@@ -138,6 +274,7 @@ static void assign_buffers(Fn *fn) {
     int **dying = arena_alloc(&scratch, sizeof(int *) * (size_t)(n + 1));
     int *ndying = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1)), *cap = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));
     Pool pool = {0};
+    pool_init(&scratch, &pool, fn);
     for (int v = 0; v < n; v++) {
         Inst *in = &fn->insts[v];
         in->buffer = -1;
@@ -147,11 +284,11 @@ static void assign_buffers(Fn *fn) {
         if (in->op == OP_DONE)
             in->buffer = fn->insts[ir_arg(fn, in, 0)].buffer;
         else
-            in->buffer = take(&scratch, &pool, shape_elems(&in->type) * dtype_size(in->type.dtype));
+            in->buffer = take(&scratch, &pool, value_bytes(in));
         if (last[v] < n && !(in->flags & INST_ASYNC))
             *VEC_PUSH(&scratch, dying[last[v]], ndying[last[v]], cap[last[v]]) = v;
         for (int i = 0; i < ndying[v]; i++)         /* free what this instruction read last */
-            *VEC_PUSH(&scratch, pool.free_list, pool.nfree, pool.free_cap) = fn->insts[dying[v][i]].buffer;
+            put_free(&scratch, &pool, fn->insts[dying[v][i]].buffer);
     }
     fn->peak_bytes = 0;
     for (int b = 0; b < pool.n; b++)

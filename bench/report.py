@@ -1,0 +1,537 @@
+#!/usr/bin/python3
+"""bench/report.py: every benchmark of `make bench` in one run.
+
+  (a) GEMM: bench/gemm (sk_dot against cblas_sgemm), which rewrites its own
+      section of the document;
+  (b) MLP: samples/mlp.tdsl built by `shardc build` for 8 threads-backend
+      devices, timed with the built program's --repeat, against the same
+      global math as plain OpenBLAS calls (bench/mlp_blas.c);
+  (c) collectives: the threads backend's all-reduce, all-gather and
+      all-to-all on 8 devices (bench/coll_threads.c) against OpenMPI on 8
+      ranks (bench/coll_mpi.c) and against the memory-bandwidth bound (a
+      STREAM copy on 2 threads, measured in the same run);
+  (d) compile time: generated programs of about 1,000, 10,000 and 100,000
+      IR instructions through `shardc dump --stage scheduled` and
+      `shardc compile`.
+
+Prints every table and whether each target is met, and rewrites the
+"bench/machine" and "bench/report" sections of the document (the machine
+the numbers came from, then the results).  Timings are informative: the
+exit status is 0 whatever they are, and nonzero only when a benchmark fails
+to run or computes a wrong result.
+
+Usage: bench/report.py [--build DIR] [--doc FILE] [--quick]
+"""
+import argparse
+import datetime
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The MLP sample at full size on a 2x4 mesh.
+MLP_CONST = "B=1024,D=2048,F=8192"
+MLP_MESH = "X=2,Y=4"
+MLP_RUNS = 3
+NDEV = 8
+
+TARGET_MLP = 0.85          # sharded / plain OpenBLAS GFLOP/s
+TARGET_AR_VS_MPI = 3.0     # threads all-reduce of 64 MiB: times faster than OpenMPI
+TARGET_AR_BOUND = 0.5      # ... and at least this fraction of the bandwidth bound
+TARGET_COMPILE_10K = 1.0   # seconds for `shardc compile` at 10,000 instructions
+LINEAR_SLACK = 2.0         # 10x the instructions may take at most 20x the time
+
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+def run(cmd, timeout=None, env=None, check=True):
+    """Runs cmd; returns (seconds, stdout, stderr)."""
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    t = time.monotonic() - t0
+    if check and p.returncode != 0:
+        raise RuntimeError("%s failed (status %d):\n%s%s" % (" ".join(cmd), p.returncode, p.stdout[-2000:],
+                                                           p.stderr[-2000:]))
+    return t, p.stdout, p.stderr
+
+
+def first_line(cmd):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        return (out.stdout or out.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def fmt_bytes(n):
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return "%d %s" % (n // size, unit)
+    return "%d B" % n
+
+
+def fmt_time(s):
+    if s >= 1:
+        return "%.2f s" % s
+    if s >= 1e-3:
+        return "%.2f ms" % (s * 1e3)
+    return "%.1f us" % (s * 1e6)
+
+
+def table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def prose(text):
+    """Wraps each paragraph of text (not tables or lists) at 100 columns."""
+    import textwrap
+    out = []
+    for para in text.split("\n\n"):
+        if para.startswith(("|", "- ", "#", "<!--")) or not para.strip():
+            out.append(para)
+        else:
+            out.append(textwrap.fill(para, 100, break_long_words=False, break_on_hyphens=False))
+    return "\n\n".join(out)
+
+
+def met(ok):
+    return "met" if ok else "NOT met"
+
+
+# ---- the machine ----
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+            mem = "%.0f GiB" % (kb / 2**20)
+    except (OSError, ValueError, IndexError):
+        pass
+    cc = os.environ.get("CC", "cc")
+    blas = "unknown"
+    try:
+        import ctypes
+        import ctypes.util
+        lib = ctypes.CDLL(ctypes.util.find_library("openblas") or "libopenblas.so.0")
+        lib.openblas_get_config.restype = ctypes.c_char_p
+        blas = lib.openblas_get_config().decode()
+    except (OSError, AttributeError):
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count() or 1,
+        "memory": mem,
+        "kernel": platform.release(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cc": first_line([cc, "--version"]),
+        "blas": blas,
+        "mpi": first_line(["mpirun", "--version"]) if shutil.which("mpirun") else "not installed",
+        "load": "%.2f" % os.getloadavg()[0] if hasattr(os, "getloadavg") else "?",
+    }
+
+
+# ---- (a) GEMM ----
+
+def bench_gemm(build, doc):
+    cmd = [os.path.join(build, "bench", "gemm")] + ([doc] if doc else [])
+    _, out, _ = run(cmd)
+    sys.stdout.write(out)
+    ratios = [float(m) for m in re.findall(r"ratio ([\d.]+)", out)]
+    return {"ratios": ratios}
+
+
+# ---- (b) the MLP sample ----
+
+def parse_time(stderr):
+    m = re.search(r"time: best ([\d.e+-]+) s, median ([\d.e+-]+) s over (\d+) run", stderr)
+    return (float(m.group(1)), float(m.group(2)), int(m.group(3))) if m else None
+
+
+def bench_mlp(build, work, quick):
+    import numpy as np
+    shardc = os.path.join(build, "shardc")
+    sample = os.path.join(ROOT, "samples", "mlp.tdsl")
+    const = "B=256,D=512,F=2048" if quick else MLP_CONST
+    B, D, F = (int(v.split("=")[1]) for v in const.split(","))
+    prog = os.path.join(work, "mlp")
+    run([shardc, "build", sample, "--fn", "mlp", "--mesh", MLP_MESH, "--const", const, "-o", prog])
+    rng = np.random.default_rng(0)
+    files = {}
+    for name, shape, scale in (("x", (B, D), 1.0), ("w_in", (D, F), D ** -0.5), ("w_out", (F, D), F ** -0.5)):
+        files[name] = os.path.join(work, name + ".npy")
+        np.save(files[name], (rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float32))
+    flop = 2.0 * B * D * F * 2
+    ins = [a for n in ("x", "w_in", "w_out") for a in ("--in", "%s=%s" % (n, files[n]))]
+    res = {"flop": flop, "const": const}
+
+    # The baseline: plain OpenBLAS (every core) and a gelu loop over the cores.
+    _, _, err = run([os.path.join(build, "bench", "mlp_blas"), files["x"], files["w_in"], files["w_out"],
+                     os.path.join(work, "blas"), str(MLP_RUNS)])
+    res["blas"] = parse_time(err)
+
+    # The sharded program as built (it shares the cores among its devices'
+    # BLAS calls), and with every device's GEMMs asking OpenBLAS for every
+    # core, for comparison.
+    cores = str(os.cpu_count() or 1)
+    for key, extra_env in (("sharded", {}), ("sharded_all", {"OPENBLAS_NUM_THREADS": cores})):
+        env = dict(os.environ, **extra_env)
+        wall, _, err = run([prog] + ins + ["--out", os.path.join(work, key), "--repeat", str(MLP_RUNS)], env=env)
+        t = parse_time(err)
+        if t is None:
+            # A program without --repeat: the whole run, minus a run that
+            # does the I/O of the same files but no device work is not
+            # available, so the whole run is reported and marked.
+            res["note"] = "built program has no --repeat: whole runs, file I/O included"
+            t = (wall, wall, 1)
+        res[key] = t
+    a = np.load(os.path.join(work, "blas", "result0.npy"))
+    for key in ("sharded", "sharded_all"):
+        b = np.load(os.path.join(work, key, "result0.npy"))
+        err = float(np.abs(a - b).max() / max(1.0, float(np.abs(a).max())))
+        res[key + "_err"] = err
+        if not err < 1e-4:
+            raise RuntimeError("MLP: the sharded result differs from OpenBLAS's by %.2e (relative)" % err)
+    return res
+
+
+# ---- (c) collectives ----
+
+def parse_coll(text):
+    stream, times = None, {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[0] == "stream-copy":
+            stream = float(f[2])
+        elif len(f) == 5 and f[0] in ("threads", "mpi"):
+            times[(f[0], f[1], int(f[2]))] = float(f[3])
+    return stream, times
+
+
+def mpirun_cmd(np_):
+    cmd = ["mpirun"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    if np_ > (os.cpu_count() or 1):
+        # More ranks than cores: idle ranks must not spin.
+        cmd += ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"]
+    return cmd + ["-np", str(np_)]
+
+
+def bench_coll(build, quick):
+    top = str((4 if quick else 64) << 20)
+    _, out, _ = run([os.path.join(build, "bench", "coll_threads"), top], timeout=600)
+    stream, times = parse_coll(out)
+    mpi = os.path.join(build, "bench", "coll_mpi")
+    mpi_note = None
+    if os.path.exists(mpi) and shutil.which("mpirun"):
+        try:
+            _, out, _ = run(mpirun_cmd(NDEV) + [mpi, top], timeout=900)
+            times.update(parse_coll(out)[1])
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            mpi_note = "OpenMPI run failed: %s" % str(e).splitlines()[0]
+    else:
+        mpi_note = "OpenMPI is not installed (no mpicc/mpirun): no MPI column"
+    return {"stream": stream, "times": times, "mpi_note": mpi_note}
+
+
+# ---- (d) compile time ----
+
+def chain_program(layers):
+    """A straight line of `layers` MLP-like blocks (two dots with sharding
+    constraints, elementwise ops, a residual): about 16 IR instructions each."""
+    out = ["# generated by bench/report.py: %d layers" % layers,
+           "mesh X = 2, Y = 4", "const B = 64, D = 128, F = 256",
+           "fn chain(x: f32[B@X, D], w1: f32[D, F@Y], w2: f32[F@Y, D], bias: f32[D]) -> f32[B@X, D] {",
+           "    x0 = x"]
+    for i in range(layers):
+        out += ["    h%d[b@X, f@Y] = x%d[b, d] * w1[d, f]" % (i, i),
+                "    g%d = gelu(h%d) * 0.5 + 1" % (i, i),
+                "    y%d[b@X, e] = g%d[b, f] * w2[f, e] + bias[e]" % (i, i),
+                "    x%d = relu(y%d) + x%d * 0.25" % (i + 1, i, i)]
+    out += ["    return x%d" % layers, "}"]
+    return "\n".join(out) + "\n"
+
+
+def wide_program(branches):
+    """`branches` independent dots whose results all stay live until a tree
+    of sums adds them: about 7 IR instructions per branch; thousands of
+    values live at once (the buffer assignment's worst case)."""
+    out = ["# generated by bench/report.py: %d branches" % branches,
+           "mesh X = 2, Y = 4", "const B = 64, D = 128, F = 256",
+           "fn wide(x: f32[B@X, D], w1: f32[D, F@Y], w2: f32[F@Y, D]) -> f32[B@X, D] {"]
+    for i in range(branches):
+        out += ["    h%d[b, f] = x[b, d] * w1[d, f] * %d" % (i, i + 1),
+                "    v%d[b, e] = tanh(h%d[b, f]) * w2[f, e]" % (i, i)]
+    cur, k = ["v%d" % i for i in range(branches)], 0
+    while len(cur) > 1:
+        nxt = []
+        for j in range(0, len(cur) - 1, 2):
+            out.append("    s%d = %s + %s" % (k, cur[j], cur[j + 1]))
+            nxt.append("s%d" % k)
+            k += 1
+        cur = nxt + (cur[-1:] if len(cur) % 2 else [])
+    out += ["    return %s" % cur[0], "}"]
+    return "\n".join(out) + "\n"
+
+
+def best_time(cmd, reps, timeout):
+    best = None
+    for _ in range(reps):
+        t, out, _ = run(cmd, timeout=timeout)
+        best = t if best is None or t < best else best
+    return best
+
+
+def bench_compile(build, work, quick):
+    shardc = os.path.join(build, "shardc")
+    sizes = (1000, 10000) if quick else (1000, 10000, 100000)
+    rows = []
+    for family, gen, per in (("chain", chain_program, 16), ("wide", wide_program, 7)):
+        for target in sizes:
+            path = os.path.join(work, "%s%d.tdsl" % (family, target))
+            with open(path, "w") as f:
+                f.write(gen(max(1, target // per)))
+            _, ir, _ = run([shardc, "dump", path, "--stage", "parsed"])
+            ninst = sum(1 for line in ir.splitlines() if line.lstrip().startswith("%"))
+            _, ir, _ = run([shardc, "dump", path, "--stage", "scheduled"])
+            nsched = sum(1 for line in ir.splitlines() if line.lstrip().startswith("%"))
+            reps = 3 if target <= 10000 else 1
+            t_sched = best_time([shardc, "dump", path, "--stage", "scheduled", "-o", os.devnull], reps, 300)
+            try:
+                t_comp = best_time([shardc, "compile", path, "-o", os.path.join(work, "out.c")], reps, 300)
+            except subprocess.TimeoutExpired:
+                t_comp = None
+            rows.append({"family": family, "target": target, "ninst": ninst, "nsched": nsched,
+                         "sched": t_sched, "compile": t_comp})
+            log("  %-5s %7d IR instructions (%d scheduled): dump --stage scheduled %.3f s, compile %s" %
+                (family, ninst, nsched, t_sched, "%.3f s" % t_comp if t_comp is not None else "timed out"))
+    return rows
+
+
+# ---- the report ----
+
+def update_doc(path, name, text, before=None):
+    """Replaces the section between `<!-- NAME: begin/end -->` in path;
+    a new one goes before the section `before` (when there is one) or at
+    the end."""
+    begin, end = "<!-- %s: begin -->\n" % name, "<!-- %s: end -->\n" % name
+    try:
+        with open(path) as f:
+            old = f.read()
+    except OSError:
+        old = "# Performance\n\n"
+    block = begin + text + end
+    b = old.find(begin)
+    e = old.find(end, b) if b >= 0 else -1
+    if b >= 0 and e >= 0:
+        new = old[:b] + block + old[e + len(end):]
+    else:
+        at = old.find("<!-- %s: begin -->" % before) if before else -1
+        if at >= 0:
+            new = old[:at] + block + "\n" + old[at:]
+        else:
+            new = old + ("" if old.endswith("\n\n") else "\n") + block
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(new)
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--doc", default=None, help="the document to rewrite (docs/performance.md)")
+    ap.add_argument("--quick", action="store_true", help="small sizes, for testing the script")
+    ap.add_argument("--only", default="abcd", help="which benchmarks: letters of abcd")
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    doc = args.doc
+    t_start = time.monotonic()
+    m = machine()
+    log("machine: %s, %d cores, %s; %s; %s; %s" % (m["cpu"], m["cores"], m["memory"], m["cc"], m["blas"], m["mpi"]))
+    log("date: %s; load average %s" % (m["date"], m["load"]))
+    work = tempfile.mkdtemp(prefix="shardc-bench.")
+    summary, sections = [], []
+    try:
+        if "a" in args.only:
+            log("\n== (a) GEMM: sk_dot against cblas_sgemm (bench/gemm.c)")
+            g = bench_gemm(build, doc)
+            if g["ratios"]:
+                summary.append(("(a) GEMM 1024^3 f32, sk_dot / cblas_sgemm", "%.3f (1 thread), %.3f (all cores)" %
+                                (g["ratios"][0], g["ratios"][-1]), "no target"))
+
+        if "b" in args.only:
+            log("\n== (b) the MLP sample on %d threads-backend devices against plain OpenBLAS" % NDEV)
+            os.makedirs(os.path.join(work, "mlp"))
+            r = bench_mlp(build, os.path.join(work, "mlp"), args.quick)
+            gf = lambda t: r["flop"] / t * 1e-9
+            rows = []
+            for key, what in (("blas", "plain OpenBLAS (`bench/mlp_blas.c`), every core"),
+                              ("sharded", "`shardc build`, 8 devices, as built"),
+                              ("sharded_all", "`shardc build`, 8 devices, `OPENBLAS_NUM_THREADS=%d`" %
+                               (os.cpu_count() or 1))):
+                best, med, n = r[key]
+                rows.append((what, fmt_time(best), fmt_time(med), "%.1f" % gf(best),
+                             "%.3f" % (r["blas"][0] / best)))
+            ratio = r["blas"][0] / r["sharded"][0]
+            ratio_all = r["blas"][0] / r["sharded_all"][0]
+            tab = table(("program", "best", "median", "GFLOP/s (best)", "ratio to OpenBLAS"), rows)
+            log(tab)
+            log("largest relative difference from OpenBLAS's result: %.1e (as built), %.1e (every core)" %
+                (r["sharded_err"], r["sharded_all_err"]))
+            summary.append(("(b) MLP sharded / OpenBLAS GFLOP/s (target >= %.2f)" % TARGET_MLP,
+                            "%.3f (%.3f with OPENBLAS_NUM_THREADS=%d)" % (ratio, ratio_all, os.cpu_count() or 1),
+                            met(ratio >= TARGET_MLP)))
+            note = (" " + r["note"] + ".") if "note" in r else ""
+            sections.append(
+                "## The MLP sample against plain OpenBLAS\n\n"
+                "`samples/mlp.tdsl --fn mlp --const %s --mesh %s`, built with `shardc build` and run on "
+                "8 threads-backend devices with `--repeat %d` (the device phase only, no file I/O), against "
+                "the same global math written directly in C: `cblas_sgemm`, a gelu loop split over the "
+                "cores, `cblas_sgemm` (bench/mlp_blas.c, OpenBLAS on every core). %.1f GFLOP per run "
+                "(the two matrix products). As built, the program gives each device's BLAS calls its share "
+                "of the cores (cores / devices, at least 1); the last row overrides that with "
+                "`OPENBLAS_NUM_THREADS`, so that every device's GEMM asks OpenBLAS for every core.%s\n\n%s\n"
+                "Ratio (OpenBLAS time / sharded time, best runs): **%.3f**; target >= %.2f: %s.\n\n"
+                % (r["const"], MLP_MESH, MLP_RUNS, r["flop"] * 1e-9, note, tab, ratio, TARGET_MLP,
+                   met(ratio >= TARGET_MLP)))
+
+        if "c" in args.only:
+            log("\n== (c) collectives on %d devices: threads backend, OpenMPI, bandwidth bound" % NDEV)
+            c = bench_coll(build, args.quick)
+            stream, times = c["stream"], c["times"]
+            log("STREAM copy, 2 threads: %.1f GB/s (bytes read + written)" % (stream * 1e-9))
+            if c["mpi_note"]:
+                log(c["mpi_note"])
+            text = ""
+            ar_ok = None
+            for kind in ("all-reduce", "all-gather", "all-to-all"):
+                sizes = sorted(s for (impl, k, s) in times if impl == "threads" and k == kind)
+                rows = []
+                for s in sizes:
+                    th = times[("threads", kind, s)]
+                    mp = times.get(("mpi", kind, s))
+                    bound = 2.0 * NDEV * s / stream
+                    rows.append((fmt_bytes(s), fmt_time(th), fmt_time(mp) if mp else "-",
+                                 "%.2f" % (mp / th) if mp else "-", fmt_time(bound), "%.2f" % (bound / th)))
+                tab = table(("bytes per device", "threads", "OpenMPI", "OpenMPI / threads", "bound",
+                             "bound / threads"), rows)
+                log("\n%s%s" % (kind, " (sum f32)" if kind == "all-reduce" else ""))
+                log(tab)
+                text += "**%s**%s\n\n%s\n" % (kind, " (sum, f32)" if kind == "all-reduce" else "", tab)
+                if kind == "all-reduce" and sizes:
+                    s = sizes[-1]
+                    th = times[("threads", kind, s)]
+                    mp = times.get(("mpi", kind, s))
+                    frac = 2.0 * NDEV * s / stream / th
+                    vs = mp / th if mp else None
+                    ar_ok = (vs is not None and vs >= TARGET_AR_VS_MPI, frac >= TARGET_AR_BOUND)
+                    summary.append(("(c) all-reduce %s: OpenMPI time / threads time (target >= %.0f)" %
+                                    (fmt_bytes(s), TARGET_AR_VS_MPI),
+                                    "%.2f (%s against %s)" % (vs, fmt_time(th), fmt_time(mp)) if vs else "no MPI",
+                                    met(ar_ok[0]) if vs else "not measured"))
+                    summary.append(("(c) all-reduce %s: fraction of the bandwidth bound (target >= %.1f)" %
+                                    (fmt_bytes(s), TARGET_AR_BOUND), "%.2f (bound %s)" %
+                                    (frac, fmt_time(2.0 * NDEV * s / stream)), met(ar_ok[1])))
+            sections.append(
+                "## Collectives: threads backend, OpenMPI and the bandwidth bound\n\n"
+                "8 devices on a flat mesh; bytes per device is the size of each device's result (all-reduce "
+                "and all-to-all send as much, all-gather an eighth). Threads: bench/coll_threads.c, one "
+                "`sc_run` on `sc_threads_create` per size; OpenMPI: bench/coll_mpi.c under `%s` "
+                "(`MPI_Allreduce`, `MPI_Allgather`, `MPI_Alltoall` on `MPI_COMM_WORLD`). Each time is the best "
+                "of 5 loops of back-to-back calls, divided by the calls (2 at 64 MiB, up to 200 at small "
+                "sizes). The bound is the time to read every device's input once and write every device's "
+                "result once, 2 x 8 x bytes, at the STREAM copy rate measured in the same run on 2 threads: "
+                "%.1f GB/s (bytes read + written; `c[i] = a[i]` on 64 MiB of doubles per thread). "
+                "\"bound / threads\" is the fraction of it reached; it can pass 1 when blocks are read "
+                "from cache.%s\n\n%s"
+                % (" ".join(mpirun_cmd(NDEV)), stream * 1e-9, (" " + c["mpi_note"] + ".") if c["mpi_note"] else "",
+                   text))
+
+        if "d" in args.only:
+            log("\n== (d) compile time")
+            rows = bench_compile(build, work, args.quick)
+            trows = []
+            for r in rows:
+                trows.append((r["family"], "{:,}".format(r["ninst"]), "{:,}".format(r["nsched"]),
+                              "%.3f" % r["sched"], "{:,.0f}".format(r["nsched"] / r["sched"]),
+                              "%.3f" % r["compile"] if r["compile"] is not None else "timed out",
+                              "{:,.0f}".format(r["nsched"] / r["compile"]) if r["compile"] else "-"))
+            tab = table(("program", "IR instructions (parsed)", "scheduled", "dump --stage scheduled (s)",
+                         "instructions/s", "compile (s)", "instructions/s"), trows)
+            log(tab)
+            growth = []
+            for fam in ("chain", "wide"):
+                by = {r["target"]: r for r in rows if r["family"] == fam}
+                if 10000 in by:
+                    c10 = by[10000]["compile"]
+                    if fam == "chain":
+                        summary.append(("(d) compile at 10,000 instructions (%s; target < %.0f s)" %
+                                        (fam, TARGET_COMPILE_10K), "%.3f s" % c10,
+                                        met(c10 is not None and c10 < TARGET_COMPILE_10K)))
+                for stage in ("sched", "compile"):
+                    if 10000 in by and 100000 in by and by[10000][stage] and by[100000][stage]:
+                        f = by[100000][stage] / by[10000][stage]
+                        size = by[100000]["nsched"] / by[10000]["nsched"]
+                        ok = f <= size * LINEAR_SLACK
+                        what = "dump --stage scheduled" if stage == "sched" else "compile"
+                        growth.append("%s %s: %.1fx the time for %.1fx the instructions (%s)" %
+                                      (fam, what, f, size, "linear" if ok else "NOT linear"))
+                        summary.append(("(d) %s, %s, 10k -> 100k (linear: <= %.0fx)" %
+                                        (what, fam, size * LINEAR_SLACK), "%.1fx" % f, met(ok)))
+            for g in growth:
+                log(g)
+            sections.append(
+                "## Compile time\n\n"
+                "Generated programs (bench/report.py): *chain* is a straight line of MLP-like blocks (two "
+                "dots with sharding constraints, elementwise ops, a residual; one all-reduce per block), "
+                "*wide* has independent branches whose results all stay live until a tree of sums (the "
+                "buffer assignment's worst case). Seconds are the best of 3 runs (1 run at 100,000) of "
+                "`shardc dump --stage scheduled -o /dev/null` (parsing to scheduling) and of "
+                "`shardc compile -o out.c` (everything, C included); instructions/s counts the scheduled "
+                "program's instructions.\n\n%s\n%s\n"
+                % (tab, "".join("- %s\n" % g for g in growth)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    log("\n== summary")
+    for what, value, verdict in summary:
+        log("%-75s %-40s %s" % (what, value, verdict))
+    elapsed = time.monotonic() - t_start
+    log("bench: %.0f s" % elapsed)
+    if doc:
+        mtext = ("## Machine\n\n"
+                 "The numbers of this page come from one run of `make bench` (bench/report.py), %s, on:\n\n"
+                 "- CPU: %s, %d cores, %s memory, Linux %s\n- compiler: %s\n- BLAS: %s\n- MPI: %s\n"
+                 "- load average (1 minute) when the run started: %s\n\n"
+                 % (m["date"], m["cpu"], m["cores"], m["memory"], m["kernel"], m["cc"], m["blas"], m["mpi"],
+                    m["load"]))
+        update_doc(doc, "bench/machine", prose(mtext), before="bench/gemm")
+        stext = "## Targets\n\n" + table(("measure", "value", "target"), summary) + "\n"
+        update_doc(doc, "bench/report", stext + "".join(prose(x) for x in sections))
+        log("updated %s" % doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
