@@ -235,7 +235,17 @@ class Harness:
                     kept = True
                     continue
                 argv = self.launch(backend, exe, int(np.prod(sizes))) + ins + ["--out", out]
-                st, err = sh(argv, RUN_TIMEOUT, SAN_ENV if self.sanitize else None)
+                env = dict(SAN_ENV) if self.sanitize else {}
+                if backend == "mpi":
+                    # Each mpirun keeps its session files apart (concurrent
+                    # jobs otherwise collide there now and then), and one
+                    # that fails to start (orte_init) is tried once more:
+                    # that is the launcher, not the program.
+                    env["OMPI_MCA_orte_tmpdir_base"] = os.path.join(run_dir, "mpi-session")
+                    os.makedirs(env["OMPI_MCA_orte_tmpdir_base"], exist_ok=True)
+                st, err = sh(argv, RUN_TIMEOUT, env)
+                if backend == "mpi" and st != 0 and "orte_init failed" in err:
+                    st, err = sh(argv, RUN_TIMEOUT, env)
                 msg = self.judge(st, err, out, wants, case)
                 if msg:
                     self.fail("[%s] %s" % (tag, label), "%s\n    again: %s" % (msg, " ".join(argv)))
