@@ -1,10 +1,14 @@
 /* Scheduling: the final order of a per-device program and its buffers.
  *
- * Order: every instruction keeps its place, except that a collective's start
- * moves up to right after its operand is computed and its done (OP_DONE)
- * down to right before the first instruction that reads its value.  All
- * devices run the same program, so they still issue collectives in the same
- * order, and whatever runs between start and done overlaps the transfer.
+ * Order: a collective's start moves up to right after its operand is
+ * computed and its done (OP_DONE) down to right before the first
+ * instruction that reads its value; whatever runs in between overlaps the
+ * transfer.  An instruction that reads a collective no compute (a dot or a
+ * call) has overlapped yet is held back, with what reads it, until the
+ * next compute has been placed (or the return): so the independent work
+ * after it runs during the transfer.  Everything else keeps its place.
+ * All devices run the same program, so they still issue collectives in the
+ * same order.
  *
  * Buffers: values are walked in the new order; a value takes the smallest
  * free buffer that fits, or a new one, and frees it after its last use.  A
@@ -25,6 +29,10 @@ typedef struct {
     int32_t *started_by;         /* src collective -> dst start, or -1 */
     int32_t *first_after;        /* src value -> first collective it is the operand of, chained: */
     int32_t *next_after;         /* src collective -> next collective with the same operand */
+    uint8_t *overlapped;         /* src collective: compute has run since its start */
+    uint8_t *waiting;            /* src value: held back in queue */
+    int32_t *queue, *flight;     /* values held back, in order; collectives started, not overlapped */
+    int nwaiting, queue_cap, nflight, flight_cap;
 } Sched;
 
 static int copy_inst(Sched *s, int v, uint8_t extra_flags) {
@@ -73,7 +81,52 @@ static void start_ready(Sched *s, int v) {
     for (int c = s->first_after[v]; c >= 0; c = s->next_after[c]) {
         s->started_by[c] = copy_inst(s, c, INST_ASYNC);
         s->dst->insts[s->started_by[c]].sym = -1;
+        *VEC_PUSH(s->m->arena, s->flight, s->nflight, s->flight_cap) = c;
     }
+}
+
+/* Whether src value v must wait: it reads a collective still in flight
+ * that no compute has overlapped yet (or one not started, whose operand
+ * waits), or a value that waits. */
+static int must_wait(const Sched *s, int v) {
+    const Inst *in = &s->src->insts[v];
+    for (int i = 0; i < in->nargs; i++) {
+        int a = ir_arg(s->src, in, i);
+        if (s->waiting[a])
+            return 1;
+        if (op_is_collective(s->src->insts[a].op) && s->new_of[a] < 0 &&
+            (s->started_by[a] < 0 || !s->overlapped[a]))
+            return 1;
+    }
+    return 0;
+}
+
+static int is_compute(int op) { return op == OP_DOT || op == OP_CALL; }
+
+/* Emit src value v: first the dones it needs, then v, then the collectives
+ * it is the operand of.  Compute overlaps every collective in flight. */
+static void emit(Sched *s, int v) {
+    const Inst *in = &s->src->insts[v];
+    for (int i = 0; i < in->nargs; i++) {
+        int a = ir_arg(s->src, in, i);
+        if (op_is_collective(s->src->insts[a].op))
+            finish(s, a);
+    }
+    s->new_of[v] = copy_inst(s, v, 0);
+    if (is_compute(in->op)) {
+        for (int i = 0; i < s->nflight; i++)
+            s->overlapped[s->flight[i]] = 1;
+        s->nflight = 0;
+    }
+    start_ready(s, v);
+}
+
+static void flush(Sched *s) {
+    for (int i = 0; i < s->nwaiting; i++) {
+        s->waiting[s->queue[i]] = 0;
+        emit(s, s->queue[i]);
+    }
+    s->nwaiting = 0;
 }
 
 static void order(Sched *s) {
@@ -82,17 +135,19 @@ static void order(Sched *s) {
         const Inst *in = &src->insts[v];
         if (op_is_collective(in->op))
             continue;                /* started by start_ready */
-        for (int i = 0; i < in->nargs; i++) {
-            int a = ir_arg(src, in, i);
-            if (op_is_collective(src->insts[a].op))
-                finish(s, a);
-        }
-        if (in->op == OP_RETURN)     /* nothing may start after the return */
+        if (in->op == OP_RETURN) {   /* nothing waits or starts after the return */
+            flush(s);
             for (int c = 0; c < src->ninsts; c++)
                 if (op_is_collective(src->insts[c].op) && s->started_by[c] >= 0)
                     finish(s, c);
-        s->new_of[v] = copy_inst(s, v, 0);
-        start_ready(s, v);
+        } else if (must_wait(s, v)) {
+            s->waiting[v] = 1;
+            *VEC_PUSH(s->m->arena, s->queue, s->nwaiting, s->queue_cap) = v;
+            continue;
+        }
+        emit(s, v);
+        if (is_compute(in->op))
+            flush(s);
     }
 }
 
@@ -313,8 +368,15 @@ static void schedule_fn(Module *m, int f) {
     fresh.scheduled = 1;
     *dst = fresh;
     size_t n = (size_t)src.ninsts + 1;
-    Sched s = {m, &src, dst, arena_alloc(m->arena, sizeof(int32_t) * n), arena_alloc(m->arena, sizeof(int32_t) * n),
-               arena_alloc(m->arena, sizeof(int32_t) * n), arena_alloc(m->arena, sizeof(int32_t) * n)};
+    Sched s = {.m = m, .src = &src, .dst = dst};
+    s.new_of = arena_alloc(m->arena, sizeof(int32_t) * n);
+    s.started_by = arena_alloc(m->arena, sizeof(int32_t) * n);
+    s.first_after = arena_alloc(m->arena, sizeof(int32_t) * n);
+    s.next_after = arena_alloc(m->arena, sizeof(int32_t) * n);
+    s.overlapped = arena_alloc(m->arena, n);
+    s.waiting = arena_alloc(m->arena, n);
+    memset(s.overlapped, 0, n);
+    memset(s.waiting, 0, n);
     for (int v = 0; v < src.ninsts; v++)
         s.new_of[v] = s.started_by[v] = s.first_after[v] = s.next_after[v] = -1;
     /* Chain each value's collectives in program order (built backwards). */
