@@ -341,9 +341,11 @@ def collmm_section(r):
             "`--const %s --mesh %s`, built with `shardc build --backend B` and run with `--repeat 3` (best "
             "time of the device phase; MPI under `%s`). Peak bytes per device are the scheduler's "
             "(`shardc dump --stage scheduled`, parameters not included). Ratios above 1 favour the collective "
-            "version. On this 2-core machine 8 devices share 2 cores, so time saved by overlapping "
-            "communication with compute is small; the peak memory is what the collective versions save "
-            "everywhere.\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
+            "version. On this 2-core machine 8 devices share 2 cores, so overlapping communication with "
+            "compute saves little time, while the collective versions do more, smaller GEMMs. Their peak "
+            "memory is higher where each step copies its slice of the weights (a dynamic slice) and keeps "
+            "the step's product apart from the accumulator; the reduce-scatter versions, which never hold "
+            "the full partial product, use less.\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
 
 
 # ---- (d) compile time ----
