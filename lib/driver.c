@@ -427,14 +427,12 @@ int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create creat
     rc = rc ? rc : parse_args(&r, argc, argv);
     rc = rc ? rc : read_inputs(&r);
     rc = rc ? rc : alloc_results(&r);
-    /* Every process reads the same files: they agree before any runs. */
-    if (!sc_world_agree(r.w, rc == 0, &root_ok)) {
-        rc = report(&r, rc ? rc : 1, root_ok);
-        free_run(&r);
-        sc_world_destroy(r.w);
-        return rc;
-    }
-    rc = run_devices(&r);
+    /* Every process reads the same files: they agree before any runs (a
+     * process that failed says why; the others stop with status 1). */
+    if (sc_world_agree(r.w, rc == 0, &root_ok))
+        rc = run_devices(&r);
+    else if (!rc)
+        rc = 1;
     for (int i = 0; i < nr && !rc; i++) {
         void **blocks = malloc((size_t)r.ndev * sizeof *blocks);
         for (int d = 0; blocks && d < r.ndev; d++)
@@ -447,7 +445,7 @@ int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create creat
     }
     if (!rc && r.root)
         rc = check_replicas(&r) || write_results(&r);
-    rc = report(&r, rc, 1);
+    rc = report(&r, rc, root_ok);
     free_run(&r);
     sc_world_destroy(r.w);     /* after a failed run, on MPI: aborts every process */
     return rc;

@@ -188,46 +188,33 @@ static double min_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : 
         nan = n_;                                                                                  \
     } while (0)
 
-static void sum_f32(const void *const *srcs, int k, int64_t off, float *dst, int64_t n) {
-    double acc[CHUNK], acc_one;
-    int64_t c = 0;
-    for (; c + CHUNK <= n; c += CHUNK) {
-        int nan;
-        SUM_CHUNK(float, srcs, k, off + c, acc, nan);
-        if (nan)
-            for (int i = 0; i < CHUNK; i++)
-                if (isnan(acc[i])) {
-                    SUM_ONE(float, srcs, k, off + c + i);
-                    acc[i] = acc_one;
-                }
-        for (int i = 0; i < CHUNK; i++)
-            dst[c + i] = (float)acc[i];
+/* sum_f32 and sum_f64: chunks through SUM_CHUNK, a chunk holding a NaN
+ * again element by element (so that NaN payloads come out as the plain
+ * loop gives them), the tail element by element; each rounds once to T. */
+#define DEFINE_SUM(name, T)                                                                        \
+    static void name(const void *const *srcs, int k, int64_t off, T *dst, int64_t n) {             \
+        double acc[CHUNK], acc_one;                                                                \
+        int64_t c = 0;                                                                             \
+        for (; c + CHUNK <= n; c += CHUNK) {                                                       \
+            int nan;                                                                               \
+            SUM_CHUNK(T, srcs, k, off + c, acc, nan);                                              \
+            if (nan)                                                                               \
+                for (int i = 0; i < CHUNK; i++)                                                    \
+                    if (isnan(acc[i])) {                                                           \
+                        SUM_ONE(T, srcs, k, off + c + i);                                          \
+                        acc[i] = acc_one;                                                          \
+                    }                                                                              \
+            for (int i = 0; i < CHUNK; i++)                                                        \
+                dst[c + i] = (T)acc[i];                                                            \
+        }                                                                                          \
+        for (; c < n; c++) {                                                                       \
+            SUM_ONE(T, srcs, k, off + c);                                                          \
+            dst[c] = (T)acc_one;                                                                   \
+        }                                                                                          \
     }
-    for (; c < n; c++) {
-        SUM_ONE(float, srcs, k, off + c);
-        dst[c] = (float)acc_one;
-    }
-}
 
-static void sum_f64(const void *const *srcs, int k, int64_t off, double *dst, int64_t n) {
-    double acc[CHUNK], acc_one;
-    int64_t c = 0;
-    for (; c + CHUNK <= n; c += CHUNK) {
-        int nan;
-        SUM_CHUNK(double, srcs, k, off + c, acc, nan);
-        if (nan)
-            for (int i = 0; i < CHUNK; i++)
-                if (isnan(acc[i])) {
-                    SUM_ONE(double, srcs, k, off + c + i);
-                    acc[i] = acc_one;
-                }
-        memcpy(dst + c, acc, sizeof acc);
-    }
-    for (; c < n; c++) {
-        SUM_ONE(double, srcs, k, off + c);
-        dst[c] = acc_one;
-    }
-}
+DEFINE_SUM(sum_f32, float)
+DEFINE_SUM(sum_f64, double)
 
 static void reduce_i32(sc_reduce op, const void *const *srcs, int k, int64_t off, int32_t *dst,
                        int64_t n) {

@@ -299,8 +299,7 @@ static void in_flight(Mpi *m, int delta) {
     pthread_mutex_unlock(&m->mu);
 }
 
-static int mpi_start(sc_handle *h, const int *pairs, int npairs) {
-    (void)pairs, (void)npairs;              /* checked; h->src and h->dst say the rest */
+static int mpi_start(sc_handle *h) {
     sc_world *w = h->dev->w;
     Mpi *m = state(w);
     int k = h->f->k;

@@ -59,7 +59,7 @@ typedef struct {
  * the arguments are checked; start and done return 0 or SC_ERR with the
  * device failed (rt_dev_fail).  done also frees what start allocated. */
 typedef struct {
-    int (*start)(sc_handle *h, const int *pairs, int npairs);
+    int (*start)(sc_handle *h);        /* permute: h->src and h->dst say where */
     int (*done)(sc_handle *h);
     int (*collect)(sc_world *w, void *const *blocks, size_t bytes);
     int (*agree)(sc_world *w, int ok, int *first_ok);

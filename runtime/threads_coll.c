@@ -211,7 +211,7 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
     h->g = &f->groups[f->group_of[dev->id]];
     h->op = f->next[dev->id]++;
     if (w->remote) {
-        h->failed = w->remote->start(h, pairs, npairs) != 0;
+        h->failed = w->remote->start(h) != 0;
         return h;
     }
     Slot *s = h->s = &h->g->slot[h->op % PENDING];

@@ -221,8 +221,8 @@ static int fn_index(const Compilation *c, int sym);
 
 /* run --check: compile the program again with every mesh axis of size 1,
  * so that the function runs unpartitioned on one device, and compare. */
-static int run_checked(const Compilation *c, const char *path, const char *text, size_t len, const MeshFlag *mesh,
-                       const char *fn, const char *const *ins, int nins, const char *out, RunOptions *ro) {
+static int run_checked(const Compilation *c, int fn_sym, const char *path, const char *text, size_t len,
+                       const MeshFlag *mesh, const char *const *ins, int nins, const char *out, RunOptions *ro) {
     MeshFlag one = *mesh;
     const Module *m = &c->module;
     one.n = m->naxes;
@@ -232,6 +232,7 @@ static int run_checked(const Compilation *c, const char *path, const char *text,
     }
     Compilation single = {0};
     int rc = frontend_compile(&single, path, text, len, NULL, &one, STAGE_SCHEDULED);
+    const char *fn = sym_name(m->syms, fn_sym);
     int f = rc == FRONTEND_OK ? fn_symbol(&single, fn) : -1;
     if (f < 0) {
         fprintf(stderr, "shardc: error: --check: '%s' does not compile for a mesh of one device\n", fn);
@@ -240,7 +241,7 @@ static int run_checked(const Compilation *c, const char *path, const char *text,
     }
     ro->check = &single.module;
     ro->check_fn = fn_index(&single, f);
-    rc = run_command(m, fn_index(c, fn_symbol(c, fn)), ins, nins, out, ro);
+    rc = run_command(m, fn_index(c, fn_sym), ins, nins, out, ro);
     compilation_free(&single);
     return rc;
 }
@@ -347,7 +348,7 @@ int main(int argc, char **argv) {
         else if (is_build)
             rc = build_command(&c.module, fn_index(&c, only), o.output, &ro);
         else if (is_run && o.check)
-            rc = run_checked(&c, o.input, text, len, &o.mesh, o.fn, o.ins, o.nins, o.out, &ro);
+            rc = run_checked(&c, only, o.input, text, len, &o.mesh, o.ins, o.nins, o.out, &ro);
         else if (is_run)
             rc = run_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out, &ro);
         else if (is_interp)
