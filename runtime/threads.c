@@ -96,6 +96,8 @@ static void family_free(Family *f) {
             free(gr->slot[s].reached);
             free(gr->slot[s].send);
             free(gr->slot[s].recv);
+            free(gr->slot[s].src);
+            free(gr->slot[s].dst);
         }
     }
     free(f->groups);
@@ -156,13 +158,17 @@ static Family *family_new(const sc_world *w, sc_axes a) {
         pthread_mutex_init(&gr->mu, NULL);
         pthread_cond_init(&gr->cv, &ca);
         gr->members = f->members + g * f->k;
+        for (int j = 0; j < f->k; j++)
+            gr->nlocal += gr->members[j] >= w->local && gr->members[j] < w->local + w->nlocal;
         for (int s = 0; s < PENDING; s++) {
             Slot *sl = &gr->slot[s];
             sl->op = (uint64_t)s;
             sl->reached = calloc((size_t)f->k, sizeof(int));
             sl->send = calloc((size_t)f->k, sizeof(void *));
             sl->recv = calloc((size_t)f->k, sizeof(void *));
-            ok &= sl->reached && sl->send && sl->recv;
+            sl->src = calloc((size_t)f->k, sizeof(int));
+            sl->dst = calloc((size_t)f->k, sizeof(int));
+            ok &= sl->reached && sl->send && sl->recv && sl->src && sl->dst;
         }
     }
     pthread_condattr_destroy(&ca);

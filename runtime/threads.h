@@ -1,7 +1,9 @@
 /* Private to the runtime: the threads backend's data structures, shared by
  * threads.c (worlds, devices, groups), threads_coll.c (barriers and
- * collectives) and the MPI backend (mpi.c), which keeps the worlds, devices
- * and argument checks and moves the data itself through an RtRemote. */
+ * collectives) and the MPI backend (mpi.c).  The MPI backend keeps all of
+ * it: a process's devices meet at the same barriers, and between two
+ * phases of a collective an RtRemote brings in, from the other processes,
+ * the parts of their members' buffers that the local members read next. */
 #ifndef SHARDC_THREADS_H
 #define SHARDC_THREADS_H
 
@@ -24,22 +26,29 @@ typedef struct {
 } Desc;
 
 /* One collective in flight in a group.  Collective number `op` of the group
- * uses slot op % PENDING; it has `nphases` barriers, and the last device to
- * arrive at the last one frees the slot for collective op + PENDING. */
+ * uses slot op % PENDING; it has `nphases` barriers, and the barrier that
+ * completes the last one frees the slot for collective op + PENDING.
+ * A barrier counts this process's members; when another process holds
+ * members too, the phase completes only when the exchange that the last
+ * local arrival posted (RtRemote.post) has completed. */
 typedef struct {
     uint64_t op;
-    int phase, count;        /* the phase under way and its arrivals */
+    int phase, count;        /* the phase under way and its local arrivals */
     int *reached;            /* per rank: phases arrived at */
     const void **send;       /* per rank, published on arrival at phase 0 */
-    void **recv;
+    void **recv;             /* (a member in another process: a staging copy) */
+    int *src, *dst;          /* per rank: permute's source and target, or -1 */
     Desc desc;               /* the first arrival's */
     int have_desc;
+    void *xchg;              /* the remote backend's state of the collective */
+    int xwait, driving;      /* an exchange is pending; a member waits for it */
 } Slot;
 
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     const int *members;      /* device ids by rank */
+    int nlocal;              /* members in this process */
     Slot slot[PENDING];
 } Group;
 
@@ -55,12 +64,18 @@ typedef struct {
     Group *groups;
 } Family;
 
-/* A backend whose devices live in other processes (mpi.c).  Called after
- * the arguments are checked; start and done return 0 or SC_ERR with the
- * device failed (rt_dev_fail).  done also frees what start allocated. */
+/* A backend whose devices live in several processes (mpi.c).
+ * post: called by the last local member to arrive at `phase` of h's
+ *   collective, with the group lock held: start moving what the local
+ *   members read after this phase; 1 when something is in flight, 0 when
+ *   the phase is complete, SC_ERR with a message in err.
+ * wait: called by one local member without the lock: wait for what post
+ *   started; 0 or SC_ERR with the device failed (rt_dev_fail).
+ * release: the slot's collective is complete (group lock held). */
 typedef struct {
-    int (*start)(sc_handle *h);        /* permute: h->src and h->dst say where */
-    int (*done)(sc_handle *h);
+    int (*post)(sc_handle *h, int phase, char *err, size_t errlen);
+    int (*wait)(sc_handle *h, int phase);
+    void (*release)(Slot *s);
     int (*collect)(sc_world *w, void *const *blocks, size_t bytes);
     int (*agree)(sc_world *w, int ok, int *first_ok);
     void (*destroy)(sc_world *w);
@@ -80,7 +95,7 @@ struct sc_world {
     int (*fn)(sc_device *, void *);
     void *arg;
     /* This process runs devices [local, local + nlocal): all of them on
-     * the threads backend; one per process on MPI, whose remote is set. */
+     * the threads backend; nlocal per process on MPI, whose remote is set. */
     int local, nlocal, process, nprocesses;
     const RtRemote *remote;
     void *remote_state;
@@ -101,7 +116,6 @@ struct sc_handle {
     Slot *s;
     uint64_t op;
     int rank, src, dst, failed;  /* permute's source and target ranks, or -1 */
-    void *remote;            /* the remote backend's state of this collective */
     Desc d;
     const void *send;
     void *recv;
@@ -123,5 +137,6 @@ sc_world *rt_world_new(const sc_mesh *mesh, char *err, size_t errlen);
 void rt_what(const sc_handle *h, char *buf, size_t n);
 void rt_describe(const Desc *d, char *buf, size_t n);
 int rt_desc_equal(const Desc *a, const Desc *b);
+int rt_nphases(Kind k);
 
 #endif

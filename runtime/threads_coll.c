@@ -24,6 +24,7 @@ static const char *const kind_name[] = {"all-reduce", "all-gather", "reduce-scat
 static const char *const reduce_name[] = {"sum", "max", "min"};
 
 static int nphases(Kind k) { return k == K_ALL_REDUCE ? 3 : 2; }
+int rt_nphases(Kind k) { return nphases(k); }
 
 void rt_what(const sc_handle *h, char *buf, size_t n) {
     snprintf(buf, n, "%s over %s", kind_name[h->d.kind], h->f ? h->f->name : "{?}");
@@ -55,16 +56,15 @@ int rt_desc_equal(const Desc *a, const Desc *b) {
     return 1;
 }
 
-/* Arrive at phase p; the group lock is held.  The last arrival completes
- * the phase, and after the last phase frees the slot for the collective
- * PENDING later. */
-static void arrive(sc_handle *h, int p) {
+/* Complete the slot's phase: after the last one free the slot for the
+ * collective PENDING later.  The group lock is held. */
+static void advance(sc_handle *h) {
     Slot *s = h->s;
-    s->reached[h->rank] = p + 1;
-    if (++s->count < h->f->k)
-        return;
     s->count = 0;
+    s->xwait = 0;
     if (++s->phase == nphases(h->d.kind)) {
+        if (s->xchg)
+            h->dev->w->remote->release(s);
         s->op += PENDING;
         s->phase = 0;
         s->have_desc = 0;
@@ -73,48 +73,99 @@ static void arrive(sc_handle *h, int p) {
     pthread_cond_broadcast(&h->g->cv);
 }
 
-/* Arrive at phase p (unless `wait_only`) and wait until every member has. */
+/* Arrive at phase p; the group lock is held.  The last local arrival
+ * completes the phase, or starts the exchange with the other processes
+ * that completes it (then a waiting member drives it, in sync_phase).
+ * SC_ERR with a message in err. */
+static int arrive(sc_handle *h, int p, char *err, size_t errlen) {
+    Slot *s = h->s;
+    s->reached[h->rank] = p + 1;
+    if (++s->count < h->g->nlocal)
+        return 0;
+    const RtRemote *remote = h->dev->w->remote;
+    int pending = remote ? remote->post(h, p, err, errlen) : 0;
+    if (pending < 0)
+        return SC_ERR;
+    if (pending)
+        s->xwait = 1;
+    else
+        advance(h);
+    return 0;
+}
+
+static struct timespec deadline_in(double seconds) {
+    if (seconds > 1e8)
+        seconds = 1e8;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += (time_t)seconds;
+    t.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+    if (t.tv_nsec >= 1000000000L)
+        t.tv_sec++, t.tv_nsec -= 1000000000L;
+    return t;
+}
+
+/* The message of a barrier that timed out: the local members that have not
+ * arrived at phase p (the others' lateness is the exchange's to report).
+ * Called with the group lock held; unlocks it. */
+static int late_members(sc_handle *h, int p, double timeout) {
+    char late[256], what[160];
+    int n = 0, nlate = 0;
+    for (int j = 0; j < h->f->k; j++)
+        if (h->s->reached[j] <= p && sc_world_is_local(h->dev->w, h->g->members[j])) {
+            if (n < (int)sizeof late - 40)
+                n += snprintf(late + n, sizeof late - (size_t)n, "%s%d", nlate ? ", " : "", h->g->members[j]);
+            else if (n < (int)sizeof late - 4)
+                n += snprintf(late + n, sizeof late - (size_t)n, ", ...");
+            nlate++;
+        }
+    pthread_mutex_unlock(&h->g->mu);
+    rt_what(h, what, sizeof what);
+    return rt_dev_fail(h->dev, "%s: device%s %s did not arrive within %g s", what, nlate == 1 ? "" : "s", late,
+                       timeout);
+}
+
+/* Arrive at phase p (unless `wait_only`) and wait until every member has.
+ * While an exchange with other processes is pending, one waiting member
+ * drives it (RtRemote.wait) outside the lock; it reports its own timeout. */
 static int sync_phase(sc_handle *h, int p, int wait_only) {
     sc_device *dev = h->dev;
     sc_world *w = dev->w;
     Slot *s = h->s;
-    char buf[160];
+    char buf[MSG];
     double timeout = sc_timeout(w);
-    if (timeout > 1e8)
-        timeout = 1e8;
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += (time_t)timeout;
-    deadline.tv_nsec += (long)((timeout - (double)(time_t)timeout) * 1e9);
-    if (deadline.tv_nsec >= 1000000000L)
-        deadline.tv_sec++, deadline.tv_nsec -= 1000000000L;
+    struct timespec deadline = deadline_in(timeout);
     pthread_mutex_lock(&h->g->mu);
-    if (!wait_only)
-        arrive(h, p);
+    if (!wait_only && arrive(h, p, buf, sizeof buf)) {
+        pthread_mutex_unlock(&h->g->mu);
+        return rt_dev_fail(dev, "%s", buf);
+    }
     while (s->op == h->op && s->phase <= p) {
         if (atomic_load(&w->failed)) {
             pthread_mutex_unlock(&h->g->mu);
             rt_what(h, buf, sizeof buf);
             return rt_dev_aborted(dev, buf);
         }
-        int rc = pthread_cond_timedwait(&h->g->cv, &h->g->mu, &deadline);
-        if (rc != ETIMEDOUT || (s->op != h->op || s->phase > p))
-            continue;
-        /* Name the members that have not arrived at this phase. */
-        char late[256];
-        int n = 0, nlate = 0;
-        for (int j = 0; j < h->f->k; j++)
-            if (s->reached[j] <= p) {
-                if (n < (int)sizeof late - 40)
-                    n += snprintf(late + n, sizeof late - (size_t)n, "%s%d", nlate ? ", " : "", h->g->members[j]);
-                else if (n < (int)sizeof late - 4)
-                    n += snprintf(late + n, sizeof late - (size_t)n, ", ...");
-                nlate++;
+        if (s->xwait && !s->driving) {
+            s->driving = 1;
+            pthread_mutex_unlock(&h->g->mu);
+            int rc = w->remote->wait(h, p);
+            pthread_mutex_lock(&h->g->mu);
+            s->driving = 0;
+            if (rc) {
+                pthread_cond_broadcast(&h->g->cv);
+                pthread_mutex_unlock(&h->g->mu);
+                return rc;
             }
-        pthread_mutex_unlock(&h->g->mu);
-        rt_what(h, buf, sizeof buf);
-        return rt_dev_fail(dev, "%s: device%s %s did not arrive within %g s", buf, nlate == 1 ? "" : "s",
-                           late, timeout);
+            advance(h);
+            continue;
+        }
+        int rc = pthread_cond_timedwait(&h->g->cv, &h->g->mu, &deadline);
+        if (rc != ETIMEDOUT || s->op != h->op || s->phase > p)
+            continue;
+        if (!s->xwait)
+            return late_members(h, p, timeout);
+        deadline = deadline_in(timeout);
     }
     pthread_mutex_unlock(&h->g->mu);
     return 0;
@@ -210,10 +261,6 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
     f->pending[dev->id]++;
     h->g = &f->groups[f->group_of[dev->id]];
     h->op = f->next[dev->id]++;
-    if (w->remote) {
-        h->failed = w->remote->start(h) != 0;
-        return h;
-    }
     Slot *s = h->s = &h->g->slot[h->op % PENDING];
     pthread_mutex_lock(&h->g->mu);
     if (s->op != h->op) {
@@ -234,7 +281,14 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
     s->have_desc = 1;
     s->send[h->rank] = send;
     s->recv[h->rank] = recv;
-    arrive(h, 0);
+    s->src[h->rank] = h->src;
+    s->dst[h->rank] = h->dst;
+    char err[MSG];
+    if (arrive(h, 0, err, sizeof err)) {
+        pthread_mutex_unlock(&h->g->mu);
+        rt_dev_fail(dev, "%s", err);
+        return h;
+    }
     pthread_mutex_unlock(&h->g->mu);
     h->failed = 0;
     return h;
@@ -306,9 +360,8 @@ static void work(const sc_handle *h, int phase) {
 int sc_done(sc_handle *h) {
     if (!h)
         return SC_ERR;
-    const RtRemote *remote = h->dev->w->remote;
-    int rc = h->failed ? SC_ERR : remote ? remote->done(h) : sync_phase(h, 0, 1);
-    for (int p = 1; rc == 0 && !remote && p < nphases(h->d.kind); p++) {
+    int rc = h->failed ? SC_ERR : sync_phase(h, 0, 1);
+    for (int p = 1; rc == 0 && p < nphases(h->d.kind); p++) {
         work(h, p);
         rc = sync_phase(h, p, 0);
     }

@@ -4,8 +4,9 @@
  * definitions (docs/ir.md), with groups found by sorting coordinates.
  *
  * Built with mpicc and -DTEST_MPI it tests the MPI backend instead: under
- * `mpirun -np P` it runs the meshes of P devices, one device per process,
- * and process 0 prints the results of all. */
+ * `mpirun -np P` it runs the meshes of P x L devices, L devices per process
+ * (SHARDC_LOCAL_DEVICES, default 1), and process 0 prints the results of
+ * all. */
 #include "tap.h"
 
 #ifdef TEST_MPI
@@ -364,7 +365,8 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank != 0 && !freopen("/dev/null", "w", stdout))
         return 1;
-    run_meshes(size);
+    const char *local = getenv("SHARDC_LOCAL_DEVICES");
+    run_meshes(size * (local && *local ? atoi(local) : 1));
     int rc = tap_done();
     MPI_Finalize();
     return rc;

@@ -1,10 +1,13 @@
-/* Failures on the MPI backend end the run instead of hanging.  Run under
- * `mpirun -np 4` with SHARDC_TIMEOUT=1:
+/* Failures on the MPI backend end the run instead of hanging.  Run on a
+ * mesh of 4 devices (`mpirun -np 4`, or -np 2 with SHARDC_LOCAL_DEVICES=2)
+ * with SHARDC_TIMEOUT=1:
  *
  *   mpi_fail late       device 3 never joins an all-reduce: the others
  *                       fail within the timeout, naming device 3
  *   mpi_fail mismatch   device 3 calls an all-gather where the others call
  *                       an all-reduce: both calls are named
+ *   mpi_fail die        device 3's process dies after a first all-reduce:
+ *                       mpirun, or the others' timeout, ends the job
  *
  * Every failing process prints "failed: MESSAGE" and the world's
  * destruction aborts the job (exit status != 0); tests/run-tests checks the
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int body(sc_device *dev, void *arg) {
     const char *mode = arg;
@@ -23,8 +27,14 @@ static int body(sc_device *dev, void *arg) {
             nanosleep(&(struct timespec){60, 0}, NULL);   /* killed long before */
             return 0;
         }
+        if (strcmp(mode, "die") == 0) {
+            sc_all_reduce(dev, SC_AXES(0), SC_F32, SC_SUM, x, y, 8);
+            _exit(3);
+        }
         return sc_all_gather(dev, SC_AXES(0), SC_F32, SC_SHAPE(8), 0, x, y);
     }
+    if (strcmp(mode, "die") == 0 && sc_all_reduce(dev, SC_AXES(0), SC_F32, SC_SUM, x, y, 8))
+        return SC_ERR;
     return sc_all_reduce(dev, SC_AXES(0), SC_F32, SC_SUM, x, y, 8);
 }
 
