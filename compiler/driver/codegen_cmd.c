@@ -216,10 +216,13 @@ static int device_count(const Module *m) {
     return n;
 }
 
-/* Run `prog` on the inputs; on MPI through mpirun, one process per device,
- * on shared memory (--mca btl self,vader), with more processes than cores
- * allowed (--oversubscribe: otherwise idle ranks spin) and not bound. */
-static int run_program(const char *prog, const char *const *ins, int nins, const char *out_dir, int mpi, int np) {
+/* Run `prog` on the inputs; on MPI through mpirun with np processes of
+ * ndev / np devices each (SHARDC_LOCAL_DEVICES, which the processes that
+ * mpirun starts on this host inherit), on shared memory (--mca btl
+ * self,vader), with more processes than cores allowed (--oversubscribe:
+ * otherwise idle ranks spin) and not bound. */
+static int run_program(const char *prog, const char *const *ins, int nins, const char *out_dir, int mpi, int np,
+                       int ndev) {
     char **argv = calloc((size_t)(2 * nins + 20), sizeof(char *)), nps[16];
     int k = 0;
     if (!argv)
@@ -228,6 +231,8 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
         argv[k++] = getenv("MPIRUN") && *getenv("MPIRUN") ? getenv("MPIRUN") : "mpirun";
         if (geteuid() == 0)
             argv[k++] = "--allow-run-as-root";
+        snprintf(nps, sizeof nps, "%d", ndev / np);
+        setenv("SHARDC_LOCAL_DEVICES", nps, 1);
         snprintf(nps, sizeof nps, "%d", np);
         const char *flags[] = {"--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", nps};
         for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
@@ -288,9 +293,11 @@ static int compare_results(const Module *m, int f, const char *out_dir, const ch
 
 int run_command(const Module *m, int f, const char *const *ins, int nins, const char *out_dir, const RunOptions *ro) {
     int ndev = device_count(m), np = ro->np ? ro->np : ndev;
-    if (ro->mpi && np != ndev) {
-        fprintf(stderr, "shardc: error: --np %d: the MPI backend runs one device per process, and the mesh has %d\n",
-                np, ndev);
+    if (ro->mpi && ndev % np) {
+        fprintf(stderr,
+                "shardc: error: --np %d: the mesh has %d device%s, which %d processes cannot share evenly "
+                "(each process runs the same number of devices)\n",
+                np, ndev, ndev == 1 ? "" : "s", np);
         return 2;
     }
     char *dir = make_temp_dir();
@@ -302,11 +309,11 @@ int run_command(const Module *m, int f, const char *const *ins, int nins, const 
     fmt(ref_out, sizeof ref_out, "%s/one-out", dir);
     int rc = build_in(m, f, dir, prog, ro->mpi);
     if (!rc)
-        rc = run_program(prog, ins, nins, out_dir, ro->mpi, np);
+        rc = run_program(prog, ins, nins, out_dir, ro->mpi, np, ndev);
     if (!rc && ro->check) {               /* the same function, compiled for one device */
         int g = ro->check_fn;
         rc = build_in(ro->check, g, dir, ref, 0);
-        rc = rc ? rc : run_program(ref, ins, nins, ref_out, 0, 1);
+        rc = rc ? rc : run_program(ref, ins, nins, ref_out, 0, 1, 1);
         rc = rc ? rc : compare_results(m, f, out_dir, ref_out);
         for (int i = 0; i < m->fns[f].nresults; i++) {
             char path[PATH_MAX + 32];

@@ -29,8 +29,16 @@ sanitized libraries in --libs DIR and run on the threads backend on the
 TSan only on programs with a mesh), one input set each; any sanitizer report
 or non-zero exit fails the run, and the results must still match NumPy.
 
+With --layouts, every sample's fns on the 8-device mesh run once on the
+threads backend (1 process x 8 devices) and on the mpi backend as 1 x 8,
+2 x 4, 4 x 2 and 8 x 1 processes x local devices (SHARDC_LOCAL_DEVICES):
+each layout must match NumPy and give the threads run's results bit for
+bit (collectives reduce in member order whatever the layout; see
+docs/runtime.md).
+
     tests/codegen/check_numpy.py [--shardc build/shardc] [--tmp DIR] [--jobs 2]
         [--backend threads,mpi] [--sanitize asan|tsan --libs DIR] [--only REGEX]
+        [--layouts]
 
 Each run of a case on a backend is one check.  Prints one line per failure
 and per skip, and ends with "N passed, N failed, N skipped; backends: ...".
@@ -75,6 +83,7 @@ class Harness:
         self.shardc = os.path.abspath(args.shardc)
         self.tmp = os.path.abspath(args.tmp)
         self.sanitize, self.libs = args.sanitize, args.libs and os.path.abspath(args.libs)
+        self.layouts = args.layouts
         self.lock = threading.Lock()
         self.passed = self.failed = self.skipped = 0
         self.mesh_cache, self.sched_cache = {}, {}
@@ -85,6 +94,8 @@ class Harness:
         have_mpi = os.path.exists(mpi_lib)
         if self.sanitize:
             return ["threads"], []
+        if self.layouts:
+            want = "threads,mpi"
         if want == "auto":
             return ["threads"] + (["mpi"] if have_mpi else []), \
                 [] if have_mpi else ["mpi: not available, no %s" % os.path.relpath(mpi_lib, ROOT)]
@@ -143,9 +154,13 @@ class Harness:
             if only and not re.search(only, "%s %s %s" % (case.name, os.path.relpath(case.prog, ROOT),
                                                           " ".join(case.fns))):
                 continue
+            if self.layouts and not os.path.relpath(case.prog, ROOT).startswith("samples" + os.sep):
+                continue
             axes = self.mesh_of(case.prog)
             names = [a for a, _ in axes]
             specs = meshes(names)
+            if self.layouts:
+                specs = specs[3:4] if names else []
             if self.sanitize:                       # the 8-device mesh; ASan: the uneven one too
                 if not names:
                     specs = [None] if self.sanitize == "asan" else []
@@ -171,11 +186,14 @@ class Harness:
         return groups
 
     def backends_for(self, k):
-        """The backends that run input set k: all the first, threads the others."""
+        """The backends that run input set k: all the first, threads the others;
+        with --layouts, threads and then mpi in each layout."""
+        if self.layouts:
+            return ["threads"] + ["mpi:%d" % p for p in LAYOUTS if "mpi" in self.backends]
         return self.backends if k == 0 else [b for b in self.backends if b == "threads"]
 
     def runs(self, case):
-        return 1 if self.sanitize else case.runs
+        return 1 if self.sanitize or self.layouts else case.runs
 
     def build(self, d, path, fn, flags, backend):
         """An executable for the backend, or (None, why)."""
@@ -197,12 +215,15 @@ class Harness:
 
     def launch(self, backend, exe, ndev):
         """The command line that runs exe on the backend: itself, or under
-        mpirun with one process per device, as `shardc run --backend mpi`
-        launches it (docs/cli.md; $MPIRUN replaces mpirun)."""
+        mpirun with one process per device (mpi:P: P processes of ndev / P
+        devices), as `shardc run --backend mpi` launches it (docs/cli.md;
+        $MPIRUN replaces mpirun)."""
         if backend == "threads":
             return [exe]
+        np_ = int(backend.split(":")[1]) if ":" in backend else ndev
         return (os.environ.get("MPIRUN") or "mpirun").split() + (["--allow-run-as-root"] if os.geteuid() == 0 else []) \
-            + ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", str(ndev), exe]
+            + ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", str(np_), "-x",
+               "SHARDC_LOCAL_DEVICES=%d" % (ndev // np_), exe]
 
     def group(self, i, key, items):
         path, fn, spec, consts = key
@@ -226,17 +247,18 @@ class Harness:
                 f = os.path.join(run_dir, name + ".npy")
                 np.save(f, a)
                 ins += ["--in", "%s=%s" % (name, f)]
+            first = None                        # --layouts: the threads run's results
             for backend in self.backends_for(k):
                 tag = backend + ("+" + self.sanitize if self.sanitize else "")
-                out = os.path.join(run_dir, "out-" + backend)
-                exe, why = exes[backend]
+                out = os.path.join(run_dir, "out-" + backend.replace(":", "-"))
+                exe, why = exes[backend.split(":")[0]]
                 if exe is None:
                     self.fail("[%s] %s" % (tag, label), why)
                     kept = True
                     continue
                 argv = self.launch(backend, exe, int(np.prod(sizes))) + ins + ["--out", out]
                 env = dict(SAN_ENV) if self.sanitize else {}
-                if backend == "mpi":
+                if backend.startswith("mpi"):
                     # Each mpirun keeps its session files apart (concurrent
                     # jobs otherwise collide there now and then), and one
                     # that fails to start (orte_init) is tried once more:
@@ -244,9 +266,11 @@ class Harness:
                     env["OMPI_MCA_orte_tmpdir_base"] = os.path.join(run_dir, "mpi-session")
                     os.makedirs(env["OMPI_MCA_orte_tmpdir_base"], exist_ok=True)
                 st, err = sh(argv, RUN_TIMEOUT, env)
-                if backend == "mpi" and st != 0 and "orte_init failed" in err:
+                if backend.startswith("mpi") and st != 0 and "orte_init failed" in err:
                     st, err = sh(argv, RUN_TIMEOUT, env)
                 msg = self.judge(st, err, out, wants, case)
+                if self.layouts and not msg:
+                    msg, first = same_bits(first, load_results(out), backend)
                 if msg:
                     self.fail("[%s] %s" % (tag, label), "%s\n    again: %s" % (msg, " ".join(argv)))
                     kept = True
@@ -276,6 +300,21 @@ class Harness:
         return "; ".join(bad) or None
 
 
+LAYOUTS = (1, 2, 4, 8)                      # --layouts: processes on the 8-device mesh
+
+
+def same_bits(first, got, backend):
+    """(why the results differ from the first run's bit for bit, or None;
+    the first run's results)."""
+    if first is None:
+        return None, got
+    for r, (a, b) in enumerate(zip(first, got)):
+        if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
+            n = int(np.sum(a.view(np.uint8) != b.view(np.uint8))) if a.shape == b.shape else -1
+            return "result %d: %s differs from the threads run's bits (%d bytes)" % (r, backend, n), first
+    return None, first
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
@@ -285,6 +324,8 @@ def main():
     ap.add_argument("--sanitize", choices=["asan", "tsan"])
     ap.add_argument("--libs", help="with --sanitize: the folder of the sanitized libshardc_lib.a and libshardc_rt.a")
     ap.add_argument("--only", help="only the cases whose name, program or fns match this regular expression")
+    ap.add_argument("--layouts", action="store_true",
+                    help="samples on the 8-device mesh in every layout of processes x devices, bitwise")
     args = ap.parse_args()
     if args.sanitize and not args.libs:
         ap.error("--sanitize needs --libs")

@@ -1,26 +1,32 @@
 #!/bin/sh
-# Runs an MPI program on "two hosts for real": two Linux network namespaces
-# joined by a veth pair, each with a hostname of its own (a UTS namespace per
-# side), Open MPI launching the second side's daemon through a generated rsh
-# agent (instead of ssh) and its ranks talking TCP across the veth.
+# Runs an MPI program on "two hosts for real": two Linux network namespaces,
+# each with a hostname of its own (a UTS namespace per side), joined by two
+# veth pairs: a data link 10.231.X.1 <-> 10.231.X.2 that carries only the
+# MPI messages (btl tcp) and a control link 10.230.X.1 <-> 10.230.X.2 that
+# carries mpirun <-> orted traffic (launch, PMIx).  mpirun runs in namespace
+# 1 and starts the orted of namespace 2 through a generated rsh agent (in
+# place of ssh) that runs it with `ip netns exec`.
 #
 #   tests/runtime/mpi/two_hosts.sh [COMMAND [ARG...]]
 #
 # COMMAND defaults to $BUILD/tests/runtime/mpi/test_collectives (BUILD=build).
-# Environment: NP (ranks, default 4; the first ceil(NP/2) in namespace 1, the
-# rest in namespace 2), TIMEOUT (seconds for the whole mpirun, default 300),
+# Environment: NP (ranks, default 4; ranks 0..ceil(NP/2)-1 in namespace 1,
+# the rest in namespace 2), TIMEOUT (seconds for the mpirun, default 300),
 # TWO_HOSTS_BTL (default self,tcp: every message between ranks goes through
-# TCP, so every message between the two sides crosses the veth).
+# TCP; self,vader,tcp keeps shared memory within a side), TWO_HOSTS_MIN_BYTES
+# (default 1: the data link must carry at least that many bytes).
 #
-# Prints the program's output, then its own checks as "ok - two hosts: ..."
-# or "not ok - two hosts: ..." lines (the ranks ran in two network
-# namespaces with two hostnames, split as asked; bytes crossed the veth; the
-# program ended with status 0 and its last line is "# done"), and exits 1 if
-# any failed.  Where the machine does not allow it (not root, no
-# CAP_SYS_ADMIN/CAP_NET_ADMIN, no ip/unshare/mpirun, not Open MPI, network
-# namespaces, veth or UTS namespaces refused) it prints one line
-# "# SKIP two hosts: REASON" and exits 0.  Namespaces, the processes in them
-# and the temporary directory are removed on every exit path.
+# Prints the program's output, then its own checks, "ok - two hosts: ..." or
+# "not ok - two hosts: ...": the program exited with status 0 (and, where it
+# prints ok/not ok lines, its last line is "# done"); the ranks ran in the
+# two namespaces, under the two hostnames, split as asked; MPI messages
+# crossed the data link.  Exits 1 if any failed.  Where the machine does not
+# allow it (not root, no CAP_SYS_ADMIN/CAP_NET_ADMIN, no ip/unshare/mpirun/
+# timeout, mpirun not Open MPI, network namespaces, veth pairs, `ip netns
+# exec` or UTS namespaces refused) it prints the one line
+# "# SKIP two hosts: REASON" and exits 0.  The namespaces, the processes in
+# them and the temporary directory go on every exit path (a trap; what a run
+# killed by SIGKILL leaves, the next run removes).
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 BUILD=${BUILD:-build}
 NP=${NP:-4}
@@ -155,12 +161,15 @@ d0=$(bytes "$ve1") k0=$(bytes "$vc1")
 t0=$(date +%s)
 root=
 [ "$(id -u)" -eq 0 ] && root=--allow-run-as-root
+# The runtime's settings (SHARDC_LOCAL_DEVICES, SHARDC_TIMEOUT, ...) go to
+# both sides with -x, as they would have to between real hosts.
+fwd=$(env | sed -n 's/^\(SHARDC_[A-Za-z0-9_]*\)=.*/-x \1/p' | tr '\n' ' ')
 # mpirun runs in ns1, as host1, and starts ns2's orted through the agent; the
 # hosts are named by their control addresses, messages go over the data link.
 # TMPDIR is per side so that the two sides' session directories do not meet.
 TMPDIR=$tmp/side1 timeout -k 10 "$TIMEOUT" \
     ip netns exec "$ns1" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$host1" \
-    mpirun $root --oversubscribe --bind-to none \
+    mpirun $root --oversubscribe --bind-to none $fwd \
     -H "$cip1:$n1,$cip2:$n2" -np "$NP" \
     --mca plm rsh --mca plm_rsh_agent "$tmp/agent" --mca plm_rsh_no_tree_spawn 1 \
     --mca oob_tcp_if_include "$ctl.0/24" \
@@ -179,10 +188,13 @@ check() {  # check STATUS MESSAGE: "ok" where STATUS is 0
     if [ "$1" -eq 0 ]; then echo "ok - two hosts: $2"
     else echo "not ok - two hosts: $2"; fails=$((fails + 1)); fi
 }
-if [ "$rc" -eq 0 ] && tail -1 "$tmp/out" | grep -q '^# done'; then st=0; else st=1; fi
-what="exit status $rc"
+st=$rc what="exit status $rc"
 [ "$rc" -eq 124 ] && what="timed out after $TIMEOUT s"
-check $st "$NP ranks of $(basename "$1") ran to '# done' in $secs s ($what)"
+[ "$rc" -eq 137 ] && what="killed $TIMEOUT + 10 s"
+if grep -q -E '^(not )?ok |^# done' "$tmp/out"; then   # a TAP-like program
+    tail -1 "$tmp/out" | grep -q '^# done' || { st=1; what="$what, last line not '# done'"; }
+fi
+check $st "$NP ranks of $(basename "$1") ran in $secs s ($what)"
 
 where=$(cat "$tmp"/rank.* 2>/dev/null | sort -n)
 in1=$(echo "$where" | awk -v h="$host1" -v n="$netns1" '$2 == h && $3 == n' | wc -l)
