@@ -713,6 +713,12 @@ for name, fns, halves in [("allreduce_matmul", ["allreduce_matmul", "allreduce_m
 case("collective_mlp", sample("collective_mlp.tdsl"), ["collective_mlp", "mlp_block"], collective_mlp,
      consts=worked_consts, scaled=True, interp=[(2, 4), (1, 2)])
 case("sample two_matmul", sample("two_matmul_constraint.tdsl"), "two_matmul", two_matmul, consts="B=8,D=16,F=32")
+def sum_of_sin(rng, m):
+    x = normal(rng, 4, 8)
+    return {"x": x}, [(np.sin(d(x)).sum(), "f32")]
+
+
+case("sample sum_of_sin", sample("sum_of_sin.tdsl"), "sum_of_sin", sum_of_sin)
 case("sample attention", sample("attention.tdsl"), "attention", attention, consts="B=2,S=8,D=16,H=4,K=4")
 case("shard_average", sample("shard_average.tdsl"), ["shard_average", "shard_average_spmd"], shard_average,
      consts=lambda m: "S=%d,D=%d" % avg_sizes(m), interp=[None, (2, 2), (4, 2)])
