@@ -96,11 +96,18 @@ const char *sc_world_error(const sc_world *w);
 int sc_world_failed(const sc_world *w);
 int sc_device_count(const sc_world *w);
 
-/* Processes: this one's index (0 .. count-1; always 0 on threads), and
- * whether device `dev` runs in this process (sc_run runs those only). */
+/* Processes, as multi-process JAX has them: this one's index (0 .. count-1;
+ * always 0 on threads); whether device `dev` (a global id, row-major over
+ * the mesh) runs in this process (sc_run runs those only); how many do;
+ * the process that runs `dev`; and a device's local id, its index among
+ * its process's devices.  Process p runs the global ids [p L, (p + 1) L)
+ * where L is the local count. */
 int sc_world_process(const sc_world *w);
 int sc_world_process_count(const sc_world *w);
 int sc_world_is_local(const sc_world *w, int dev);
+int sc_world_local_count(const sc_world *w);
+int sc_world_device_process(const sc_world *w, int dev);
+int sc_device_local_id(const sc_device *dev);
 /* Host-side steps outside sc_run, called by every process.  collect: on
  * process 0, blocks[d] for every device d receives the `bytes` that device
  * d's process holds in its blocks[d] (a no-op on threads).  agree: 1 when

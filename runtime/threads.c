@@ -348,6 +348,9 @@ int sc_run(sc_world *w, int (*fn)(sc_device *, void *), void *arg) {
 int sc_world_process(const sc_world *w) { return w->process; }
 int sc_world_process_count(const sc_world *w) { return w->nprocesses; }
 int sc_world_is_local(const sc_world *w, int dev) { return dev >= w->local && dev < w->local + w->nlocal; }
+int sc_world_local_count(const sc_world *w) { return w->nlocal; }
+int sc_world_device_process(const sc_world *w, int dev) { return dev >= 0 && dev < w->ndev ? dev / w->nlocal : SC_ERR; }
+int sc_device_local_id(const sc_device *dev) { return dev->id - dev->w->local; }
 
 int sc_world_collect(sc_world *w, void *const *blocks, size_t bytes) {
     return w->remote ? w->remote->collect(w, blocks, bytes) : 0;

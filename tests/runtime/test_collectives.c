@@ -357,6 +357,13 @@ static void run_meshes(int ndev) {
 }
 
 #ifdef TEST_MPI
+static int check_local_id(sc_device *dev, void *arg) {
+    (void)arg;
+    sc_world *w = sc_device_world(dev);
+    int id = sc_device_id(dev), L = sc_world_local_count(w);
+    return sc_device_local_id(dev) == id - sc_world_process(w) * L && sc_world_is_local(w, id) ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     int provided;
@@ -366,7 +373,20 @@ int main(int argc, char **argv) {
     if (rank != 0 && !freopen("/dev/null", "w", stdout))
         return 1;
     const char *local = getenv("SHARDC_LOCAL_DEVICES");
-    run_meshes(size * (local && *local ? atoi(local) : 1));
+    int L = local && *local ? atoi(local) : 1;
+    run_meshes(size * L);
+    /* The layout, as JAX numbers it: process p runs global ids p L + local id. */
+    sc_mesh m = {1, {size * L}, {"X"}};
+    char err[256];
+    sc_world *w = sc_mpi_create(&m, err, sizeof err);
+    int good = w && sc_world_process(w) == rank && sc_world_process_count(w) == size && sc_world_local_count(w) == L;
+    for (int d = 0; w && d < size * L; d++)
+        good &= sc_world_device_process(w, d) == d / L && sc_world_is_local(w, d) == (d / L == rank);
+    if (w)
+        good &= sc_run(w, check_local_id, NULL) == 0;
+    MPI_Allreduce(MPI_IN_PLACE, &good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    check(good, "%d processes x %d local devices: process index, local count, local ids", size, L);
+    sc_world_destroy(w);
     int rc = tap_done();
     MPI_Finalize();
     return rc;
