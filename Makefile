@@ -183,6 +183,7 @@ install: all
 	install -m 644 lib/shardc_lib.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_lib.h
 	install -m 644 lib/shardc_npy.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_npy.h
 	install -m 644 lib/shardc_main.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_main.h
+	install -m 644 lib/shardc_trace.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_trace.h
 	install -m 644 $(BUILD)/libshardc_lib.a $(DESTDIR)$(PREFIX)/lib/libshardc_lib.a
 
 deps:

@@ -140,7 +140,7 @@ static PtrVec one(ParseCtx *ctx, void *p) {
 
 %token T_NL "end of line"
 %token T_MESH "mesh" T_CONST "const" T_FN "fn" T_SPMD "spmd" T_RETURN "return"
-%token T_FOR "for" T_IN "in"
+%token T_FOR "for" T_IN "in" T_SUBMESH "submesh" T_ON "on"
 %token T_ARROW "->" T_DOTDOT ".." T_LE "<=" T_GE ">=" T_EQ "==" T_NE "!="
 %token <ival> T_INT "integer" T_IDENT "name" T_DTYPE "dtype"
 %token <fval> T_FLOAT "number"
@@ -173,6 +173,7 @@ program:
 top:
     "mesh" bindings         { $$ = node(ctx, sizeof *$$); $$->kind = TOP_MESH; $$->loc = @1; $$->bindings = $2; }
   | "const" bindings        { $$ = node(ctx, sizeof *$$); $$->kind = TOP_CONST; $$->loc = @1; $$->bindings = $2; }
+  | "submesh" bindings      { $$ = node(ctx, sizeof *$$); $$->kind = TOP_SUBMESH; $$->loc = @1; $$->bindings = $2; }
   | fn                      { $$ = node(ctx, sizeof *$$); $$->kind = TOP_FN; $$->loc = $1->loc; $$->fn = $1; }
   ;
 
@@ -194,6 +195,11 @@ fn:
     "fn" name '(' params ')' "->" results '{' stmts '}' {
         $$ = node(ctx, sizeof *$$);
         *$$ = (AstFn){.sym = $2->sym, .loc = $2->loc, .params = $4, .results = $7, .body = $9, .end = @10};
+    }
+  | "fn" name '(' params ')' "->" results "on" name '{' stmts '}' {
+        $$ = node(ctx, sizeof *$$);
+        *$$ = (AstFn){.sym = $2->sym, .loc = $2->loc, .params = $4, .results = $7, .body = $11, .end = @12,
+                      .on = 1, .on_sym = $9->sym, .on_loc = $9->loc};
     }
   | "spmd" "fn" name '(' params ')' "->" results '{' stmts '}' {
         $$ = node(ctx, sizeof *$$);

@@ -107,19 +107,22 @@ typedef struct {
     PtrVec results;         /* AstType* */
     PtrVec body;            /* Stmt* */
     Loc end;                /* closing brace */
+    int on;                 /* `on NAME`: 1, with on_sym and on_loc; 0 without */
+    int on_sym;
+    Loc on_loc;
 } AstFn;
 
 typedef struct {
     int sym;
     Expr *value;
     Loc loc;
-} AstBinding;           /* `X = 2` in a mesh line, `N = 1024` in a const line */
+} AstBinding;           /* `X = 2` in a mesh line, `N = 1024` in a const line, `first = S[0]` in a submesh line */
 
-typedef enum { TOP_MESH, TOP_CONST, TOP_FN } TopKind;
+typedef enum { TOP_MESH, TOP_CONST, TOP_FN, TOP_SUBMESH } TopKind;
 typedef struct {
     TopKind kind;
     Loc loc;
-    PtrVec bindings;        /* AstBinding*: mesh axes or constants */
+    PtrVec bindings;        /* AstBinding*: mesh axes, constants or submeshes (`first = S[0]`) */
     AstFn *fn;
 } AstTop;
 

@@ -56,7 +56,7 @@ void ir_text_init(IrText *t, const Module *m) {
     ir_dump(m, mem, -1, 0);
     fclose(mem);
     t->line = calloc((size_t)m->nfns + 1, sizeof(char **));
-    char *p = strchr(t->text, '\n');         /* after the mesh line */
+    char *p = strchr(t->text, '\n');         /* after the mesh line (a submesh line is skipped below) */
     int f = -1, k = 0;
     while (p && *++p) {
         char *end = strchr(p, '\n');
@@ -67,7 +67,7 @@ void ir_text_init(IrText *t, const Module *m) {
                 p++;
             if (f >= 0 && k < m->fns[f].ninsts)
                 t->line[f][k++] = p;
-        } else if (*p && *p != '}' && *p != '#') {   /* a signature: the next function */
+        } else if (*p && *p != '}' && *p != '#' && strncmp(p, "submesh ", 8) != 0) {   /* a signature: the next function */
             if (++f >= m->nfns)
                 break;
             t->line[f] = calloc((size_t)m->fns[f].ninsts + 1, sizeof(char *));
@@ -299,6 +299,18 @@ static void emit_helpers(FILE *o, unsigned h) {
               "}\n\n", o);
 }
 
+/* Does generated code call an `on` fn?  Those calls are timed
+ * (lib/shardc_trace.h), and only then is the header included. */
+static int calls_on_fns(const Module *m) {
+    for (int f = 0; f < m->nfns; f++)
+        for (int v = 0; fn_emittable(&m->fns[f]) && v < m->fns[f].ninsts; v++) {
+            const Inst *in = &m->fns[f].insts[v];
+            if (in->op == OP_CALL && m->fns[ir_attr(&m->fns[f], in, 0)].on)
+                return 1;
+        }
+    return 0;
+}
+
 int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen) {
     if (main_fn >= 0 && !fn_emittable(&m->fns[main_fn])) {
         snprintf(err, errlen, "'%s' is not a per-device function", sym_name(m->syms, m->fns[main_fn].sym));
@@ -329,8 +341,9 @@ int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen
               " * instructions.  The entry points (shardc_NAME) are declared in the header\n"
               " * `shardc compile -o prog.c` writes next to this file, prog.h.  Link with\n"
               " * -lshardc_lib -lshardc_rt -lopenblas -lm -pthread. */\n", o);
-        fputs("#include <shardc_lib.h>\n#include <shardc_main.h>\n#include <shardc_rt.h>\n\n"
-              "#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
+        fputs("#include <shardc_lib.h>\n#include <shardc_main.h>\n#include <shardc_rt.h>\n", o);
+        fputs(calls_on_fns(m) ? "#include <shardc_trace.h>\n\n" : "\n", o);
+        fputs("#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
               "#if defined(__GNUC__)\n#define SC_MAYBE_UNUSED __attribute__((unused))\n#else\n#define SC_MAYBE_UNUSED\n#endif\n\n"
               "/* A failed kernel or collective ends the device's function. */\n"
               "#define TRY(call)                                                         \\\n"

@@ -53,8 +53,8 @@ static int args_are(const Fn *fn, const Inst *in, int first, int64_t n, int dt) 
 int64_t fusable_elems(const Fn *fn, int v) {
     const Inst *in = &fn->insts[v];
     int dt = in->type.dtype, op = in->op;
-    if (dt >= DT_TUPLE || in->flags & INST_ASYNC)
-        return -1;
+    if (dt >= DT_TUPLE || in->flags & INST_ASYNC || in->place)
+        return -1;                 /* placed on a submesh: guarded alone (kernels.c) */
     int64_t n = shape_elems(&in->type);
     int ok = n > 0 && (op_info[op].nargs < 0 || in->nargs == op_info[op].nargs);
     if (!ok)

@@ -3,7 +3,9 @@
  * everything but the elementwise instructions that fuse.c puts into loops. */
 #include "internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *const sc_reduce_of[] = {"SC_SUM", "SC_MAX", "SC_MIN"};
 
@@ -113,8 +115,8 @@ static void emit_collective(Gen *g, int v, const char *r) {
     int async = in->flags & INST_ASYNC;
     const Shape *s = T(ir_arg(fn, in, 0));
     const char *t = sc_dtype(g, s->dtype);
-    if (async)
-        fprintf(o, "    sc_handle *%sh = sc_start_", r);
+    if (async)                   /* a guarded one's handle is declared before its guard */
+        fprintf(o, in->place ? "    %sh = sc_start_" : "    sc_handle *%sh = sc_start_", r);
     else
         fputs("    TRY(sc_", o);
     int first = in->op == OP_ALL_REDUCE || in->op == OP_ALL_GATHER ? 1 : in->op == OP_COLLECTIVE_PERMUTE ? 1 : 2;
@@ -153,14 +155,14 @@ static void emit_collective(Gen *g, int v, const char *r) {
         fputs("));\n", o);
 }
 
+static void emit_body(Gen *g, int v);
+
 void emit_inst(Gen *g, int v) {
     const Fn *fn = g->fn;
     const Inst *in = &fn->insts[v];
     FILE *o = g->out;
     const char *r = g->name[v];
-    const int64_t *at = ir_attrs(fn, in);
     int dt = in->type.dtype;
-    long long n = in->type.dtype == DT_TUPLE ? 0 : (long long)shape_elems(&in->type);
     fprintf(o, "    /* %s */\n", g->ir[v] ? g->ir[v] : op_info[in->op].name);
     if (in->op == OP_PARAMETER || in->op == OP_RETURN || dt == DT_TUPLE)
         ;
@@ -168,6 +170,38 @@ void emit_inst(Gen *g, int v) {
         fprintf(o, "    %s *%s = %s;\n", ctype_of[dt], r, A(0));
     else
         fprintf(o, "    %s *%s = buf%d;\n", ctype_of[dt], r, g->buf[v]);
+    if (!in->place) {
+        emit_body(g, v);
+        return;
+    }
+    /* Placed on a submesh: only its devices run it.  The body is written
+     * aside and indented into the guard. */
+    const Submesh *sm = &g->m->submesh[in->place - 1];
+    if (op_is_collective(in->op) && in->flags & INST_ASYNC)
+        fprintf(o, "    sc_handle *%sh = NULL;\n", r);
+    char *text = NULL;
+    size_t len = 0;
+    g->out = open_memstream(&text, &len);
+    emit_body(g, v);
+    fclose(g->out);
+    g->out = o;
+    fprintf(o, "    if (sc_coord(dev, %d) == %lld) {\n", sm->axis, (long long)sm->coord);
+    for (char *line = text, *end; line && *line; line = end ? end + 1 : NULL) {
+        end = strchr(line, '\n');
+        fprintf(o, "    %.*s\n", (int)(end ? end - line : (ptrdiff_t)strlen(line)), line);
+    }
+    fputs("    }\n", o);
+    free(text);
+}
+
+static void emit_body(Gen *g, int v) {
+    const Fn *fn = g->fn;
+    const Inst *in = &fn->insts[v];
+    FILE *o = g->out;
+    const char *r = g->name[v];
+    const int64_t *at = ir_attrs(fn, in);
+    int dt = in->type.dtype;
+    long long n = in->type.dtype == DT_TUPLE ? 0 : (long long)shape_elems(&in->type);
     const char *u = unary_of(in->op), *b = binary_of(in->op);
     if (u)
         fprintf(o, "    TRY(sk_unary(%s, %s, %lld, %s, %s));\n", u, sk_dtype_of[dt], n, A(0), r);
@@ -288,7 +322,10 @@ void emit_inst(Gen *g, int v) {
         case OP_CALL: {
             const Fn *callee = &g->m->fns[at[0]];
             char *cn = fn_cname(g->m, callee);
-            fprintf(o, "    TRY(%s(dev", cn);
+            if (callee->on)              /* timed for SHARDC_TRACE (lib/shardc_trace.h) */
+                fprintf(o, "    {\n        int64_t trace_t0 = sk_trace_begin();\n        TRY(%s(dev", cn);
+            else
+                fprintf(o, "    TRY(%s(dev", cn);
             free(cn);
             for (int i = 0; i < in->nargs; i++)
                 fprintf(o, ", %s", A(i));
@@ -298,6 +335,8 @@ void emit_inst(Gen *g, int v) {
             else
                 fprintf(o, ", %s", r);
             fputs("));\n", o);
+            if (callee->on)
+                fprintf(o, "        sk_trace_end(dev, \"%s\", trace_t0);\n    }\n", sym_name(g->m->syms, callee->sym));
             break;
         }
         case OP_RETURN:

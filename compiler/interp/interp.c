@@ -11,6 +11,7 @@
 #include "kernels.h"
 #include "numerics.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,13 +37,15 @@ typedef struct {
     const Fn *fn;
     int64_t ndev;
     int lockstep;                /* values are per-device blocks, not one global program */
+    const uint8_t *active;       /* per device: runs this function (a call placed on a submesh), or NULL: all */
     double ***val;
     int64_t *nbufs;
     int *last_use;
     Arena arena;
 } Frame;
 
-static int run_fn(Interp *ip, const Fn *fn, int64_t ndev, int lockstep, double *const *args, double **results);
+static int run_fn(Interp *ip, const Fn *fn, int64_t ndev, int lockstep, const uint8_t *active, double *const *args,
+                  double **results);
 
 static int vfail(Interp *ip, const char *prefix, const char *fmt, va_list ap) {
     if (ip->failed)
@@ -211,7 +214,7 @@ static int call_split(Interp *ip, const Fn *callee, double *const *args, double 
     for (int i = 0; i < callee->nparams && !rc; i++)
         rc = split_value(ip, &callee->params[i], args[i], blocks + i * nd);
     if (!rc)
-        rc = run_fn(ip, callee, nd, 1, blocks, local);
+        rc = run_fn(ip, callee, nd, 1, NULL, blocks, local);
     for (int i = 0; i < callee->nresults && !rc; i++)
         if (!(results[i] = assemble_value(ip, callee, i, local + i * nd)))
             rc = -1;
@@ -224,6 +227,28 @@ static int call_split(Interp *ip, const Fn *callee, double *const *args, double 
 }
 
 /* ---- instructions ---- */
+
+/* Does device d run instruction `in`?  In a per-device program, an
+ * instruction placed on a submesh runs only on the devices at its
+ * coordinate (docs/language.md, "Submeshes and pipelines"). */
+static int runs_on(const Frame *f, const Inst *in, int64_t d) {
+    if (f->active && !f->active[d])
+        return 0;
+    if (!in->place || !f->lockstep)
+        return 1;
+    const Submesh *sm = &f->ip->m->submesh[in->place - 1];
+    return coordinate(f->ip, d, sm->axis) == sm->coord;
+}
+
+/* The devices that run a call placed on a submesh, or NULL for all. */
+static const uint8_t *call_mask(Frame *f, const Inst *in) {
+    if (!f->active && (!in->place || !f->lockstep))
+        return NULL;
+    uint8_t *mask = arena_alloc(&f->arena, (size_t)f->ndev + 1);
+    for (int64_t d = 0; d < f->ndev; d++)
+        mask[d] = (uint8_t)runs_on(f, in, d);
+    return mask;
+}
 
 static int exec_parameter(Frame *f, int v, double *const *args) {
     const Inst *in = &f->fn->insts[v];
@@ -278,7 +303,7 @@ static int exec_call(Frame *f, int v) {
                        "it: nested per-device programs have no meaning",
                        sym_name(f->ip->m->syms, f->fn->sym), sym_name(f->ip->m->syms, callee->sym));
     int rc = fn_is_local(callee) && !f->lockstep ? call_split(f->ip, callee, args, res)
-                                                  : run_fn(f->ip, callee, nd, f->lockstep, args, res);
+                                                  : run_fn(f->ip, callee, nd, f->lockstep, call_mask(f, in), args, res);
     if (rc)
         return fail_at(f, v, "the call failed");
     f->val[v] = res;
@@ -331,7 +356,14 @@ static int exec_op(Frame *f, int v) {
         k.dev = d;
         if (!out)
             rc = -1;
-        else if (kernel_run(&k, out))
+        else if (!runs_on(f, in, d)) {
+            /* Poison: a device that reads what it never computed gets NaNs
+             * into its results, and the comparison with the global program
+             * fails. */
+            for (int64_t e = 0; e < n; e++)
+                out[e] = NAN;
+            continue;
+        } else if (kernel_run(&k, out))
             rc = fail_at(f, v, "%s", kerr);
         for (int64_t e = 0; !rc && round && e < n; e++)
             out[e] = num_round(out[e], in->type.dtype);
@@ -362,8 +394,9 @@ static void free_value(Frame *f, int v) {
 /* Run fn on ndev devices (1 for a global program).  args[i * ndev + d] is
  * parameter i on device d, borrowed; results[i * ndev + d] receives result
  * i of device d, malloc'd, or nothing when the run fails. */
-static int run_fn(Interp *ip, const Fn *fn, int64_t ndev, int lockstep, double *const *args, double **results) {
-    Frame f = {ip, fn, ndev, lockstep, NULL, NULL, NULL, {0}};
+static int run_fn(Interp *ip, const Fn *fn, int64_t ndev, int lockstep, const uint8_t *active, double *const *args,
+                  double **results) {
+    Frame f = {ip, fn, ndev, lockstep, active, NULL, NULL, NULL, {0}};
     f.val = arena_alloc(&f.arena, sizeof(double **) * (size_t)(fn->ninsts + 1));
     f.nbufs = arena_alloc(&f.arena, sizeof(int64_t) * (size_t)(fn->ninsts + 1));
     f.last_use = arena_alloc(&f.arena, sizeof(int) * (size_t)(fn->ninsts + 1));
@@ -424,7 +457,7 @@ int interp_call(const Module *m, int fn, const InterpValue *args, InterpValue *r
         gargs[i] = args[i].data;
     }
     if (!rc)
-        rc = fn_is_local(f) ? call_split(&ip, f, gargs, gres) : run_fn(&ip, f, 1, 0, gargs, gres);
+        rc = fn_is_local(f) ? call_split(&ip, f, gargs, gres) : run_fn(&ip, f, 1, 0, NULL, gargs, gres);
     for (int i = 0; i < f->nresults && !rc; i++)
         results[i] = (InterpValue){f->results[i].type, gres[i]};
     arena_free(&arena);
@@ -451,7 +484,7 @@ int interp_spmd(const Module *m, int fn, int64_t ndev, const InterpValue *const 
         }
     }
     if (!rc)
-        rc = run_fn(&ip, f, ndev, 1, a, r);
+        rc = run_fn(&ip, f, ndev, 1, NULL, a, r);
     for (int i = 0; i < f->nresults && !rc; i++) {
         Shape s = fn_is_local(f) ? shape_local(m, &f->results[i].type, &f->results[i].sh) : f->results[i].type;
         for (int64_t d = 0; d < ndev; d++)

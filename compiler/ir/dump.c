@@ -320,6 +320,8 @@ static void print_inst(Printer *p, int v) {
         else
             print_type(p, &in->type, &in->sh);
     }
+    if (in->place)                  /* only the submesh's devices run it */
+        fprintf(out, " on %s", sym_name(p->m->syms, p->m->submesh[in->place - 1].sym));
     if (p->show_why && in->why != WHY_NONE && !(in->why == WHY_DEFAULT && in->type.rank == 0))
         print_why(p, in);
     if (fn->scheduled && in->buffer >= 0)
@@ -347,7 +349,11 @@ static void print_signature(Printer *p) {
             fputs(", ", out);
         print_type(p, &fn->results[i].type, &fn->results[i].sh);
     }
-    fputs(fn->nresults != 1 ? ") {\n" : " {\n", out);
+    if (fn->nresults != 1)
+        fputc(')', out);
+    if (fn->on)
+        fprintf(out, " on %s", sym_name(p->m->syms, p->m->submesh[fn->on - 1].sym));
+    fputs(" {\n", out);
 }
 
 static int is_collective(Op op) {
@@ -394,6 +400,13 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
     if (m->naxes == 0)
         fputs("(one device)", out);
     fputc('\n', out);
+    for (int i = 0; i < m->nsubmeshes; i++) {
+        const Submesh *sm = &m->submesh[i];
+        fprintf(out, "%s%s=%s[%lld]", i ? ", " : "submesh ", sym_name(m->syms, sm->sym),
+                sym_name(m->syms, m->axis_sym[sm->axis]), (long long)sm->coord);
+    }
+    if (m->nsubmeshes)
+        fputc('\n', out);
     Printer p = {m, out, show_why, NULL, NULL, NULL, {0}};
     p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
     for (int f = 0; f < m->nfns; f++) {

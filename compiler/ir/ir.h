@@ -64,6 +64,10 @@ typedef struct {
     uint8_t why;                 /* Why */
     int32_t why_from, why_from2, why_root;   /* why_from2: a second source, or -1 */
     int32_t buffer;              /* after scheduling: the buffer holding the value, or -1 */
+    /* Where the value lives (docs/language.md, "Submeshes and pipelines"):
+     * 0 on every device of the mesh, 1 + i on Module.submesh[i] only.  In a
+     * per-device program only those devices run the instruction. */
+    uint8_t place;
 } Inst;
 
 typedef enum {
@@ -92,7 +96,16 @@ typedef struct {
     int nints, ints_cap;
     Sig *params, *results;       /* declared global types and shardings */
     int nparams, nresults;
+    int on;                      /* `fn ... on NAME`: 1 + its submesh, or 0 (the whole mesh) */
 } Fn;
+
+/* `submesh NAME = AXIS[k]`: the devices whose coordinate along `axis` is `coord`. */
+enum { MAX_SUBMESHES = 64 };
+typedef struct {
+    int sym;
+    int axis;
+    int64_t coord;
+} Submesh;
 
 typedef struct {
     Arena *arena;
@@ -100,6 +113,8 @@ typedef struct {
     int naxes;
     int axis_sym[MAX_AXES];
     int64_t axis_size[MAX_AXES];
+    Submesh submesh[MAX_SUBMESHES];
+    int nsubmeshes;
     Fn *fns;
     int nfns, fns_cap;
     int op_sym[OP_COUNT];        /* op names interned, to name temporaries */

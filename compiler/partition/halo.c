@@ -51,7 +51,7 @@ int lower_split_roll(Part *p, const Inst *in, Piece *out) {
         y = emit_local(p, OP_CONCAT, (int32_t[]){halo, y}, 2, &dim, 1, NULL);
     }
     p->dst->insts[y].sh = in->sh;
-    *out = (Piece){y, in->sh, in->type};
+    *out = (Piece){y, in->sh, in->type, p->place};
     return 1;
 }
 
@@ -104,7 +104,7 @@ int lower_split_slice(Part *p, const Inst *in, Piece *out) {
         head = emit_local(p, OP_CONCAT, (int32_t[]){head, halo}, 2, &d64, 1, NULL);
     }
     p->dst->insts[head].sh = in->sh;
-    *out = (Piece){head, in->sh, in->type};
+    *out = (Piece){head, in->sh, in->type, p->place};
     return 1;
 }
 
@@ -195,6 +195,6 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
         acc = acc < 0 ? placed : emit_local(p, OP_ADD, (int32_t[]){acc, placed}, 2, NULL, 0, NULL);
     }
     p->dst->insts[acc].sh = in->sh;
-    *out = (Piece){acc, in->sh, in->type};
+    *out = (Piece){acc, in->sh, in->type, p->place};
     return 1;
 }

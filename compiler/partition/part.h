@@ -11,6 +11,7 @@ typedef struct {
     int v;
     Sharding sh;
     Shape global;
+    int place;                   /* the devices that hold it: 0 all, 1 + i submesh i (Inst.place) */
 } Piece;
 
 typedef struct {
@@ -21,6 +22,8 @@ typedef struct {
     Piece *value;                /* src value -> its piece in dst */
     Loc loc;                     /* of the src instruction being lowered */
     const Inst *name_of;         /* that instruction, named in warnings */
+    uint8_t place;               /* where what is emitted now runs (Inst.place) */
+    Piece *moved;                /* src value -> its last copy moved to another placement (v < 0: none) */
 } Part;
 
 int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
@@ -32,6 +35,11 @@ int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d)
 int linear_index(Part *p, const int *axes, int n);
 const char *inst_name(Part *p);
 int mask_padding(Part *p, Piece x, int d, Reducer reducer);
+
+/* place.c: operand src value v as the devices of p->place hold it: moved
+ * from another submesh (collective-permute), broadcast from a submesh to
+ * the whole mesh (all-reduce), or gathered off the submesh's axis. */
+Piece arrive(Part *p, int v);
 
 /* halo.c: each returns 0 when its exchange does not apply. */
 int lower_split_roll(Part *p, const Inst *in, Piece *out);

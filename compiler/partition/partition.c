@@ -127,6 +127,8 @@ static Sharding wanted(const Plan *pl, int t) {
 
 /* ---- lowering one op ---- */
 
+static void lower_placed(Part *p, int v);
+
 static void warn_replicated(Part *p) {
     diag_report(p->diag, p->loc, "warning", "%s is computed on replicated operands: this op cannot run on the blocks "
                 "its sharding gives", inst_name(p));
@@ -147,7 +149,7 @@ static Piece lower_replicated(Part *p, const Inst *in, int warn) {
     int v = emit_local(p, (Op)in->op, args, in->nargs, ir_attrs(src, in), in->nattrs, &in->type);
     p->dst->insts[v].value = in->value;
     p->dst->insts[v].sh = rep;
-    return (Piece){v, rep, in->type};
+    return (Piece){v, rep, in->type, p->place};
 }
 
 /* Slice bounds of the local op: a split dim is taken whole. */
@@ -224,7 +226,7 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     }
     p->dst->insts[v].value = in->value;
     p->dst->insts[v].sh = out;
-    return (Piece){v, out, in->type};
+    return (Piece){v, out, in->type, p->place};
 }
 
 /* Would the local op compute the right blocks?  Not when a dim whose
@@ -269,7 +271,7 @@ static Piece lower_iota(Part *p, const Inst *in) {
         v = emit_local(p, OP_ADD, (int32_t[]){v, b}, 2, NULL, 0, NULL);
     }
     p->dst->insts[v].sh = in->sh;
-    return (Piece){v, in->sh, in->type};
+    return (Piece){v, in->sh, in->type, p->place};
 }
 
 static Piece lower_call(Part *p, const Inst *in) {
@@ -281,7 +283,7 @@ static Piece lower_call(Part *p, const Inst *in) {
     int v = emit_local(p, OP_CALL, locals, in->nargs, &p->src->ints[in->attrs], 1, NULL);
     Sharding sh = callee->nresults == 1 ? callee->results[0].sh : sharding_replicated();
     p->dst->insts[v].sh = sh;
-    return (Piece){v, sh, in->type};
+    return (Piece){v, sh, in->type, p->place};
 }
 
 static Piece lower_tuple_element(Part *p, const Inst *in) {
@@ -290,7 +292,7 @@ static Piece lower_tuple_element(Part *p, const Inst *in) {
     int64_t which = p->src->ints[in->attrs];
     int v = emit_local(p, OP_GET_TUPLE_ELEMENT, (int32_t[]){p->value[ir_arg(p->src, in, 0)].v}, 1, &which, 1, NULL);
     p->dst->insts[v].sh = callee->results[which].sh;
-    return (Piece){v, callee->results[which].sh, in->type};
+    return (Piece){v, callee->results[which].sh, in->type, p->place};
 }
 
 static void lower_return(Part *p, const Inst *in) {
@@ -316,25 +318,47 @@ static void lower_return(Part *p, const Inst *in) {
     emit_local(p, OP_RETURN, locals, in->nargs, NULL, 0, NULL);
 }
 
+/* Lower src instruction v where it is placed: its operands are first
+ * brought there (arrive), and the lowering below reads them as usual. */
 static void lower_inst(Part *p, int v) {
+    const Inst *in = &p->src->insts[v];
+    int32_t stack[8];
+    int32_t *args = in->nargs <= 8 ? stack : arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)in->nargs);
+    Piece saved_stack[8];
+    Piece *saved = in->nargs <= 8 ? saved_stack : arena_alloc(p->m->arena, sizeof(Piece) * (size_t)in->nargs);
+    p->loc = in->loc;
+    p->place = in->place;
+    for (int i = 0; i < in->nargs; i++) {
+        args[i] = ir_arg(p->src, in, i);
+        saved[i] = p->value[args[i]];
+    }
+    for (int i = 0; i < in->nargs; i++)
+        if (p->value[args[i]].place != in->place)
+            p->value[args[i]] = arrive(p, args[i]);
+    lower_placed(p, v);
+    for (int i = in->nargs - 1; i >= 0; i--)     /* later users may sit elsewhere */
+        p->value[args[i]] = saved[i];
+    p->value[v].place = in->place;
+}
+
+static void lower_placed(Part *p, int v) {
     const Inst *in = &p->src->insts[v];
     int first_new = p->dst->ninsts;
     Rule rule;
-    p->loc = in->loc;
     Piece out;
     switch ((Op)in->op) {
     case OP_PARAMETER: {
         int64_t index = p->src->ints[in->attrs];
         int x = emit_local(p, OP_PARAMETER, NULL, 0, &index, 1, NULL);
         p->dst->insts[x].sh = in->sh;
-        out = (Piece){x, in->sh, in->type};
+        out = (Piece){x, in->sh, in->type, p->place};
         break;
     }
     case OP_CONSTANT: {
         int x = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &in->type);
         p->dst->insts[x].value = in->value;
         p->dst->insts[x].sh = sharding_replicated();
-        out = (Piece){x, sharding_replicated(), in->type};
+        out = (Piece){x, sharding_replicated(), in->type, p->place};
         break;
     }
     case OP_IOTA: out = lower_iota(p, in); break;
@@ -371,7 +395,11 @@ static void partition_fn(Module *m, Diag *diag, int f) {
     dst->nresults = src.nresults;
     dst->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(src.nresults + 1));
     memcpy(dst->results, src.results, sizeof(Sig) * (size_t)src.nresults);
-    Part p = {m, diag, &src, dst, arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts), {0, 0}, NULL};
+    dst->on = src.on;
+    Part p = {m, diag, &src, dst, arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts), {0, 0}, NULL, 0,
+              arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts)};
+    for (int v = 0; v < src.ninsts; v++)
+        p.moved[v].v = -1;
     for (int v = 0; v < src.ninsts; v++) {
         const Inst *in = &src.insts[v];
         p.name_of = in;

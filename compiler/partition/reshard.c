@@ -13,7 +13,9 @@
 
 int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                const Shape *type) {
-    return ir_emit(p->m, p->dst, op, args, nargs, attrs, nattrs, type, p->loc);
+    int v = ir_emit(p->m, p->dst, op, args, nargs, attrs, nattrs, type, p->loc);
+    p->dst->insts[v].place = p->place;
+    return v;
 }
 
 /* How warnings name the instruction being lowered: 'h', or "this slice". */
@@ -28,7 +30,10 @@ const char *inst_name(Part *p) {
 int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                    const Shape *type) {
     const char *err;
-    return ir_emit_checked(p->m, p->dst, op, args, nargs, attrs, nattrs, type, p->loc, &err);
+    int v = ir_emit_checked(p->m, p->dst, op, args, nargs, attrs, nattrs, type, p->loc, &err);
+    if (v >= 0)
+        p->dst->insts[v].place = p->place;
+    return v;
 }
 
 static int64_t axes_product(const Module *m, const int *axes, int n) {

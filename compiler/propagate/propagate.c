@@ -13,7 +13,8 @@
  * Shardy, elementwise and reshape-like ops propagate first, then dots,
  * reductions and the rest.  Conflicts between tensors over a factor are
  * settled by bytes: the sharding already held by the most bytes wins, so the
- * fewest bytes must move (docs/propagation.md). */
+ * fewest bytes must move (docs/propagation.md).  A value placed on a submesh
+ * never takes the submesh's axis: it has one coordinate there. */
 #include "propagate.h"
 
 #include <string.h>
@@ -184,9 +185,10 @@ static int refine_dim(Prop *p, int v, int d, const AxisList *axes) {
     if (sharding_dim_axes(sh, d, current) > 0)
         return 0;
     int64_t parts = 1;
+    int banned = in->place ? p->m->submesh[in->place - 1].axis : -1;
     for (int i = 0; i < axes->n; i++) {
-        if (sh->dim[axes->axes[i]] != SH_REPLICATED)
-            return 0;                /* the axis already splits another dim */
+        if (sh->dim[axes->axes[i]] != SH_REPLICATED || axes->axes[i] == banned)
+            return 0;                /* the axis already splits another dim, or the value lives at one coordinate of it */
         parts *= p->m->axis_size[axes->axes[i]];
     }
     if (parts > in->type.dims[d])

@@ -48,6 +48,7 @@ static int copy_inst(Sched *s, int v, uint8_t extra_flags) {
     out->value = in->value;
     out->flags = in->flags | extra_flags;
     out->why = in->why;
+    out->place = in->place;
     return d;
 }
 
@@ -57,6 +58,7 @@ static void wait_for(Sched *s, int c) {
     int done = ir_emit(s->m, s->dst, OP_DONE, (int32_t[]){s->started_by[c]}, 1, NULL, 0, NULL, s->src->insts[c].loc);
     s->dst->insts[done].sym = s->src->insts[c].sym;
     s->dst->insts[done].sh = s->src->insts[c].sh;
+    s->dst->insts[done].place = s->src->insts[c].place;
     s->new_of[c] = done;
     start_ready(s, c);
 }
@@ -103,6 +105,16 @@ static int must_wait(const Sched *s, int v) {
 
 static int is_compute(int op) { return op == OP_DOT || op == OP_CALL; }
 
+/* Does compute `in` overlap collective c?  Compute on one submesh does not
+ * overlap a transfer whose data comes from another: the transfer of a
+ * pipeline's microbatch m waits for the producing stage's call on m + 1,
+ * not for the consuming stage's call on m - 1, so the producer runs ahead
+ * while the consumer works (docs/partitioning.md, "Submeshes"). */
+static int overlaps(const Sched *s, const Inst *in, int c) {
+    int from = s->src->insts[ir_arg(s->src, &s->src->insts[c], 0)].place;
+    return !in->place || !from || in->place == from;
+}
+
 /* Emit src value v: first the dones it needs, then v, then the collectives
  * it is the operand of.  Compute overlaps every collective in flight. */
 static void emit(Sched *s, int v) {
@@ -114,9 +126,15 @@ static void emit(Sched *s, int v) {
     }
     s->new_of[v] = copy_inst(s, v, 0);
     if (is_compute(in->op)) {
-        for (int i = 0; i < s->nflight; i++)
-            s->overlapped[s->flight[i]] = 1;
-        s->nflight = 0;
+        int kept = 0;
+        for (int i = 0; i < s->nflight; i++) {
+            int c = s->flight[i];
+            if (overlaps(s, in, c))
+                s->overlapped[c] = 1;
+            else
+                s->flight[kept++] = c;
+        }
+        s->nflight = kept;
     }
     start_ready(s, v);
 }
@@ -365,6 +383,7 @@ static void schedule_fn(Module *m, int f) {
     fresh.nparams = src.nparams;
     fresh.results = src.results;
     fresh.nresults = src.nresults;
+    fresh.on = src.on;
     fresh.scheduled = 1;
     *dst = fresh;
     size_t n = (size_t)src.ninsts + 1;

@@ -107,6 +107,7 @@ static Val creation(Sema *s, const Expr *e, int which) {
             v = broadcast_to(s, v, &shape, NULL, e->loc);
     }
     if (constrained) {
+        check_placed_sharding(s, v, &sh, e->loc);
         s->fn->insts[v].sh = sh;
         s->fn->insts[v].flags |= INST_CONSTRAINED;
     }
@@ -294,6 +295,12 @@ static Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *resul
     const char *name = sym(s, e->sym);
     if (s->fn->spmd && f->spmd)
         sema_error(s, e->loc, "an spmd fn cannot call another spmd fn ('%s')", name);
+    if (s->fn->spmd && f->on)
+        sema_error(s, e->loc, "an spmd fn cannot call '%s', which runs on %s", name, submesh_str(s, fn_submesh(s, f)));
+    if (s->fn->on && f->on != s->fn->on)
+        sema_error(s, e->loc, "'%s' runs on %s, so it can only call fns on '%s'; '%s' runs on %s", sym(s, s->fn->sym),
+                   submesh_str(s, fn_submesh(s, s->fn)), sym(s, fn_submesh(s, s->fn)->sym), name,
+                   f->on ? submesh_str(s, fn_submesh(s, f)) : "the whole mesh");
     if (e->args.n != f->nparams)
         sema_error(s, e->loc, "%s takes %s, not %d", name, count_of(s, f->nparams, "argument"), e->args.n);
     int32_t *args = arena_alloc(s->arena, sizeof(int32_t) * (size_t)(f->nparams + 1));

@@ -54,6 +54,8 @@ static int label_for(Ix *ix, const Expr *name, int create) {
         sema_error(s, name->loc, "'%s' is a mesh axis; index names must be fresh names", sym(s, name->sym));
     if (b && b->kind == B_FN)
         sema_error(s, name->loc, "'%s' is a function; index names must be fresh names", sym(s, name->sym));
+    if (b && b->kind == B_SUBMESH)
+        sema_error(s, name->loc, "'%s' is a submesh; index names must be fresh names", sym(s, name->sym));
     if (ix->nlabels == MAX_INDEX_LABELS)
         sema_error(s, name->loc, "more than %d index names in one statement", MAX_INDEX_LABELS);
     int l = ix->nlabels++;
@@ -534,6 +536,7 @@ static void constrain(Ix *ix, const Stmt *st, int *v, int first_new) {
         sema_error(s, st->loc, "sharding constraints are not allowed inside an spmd fn: its body works on local blocks");
     if (*v < first_new)          /* the right side is an existing value: constrain a copy */
         *v = emit(s, OP_COPY, (int32_t[]){*v}, 1, NULL, 0, NULL, st->loc);
+    check_placed_sharding(s, *v, &sh, st->loc);
     s->fn->insts[*v].sh = sh;
     s->fn->insts[*v].flags |= INST_CONSTRAINED;
 }

@@ -105,6 +105,8 @@ static Val eval_name(Sema *s, const Expr *e) {
         sema_error(s, e->loc, "'%s' is a mesh axis, not a value; size(%s) is its size", sym(s, e->sym), sym(s, e->sym));
     case B_FN:
         sema_error(s, e->loc, "'%s' is a function; call it with arguments", sym(s, e->sym));
+    case B_SUBMESH:
+        sema_error(s, e->loc, "'%s' is a submesh, not a value", sym(s, e->sym));
     default:
         undefined_name(s, e->sym, e->loc);
     }

@@ -55,12 +55,54 @@ const char *shape_str(Sema *s, const Shape *shape) {
     return arena_strndup(s->arena, buf, strlen(buf));
 }
 
+const Submesh *fn_submesh(const Sema *s, const Fn *fn) { return fn->on ? &s->m->submesh[fn->on - 1] : NULL; }
+
+const char *submesh_str(Sema *s, const Submesh *sm) {
+    return arena_printf(s->arena, "submesh '%s' (the devices where %s is %lld)", sym(s, sm->sym),
+                        sym(s, s->m->axis_sym[sm->axis]), (long long)sm->coord);
+}
+
+/* Where a new instruction's value lives.  A call of an `on` fn runs on its
+ * submesh (inside an `on` fn everything is already there: 0); the return
+ * and calls of other fns run on the whole mesh; any other op runs where its
+ * operands live when they agree on one submesh (whole-mesh operands reach
+ * every submesh for free), and on the whole mesh when they do not. */
+static uint8_t placement(Sema *s, Op op, const int32_t *args, int nargs, const int64_t *attrs) {
+    const Fn *fn = s->fn;
+    if (fn->spmd || fn->on || fn->sym < 0 || op == OP_RETURN)
+        return 0;
+    if (op == OP_CALL)
+        return (uint8_t)s->m->fns[attrs[0]].on;
+    uint8_t place = 0;
+    for (int i = 0; i < nargs; i++) {
+        uint8_t q = fn->insts[args[i]].place;
+        if (q && place && q != place)
+            return 0;
+        if (q)
+            place = q;
+    }
+    return place;
+}
+
+/* A value on a submesh has one coordinate along the submesh's axis: a
+ * sharding constraint cannot split a dim over it. */
+void check_placed_sharding(Sema *s, int v, const Sharding *sh, Loc loc) {
+    uint8_t place = s->fn->insts[v].place;
+    const Submesh *sm = place ? &s->m->submesh[place - 1] : NULL;
+    if (sm && sh->dim[sm->axis] >= 0)
+        sema_error(s, loc, "this value lives on %s, so its sharding cannot use %s", submesh_str(s, sm),
+                   sym(s, s->m->axis_sym[sm->axis]));
+}
+
 int emit(Sema *s, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
          const Shape *type, Loc loc) {
     if (s->fn->ninsts >= MAX_FN_INSTS)
         sema_error(s, loc, "function '%s' grows past %d instructions (loops unroll completely)",
                    sym(s, s->fn->sym), MAX_FN_INSTS);
-    return ir_emit(s->m, s->fn, op, args, nargs, attrs, nattrs, type, loc);
+    uint8_t place = placement(s, op, args, nargs, attrs);
+    int v = ir_emit(s->m, s->fn, op, args, nargs, attrs, nattrs, type, loc);
+    s->fn->insts[v].place = place;
+    return v;
 }
 
 /* ---- names ---- */
@@ -82,7 +124,7 @@ static void define_global(Sema *s, int symbol, BindKind kind, Loc loc) {
 
 static void check_local_name(Sema *s, int symbol, Loc loc) {
     Binding *g = &s->global[symbol];
-    static const char *what[] = {"", "constant", "mesh axis", "function"};
+    static const char *what[] = {"", "constant", "mesh axis", "function", "submesh"};
     if (g->kind != B_NONE)
         sema_error(s, loc, "'%s' is a %s; a local name cannot rebind it", sym(s, symbol), what[g->kind]);
     if (s->builtin[symbol])
@@ -134,7 +176,50 @@ static void lower_consts(Sema *s, const AstTop *top, const MeshOverride *ov) {
     }
 }
 
+/* `submesh first = S[0], second = S[1]`: each a compile-time coordinate
+ * along one mesh axis. */
+static void lower_submeshes(Sema *s, const AstTop *top) {
+    Module *m = s->m;
+    for (int i = 0; i < top->bindings.n; i++) {
+        const AstBinding *b = top->bindings.items[i];
+        const Expr *e = b->value;
+        if (e->kind != E_INDEX || e->lhs->kind != E_NAME || e->args.n != 1 ||
+            ((const Expr *)e->args.items[0])->kind == E_SLICE)
+            sema_error(s, e->loc, "a submesh is written AXIS[k]: a mesh axis and one coordinate along it");
+        Binding *ax = lookup(s, e->lhs->sym);
+        if (!ax || ax->kind != B_AXIS) {
+            check_axis_declared_later(s, e->lhs->sym, e->lhs->loc);
+            sema_error(s, e->lhs->loc, "'%s' is not a mesh axis%s", sym(s, e->lhs->sym),
+                       m->naxes ? "" : ": the program declares no mesh");
+        }
+        const Expr *k = e->args.items[0];
+        int64_t coord = eval_const_int(s, k, "a submesh coordinate");
+        int64_t n = m->axis_size[ax->index];
+        if (coord < 0 || coord >= n)
+            sema_error(s, k->loc, "coordinate %lld is out of range: mesh axis '%s' has size %lld (coordinates 0 to %lld)",
+                       (long long)coord, sym(s, e->lhs->sym), (long long)n, (long long)(n - 1));
+        if (m->nsubmeshes == MAX_SUBMESHES)
+            sema_error(s, b->loc, "a program has at most %d submeshes", MAX_SUBMESHES);
+        define_global(s, b->sym, B_SUBMESH, b->loc);
+        s->global[b->sym].index = m->nsubmeshes;
+        m->submesh[m->nsubmeshes++] = (Submesh){b->sym, ax->index, coord};
+    }
+}
+
+/* `fn f(...) -> ... on NAME`: set before the types are resolved, which
+ * keeps the submesh's axis out of them (resolve_axes). */
+static void lower_on(Sema *s, const AstFn *af, Fn *fn) {
+    if (!af->on)
+        return;
+    Binding *b = lookup(s, af->on_sym);
+    if (!b || b->kind != B_SUBMESH)
+        sema_error(s, af->on_loc, "'%s' is not a submesh; declare it with a line such as 'submesh %s = X[0]'",
+                   sym(s, af->on_sym), sym(s, af->on_sym));
+    fn->on = b->index + 1;
+}
+
 static void lower_signature(Sema *s, const AstFn *af, Fn *fn) {
+    lower_on(s, af, fn);
     fn->nparams = af->params.n;
     fn->nresults = af->results.n;
     fn->params = arena_alloc(s->arena, sizeof(Sig) * (size_t)(fn->nparams + 1));
@@ -400,6 +485,8 @@ int sema_program(Module *m, Diag *diag, const AstProgram *prog, const MeshOverri
             lower_mesh(s, top, ov);
         else if (top->kind == TOP_CONST)
             lower_consts(s, top, ov);
+        else if (top->kind == TOP_SUBMESH)
+            lower_submeshes(s, top);
         else
             ast[f++] = top->fn;
     }

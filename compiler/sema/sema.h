@@ -40,11 +40,11 @@ typedef struct {
     int v;                           /* VAL_TENSOR: IR value */
 } Val;
 
-typedef enum { B_NONE, B_VALUE, B_AXIS, B_FN } BindKind;
+typedef enum { B_NONE, B_VALUE, B_AXIS, B_FN, B_SUBMESH } BindKind;
 typedef struct {
     uint8_t kind;
     Val val;                         /* B_VALUE */
-    int index;                       /* B_AXIS: axis; B_FN: function */
+    int index;                       /* B_AXIS: axis; B_FN: function; B_SUBMESH: submesh */
     Loc loc;                         /* where it was bound */
 } Binding;
 
@@ -87,6 +87,12 @@ int emit(Sema *s, Op op, const int32_t *args, int nargs, const int64_t *attrs, i
 void lower_stmts(Sema *s, const PtrVec *stmts);
 const char *shape_str(Sema *s, const Shape *shape);
 const char *count_of(Sema *s, int64_t n, const char *noun);
+
+/* The submesh of `fn ... on NAME` (NULL for the whole mesh), and what its
+ * devices are called in messages: "submesh 'first' (the devices where S is 0)". */
+const Submesh *fn_submesh(const Sema *s, const Fn *fn);
+const char *submesh_str(Sema *s, const Submesh *sm);
+void check_placed_sharding(Sema *s, int v, const Sharding *sh, Loc loc);
 
 /* scalar.c: compile-time and run-time integer scalars */
 Val eval(Sema *s, const Expr *e);            /* any expression in value context */

@@ -17,6 +17,10 @@ void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *u
             sema_error(s, ax->locs[i], "'%s' is not a mesh axis", sym(s, ax->syms[i]));
         }
         int a = b->index;
+        const Submesh *sm = fn_submesh(s, s->fn);
+        if (sm && sm->axis == a)     /* the fn runs where this axis has one coordinate */
+            sema_error(s, ax->locs[i], "'%s' runs on %s, so its shardings cannot use %s", sym(s, s->fn->sym),
+                       submesh_str(s, sm), sym(s, ax->syms[i]));
         if (*used >> a & 1)
             sema_error(s, ax->locs[i], "mesh axis '%s' splits more than one dim of this tensor", sym(s, ax->syms[i]));
         *used |= 1u << a;

@@ -713,6 +713,19 @@ for name, fns, halves in [("allreduce_matmul", ["allreduce_matmul", "allreduce_m
 case("collective_mlp", sample("collective_mlp.tdsl"), ["collective_mlp", "mlp_block"], collective_mlp,
      consts=worked_consts, scaled=True, interp=[(2, 4), (1, 2)])
 case("sample two_matmul", sample("two_matmul_constraint.tdsl"), "two_matmul", two_matmul, consts="B=8,D=16,F=32")
+
+# Two stages on two submeshes, four microbatches: each stage is a residual
+# MLP block (gelu in the first, relu in the second).
+def pipeline(rng, m):
+    x = normal(rng, 4, 8, 16)
+    w = {k: normal(rng, *s) for k, s in (("w1_in", (16, 32)), ("w1_out", (32, 16)), ("w2_in", (16, 32)),
+                                          ("w2_out", (32, 16)))}
+    h = d(x) + gelu(d(x) @ d(w["w1_in"])) @ d(w["w1_out"])
+    y = h + np.maximum(h @ d(w["w2_in"]), 0) @ d(w["w2_out"])
+    return dict(x=x, **w), [(y, "f32")]
+
+
+case("sample pipeline", sample("pipeline.tdsl"), "pipeline", pipeline, consts="M=4,B=8,D=16,F=32", scaled=True)
 def sum_of_sin(rng, m):
     x = normal(rng, 4, 8)
     return {"x": x}, [(np.sin(d(x)).sum(), "f32")]
