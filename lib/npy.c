@@ -8,10 +8,12 @@
 #include "shardc_npy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The compiler's names for the dtypes and shapes (compiler/ir/ir.h), so that
@@ -265,11 +267,21 @@ static double decode(const unsigned char *b, int dtype) {
     }
 }
 
-/* The header of an open file: version, length, dict.  On success the file
- * is positioned at the data. */
-static int read_header(FILE *f, const char *path, Header *h, char *err, size_t errlen) {
+/* Bytes of a file, read in order: fread for sk_npy_read, read(2) for an
+ * sk_npy_file (which counts them).  Returns the bytes read (fewer at the
+ * end of the file or on an error). */
+typedef size_t (*read_fn)(void *src, void *buf, size_t n);
+
+static size_t stdio_read(void *src, void *buf, size_t n) {
+    return fread(buf, 1, n, (FILE *)src);
+}
+
+/* The header of a file: version, length, dict.  On success the next byte
+ * `rd` reads is the first of the data, and *at (if not NULL) is its offset. */
+static int read_header(read_fn rd, void *src, const char *path, Header *h, int64_t *at, char *err,
+                       size_t errlen) {
     unsigned char pre[12];
-    size_t got = fread(pre, 1, 8, f);
+    size_t got = rd(src, pre, 8);
     if (got < 6 || memcmp(pre, "\x93NUMPY", 6) != 0)
         return fail(err, errlen, "'%s' is not a .npy file (no \\x93NUMPY magic)", path);
     if (got < 8)
@@ -278,7 +290,7 @@ static int read_header(FILE *f, const char *path, Header *h, char *err, size_t e
         return fail(err, errlen, "'%s' has .npy format version %d.%d; only 1.0 and 2.0 are supported", path,
                     pre[6], pre[7]);
     int lenbytes = pre[6] == 1 ? 2 : 4;
-    if (fread(pre + 8, 1, (size_t)lenbytes, f) != (size_t)lenbytes)
+    if (rd(src, pre + 8, (size_t)lenbytes) != (size_t)lenbytes)
         return fail(err, errlen, "'%s' is truncated inside its header", path);
     uint64_t hlen = load_le(pre + 8, lenbytes);
     if (hlen > MAX_HEADER)
@@ -288,7 +300,7 @@ static int read_header(FILE *f, const char *path, Header *h, char *err, size_t e
     if (!text)
         return fail(err, errlen, "out of memory reading '%s'", path);
     int rc = 0;
-    if (fread(text, 1, hlen, f) != hlen)
+    if (rd(src, text, hlen) != hlen)
         rc = fail(err, errlen, "'%s' is truncated inside its header", path);
     else if (memchr(text, '\0', hlen))
         rc = fail(err, errlen, "'%s' has a bad header: it contains a NUL byte", path);
@@ -300,7 +312,47 @@ static int read_header(FILE *f, const char *path, Header *h, char *err, size_t e
     }
     free(text);
     h->p = h->end = NULL;
+    if (at)
+        *at = 8 + lenbytes + (int64_t)hlen;
     return rc;
+}
+
+/* The header's dtype and order, and the element count (at most `limit`).
+ * Sets h->shape.dtype: the file's, or bf16 when `want` is bf16 and the file
+ * holds '<f4'.  Returns the .npy type, or NULL with a message in err. */
+static const NpyType *check_type(const char *path, Header *h, int want, int64_t limit, int64_t *elems, char *err,
+                                 size_t errlen) {
+    const NpyType *t = type_of_descr(h->descr);
+    char descr[80];
+    if (!t) {
+        fail(err, errlen, "'%s' has dtype '%s'; supported are '<f4', '<f8', '<i4', '|b1' and '<f2' "
+             "(little-endian)", path, printable(h->descr, descr, sizeof descr));
+        return NULL;
+    }
+    if (h->fortran) {
+        fail(err, errlen, "'%s' is in Fortran order; save a C-order array (np.ascontiguousarray)", path);
+        return NULL;
+    }
+    int64_t n = 1;
+    for (int d = 0; d < h->shape.rank; d++) {
+        if (h->shape.dims[d] && n > limit / h->shape.dims[d]) {
+            fail(err, errlen, "'%s' has more than %lld elements", path, (long long)limit);
+            return NULL;
+        }
+        n *= h->shape.dims[d];
+    }
+    *elems = n;
+    h->shape.dtype = (uint8_t)(want == DT_BF16 && t->dtype == DT_F32 ? DT_BF16 : t->dtype);
+    return t;
+}
+
+/* The file's .npy type must be the one that holds dtype `want`. */
+static int check_dtype(const char *path, const NpyType *t, int want, char *err, size_t errlen) {
+    const NpyType *need = type_of_dtype(want);
+    if (!need || need != t)
+        return fail(err, errlen, "'%s' holds %s (%s) data, but %s is needed%s", path, t->descr,
+                    dtype_name[t->dtype], dtype_name[want], want == DT_BF16 ? " (bf16 is stored as '<f4')" : "");
+    return 0;
 }
 
 /* The dtype and shape the caller asked for, if any. */
@@ -308,11 +360,8 @@ static int check_wanted(const char *path, const NpyType *t, const Shape *s, cons
                         size_t errlen) {
     if (!want)
         return 0;
-    const NpyType *need = type_of_dtype(want->dtype);
-    if (!need || need != t)
-        return fail(err, errlen, "'%s' holds %s (%s) data, but %s is needed%s", path, t->descr,
-                    dtype_name[t->dtype], dtype_name[want->dtype],
-                    want->dtype == DT_BF16 ? " (bf16 is stored as '<f4')" : "");
+    if (check_dtype(path, t, want->dtype, err, errlen))
+        return -1;
     Shape w = *want;
     w.dtype = s->dtype;
     if (!shape_eq(s, &w)) {
@@ -358,29 +407,240 @@ int sk_npy_read(const char *path, const Shape *want, Shape *shape, double **data
     if (!f)
         return fail(err, errlen, "cannot read '%s': %s", path, strerror(errno));
     Header h = {0};
-    int rc = read_header(f, path, &h, err, errlen);
-    const NpyType *t = rc ? NULL : type_of_descr(h.descr);
-    char descr[80];
+    int64_t n = 0;
+    int rc = read_header(stdio_read, f, path, &h, NULL, err, errlen);
+    const NpyType *t = rc ? NULL : check_type(path, &h, want ? want->dtype : -1, MAX_ELEMS, &n, err, errlen);
     if (!rc && !t)
-        rc = fail(err, errlen, "'%s' has dtype '%s'; supported are '<f4', '<f8', '<i4', '|b1' and '<f2' "
-                  "(little-endian)", path, printable(h.descr, descr, sizeof descr));
-    if (!rc && h.fortran)
-        rc = fail(err, errlen, "'%s' is in Fortran order; save a C-order array (np.ascontiguousarray)", path);
-    int64_t n = 1;
-    for (int d = 0; !rc && d < h.shape.rank; d++) {
-        if (h.shape.dims[d] && n > MAX_ELEMS / h.shape.dims[d])
-            rc = fail(err, errlen, "'%s' has more than %lld elements", path, (long long)MAX_ELEMS);
-        n *= h.shape.dims[d];
-    }
-    if (!rc) {
-        h.shape.dtype = (uint8_t)(want && want->dtype == DT_BF16 && t->dtype == DT_F32 ? DT_BF16 : t->dtype);
+        rc = -1;
+    if (!rc)
         rc = check_wanted(path, t, &h.shape, want, err, errlen);
-    }
     if (!rc)
         rc = read_data(f, path, t, h.shape.dtype, n, data, err, errlen);
     fclose(f);
     if (!rc)
         *shape = h.shape;
+    return rc;
+}
+
+void sk_npy_shape_text(const Shape *s, char *buf, size_t cap) {
+    describe_shape(s, buf, cap);
+}
+
+/* ---- reading parts of a file ---- */
+
+/* A byte count that no real file reaches, so that offsets cannot overflow. */
+static const int64_t MAX_FILE_ELEMS = (int64_t)1 << 56;
+
+enum {
+    SPAN_BYTES = 1 << 20,            /* the most one read of nearby rows takes */
+    GAP_BYTES = 4096,                /* rows closer than this are read together */
+};
+
+struct sk_npy_file {
+    int fd;
+    char *path;
+    const NpyType *type;
+    Shape shape;
+    int64_t data_at;                 /* the offset of the first element */
+    unsigned char *mem;              /* a pipe's data, read whole; else NULL */
+    int64_t bytes_read, file_bytes;
+};
+
+typedef struct {
+    int fd;
+    int64_t *count;
+} FdSrc;
+
+/* read(2) until n bytes, the end of the file or an error. */
+static size_t fd_read(void *src, void *buf, size_t n) {
+    FdSrc *s = src;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(s->fd, (char *)buf + got, n - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    *s->count += (int64_t)got;
+    return got;
+}
+
+/* pread(2) of exactly n bytes at `at` (served from memory for a pipe). */
+static int read_at(sk_npy_file *f, void *buf, size_t n, int64_t at, char *err, size_t errlen) {
+    if (f->mem) {
+        memcpy(buf, f->mem + (at - f->data_at), n);
+        return 0;
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(f->fd, (char *)buf + got, n - got, (off_t)(at + (int64_t)got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return fail(err, errlen, "cannot read '%s': %s", f->path, strerror(errno));
+        if (k == 0)
+            return fail(err, errlen, "'%s' is truncated: it became shorter while being read", f->path);
+        got += (size_t)k;
+    }
+    f->bytes_read += (int64_t)n;
+    return 0;
+}
+
+/* The data after the header must be exactly what the shape needs.  A file
+ * that cannot be read at offsets (a pipe) is read whole into memory. */
+static int check_size(sk_npy_file *f, int64_t elems, char *err, size_t errlen) {
+    struct stat st;
+    int64_t need = elems * f->type->size;
+    if (fstat(f->fd, &st) != 0)
+        return fail(err, errlen, "cannot read '%s': %s", f->path, strerror(errno));
+    if (S_ISREG(st.st_mode)) {
+        f->file_bytes = (int64_t)st.st_size;
+    } else {
+        FdSrc src = {f->fd, &f->bytes_read};
+        unsigned char probe;
+        if (!(f->mem = malloc((size_t)need + 1)))
+            return fail(err, errlen, "out of memory reading '%s' (%lld elements)", f->path, (long long)elems);
+        int64_t got = (int64_t)fd_read(&src, f->mem, (size_t)need);
+        got += (int64_t)fd_read(&src, &probe, got == need);
+        f->file_bytes = f->data_at + got;
+    }
+    int64_t have = f->file_bytes - f->data_at;
+    if (have < need)
+        return fail(err, errlen, "'%s' is truncated: its shape needs %lld bytes of data, it has %lld", f->path,
+                    (long long)need, (long long)(have < 0 ? 0 : have));
+    if (have > need)
+        return fail(err, errlen, "'%s' has bytes after the %lld bytes of data its shape needs", f->path,
+                    (long long)need);
+    return 0;
+}
+
+sk_npy_file *sk_npy_open(const char *path, int dtype, Shape *shape, char *err, size_t errlen) {
+    sk_npy_file *f = calloc(1, sizeof *f);
+    size_t plen = strlen(path) + 1;
+    if (!f || !(f->path = malloc(plen))) {
+        free(f);
+        fail(err, errlen, "out of memory reading '%s'", path);
+        return NULL;
+    }
+    memcpy(f->path, path, plen);
+    f->fd = open(path, O_RDONLY);
+    Header h = {0};
+    FdSrc src = {f->fd, &f->bytes_read};
+    int64_t n = 0;
+    int rc = f->fd < 0 ? fail(err, errlen, "cannot read '%s': %s", path, strerror(errno))
+                       : read_header(fd_read, &src, path, &h, &f->data_at, err, errlen);
+    if (!rc && !(f->type = check_type(path, &h, dtype, MAX_FILE_ELEMS, &n, err, errlen)))
+        rc = -1;
+    if (!rc)
+        rc = check_dtype(path, f->type, dtype, err, errlen);
+    if (!rc)
+        rc = check_size(f, n, err, errlen);
+    if (rc) {
+        sk_npy_close(f);
+        return NULL;
+    }
+    f->shape = *shape = h.shape;
+    return f;
+}
+
+void sk_npy_close(sk_npy_file *f) {
+    if (!f)
+        return;
+    if (f->fd >= 0)
+        close(f->fd);
+    free(f->mem);
+    free(f->path);
+    free(f);
+}
+
+int64_t sk_npy_bytes_read(const sk_npy_file *f) { return f->bytes_read; }
+int64_t sk_npy_file_bytes(const sk_npy_file *f) { return f->file_bytes; }
+
+/* A box is read as runs: the box's elements that are contiguous in the
+ * file, one per index of the dims before `inner` (the dims from inner + 1
+ * on are whole). */
+typedef struct {
+    const Shape *s;
+    const int64_t *start, *count;
+    int inner;
+    int64_t run_elems, nruns, size;
+} Runs;
+
+static void runs_of(Runs *r, const Shape *s, const int64_t *start, const int64_t *count, int size) {
+    *r = (Runs){s, start, count, 0, 1, 1, size};
+    int k = s->rank - 1;
+    while (k > 0 && start[k] == 0 && count[k] == s->dims[k])
+        r->run_elems *= s->dims[k--];
+    r->inner = k < 0 ? 0 : k;
+    if (s->rank > 0)
+        r->run_elems *= count[r->inner];
+    for (int d = 0; d < r->inner; d++)
+        r->nruns *= count[d];
+    for (int d = 0; d < s->rank; d++)
+        if (count[d] == 0)
+            r->nruns = 0;
+}
+
+/* The byte offset of run j in the data. */
+static int64_t run_at(const Runs *r, int64_t j) {
+    int64_t at = 0, stride = 1;
+    for (int d = r->s->rank - 1; d >= 0; d--) {
+        int64_t i = r->start[d];
+        if (d < r->inner) {
+            i += j % r->count[d];
+            j /= r->count[d];
+        }
+        at += i * stride;
+        stride *= r->s->dims[d];
+    }
+    return at * r->size;
+}
+
+/* Decode the bytes [lo, hi) of the data, held in buf from `base`, into the
+ * runs [first, last) that they overlap. */
+static void decode_span(const Runs *r, int64_t first, int64_t last, const unsigned char *buf, int64_t base,
+                        int64_t lo, int64_t hi, int dtype, double *out) {
+    int64_t run_bytes = r->run_elems * r->size;
+    for (int64_t j = first; j < last; j++) {
+        int64_t at = run_at(r, j), a = at > lo ? at : lo, b = at + run_bytes < hi ? at + run_bytes : hi;
+        for (int64_t x = a; x < b; x += r->size)
+            out[j * r->run_elems + (x - at) / r->size] = decode(buf + (x - base), dtype);
+    }
+}
+
+int sk_npy_read_box(sk_npy_file *f, const int64_t *start, const int64_t *count, double *out, char *err,
+                    size_t errlen) {
+    for (int d = 0; d < f->shape.rank; d++)
+        if (start[d] < 0 || count[d] < 0 || start[d] + count[d] > f->shape.dims[d])
+            return fail(err, errlen, "'%s': a box outside the array was asked for (dim %d)", f->path, d);
+    Runs r;
+    runs_of(&r, &f->shape, start, count, f->type->size);
+    int64_t run_bytes = r.run_elems * r.size;
+    unsigned char *buf = malloc(SPAN_BYTES);
+    if (!buf)
+        return fail(err, errlen, "out of memory reading '%s'", f->path);
+    int rc = 0;
+    for (int64_t j = 0; rc == 0 && j < r.nruns;) {
+        /* Runs j .. k-1 close together are one span, read at once; a run
+         * longer than the buffer is read in pieces. */
+        int64_t lo = run_at(&r, j), hi = lo + run_bytes, k = j + 1;
+        for (; k < r.nruns; k++) {
+            int64_t at = run_at(&r, k);
+            if (at - hi > GAP_BYTES || at + run_bytes - lo > SPAN_BYTES)
+                break;
+            hi = at + run_bytes;
+        }
+        for (int64_t piece = lo; rc == 0 && piece < hi; piece += SPAN_BYTES) {   /* sizes divide SPAN_BYTES */
+            int64_t end = hi - piece < SPAN_BYTES ? hi : piece + SPAN_BYTES;
+            rc = read_at(f, buf, (size_t)(end - piece), f->data_at + piece, err, errlen);
+            if (rc == 0)
+                decode_span(&r, j, k, buf, piece, piece, end, f->shape.dtype, out);
+        }
+        j = k;
+    }
+    free(buf);
     return rc;
 }
 
