@@ -1,0 +1,38 @@
+/* driver.h: what the two halves of sk_main share (not installed).
+ * driver.c parses the command line and runs the devices; driver_io.c maps
+ * arrays to device blocks and moves them between .npy files and those
+ * blocks.  Both work on one Run, and report errors into it. */
+#ifndef SHARDC_DRIVER_H
+#define SHARDC_DRIVER_H
+
+#include "shardc_main.h"
+
+typedef struct {
+    const sk_program *p;
+    sc_world *w;
+    int ndev, root, process, repeat, local_devices, local_outputs, io_stats;
+    const char **file, *out;         /* per parameter: --in or --local-in FILE; the output directory */
+    uint8_t *local_in;               /* per parameter: 1 for --local-in */
+    void ***params, ***results;      /* [device][i]: local devices (results: all on process 0) */
+    char err[1024];
+} Run;
+
+/* Sets r->err unless an earlier error did: the first cause is the one
+ * reported. */
+void sk_run_fail(Run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Each returns 0, or 1 with r->err set. */
+
+/* Every parameter's blocks for this process's devices, from its file. */
+int sk_read_inputs(Run *r);
+
+/* Result blocks allocated (every device's on process 0 gathering); with
+ * --outputs local, each result's part checked to be a box, before anything
+ * runs. */
+int sk_prepare_outputs(Run *r);
+
+/* After the run: results gathered or kept local, replicas checked, files
+ * written. */
+int sk_write_outputs(Run *r);
+
+#endif
