@@ -10,7 +10,12 @@
  * The last barrier keeps every send and recv buffer alive and unchanged
  * until every member has read it.  Barriers use the group's mutex and
  * condition variable (no spinning); the mutex orders each device's writes
- * to its buffers before its peers' reads. */
+ * to its buffers before its peers' reads.
+ *
+ * On the MPI backend the same barriers count only this process's members;
+ * the last local arrival asks the RtRemote to bring in what the next phase
+ * reads of the other processes' members, and one waiting member drives that
+ * exchange before the barrier opens (mpi.c). */
 #include "threads.h"
 
 #include <errno.h>
