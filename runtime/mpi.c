@@ -253,10 +253,16 @@ static int post_sends(sc_handle *h, Xchg *x, unsigned set, int *ranks, int *src,
         if (p != me) {                      /* what the local members read of i */
             r.n = 0;
             rc = runs_of_send(&r, &s->desc, k, i, ranks, nmine, src);
+            /* A permute's source lands straight in its target's recv,
+             * which work() then leaves as it is. */
+            char *into = NULL;
+            for (int t = 0; s->desc.kind == K_PERMUTE && t < nmine; t++)
+                if (src[t] == i)
+                    into = s->recv[ranks[t]];
             if (!rc && r.n) {
-                rc = !(x->stage[i] = malloc(bytes + 1)) ||
-                     post_runs(x, &r, x->stage[i], p, tag_of(x, set, dev % w->nlocal, W_DATA), dev);
-                s->send[i] = x->stage[i];
+                rc = !(into || (into = x->stage[i] = malloc(bytes + 1))) ||
+                     post_runs(x, &r, into, p, tag_of(x, set, dev % w->nlocal, W_DATA), dev);
+                s->send[i] = into;
             }
             continue;
         }

@@ -356,7 +356,7 @@ static void work(const sc_handle *h, int phase) {
             break;
         if (h->src < 0)
             memset(recv, 0, (size_t)n * es);
-        else
+        else if (s->send[h->src] != recv)    /* MPI received it in place */
             memcpy(recv, s->send[h->src], (size_t)n * es);
         break;
     }
