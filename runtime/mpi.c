@@ -59,9 +59,11 @@ typedef struct {
     int *late;                /* per request: the device it waits for, -2 - the process, or -1 (a send) */
     int nreq, cap, waited;    /* requests [0, waited) are complete */
     int ndesc;                /* requests [0, ndesc) carry descriptions */
-    Desc *theirs;             /* per process of the group: its description */
-    int *their_dev;           /* its first member */
-    int ntheirs;
+    /* The group by process: byproc holds the ranks ordered by process,
+     * then rank; the group's process g has byproc[pstart[g] .. pstart[g + 1])
+     * and this one is g = mine.  Made once, at phase 0. */
+    int *byproc, *pstart, nprocs, mine;
+    Desc *theirs;             /* per process g: its description */
     char **stage;             /* 2k: per rank, copies of a remote member's send, recv */
     uint64_t seq;
     int k;
@@ -78,6 +80,23 @@ typedef struct {
 static Mpi *state(const sc_world *w) { return w->remote_state; }
 static int proc_of(const sc_world *w, int dev) { return dev / w->nlocal; }
 
+/* Room for element n of the parallel arrays *a and *b (*cap allocated). */
+static int grow(void **a, size_t asize, void **b, size_t bsize, int n, int *cap) {
+    if (n < *cap)
+        return 0;
+    int grown = *cap ? 2 * *cap : 16;
+    void *na = realloc(*a, (size_t)grown * asize);
+    if (na)
+        *a = na;
+    void *nb = realloc(*b, (size_t)grown * bsize);
+    if (nb)
+        *b = nb;
+    if (!na || !nb)
+        return -1;
+    *cap = grown;
+    return 0;
+}
+
 /* ---- runs: the parts of a member's buffer that a process reads ---- */
 
 static int runs_add(Runs *r, int64_t off, int64_t len) {
@@ -88,18 +107,8 @@ static int runs_add(Runs *r, int64_t off, int64_t len) {
             r->len[r->n - 1] += (int)n;
             continue;
         }
-        if (r->n == r->cap) {
-            int cap = r->cap ? 2 * r->cap : 16;
-            MPI_Aint *o = realloc(r->off, (size_t)cap * sizeof *o);
-            if (o)
-                r->off = o;
-            int *l = realloc(r->len, (size_t)cap * sizeof *l);
-            if (l)
-                r->len = l;
-            if (!o || !l)
-                return -1;
-            r->cap = cap;
-        }
+        if (grow((void **)&r->off, sizeof *r->off, (void **)&r->len, sizeof *r->len, r->n, &r->cap))
+            return -1;
         r->off[r->n] = (MPI_Aint)off;
         r->len[r->n++] = (int)n;
     }
@@ -126,9 +135,10 @@ static int runs_box(Runs *r, int64_t base, int rank, const int64_t *dims, const 
     return 0;
 }
 
-/* What the members `ranks` (of some process) read of member i's send in
- * phase 1, i.e. after barrier 0 (threads_coll.c's work). */
-static int runs_of_send(Runs *r, const Desc *d, int k, int i, const int *ranks, int nr, const int *src) {
+/* What the members `ranks` (of some process) read of a member's send in
+ * phase 1, i.e. after barrier 0 (threads_coll.c's work); the same for
+ * every member.  Not for permutes, whose reads are whole sends. */
+static int runs_of_send(Runs *r, const Desc *d, int k, const int *ranks, int nr) {
     size_t es = sc_dtype_size(d->dtype);
     int64_t st[SC_MAX_RANK], box[SC_MAX_RANK];
     int64_t n = rt_strides(&d->shape, st);
@@ -150,11 +160,7 @@ static int runs_of_send(Runs *r, const Desc *d, int k, int i, const int *ranks, 
             box[d->dim] /= k;
             rc = runs_box(r, j * box[d->dim] * st[d->dim], d->shape.rank, box, st, es);
             break;
-        case K_PERMUTE:
-            if (src[t] != i)
-                break;
-            /* fall through */
-        case K_ALL_GATHER:
+        default:                            /* all-gather */
             return runs_add(r, 0, n * (int64_t)es);
         }
     }
@@ -163,25 +169,16 @@ static int runs_of_send(Runs *r, const Desc *d, int k, int i, const int *ranks, 
 
 /* ---- posting ---- */
 
-static int tag_of(const Xchg *x, unsigned set, int lidx, int what) {
-    return (int)((((x->seq % x->m->ncount) * (uint64_t)x->m->nsets + set) * (uint64_t)x->m->L + (uint64_t)lidx) *
-                     NWHAT +
+/* The tag of a message from device dev (see the top of the file). */
+static int tag_of(const Xchg *x, unsigned set, int dev, int what) {
+    uint64_t lidx = (uint64_t)(dev % x->m->L);
+    return (int)((((x->seq % x->m->ncount) * (uint64_t)x->m->nsets + set) * (uint64_t)x->m->L + lidx) * NWHAT +
                  (uint64_t)what);
 }
 
 static int add_req(Xchg *x, int late) {
-    if (x->nreq == x->cap) {
-        int cap = x->cap ? 2 * x->cap : 16;
-        MPI_Request *q = realloc(x->req, (size_t)cap * sizeof *q);
-        if (q)
-            x->req = q;
-        int *l = realloc(x->late, (size_t)cap * sizeof *l);
-        if (l)
-            x->late = l;
-        if (!q || !l)
-            return -1;
-        x->cap = cap;
-    }
+    if (grow((void **)&x->req, sizeof *x->req, (void **)&x->late, sizeof *x->late, x->nreq, &x->cap))
+        return -1;
     x->late[x->nreq] = late;
     return x->nreq++;
 }
@@ -209,102 +206,160 @@ static unsigned set_of(sc_axes axes) {
     return m;
 }
 
-/* The group's members in process p, as ranks, and their permute sources
- * (known for local members only); returns how many. */
-static int ranks_in(const sc_handle *h, int p, int *ranks, int *src) {
-    int n = 0;
-    for (int j = 0; j < h->f->k; j++)
-        if (proc_of(h->dev->w, h->g->members[j]) == p) {
-            src[n] = h->s->src[j];
-            ranks[n++] = j;
-        }
-    return n;
+static int by_key(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
 }
 
-/* Phase 0: descriptions, and the parts of the sends the members read.
- * first[p]: the rank of process p's first member, or -1. */
-static int post_sends(sc_handle *h, Xchg *x, unsigned set, int *ranks, int *src, const int *first) {
-    sc_world *w = h->dev->w;
-    Slot *s = h->s;
-    int k = h->f->k, me = w->process, lead = -1, rc = 0;
-    int64_t n = 1;
-    for (int i = 0; i < s->desc.shape.rank; i++)
-        n *= s->desc.shape.dims[i];
-    size_t bytes = (size_t)n * sc_dtype_size(s->desc.dtype);
-    lead = h->g->members[first[me]];
-    /* Descriptions: one per process pair, from each side's first member. */
-    for (int j = 0; j < k && !rc; j++) {
-        int dev = h->g->members[j], p = proc_of(w, dev);
-        if (p == me || first[p] != j)
-            continue;
-        int t = x->ntheirs++, q1 = add_req(x, -2 - p), q2 = add_req(x, -1);
-        x->their_dev[t] = dev;
-        rc = q1 < 0 || q2 < 0 ||
-             MPI_Irecv(&x->theirs[t], sizeof(Desc), MPI_BYTE, p, tag_of(x, set, dev % w->nlocal, W_DESC), x->m->coll,
-                       &x->req[q1]) != MPI_SUCCESS ||
-             MPI_Isend(&s->desc, sizeof(Desc), MPI_BYTE, p, tag_of(x, set, lead % w->nlocal, W_DESC), x->m->coll,
-                       &x->req[q2]) != MPI_SUCCESS;
+/* Sort the group's ranks by process (x->byproc, x->pstart): O(k log k),
+ * whatever the number of processes. */
+static int group_by_process(const sc_handle *h, Xchg *x) {
+    const sc_world *w = h->dev->w;
+    int k = h->f->k;
+    int64_t *key = malloc((size_t)k * sizeof *key);
+    x->byproc = malloc((size_t)k * sizeof *x->byproc);
+    x->pstart = malloc((size_t)(k + 1) * sizeof *x->pstart);
+    if (!key || !x->byproc || !x->pstart) {
+        free(key);
+        return -1;
     }
-    x->ndesc = x->nreq;
-    int nmine = ranks_in(h, me, ranks, src);
+    for (int j = 0; j < k; j++)
+        key[j] = (int64_t)proc_of(w, h->g->members[j]) * k + j;
+    qsort(key, (size_t)k, sizeof *key, by_key);
+    for (int t = 0; t < k; t++) {
+        if (t == 0 || key[t] / k != key[t - 1] / k) {
+            if (key[t] / k == w->process)
+                x->mine = x->nprocs;
+            x->pstart[x->nprocs++] = t;
+        }
+        x->byproc[t] = (int)(key[t] % k);
+    }
+    x->pstart[x->nprocs] = k;
+    free(key);
+    return 0;
+}
+
+/* Process g of the group: its ranks (returns how many) and first device. */
+static int ranks_of(const sc_handle *h, const Xchg *x, int g, const int **ranks, int *first_dev) {
+    *ranks = x->byproc + x->pstart[g];
+    *first_dev = h->g->members[**ranks];
+    return x->pstart[g + 1] - x->pstart[g];
+}
+
+/* Post the receive (from = the device it comes from) or the send (from < 0)
+ * of one contiguous region. */
+static int post_region(Xchg *x, void *buf, int64_t off, int64_t bytes, int proc, int tag, int from) {
     Runs r = {0};
-    for (int i = 0; i < k && !rc; i++) {
-        int dev = h->g->members[i], p = proc_of(w, dev);
-        if (p != me) {                      /* what the local members read of i */
-            r.n = 0;
-            rc = runs_of_send(&r, &s->desc, k, i, ranks, nmine, src);
-            /* A permute's source lands straight in its target's recv,
-             * which work() then leaves as it is. */
-            char *into = NULL;
-            for (int t = 0; s->desc.kind == K_PERMUTE && t < nmine; t++)
-                if (src[t] == i)
-                    into = s->recv[ranks[t]];
-            if (!rc && r.n) {
-                rc = !(into || (into = x->stage[i] = malloc(bytes + 1))) ||
-                     post_runs(x, &r, into, p, tag_of(x, set, dev % w->nlocal, W_DATA), dev);
-                s->send[i] = into;
-            }
-            continue;
-        }
-        for (int q = 0; q < w->nprocesses && !rc; q++) {    /* what process q reads of i */
-            int nq = q == me ? 0 : ranks_in(h, q, ranks + k, src + k);
-            for (int t = 0; t < nq; t++)    /* a permute's target knows its source */
-                src[k + t] = s->dst[i] == ranks[k + t] ? i : -1;
-            r.n = 0;
-            rc = nq && (runs_of_send(&r, &s->desc, k, i, ranks + k, nq, src + k) ||
-                        post_runs(x, &r, (void *)s->send[i], q, tag_of(x, set, dev % w->nlocal, W_DATA), -1));
-        }
-    }
+    int rc = runs_add(&r, off, bytes) || post_runs(x, &r, buf, proc, tag, from);
     free(r.off);
     free(r.len);
     return rc;
 }
 
-/* All-reduce, phase 1: member i's reduced slice of its recv, to and from
- * every process of the group. */
-static int post_slices(sc_handle *h, Xchg *x, unsigned set, const int *first) {
+/* Phase 0, first: each process's description of its call, to and from
+ * every other process of the group, from each side's first member. */
+static int post_descs(sc_handle *h, Xchg *x, unsigned set) {
+    const sc_world *w = h->dev->w;
+    const int *ranks;
+    int lead, dev, rc = 0;
+    ranks_of(h, x, x->mine, &ranks, &lead);
+    for (int g = 0; g < x->nprocs && !rc; g++) {
+        if (g == x->mine)
+            continue;
+        ranks_of(h, x, g, &ranks, &dev);
+        int p = proc_of(w, dev), q1 = add_req(x, -2 - p), q2 = add_req(x, -1);
+        rc = q1 < 0 || q2 < 0 ||
+             MPI_Irecv(&x->theirs[g], sizeof(Desc), MPI_BYTE, p, tag_of(x, set, dev, W_DESC), x->m->coll,
+                       &x->req[q1]) != MPI_SUCCESS ||
+             MPI_Isend(&h->s->desc, sizeof(Desc), MPI_BYTE, p, tag_of(x, set, lead, W_DESC), x->m->coll,
+                       &x->req[q2]) != MPI_SUCCESS;
+    }
+    x->ndesc = x->nreq;
+    return rc;
+}
+
+/* Phase 0, a permute: a local target receives its remote source's send
+ * straight into its recv (which work() then leaves as it is), and a local
+ * source sends to its remote target. */
+static int post_permute(sc_handle *h, Xchg *x, unsigned set, int64_t bytes) {
     sc_world *w = h->dev->w;
     Slot *s = h->s;
-    int k = h->f->k, me = w->process, rc = 0;
-    int64_t n = s->desc.shape.dims[0];
-    size_t es = sc_dtype_size(s->desc.dtype);
-    Runs r = {0};
-    for (int i = 0; i < k && !rc; i++) {
-        int dev = h->g->members[i], p = proc_of(w, dev), tag = tag_of(x, set, dev % w->nlocal, W_SLICES);
-        r.n = 0;
-        rc = runs_add(&r, n * i / k * (int64_t)es, (n * (i + 1) / k - n * i / k) * (int64_t)es);
-        if (!rc && p != me) {
-            rc = !(x->stage[k + i] = malloc((size_t)n * es + 1)) || post_runs(x, &r, x->stage[k + i], p, tag, dev);
+    const int *mine;
+    int me, rc = 0, nmine = ranks_of(h, x, x->mine, &mine, &me);
+    for (int t = 0; t < nmine && !rc; t++) {
+        int j = mine[t], src = s->src[j], dst = s->dst[j];
+        if (src >= 0 && !sc_world_is_local(w, h->g->members[src])) {
+            int dev = h->g->members[src];
+            rc = post_region(x, s->recv[j], 0, bytes, proc_of(w, dev), tag_of(x, set, dev, W_DATA), dev);
+            s->send[src] = s->recv[j];
+        }
+        if (!rc && dst >= 0 && !sc_world_is_local(w, h->g->members[dst]))
+            rc = post_region(x, (void *)s->send[j], 0, bytes, proc_of(w, h->g->members[dst]),
+                             tag_of(x, set, h->g->members[j], W_DATA), -1);
+    }
+    return rc;
+}
+
+/* Phase 0, the other kinds: from each remote member, what the local
+ * members read of its send, into a staging copy; to each other process,
+ * what its members read of each local member's send. */
+static int post_sends(sc_handle *h, Xchg *x, unsigned set, int64_t bytes) {
+    const sc_world *w = h->dev->w;
+    Slot *s = h->s;
+    const int *mine, *theirs;
+    int dev, rc, nmine = ranks_of(h, x, x->mine, &mine, &dev);
+    Runs in = {0}, out = {0};
+    rc = runs_of_send(&in, &s->desc, h->f->k, mine, nmine);
+    for (int g = 0; g < x->nprocs && !rc; g++) {
+        if (g == x->mine)
+            continue;
+        int n = ranks_of(h, x, g, &theirs, &dev), p = proc_of(w, dev);
+        for (int t = 0; t < n && !rc && in.n; t++) {
+            int i = theirs[t];
+            dev = h->g->members[i];
+            rc = !(x->stage[i] = malloc((size_t)bytes + 1)) ||
+                 post_runs(x, &in, x->stage[i], p, tag_of(x, set, dev, W_DATA), dev);
+            s->send[i] = x->stage[i];
+        }
+        out.n = 0;
+        rc = rc || runs_of_send(&out, &s->desc, h->f->k, theirs, n);
+        for (int t = 0; t < nmine && !rc; t++)
+            rc = post_runs(x, &out, (void *)s->send[mine[t]], p, tag_of(x, set, h->g->members[mine[t]], W_DATA), -1);
+    }
+    free(in.off);
+    free(in.len);
+    free(out.off);
+    free(out.len);
+    return rc;
+}
+
+/* All-reduce, phase 1: member i's reduced slice of its recv, to and from
+ * every process of the group. */
+static int post_slices(sc_handle *h, Xchg *x, unsigned set) {
+    const sc_world *w = h->dev->w;
+    Slot *s = h->s;
+    int k = h->f->k, rc = 0, dev;
+    int64_t n = s->desc.shape.dims[0], es = (int64_t)sc_dtype_size(s->desc.dtype);
+    const int *mine, *theirs;
+    int nmine = ranks_of(h, x, x->mine, &mine, &dev);
+    for (int g = 0; g < x->nprocs && !rc; g++) {
+        if (g == x->mine)
+            continue;
+        int nt = ranks_of(h, x, g, &theirs, &dev), p = proc_of(w, dev);
+        for (int t = 0; t < nt && !rc; t++) {
+            int i = theirs[t];
+            dev = h->g->members[i];
+            rc = !(x->stage[k + i] = malloc((size_t)(n * es) + 1)) ||
+                 post_region(x, x->stage[k + i], n * i / k * es, (n * (i + 1) / k - n * i / k) * es, p,
+                             tag_of(x, set, dev, W_SLICES), dev);
             s->recv[i] = x->stage[k + i];
         }
-        for (int j = 0; j < k && !rc && p == me; j++) {     /* once per other process */
-            int q = proc_of(w, h->g->members[j]);
-            if (q != me && first[q] == j)
-                rc = post_runs(x, &r, s->recv[i], q, tag, -1);
+        for (int t = 0; t < nmine && !rc; t++) {
+            int i = mine[t];
+            rc = post_region(x, s->recv[i], n * i / k * es, (n * (i + 1) / k - n * i / k) * es, p,
+                             tag_of(x, set, h->g->members[i], W_SLICES), -1);
         }
     }
-    free(r.off);
-    free(r.len);
     return rc;
 }
 
@@ -316,8 +371,9 @@ static void xchg_free(Xchg *x) {
     free(x->stage);
     free(x->req);
     free(x->late);
+    free(x->byproc);
+    free(x->pstart);
     free(x->theirs);
-    free(x->their_dev);
     free(x);
 }
 
@@ -330,48 +386,49 @@ static void in_flight(Mpi *m, int delta) {
     pthread_mutex_unlock(&m->mu);
 }
 
+static Xchg *xchg_new(sc_handle *h) {
+    int k = h->f->k;
+    Xchg *x = calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    x->m = state(h->dev->w);
+    x->k = k;
+    x->stage = calloc((size_t)(2 * k), sizeof *x->stage);
+    x->theirs = calloc((size_t)k, sizeof *x->theirs);
+    if (!x->stage || !x->theirs || group_by_process(h, x)) {
+        xchg_free(x);
+        return NULL;
+    }
+    return x;
+}
+
 static int mpi_post(sc_handle *h, int phase, char *err, size_t errlen) {
     sc_world *w = h->dev->w;
     Slot *s = h->s;
-    int k = h->f->k, rc = 0;
-    if (h->g->nlocal == k || phase == rt_nphases(s->desc.kind) - 1)
+    if (h->g->nlocal == h->f->k || phase == rt_nphases(s->desc.kind) - 1)
         return 0;                           /* nothing remote, or nothing left to move */
     if (phase == 1 && s->desc.kind != K_ALL_REDUCE)
         return 0;
     unsigned set = set_of(h->f->axes);
-    Mpi *m = state(w);
-    Xchg *x = s->xchg;
-    int *first = malloc((size_t)(w->nprocesses + 4 * k) * sizeof *first), *ranks = first + w->nprocesses;
-    if (first) {
-        for (int p = 0; p < w->nprocesses; p++)
-            first[p] = -1;
-        for (int j = k - 1; j >= 0; j--)
-            first[proc_of(w, h->g->members[j])] = j;
-    }
-    if (phase == 0) {
-        x = s->xchg = calloc(1, sizeof *x);
-        if (x) {
-            x->m = m;
-            x->k = k;
-            x->stage = calloc((size_t)(2 * k), sizeof *x->stage);
-            x->theirs = calloc((size_t)k, sizeof *x->theirs);
-            x->their_dev = calloc((size_t)k, sizeof *x->their_dev);
-        }
-        if (x && x->stage && x->theirs && x->their_dev && first) {
-            /* Numbered per set of axes and group, whatever the axes' order:
-             * the group is its lowest local device. */
-            int lead = w->nlocal;
-            for (int j = 0; j < k; j++)
-                if (proc_of(w, h->g->members[j]) == w->process && h->g->members[j] % w->nlocal < lead)
-                    lead = h->g->members[j] % w->nlocal;
-            x->seq = atomic_fetch_add(&m->count[set * (unsigned)w->nlocal + (unsigned)lead], 1);
-            rc = post_sends(h, x, set, ranks, ranks + 2 * k, first);
-            in_flight(m, 1);
-        } else
-            rc = -1;
-    } else
-        rc = !first || post_slices(h, x, set, first);
-    free(first);
+    Xchg *x = phase == 0 ? s->xchg = xchg_new(h) : s->xchg;
+    int rc = !x;
+    if (!rc && phase == 0) {
+        /* Numbered per set of axes and group, whatever the axes' order:
+         * the group is its lowest local device (the first by rank may
+         * differ between orders). */
+        const int *mine;
+        int lead = w->ndev, dev, nmine = ranks_of(h, x, x->mine, &mine, &dev);
+        for (int t = 0; t < nmine; t++)
+            lead = h->g->members[mine[t]] < lead ? h->g->members[mine[t]] : lead;
+        x->seq = atomic_fetch_add(&x->m->count[set * (unsigned)w->nlocal + (unsigned)(lead % w->nlocal)], 1);
+        int64_t bytes = (int64_t)sc_dtype_size(s->desc.dtype);
+        for (int i = 0; i < s->desc.shape.rank; i++)
+            bytes *= s->desc.shape.dims[i];
+        rc = post_descs(h, x, set) ||
+             (s->desc.kind == K_PERMUTE ? post_permute(h, x, set, bytes) : post_sends(h, x, set, bytes));
+        in_flight(x->m, 1);
+    } else if (!rc)
+        rc = post_slices(h, x, set);
     if (rc) {
         char what[160];
         rt_what(h, what, sizeof what);
@@ -415,36 +472,35 @@ static int wait_upto(sc_handle *h, Xchg *x, int to) {
     }
     /* Name the devices whose messages did not come: a process that sent
      * no description is late with all its members of the group. */
-    char late[256];
-    int n = 0, nlate = 0;
+    LateList late = {.len = 0};
     for (int i = from; i < to; i++) {
         int got = 1;
         if (x->late[i] != -1)
             MPI_Test(&x->req[i], &got, MPI_STATUS_IGNORE);
         for (int j = 0; !got && j < h->f->k; j++) {
             int dev = h->g->members[j];
-            if ((x->late[i] == dev || -2 - x->late[i] == proc_of(h->dev->w, dev)) && n < (int)sizeof late - 40) {
-                n += snprintf(late + n, sizeof late - (size_t)n, "%s%d", nlate ? ", " : "", dev);
-                nlate++;
-            }
+            if (x->late[i] == dev || -2 - x->late[i] == proc_of(h->dev->w, dev))
+                rt_late_add(&late, dev);
         }
     }
+    if (late.count)
+        return rt_late_fail(h, &late, timeout);
     rt_what(h, what, sizeof what);
-    if (!nlate)
-        return rt_dev_fail(h->dev, "%s: sends to the other processes did not complete within %g s", what, timeout);
-    return rt_dev_fail(h->dev, "%s: device%s %s did not arrive within %g s", what, nlate == 1 ? "" : "s", late,
-                       timeout);
+    return rt_dev_fail(h->dev, "%s: sends to the other processes did not complete within %g s", what, timeout);
 }
 
 static int check_descs(sc_handle *h, Xchg *x) {
-    for (int t = 0; t < x->ntheirs; t++)
-        if (!rt_desc_equal(&x->theirs[t], &h->s->desc)) {
+    for (int g = 0; g < x->nprocs; g++)
+        if (g != x->mine && !rt_desc_equal(&x->theirs[g], &h->s->desc)) {
             char what[160], mine[128], theirs[128];
+            const int *ranks;
+            int dev;
+            ranks_of(h, x, g, &ranks, &dev);
             rt_what(h, what, sizeof what);
             rt_describe(&h->s->desc, mine, sizeof mine);
-            rt_describe(&x->theirs[t], theirs, sizeof theirs);
+            rt_describe(&x->theirs[g], theirs, sizeof theirs);
             return rt_dev_fail(h->dev, "%s: device %d calls %s where device %d calls %s", what, h->dev->id, mine,
-                               x->their_dev[t], theirs);
+                               dev, theirs);
         }
     return 0;
 }
@@ -486,7 +542,7 @@ static void *progress_main(void *arg) {
     return NULL;
 }
 
-static int start_progress(Mpi *m) {
+static void start_progress(Mpi *m) {
     MPI_Comm_dup(MPI_COMM_WORLD, &m->quiet);
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->cv, NULL);
@@ -496,7 +552,6 @@ static int start_progress(Mpi *m) {
         pthread_cond_destroy(&m->cv);
         MPI_Comm_free(&m->quiet);
     }
-    return m->have_progress;
 }
 
 static void stop_progress(Mpi *m) {
@@ -583,8 +638,8 @@ static int local_devices(int ndev, int size, int rank, char *err, size_t errlen)
     else if (env && *env)
         snprintf(err, errlen,
                  "the mesh has %d devices but %d MPI processes x %d local devices (SHARDC_LOCAL_DEVICES) = %lld: "
-                 "run mpirun -np %d, or set SHARDC_LOCAL_DEVICES to %d",
-                 ndev, size, L, (long long)L * size, ndev % L ? ndev : ndev / L, ndev % size ? 1 : ndev / size);
+                 "start devices / L processes, or change SHARDC_LOCAL_DEVICES",
+                 ndev, size, L, (long long)L * size);
     else
         snprintf(err, errlen,
                  "the mesh has %d device%s, which %d MPI process%s cannot share evenly: run mpirun -np P with P "

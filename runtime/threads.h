@@ -137,6 +137,14 @@ sc_world *rt_world_new(const sc_mesh *mesh, char *err, size_t errlen);
 void rt_what(const sc_handle *h, char *buf, size_t n);
 void rt_describe(const Desc *d, char *buf, size_t n);
 int rt_desc_equal(const Desc *a, const Desc *b);
+/* The devices a collective waited for in vain, for its message. */
+typedef struct {
+    char text[256];
+    int len, count;
+} LateList;
+void rt_late_add(LateList *l, int dev);
+/* "kind over {X}: devices 2, 3 did not arrive within T s": fails h's device. */
+int rt_late_fail(sc_handle *h, const LateList *l, double timeout);
 int rt_nphases(Kind k);
 
 #endif

@@ -110,24 +110,32 @@ static struct timespec deadline_in(double seconds) {
     return t;
 }
 
-/* The message of a barrier that timed out: the local members that have not
- * arrived at phase p (the others' lateness is the exchange's to report).
- * Called with the group lock held; unlocks it. */
-static int late_members(sc_handle *h, int p, double timeout) {
-    char late[256], what[160];
-    int n = 0, nlate = 0;
-    for (int j = 0; j < h->f->k; j++)
-        if (h->s->reached[j] <= p && sc_world_is_local(h->dev->w, h->g->members[j])) {
-            if (n < (int)sizeof late - 40)
-                n += snprintf(late + n, sizeof late - (size_t)n, "%s%d", nlate ? ", " : "", h->g->members[j]);
-            else if (n < (int)sizeof late - 4)
-                n += snprintf(late + n, sizeof late - (size_t)n, ", ...");
-            nlate++;
-        }
-    pthread_mutex_unlock(&h->g->mu);
+void rt_late_add(LateList *l, int dev) {
+    int room = (int)sizeof l->text - l->len;
+    if (room > 40)
+        l->len += snprintf(l->text + l->len, (size_t)room, "%s%d", l->count ? ", " : "", dev);
+    else if (room > 4)
+        l->len += snprintf(l->text + l->len, (size_t)room, ", ...");
+    l->count++;
+}
+
+int rt_late_fail(sc_handle *h, const LateList *l, double timeout) {
+    char what[160];
     rt_what(h, what, sizeof what);
-    return rt_dev_fail(h->dev, "%s: device%s %s did not arrive within %g s", what, nlate == 1 ? "" : "s", late,
-                       timeout);
+    return rt_dev_fail(h->dev, "%s: device%s %s did not arrive within %g s", what, l->count == 1 ? "" : "s",
+                       l->text, timeout);
+}
+
+/* A barrier that timed out names the local members that have not arrived
+ * at phase p (the others' lateness is the exchange's to report).  Called
+ * with the group lock held; unlocks it. */
+static int late_members(sc_handle *h, int p, double timeout) {
+    LateList late = {.len = 0};
+    for (int j = 0; j < h->f->k; j++)
+        if (h->s->reached[j] <= p && sc_world_is_local(h->dev->w, h->g->members[j]))
+            rt_late_add(&late, h->g->members[j]);
+    pthread_mutex_unlock(&h->g->mu);
+    return rt_late_fail(h, &late, timeout);
 }
 
 /* Arrive at phase p (unless `wait_only`) and wait until every member has.

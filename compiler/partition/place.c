@@ -65,10 +65,8 @@ static Piece broadcast(Part *p, Piece x, const Submesh *from) {
     int64_t attrs[2] = {RED_SUM, from->axis};
     v = shaped(p, OP_ALL_REDUCE, (int32_t[]){sel}, 1, attrs, 2, NULL, &x.sh);
     if (dtype != local.dtype) {
-        int z = scalar(p, OP_CONSTANT, dtype, 0, NULL, 0, NULL, 0);
-        int zs = shaped(p, OP_BROADCAST, (int32_t[]){z}, 1, NULL, 0, &wide, &x.sh);
         int64_t ne = CMP_NE;
-        v = shaped(p, OP_COMPARE, (int32_t[]){v, zs}, 2, &ne, 1, NULL, &x.sh);
+        v = shaped(p, OP_COMPARE, (int32_t[]){v, zeros}, 2, &ne, 1, NULL, &x.sh);
     }
     x.v = v;
     return x;

@@ -40,13 +40,15 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 import threading
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "codegen"))
+from check_numpy import mpirun, sh  # noqa: E402
+
 PROG = os.path.join(ROOT, "tests", "codegen", "io", "mesh2x2.tdsl")
 SIZES = {"X": 2, "Y": 2}            # the program's mesh, row-major: device = 2 * x + y
 NDEV = 4
@@ -118,15 +120,6 @@ def same(a, b):
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-def sh(argv, env=None):
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=RUN_TIMEOUT,
-                           env=dict(os.environ, **(env or {})))
-        return p.returncode, p.stderr + p.stdout
-    except subprocess.TimeoutExpired:
-        return 124, "timed out after %d s" % RUN_TIMEOUT
-
-
 class Layout:
     """A backend and P processes x L local devices."""
 
@@ -139,9 +132,7 @@ class Layout:
     def argv(self, exe, args):
         if self.backend == "threads":
             return [exe] + args
-        mpirun = [os.environ.get("MPIRUN") or "mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "btl",
-                  "self,vader"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
-        return mpirun + ["-np", str(self.P), exe] + args + ["--local-devices", str(self.L)]
+        return mpirun(self.P) + [exe] + args + ["--local-devices", str(self.L)]
 
 
 class Harness:
@@ -166,7 +157,7 @@ class Harness:
     def build(self, fn, backend):
         exe = os.path.join(self.tmp, "bin", "%s_%s" % (fn, backend))
         os.makedirs(os.path.dirname(exe), exist_ok=True)
-        rc, out = sh([self.shardc, "build", PROG, "--fn", fn, "--backend", backend, "-o", exe])
+        rc, out = sh([self.shardc, "build", PROG, "--fn", fn, "--backend", backend, "-o", exe], RUN_TIMEOUT)
         self.exes[fn, backend] = exe if self.check(rc == 0, "build %s --backend %s" % (fn, backend), out) else None
 
     # ---- one function in one layout ----
@@ -190,7 +181,7 @@ class Harness:
 
     def run(self, fn, lay, d, args, out, env=None):
         shutil.rmtree(os.path.join(d, out), ignore_errors=True)
-        return sh(lay.argv(self.exes[fn, lay.backend], args + ["--out", os.path.join(d, out)]), env)
+        return sh(lay.argv(self.exes[fn, lay.backend], args + ["--out", os.path.join(d, out)]), RUN_TIMEOUT, env)
 
     def case(self, fn, lay):
         params, results, compute = CASES[fn]
@@ -354,7 +345,7 @@ def two_per_process_works(h, exe):
     os.makedirs(d, exist_ok=True)
     np.save(os.path.join(d, "x.npy"), np.zeros((8, 6), np.float32))
     argv = Layout("mpi", 2, 2).argv(exe, ["--in", "x=" + os.path.join(d, "x.npy"), "--out", os.path.join(d, "out")])
-    rc, err = sh(argv[:-2], {"SHARDC_LOCAL_DEVICES": "2"})       # without --local-devices: the runtime alone
+    rc, err = sh(argv[:-2], RUN_TIMEOUT, {"SHARDC_LOCAL_DEVICES": "2"})       # without --local-devices: the runtime alone
     if rc == 0:
         return True, ""
     m = re.search(r"the mesh has \d+ devices but \d+ (MPI )?processes[^\n]*", err)

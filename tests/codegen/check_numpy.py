@@ -68,6 +68,13 @@ SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
 BUILD_TIMEOUT, RUN_TIMEOUT = 300, 180
 
 
+def mpirun(np_):
+    """The launcher, as `shardc run --backend mpi` starts it: $MPIRUN or
+    mpirun, processes may outnumber cores, shared memory, as root too."""
+    return (os.environ.get("MPIRUN") or "mpirun").split() + (["--allow-run-as-root"] if os.geteuid() == 0 else []) \
+        + ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", str(np_)]
+
+
 def sh(argv, timeout, env=None):
     """(status, stderr) of a command; a time-out is status 124."""
     try:
@@ -221,9 +228,7 @@ class Harness:
         if backend == "threads":
             return [exe]
         np_ = int(backend.split(":")[1]) if ":" in backend else ndev
-        return (os.environ.get("MPIRUN") or "mpirun").split() + (["--allow-run-as-root"] if os.geteuid() == 0 else []) \
-            + ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", str(np_), "-x",
-               "SHARDC_LOCAL_DEVICES=%d" % (ndev // np_), exe]
+        return mpirun(np_) + ["-x", "SHARDC_LOCAL_DEVICES=%d" % (ndev // np_), exe]
 
     def group(self, i, key, items):
         path, fn, spec, consts = key
