@@ -13,6 +13,7 @@
 #ifndef SHARDC_LIB_H
 #define SHARDC_LIB_H
 
+#include "shardc_elementwise.h"
 #include "shardc_rt.h"
 
 #include <stddef.h>
@@ -90,15 +91,27 @@ int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sc_shape idx_s
 int sk_iota(sk_dtype t, sc_shape s, int dim, void *out);
 
 /* ---- elementwise, over n elements ---- */
+/* The ops and their formulas are the lines of shardc_elementwise.def:
+ * SK_COPY, SK_NEGATE, SK_ABS, SK_SQUARE, SK_RELU (every dtype but bool; copy
+ * bool too), SK_EXP, SK_LOG, SK_TANH, SK_SQRT, SK_RSQRT, SK_SIN, SK_COS,
+ * SK_GELU, SK_LOGISTIC (floating point); SK_ADD, SK_SUB, SK_MUL, SK_DIV,
+ * SK_REM, SK_MAX, SK_MIN (every dtype but bool), SK_POW (floating point). */
 typedef enum {
-    SK_COPY, SK_NEGATE, SK_ABS, SK_SQUARE, SK_RELU,             /* numeric */
-    SK_EXP, SK_LOG, SK_TANH, SK_SQRT, SK_RSQRT, SK_SIN, SK_COS,  /* floating point */
-    SK_GELU, SK_LOGISTIC
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) SK_##ID,
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi)
+#include "shardc_elementwise.def"
+#undef SK_UNARY
+#undef SK_BINARY
+    SK_UNARY_COUNT
 } sk_unary_op;
 
 typedef enum {
-    SK_ADD, SK_SUB, SK_MUL, SK_DIV, SK_REM, SK_MAX, SK_MIN,     /* numeric */
-    SK_POW                                                      /* floating point */
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi)
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) SK_##ID,
+#include "shardc_elementwise.def"
+#undef SK_UNARY
+#undef SK_BINARY
+    SK_BINARY_COUNT
 } sk_binary_op;
 
 /* The order of the IR's `compare` directions. */

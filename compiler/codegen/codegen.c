@@ -161,7 +161,6 @@ typedef struct {
     const Module *m;
     const IrText *text;
     FILE *protos, *bodies;
-    unsigned helpers;
 } FileGen;
 
 static int emit_fn(FileGen *fg, int f, const char **err) {
@@ -170,7 +169,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     FILE *o = fg->bodies;
     int n = fn->ninsts;
     Gen g = {m, fn, o, c_value_names(fn, fg->text->line[f]), calloc((size_t)n + 1, sizeof(int)),
-             fg->text->line[f], param_insts(fn), {0}, &fg->helpers, NULL};
+             fg->text->line[f], param_insts(fn), {0}, NULL};
     /* Buffers: the scheduler's, or one per value in a function it did not schedule. */
     for (int v = 0, k = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
@@ -264,41 +263,6 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
 
 /* ---- the file ---- */
 
-/* The helpers fused loops call, with the semantics of lib/elementwise.c. */
-static void emit_helpers(FILE *o, unsigned h) {
-    if (h)
-        fputs("/* Elementwise semantics of lib/elementwise.c for the fused loops. */\n", o);
-    if (h & HELP_DIV_I32)
-        fputs("/* Floor division; x / 0 = -1, and INT32_MIN / -1 wraps. */\n"
-              "static inline int32_t floor_div_i32(int32_t a, int32_t b) {\n"
-              "    if (b == 0)\n        return -1;\n"
-              "    int64_t q = (int64_t)a / b, r = (int64_t)a % b;\n"
-              "    if (r != 0 && (r < 0) != (b < 0))\n        q -= 1;\n"
-              "    return (int32_t)(uint32_t)q;\n}\n\n", o);
-    if (h & HELP_REM_I32)
-        fputs("/* Floor modulo: the result has the divisor's sign; x % 0 = x. */\n"
-              "static inline int32_t floor_rem_i32(int32_t a, int32_t b) {\n"
-              "    if (b == 0)\n        return a;\n"
-              "    int64_t r = (int64_t)a % b;\n"
-              "    if (r != 0 && (r < 0) != (b < 0))\n        r += b;\n"
-              "    return (int32_t)r;\n}\n\n", o);
-    for (int d = 0; d < 2; d++)
-        if (h & (d ? HELP_REM_F64 : HELP_REM_F32)) {
-            const char *t = d ? "double" : "float", *s = d ? "" : "f";
-            fprintf(o, "/* Floor modulo: the result has the divisor's sign (np.mod). */\n"
-                       "static inline %s floor_rem_%s(%s a, %s b) {\n"
-                       "    %s r = fmod%s(a, b);\n"
-                       "    if (r != 0 && (r < 0) != (b < 0))\n        r += b;\n"
-                       "    if (r == 0)\n        r = copysign%s(0, b);\n"
-                       "    return r;\n}\n\n", t, d ? "f64" : "f32", t, t, t, s, s);
-        }
-    if (h & HELP_TO_I32)
-        fputs("/* convert to i32: truncates toward zero, saturates, NaN gives 0. */\n"
-              "static inline int32_t to_i32(double v) {\n"
-              "    return isnan(v) ? 0 : v <= INT32_MIN ? INT32_MIN : v >= INT32_MAX ? INT32_MAX : (int32_t)v;\n"
-              "}\n\n", o);
-}
-
 /* Does generated code call an `on` fn?  Those calls are timed
  * (lib/shardc_trace.h), and only then is the header included. */
 static int calls_on_fns(const Module *m) {
@@ -318,7 +282,7 @@ int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen
     }
     IrText text;
     ir_text_init(&text, m);
-    FileGen fg = {m, &text, NULL, NULL, 0};
+    FileGen fg = {m, &text, NULL, NULL};
     char *protos = NULL, *bodies = NULL;
     size_t nprotos = 0, nbodies = 0;
     FILE *ps = open_memstream(&protos, &nprotos), *bs = open_memstream(&bodies, &nbodies);
@@ -353,7 +317,6 @@ int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen
               "            goto fail;                                                    \\\n"
               "        }                                                                 \\\n"
               "    } while (0)\n\n", o);
-        emit_helpers(o, fg.helpers);
         fwrite(protos, 1, nprotos, o);
         fwrite(bodies, 1, nbodies, o);
         if (main_fn >= 0)

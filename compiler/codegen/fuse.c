@@ -37,9 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_unary(int op) { return op >= OP_COPY && op <= OP_SIGMOID; }
-static int is_binary(int op) { return op >= OP_ADD && op <= OP_POW; }
-
 /* Do operands first .. nargs-1 have n elements of dtype dt (-1: any)? */
 static int args_are(const Fn *fn, const Inst *in, int first, int64_t n, int dt) {
     for (int i = first; i < in->nargs; i++) {
@@ -53,17 +50,11 @@ static int args_are(const Fn *fn, const Inst *in, int first, int64_t n, int dt) 
 int64_t fusable_elems(const Fn *fn, int v) {
     const Inst *in = &fn->insts[v];
     int dt = in->type.dtype, op = in->op;
-    if (dt >= DT_TUPLE || in->flags & INST_ASYNC || in->place)
+    if (!(op_info[op].flags & OPF_FUSIBLE) || dt >= DT_TUPLE || in->flags & INST_ASYNC || in->place)
         return -1;                 /* placed on a submesh: guarded alone (kernels.c) */
     int64_t n = shape_elems(&in->type);
-    int ok = n > 0 && (op_info[op].nargs < 0 || in->nargs == op_info[op].nargs);
-    if (!ok)
+    if (n <= 0 || (op_info[op].nargs >= 0 && in->nargs != op_info[op].nargs))
         return -1;
-    if (is_unary(op))          /* the dtypes sk_unary takes */
-        ok = op == OP_COPY || (dt != DT_BOOL && (dt != DT_I32 || op == OP_NEGATE || op == OP_ABS ||
-                                                 op == OP_SQUARE || op == OP_RELU));
-    else if (is_binary(op))
-        ok = dt != DT_BOOL && !(dt == DT_I32 && op == OP_POW);
     switch (op) {
     case OP_CONVERT: return args_are(fn, in, 0, n, -1) ? n : -1;
     case OP_COMPARE: {
@@ -76,7 +67,8 @@ int64_t fusable_elems(const Fn *fn, int v) {
                args_are(fn, in, 1, n, dt) ? n : -1;
     case OP_BROADCAST: return args_are(fn, in, 0, 1, dt) ? n : -1;
     case OP_RESHAPE: return args_are(fn, in, 0, n, dt) ? n : -1;
-    default: return ok && (is_unary(op) || is_binary(op)) && args_are(fn, in, 0, n, dt) ? n : -1;
+    default:                       /* unary and binary arithmetic, in the dtypes the kernels take */
+        return op_accepts(op, dt) && args_are(fn, in, 0, n, dt) ? n : -1;
     }
 }
 

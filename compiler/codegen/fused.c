@@ -136,64 +136,54 @@ static void ref(Loop *L, Str *b, int a, int as_float) {
         put(b, "%s[%s]", g->name[a], L->idx);
 }
 
-/* A formula: $0 $1 $2 are the operands (their float values where `fl`),
- * @ the float functions' suffix ("f" in f32, "" in f64), # f32 or f64. */
-static void expand(Loop *L, Str *b, const char *t, const int *args, int fl, int dbl) {
-    for (; *t; t++)
-        if (*t == '$') {
-            t++;
-            ref(L, b, args[*t - '0'], fl);
-        } else if (*t == '@')
-            put(b, "%s", dbl ? "" : "f");
-        else if (*t == '#')
-            put(b, "%s", dbl ? "f64" : "f32");
-        else
+/* The formulas of lib/shardc_elementwise.def, as their text, by op. */
+static const char *const float_formula[OP_COUNT] = {
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #f,
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #f,
+#include "../../lib/shardc_elementwise.def"
+#undef SK_UNARY
+#undef SK_BINARY
+};
+static const char *const i32_formula[OP_COUNT] = {
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #fi,
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #fi,
+#include "../../lib/shardc_elementwise.def"
+#undef SK_UNARY
+#undef SK_BINARY
+};
+
+static int is_ident(int c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+/* Write formula t (lib/shardc_elementwise.def's notation) in dtype dt: the
+ * operands x, y, z are args[0..2] (their float values where `fl`), K(c) and
+ * M(f) get the float suffix in f32, T(f) is the helper sk_f_f32, _f64 or
+ * _i32.  Numbers are copied whole, so the x of 0x1 is not an operand. */
+static void expand(Loop *L, Str *b, const char *t, const int *args, int fl, int dt) {
+    const char *suffix = dt == DT_F64 ? "" : "f", *type = dt == DT_F64 ? "f64" : dt == DT_I32 ? "i32" : "f32";
+    while (*t) {
+        size_t n = 1;
+        if (*t >= '0' && *t <= '9') {
+            while (is_ident(t[n]) || t[n] == '.')
+                n++;
+            put(b, "%.*s", (int)n, t);
+        } else if (is_ident(*t)) {
+            while (is_ident(t[n]))
+                n++;
+            if (n == 1 && *t >= 'x' && *t <= 'z')
+                ref(L, b, args[*t - 'x'], fl);
+            else if (n == 1 && t[1] == '(' && (*t == 'K' || *t == 'M' || *t == 'T')) {
+                const char *inner = t + 2, *close = strchr(inner, ')');
+                int len = (int)(close - inner);
+                if (*t == 'T')
+                    put(b, "sk_%.*s_%s", len, inner, type);
+                else
+                    put(b, "%.*s%s", len, inner, suffix);
+                n = (size_t)(close + 1 - t);
+            } else
+                put(b, "%.*s", (int)n, t);
+        } else
             put(b, "%c", *t);
-}
-
-static const char *float_formula(int op) {
-    switch (op) {
-    case OP_NEGATE: return "-$0";
-    case OP_ABS: return "fabs@($0)";
-    case OP_SQUARE: return "$0 * $0";
-    case OP_RELU: return "isnan($0) ? $0 : $0 > 0 ? $0 : 0.0@";
-    case OP_EXP: return "exp@($0)";
-    case OP_LOG: return "log@($0)";
-    case OP_TANH: return "tanh@($0)";
-    case OP_SQRT: return "sqrt@($0)";
-    case OP_RSQRT: return "1.0@ / sqrt@($0)";
-    case OP_SIN: return "sin@($0)";
-    case OP_COS: return "cos@($0)";
-    /* The tanh approximation, jax.nn.gelu's default. */
-    case OP_GELU: return "0.5@ * $0 * (1.0@ + tanh@(0.7978845608028654@ * ($0 + 0.044715@ * $0 * $0 * $0)))";
-    case OP_SIGMOID: return "1.0@ / (1.0@ + exp@(-$0))";
-    case OP_ADD: return "$0 + $1";
-    case OP_SUB: return "$0 - $1";
-    case OP_MUL: return "$0 * $1";
-    case OP_DIV: return "$0 / $1";
-    case OP_REM: return "floor_rem_#($0, $1)";
-    case OP_MAX: return "isnan($0) || isnan($1) ? NAN : $0 > $1 ? $0 : $1";
-    case OP_MIN: return "isnan($0) || isnan($1) ? NAN : $0 < $1 ? $0 : $1";
-    case OP_POW: return "pow@($0, $1)";
-    default: return "$0";        /* copy */
-    }
-}
-
-/* i32 wraps modulo 2^32: computed on uint32_t, where C defines overflow. */
-static const char *i32_formula(int op) {
-    switch (op) {
-    case OP_NEGATE: return "(int32_t)(0u - (uint32_t)$0)";
-    case OP_ABS: return "$0 < 0 ? (int32_t)(0u - (uint32_t)$0) : $0";
-    case OP_SQUARE: return "(int32_t)((uint32_t)$0 * (uint32_t)$0)";
-    case OP_RELU: return "$0 > 0 ? $0 : 0";
-    case OP_ADD: return "(int32_t)((uint32_t)$0 + (uint32_t)$1)";
-    case OP_SUB: return "(int32_t)((uint32_t)$0 - (uint32_t)$1)";
-    case OP_MUL: return "(int32_t)((uint32_t)$0 * (uint32_t)$1)";
-    case OP_DIV: return "floor_div_i32($0, $1)";
-    case OP_REM: return "floor_rem_i32($0, $1)";
-    case OP_MAX: return "$0 > $1 ? $0 : $1";
-    case OP_MIN: return "$0 < $1 ? $0 : $1";
-    default: return "$0";        /* copy */
+        t += n;
     }
 }
 
@@ -206,43 +196,38 @@ static void member_expr(Loop *L, Str *b, int v) {
     for (int i = 0; i < in->nargs && i < 3; i++)
         args[i] = ir_arg(fn, in, i);
     int from = fn->insts[args[0]].type.dtype;
-    const char *t = "$0";        /* copy, reshape, a broadcast of a member */
+    const char *t = "x";         /* copy, reshape, a broadcast of a member */
     int fl = 0, round = 0;       /* operands as floats; the result rounded to bf16/f16 */
     char cmp[16];
     if (op == OP_SELECT)
-        t = "$0 ? $1 : $2";
+        t = "x ? y : z";
     else if (op == OP_COMPARE) {
         static const char *const dir[] = {"<", "<=", ">", ">=", "==", "!="};
-        snprintf(cmp, sizeof cmp, "$0 %s $1", dir[ir_attr(fn, in, 0)]);
+        snprintf(cmp, sizeof cmp, "x %s y", dir[ir_attr(fn, in, 0)]);
         t = cmp;
         fl = 1;
     } else if (op == OP_CONVERT) {
         fl = 1;
         if (from == dt)
-            t = "$0";
+            t = "x";
         else if (dt == DT_BOOL)
-            t = "$0 != 0";
-        else if (dt == DT_I32) {
-            t = from == DT_BOOL ? "(int32_t)$0" : "to_i32($0)";
-            *g->helpers |= from == DT_BOOL ? 0 : HELP_TO_I32;
-        } else if (dt == DT_F64)
-            t = "(double)$0";
+            t = "x != 0";
+        else if (dt == DT_I32)
+            t = from == DT_BOOL ? "(int32_t)x" : "sk_to_i32(x)";
+        else if (dt == DT_F64)
+            t = "(double)x";
         else {                   /* f32, bf16, f16: through float */
-            t = from == DT_F32 || is16(from) ? "$0" : "(float)$0";
+            t = from == DT_F32 || is16(from) ? "x" : "(float)x";
             round = is16(dt);
         }
     } else if (op != OP_COPY && op != OP_RESHAPE && op != OP_BROADCAST) {
-        t = dt == DT_I32 ? i32_formula(op) : float_formula(op);
+        t = dt == DT_I32 ? i32_formula[op] : float_formula[op];
         fl = 1;
         round = is16(dt);
-        if (op == OP_DIV && dt == DT_I32)
-            *g->helpers |= HELP_DIV_I32;
-        if (op == OP_REM)
-            *g->helpers |= dt == DT_I32 ? HELP_REM_I32 : dt == DT_F64 ? HELP_REM_F64 : HELP_REM_F32;
     }
     if (round)
         put(b, "%s(", from_float(dt));
-    expand(L, b, t, args, fl, dt == DT_F64);
+    expand(L, b, t, args, fl, dt);
     if (round)
         put(b, ")");
 }

@@ -15,8 +15,6 @@
 extern const char *const ctype_of[];      /* "float", ... by dtype */
 extern const char *const sk_dtype_of[];   /* "SK_F32", ... by dtype */
 
-/* Helper functions that fused loops call; the file defines the ones it uses. */
-enum { HELP_DIV_I32 = 1, HELP_REM_I32 = 2, HELP_REM_F32 = 4, HELP_REM_F64 = 8, HELP_TO_I32 = 16 };
 
 /* ---- the IR text, from one dump of the module ---- */
 typedef struct {
@@ -59,7 +57,6 @@ typedef struct {
     char **ir;                   /* IR text per instruction (in the module's IrText), or NULL */
     int *param;                  /* the parameter(i) instruction, or -1 */
     Fusion fu;
-    unsigned *helpers;           /* HELP_* the file needs */
     const char *err;
 } Gen;
 

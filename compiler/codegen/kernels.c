@@ -35,23 +35,14 @@ static int64_t bytes_of(const Shape *s) { return shape_elems(s) * dtype_size(s->
 #define A(i) g->name[ir_arg(fn, in, i)]
 #define T(v) (&fn->insts[v].type)
 
-static const char *unary_of(int op) {
-    switch (op) {
-    case OP_COPY: return "SK_COPY"; case OP_NEGATE: return "SK_NEGATE"; case OP_EXP: return "SK_EXP";
-    case OP_LOG: return "SK_LOG"; case OP_TANH: return "SK_TANH"; case OP_SQRT: return "SK_SQRT";
-    case OP_RSQRT: return "SK_RSQRT"; case OP_ABS: return "SK_ABS"; case OP_SIN: return "SK_SIN";
-    case OP_COS: return "SK_COS"; case OP_SQUARE: return "SK_SQUARE"; case OP_RELU: return "SK_RELU";
-    case OP_GELU: return "SK_GELU"; case OP_SIGMOID: return "SK_LOGISTIC"; default: return NULL;
-    }
-}
-
-static const char *binary_of(int op) {
-    switch (op) {
-    case OP_ADD: return "SK_ADD"; case OP_SUB: return "SK_SUB"; case OP_MUL: return "SK_MUL";
-    case OP_DIV: return "SK_DIV"; case OP_REM: return "SK_REM"; case OP_MAX: return "SK_MAX";
-    case OP_MIN: return "SK_MIN"; case OP_POW: return "SK_POW"; default: return NULL;
-    }
-}
+/* The kernel library's names of the elementwise ops: SK_GELU, ... */
+static const char *const sk_op_name[OP_COUNT] = {
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = "SK_" #ID,
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = "SK_" #ID,
+#include "../../lib/shardc_elementwise.def"
+#undef SK_UNARY
+#undef SK_BINARY
+};
 
 static void emit_constant(Gen *g, const Inst *in, const char *r) {
     FILE *o = g->out;
@@ -106,53 +97,78 @@ static const char *sc_dtype(Gen *g, int dt) {
     return names[dt];
 }
 
-/* A collective: started (INST_ASYNC, handle NAMEh) or blocking. */
-static void emit_collective(Gen *g, int v, const char *r) {
-    const Fn *fn = g->fn;
-    const Inst *in = &fn->insts[v];
-    const int64_t *at = ir_attrs(fn, in);
+/* A collective: started (INST_ASYNC, handle NAMEh) or blocking.  The
+ * runtime's function is named after the op's kernel: sc_all_reduce,
+ * sc_start_all_reduce, ...  Its arguments begin with the axes and dtype;
+ * each collective's emitter writes the rest between head and tail. */
+static const char *const kernel_name[OP_COUNT] = {
+#define OP(id, name, nargs, cls, kernel, flags, dtypes, prio, attrs) [id] = #kernel,
+#include "../ir/ops.def"
+#undef OP
+};
+
+static void collective_head(Gen *g, const Inst *in, const char *r) {
     FILE *o = g->out;
-    int async = in->flags & INST_ASYNC;
-    const Shape *s = T(ir_arg(fn, in, 0));
-    const char *t = sc_dtype(g, s->dtype);
-    if (async)                   /* a guarded one's handle is declared before its guard */
+    int naxes;
+    const int64_t *axes = inst_axes(g->fn, in, &naxes);
+    const char *t = sc_dtype(g, g->fn->insts[ir_arg(g->fn, in, 0)].type.dtype);
+    if (in->flags & INST_ASYNC)  /* a guarded one's handle is declared before its guard */
         fprintf(o, in->place ? "    %sh = sc_start_" : "    sc_handle *%sh = sc_start_", r);
     else
         fputs("    TRY(sc_", o);
-    int first = in->op == OP_ALL_REDUCE || in->op == OP_ALL_GATHER ? 1 : in->op == OP_COLLECTIVE_PERMUTE ? 1 : 2;
-    int naxes = in->op == OP_COLLECTIVE_PERMUTE ? (int)at[0] : in->nattrs - first;
-    fprintf(o, "%s(dev, ", in->op == OP_ALL_REDUCE ? "all_reduce" : in->op == OP_ALL_GATHER ? "all_gather"
-                          : in->op == OP_REDUCE_SCATTER ? "reduce_scatter" : in->op == OP_ALL_TO_ALL ? "all_to_all"
-                          : "collective_permute");
-    emit_axes(o, at + first, naxes);
+    fprintf(o, "%s(dev, ", kernel_name[in->op]);
+    emit_axes(o, axes, naxes);
     fprintf(o, ", %s, ", t);
-    switch (in->op) {
-    case OP_ALL_REDUCE:
-        fprintf(o, "%s, %s, %s, %lld", sc_reduce_of[at[0]], A(0), r, (long long)shape_elems(s));
-        break;
-    case OP_ALL_GATHER:
-        emit_shape(o, s);
-        fprintf(o, ", %lld, %s, %s", (long long)at[0], A(0), r);
-        break;
-    case OP_REDUCE_SCATTER:
-        fprintf(o, "%s, ", sc_reduce_of[at[0]]);
-        emit_shape(o, s);
-        fprintf(o, ", %lld, %s, %s", (long long)at[1], A(0), r);
-        break;
-    case OP_ALL_TO_ALL:
-        emit_shape(o, s);
-        fprintf(o, ", %lld, %lld, %s, %s", (long long)at[0], (long long)at[1], A(0), r);
-        break;
-    default: {
-        int npairs = (in->nattrs - 1 - naxes) / 2;
-        emit_ints(o, "const int", at + 1 + naxes, 2 * npairs);
-        fprintf(o, ", %d, %s, %s, %lld", npairs, A(0), r, (long long)shape_elems(s));
-    }
-    }
-    if (async)
-        fprintf(o, ");\n    if (!%sh)\n        goto fail;\n", r);
+}
+
+static void collective_tail(Gen *g, const Inst *in, const char *r) {
+    if (in->flags & INST_ASYNC)
+        fprintf(g->out, ");\n    if (!%sh)\n        goto fail;\n", r);
     else
-        fputs("));\n", o);
+        fputs("));\n", g->out);
+}
+
+static void emit_all_reduce(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    collective_head(g, in, r);
+    fprintf(g->out, "%s, %s, %s, %lld", sc_reduce_of[inst_reducer(fn, in)], A(0), r,
+            (long long)shape_elems(T(ir_arg(fn, in, 0))));
+    collective_tail(g, in, r);
+}
+
+static void emit_all_gather(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    collective_head(g, in, r);
+    emit_shape(g->out, T(ir_arg(fn, in, 0)));
+    fprintf(g->out, ", %d, %s, %s", inst_dim(fn, in), A(0), r);
+    collective_tail(g, in, r);
+}
+
+static void emit_reduce_scatter(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    collective_head(g, in, r);
+    fprintf(g->out, "%s, ", sc_reduce_of[inst_reducer(fn, in)]);
+    emit_shape(g->out, T(ir_arg(fn, in, 0)));
+    fprintf(g->out, ", %d, %s, %s", inst_dim(fn, in), A(0), r);
+    collective_tail(g, in, r);
+}
+
+static void emit_all_to_all(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    collective_head(g, in, r);
+    emit_shape(g->out, T(ir_arg(fn, in, 0)));
+    fprintf(g->out, ", %d, %d, %s, %s", inst_dim(fn, in), inst_concat_dim(fn, in), A(0), r);
+    collective_tail(g, in, r);
+}
+
+static void emit_collective_permute(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    int npairs;
+    const int64_t *pairs = inst_pairs(fn, in, &npairs);
+    collective_head(g, in, r);
+    emit_ints(g->out, "const int", pairs, 2 * npairs);
+    fprintf(g->out, ", %d, %s, %s, %lld", npairs, A(0), r, (long long)shape_elems(T(ir_arg(fn, in, 0))));
+    collective_tail(g, in, r);
 }
 
 static void emit_body(Gen *g, int v);
@@ -194,157 +210,213 @@ void emit_inst(Gen *g, int v) {
     free(text);
 }
 
-static void emit_body(Gen *g, int v) {
-    const Fn *fn = g->fn;
-    const Inst *in = &fn->insts[v];
-    FILE *o = g->out;
-    const char *r = g->name[v];
-    const int64_t *at = ir_attrs(fn, in);
-    int dt = in->type.dtype;
-    long long n = in->type.dtype == DT_TUPLE ? 0 : (long long)shape_elems(&in->type);
-    const char *u = unary_of(in->op), *b = binary_of(in->op);
-    if (u)
-        fprintf(o, "    TRY(sk_unary(%s, %s, %lld, %s, %s));\n", u, sk_dtype_of[dt], n, A(0), r);
-    else if (b)
-        fprintf(o, "    TRY(sk_binary(%s, %s, %lld, %s, %s, %s));\n", b, sk_dtype_of[dt], n, A(0), A(1), r);
-    else if (op_is_collective(in->op))
-        emit_collective(g, v, r);
-    else
-        switch (in->op) {
-        case OP_PARAMETER: break;
-        case OP_CONSTANT: emit_constant(g, in, r); break;
-        case OP_IOTA:
-            fprintf(o, "    TRY(sk_iota(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, &in->type);
-            fprintf(o, ", %lld, %s));\n", (long long)at[0], r);
-            break;
-        case OP_AXIS_INDEX: {
-            fprintf(o, "    *%s = ", r);
-            for (int i = 1; i < in->nattrs; i++)
-                fputc('(', o);
-            fprintf(o, "sc_coord(dev, %lld)", (long long)at[0]);
-            for (int i = 1; i < in->nattrs; i++)
-                fprintf(o, " * %lld + sc_coord(dev, %lld))", (long long)g->m->axis_size[at[i]], (long long)at[i]);
-            fputs(";\n", o);
-            break;
-        }
-        case OP_CONVERT:
-            fprintf(o, "    TRY(sk_convert(%s, %s, %lld, %s, %s));\n", sk_dtype_of[T(ir_arg(fn, in, 0))->dtype],
-                    sk_dtype_of[dt], n, A(0), r);
-            break;
-        case OP_COMPARE: {
-            static const char *const dir[] = {"SK_LT", "SK_LE", "SK_GT", "SK_GE", "SK_EQ", "SK_NE"};
-            fprintf(o, "    TRY(sk_compare(%s, %s, %lld, %s, %s, %s));\n", dir[at[0]],
-                    sk_dtype_of[T(ir_arg(fn, in, 0))->dtype], n, A(0), A(1), r);
-            break;
-        }
-        case OP_SELECT:
-            fprintf(o, "    TRY(sk_select(%s, %lld, %s, %s, %s, %s));\n", sk_dtype_of[dt], n, A(0), A(1), A(2), r);
-            break;
-        case OP_BROADCAST:
-            fprintf(o, "    TRY(sk_broadcast(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, ", A(0));
-            emit_shape(o, &in->type);
-            fputs(", ", o);
-            emit_ints(o, "const int", at, in->nattrs);
-            fprintf(o, ", %s));\n", r);
-            break;
-        case OP_TRANSPOSE:
-            fprintf(o, "    TRY(sk_transpose(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, ", A(0));
-            emit_ints(o, "const int", at, in->nattrs);
-            fprintf(o, ", %s));\n", r);
-            break;
-        case OP_RESHAPE:
-        case OP_GET_TUPLE_ELEMENT:
-            if (n)
-                fprintf(o, "    memcpy(%s, %s", r, in->op == OP_RESHAPE ? A(0) : "");
-            if (n && in->op == OP_GET_TUPLE_ELEMENT)
-                fprintf(o, "%s_%lld", A(0), (long long)at[0]);
-            if (n)
-                fprintf(o, ", %lld);\n", (long long)bytes_of(&in->type));
-            break;
-        case OP_DOT: emit_dot(g, in, r); break;
-        case OP_REDUCE:
-            fprintf(o, "    TRY(sk_reduce(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, %d, ", A(0), in->nattrs - 1);
-            emit_ints(o, "const int", at + 1, in->nattrs - 1);
-            fprintf(o, ", %s, %s));\n", sc_reduce_of[at[0]], r);
-            break;
-        case OP_SLICE: {
-            const Shape *s = T(ir_arg(fn, in, 0));
-            fprintf(o, "    TRY(sk_slice(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, s);
-            fprintf(o, ", %s, ", A(0));
-            emit_ints(o, "const int64_t", at, s->rank);
-            fputs(", ", o);
-            emit_ints(o, "const int64_t", at + s->rank, s->rank);
-            fprintf(o, ", %s));\n", r);
-            break;
-        }
-        case OP_DYNAMIC_SLICE:
-            fprintf(o, "    TRY(sk_dynamic_slice(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, (const int32_t[]){", A(0));
-            for (int i = 1; i < in->nargs; i++)
-                fprintf(o, "%s*%s", i > 1 ? ", " : "", A(i));
-            fprintf(o, "%s}, ", in->nargs > 1 ? "" : "0");
-            emit_ints(o, "const int64_t", in->type.dims, in->type.rank);
-            fprintf(o, ", %s));\n", r);
-            break;
-        case OP_CONCAT:
-            fprintf(o, "    TRY(sk_concat(%s, %d, (const sc_shape[]){", sk_dtype_of[dt], in->nargs);
-            for (int i = 0; i < in->nargs; i++) {
-                fputs(i ? ", " : "", o);
-                emit_shape(o, T(ir_arg(fn, in, i)));
-            }
-            fputs("}, (const void *const[]){", o);
-            for (int i = 0; i < in->nargs; i++)
-                fprintf(o, "%s%s", i ? ", " : "", A(i));
-            fprintf(o, "}, %lld, %s));\n", (long long)at[0], r);
-            break;
-        case OP_ROLL:
-            fprintf(o, "    TRY(sk_roll(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, %lld, %lld, %s));\n", A(0), (long long)at[0], (long long)at[1], r);
-            break;
-        case OP_GATHER:
-            fprintf(o, "    TRY(sk_gather(%s, ", sk_dtype_of[dt]);
-            emit_shape(o, T(ir_arg(fn, in, 0)));
-            fprintf(o, ", %s, %lld, ", A(0), (long long)at[0]);
-            emit_shape(o, T(ir_arg(fn, in, 1)));
-            fprintf(o, ", %s, %s));\n", A(1), r);
-            break;
-        case OP_DONE: fprintf(o, "    TRY(sc_done(%sh));\n", A(0)); break;
-        case OP_CALL: {
-            const Fn *callee = &g->m->fns[at[0]];
-            char *cn = fn_cname(g->m, callee);
-            if (callee->on)              /* timed for SHARDC_TRACE (lib/shardc_trace.h) */
-                fprintf(o, "    {\n        int64_t trace_t0 = sk_trace_begin();\n        TRY(%s(dev", cn);
-            else
-                fprintf(o, "    TRY(%s(dev", cn);
-            free(cn);
-            for (int i = 0; i < in->nargs; i++)
-                fprintf(o, ", %s", A(i));
-            if (dt == DT_TUPLE)
-                for (int i = 0; i < callee->nresults; i++)
-                    fprintf(o, ", %s_%d", r, i);
-            else
-                fprintf(o, ", %s", r);
-            fputs("));\n", o);
-            if (callee->on)
-                fprintf(o, "        sk_trace_end(dev, \"%s\", trace_t0);\n    }\n", sym_name(g->m->syms, callee->sym));
-            break;
-        }
-        case OP_RETURN:
-            for (int i = 0; i < in->nargs; i++)
-                if (bytes_of(T(ir_arg(fn, in, i))))
-                    fprintf(o, "    memcpy(result%d, %s, %lld);\n", i, A(i), (long long)bytes_of(T(ir_arg(fn, in, i))));
-            break;
-        default: g->err = "an op code generation does not know"; break;
-        }
+/* ---- one emitter per kernel of ops.def: emit_KERNEL(g, in, r) writes the
+ * code computing `in` into `r` ---- */
+
+static long long elems_of(const Inst *in) {
+    return in->type.dtype == DT_TUPLE ? 0 : (long long)shape_elems(&in->type);
 }
 
+static const char *sk_dtype_at(Gen *g, const Inst *in, int i) {
+    return sk_dtype_of[g->fn->insts[ir_arg(g->fn, in, i)].type.dtype];
+}
+
+/* Parameters are the function's arguments. */
+static void emit_parameter(Gen *g, const Inst *in, const char *r) { (void)g, (void)in, (void)r; }
+
+static void emit_unary(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    fprintf(g->out, "    TRY(sk_unary(%s, %s, %lld, %s, %s));\n", sk_op_name[in->op], sk_dtype_of[in->type.dtype],
+            elems_of(in), A(0), r);
+}
+
+static void emit_binary(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    fprintf(g->out, "    TRY(sk_binary(%s, %s, %lld, %s, %s, %s));\n", sk_op_name[in->op],
+            sk_dtype_of[in->type.dtype], elems_of(in), A(0), A(1), r);
+}
+
+static void emit_iota(Gen *g, const Inst *in, const char *r) {
+    fprintf(g->out, "    TRY(sk_iota(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(g->out, &in->type);
+    fprintf(g->out, ", %d, %s));\n", inst_dim(g->fn, in), r);
+}
+
+/* The device's index in the groups of the axes, major first. */
+static void emit_axis_index(Gen *g, const Inst *in, const char *r) {
+    FILE *o = g->out;
+    int n;
+    const int64_t *axes = inst_axes(g->fn, in, &n);
+    fprintf(o, "    *%s = ", r);
+    for (int i = 1; i < n; i++)
+        fputc('(', o);
+    fprintf(o, "sc_coord(dev, %lld)", (long long)axes[0]);
+    for (int i = 1; i < n; i++)
+        fprintf(o, " * %lld + sc_coord(dev, %lld))", (long long)g->m->axis_size[axes[i]], (long long)axes[i]);
+    fputs(";\n", o);
+}
+
+static void emit_convert(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    fprintf(g->out, "    TRY(sk_convert(%s, %s, %lld, %s, %s));\n", sk_dtype_at(g, in, 0), sk_dtype_of[in->type.dtype],
+            elems_of(in), A(0), r);
+}
+
+static void emit_compare(Gen *g, const Inst *in, const char *r) {
+    static const char *const dir[] = {"SK_LT", "SK_LE", "SK_GT", "SK_GE", "SK_EQ", "SK_NE"};
+    const Fn *fn = g->fn;
+    fprintf(g->out, "    TRY(sk_compare(%s, %s, %lld, %s, %s, %s));\n", dir[ir_attr(fn, in, 0)], sk_dtype_at(g, in, 0),
+            elems_of(in), A(0), A(1), r);
+}
+
+static void emit_select(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    fprintf(g->out, "    TRY(sk_select(%s, %lld, %s, %s, %s, %s));\n", sk_dtype_of[in->type.dtype], elems_of(in), A(0),
+            A(1), A(2), r);
+}
+
+static void emit_broadcast(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    fprintf(o, "    TRY(sk_broadcast(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(o, T(ir_arg(fn, in, 0)));
+    fprintf(o, ", %s, ", A(0));
+    emit_shape(o, &in->type);
+    fputs(", ", o);
+    emit_ints(o, "const int", ir_attrs(fn, in), in->nattrs);
+    fprintf(o, ", %s));\n", r);
+}
+
+static void emit_transpose(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    fprintf(o, "    TRY(sk_transpose(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(o, T(ir_arg(fn, in, 0)));
+    fprintf(o, ", %s, ", A(0));
+    emit_ints(o, "const int", ir_attrs(fn, in), in->nattrs);
+    fprintf(o, ", %s));\n", r);
+}
+
+static void emit_reshape(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    if (elems_of(in))
+        fprintf(g->out, "    memcpy(%s, %s, %lld);\n", r, A(0), (long long)bytes_of(&in->type));
+}
+
+static void emit_tuple_element(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    if (elems_of(in))
+        fprintf(g->out, "    memcpy(%s, %s_%lld, %lld);\n", r, A(0), (long long)ir_attr(fn, in, 0),
+                (long long)bytes_of(&in->type));
+}
+
+static void emit_reduce(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    fprintf(o, "    TRY(sk_reduce(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(o, T(ir_arg(fn, in, 0)));
+    fprintf(o, ", %s, %d, ", A(0), in->nattrs - 1);
+    emit_ints(o, "const int", ir_attrs(fn, in) + 1, in->nattrs - 1);
+    fprintf(o, ", %s, %s));\n", sc_reduce_of[inst_reducer(fn, in)], r);
+}
+
+static void emit_slice(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    const Shape *s = T(ir_arg(fn, in, 0));
+    fprintf(o, "    TRY(sk_slice(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(o, s);
+    fprintf(o, ", %s, ", A(0));
+    emit_ints(o, "const int64_t", ir_attrs(fn, in), s->rank);
+    fputs(", ", o);
+    emit_ints(o, "const int64_t", ir_attrs(fn, in) + s->rank, s->rank);
+    fprintf(o, ", %s));\n", r);
+}
+
+static void emit_dynamic_slice(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    fprintf(o, "    TRY(sk_dynamic_slice(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(o, T(ir_arg(fn, in, 0)));
+    fprintf(o, ", %s, (const int32_t[]){", A(0));
+    for (int i = 1; i < in->nargs; i++)
+        fprintf(o, "%s*%s", i > 1 ? ", " : "", A(i));
+    fprintf(o, "%s}, ", in->nargs > 1 ? "" : "0");
+    emit_ints(o, "const int64_t", in->type.dims, in->type.rank);
+    fprintf(o, ", %s));\n", r);
+}
+
+static void emit_concat(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    fprintf(o, "    TRY(sk_concat(%s, %d, (const sc_shape[]){", sk_dtype_of[in->type.dtype], in->nargs);
+    for (int i = 0; i < in->nargs; i++) {
+        fputs(i ? ", " : "", o);
+        emit_shape(o, T(ir_arg(fn, in, i)));
+    }
+    fputs("}, (const void *const[]){", o);
+    for (int i = 0; i < in->nargs; i++)
+        fprintf(o, "%s%s", i ? ", " : "", A(i));
+    fprintf(o, "}, %d, %s));\n", inst_dim(fn, in), r);
+}
+
+static void emit_roll(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    fprintf(g->out, "    TRY(sk_roll(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(g->out, T(ir_arg(fn, in, 0)));
+    fprintf(g->out, ", %s, %lld, %d, %s));\n", A(0), (long long)ir_attr(fn, in, 0), inst_dim(fn, in), r);
+}
+
+static void emit_gather(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    fprintf(o, "    TRY(sk_gather(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(o, T(ir_arg(fn, in, 0)));
+    fprintf(o, ", %s, %d, ", A(0), inst_dim(fn, in));
+    emit_shape(o, T(ir_arg(fn, in, 1)));
+    fprintf(o, ", %s, %s));\n", A(1), r);
+}
+
+static void emit_done(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    (void)r;
+    fprintf(g->out, "    TRY(sc_done(%sh));\n", A(0));
+}
+
+static void emit_call(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    const Fn *callee = &g->m->fns[ir_attr(fn, in, 0)];
+    char *cn = fn_cname(g->m, callee);
+    if (callee->on)              /* timed for SHARDC_TRACE (lib/shardc_trace.h) */
+        fprintf(o, "    {\n        int64_t trace_t0 = sk_trace_begin();\n        TRY(%s(dev", cn);
+    else
+        fprintf(o, "    TRY(%s(dev", cn);
+    free(cn);
+    for (int i = 0; i < in->nargs; i++)
+        fprintf(o, ", %s", A(i));
+    if (in->type.dtype == DT_TUPLE)
+        for (int i = 0; i < callee->nresults; i++)
+            fprintf(o, ", %s_%d", r, i);
+    else
+        fprintf(o, ", %s", r);
+    fputs("));\n", o);
+    if (callee->on)
+        fprintf(o, "        sk_trace_end(dev, \"%s\", trace_t0);\n    }\n", sym_name(g->m->syms, callee->sym));
+}
+
+static void emit_return(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    (void)r;
+    for (int i = 0; i < in->nargs; i++)
+        if (bytes_of(T(ir_arg(fn, in, i))))
+            fprintf(g->out, "    memcpy(result%d, %s, %lld);\n", i, A(i), (long long)bytes_of(T(ir_arg(fn, in, i))));
+}
+
+static void (*const emit_kernel[OP_COUNT])(Gen *, const Inst *, const char *) = {
+#define OP(id, name, nargs, cls, kernel, flags, dtypes, prio, attrs) [id] = emit_##kernel,
+#include "../ir/ops.def"
+#undef OP
+};
+
+static void emit_body(Gen *g, int v) { emit_kernel[g->fn->insts[v].op](g, &g->fn->insts[v], g->name[v]); }

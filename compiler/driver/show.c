@@ -151,10 +151,6 @@ int show_value(const Module *m, int f, const char *value, FILE *out) {
     return 0;
 }
 
-static int is_collective(Op op) {
-    return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL ||
-           op == OP_COLLECTIVE_PERMUTE;
-}
 
 void show_dot(const Module *m, int f, FILE *out) {
     const Fn *fn = &m->fns[f];
@@ -170,7 +166,7 @@ void show_dot(const Module *m, int f, FILE *out) {
             fprintf(out, "  n%d [label=\"%%%s = %s\\n", v, names[v], op_info[in->op].name);
             ir_print_shape(out, &in->type);
             ir_print_sharding(out, m, &in->type, &in->sh);
-            fprintf(out, "\"%s];\n", is_collective((Op)in->op) ? ", style=filled, fillcolor=\"#ffd27f\""
+            fprintf(out, "\"%s];\n", op_is_collective(in->op) ? ", style=filled, fillcolor=\"#ffd27f\""
                                     : in->op == OP_PARAMETER ? ", shape=oval" : "");
         }
         for (int i = 0; i < in->nargs; i++)

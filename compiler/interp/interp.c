@@ -311,25 +311,18 @@ static int exec_call(Frame *f, int v) {
     return 0;
 }
 
-static int group_axes(const Fn *fn, const Inst *in, int *n) {
-    int first = in->op == OP_AXIS_INDEX ? 0 : in->op == OP_REDUCE_SCATTER || in->op == OP_ALL_TO_ALL ? 2 : 1;
-    *n = in->op == OP_COLLECTIVE_PERMUTE ? (int)ir_attr(fn, in, 0) : in->nattrs - first;
-    return first;
-}
-
-static int needs_groups(Op op) {
-    return op == OP_AXIS_INDEX || op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER ||
-           op == OP_ALL_TO_ALL || op == OP_COLLECTIVE_PERMUTE;
-}
+/* Collectives and axis-index run on the groups of their mesh axes. */
+static int needs_groups(Op op) { return op_info[op].at_axes >= 0; }
 
 static int make_groups(Frame *f, int v, Arena *scratch, Groups *g) {
     const Inst *in = &f->fn->insts[v];
     if (!f->lockstep || f->ndev != f->ip->ndevices)
         return fail_at(f, v, "a collective or axis-index outside a per-device program (an spmd fn)");
-    int n, first = group_axes(f->fn, in, &n);
+    int n;
+    const int64_t *axes = inst_axes(f->fn, in, &n);
     int64_t *members = arena_alloc(scratch, sizeof(int64_t) * (size_t)f->ndev);
     int64_t *slot = arena_alloc(scratch, sizeof(int64_t) * (size_t)f->ndev);
-    g->size = ir_replica_groups(f->ip->m, &f->fn->ints[in->attrs + first], n, members);
+    g->size = ir_replica_groups(f->ip->m, axes, n, members);
     for (int64_t i = 0; i < f->ndev; i++)
         slot[members[i]] = i;
     g->members = members;
@@ -350,7 +343,7 @@ static int exec_op(Frame *f, int v) {
     int rc = needs_groups((Op)in->op) ? make_groups(f, v, &scratch, &g) : 0;
     char kerr[256];
     Kernel k = {f->ip->m, f->fn, in, (double *const *const *)f->val, &g, 0, kerr, sizeof kerr};
-    int round = !kernel_moves_only((Op)in->op);
+    int round = !(op_info[in->op].flags & OPF_MOVES);
     for (int64_t d = 0; d < f->ndev && !rc; d++) {
         double *out = f->val[v][d] = alloc_elems(f->ip, n);
         k.dev = d;

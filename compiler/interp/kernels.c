@@ -5,6 +5,7 @@
 #include "kernels.h"
 
 #include "numerics.h"
+#include "../../lib/ew_ops.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -101,101 +102,65 @@ static double min_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : 
 
 /* ---- elementwise ---- */
 
-static double unary_float(Op op, double x) {
-    switch (op) {
-    case OP_NEGATE: return -x;
-    case OP_EXP: return exp(x);
-    case OP_LOG: return log(x);
-    case OP_TANH: return tanh(x);
-    case OP_SQRT: return sqrt(x);
-    case OP_RSQRT: return 1 / sqrt(x);
-    case OP_ABS: return fabs(x);
-    case OP_SIN: return sin(x);
-    case OP_COS: return cos(x);
-    case OP_SQUARE: return x * x;
-    case OP_RELU: return isnan(x) ? x : x > 0 ? x : 0;
-    /* The tanh approximation, jax.nn.gelu's default (approximate=True). */
-    case OP_GELU: return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-    case OP_SIGMOID: return 1 / (1 + exp(-x));
-    default: return x;           /* copy, convert: the caller's rounding converts */
-    }
-}
+/* Each op's formula (lib/shardc_elementwise.def): floating-point dtypes in
+ * double, rounded to their dtype by the caller; i32 in int32_t, wrapping. */
+#define I32_ANY(ID) ew_##ID##_i32
+#define I32_NUM(ID) ew_##ID##_i32
+#define I32_FLOAT(ID) NULL
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi)
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = ew_##ID##_f64,
+static double (*const unary_f64[OP_COUNT])(double) = {
+#include "../../lib/shardc_elementwise.def"
+};
+#undef SK_UNARY
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = I32_##dtypes(ID),
+static int32_t (*const unary_i32[OP_COUNT])(int32_t) = {
+#include "../../lib/shardc_elementwise.def"
+};
+#undef SK_UNARY
+#undef SK_BINARY
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi)
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = ew_##ID##_f64,
+static double (*const binary_f64[OP_COUNT])(double, double) = {
+#include "../../lib/shardc_elementwise.def"
+};
+#undef SK_BINARY
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = I32_##dtypes(ID),
+static int32_t (*const binary_i32[OP_COUNT])(int32_t, int32_t) = {
+#include "../../lib/shardc_elementwise.def"
+};
+#undef SK_UNARY
+#undef SK_BINARY
 
-static double unary_int(Op op, double x) {
-    int64_t v = as_int(x);
-    switch (op) {
-    case OP_NEGATE: return num_wrap_i32(-v);
-    case OP_ABS: return num_wrap_i32(v < 0 ? -v : v);
-    case OP_SQUARE: return num_wrap_i32(v * v);
-    case OP_RELU: return v > 0 ? x : 0;
-    default: return x;
-    }
-}
-
+/* i32 values are exact in double, and an op on i32 is in the i32 tables
+ * (sema and the verifier check dtypes against ops.def). */
 static int kernel_unary(const Kernel *k, double *out) {
     const double *x = arg(k, 0);
     int64_t n = shape_elems(&k->in->type);
-    int int_op = arg_type(k, 0)->dtype == DT_I32 && k->in->op != OP_CONVERT;
-    for (int64_t i = 0; i < n; i++)
-        out[i] = int_op ? unary_int((Op)k->in->op, x[i]) : unary_float((Op)k->in->op, x[i]);
+    if (arg_type(k, 0)->dtype == DT_I32)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = unary_i32[k->in->op]((int32_t)x[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            out[i] = unary_f64[k->in->op](x[i]);
     return 0;
-}
-
-/* Floor division and modulo (the remainder has the divisor's sign), as
- * Python and jnp.floor_divide do.  x / 0 is -1 and x % 0 is x, XLA's values
- * (JAX does not define them either); INT32_MIN / -1 wraps. */
-static double int_divide(int64_t a, int64_t b, int rem) {
-    if (b == 0)
-        return rem ? (double)a : -1;
-    int64_t q = a / b, r = a % b;
-    if (r != 0 && (r < 0) != (b < 0)) {
-        q -= 1;
-        r += b;
-    }
-    return rem ? (double)r : num_wrap_i32(q);
-}
-
-static double float_remainder(double a, double b) {
-    double r = fmod(a, b);
-    if (r != 0 && (r < 0) != (b < 0))
-        r += b;
-    return r == 0 ? copysign(0.0, b) : r;
-}
-
-static double binary_int(Op op, double x, double y) {
-    int64_t a = as_int(x), b = as_int(y);
-    switch (op) {
-    case OP_ADD: return num_wrap_i32(a + b);
-    case OP_SUB: return num_wrap_i32(a - b);
-    case OP_MUL: return num_wrap_i32(a * b);
-    case OP_DIV: return int_divide(a, b, 0);
-    case OP_REM: return int_divide(a, b, 1);
-    case OP_MAX: return a > b ? x : y;
-    case OP_MIN: return a < b ? x : y;
-    default: return NAN;
-    }
-}
-
-static double binary_float(Op op, double a, double b) {
-    switch (op) {
-    case OP_ADD: return a + b;
-    case OP_SUB: return a - b;
-    case OP_MUL: return a * b;
-    case OP_DIV: return a / b;
-    case OP_REM: return float_remainder(a, b);
-    case OP_MAX: return max_nan(a, b);
-    case OP_MIN: return min_nan(a, b);
-    case OP_POW: return pow(a, b);
-    default: return NAN;
-    }
 }
 
 static int kernel_binary(const Kernel *k, double *out) {
     const double *x = arg(k, 0), *y = arg(k, 1);
     int64_t n = shape_elems(&k->in->type);
-    int is_int = k->in->type.dtype == DT_I32;
-    for (int64_t i = 0; i < n; i++)
-        out[i] = is_int ? binary_int((Op)k->in->op, x[i], y[i]) : binary_float((Op)k->in->op, x[i], y[i]);
+    if (k->in->type.dtype == DT_I32)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = binary_i32[k->in->op]((int32_t)x[i], (int32_t)y[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            out[i] = binary_f64[k->in->op](x[i], y[i]);
+    return 0;
+}
+
+/* The caller's rounding to the result dtype is the conversion. */
+static int kernel_convert(const Kernel *k, double *out) {
+    memcpy(out, arg(k, 0), sizeof(double) * (size_t)shape_elems(&k->in->type));
     return 0;
 }
 
@@ -221,27 +186,25 @@ static int kernel_select(const Kernel *k, double *out) {
 
 /* ---- leaves ---- */
 
-static int kernel_leaf(const Kernel *k, double *out) {
+static int kernel_constant(const Kernel *k, double *out) {
+    for (int64_t i = 0, n = shape_elems(&k->in->type); i < n; i++)
+        out[i] = k->in->value;
+    return 0;
+}
+
+static int kernel_iota(const Kernel *k, double *out) {
     const Shape *s = &k->in->type;
     int64_t n = shape_elems(s), stride[MAX_RANK];
-    switch ((Op)k->in->op) {
-    case OP_CONSTANT:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = k->in->value;
-        return 0;
-    case OP_IOTA: {
-        int d = (int)attr(k, 0);
-        row_major_strides(s, stride);
-        for (int64_t i = 0; i < n; i++)
-            out[i] = (double)(i / stride[d] % s->dims[d]);
-        return 0;
-    }
-    case OP_AXIS_INDEX:
-        out[0] = (double)(k->groups->slot[k->dev] % k->groups->size);
-        return 0;
-    default:
-        return kfail(k, "%s is not a leaf the kernels run", op_info[k->in->op].name);
-    }
+    int d = inst_dim(k->fn, k->in);
+    row_major_strides(s, stride);
+    for (int64_t i = 0; i < n; i++)
+        out[i] = (double)(i / stride[d] % s->dims[d]);
+    return 0;
+}
+
+static int kernel_axis_index(const Kernel *k, double *out) {
+    out[0] = (double)(k->groups->slot[k->dev] % k->groups->size);
+    return 0;
 }
 
 /* ---- structure ---- */
@@ -524,14 +487,14 @@ static void group_reduce(const Kernel *k, Reducer red, int dtype, int64_t n, dou
 }
 
 static int kernel_all_reduce(const Kernel *k, double *out) {
-    group_reduce(k, (Reducer)attr(k, 0), k->in->type.dtype, shape_elems(&k->in->type), out);
+    group_reduce(k, inst_reducer(k->fn, k->in), k->in->type.dtype, shape_elems(&k->in->type), out);
     return 0;
 }
 
 /* Member j's block goes to block j of `dim`. */
 static int kernel_all_gather(const Kernel *k, double *out) {
     const Shape *x = arg_type(k, 0);
-    int dim = (int)attr(k, 0);
+    int dim = inst_dim(k->fn, k->in);
     int64_t xs[MAX_RANK], rs[MAX_RANK];
     row_major_strides(x, xs);
     row_major_strides(&k->in->type, rs);
@@ -543,11 +506,11 @@ static int kernel_all_gather(const Kernel *k, double *out) {
 /* The group's sum, of which this device keeps block `rank` of `dim`. */
 static int kernel_reduce_scatter(const Kernel *k, double *out) {
     const Shape *x = arg_type(k, 0), *r = &k->in->type;
-    int dim = (int)attr(k, 1);
+    int dim = inst_dim(k->fn, k->in);
     double *sum = malloc(sizeof(double) * (size_t)shape_elems(x));
     if (!sum)
         return kfail(k, "out of memory");
-    group_reduce(k, (Reducer)attr(k, 0), r->dtype, shape_elems(x), sum);
+    group_reduce(k, inst_reducer(k->fn, k->in), r->dtype, shape_elems(x), sum);
     int64_t xs[MAX_RANK], rs[MAX_RANK];
     row_major_strides(x, xs);
     row_major_strides(r, rs);
@@ -560,7 +523,7 @@ static int kernel_reduce_scatter(const Kernel *k, double *out) {
  * block `rank` here, where it becomes block j along concat_dimension. */
 static int kernel_all_to_all(const Kernel *k, double *out) {
     const Shape *x = arg_type(k, 0), *r = &k->in->type;
-    int split = (int)attr(k, 0), concat = (int)attr(k, 1);
+    int split = inst_dim(k->fn, k->in), concat = inst_concat_dim(k->fn, k->in);
     int64_t xs[MAX_RANK], rs[MAX_RANK], box[MAX_RANK];
     row_major_strides(x, xs);
     row_major_strides(r, rs);
@@ -573,56 +536,37 @@ static int kernel_all_to_all(const Kernel *k, double *out) {
     return 0;
 }
 
-/* Pairs are coordinates in the group: attrs [naxes, axis..., (src, dst)...].
- * A device no pair targets gets zeros, as in JAX. */
-static int kernel_permute(const Kernel *k, double *out) {
-    int64_t naxes = attr(k, 0), n = shape_elems(&k->in->type), me = my_rank(k);
-    for (int i = 1 + (int)naxes; i + 1 < k->in->nattrs; i += 2)
-        if (attr(k, i + 1) == me) {
-            memcpy(out, arg_on(k, 0, member(k, attr(k, i))), sizeof(double) * (size_t)n);
+/* Pairs are (source, target) coordinates in the group.  A device no pair
+ * targets gets zeros, as in JAX. */
+static int kernel_collective_permute(const Kernel *k, double *out) {
+    int npairs;
+    const int64_t *pair = inst_pairs(k->fn, k->in, &npairs);
+    int64_t n = shape_elems(&k->in->type), me = my_rank(k);
+    for (int i = 0; i < npairs; i++)
+        if (pair[2 * i + 1] == me) {
+            memcpy(out, arg_on(k, 0, member(k, pair[2 * i])), sizeof(double) * (size_t)n);
             return 0;
         }
     memset(out, 0, sizeof(double) * (size_t)n);
     return 0;
 }
 
-int kernel_moves_only(Op op) {
-    switch (op) {
-    case OP_COPY: case OP_BROADCAST: case OP_TRANSPOSE: case OP_RESHAPE: case OP_SLICE: case OP_DYNAMIC_SLICE:
-    case OP_CONCAT: case OP_ROLL: case OP_GATHER: case OP_SELECT: case OP_ALL_GATHER: case OP_ALL_TO_ALL:
-    case OP_COLLECTIVE_PERMUTE:
-        return 1;
-    default:
-        return 0;
-    }
+/* Parameters, calls, tuple elements and returns move values between frames,
+ * which interp.c does; an unscheduled program has no done. */
+static int kernel_frame(const Kernel *k, double *out) {
+    (void)out;
+    return kfail(k, "the interpreter has no kernel for %s", op_info[k->in->op].name);
 }
+#define kernel_parameter kernel_frame
+#define kernel_call kernel_frame
+#define kernel_tuple_element kernel_frame
+#define kernel_return kernel_frame
+#define kernel_done kernel_frame
 
-int kernel_run(const Kernel *k, double *out) {
-    switch ((Op)k->in->op) {
-    case OP_CONSTANT: case OP_IOTA: case OP_AXIS_INDEX: return kernel_leaf(k, out);
-    case OP_COPY: case OP_NEGATE: case OP_EXP: case OP_LOG: case OP_TANH: case OP_SQRT: case OP_RSQRT:
-    case OP_ABS: case OP_SIN: case OP_COS: case OP_SQUARE: case OP_RELU: case OP_GELU: case OP_SIGMOID:
-    case OP_CONVERT:
-        return kernel_unary(k, out);
-    case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_REM: case OP_MAX: case OP_MIN: case OP_POW:
-        return kernel_binary(k, out);
-    case OP_COMPARE: return kernel_compare(k, out);
-    case OP_SELECT: return kernel_select(k, out);
-    case OP_BROADCAST: return kernel_broadcast(k, out);
-    case OP_TRANSPOSE: return kernel_transpose(k, out);
-    case OP_RESHAPE: return kernel_reshape(k, out);
-    case OP_DOT: return kernel_dot(k, out);
-    case OP_REDUCE: return kernel_reduce(k, out);
-    case OP_SLICE: return kernel_slice(k, out);
-    case OP_DYNAMIC_SLICE: return kernel_dynamic_slice(k, out);
-    case OP_CONCAT: return kernel_concat(k, out);
-    case OP_ROLL: return kernel_roll(k, out);
-    case OP_GATHER: return kernel_gather(k, out);
-    case OP_ALL_REDUCE: return kernel_all_reduce(k, out);
-    case OP_ALL_GATHER: return kernel_all_gather(k, out);
-    case OP_REDUCE_SCATTER: return kernel_reduce_scatter(k, out);
-    case OP_ALL_TO_ALL: return kernel_all_to_all(k, out);
-    case OP_COLLECTIVE_PERMUTE: return kernel_permute(k, out);
-    default: return kfail(k, "the interpreter has no kernel for %s", op_info[k->in->op].name);
-    }
-}
+static int (*const kernel_of[OP_COUNT])(const Kernel *, double *) = {
+#define OP(id, name, nargs, cls, kernel, flags, dtypes, prio, attrs) [id] = kernel_##kernel,
+#include "../ir/ops.def"
+#undef OP
+};
+
+int kernel_run(const Kernel *k, double *out) { return kernel_of[k->in->op](k, out); }

@@ -26,12 +26,9 @@ typedef struct {
 } Kernel;
 
 /* Compute the op's result on k->dev into `out` (shape_elems(&in->type)
- * elements, zeroed).  The caller rounds it to the dtype unless
- * kernel_moves_only.  Returns 0, or -1 with a message in k->err. */
+ * elements, zeroed).  The caller rounds it to the dtype unless the op only
+ * moves elements (OPF_MOVES).  Returns 0, or -1 with a message in k->err. */
 int kernel_run(const Kernel *k, double *out);
-
-/* Does the op only move elements, so its result needs no rounding? */
-int kernel_moves_only(Op op);
 
 void row_major_strides(const Shape *s, int64_t stride[MAX_RANK]);
 /* Copy a box of `dims` elements: dst[sum i_d * dstride_d] = src[sum i_d * sstride_d]. */

@@ -1,5 +1,7 @@
 #include "numerics.h"
 
+#include "../../lib/shardc_elementwise.h"
+
 #include <math.h>
 
 /* Round to a binary format with `p` significand bits (the implicit one
@@ -23,11 +25,7 @@ double num_round(double x, int dtype) {
     case DT_F32: return (float)x;
     case DT_BF16: return round_binary(x, 8, -126, 127);
     case DT_F16: return round_binary(x, 11, -14, 15);
-    case DT_I32:
-        if (isnan(x))
-            return 0;
-        x = trunc(x);
-        return x < INT32_MIN ? INT32_MIN : x > INT32_MAX ? INT32_MAX : x;
+    case DT_I32: return sk_to_i32(x);
     case DT_BOOL: return x != 0;
     default: return x;
     }

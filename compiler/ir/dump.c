@@ -98,12 +98,25 @@ static void print_groups(Printer *p, const int64_t *axes, int n, const int64_t *
     fputc('}', p->out);
 }
 
-static void print_axes_attr(Printer *p, const int64_t *axes, int n) {
+static void print_axis_names(Printer *p, const int64_t *axes, int n) {
     fputs("axes={", p->out);
     for (int i = 0; i < n; i++)
         fprintf(p->out, "%s%s", i ? "," : "", sym_name(p->m->syms, p->m->axis_sym[axes[i]]));
-    fputs("}, ", p->out);
+    fputc('}', p->out);
+}
+
+static void print_axes_attr(Printer *p, const int64_t *axes, int n) {
+    print_axis_names(p, axes, n);
+    fputs(", ", p->out);
     print_groups(p, axes, n, NULL, 0);
+}
+
+/* " axes={X}, replica_groups=..." of an axis-index or collective. */
+static void print_collective_axes(Printer *p, const Inst *in) {
+    int n;
+    const int64_t *axes = inst_axes(p->fn, in, &n);
+    fputc(' ', p->out);
+    print_axes_attr(p, axes, n);
 }
 
 static void print_dot_dims(Printer *p, const Inst *in) {
@@ -162,7 +175,7 @@ static void print_attrs(Printer *p, const Inst *in) {
     int rank = in->nargs ? fn->insts[ir_arg(fn, in, 0)].type.rank : 0;
     switch ((Op)in->op) {
     case OP_IOTA: fprintf(out, " iota_dimension=%lld", (long long)at[0]); break;
-    case OP_AXIS_INDEX: fputc(' ', out); print_axes_attr(p, at, in->nattrs); break;
+    case OP_AXIS_INDEX: print_collective_axes(p, in); break;
     case OP_COMPARE: fprintf(out, " direction=%s", cmp_name[at[0]]); break;
     case OP_BROADCAST: case OP_TRANSPOSE:
         fputc(' ', out);
@@ -189,36 +202,28 @@ static void print_attrs(Printer *p, const Inst *in) {
     case OP_GATHER: fprintf(out, " dimension=%lld", (long long)at[0]); break;
     case OP_CALL: fprintf(out, " to_apply=%s", sym_name(p->m->syms, p->m->fns[at[0]].sym)); break;
     case OP_GET_TUPLE_ELEMENT: fprintf(out, " index=%lld", (long long)at[0]); break;
-    case OP_ALL_REDUCE:
-        fputc(' ', out);
-        print_axes_attr(p, at + 1, in->nattrs - 1);
-        fprintf(out, ", to_apply=%s", reducer_name[at[0]]);
-        break;
-    case OP_ALL_GATHER:
-        fputc(' ', out);
-        print_axes_attr(p, at + 1, in->nattrs - 1);
-        fprintf(out, ", dimensions={%lld}", (long long)at[0]);
-        break;
-    case OP_REDUCE_SCATTER:
-        fputc(' ', out);
-        print_axes_attr(p, at + 2, in->nattrs - 2);
-        fprintf(out, ", dimensions={%lld}, to_apply=%s", (long long)at[1], reducer_name[at[0]]);
-        break;
-    case OP_ALL_TO_ALL:
-        fputc(' ', out);
-        print_axes_attr(p, at + 2, in->nattrs - 2);
-        fprintf(out, ", split_dimension=%lld, concat_dimension=%lld", (long long)at[0], (long long)at[1]);
-        break;
     case OP_COLLECTIVE_PERMUTE: {
-        int naxes = (int)at[0];
-        fputs(" axes={", out);
-        for (int i = 0; i < naxes; i++)
-            fprintf(out, "%s%s", i ? "," : "", sym_name(p->m->syms, p->m->axis_sym[at[1 + i]]));
-        fputs("}, ", out);
-        print_groups(p, at + 1, naxes, at + 1 + naxes, in->nattrs - 1 - naxes);
+        int naxes, npairs;
+        const int64_t *axes = inst_axes(fn, in, &naxes), *pairs = inst_pairs(fn, in, &npairs);
+        fputc(' ', out);
+        print_axis_names(p, axes, naxes);
+        fputs(", ", out);
+        print_groups(p, axes, naxes, pairs, 2 * npairs);
         break;
     }
-    default: break;
+    case OP_ALL_TO_ALL:
+        print_collective_axes(p, in);
+        fprintf(out, ", split_dimension=%d, concat_dimension=%d", inst_dim(fn, in), inst_concat_dim(fn, in));
+        break;
+    default:                         /* the other collectives: axes, then dim and reducer */
+        if (!op_is_collective(in->op))
+            break;
+        print_collective_axes(p, in);
+        if (op_info[in->op].at_dim >= 0)
+            fprintf(out, ", dimensions={%d}", inst_dim(fn, in));
+        if (op_info[in->op].at_reducer >= 0)
+            fprintf(out, ", to_apply=%s", reducer_name[inst_reducer(fn, in)]);
+        break;
     }
 }
 
@@ -356,10 +361,6 @@ static void print_signature(Printer *p) {
     fputs(" {\n", out);
 }
 
-static int is_collective(Op op) {
-    return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL ||
-           op == OP_COLLECTIVE_PERMUTE;
-}
 
 /* What a partitioned function communicates: each collective with its
  * groups and the bytes one device sends (ring model), then the total. */
@@ -370,22 +371,18 @@ static void print_summary(Printer *p) {
     int n = 0;
     for (int v = 0; v < fn->ninsts; v++) {
         const Inst *in = &fn->insts[v];
-        if (!is_collective((Op)in->op))
+        if (!op_is_collective(in->op))
             continue;
         int64_t bytes = collective_bytes(p->m, fn, in);
-        const int64_t *at = &fn->ints[in->attrs];
-        int first = in->op == OP_ALL_REDUCE || in->op == OP_ALL_GATHER ? 1 : in->op == OP_COLLECTIVE_PERMUTE ? 1 : 2;
-        int naxes = in->op == OP_COLLECTIVE_PERMUTE ? (int)at[0] : in->nattrs - first;
+        int naxes;
+        const int64_t *axes = inst_axes(fn, in, &naxes);
         if (!n++)
             fprintf(out, "# collectives of %s, bytes sent per device:\n", sym_name(p->m->syms, fn->sym));
         fprintf(out, "#   %%%s: %s ", p->names[v], op_info[in->op].name);
-        if (in->op == OP_COLLECTIVE_PERMUTE) {
-            fputs("axes={", out);
-            for (int i = 0; i < naxes; i++)
-                fprintf(out, "%s%s", i ? "," : "", sym_name(p->m->syms, p->m->axis_sym[at[1 + i]]));
-            fputs("}", out);
-        } else
-            print_axes_attr(p, at + first, naxes);
+        if (in->op == OP_COLLECTIVE_PERMUTE)
+            print_axis_names(p, axes, naxes);
+        else
+            print_axes_attr(p, axes, naxes);
         fprintf(out, ": %lld\n", (long long)bytes);
         if (__builtin_add_overflow(total, bytes, &total))
             total = INT64_MAX;

@@ -38,7 +38,7 @@ typedef struct {
 } Sharding;
 
 typedef enum {
-#define OP(id, name, nargs, cls) id,
+#define OP(id, name, nargs, cls, kernel, flags, dtypes, prio, attrs) id,
 #include "ops.def"
 #undef OP
     OP_COUNT
@@ -123,19 +123,24 @@ typedef struct {
 void module_init(Module *m, Arena *arena, Symtab *syms);
 
 /* Does the body see local blocks (an spmd fn, or any fn after partitioning)? */
-static inline int op_is_collective(int op) {
-    return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL ||
-           op == OP_COLLECTIVE_PERMUTE;
-}
-
 static inline int fn_is_local(const Fn *fn) { return fn->spmd || fn->partitioned; }
 
-/* ---- op facts (ops.c) ---- */
+/* ---- op facts: the columns of ops.def (ops.c) ---- */
+enum { OPF_COLLECTIVE = 1, OPF_INVARIANT = 2, OPF_FUSIBLE = 4, OPF_MOVES = 8 };
+typedef enum { TY_ANY, TY_NUM, TY_FLOAT } TypeClass;
 typedef struct {
     const char *name;
-    int nargs;                   /* -1: variadic */
+    int8_t nargs;                /* -1: variadic */
+    uint8_t flags;               /* OPF_* */
+    uint8_t dtypes;              /* TypeClass */
+    uint8_t prio;                /* propagation: 0 first, 1 later */
+    int8_t at_reducer, at_dim, at_axes;   /* attribute layout; -1: none */
 } OpInfo;
 extern const OpInfo op_info[OP_COUNT];
+
+static inline int op_is_collective(int op) { return op_info[op].flags & OPF_COLLECTIVE; }
+/* Can the op compute on dtype dt (its TypeClass)? */
+int op_accepts(int op, int dt);
 
 /* A factor rule: the op's iteration space as factors, and for each operand
  * (then the result) which factors each dim is made of, major first. */
@@ -181,6 +186,29 @@ int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in);
 static inline Inst *ir_inst(const Fn *fn, int v) { return &fn->insts[v]; }
 static inline int32_t ir_arg(const Fn *fn, const Inst *in, int i) { return fn->args[in->args + i]; }
 static inline int64_t ir_attr(const Fn *fn, const Inst *in, int i) { return fn->ints[in->attrs + i]; }
+
+/* Typed attributes, at the places ops.def's layout gives them. */
+static inline Reducer inst_reducer(const Fn *fn, const Inst *in) {
+    return (Reducer)ir_attr(fn, in, op_info[in->op].at_reducer);
+}
+/* The op's dim (an all-to-all's split dim, whose concat dim follows it). */
+static inline int inst_dim(const Fn *fn, const Inst *in) { return (int)ir_attr(fn, in, op_info[in->op].at_dim); }
+static inline int inst_concat_dim(const Fn *fn, const Inst *in) {
+    return (int)ir_attr(fn, in, op_info[in->op].at_dim + 1);
+}
+/* The mesh axes of an axis-index or a collective, major first: *n of them. */
+static inline const int64_t *inst_axes(const Fn *fn, const Inst *in, int *n) {
+    int first = op_info[in->op].at_axes;
+    *n = in->op == OP_COLLECTIVE_PERMUTE ? (int)ir_attr(fn, in, 0) : in->nattrs - first;
+    return &fn->ints[in->attrs + first];
+}
+/* A collective-permute's (source, target) pairs, coordinates in the group. */
+static inline const int64_t *inst_pairs(const Fn *fn, const Inst *in, int *npairs) {
+    int naxes;
+    const int64_t *axes = inst_axes(fn, in, &naxes);
+    *npairs = (in->nattrs - 1 - naxes) / 2;
+    return axes + naxes;
+}
 
 int64_t shape_elems(const Shape *s);
 int shape_eq(const Shape *a, const Shape *b);

@@ -7,11 +7,21 @@
 
 #include <string.h>
 
+#define AT(reducer, dim, axes) reducer, dim, axes
 const OpInfo op_info[OP_COUNT] = {
-#define OP(id, name, nargs, cls) [id] = {name, nargs},
+#define OP(id, name, nargs, cls, kernel, flags, dtypes, prio, attrs) [id] = {name, nargs, flags, dtypes, prio, attrs},
 #include "ops.def"
 #undef OP
 };
+#undef AT
+
+int op_accepts(int op, int dt) {
+    switch ((TypeClass)op_info[op].dtypes) {
+    case TY_NUM: return dt != DT_BOOL;
+    case TY_FLOAT: return dtype_is_float(dt);
+    default: return 1;
+    }
+}
 
 typedef enum {
     C_LEAF, C_ELEMENTWISE, C_CONVERT, C_COMPARE, C_SELECT, C_BROADCAST,
@@ -21,7 +31,7 @@ typedef enum {
 } OpClass;
 
 static const uint8_t op_class[OP_COUNT] = {
-#define OP(id, name, nargs, cls) [id] = C_##cls,
+#define OP(id, name, nargs, cls, kernel, flags, dtypes, prio, attrs) [id] = C_##cls,
 #include "ops.def"
 #undef OP
 };
@@ -79,13 +89,9 @@ static const char *infer_elementwise(InferCtx *c, Shape *out) {
         if (!shape_eq(c->arg[0], c->arg[i]))
             return "operand shapes differ";
     *out = *c->arg[0];
-    if (c->in->op == OP_COPY)
+    if (op_accepts(c->in->op, out->dtype))
         return NULL;
-    if (c->in->op == OP_NEGATE || c->in->op == OP_ADD || c->in->op == OP_SUB || c->in->op == OP_MUL ||
-        c->in->op == OP_DIV || c->in->op == OP_REM || c->in->op == OP_MAX || c->in->op == OP_MIN ||
-        c->in->op == OP_ABS || c->in->op == OP_SQUARE || c->in->op == OP_RELU)
-        return out->dtype == DT_BOOL ? "arithmetic on bool" : NULL;
-    return dtype_is_float(out->dtype) ? NULL : "float op on a non-float dtype";
+    return op_info[c->in->op].dtypes == TY_NUM ? "arithmetic on bool" : "float op on a non-float dtype";
 }
 
 static const char *infer_convert(InferCtx *c, Shape *out) {
@@ -310,8 +316,10 @@ static const char *infer_return(InferCtx *c, Shape *out) {
     return NULL;
 }
 
-static const char *infer_collective(InferCtx *c, Shape *out, int first_axis, int dim_attr,
-                                    int64_t grow, int64_t shrink_attr) {
+/* The result of a collective whose dim_attr grows by the group size (or -1)
+ * and whose shrink_attr shrinks by it (or -1). */
+static const char *infer_collective(InferCtx *c, Shape *out, int dim_attr, int64_t grow, int64_t shrink_attr) {
+    int first_axis = op_info[c->in->op].at_axes;
     *out = *c->arg[0];
     int64_t n = axes_product(c->m, c->fn, c->in, first_axis);
     if (n < 1 || c->in->nattrs <= first_axis)
@@ -377,10 +385,10 @@ const char *op_infer(const Module *m, const Fn *fn, const Inst *in, Shape *out) 
     case C_CALL: return infer_call(&c, out);
     case C_TUPLE_ELEMENT: return infer_tuple_element(&c, out);
     case C_RETURN: return infer_return(&c, out);
-    case C_ALL_REDUCE: return infer_collective(&c, out, 1, -1, 0, -1);
-    case C_ALL_GATHER: return infer_collective(&c, out, 1, 0, 1, -1);
-    case C_REDUCE_SCATTER: return infer_collective(&c, out, 2, -1, 0, 1);
-    case C_ALL_TO_ALL: return infer_collective(&c, out, 2, 1, 1, 0);
+    case C_ALL_REDUCE: return infer_collective(&c, out, -1, 0, -1);
+    case C_ALL_GATHER: return infer_collective(&c, out, op_info[in->op].at_dim, 1, -1);
+    case C_REDUCE_SCATTER: return infer_collective(&c, out, -1, 0, op_info[in->op].at_dim);
+    case C_ALL_TO_ALL: return infer_collective(&c, out, op_info[in->op].at_dim + 1, 1, op_info[in->op].at_dim);
     case C_PERMUTE: return infer_permute(&c, out);
     case C_DONE: {
         const Inst *start = &fn->insts[ir_arg(fn, in, 0)];
@@ -585,15 +593,11 @@ int op_rule(const Fn *fn, const Inst *in, Rule *r) {
 int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in) {
     const Shape *x = arg_shape(fn, in, 0);
     int64_t bytes = shape_elems(x) * dtype_size(x->dtype);
-    int first;
-    switch ((Op)in->op) {
-    case OP_ALL_REDUCE: first = 1; break;
-    case OP_ALL_GATHER: first = 1; break;
-    case OP_REDUCE_SCATTER: case OP_ALL_TO_ALL: first = 2; break;
-    case OP_COLLECTIVE_PERMUTE: return bytes;
-    default: return 0;
-    }
-    int64_t k = axes_product(m, fn, in, first);
+    if (!op_is_collective(in->op))
+        return 0;
+    if (in->op == OP_COLLECTIVE_PERMUTE)
+        return bytes;
+    int64_t k = axes_product(m, fn, in, op_info[in->op].at_axes);
     /* In double, saturated: huge types would overflow the products. */
     double b = (double)bytes, sent;
     switch ((Op)in->op) {

@@ -232,21 +232,12 @@ static void apply(Prop *p, int v, const Inst *op, int t, const Rule *r, const Ax
     }
 }
 
-static int elementwise_like(Op op) {
-    switch (op) {
-    case OP_DOT: case OP_REDUCE: case OP_SLICE: case OP_DYNAMIC_SLICE: case OP_CONCAT:
-    case OP_ROLL: case OP_GATHER:
-        return 0;
-    default:
-        return 1;
-    }
-}
-
-static void propagate_op(Prop *p, int v, int all_ops) {
+/* Visit op v if its priority (ops.def) is at most `prio`. */
+static void propagate_op(Prop *p, int v, int prio) {
     const Inst *in = &p->fn->insts[v];
     p->step++;
     Rule r;
-    if (!op_rule(p->fn, in, &r) || (!all_ops && !elementwise_like((Op)in->op)))
+    if (op_info[in->op].prio > prio || !op_rule(p->fn, in, &r))
         return;
     FactorVotes votes[MAX_FACTORS];
     memset(votes, 0, sizeof(FactorVotes) * (size_t)r.nfactors);
@@ -323,14 +314,16 @@ static void propagate_fn(const Module *m, Fn *fn) {
     Prop p = {m, fn, arena_alloc(&scratch, (size_t)fn->ninsts), 0, 1, NULL};
     p.origin_step = arena_alloc(&scratch, sizeof(int) * (size_t)fn->ninsts);
     init_roots(&p);
-    for (int all_ops = 0; all_ops <= 1; all_ops++) {
+    /* Ops that pass shardings through first, then all of them (ops.def's
+     * priorities), each round until nothing changes. */
+    for (int prio = 0; prio <= 1; prio++) {
         for (int sweep = 0; sweep < MAX_SWEEPS; sweep++) {
             p.changed = 0;
             for (int v = 0; v < fn->ninsts; v++)
-                propagate_op(&p, v, all_ops);
+                propagate_op(&p, v, prio);
             hint_results(&p);
             for (int v = fn->ninsts - 1; v >= 0; v--)
-                propagate_op(&p, v, all_ops);
+                propagate_op(&p, v, prio);
             if (!p.changed)
                 break;
         }

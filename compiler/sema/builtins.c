@@ -9,15 +9,14 @@ enum {
 };
 enum { CO_PSUM, CO_PMEAN, CO_PMAX, CO_PMIN, CO_ALL_GATHER, CO_PSUM_SCATTER, CO_ALL_TO_ALL, CO_PPERMUTE };
 
+/* The elementwise ops named by a builtin (lib/shardc_elementwise.def's
+ * builtin column; operators have none, and are skipped), then the rest. */
 static const Builtin builtins[] = {
-    {"exp", BK_UNARY, OP_EXP, 1, 1},       {"log", BK_UNARY, OP_LOG, 1, 1},
-    {"tanh", BK_UNARY, OP_TANH, 1, 1},     {"sqrt", BK_UNARY, OP_SQRT, 1, 1},
-    {"rsqrt", BK_UNARY, OP_RSQRT, 1, 1},   {"abs", BK_UNARY, OP_ABS, 1, 1},
-    {"sin", BK_UNARY, OP_SIN, 1, 1},       {"cos", BK_UNARY, OP_COS, 1, 1},
-    {"square", BK_UNARY, OP_SQUARE, 1, 1}, {"relu", BK_UNARY, OP_RELU, 1, 1},
-    {"gelu", BK_UNARY, OP_GELU, 1, 1},     {"sigmoid", BK_UNARY, OP_SIGMOID, 1, 1},
-    {"max", BK_BINARY, OP_MAX, 2, 2},      {"min", BK_BINARY, OP_MIN, 2, 2},
-    {"pow", BK_BINARY, OP_POW, 2, 2},
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) {builtin, BK_UNARY, OP_##ID, 1, 1},
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) {builtin, BK_BINARY, OP_##ID, 2, 2},
+#include "../../lib/shardc_elementwise.def"
+#undef SK_UNARY
+#undef SK_BINARY
     {"f32", BK_CAST, DT_F32, 1, 1},        {"f64", BK_CAST, DT_F64, 1, 1},
     {"bf16", BK_CAST, DT_BF16, 1, 1},      {"f16", BK_CAST, DT_F16, 1, 1},
     {"i32", BK_CAST, DT_I32, 1, 1},
@@ -39,11 +38,12 @@ void builtins_init(Sema *s) {
     enum { N = sizeof builtins / sizeof builtins[0] };
     int ids[N];
     for (int i = 0; i < N; i++)
-        ids[i] = sym_intern(s->syms, builtins[i].name, strlen(builtins[i].name));
+        ids[i] = builtins[i].name ? sym_intern(s->syms, builtins[i].name, strlen(builtins[i].name)) : -1;
     s->nsyms = s->syms->n;
     s->builtin = arena_alloc(s->arena, sizeof(Builtin *) * (size_t)s->nsyms);
     for (int i = 0; i < N; i++)
-        s->builtin[ids[i]] = &builtins[i];
+        if (ids[i] >= 0)
+            s->builtin[ids[i]] = &builtins[i];
 }
 
 int is_reduction_name(const char *name) {

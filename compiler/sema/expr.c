@@ -98,6 +98,15 @@ static int compare_consts(int cmp, double x, double y) {
     }
 }
 
+/* How the user spells a binary op that has a builtin (pow), for messages. */
+static const char *const builtin_name[OP_COUNT] = {
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi)
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = builtin,
+#include "../../lib/shardc_elementwise.def"
+#undef SK_UNARY
+#undef SK_BINARY
+};
+
 Val binary_op(Sema *s, int tok, Val a, Val b, Loc loc) {
     int cmp;
     Op op = binary_ir_op(tok, &cmp);
@@ -138,8 +147,8 @@ Val elementwise2(Sema *s, Op op, Val a, Val b, Loc loc) {
     int dt = s->fn->insts[x].type.dtype;
     if (dt == DT_BOOL)
         sema_error(s, loc, "arithmetic on bool values; use where(c, a, b)");
-    if ((op == OP_POW) && !dtype_is_float(dt))
-        sema_error(s, loc, "pow needs floating-point operands, not %s", dtype_name[dt]);
+    if (!op_accepts(op, dt))
+        sema_error(s, loc, "%s needs floating-point operands, not %s", builtin_name[op], dtype_name[dt]);
     return tensor(emit(s, op, (int32_t[]){x, y}, 2, NULL, 0, NULL, loc));
 }
 
@@ -164,7 +173,7 @@ Val select_op(Sema *s, Val c, Val a, Val b, Loc loc) {
 
 /* `name` is how the user spelled the op, for messages: "exp", "-". */
 Val unary_op(Sema *s, Op op, const char *name, Val a, Loc loc) {
-    int arith = op == OP_NEGATE || op == OP_ABS || op == OP_SQUARE || op == OP_RELU;
+    int arith = op_info[op].dtypes == TY_NUM;
     int x = to_tensor(s, a, a.kind == VAL_INT && arith ? DT_I32 : DT_F32, loc);
     int dt = s->fn->insts[x].type.dtype;
     if (arith && dt == DT_BOOL)

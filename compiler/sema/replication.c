@@ -10,11 +10,12 @@ typedef struct {
     int *origin;                 /* per value and axis: the value that made it vary */
 } Variation;
 
-static uint32_t collective_axes(const Fn *fn, const Inst *in, int first) {
+static uint32_t axes_mask(const Fn *fn, const Inst *in) {
+    int n;
+    const int64_t *axes = inst_axes(fn, in, &n);
     uint32_t mask = 0;
-    int last = in->op == OP_COLLECTIVE_PERMUTE ? 1 + (int)ir_attr(fn, in, 0) : in->nattrs;
-    for (int i = first; i < last; i++)
-        mask |= 1u << ir_attr(fn, in, i);
+    for (int i = 0; i < n; i++)
+        mask |= 1u << axes[i];
     return mask;
 }
 
@@ -45,12 +46,16 @@ static void flow(const Fn *fn, Variation *var, int v) {
                 adds |= 1u << a;
         break;
     }
-    case OP_AXIS_INDEX: adds = collective_axes(fn, in, 0); break;
-    case OP_ALL_REDUCE: keep = ~collective_axes(fn, in, 1); break;
-    case OP_ALL_GATHER: keep = ~collective_axes(fn, in, 1); break;
-    case OP_REDUCE_SCATTER: case OP_ALL_TO_ALL: adds = collective_axes(fn, in, 2); break;
-    case OP_COLLECTIVE_PERMUTE: adds = collective_axes(fn, in, 1); break;
-    default: break;
+    default:
+        /* psum and all_gather make the result the same along their axes;
+         * axis_index and the other collectives make it differ. */
+        if (op_info[in->op].at_axes < 0)
+            break;
+        if (op_info[in->op].flags & OPF_INVARIANT)
+            keep = ~axes_mask(fn, in);
+        else
+            adds = axes_mask(fn, in);
+        break;
     }
     introduce(var, v, adds);
     for (int i = 0; i < in->nargs; i++)
