@@ -11,7 +11,7 @@ FUZZ_SECONDS ?= 60
 
 SRC := $(wildcard compiler/base/*.c compiler/ir/*.c compiler/sema/*.c compiler/propagate/*.c compiler/partition/*.c compiler/schedule/*.c) compiler/driver/frontend.c
 GEN := $(BUILD)/gen/parser.c $(BUILD)/gen/lexer.c
-HDR := $(wildcard compiler/*/*.h) compiler/ir/ops.def $(BUILD)/gen/parser.h lib/shardc_npy.h lib/shardc_lib.h runtime/shardc_rt.h
+HDR := $(wildcard compiler/*/*.h compiler/ir/*.def lib/*.h lib/*.def) $(BUILD)/gen/parser.h runtime/shardc_rt.h
 
 OBJ := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/parser.o $(BUILD)/obj/gen/lexer.o
 # The reference interpreter and `shardc interp` go into shardc only.
@@ -36,7 +36,7 @@ RT_TESTS := $(patsubst tests/runtime/%.c,$(BUILD)/tests/runtime/%,$(wildcard tes
 # conversions, so a program links libshardc_lib.a libshardc_rt.a -lopenblas.
 LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -Iruntime -Ilib
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/*.c))
-LIB_HDR   := $(wildcard lib/*.h) runtime/shardc_rt.h
+LIB_HDR   := $(wildcard lib/*.h lib/*.def compiler/ir/*.def) runtime/shardc_rt.h
 LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -lopenblas -lm -pthread
 LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/*.c))
 
@@ -181,6 +181,7 @@ install: all
 	install -m 644 $(BUILD)/libshardc_rt.a $(DESTDIR)$(PREFIX)/lib/libshardc_rt.a
 	$(if $(RT_MPI),install -m 644 $(RT_MPI) $(DESTDIR)$(PREFIX)/lib/libshardc_rt_mpi.a)
 	install -m 644 lib/shardc_lib.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_lib.h
+	install -m 644 lib/shardc_elementwise.h lib/shardc_elementwise.def $(DESTDIR)$(PREFIX)/include/shardc/
 	install -m 644 lib/shardc_npy.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_npy.h
 	install -m 644 lib/shardc_main.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_main.h
 	install -m 644 lib/shardc_trace.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_trace.h

@@ -389,9 +389,8 @@ primary:
   | '[' opt_exprs ']'               { $$ = expr(ctx, E_LIST, @1); $$->args = $2; if (!nest(ctx, $$)) YYABORT; }
   | type                            { $$ = expr(ctx, E_TYPE, @1); $$->type = $1; if (!nest(ctx, $$)) YYABORT; }
   | T_DTYPE '(' opt_exprs ')'       {
-        static const char *names[DT_COUNT] = {"f32", "f64", "bf16", "f16", "i32", "bool"};
         $$ = expr(ctx, E_CALL, @1);
-        $$->sym = sym_intern(ctx->syms, names[$1], strlen(names[$1]));
+        $$->sym = sym_intern(ctx->syms, dtype_name[$1], strlen(dtype_name[$1]));
         $$->args = $3;
         if (!nest(ctx, $$)) YYABORT;
     }

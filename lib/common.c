@@ -3,13 +3,12 @@
 #include "internal.h"
 
 size_t sk_dtype_size(sk_dtype t) {
-    switch (t) {
-    case SK_F64: return 8;
-    case SK_F32: case SK_I32: return 4;
-    case SK_BF16: case SK_F16: return 2;
-    case SK_BOOL: return 1;
-    default: return 0;
-    }
+    static const unsigned char bytes_of[SK_DTYPE_COUNT] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [SK_##ID] = bytes,
+#include "../compiler/ir/dtypes.def"
+#undef DTYPE
+    };
+    return (unsigned)t < SK_DTYPE_COUNT ? bytes_of[t] : 0;
 }
 
 int64_t sk_elems(sc_shape s) {

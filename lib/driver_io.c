@@ -207,7 +207,11 @@ static int64_t local_bytes(const sk_arg_desc *a) {
 }
 
 static void type_text(const sk_arg_desc *a, char *buf, size_t n) {
-    static const char *const names[] = {"f32", "f64", "bf16", "f16", "i32", "bool"};
+    static const char *const names[] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [SK_##ID] = name,
+#include "../compiler/ir/dtypes.def"
+#undef DTYPE
+    };
     int w = snprintf(buf, n, "%s[", names[a->global.dtype]);
     for (int d = 0; d < a->global.rank && w < (int)n - 24; d++)
         w += snprintf(buf + w, n - (size_t)w, "%s%lld", d ? ", " : "", (long long)a->global.dims[d]);

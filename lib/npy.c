@@ -19,9 +19,17 @@
 /* The compiler's names for the dtypes and shapes (compiler/ir/ir.h), so that
  * `shardc interp` and generated programs share this one reader. */
 typedef sk_npy_shape Shape;
-enum { DT_F32 = SK_F32, DT_F64 = SK_F64, DT_BF16 = SK_BF16, DT_F16 = SK_F16, DT_I32 = SK_I32, DT_BOOL = SK_BOOL };
+enum {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) DT_##ID = SK_##ID,
+#include "../compiler/ir/dtypes.def"
+#undef DTYPE
+};
 enum { MAX_RANK = SC_MAX_RANK };
-static const char *const dtype_name[] = {"f32", "f64", "bf16", "f16", "i32", "bool"};
+static const char *const dtype_name[] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [DT_##ID] = name,
+#include "../compiler/ir/dtypes.def"
+#undef DTYPE
+};
 
 static int64_t shape_elems(const Shape *s) {
     int64_t n = 1;
@@ -62,9 +70,12 @@ typedef struct {
     int size;                        /* bytes per element */
 } NpyType;
 
-/* bf16 is absent: it is stored as '<f4'. */
+/* By dtype.  A file's descr is looked up in order, so '<f4' reads as f32;
+ * bf16 files hold '<f4' too. */
 static const NpyType npy_types[] = {
-    {"<f4", DT_F32, 4}, {"<f8", DT_F64, 8}, {"<i4", DT_I32, 4}, {"|b1", DT_BOOL, 1}, {"<f2", DT_F16, 2},
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) {npy, DT_##ID, bytes},
+#include "../compiler/ir/dtypes.def"
+#undef DTYPE
 };
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -84,8 +95,8 @@ static const NpyType *type_of_descr(const char *descr) {
 }
 
 static const NpyType *type_of_dtype(int dtype) {
-    return type_of_descr(dtype == DT_F32 || dtype == DT_BF16 ? "<f4" : dtype == DT_F64 ? "<f8"
-                         : dtype == DT_I32 ? "<i4" : dtype == DT_BOOL ? "|b1" : dtype == DT_F16 ? "<f2" : "");
+    return dtype >= 0 && dtype < (int)(sizeof npy_types / sizeof npy_types[0]) ? type_of_descr(npy_types[dtype].descr)
+                                                                                : NULL;
 }
 
 /* ---- the header dict ---- */

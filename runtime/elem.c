@@ -4,19 +4,20 @@
 #include <math.h>
 #include <string.h>
 
-size_t sc_dtype_size(sc_dtype t) {
-    switch (t) {
-    case SC_F64: return 8;
-    case SC_BF16: case SC_F16: return 2;
-    case SC_F32: case SC_I32: return 4;
-    default: return 0;
-    }
-}
+/* compiler/ir/dtypes.def lists the runtime's dtypes first, in sc_dtype's
+ * order, then bool, which the runtime does not move. */
+static const struct {
+    const char *name;
+    size_t bytes;
+} dtypes[SC_DTYPE_COUNT + 1] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) {name, bytes},
+#include "../compiler/ir/dtypes.def"
+#undef DTYPE
+};
 
-const char *sc_dtype_name(sc_dtype t) {
-    static const char *const names[SC_DTYPE_COUNT] = {"f32", "f64", "bf16", "f16", "i32"};
-    return (unsigned)t < SC_DTYPE_COUNT ? names[t] : "?";
-}
+size_t sc_dtype_size(sc_dtype t) { return (unsigned)t < SC_DTYPE_COUNT ? dtypes[t].bytes : 0; }
+
+const char *sc_dtype_name(sc_dtype t) { return (unsigned)t < SC_DTYPE_COUNT ? dtypes[t].name : "?"; }
 
 static uint32_t float_bits(float x) {
     uint32_t u;

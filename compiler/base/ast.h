@@ -12,7 +12,14 @@ typedef struct Stmt Stmt;
 typedef struct { void **items; int n, cap; } PtrVec;
 void ptrvec_push(Arena *a, PtrVec *v, void *p);
 
-typedef enum { DT_F32, DT_F64, DT_BF16, DT_F16, DT_I32, DT_BOOL, DT_COUNT } Dtype;
+typedef enum {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) DT_##ID,
+#include "../ir/dtypes.def"
+#undef DTYPE
+    DT_COUNT
+} Dtype;
+/* Names by dtype, and "tuple" after them (compiler/ir/ir.c). */
+extern const char *const dtype_name[];
 
 /* `@X`, `@(X, Y)`, `@?`, or nothing. */
 typedef enum { AXES_NONE, AXES_LIST, AXES_OPEN } AxesKind;

@@ -15,8 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const ctype_of[] = {"float", "double", "uint16_t", "uint16_t", "int32_t", "uint8_t"};
-const char *const sk_dtype_of[] = {"SK_F32", "SK_F64", "SK_BF16", "SK_F16", "SK_I32", "SK_BOOL"};
+const char *const ctype_of[] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [DT_##ID] = #ctype,
+#include "../ir/dtypes.def"
+#undef DTYPE
+};
+const char *const sk_dtype_of[] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [DT_##ID] = "SK_" #ID,
+#include "../ir/dtypes.def"
+#undef DTYPE
+};
 
 int fn_emittable(const Fn *fn) { return fn_is_local(fn) || fn->kept_global; }
 int fn_exported(const Fn *fn) { return fn_emittable(fn) && !fn->kept_global; }

@@ -89,8 +89,12 @@ static void emit_dot(Gen *g, const Inst *in, const char *r) {
 }
 
 static const char *sc_dtype(Gen *g, int dt) {
-    static const char *const names[] = {"SC_F32", "SC_F64", "SC_BF16", "SC_F16", "SC_I32"};
-    if (dt >= DT_BOOL) {
+    static const char *const names[] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [DT_##ID] = "SC_" #ID,
+#include "../ir/dtypes.def"
+#undef DTYPE
+    };
+    if (dt >= DT_BOOL) {                 /* the runtime's dtypes end before bool */
         g->err = "a collective of bool values";
         return "SC_F32";
     }

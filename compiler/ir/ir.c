@@ -3,14 +3,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const dtype_name[DT_COUNT + 1] = {"f32", "f64", "bf16", "f16", "i32", "bool", "tuple"};
+const char *const dtype_name[DT_COUNT + 1] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [DT_##ID] = name,
+#include "dtypes.def"
+#undef DTYPE
+    [DT_TUPLE] = "tuple",
+};
 
 int dtype_size(int dt) {
-    static const int size[DT_COUNT + 1] = {4, 8, 2, 2, 4, 1, 0};
+    static const int size[DT_COUNT + 1] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [DT_##ID] = bytes,
+#include "dtypes.def"
+#undef DTYPE
+    };
     return size[dt];
 }
 
-int dtype_is_float(int dt) { return dt == DT_F32 || dt == DT_F64 || dt == DT_BF16 || dt == DT_F16; }
+int dtype_is_float(int dt) {
+    static const char is[DT_COUNT + 1] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [DT_##ID] = is_float,
+#include "dtypes.def"
+#undef DTYPE
+    };
+    return is[dt];
+}
 
 void module_init(Module *m, Arena *arena, Symtab *syms) {
     memset(m, 0, sizeof *m);

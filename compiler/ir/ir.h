@@ -228,7 +228,6 @@ int64_t ir_replica_groups(const Module *m, const int64_t *axes, int naxes, int64
 Shape shape_local(const Module *m, const Shape *global, const Sharding *sh);
 /* Axes splitting dim d, major first; returns how many. */
 int sharding_dim_axes(const Sharding *sh, int d, int axes[MAX_AXES]);
-extern const char *const dtype_name[DT_COUNT + 1];
 int dtype_is_float(int dt);
 int dtype_size(int dt);                     /* bytes of one element */
 
