@@ -16,29 +16,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The compiler's names for the dtypes and shapes (compiler/ir/ir.h), so that
- * `shardc interp` and generated programs share this one reader. */
-typedef sk_npy_shape Shape;
-enum {
-#define DTYPE(ID, name, bytes, ctype, npy, is_float) DT_##ID = SK_##ID,
-#include "../compiler/ir/dtypes.def"
-#undef DTYPE
-};
-enum { MAX_RANK = SC_MAX_RANK };
-static const char *const dtype_name[] = {
-#define DTYPE(ID, name, bytes, ctype, npy, is_float) [DT_##ID] = name,
+/* Names of the dtypes, from compiler/ir/dtypes.def. */
+static const char *const dtype_names[] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [SK_##ID] = name,
 #include "../compiler/ir/dtypes.def"
 #undef DTYPE
 };
 
-static int64_t shape_elems(const Shape *s) {
+static int64_t elems_of(const sk_npy_shape *s) {
     int64_t n = 1;
     for (int d = 0; d < s->rank; d++)
         n *= s->dims[d];
     return n;
 }
 
-static int shape_eq(const Shape *a, const Shape *b) {
+static int same_shape(const sk_npy_shape *a, const sk_npy_shape *b) {
     if (a->dtype != b->dtype || a->rank != b->rank)
         return 0;
     for (int d = 0; d < a->rank; d++)
@@ -49,12 +41,9 @@ static int shape_eq(const Shape *a, const Shape *b) {
 
 /* Rounding to f32 and bf16 (data read from a file is a float, and data
  * written has been rounded to its dtype, so these are exact). */
-static double num_round(double x, int dtype) {
-    return dtype == DT_F32 ? (double)(float)x : dtype == DT_BF16 ? (double)sc_bf16_to_float(sc_bf16_from_float((float)x)) : x;
+static double round_to(double x, int dtype) {
+    return dtype == SK_F32 ? (double)(float)x : dtype == SK_BF16 ? (double)sc_bf16_to_float(sc_bf16_from_float((float)x)) : x;
 }
-static double num_from_f16_bits(uint16_t h) { return sc_f16_to_float(h); }
-static uint16_t num_to_f16_bits(double x) { return sc_f16_from_float((float)x); }
-static int32_t num_wrap_i32(int64_t v) { return (int32_t)(uint32_t)v; }
 
 enum {
     MAX_HEADER = 1 << 20,            /* far more than any real header */
@@ -73,7 +62,7 @@ typedef struct {
 /* By dtype.  A file's descr is looked up in order, so '<f4' reads as f32;
  * bf16 files hold '<f4' too. */
 static const NpyType npy_types[] = {
-#define DTYPE(ID, name, bytes, ctype, npy, is_float) {npy, DT_##ID, bytes},
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) {npy, SK_##ID, bytes},
 #include "../compiler/ir/dtypes.def"
 #undef DTYPE
 };
@@ -105,7 +94,7 @@ typedef struct {
     const char *p, *end;
     char descr[16];
     int fortran, have_descr, have_fortran, have_shape;
-    Shape shape;
+    sk_npy_shape shape;
     const char *why;                 /* the first problem found */
 } Header;
 
@@ -171,7 +160,7 @@ static int parse_shape(Header *h) {
         }
         if (h->p < h->end && *h->p == 'L')
             h->p++;
-        if (h->shape.rank == MAX_RANK) {
+        if (h->shape.rank == SC_MAX_RANK) {
             h->why = "the shape has more than 8 dims";
             return 0;
         }
@@ -243,7 +232,7 @@ static const char *printable(const char *s, char *buf, size_t cap) {
     return buf;
 }
 
-static void describe_shape(const Shape *s, char *buf, size_t cap) {
+static void describe_shape(const sk_npy_shape *s, char *buf, size_t cap) {
     size_t n = (size_t)snprintf(buf, cap, "(");
     for (int d = 0; d < s->rank && n < cap; d++)
         n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? ", " : "", (long long)s->dims[d]);
@@ -260,21 +249,21 @@ static uint64_t load_le(const unsigned char *b, int size) {
 
 static double decode(const unsigned char *b, int dtype) {
     switch (dtype) {
-    case DT_F32: case DT_BF16: {
+    case SK_F32: case SK_BF16: {
         uint32_t bits = (uint32_t)load_le(b, 4);
         float f;
         memcpy(&f, &bits, sizeof f);
-        return num_round(f, dtype);
+        return round_to(f, dtype);
     }
-    case DT_F64: {
+    case SK_F64: {
         uint64_t bits = load_le(b, 8);
         double x;
         memcpy(&x, &bits, sizeof x);
         return x;
     }
-    case DT_I32: return num_wrap_i32((int64_t)load_le(b, 4));
-    case DT_BOOL: return b[0] != 0;
-    default: return num_from_f16_bits((uint16_t)load_le(b, 2));
+    case SK_I32: return (int32_t)(uint32_t)load_le(b, 4);
+    case SK_BOOL: return b[0] != 0;
+    default: return sc_f16_to_float((uint16_t)load_le(b, 2));
     }
 }
 
@@ -353,7 +342,7 @@ static const NpyType *check_type(const char *path, Header *h, int want, int64_t 
         n *= h->shape.dims[d];
     }
     *elems = n;
-    h->shape.dtype = (uint8_t)(want == DT_BF16 && t->dtype == DT_F32 ? DT_BF16 : t->dtype);
+    h->shape.dtype = (uint8_t)(want == SK_BF16 && t->dtype == SK_F32 ? SK_BF16 : t->dtype);
     return t;
 }
 
@@ -362,20 +351,20 @@ static int check_dtype(const char *path, const NpyType *t, int want, char *err, 
     const NpyType *need = type_of_dtype(want);
     if (!need || need != t)
         return fail(err, errlen, "'%s' holds %s (%s) data, but %s is needed%s", path, t->descr,
-                    dtype_name[t->dtype], dtype_name[want], want == DT_BF16 ? " (bf16 is stored as '<f4')" : "");
+                    dtype_names[t->dtype], dtype_names[want], want == SK_BF16 ? " (bf16 is stored as '<f4')" : "");
     return 0;
 }
 
 /* The dtype and shape the caller asked for, if any. */
-static int check_wanted(const char *path, const NpyType *t, const Shape *s, const Shape *want, char *err,
+static int check_wanted(const char *path, const NpyType *t, const sk_npy_shape *s, const sk_npy_shape *want, char *err,
                         size_t errlen) {
     if (!want)
         return 0;
     if (check_dtype(path, t, want->dtype, err, errlen))
         return -1;
-    Shape w = *want;
+    sk_npy_shape w = *want;
     w.dtype = s->dtype;
-    if (!shape_eq(s, &w)) {
+    if (!same_shape(s, &w)) {
         char have[160], need_s[160];
         describe_shape(s, have, sizeof have);
         describe_shape(want, need_s, sizeof need_s);
@@ -413,7 +402,7 @@ static int read_data(FILE *f, const char *path, const NpyType *t, int dtype, int
     return rc;
 }
 
-int sk_npy_read(const char *path, const Shape *want, Shape *shape, double **data, char *err, size_t errlen) {
+int sk_npy_read(const char *path, const sk_npy_shape *want, sk_npy_shape *shape, double **data, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return fail(err, errlen, "cannot read '%s': %s", path, strerror(errno));
@@ -433,7 +422,7 @@ int sk_npy_read(const char *path, const Shape *want, Shape *shape, double **data
     return rc;
 }
 
-void sk_npy_shape_text(const Shape *s, char *buf, size_t cap) {
+void sk_npy_shape_text(const sk_npy_shape *s, char *buf, size_t cap) {
     describe_shape(s, buf, cap);
 }
 
@@ -451,7 +440,7 @@ struct sk_npy_file {
     int fd;
     char *path;
     const NpyType *type;
-    Shape shape;
+    sk_npy_shape shape;
     int64_t data_at;                 /* the offset of the first element */
     unsigned char *mem;              /* a pipe's data, read whole; else NULL */
     int64_t bytes_read, file_bytes;
@@ -527,7 +516,7 @@ static int check_size(sk_npy_file *f, int64_t elems, char *err, size_t errlen) {
     return 0;
 }
 
-sk_npy_file *sk_npy_open(const char *path, int dtype, Shape *shape, char *err, size_t errlen) {
+sk_npy_file *sk_npy_open(const char *path, int dtype, sk_npy_shape *shape, char *err, size_t errlen) {
     sk_npy_file *f = calloc(1, sizeof *f);
     size_t plen = strlen(path) + 1;
     if (!f || !(f->path = malloc(plen))) {
@@ -573,13 +562,13 @@ int64_t sk_npy_file_bytes(const sk_npy_file *f) { return f->file_bytes; }
  * file, one per index of the dims before `inner` (the dims from inner + 1
  * on are whole). */
 typedef struct {
-    const Shape *s;
+    const sk_npy_shape *s;
     const int64_t *start, *count;
     int inner;
     int64_t run_elems, nruns, size;
 } Runs;
 
-static void runs_of(Runs *r, const Shape *s, const int64_t *start, const int64_t *count, int size) {
+static void runs_of(Runs *r, const sk_npy_shape *s, const int64_t *start, const int64_t *count, int size) {
     *r = (Runs){s, start, count, 0, 1, 1, size};
     int k = s->rank - 1;
     while (k > 0 && start[k] == 0 && count[k] == s->dims[k])
@@ -663,30 +652,30 @@ static void store_le(unsigned char *b, uint64_t v, int size) {
 }
 
 static void encode(unsigned char *b, double x, int dtype) {
-    x = num_round(x, dtype);
+    x = round_to(x, dtype);
     switch (dtype) {
-    case DT_F32: case DT_BF16: {
+    case SK_F32: case SK_BF16: {
         float f = (float)x;
         uint32_t bits;
         memcpy(&bits, &f, sizeof bits);
         store_le(b, bits, 4);
         break;
     }
-    case DT_F64: {
+    case SK_F64: {
         uint64_t bits;
         memcpy(&bits, &x, sizeof bits);
         store_le(b, bits, 8);
         break;
     }
-    case DT_I32: store_le(b, (uint32_t)(int32_t)x, 4); break;
-    case DT_BOOL: b[0] = x != 0; break;
-    default: store_le(b, num_to_f16_bits(x), 2); break;
+    case SK_I32: store_le(b, (uint32_t)(int32_t)x, 4); break;
+    case SK_BOOL: b[0] = x != 0; break;
+    default: store_le(b, sc_f16_from_float((float)x), 2); break;
     }
 }
 
 /* The 1.0 header, padded with spaces so the data starts at a multiple of
  * 64 bytes, as NumPy writes it.  Returns its length. */
-static size_t format_header(char *buf, size_t cap, const NpyType *t, const Shape *s) {
+static size_t format_header(char *buf, size_t cap, const NpyType *t, const sk_npy_shape *s) {
     char shape[200];
     describe_shape(s, shape, sizeof shape);
     int n = snprintf(buf + NPY_PRELUDE_V1, cap - NPY_PRELUDE_V1, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
@@ -700,13 +689,13 @@ static size_t format_header(char *buf, size_t cap, const NpyType *t, const Shape
     return padded;
 }
 
-static int write_all(FILE *f, const Shape *s, const double *data, const NpyType *t) {
+static int write_all(FILE *f, const sk_npy_shape *s, const double *data, const NpyType *t) {
     char header[512];
     size_t hlen = format_header(header, sizeof header, t, s);
     if (fwrite(header, 1, hlen, f) != hlen)
         return -1;
     unsigned char chunk[4096];
-    int64_t n = shape_elems(s), per = (int64_t)sizeof chunk / t->size;
+    int64_t n = elems_of(s), per = (int64_t)sizeof chunk / t->size;
     for (int64_t i = 0; i < n; i += per) {
         int64_t k = n - i < per ? n - i : per;
         for (int64_t j = 0; j < k; j++)
@@ -717,10 +706,10 @@ static int write_all(FILE *f, const Shape *s, const double *data, const NpyType 
     return 0;
 }
 
-int sk_npy_write(const char *path, const Shape *shape, const double *data, char *err, size_t errlen) {
+int sk_npy_write(const char *path, const sk_npy_shape *shape, const double *data, char *err, size_t errlen) {
     const NpyType *t = type_of_dtype(shape->dtype);
     if (!t)
-        return fail(err, errlen, "cannot write '%s': %s has no .npy dtype", path, dtype_name[shape->dtype]);
+        return fail(err, errlen, "cannot write '%s': %s has no .npy dtype", path, dtype_names[shape->dtype]);
     size_t n = strlen(path) + 32;
     char *tmp = malloc(n);
     if (!tmp)
