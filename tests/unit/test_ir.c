@@ -156,11 +156,56 @@ static void test_replica_groups(void) {
     arena_free(&f.arena);
 }
 
+/* The typed accessors read each collective's attributes where ops.def's
+ * layout puts them, and op_accepts follows the dtype classes. */
+static void test_attribute_layouts(void) {
+    Fixture f;
+    setup(&f, 2);
+    Fn *fn = f.fn;
+    fn->spmd = 1;
+    fn->nparams = 1;
+    fn->params = arena_alloc(&f.arena, sizeof(Sig));
+    fn->params[0] = (Sig){{DT_F32, 2, {4, 8}}, sharding_replicated()};
+    int x = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){0}, 1, NULL, (Loc){0, 0});
+    int ar = ir_emit(&f.m, fn, OP_ALL_REDUCE, (int32_t[]){x}, 1, (int64_t[]){RED_MAX, 1, 0}, 3, NULL, (Loc){0, 0});
+    int ag = ir_emit(&f.m, fn, OP_ALL_GATHER, (int32_t[]){x}, 1, (int64_t[]){1, 0}, 2, NULL, (Loc){0, 0});
+    int rs = ir_emit(&f.m, fn, OP_REDUCE_SCATTER, (int32_t[]){x}, 1, (int64_t[]){RED_SUM, 1, 1}, 3, NULL,
+                     (Loc){0, 0});
+    int aa = ir_emit(&f.m, fn, OP_ALL_TO_ALL, (int32_t[]){x}, 1, (int64_t[]){1, 0, 0, 1}, 4, NULL, (Loc){0, 0});
+    int cp = ir_emit(&f.m, fn, OP_COLLECTIVE_PERMUTE, (int32_t[]){x}, 1, (int64_t[]){1, 1, 0, 1, 1, 0}, 6, NULL,
+                     (Loc){0, 0});
+    const Inst *in = fn->insts;
+    int n, npairs;
+    const int64_t *axes = inst_axes(fn, &in[ar], &n);
+    check(inst_reducer(fn, &in[ar]) == RED_MAX && n == 2 && axes[0] == 1 && axes[1] == 0,
+          "all-reduce: reducer, then axes");
+    axes = inst_axes(fn, &in[ag], &n);
+    check(inst_dim(fn, &in[ag]) == 1 && n == 1 && axes[0] == 0 && in[ag].type.dims[1] == 16,
+          "all-gather: dim, then axes");
+    axes = inst_axes(fn, &in[rs], &n);
+    check(inst_reducer(fn, &in[rs]) == RED_SUM && inst_dim(fn, &in[rs]) == 1 && n == 1 && axes[0] == 1 &&
+          in[rs].type.dims[1] == 4, "reduce-scatter: reducer, dim, then axes");
+    axes = inst_axes(fn, &in[aa], &n);
+    check(inst_dim(fn, &in[aa]) == 1 && inst_concat_dim(fn, &in[aa]) == 0 && n == 2 && axes[1] == 1,
+          "all-to-all: split dim, concat dim, then axes");
+    axes = inst_axes(fn, &in[cp], &n);
+    const int64_t *pairs = inst_pairs(fn, &in[cp], &npairs);
+    check(n == 1 && axes[0] == 1 && npairs == 2 && pairs[0] == 0 && pairs[1] == 1 && pairs[2] == 1 && pairs[3] == 0,
+          "collective-permute: axis count, axes, then pairs");
+    check(op_is_collective(OP_ALL_TO_ALL) && !op_is_collective(OP_DOT) && (op_info[OP_ALL_REDUCE].flags & OPF_INVARIANT) &&
+          !(op_info[OP_REDUCE_SCATTER].flags & OPF_INVARIANT), "collective and invariant flags");
+    check(op_accepts(OP_COPY, DT_BOOL) && op_accepts(OP_NEGATE, DT_I32) && !op_accepts(OP_NEGATE, DT_BOOL) &&
+          !op_accepts(OP_EXP, DT_I32) && op_accepts(OP_EXP, DT_BF16) && !op_accepts(OP_POW, DT_I32),
+          "dtype classes: copy any, negate numeric, exp and pow floating point");
+    arena_free(&f.arena);
+}
+
 int main(void) {
     test_verifier();
     test_rules();
     test_shapes();
     test_replica_groups();
+    test_attribute_layouts();
     printf("# done: %d tests\n", test_no);
     return 0;
 }
