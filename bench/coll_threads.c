@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
 
     char err[256];
     sc_mesh mesh = {1, {NDEV}, {"X"}};
-    sc_world *w = sc_threads_create(&mesh, err, sizeof err);
+    sc_world *w = sc_threads_create(&mesh, NULL, err, sizeof err);
     if (!w) {
         fprintf(stderr, "coll_threads: %s\n", err);
         return 1;

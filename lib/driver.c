@@ -93,7 +93,7 @@ static int parse_args(Run *r, int argc, char **argv) {
             r->local_outputs = strcmp(v, "local") == 0;
         if (o == 4 && (r->repeat = (int)number(v, 1, 1000000)) < 0)
             return 2;
-        if (o == 5 && (r->local_devices = (int)number(v, 1, 1 << 16)) < 0)
+        if (o == 5 && (r->local_devices = (int)number(v, 1, SC_MAX_DEVICES)) < 0)
             return 2;
     }
     return r->out ? 0 : 2;
@@ -218,23 +218,44 @@ static int io_stats_wanted(void) {
     return v && *v && strcmp(v, "0") != 0;
 }
 
+/* The world's options: the environment's (sc_options_from_env), then the
+ * command line's --local-devices, which wins.  A bad variable is an error
+ * (in r->err, 1), reported once the world says which process speaks; the
+ * world is made with that option's default meanwhile. */
+static int world_options(Run *r, sc_options *opt) {
+    char err[256];
+    int bad = sc_options_from_env(opt, err, sizeof err) != 0;
+    if (bad)
+        sk_run_fail(r, "%s", err);
+    if (r->local_devices)
+        opt->local_devices = r->local_devices;
+    return bad;
+}
+
+/* The world, or NULL after saying why where it is needed: a process that
+ * gets no message (on MPI, process 0 speaks for all) says nothing.  After a
+ * bad environment variable, r->err (the first cause) is said instead of
+ * what went wrong with that variable's default. */
+static sc_world *make_world(Run *r, sk_world_create create, const sc_options *opt, int env_bad) {
+    char err[512] = "";
+    sc_world *w = create(&r->p->mesh, opt, err, sizeof err);
+    if (!w && err[0])
+        fprintf(stderr, "error: %s\n", env_bad ? r->err : err);
+    return w;
+}
+
 int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create create) {
     Run r = {.p = p, .io_stats = io_stats_wanted()};
-    char err[512] = "", count[16];
+    sc_options opt = {0};
     r.file = calloc((size_t)p->nparams + 1, sizeof(char *));
     r.local_in = calloc((size_t)p->nparams + 1, 1);
     int rc = !r.file || !r.local_in, root_ok = 1;
     if (rc)
         sk_run_fail(&r, "out of memory");
     rc = rc ? rc : parse_args(&r, argc, argv);
-    snprintf(count, sizeof count, "%d", r.local_devices);
-    if (rc == 0 && r.local_devices && setenv("SHARDC_LOCAL_DEVICES", count, 1) != 0) {
-        sk_run_fail(&r, "cannot set SHARDC_LOCAL_DEVICES: %s", strerror(errno));
-        rc = 1;
-    }
-    if (!(r.w = create(&p->mesh, err, sizeof err))) {
-        if (err[0])
-            fprintf(stderr, "error: %s\n", err);
+    int env_bad = world_options(&r, &opt);
+    rc = rc ? rc : env_bad;
+    if (!(r.w = make_world(&r, create, &opt, env_bad))) {
         free_run(&r);
         return 1;
     }

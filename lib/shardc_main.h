@@ -23,10 +23,12 @@
  * MPI when the generated C is compiled with -DSHARDC_MPI and linked with
  * libshardc_rt_mpi.a (`shardc build --backend mpi`): under mpirun -np P,
  * each process runs L local devices, P x L = the mesh's devices; process p
- * holds devices p*L .. p*L + L - 1.  --local-devices L sets
- * SHARDC_LOCAL_DEVICES, which the MPI runtime reads, before the world is
- * made; on one process (the threads backend, or mpirun -np 1) L must be
- * the mesh's device count.
+ * holds devices p*L .. p*L + L - 1.  The world's options (sc_options of
+ * shardc_rt.h) are the environment's (sc_options_from_env: SHARDC_TIMEOUT,
+ * SHARDC_LOCAL_DEVICES), with --local-devices L in place of the
+ * environment's L; a bad variable is an error (status 1).  On one process
+ * (the threads backend, or mpirun -np 1) --local-devices L must be the
+ * mesh's device count.
  *
  * Bad input is an error with exit status 1 before anything is written
  * (2 for a usage error); every process checks its own inputs, and they
@@ -57,7 +59,8 @@ typedef struct {
     int (*entry)(sc_device *dev, const void *const *params, void *const *results);
 } sk_program;
 
-typedef sc_world *(*sk_world_create)(const sc_mesh *mesh, char *err, size_t errlen);
+/* A backend's world creation: sc_threads_create or sc_mpi_create. */
+typedef sc_world *(*sk_world_create)(const sc_mesh *mesh, const sc_options *opt, char *err, size_t errlen);
 int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create create);
 
 #ifdef SHARDC_MPI

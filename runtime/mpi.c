@@ -619,31 +619,26 @@ static const RtRemote mpi_remote = {mpi_post, mpi_wait, mpi_release, mpi_collect
 
 /* ---- creation ---- */
 
-/* Local devices: SHARDC_LOCAL_DEVICES, else the mesh shared evenly; 0 with
- * a message (process 0 only) when the layout does not fit. */
-static int local_devices(int ndev, int size, int rank, char *err, size_t errlen) {
-    const char *env = getenv("SHARDC_LOCAL_DEVICES");
-    int L = ndev % size ? 0 : ndev / size;
-    if (env && *env) {
-        char *end;
-        long v = strtol(env, &end, 10);
-        L = *end || v < 1 || v > ndev ? -1 : (int)v;
-    }
+/* Local devices: the options' count, else the mesh shared evenly; 0 with
+ * a message (process 0 only: every process finds the same) when the layout
+ * does not fit.  The messages name both ways a program's user sets the
+ * count: the generated programs' option and the environment variable. */
+static int local_devices(int ndev, int given, int size, int rank, char *err, size_t errlen) {
+    int L = given ? given : ndev % size ? 0 : ndev / size;
     if (L > 0 && (int64_t)L * size == ndev)
         return L;
     if (rank != 0)
         snprintf(err, errlen, "%s", "");    /* process 0 says it for all */
-    else if (L < 0)
-        snprintf(err, errlen, "SHARDC_LOCAL_DEVICES=%s is not a number of devices from 1 to %d", env, ndev);
-    else if (env && *env)
+    else if (given)
         snprintf(err, errlen,
-                 "the mesh has %d devices but %d MPI processes x %d local devices (SHARDC_LOCAL_DEVICES) = %lld: "
-                 "start devices / L processes, or change SHARDC_LOCAL_DEVICES",
+                 "the mesh has %d devices but %d MPI processes x %d local devices = %lld: start devices / L "
+                 "processes, or change L (--local-devices L, SHARDC_LOCAL_DEVICES)",
                  ndev, size, L, (long long)L * size);
     else
         snprintf(err, errlen,
                  "the mesh has %d device%s, which %d MPI process%s cannot share evenly: run mpirun -np P with P "
-                 "dividing %d (each process runs %d/P devices), or set SHARDC_LOCAL_DEVICES",
+                 "dividing %d (each process runs %d/P devices), or set the local devices L (--local-devices L, "
+                 "SHARDC_LOCAL_DEVICES)",
                  ndev, ndev == 1 ? "" : "s", size, size == 1 ? "" : "es", ndev, ndev);
     return 0;
 }
@@ -672,7 +667,7 @@ static Mpi *mpi_new(sc_world *w, int L, char *err, size_t errlen) {
     return NULL;
 }
 
-sc_world *sc_mpi_create(const sc_mesh *mesh, char *err, size_t errlen) {
+sc_world *sc_mpi_create(const sc_mesh *mesh, const sc_options *opt, char *err, size_t errlen) {
     int inited = 0, provided = 0, rank = 0, size = 1;
     MPI_Initialized(&inited);
     if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
@@ -681,8 +676,8 @@ sc_world *sc_mpi_create(const sc_mesh *mesh, char *err, size_t errlen) {
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    sc_world *w = rt_world_new(mesh, err, errlen);
-    int L = w ? local_devices(w->ndev, size, rank, err, errlen) : 0;
+    sc_world *w = rt_world_new(mesh, opt, err, errlen);
+    int L = w ? local_devices(w->ndev, w->opt.local_devices, size, rank, err, errlen) : 0;
     Mpi *m = L ? (w->local = rank * L, w->nlocal = L, mpi_new(w, L, err, errlen)) : NULL;
     if (!m) {
         sc_world_destroy(w);

@@ -15,5 +15,8 @@ void rt_copy_box(void *dst, const int64_t *dst_strides, const void *src, const i
                  int rank, const int64_t *box, size_t elsize);
 /* Row-major strides of a shape, in elements; returns the element count. */
 int64_t rt_strides(const sc_shape *s, int64_t *strides);
+/* *out = *opt (NULL: every default) with the defaults filled in: 0 or
+ * SC_ERR with a message in err for a value no world takes (options.c). */
+int rt_options_check(const sc_options *opt, sc_options *out, char *err, size_t errlen);
 
 #endif

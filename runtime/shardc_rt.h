@@ -1,5 +1,5 @@
 /* shardc_rt.h: the communication runtime that shardc's per-device programs
- * link against (libshardc_rt.a, -pthread).  See docs/runtime.md.
+ * link against.  See docs/runtime.md.
  *
  * A world is a device mesh; every device runs the same function (SPMD) on
  * its own thread and calls collectives over replica groups named by mesh
@@ -10,9 +10,21 @@
  *         return sc_all_reduce(dev, SC_AXES(1), SC_F32, SC_SUM, x, y, 4);
  *     }
  *     sc_mesh mesh = {2, {2, 4}, {"X", "Y"}};
- *     sc_world *w = sc_threads_create(&mesh, err, sizeof err);
+ *     sc_world *w = sc_threads_create(&mesh, NULL, err, sizeof err);
  *     if (!w || sc_run(w, body, NULL) != 0) ...;   (sc_world_error(w))
  *     sc_world_destroy(w);
+ *
+ * Two backends make worlds, with the same API and the same results bit for
+ * bit.  The threads backend (libshardc_rt.a, -pthread) runs every device of
+ * the mesh in this process.  The MPI backend (libshardc_rt_mpi.a, built with
+ * mpicc, linked before libshardc_rt.a) runs P processes of L local devices
+ * each, P x L = the mesh's devices, as multi-process JAX does: process p
+ * runs the global device ids [p L, (p + 1) L), each on a thread of its
+ * own, and a collective whose group spans processes moves with MPI the
+ * parts of buffers that the other processes read.  Settings such as the
+ * collective timeout and L are an sc_options, given when the world is
+ * made; from outside the program they come from environment variables,
+ * which only sc_options_from_env reads.
  *
  * Every call returns 0 or, for failure, SC_ERR (-1) with a message in
  * sc_device_error.  A failed collective fails the world: every later or
@@ -27,7 +39,7 @@
 extern "C" {
 #endif
 
-enum { SC_MAX_AXES = 8, SC_MAX_RANK = 8, SC_ERR = -1 };
+enum { SC_MAX_AXES = 8, SC_MAX_RANK = 8, SC_MAX_DEVICES = 65536, SC_ERR = -1 };
 
 /* Element types.  bf16 and f16 are stored as uint16_t bit patterns. */
 typedef enum { SC_F32, SC_F64, SC_BF16, SC_F16, SC_I32, SC_DTYPE_COUNT } sc_dtype;
@@ -67,26 +79,67 @@ typedef struct sc_world sc_world;
 typedef struct sc_device sc_device;
 typedef struct sc_handle sc_handle;
 
+/* ---- options ---- */
+
+/* A world's settings, fixed when it is made.  A field left 0 takes its
+ * default, so `sc_options opt = {0}` (or a NULL pointer) is every default.
+ * Fields may be added; initialize the struct with `= {0}` or designated
+ * initializers, so that new ones keep their defaults. */
+typedef struct {
+    /* Seconds a device waits in one collective for the rest of its group
+     * before the world fails naming the late devices (> 0; 0: 60).
+     * sc_set_timeout changes it later. */
+    double timeout;
+    /* MPI backend: devices per process, L (1 .. SC_MAX_DEVICES; 0: the
+     * mesh's devices divided evenly among the processes).  Process count
+     * x L must be the mesh's device count.  The threads backend, whose one
+     * process runs every device, does not use it. */
+    int local_devices;
+} sc_options;
+
+/* The environment variables through which a program's user sets its
+ * options from outside (docs/runtime.md has the table):
+ *
+ *     SHARDC_TIMEOUT=SECONDS        timeout        (any positive number, e.g. 0.5)
+ *     SHARDC_LOCAL_DEVICES=L        local_devices  (a whole number, 1 .. 65536)
+ *
+ * Each variable that is set and not empty replaces its field of *opt; the
+ * others are left as they are, so start from {0} for the defaults (or from
+ * the values the environment may override), and override with, say, the
+ * command line after.  Returns 0, or SC_ERR with a message naming the first
+ * bad variable and its value in err (if errlen > 0); a bad variable leaves
+ * its field unchanged, and the valid ones are still read.  The runtime
+ * itself reads no environment variable. */
+int sc_options_from_env(sc_options *opt, char *err, size_t errlen);
+
 /* ---- worlds and devices ---- */
 
-/* The threads backend: one thread per device of `mesh`, in this process.
- * The collective timeout starts as $SHARDC_TIMEOUT seconds if set, else 60.
- * NULL on failure, with a message in err (if errlen > 0). */
-sc_world *sc_threads_create(const sc_mesh *mesh, char *err, size_t errlen);
-/* The MPI backend (libshardc_rt_mpi.a, built with mpicc): one device per
- * MPI process, device id = rank in MPI_COMM_WORLD, so the program runs
- * under `mpirun -np <devices>`.  Initializes MPI unless the caller did
- * (then the caller finalizes it).  Collective (all processes call it).  When
- * the process count is not the mesh's device count, only process 0 writes
- * the message (err is "" on the others). */
-sc_world *sc_mpi_create(const sc_mesh *mesh, char *err, size_t errlen);
+/* Each creation function takes the world's options (NULL: the defaults,
+ * not the environment's) and returns NULL on failure (an invalid mesh or
+ * option), with a message in err (if errlen > 0). */
+
+/* The threads backend: one thread per device of `mesh`, all in this
+ * process (one process of every device: process 0 of 1). */
+sc_world *sc_threads_create(const sc_mesh *mesh, const sc_options *opt, char *err, size_t errlen);
+/* The MPI backend: the processes of MPI_COMM_WORLD (`mpirun -np P`, srun,
+ * ...), each running opt->local_devices devices (L; by default the mesh's
+ * devices / P), process p the global ids [p L, (p + 1) L), one thread each
+ * (one local device runs on the calling thread).  The processes' MPI ranks
+ * are their indices.  Initializes MPI with MPI_THREAD_MULTIPLE unless the
+ * caller did (then the caller finalizes it; more than one local device
+ * needs MPI_THREAD_MULTIPLE).  Collective: every process calls it, with the
+ * same mesh and options.  When P x L is not the mesh's device count, only
+ * process 0 writes the message (err is "" on the others). */
+sc_world *sc_mpi_create(const sc_mesh *mesh, const sc_options *opt, char *err, size_t errlen);
 /* Frees the world.  On MPI it ends MPI (MPI_Finalize), or, when the world
  * failed, aborts every process (MPI_Abort) so that none waits forever. */
 void sc_world_destroy(sc_world *w);
-/* Seconds a device waits in one collective for its group (> 0). */
+/* Seconds a device waits in one collective for its group (> 0; other
+ * values are ignored).  It starts as the options' timeout. */
 void sc_set_timeout(sc_world *w, double seconds);
 double sc_timeout(const sc_world *w);
-/* Runs fn(device, arg) on every device's thread and joins them.  Returns 0
+/* Runs fn(device, arg) on the thread of every device of this process and
+ * joins them (on MPI, every process calls it: each runs its own).  Returns 0
  * when every fn returned 0 and no collective failed, else SC_ERR.  A fn
  * returning nonzero fails the world, so its peers do not wait for it.  A
  * world may run again after a successful run. */
@@ -94,14 +147,15 @@ int sc_run(sc_world *w, int (*fn)(sc_device *dev, void *arg), void *arg);
 /* The first failure of the world ("" if none); stays valid until destroy. */
 const char *sc_world_error(const sc_world *w);
 int sc_world_failed(const sc_world *w);
+/* The mesh's devices, of every process. */
 int sc_device_count(const sc_world *w);
 
-/* Processes, as multi-process JAX has them: this one's index (0 .. count-1;
- * always 0 on threads); whether device `dev` (a global id, row-major over
- * the mesh) runs in this process (sc_run runs those only); how many do;
- * the process that runs `dev`; and a device's local id, its index among
- * its process's devices.  Process p runs the global ids [p L, (p + 1) L)
- * where L is the local count. */
+/* Processes, as multi-process JAX has them: this one's index (0 .. count-1:
+ * its MPI rank; 0 of 1 on threads); whether device `dev` (a global id,
+ * row-major over the mesh) runs in this process (sc_run runs those only);
+ * how many do (L); the process that runs `dev`; and a device's local id,
+ * its index among its process's devices.  Process p runs the global ids
+ * [p L, (p + 1) L). */
 int sc_world_process(const sc_world *w);
 int sc_world_process_count(const sc_world *w);
 int sc_world_is_local(const sc_world *w, int dev);

@@ -209,16 +209,11 @@ Family *rt_family_get(sc_device *dev, sc_axes a) {
 
 /* ---- worlds ---- */
 
-sc_world *rt_world_new(const sc_mesh *mesh, char *err, size_t errlen) {
+sc_world *rt_world_new(const sc_mesh *mesh, const sc_options *opt, char *err, size_t errlen) {
+    sc_options o;
+    if (rt_options_check(opt, &o, err, errlen))
+        return NULL;
     const char *why = NULL;
-    double timeout = 60;
-    const char *env = getenv("SHARDC_TIMEOUT");
-    if (env && *env) {
-        char *end;
-        timeout = strtod(env, &end);
-        if (*end || !(timeout > 0))
-            why = "SHARDC_TIMEOUT is not a positive number of seconds";
-    }
     int64_t ndev = 1;
     if (!mesh || mesh->naxes < 0 || mesh->naxes > SC_MAX_AXES)
         why = "a mesh has 0 to 8 axes";
@@ -226,7 +221,7 @@ sc_world *rt_world_new(const sc_mesh *mesh, char *err, size_t errlen) {
         if (mesh->sizes[a] < 1)
             why = "mesh axes have sizes of at least 1";
         ndev *= mesh->sizes[a];
-        if (ndev > 65536)
+        if (ndev > SC_MAX_DEVICES)
             why = "a mesh has at most 65536 devices";
     }
     sc_world *w = why ? NULL : calloc(1, sizeof *w);
@@ -243,6 +238,7 @@ sc_world *rt_world_new(const sc_mesh *mesh, char *err, size_t errlen) {
         return NULL;
     }
     w->mesh = *mesh;
+    w->opt = o;
     w->ndev = w->nlocal = (int)ndev;
     w->nprocesses = 1;
     for (int a = mesh->naxes - 1, s = 1; a >= 0; a--) {
@@ -254,7 +250,7 @@ sc_world *rt_world_new(const sc_mesh *mesh, char *err, size_t errlen) {
         w->stride[a] = s;
         s *= mesh->sizes[a];
     }
-    atomic_init(&w->timeout, timeout);
+    atomic_init(&w->timeout, o.timeout);
     atomic_init(&w->failed, 0);
     pthread_mutex_init(&w->mu, NULL);
     for (int id = 0; id < w->ndev; id++) {
@@ -265,8 +261,10 @@ sc_world *rt_world_new(const sc_mesh *mesh, char *err, size_t errlen) {
     return w;
 }
 
-sc_world *sc_threads_create(const sc_mesh *mesh, char *err, size_t errlen) {
-    return rt_world_new(mesh, err, errlen);
+/* opt->local_devices is the MPI backend's: this one process runs every
+ * device whatever it says. */
+sc_world *sc_threads_create(const sc_mesh *mesh, const sc_options *opt, char *err, size_t errlen) {
+    return rt_world_new(mesh, opt, err, errlen);
 }
 
 void sc_world_destroy(sc_world *w) {

@@ -83,6 +83,7 @@ typedef struct {
 
 struct sc_world {
     sc_mesh mesh;
+    sc_options opt;          /* as made, defaults filled in */
     char names[SC_MAX_AXES][32];
     int ndev, stride[SC_MAX_AXES];
     _Atomic double timeout;
@@ -129,9 +130,9 @@ int rt_dev_aborted(sc_device *dev, const char *what);
 int rt_axes_valid(const sc_world *w, sc_axes a);
 /* The device's family for `a`, created on first use; NULL if out of memory. */
 Family *rt_family_get(sc_device *dev, sc_axes a);
-/* A world of every device of `mesh`, all local, none running; NULL with a
- * message in err.  sc_threads_create is this. */
-sc_world *rt_world_new(const sc_mesh *mesh, char *err, size_t errlen);
+/* A world of every device of `mesh`, all local, none running, with the
+ * options checked; NULL with a message in err.  sc_threads_create is this. */
+sc_world *rt_world_new(const sc_mesh *mesh, const sc_options *opt, char *err, size_t errlen);
 /* "kind over {X,Y}", and a description of a collective's arguments, for
  * messages. */
 void rt_what(const sc_handle *h, char *buf, size_t n);

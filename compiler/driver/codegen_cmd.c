@@ -217,13 +217,13 @@ static int device_count(const Module *m) {
 }
 
 /* Run `prog` on the inputs; on MPI through mpirun with np processes of
- * ndev / np devices each (SHARDC_LOCAL_DEVICES, which the processes that
- * mpirun starts on this host inherit), on shared memory (--mca btl
+ * ndev / np devices each (the program's --local-devices, which overrides a
+ * SHARDC_LOCAL_DEVICES of the caller's), on shared memory (--mca btl
  * self,vader), with more processes than cores allowed (--oversubscribe:
  * otherwise idle ranks spin) and not bound. */
 static int run_program(const char *prog, const char *const *ins, int nins, const char *out_dir, int mpi, int np,
                        int ndev) {
-    char **argv = calloc((size_t)(2 * nins + 20), sizeof(char *)), nps[16];
+    char **argv = calloc((size_t)(2 * nins + 20), sizeof(char *)), nps[16], local[16];
     int k = 0;
     if (!argv)
         return 1;
@@ -231,14 +231,17 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
         argv[k++] = getenv("MPIRUN") && *getenv("MPIRUN") ? getenv("MPIRUN") : "mpirun";
         if (geteuid() == 0)
             argv[k++] = "--allow-run-as-root";
-        snprintf(nps, sizeof nps, "%d", ndev / np);
-        setenv("SHARDC_LOCAL_DEVICES", nps, 1);
         snprintf(nps, sizeof nps, "%d", np);
         const char *flags[] = {"--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", nps};
         for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
             argv[k++] = (char *)flags[i];
     }
     argv[k++] = (char *)prog;
+    if (mpi) {
+        snprintf(local, sizeof local, "%d", ndev / np);
+        argv[k++] = "--local-devices";
+        argv[k++] = local;
+    }
     for (int i = 0; i < nins; i++) {
         argv[k++] = "--in";
         argv[k++] = (char *)ins[i];

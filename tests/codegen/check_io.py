@@ -20,8 +20,10 @@ and checked against NumPy, bit for bit:
   block is contiguous in the file;
 - errors exit 1 with a clear message and write nothing: a local file of the
   wrong shape or dtype, a missing %p file, a part that is not a box (2 x 2
-  only), --local-devices on the threads backend; a bad --outputs is a usage
-  error (2).
+  only), --local-devices on the threads backend, a bad SHARDC_TIMEOUT or
+  SHARDC_LOCAL_DEVICES (said once); a bad --outputs is a usage error (2);
+- --local-devices wins over SHARDC_LOCAL_DEVICES, which the threads backend
+  does not use.
 
 The 2 x 2 layout needs the MPI runtime to run two devices per process; when
 `mpirun -np 2` with SHARDC_LOCAL_DEVICES=2 fails with the runtime's "mesh
@@ -306,13 +308,32 @@ class Harness:
         self.check_error(rc, err, d, "nb", 1, ["not a box for this sharding and layout", "use --outputs gather"],
                          tag + ": --outputs local where a process's part is not a box is an error")
 
+    def check_env(self, fn, lay, d, arrays, tag):
+        """The world's options from the environment (sc_options_from_env): a
+        bad variable is an error, said once (by process 0 on MPI); a good
+        SHARDC_LOCAL_DEVICES gives way to --local-devices (which Layout
+        passes on MPI), and the threads backend does not use it."""
+        ins = ["--in", "x=" + os.path.join(d, "x.npy")]
+        for var, value, text in (("SHARDC_TIMEOUT", "soon", "is not a positive number of seconds"),
+                                 ("SHARDC_LOCAL_DEVICES", "two", "is not a whole number of devices from 1 to 65536")):
+            said = "error: %s=%s %s" % (var, value, text)
+            rc, err = self.run(fn, lay, d, ins, "env", {var: value})
+            self.check_error(rc, err, d, "env", 1, [said], "%s: %s=%s is an error" % (tag, var, value))
+            self.check(err.count(said) == 1, "%s: ... said once" % tag, err)
+        rc, err = self.run(fn, lay, d, ins, "env", {"SHARDC_LOCAL_DEVICES": "3", "SHARDC_TIMEOUT": "30"})
+        self.check_gathered(rc, err, d, "env", 1, CASES[fn][2](*arrays), tag + (
+            ": SHARDC_LOCAL_DEVICES=3 gives way to --local-devices %d" % lay.L if lay.backend == "mpi"
+            else ": the threads backend does not use SHARDC_LOCAL_DEVICES=3"))
+
     def errors(self, lay):
-        """Bad local files, on the 'rows' program (part of x: 8 / P rows)."""
+        """Bad local files and environment variables, on the 'rows' program
+        (part of x: 8 / P rows)."""
         fn, tag = "rows", "errors %s" % lay
         d = os.path.join(self.tmp, "errors-%s-%d-%d" % (lay.backend, lay.P, lay.L))
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         arrays = self.inputs(fn, d)
+        self.check_env(fn, lay, d, arrays, tag)
         local_in = ["--local-in", "x=" + os.path.join(d, "x.%p.npy")]
         rows = part((8, 6), (X, _), devices_of(0, lay.L))[0][0].stop - part((8, 6), (X, _), devices_of(0, lay.L))[0][0].start
         self.save_parts(fn, lay, d, arrays)

@@ -296,6 +296,10 @@ static void axes_text(const sc_mesh *m, sc_axes a, char *buf) {
     sprintf(buf + n, "}");
 }
 
+/* The worlds' options: SHARDC_LOCAL_DEVICES and SHARDC_TIMEOUT, as the
+ * launcher sets them (tests/run-tests). */
+static sc_options options;
+
 static void run_case(const char *mesh_name, const sc_mesh *m, sc_axes axes) {
     char ax[64], err[256];
     axes_text(m, axes, ax);
@@ -306,13 +310,13 @@ static void run_case(const char *mesh_name, const sc_mesh *m, sc_axes axes) {
         c.axes = axes;
         c.t = (sc_dtype)t;
 #ifdef TEST_MPI
-        sc_world *w = sc_mpi_create(m, err, sizeof err);
+        sc_world *w = sc_mpi_create(m, &options, err, sizeof err);
         int rc = w ? sc_run(w, body, &c) : -1, all = rc;
         MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         rc = all;
         MPI_Allreduce(MPI_IN_PLACE, c.fails, NKIND * MAXDEV, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 #else
-        sc_world *w = sc_threads_create(m, err, sizeof err);
+        sc_world *w = sc_threads_create(m, &options, err, sizeof err);
         int rc = w ? sc_run(w, body, &c) : -1;
 #endif
         int ndev = w ? sc_device_count(w) : 0;
@@ -364,21 +368,11 @@ static int check_local_id(sc_device *dev, void *arg) {
     return sc_device_local_id(dev) == id - sc_world_process(w) * L && sc_world_is_local(w, id) ? 0 : 1;
 }
 
-int main(int argc, char **argv) {
-    int rank, size;
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);   /* as sc_mpi_create: with the progress thread */
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (rank != 0 && !freopen("/dev/null", "w", stdout))
-        return 1;
-    const char *local = getenv("SHARDC_LOCAL_DEVICES");
-    int L = local && *local ? atoi(local) : 1;
-    run_meshes(size * L);
-    /* The layout, as JAX numbers it: process p runs global ids p L + local id. */
+/* The layout, as JAX numbers it: process p runs global ids p L + local id. */
+static void check_layout(int rank, int size, int L) {
     sc_mesh m = {1, {size * L}, {"X"}};
     char err[256];
-    sc_world *w = sc_mpi_create(&m, err, sizeof err);
+    sc_world *w = sc_mpi_create(&m, &options, err, sizeof err);
     int good = w && sc_world_process(w) == rank && sc_world_process_count(w) == size && sc_world_local_count(w) == L;
     for (int d = 0; w && d < size * L; d++)
         good &= sc_world_device_process(w, d) == d / L && sc_world_is_local(w, d) == (d / L == rank);
@@ -387,6 +381,48 @@ int main(int argc, char **argv) {
     MPI_Allreduce(MPI_IN_PLACE, &good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     check(good, "%d processes x %d local devices: process index, local count, local ids", size, L);
     sc_world_destroy(w);
+}
+
+/* Options the program gives, not the environment: a local count and a
+ * timeout take effect, a count that does not fit the mesh is refused (by
+ * process 0, for all). */
+static void check_given_options(int rank, int size, int L) {
+    char err[256] = "", want[256];
+    sc_mesh twice = {1, {2 * size * L}, {"X"}};
+    sc_world *w = sc_mpi_create(&twice, &(sc_options){.timeout = 7, .local_devices = 2 * L}, err, sizeof err);
+    int good = w && sc_world_local_count(w) == 2 * L && sc_timeout(w) == 7 && sc_world_process_count(w) == size;
+    MPI_Allreduce(MPI_IN_PLACE, &good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    check(good, "options {.timeout = 7, .local_devices = %d} on %d devices: %d local devices, 7 s", 2 * L,
+          2 * size * L, 2 * L);
+    sc_world_destroy(w);
+    sc_mesh m = {1, {size * L}, {"X"}};
+    w = sc_mpi_create(&m, &(sc_options){.local_devices = L + 1}, err, sizeof err);
+    snprintf(want, sizeof want, "the mesh has %d devices but %d MPI processes x %d local devices = %d", size * L, size,
+             L + 1, size * (L + 1));
+    good = !w && (rank == 0 ? strstr(err, want) != NULL : err[0] == 0);
+    MPI_Allreduce(MPI_IN_PLACE, &good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    check(good, "options {.local_devices = %d} on %d processes of a %d-device mesh are refused: %s", L + 1, size,
+          size * L, err);
+    sc_world_destroy(w);
+}
+
+int main(int argc, char **argv) {
+    int rank, size;
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);   /* as sc_mpi_create: with the progress thread */
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank != 0 && !freopen("/dev/null", "w", stdout))
+        return 1;
+    char err[256];
+    if (sc_options_from_env(&options, err, sizeof err) != 0) {
+        fprintf(stderr, "test_collectives: %s\n", err);
+        return 1;
+    }
+    int L = options.local_devices ? options.local_devices : 1;
+    run_meshes(size * L);
+    check_layout(rank, size, L);
+    check_given_options(rank, size, L);
     int rc = tap_done();
     MPI_Finalize();
     return rc;

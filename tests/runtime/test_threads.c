@@ -1,5 +1,6 @@
 /* The threads backend beyond single collectives: element conversions,
- * meshes and groups, SHARDC_TIMEOUT, start/done with work in between,
+ * meshes and groups, options (given, and read from SHARDC_TIMEOUT and
+ * SHARDC_LOCAL_DEVICES, bad values refused), start/done with work in between,
  * in-place all-reduce, 1000 rounds of mixed collectives (barrier reuse),
  * timeouts naming the devices that did not arrive (without burning CPU),
  * and argument errors and mismatches failing every device promptly. */
@@ -80,8 +81,7 @@ static int record_groups(sc_device *dev, void *arg) {
 
 static void test_world(void) {
     char err[256];
-    unsetenv("SHARDC_TIMEOUT");
-    sc_world *w = sc_threads_create(&mesh24, err, sizeof err);
+    sc_world *w = sc_threads_create(&mesh24, NULL, err, sizeof err);
     check(w && sc_device_count(w) == 8 && sc_timeout(w) == 60, "mesh 2x4: 8 devices, timeout 60 s by default");
     check(w && sc_run(w, record_groups, NULL) == 0, "devices know their coordinates and group ranks");
     /* docs/ir.md's table for mesh X=2, Y=4, seen from device 5. */
@@ -94,20 +94,97 @@ static void test_world(void) {
     sc_set_timeout(w, 0.5);
     check(sc_timeout(w) == 0.5, "sc_set_timeout");
     sc_world_destroy(w);
-
-    setenv("SHARDC_TIMEOUT", "0.25", 1);
-    w = sc_threads_create(&mesh24, err, sizeof err);
-    check(w && sc_timeout(w) == 0.25, "SHARDC_TIMEOUT=0.25 sets the timeout");
-    sc_world_destroy(w);
-    setenv("SHARDC_TIMEOUT", "soon", 1);
-    w = sc_threads_create(&mesh24, err, sizeof err);
-    check(!w && strstr(err, "SHARDC_TIMEOUT"), "SHARDC_TIMEOUT=soon is refused: %s", w ? "" : err);
-    sc_world_destroy(w);
-    unsetenv("SHARDC_TIMEOUT");
     sc_mesh bad = {1, {0}, {"X"}};
-    w = sc_threads_create(&bad, err, sizeof err);
+    w = sc_threads_create(&bad, NULL, err, sizeof err);
     check(!w, "a mesh axis of size 0 is refused: %s", w ? "" : err);
     sc_world_destroy(w);
+}
+
+/* ---- options: given by the program, or read from the environment ---- */
+
+/* A world made with `opt` (or its message in err). */
+static sc_world *with(sc_options opt, char *err, size_t errlen) {
+    err[0] = 0;
+    return sc_threads_create(&mesh24, &opt, err, errlen);
+}
+
+static void test_options(void) {
+    char err[256];
+    setenv("SHARDC_TIMEOUT", "0.25", 1);        /* the runtime itself must not read it */
+    setenv("SHARDC_LOCAL_DEVICES", "2", 1);
+    sc_world *w = sc_threads_create(&mesh24, NULL, err, sizeof err);
+    check(w && sc_timeout(w) == 60, "NULL options are the defaults, whatever the environment says (%g s)",
+          w ? sc_timeout(w) : 0.0);
+    sc_world_destroy(w);
+    w = with((sc_options){.timeout = 7}, err, sizeof err);
+    check(w && sc_timeout(w) == 7, "options {.timeout = 7}: the timeout is 7 s");
+    sc_world_destroy(w);
+    w = with((sc_options){.local_devices = 3}, err, sizeof err);
+    check(w && sc_world_local_count(w) == 8 && sc_world_process_count(w) == 1 && sc_timeout(w) == 60,
+          "the threads backend runs every device in its one process, whatever local_devices says");
+    sc_world_destroy(w);
+    w = with((sc_options){.timeout = -1}, err, sizeof err);
+    check(!w && strstr(err, "timeout -1 is not a positive number of seconds"), "a negative timeout is refused: %s", err);
+    sc_world_destroy(w);
+    w = with((sc_options){.timeout = NAN}, err, sizeof err);
+    check(!w && strstr(err, "timeout nan is not"), "a NaN timeout is refused: %s", err);
+    sc_world_destroy(w);
+    w = with((sc_options){.local_devices = -2}, err, sizeof err);
+    check(!w && strstr(err, "-2 local devices is not a count from 1 to 65536"), "a negative local count is refused: %s",
+          err);
+    sc_world_destroy(w);
+
+    sc_options opt = {0};
+    check(sc_options_from_env(&opt, err, sizeof err) == 0 && opt.timeout == 0.25 && opt.local_devices == 2,
+          "sc_options_from_env: SHARDC_TIMEOUT=0.25, SHARDC_LOCAL_DEVICES=2");
+    w = sc_threads_create(&mesh24, &opt, err, sizeof err);
+    check(w && sc_timeout(w) == 0.25, "... and a world made with them times out after 0.25 s");
+    sc_world_destroy(w);
+    unsetenv("SHARDC_TIMEOUT");
+    setenv("SHARDC_LOCAL_DEVICES", "", 1);
+    opt = (sc_options){.timeout = 9, .local_devices = 4};
+    check(sc_options_from_env(&opt, err, sizeof err) == 0 && opt.timeout == 9 && opt.local_devices == 4,
+          "unset and empty variables leave their fields as they were");
+    unsetenv("SHARDC_LOCAL_DEVICES");
+}
+
+/* One variable's bad values: each refused with `want` in the message, its
+ * field left alone. */
+static void bad_values(const char *name, const char *const *values, int n, const char *want) {
+    int good = 1;
+    char err[256] = "", last[600] = "";
+    for (int i = 0; i < n; i++) {
+        sc_options opt = {.timeout = 9, .local_devices = 4};
+        char expect[256];
+        snprintf(expect, sizeof expect, "%s=%s %s", name, values[i], want);
+        setenv(name, values[i], 1);
+        err[0] = 0;
+        int rc = sc_options_from_env(&opt, err, sizeof err);
+        good &= rc == SC_ERR && strcmp(err, expect) == 0 && opt.timeout == 9 && opt.local_devices == 4;
+        if (strcmp(err, expect) != 0 && !last[0])
+            snprintf(last, sizeof last, " (got \"%s\", want \"%s\")", err, expect);
+    }
+    unsetenv(name);
+    check(good, "%s: %d bad values refused, the field unchanged: \"%s\"%s", name, n, err, last);
+}
+
+static void test_env_errors(void) {
+    static const char *const seconds[] = {"soon", "0", "-1", "nan", "5s", " "};
+    bad_values("SHARDC_TIMEOUT", seconds, 6, "is not a positive number of seconds");
+    static const char *const counts[] = {"two", "0", "-1", "65537", "4x", "2.0", "99999999999999999999"};
+    bad_values("SHARDC_LOCAL_DEVICES", counts, 7, "is not a whole number of devices from 1 to 65536");
+    /* Both bad: the first is named; a good one is still read. */
+    char err[256] = "";
+    sc_options opt = {0};
+    setenv("SHARDC_TIMEOUT", "soon", 1);
+    setenv("SHARDC_LOCAL_DEVICES", "0", 1);
+    check(sc_options_from_env(&opt, err, sizeof err) == SC_ERR && strstr(err, "SHARDC_TIMEOUT=soon"),
+          "two bad variables: the first is named: %s", err);
+    setenv("SHARDC_LOCAL_DEVICES", "2", 1);
+    check(sc_options_from_env(&opt, NULL, 0) == SC_ERR && opt.local_devices == 2 && opt.timeout == 0,
+          "a bad SHARDC_TIMEOUT does not stop SHARDC_LOCAL_DEVICES=2 (and err may be NULL)");
+    unsetenv("SHARDC_TIMEOUT");
+    unsetenv("SHARDC_LOCAL_DEVICES");
 }
 
 /* ---- start/done with work in between; in place ---- */
@@ -148,7 +225,7 @@ static int overlap(sc_device *dev, void *arg) {
 
 static void test_overlap(void) {
     int fails[8] = {0}, any = 0;
-    sc_world *w = sc_threads_create(&mesh24, NULL, 0);
+    sc_world *w = sc_threads_create(&mesh24, NULL, NULL, 0);
     int rc = sc_run(w, overlap, fails);
     for (int i = 0; i < 8; i++)
         any |= fails[i];
@@ -190,7 +267,7 @@ static int rounds(sc_device *dev, void *arg) {
 
 static void test_rounds(void) {
     int fails[8] = {0}, any = 0;
-    sc_world *w = sc_threads_create(&mesh24, NULL, 0);
+    sc_world *w = sc_threads_create(&mesh24, NULL, NULL, 0);
     double t0 = now_s();
     int rc = sc_run(w, rounds, fails);
     double t = now_s() - t0;
@@ -231,8 +308,7 @@ static int late_body(sc_device *dev, void *arg) {
 
 static void test_timeout(void) {
     static Late l;
-    sc_world *w = sc_threads_create(&mesh24, NULL, 0);
-    sc_set_timeout(w, 0.3);
+    sc_world *w = sc_threads_create(&mesh24, &(sc_options){.timeout = 0.3}, NULL, 0);
     memset(&l, 0, sizeof l);
     l.late[3] = l.late[7] = 1;
     l.first = SC_AXES(0, 1);
@@ -258,7 +334,7 @@ static void test_timeout(void) {
 
     /* Only {Y} group 0 waits for device 3; group 1 goes on and is woken
      * from its next collective by the failure. */
-    w = sc_threads_create(&mesh24, NULL, 0);
+    w = sc_threads_create(&mesh24, NULL, NULL, 0);
     sc_set_timeout(w, 0.3);
     memset(&l, 0, sizeof l);
     l.late[3] = 1;
@@ -344,7 +420,7 @@ static void test_errors(void) {
         static Err e;
         memset(&e, 0, sizeof e);
         e.which = c;
-        sc_world *w = sc_threads_create(&mesh24, NULL, 0);
+        sc_world *w = sc_threads_create(&mesh24, NULL, NULL, 0);
         sc_set_timeout(w, 5);
         int rc = sc_run(w, err_body, &e), all_fail = 1, prompt = 1;
         for (int d = 0; d < 8; d++) {
@@ -364,6 +440,8 @@ static void test_errors(void) {
 int main(void) {
     test_elements();
     test_world();
+    test_options();
+    test_env_errors();
     test_overlap();
     test_rounds();
     test_timeout();

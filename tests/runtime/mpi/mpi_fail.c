@@ -1,6 +1,6 @@
 /* Failures on the MPI backend end the run instead of hanging.  Run on a
  * mesh of 4 devices (`mpirun -np 4`, or -np 2 with SHARDC_LOCAL_DEVICES=2)
- * with SHARDC_TIMEOUT=1:
+ * with SHARDC_TIMEOUT=1 (the world's options come from the environment):
  *
  *   mpi_fail late       device 3 never joins an all-reduce: the others
  *                       fail within the timeout, naming device 3
@@ -41,9 +41,14 @@ static int body(sc_device *dev, void *arg) {
 int main(int argc, char **argv) {
     char err[256];
     sc_mesh mesh = {1, {4}, {"X"}};
+    sc_options opt = {0};
     if (argc != 2)
         return 2;
-    sc_world *w = sc_mpi_create(&mesh, err, sizeof err);
+    if (sc_options_from_env(&opt, err, sizeof err) != 0) {
+        fprintf(stderr, "options: %s\n", err);
+        return 1;
+    }
+    sc_world *w = sc_mpi_create(&mesh, &opt, err, sizeof err);
     if (!w) {
         fprintf(stderr, "create: %s\n", err);
         return 1;
