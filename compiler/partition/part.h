@@ -14,6 +14,23 @@ typedef struct {
     int place;                   /* the devices that hold it: 0 all, 1 + i submesh i (Inst.place) */
 } Piece;
 
+/* A reshard already emitted in this function: piece `from` brought to `to`
+ * on the devices of `place` gives `out`.  The entries of one dst value are
+ * chained through `next` from ReshardCache.head[from.v]. */
+typedef struct {
+    Piece from, out;
+    Sharding to;
+    int next;
+    uint8_t place;
+} Reshard;
+
+typedef struct {
+    Reshard *entry;
+    int n, cap;
+    int *head;                   /* per dst value: its newest entry, or -1 */
+    int nhead;
+} ReshardCache;
+
 typedef struct {
     Module *m;
     Diag *diag;
@@ -24,12 +41,16 @@ typedef struct {
     const Inst *name_of;         /* that instruction, named in warnings */
     uint8_t place;               /* where what is emitted now runs (Inst.place) */
     Piece *moved;                /* src value -> its last copy moved to another placement (v < 0: none) */
+    ReshardCache cache;          /* reshard.c: one reshard of a value per target sharding */
 } Part;
 
 int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                const Shape *type);
 int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                    const Shape *type);
+/* x with sharding `to` (partial sums reduced, axes moved, gathered, sliced).
+ * Resharding a value to a sharding it was resharded to before, on the same
+ * devices, gives the earlier result and emits nothing. */
 Piece reshard(Part *p, Piece x, const Sharding *to);
 int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d);
 int linear_index(Part *p, const int *axes, int n);

@@ -397,7 +397,7 @@ static void partition_fn(Module *m, Diag *diag, int f) {
     memcpy(dst->results, src.results, sizeof(Sig) * (size_t)src.nresults);
     dst->on = src.on;
     Part p = {m, diag, &src, dst, arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts), {0, 0}, NULL, 0,
-              arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts)};
+              arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts), {NULL, 0, 0, NULL, 0}};
     for (int v = 0; v < src.ninsts; v++)
         p.moved[v].v = -1;
     for (int v = 0; v < src.ninsts; v++) {

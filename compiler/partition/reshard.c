@@ -228,9 +228,7 @@ static int has_partial(const Sharding *sh) {
     return 0;
 }
 
-Piece reshard(Part *p, Piece x, const Sharding *to) {
-    if (!has_partial(&x.sh) && same_split(&x.sh, to, x.global.rank))
-        return x;
+static Piece reshard_uncached(Part *p, Piece x, const Sharding *to) {
     int was_split = !sharding_is_replicated(&x.sh) && !has_partial(&x.sh);
     resolve_partial(p, &x, to);
     move_axes(p, &x, to);
@@ -253,6 +251,54 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
             slice_dim(p, &x, d, want + nh, nw - nh);
     }
     return x;
+}
+
+/* The cache is looked up by the resharded value, so a lookup walks only the
+ * reshards of that value (a few): the pass stays linear.  An earlier result
+ * may be reused anywhere later in the function, since the per-device
+ * program is straight-line, but only on the same devices (placed code runs
+ * under its submesh's guard). */
+static int same_piece(const Piece *a, const Piece *b) {
+    return a->v == b->v && a->place == b->place && sharding_eq(&a->sh, &b->sh) && shape_eq(&a->global, &b->global);
+}
+
+static const Piece *cached(const Part *p, const Piece *x, const Sharding *to) {
+    const ReshardCache *c = &p->cache;
+    for (int e = x->v < c->nhead ? c->head[x->v] : -1; e >= 0; e = c->entry[e].next) {
+        const Reshard *r = &c->entry[e];
+        if (r->place == p->place && same_piece(&r->from, x) && sharding_eq(&r->to, to))
+            return &r->out;
+    }
+    return NULL;
+}
+
+static void remember(Part *p, const Piece *x, const Sharding *to, Piece out) {
+    ReshardCache *c = &p->cache;
+    if (x->v >= c->nhead) {
+        int n = c->nhead ? c->nhead : 64;
+        while (n <= x->v)
+            n *= 2;
+        int *head = arena_alloc(p->m->arena, sizeof(int) * (size_t)n);
+        memcpy(head, c->head, sizeof(int) * (size_t)c->nhead);
+        for (int i = c->nhead; i < n; i++)
+            head[i] = -1;
+        c->head = head;
+        c->nhead = n;
+    }
+    Reshard *r = VEC_PUSH(p->m->arena, c->entry, c->n, c->cap);
+    *r = (Reshard){*x, out, *to, c->head[x->v], p->place};
+    c->head[x->v] = c->n - 1;
+}
+
+Piece reshard(Part *p, Piece x, const Sharding *to) {
+    if (!has_partial(&x.sh) && same_split(&x.sh, to, x.global.rank))
+        return x;
+    const Piece *hit = cached(p, &x, to);
+    if (hit)
+        return *hit;
+    Piece out = reshard_uncached(p, x, to);
+    remember(p, &x, to, out);
+    return out;
 }
 
 /* Replace the padding of dim d's uneven blocks with `identity`, so a sum,

@@ -844,6 +844,20 @@ def diff(rng, m):
 case("shifted_slice.diff", golden("shifted_slice.tdsl"), "diff", diff, exact=True)
 
 
+def two_slices(rng, m):
+    x = normal(rng, 16, 4)
+    return {"x": x}, [(x[12:16], "f32"), (x[0:4], "f32")]
+
+
+def two_targets(rng, m):
+    x = normal(rng, 16, 8)
+    return {"x": x}, [(x[0:4], "f32"), (x[4:8], "f32"), (x, "f32"), (x, "f32")]
+
+
+case("reshard_cache.two_slices", golden("reshard_cache.tdsl"), "two_slices", two_slices, exact=True)
+case("reshard_cache.two_targets", golden("reshard_cache.tdsl"), "two_targets", two_targets, exact=True)
+
+
 def relu_inner(rng, m):
     a = normal(rng, 8, 16)
     return {"a": a}, [(np.maximum(a, 0), "f32")]
