@@ -40,7 +40,7 @@ LIB_HDR   := $(wildcard lib/*.h lib/*.def compiler/ir/*.def) runtime/shardc_rt.h
 LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -lopenblas -lm -pthread
 LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/*.c))
 
-.PHONY: all check check-asan fuzz install clean deps runtime-tests mpi-tests lib-tests bench
+.PHONY: all check check-fast check-asan fuzz install clean deps runtime-tests mpi-tests lib-tests bench
 
 all: $(BUILD)/shardc $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a $(RT_MPI)
 
@@ -156,6 +156,11 @@ $(BUILD)/test_ir: tests/unit/test_ir.c $(BUILD)/libfrontend.a
 # under ASan+UBSan, and a short fuzz run.  Ends with "N passed, N failed".
 check: all $(BUILD)/test_ir $(RT_TESTS) $(LIB_TESTS) mpi-tests
 	@tests/run-tests $(BUILD)
+
+# The edit-test loop's subset (unit, golden, interpreter, partitioner,
+# runtime and kernel tests; tests/run-tests --fast), a minute or two.
+check-fast: all $(BUILD)/test_ir $(RT_TESTS) $(LIB_TESTS)
+	@tests/run-tests --fast $(BUILD)
 
 check-asan:
 	$(MAKE) BUILD=build/asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" all

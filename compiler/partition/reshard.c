@@ -279,9 +279,8 @@ static void remember(Part *p, const Piece *x, const Sharding *to, Piece out) {
         while (n <= x->v)
             n *= 2;
         int *head = arena_alloc(p->m->arena, sizeof(int) * (size_t)n);
-        memcpy(head, c->head, sizeof(int) * (size_t)c->nhead);
-        for (int i = c->nhead; i < n; i++)
-            head[i] = -1;
+        for (int i = 0; i < n; i++)
+            head[i] = i < c->nhead ? c->head[i] : -1;
         c->head = head;
         c->nhead = n;
     }
