@@ -250,8 +250,7 @@ static void name_values(Printer *p, const char **names) {
     p->names = names;
 }
 
-/* Each function's names into `arena`, with one counter per symbol for the
- * whole module: linear in the module, however many functions it has. */
+/* A function's names, copied into `arena`. */
 static const char **names_into(Printer *p, const Fn *fn, Arena *arena) {
     const char **names = arena_alloc(arena, sizeof(char *) * (size_t)(fn->ninsts + 1));
     p->fn = fn;
@@ -269,6 +268,8 @@ const char **ir_value_names(const Module *m, const Fn *fn, Arena *arena) {
     return names;
 }
 
+/* One counter array for the whole module, cleared function by function:
+ * linear in the module, however many functions it has. */
 const char ***ir_module_value_names(const Module *m, Arena *arena) {
     Printer p = {m, NULL, 0, NULL, NULL, NULL, {0}};
     p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
