@@ -3,7 +3,8 @@
  * (dev, parameter blocks, result pointers) whose body calls one kernel
  * (lib/shardc_lib.h) or runtime collective (runtime/shardc_rt.h) per IR
  * instruction (kernels.c), except that chains of elementwise instructions
- * run as one loop (fuse.c, fused.c); the IR text is a comment above each.
+ * run as one loop (fuse.c, fused.c); the instruction as the IR dump prints
+ * it (ir_print_inst) is a comment above each.
  * Values live in the scheduler's buffers (Inst.buffer), allocated once at
  * entry and freed at exit; functions that were not scheduled (.local copies)
  * get one buffer per value.  Every pass is linear in the instructions. */
@@ -36,8 +37,14 @@ void emit_list(FILE *o, const int64_t *x, int n) {
     fputs(n ? "}" : "0}", o);
 }
 
-int *param_insts(const Fn *fn) {
-    int *p = malloc(sizeof(int) * (size_t)(fn->nparams + 1));
+void emit_ir_comment(Gen *g, int v) {
+    fputs("    /* ", g->out);
+    ir_print_inst(g->out, g->m, g->fn, v, g->irname);
+    fputs(" */\n", g->out);
+}
+
+int *param_insts(const Fn *fn, Arena *arena) {
+    int *p = arena_alloc(arena, sizeof(int) * (size_t)(fn->nparams + 1));
     for (int i = 0; i < fn->nparams; i++)
         p[i] = -1;
     for (int v = 0; v < fn->ninsts; v++) {
@@ -51,45 +58,6 @@ int *param_insts(const Fn *fn) {
 const Shape *result_type(const Fn *fn, int i) {
     const Inst *ret = &fn->insts[fn->ninsts - 1];
     return &fn->insts[ir_arg(fn, ret, i)].type;
-}
-
-/* ---- the IR text ---- */
-
-/* One dump of the whole module, cut into each function's instruction lines
- * (a dump per function would redo the module-wide work each time). */
-void ir_text_init(IrText *t, const Module *m) {
-    size_t len = 0;
-    t->text = NULL;
-    FILE *mem = open_memstream(&t->text, &len);
-    ir_dump(m, mem, -1, 0);
-    fclose(mem);
-    t->line = calloc((size_t)m->nfns + 1, sizeof(char **));
-    char *p = strchr(t->text, '\n');         /* after the mesh line (a submesh line is skipped below) */
-    int f = -1, k = 0;
-    while (p && *++p) {
-        char *end = strchr(p, '\n');
-        if (end)
-            *end = 0;
-        if (*p == ' ') {                     /* an instruction */
-            while (*p == ' ')
-                p++;
-            if (f >= 0 && k < m->fns[f].ninsts)
-                t->line[f][k++] = p;
-        } else if (*p && *p != '}' && *p != '#' && strncmp(p, "submesh ", 8) != 0) {   /* a signature: the next function */
-            if (++f >= m->nfns)
-                break;
-            t->line[f] = calloc((size_t)m->fns[f].ninsts + 1, sizeof(char *));
-            k = 0;
-        }
-        p = end;
-    }
-}
-
-void ir_text_free(IrText *t, const Module *m) {
-    for (int f = 0; f < m->nfns; f++)
-        free(t->line[f]);
-    free(t->line);
-    free(t->text);
 }
 
 /* ---- names ---- */
@@ -117,31 +85,22 @@ static size_t name_slot(const NameSet *set, const char *s) {
     return i;
 }
 
-void free_names(char **name, int n) {
-    for (int v = 0; name && v < n; v++)
-        free(name[v]);
-    free(name);
-}
-
 /* Value names as C identifiers: `%acc.1` is acc_1_ ('.' and '-' become
  * '_'; the trailing '_' keeps them clear of C keywords and library names),
  * and a name already taken gets a suffix: acc_1_1_. */
-char **c_value_names(const Fn *fn, char **irlines) {
+char **c_value_names(const Fn *fn, const char *const *irname, Arena *arena) {
     int n = fn->ninsts;
-    char **name = calloc((size_t)n + 1, sizeof(char *));
+    char **name = arena_alloc(arena, sizeof(char *) * ((size_t)n + 1));
     NameSet set = {NULL, NULL, 16};
     while (set.cap < 4 * (size_t)n)
         set.cap *= 2;
-    set.key = calloc(set.cap, sizeof(char *));
-    set.next = calloc(set.cap, sizeof(int));
+    set.key = arena_alloc(arena, sizeof(char *) * set.cap);
+    set.next = arena_alloc(arena, sizeof(int) * set.cap);
     for (int v = 0; v < n; v++) {
-        const char *s = "v";
-        size_t len = 1;
-        if (irlines && irlines[v] && irlines[v][0] == '%') {   /* "%name = op(...)" */
-            s = irlines[v] + 1;
-            len = strcspn(s, " ");
-        }
-        char *c = malloc(len + 24);
+        /* The return, which the dump does not name, is "v". */
+        const char *s = fn->insts[v].op == OP_RETURN ? "v" : irname[v];
+        size_t len = strlen(s);
+        char *c = arena_alloc(arena, len + 24);
         for (size_t i = 0; i < len; i++)
             c[i] = isalnum((unsigned char)s[i]) ? s[i] : '_';
         strcpy(c + len, "_");
@@ -158,8 +117,6 @@ char **c_value_names(const Fn *fn, char **irlines) {
         set.key[at] = c;
         name[v] = c;
     }
-    free(set.key);
-    free(set.next);
     return name;
 }
 
@@ -167,7 +124,7 @@ char **c_value_names(const Fn *fn, char **irlines) {
 
 typedef struct {
     const Module *m;
-    const IrText *text;
+    const char ***irnames;       /* per function: its IR names */
     FILE *protos, *bodies;
 } FileGen;
 
@@ -176,23 +133,24 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     const Fn *fn = &m->fns[f];
     FILE *o = fg->bodies;
     int n = fn->ninsts;
-    Gen g = {m, fn, o, c_value_names(fn, fg->text->line[f]), calloc((size_t)n + 1, sizeof(int)),
-             fg->text->line[f], param_insts(fn), {0}, NULL};
+    Arena arena = {0};
+    Gen g = {m, fn, o, &arena, fg->irnames[f], c_value_names(fn, fg->irnames[f], &arena),
+             arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), param_insts(fn, &arena), {0}, NULL};
     /* Buffers: the scheduler's, or one per value in a function it did not schedule. */
     for (int v = 0, k = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
         int none = in->op == OP_PARAMETER || in->op == OP_RETURN || in->op == OP_DONE || in->type.dtype == DT_TUPLE;
         g.buf[v] = none ? -1 : fn->scheduled ? in->buffer : k++;
     }
-    fuse_fn(fn, g.buf, &g.fu);
+    fuse_fn(fn, g.buf, &g.fu, &arena);
     /* Only buffers that some value is written to are allocated: a value that
      * stays inside its loop, or a folded constant, takes none. */
     int nbuf = 0, nalloc = 0;
     for (int v = 0; v < n; v++)
         if (g.buf[v] >= nbuf)
             nbuf = g.buf[v] + 1;
-    int64_t *size = calloc((size_t)nbuf + 1, sizeof(int64_t)), total = 0;
-    char *used = calloc((size_t)nbuf + 1, 1);
+    int64_t *size = arena_alloc(&arena, sizeof(int64_t) * ((size_t)nbuf + 1)), total = 0;
+    char *used = arena_alloc(&arena, (size_t)nbuf + 1);
     for (int v = 0; v < n; v++) {
         int r = g.fu.role[v];
         if (g.buf[v] < 0 || r == FUSE_FOLDED || (r == FUSE_MEMBER && !g.fu.stored[v]))
@@ -260,12 +218,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
                 fprintf(o, "    free(%s_%d);\n", g.name[v], i);
     fputs("    return rc;\n}\n", o);
     *err = g.err;
-    free_names(g.name, n);
-    free(g.buf);
-    free(g.param);
-    free(size);
-    free(used);
-    fusion_free(&g.fu);
+    arena_free(&arena);
     return g.err ? -1 : 0;
 }
 
@@ -288,9 +241,10 @@ int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen
         snprintf(err, errlen, "'%s' is not a per-device function", sym_name(m->syms, m->fns[main_fn].sym));
         return -1;
     }
-    IrText text;
-    ir_text_init(&text, m);
-    FileGen fg = {m, &text, NULL, NULL};
+    Arena arena = {0};
+    FileGen fg = {m, ir_module_value_names(m, &arena), NULL, NULL};
+    /* The text is written aside, and to `o` only once every function has
+     * been emitted, so a failure writes nothing. */
     char *protos = NULL, *bodies = NULL;
     size_t nprotos = 0, nbodies = 0;
     FILE *ps = open_memstream(&protos, &nprotos), *bs = open_memstream(&bodies, &nbodies);
@@ -328,10 +282,10 @@ int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen
         fwrite(protos, 1, nprotos, o);
         fwrite(bodies, 1, nbodies, o);
         if (main_fn >= 0)
-            emit_main(m, &m->fns[main_fn], o);
+            emit_main(m, &m->fns[main_fn], o, &arena);
     }
-    free(protos);
+    free(protos);                            /* open_memstream's buffers */
     free(bodies);
-    ir_text_free(&text, m);
+    arena_free(&arena);
     return rc;
 }

@@ -16,8 +16,8 @@
 int codegen_emit(const Module *m, int main_fn, FILE *out, char *err, size_t errlen);
 /* Emit the header that declares the program's entry points (shardc_NAME,
  * one per fn and spmd fn) with their ABI; `path` is the header's file name,
- * for its include guard (prog.h: SHARDC_PROG_H).  Returns 0, or -1 with a
- * message in err. */
+ * for its include guard (prog.h: SHARDC_PROG_H).  Returns 0: err is there
+ * for a failure like codegen_emit's, which the header has none of today. */
 int codegen_emit_header(const Module *m, const char *path, FILE *out, char *err, size_t errlen);
 
 #endif

@@ -4,8 +4,6 @@
  * runs every device and assembles the results. */
 #include "internal.h"
 
-#include <stdlib.h>
-
 /* One parameter's or result's place in the global array (lib/shardc_main.h). */
 static void emit_arg_desc(const Module *m, FILE *o, const char *name, const Sig *sig) {
     Shape local = shape_local(m, &sig->type, &sig->sh);
@@ -25,17 +23,16 @@ static void emit_arg_desc(const Module *m, FILE *o, const char *name, const Sig 
     fputs("},\n", o);
 }
 
-void emit_main(const Module *m, const Fn *fn, FILE *o) {
+void emit_main(const Module *m, const Fn *fn, FILE *o, Arena *arena) {
     const char *fname = sym_name(m->syms, fn->sym);
     fputs("\n/* ---- main: read the inputs, run every device, write the results ---- */\n\n", o);
     fprintf(o, "static const sk_arg_desc params_[] = {\n");
-    int *param = param_insts(fn);
+    int *param = param_insts(fn, arena);
     for (int i = 0; i < fn->nparams; i++) {
         int v = param[i];
         const char *pn = v >= 0 && fn->insts[v].sym >= 0 ? sym_name(m->syms, fn->insts[v].sym) : "?";
         emit_arg_desc(m, o, pn, &fn->params[i]);
     }
-    free(param);
     if (!fn->nparams)
         fputs("    {\"\", {0, 0, {0}}, {0}, {-1}, {0}},\n", o);
     fputs("};\n\nstatic const sk_arg_desc results_[] = {\n", o);
@@ -45,9 +42,9 @@ void emit_main(const Module *m, const Fn *fn, FILE *o) {
         emit_arg_desc(m, o, name, &fn->results[i]);
     }
     fputs("};\n\nstatic int entry_(sc_device *dev, const void *const *params, void *const *results) {\n", o);
-    char *cn = fn_cname(m, fn);
-    fprintf(o, "    (void)params;\n    return %s(dev", cn);
-    free(cn);
+    fputs("    (void)params;\n    return ", o);
+    emit_fn_cname(o, m, fn);
+    fputs("(dev", o);
     for (int i = 0; i < fn->nparams; i++)
         fprintf(o, ", params[%d]", i);
     for (int i = 0; i < fn->nresults; i++)

@@ -34,7 +34,6 @@
  * Every step is linear in the instructions and their operands. */
 #include "internal.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* Do operands first .. nargs-1 have n elements of dtype dt (-1: any)? */
@@ -162,23 +161,24 @@ static void close_group(Fuser *s, int g, int v) {
     s->ndeferred = 0;
 }
 
-void fuse_fn(const Fn *fn, const int *buf, Fusion *fu) {
+/* n + 1 ints, zeroed, in the arena. */
+static int *ints(Arena *a, int n) { return arena_alloc(a, sizeof(int) * ((size_t)n + 1)); }
+
+void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     int n = fn->ninsts;
-    size_t sz = (size_t)n + 1;
     memset(fu, 0, sizeof *fu);
-    fu->role = calloc(sz, 1);
-    fu->stored = calloc(sz, 1);
-    fu->group = malloc(sz * sizeof(int));
-    fu->next = malloc(sz * sizeof(int));
-    fu->uses = calloc(sz, sizeof(int));
-    fu->first = malloc(sz * sizeof(int));
-    fu->last = malloc(sz * sizeof(int));
-    fu->last_member = malloc(sz * sizeof(int));
-    fu->refs = calloc(sz, sizeof(int));
-    fu->frefs = calloc(sz, sizeof(int));
-    fu->order = malloc(sz * sizeof(int));
-    Fuser s = {fn, fu, malloc(sz * sizeof(int)), NULL, NULL, calloc(sz, sizeof(int)), 0,
-               calloc(sz, sizeof(int)), malloc(sz * sizeof(int)), 0};
+    fu->role = arena_alloc(arena, (size_t)n + 1);
+    fu->stored = arena_alloc(arena, (size_t)n + 1);
+    fu->group = ints(arena, n);
+    fu->next = ints(arena, n);
+    fu->uses = ints(arena, n);
+    fu->first = ints(arena, n);
+    fu->last = ints(arena, n);
+    fu->last_member = ints(arena, n);
+    fu->refs = ints(arena, n);
+    fu->frefs = ints(arena, n);
+    fu->order = ints(arena, n);
+    Fuser s = {fn, fu, ints(arena, n), NULL, NULL, ints(arena, n), 0, ints(arena, n), ints(arena, n), 0};
     int nbuf = 0;
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
@@ -195,8 +195,8 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu) {
         for (int i = 0; fusable && i < in->nargs; i++)
             s.literal_uses[ir_arg(fn, in, i)] += uses_literal(fn, in, ir_arg(fn, in, i));
     }
-    s.read_epoch = malloc(((size_t)nbuf + 1) * sizeof(int));
-    s.read_size = calloc((size_t)nbuf + 1, sizeof(int));
+    s.read_epoch = ints(arena, nbuf);
+    s.read_size = ints(arena, nbuf);
     for (int b = 0; b < nbuf; b++)
         s.read_epoch[b] = -1;
 
@@ -239,7 +239,7 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu) {
     }
     /* Constants whose every reader is a member of one group that uses the
      * literal are folded into it: count those reads (and the group). */
-    int *folds = calloc(sz, sizeof(int)), *in_group = s.nmembers;
+    int *folds = ints(arena, n), *in_group = s.nmembers;
     for (int v = 0; v < n; v++)
         in_group[v] = -1;
     for (int u = 0; u < n; u++) {
@@ -272,25 +272,4 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu) {
         if (fu->role[v] == FUSE_MEMBER)
             fu->last_member[k] = v;
     }
-    free(folds);
-    free(s.mem);
-    free(s.read_epoch);
-    free(s.read_size);
-    free(s.nmembers);
-    free(s.literal_uses);
-    free(s.deferred);
-}
-
-void fusion_free(Fusion *fu) {
-    free(fu->role);
-    free(fu->stored);
-    free(fu->group);
-    free(fu->next);
-    free(fu->uses);
-    free(fu->first);
-    free(fu->last);
-    free(fu->last_member);
-    free(fu->refs);
-    free(fu->frefs);
-    free(fu->order);
 }

@@ -24,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A growing string in the function's arena: a member's expression. */
 typedef struct {
+    Arena *arena;
     char *s;
     size_t n, cap;
 } Str;
@@ -37,8 +39,9 @@ static void put(Str *b, const char *fmt, ...) {
     int k = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (b->n + (size_t)k + 1 > b->cap) {
-        b->cap = 2 * (b->n + (size_t)k + 1);
-        b->s = realloc(b->s, b->cap);
+        size_t cap = 2 * (b->n + (size_t)k + 1);
+        b->s = arena_realloc(b->arena, b->s, b->n, cap);
+        b->cap = cap;
     }
     vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap2);
     va_end(ap2);
@@ -238,7 +241,7 @@ void emit_fused(Gen *g, int group) {
     FILE *o = g->out;
     int64_t n = shape_elems(&fn->insts[fu->last_member[group]].type);
     Loop L = {g, group, n == 1 ? "0" : "i", 1, 0};
-    Str e = {NULL, 0, 0};
+    Str e = {g->arena, NULL, 0, 0};
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])     /* count the references */
         if (fu->role[v] == FUSE_MEMBER && kind(&L, v) == COMPUTED) {
             e.n = 0;
@@ -247,7 +250,7 @@ void emit_fused(Gen *g, int group) {
     L.counting = 0;
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])
         if (fu->role[v] != FUSE_DEFERRED)
-            fprintf(o, "    /* %s */\n", g->ir[v] ? g->ir[v] : op_info[fn->insts[v].op].name);
+            emit_ir_comment(g, v);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])
         if (fu->role[v] == FUSE_MEMBER && fu->stored[v])
             fprintf(o, "    %s *%s = buf%d;\n", ctype_of[fn->insts[v].type.dtype], g->name[v], g->buf[v]);
@@ -316,5 +319,4 @@ void emit_fused(Gen *g, int group) {
         fu->refs[v] = fu->frefs[v] = 0;
     for (int k = 0; k < L.norder; k++)
         fu->refs[fu->order[k]] = fu->frefs[fu->order[k]] = 0;
-    free(e.s);
 }

@@ -16,14 +16,6 @@ extern const char *const ctype_of[];      /* "float", ... by dtype */
 extern const char *const sk_dtype_of[];   /* "SK_F32", ... by dtype */
 
 
-/* ---- the IR text, from one dump of the module ---- */
-typedef struct {
-    char *text;                  /* the dump, cut into lines */
-    char ***line;                /* per function: its instructions' lines, or NULL */
-} IrText;
-void ir_text_init(IrText *t, const Module *m);
-void ir_text_free(IrText *t, const Module *m);
-
 /* ---- fusion (fuse.c) ---- */
 enum { FUSE_NONE, FUSE_MEMBER, FUSE_FOLDED, FUSE_DEFERRED };   /* DEFERRED: emitted after the loop */
 typedef struct {
@@ -38,9 +30,9 @@ typedef struct {
     int *refs, *frefs;           /* fused.c's scratch per value, kept zero between groups */
     int *order;                  /* fused.c's scratch: values in the order first read */
 } Fusion;
-/* `buf`: the buffer of each value (-1 none), as the function's code uses them. */
-void fuse_fn(const Fn *fn, const int *buf, Fusion *fu);
-void fusion_free(Fusion *fu);
+/* `buf`: the buffer of each value (-1 none), as the function's code uses
+ * them.  The arrays are allocated in `arena`. */
+void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena);
 /* The instruction's element count if it can be a member of a loop, else -1. */
 int64_t fusable_elems(const Fn *fn, int v);
 /* Does member use constant a as a literal (read no memory)?  A broadcast
@@ -52,26 +44,27 @@ typedef struct {
     const Module *m;
     const Fn *fn;
     FILE *out;
+    Arena *arena;                /* the function's: freed when it is emitted */
+    const char *const *irname;   /* IR name per value, for the comments */
     char **name;                 /* C name per value: `%acc.1` is acc_1_ */
     int *buf;                    /* buffer per value, -1 none */
-    char **ir;                   /* IR text per instruction (in the module's IrText), or NULL */
     int *param;                  /* the parameter(i) instruction, or -1 */
     Fusion fu;
     const char *err;
 } Gen;
 
-/* C names of a function's values, from the names its IR lines give them
- * (NULL lines: "v"), in time linear in their number; malloc'd. */
-char **c_value_names(const Fn *fn, char **irlines);
-void free_names(char **name, int n);
-/* The parameter(i) instruction of each parameter (-1 if none); malloc'd. */
-int *param_insts(const Fn *fn);
+/* C names of a function's values, from their IR names (ir_value_names),
+ * in time linear in their number. */
+char **c_value_names(const Fn *fn, const char *const *irname, Arena *arena);
+/* The parameter(i) instruction of each parameter (-1 if none). */
+int *param_insts(const Fn *fn, Arena *arena);
 /* The type of result i: the returned value's. */
 const Shape *result_type(const Fn *fn, int i);
 
-/* The C function of a per-device function: shardc_NAME for an fn or spmd fn
- * (exported), local_NAME for a `.local` copy (static); malloc'd. */
-char *fn_cname(const Module *m, const Fn *fn);
+/* Print the C function of a per-device function: shardc_NAME for an fn or
+ * spmd fn (exported), local_NAME for a `.local` copy (static); returns the
+ * characters printed. */
+int emit_fn_cname(FILE *o, const Module *m, const Fn *fn);
 int fn_exported(const Fn *fn);
 int fn_emittable(const Fn *fn);
 /* `int shardc_f(sc_device *dev, const float *x_, float *result0)`; `names`
@@ -81,9 +74,11 @@ void emit_signature(FILE *o, const Module *m, const Fn *fn, char **names, const 
 void emit_abi_comment(FILE *o, const Module *m, const Fn *fn, char **names, const int *param);
 
 void emit_list(FILE *o, const int64_t *x, int n);   /* {1, 2} */
+/* The instruction's IR, as the dump prints it, as a comment line. */
+void emit_ir_comment(Gen *g, int v);
 void emit_inst(Gen *g, int v);                       /* kernels.c */
 void emit_fused(Gen *g, int group);                  /* fused.c */
 /* main() for function fn: the sk_program table lib/driver.c reads. */
-void emit_main(const Module *m, const Fn *fn, FILE *o);
+void emit_main(const Module *m, const Fn *fn, FILE *o, Arena *arena);
 
 #endif

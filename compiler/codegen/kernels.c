@@ -1,5 +1,5 @@
 /* One kernel (lib/shardc_lib.h) or collective (runtime/shardc_rt.h) call per
- * IR instruction, with the instruction's IR text as a comment above it:
+ * IR instruction, with the instruction's IR as a comment above it:
  * everything but the elementwise instructions that fuse.c puts into loops. */
 #include "internal.h"
 
@@ -183,7 +183,7 @@ void emit_inst(Gen *g, int v) {
     FILE *o = g->out;
     const char *r = g->name[v];
     int dt = in->type.dtype;
-    fprintf(o, "    /* %s */\n", g->ir[v] ? g->ir[v] : op_info[in->op].name);
+    emit_ir_comment(g, v);
     if (in->op == OP_PARAMETER || in->op == OP_RETURN || dt == DT_TUPLE)
         ;
     else if (in->op == OP_DONE)
@@ -195,7 +195,8 @@ void emit_inst(Gen *g, int v) {
         return;
     }
     /* Placed on a submesh: only its devices run it.  The body is written
-     * aside and indented into the guard. */
+     * aside and indented into the guard (a memory stream: its buffer is
+     * libc's, freed with free()). */
     const Submesh *sm = &g->m->submesh[in->place - 1];
     if (op_is_collective(in->op) && in->flags & INST_ASYNC)
         fprintf(o, "    sc_handle *%sh = NULL;\n", r);
@@ -391,12 +392,12 @@ static void emit_call(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
     const Fn *callee = &g->m->fns[ir_attr(fn, in, 0)];
-    char *cn = fn_cname(g->m, callee);
     if (callee->on)              /* timed for SHARDC_TRACE (lib/shardc_trace.h) */
-        fprintf(o, "    {\n        int64_t trace_t0 = sk_trace_begin();\n        TRY(%s(dev", cn);
+        fputs("    {\n        int64_t trace_t0 = sk_trace_begin();\n        TRY(", o);
     else
-        fprintf(o, "    TRY(%s(dev", cn);
-    free(cn);
+        fputs("    TRY(", o);
+    emit_fn_cname(o, g->m, callee);
+    fputs("(dev", o);
     for (int i = 0; i < in->nargs; i++)
         fprintf(o, ", %s", A(i));
     if (in->type.dtype == DT_TUPLE)

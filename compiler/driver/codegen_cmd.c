@@ -125,13 +125,10 @@ int compile_command(const Module *m, int f, const char *out) {
     if (rc || !out || (stat(out, &st) == 0 && !S_ISREG(st.st_mode)))
         return rc;
     size_t n = strlen(out), stem = n >= 2 && strcmp(out + n - 2, ".c") == 0 ? n - 2 : n;
-    char *h = malloc(stem + 3);
-    if (!h)
-        return 1;
-    memcpy(h, out, stem);
-    strcpy(h + stem, ".h");
+    Arena arena = {0};
+    char *h = arena_printf(&arena, "%.*s.h", (int)stem, out);
     rc = write_output(h, write_h_to, &(HArgs){m, h});
-    free(h);
+    arena_free(&arena);
     return rc;
 }
 
@@ -176,36 +173,32 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     return 0;
 }
 
-static char *make_temp_dir(void) {
+static char *make_temp_dir(Arena *arena) {
     const char *t = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    size_t n = strlen(t) + 32;
-    char *dir = malloc(n);
-    if (dir)
-        snprintf(dir, n, "%s/shardc-XXXXXX", t);
-    if (dir && !mkdtemp(dir)) {
+    char *dir = arena_printf(arena, "%s/shardc-XXXXXX", t);
+    if (!mkdtemp(dir)) {
         fprintf(stderr, "shardc: error: cannot create a temporary directory in '%s': %s\n", t, strerror(errno));
-        free(dir);
         return NULL;
     }
     return dir;
 }
 
-static void remove_temp(char *dir, const char *const *names, int n) {
+static void remove_temp(const char *dir, const char *const *names, int n) {
     char path[PATH_MAX + 64];
     for (int i = 0; i < n; i++) {
         fmt(path, sizeof path, "%s/%s", dir, names[i]);
         remove(path);
     }
     rmdir(dir);
-    free(dir);
 }
 
 int build_command(const Module *m, int f, const char *out, const RunOptions *ro) {
-    char *dir = make_temp_dir();
-    if (!dir)
-        return 1;
-    int rc = build_in(m, f, dir, out, ro->mpi);
-    remove_temp(dir, (const char *[]){"prog.c"}, 1);
+    Arena arena = {0};
+    char *dir = make_temp_dir(&arena);
+    int rc = dir ? build_in(m, f, dir, out, ro->mpi) : 1;
+    if (dir)
+        remove_temp(dir, (const char *[]){"prog.c"}, 1);
+    arena_free(&arena);
     return rc;
 }
 
@@ -223,10 +216,9 @@ static int device_count(const Module *m) {
  * otherwise idle ranks spin) and not bound. */
 static int run_program(const char *prog, const char *const *ins, int nins, const char *out_dir, int mpi, int np,
                        int ndev) {
-    char **argv = calloc((size_t)(2 * nins + 20), sizeof(char *)), nps[16], local[16];
+    Arena arena = {0};
+    char **argv = arena_alloc(&arena, sizeof(char *) * (size_t)(2 * nins + 20)), nps[16], local[16];
     int k = 0;
-    if (!argv)
-        return 1;
     if (mpi) {
         argv[k++] = getenv("MPIRUN") && *getenv("MPIRUN") ? getenv("MPIRUN") : "mpirun";
         if (geteuid() == 0)
@@ -249,7 +241,7 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
     argv[k++] = "--out";
     argv[k++] = (char *)out_dir;
     int rc = spawn(argv);
-    free(argv);
+    arena_free(&arena);
     return rc == 0 ? 0 : rc == 2 ? 2 : 1;
 }
 
@@ -261,7 +253,7 @@ static int compare_results(const Module *m, int f, const char *out_dir, const ch
         fmt(a_path, sizeof a_path, "%s/result%d.npy", out_dir, i);
         fmt(b_path, sizeof b_path, "%s/result%d.npy", ref_dir, i);
         sk_npy_shape as, bs;
-        double *a = NULL, *b = NULL;
+        double *a = NULL, *b = NULL;         /* elements, malloc'd by lib/npy.c */
         if (sk_npy_read(a_path, NULL, &as, &a, err, sizeof err) || sk_npy_read(b_path, &as, &bs, &b, err, sizeof err)) {
             fprintf(stderr, "shardc: error: --check: %s\n", err);
             free(a);
@@ -303,9 +295,12 @@ int run_command(const Module *m, int f, const char *const *ins, int nins, const 
                 np, ndev, ndev == 1 ? "" : "s", np);
         return 2;
     }
-    char *dir = make_temp_dir();
-    if (!dir)
+    Arena arena = {0};
+    char *dir = make_temp_dir(&arena);
+    if (!dir) {
+        arena_free(&arena);
         return 1;
+    }
     char prog[PATH_MAX + 16], ref[PATH_MAX + 16], ref_out[PATH_MAX + 16];
     fmt(prog, sizeof prog, "%s/prog", dir);
     fmt(ref, sizeof ref, "%s/one", dir);
@@ -326,5 +321,6 @@ int run_command(const Module *m, int f, const char *const *ins, int nins, const 
         rmdir(ref_out);
     }
     remove_temp(dir, (const char *[]){"prog.c", "prog", "one"}, 3);
+    arena_free(&arena);
     return rc;
 }

@@ -86,34 +86,24 @@ static int write_results(const char *dir, const InterpValue *res, int n) {
         return 1;
     }
     char err[512];
-    for (int i = 0; i < n; i++) {
-        size_t len = strlen(dir) + 32;
-        char *path = malloc(len);
-        if (!path) {
-            fprintf(stderr, "shardc: error: out of memory\n");
-            return 1;
-        }
-        snprintf(path, len, "%s/result%d.npy", dir, i);
-        int rc = npy_write(path, &res[i].shape, res[i].data, err, sizeof err);
-        free(path);
-        if (rc) {
+    Arena arena = {0};
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        rc = npy_write(arena_printf(&arena, "%s/result%d.npy", dir, i), &res[i].shape, res[i].data, err, sizeof err);
+        if (rc)
             fprintf(stderr, "shardc: error: %s\n", err);
-            return 1;
-        }
     }
-    return 0;
+    arena_free(&arena);
+    return rc ? 1 : 0;
 }
 
 int interp_command(const Module *m, int f, const char *const *ins, int nins, const char *out_dir) {
     const Fn *fn = &m->fns[f];
-    int *which = calloc((size_t)nins + 1, sizeof(int));
-    InterpValue *args = calloc((size_t)fn->nparams + 1, sizeof *args);
-    InterpValue *res = calloc((size_t)fn->nresults + 1, sizeof *res);
-    int rc = !which || !args || !res;
-    if (rc)
-        fprintf(stderr, "shardc: error: out of memory\n");
-    if (!rc)
-        rc = match_ins(m, fn, ins, nins, which);
+    Arena arena = {0};
+    int *which = arena_alloc(&arena, sizeof(int) * ((size_t)nins + 1));
+    InterpValue *args = arena_alloc(&arena, sizeof *args * ((size_t)fn->nparams + 1));
+    InterpValue *res = arena_alloc(&arena, sizeof *res * ((size_t)fn->nresults + 1));
+    int rc = match_ins(m, fn, ins, nins, which);
     if (!rc)
         rc = read_inputs(fn, ins, nins, which, args);
     char err[512];
@@ -123,12 +113,8 @@ int interp_command(const Module *m, int f, const char *const *ins, int nins, con
     }
     if (!rc)
         rc = write_results(out_dir, res, fn->nresults);
-    if (args)
-        interp_free_values(args, fn->nparams);
-    if (res)
-        interp_free_values(res, fn->nresults);
-    free(which);
-    free(args);
-    free(res);
+    interp_free_values(args, fn->nparams);     /* the elements: malloc'd (interp.h) */
+    interp_free_values(res, fn->nresults);
+    arena_free(&arena);
     return rc;
 }

@@ -174,27 +174,25 @@ static int parse_args(int argc, char **argv, Options *o) {
     return 0;
 }
 
-static char *read_file(const char *path, size_t *len) {
+/* The source, in the compilation's arena: it lives as long as the
+ * diagnostics that quote it.  Doubling keeps the copies under twice its size. */
+static char *read_file(Arena *arena, const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
     size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+    char *buf = arena_alloc(arena, cap);
+    for (size_t got; (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
         n += got;
         if (cap - n - 1 == 0) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger)
-                free(buf);
-            buf = bigger;
+            buf = arena_realloc(arena, buf, n, 2 * cap);
+            cap *= 2;
         }
     }
     int failed = ferror(f);
     fclose(f);
-    if (!buf || failed) {
-        free(buf);
+    if (failed)
         return NULL;
-    }
     buf[n] = '\0';
     *len = n;
     return buf;
@@ -322,12 +320,13 @@ int main(int argc, char **argv) {
             return usage_error("unknown stage '%s': stages are parsed, sharded, partitioned, scheduled", o.stage);
     }
     size_t len;
-    char *text = read_file(o.input, &len);
+    Compilation c = {0};
+    char *text = read_file(&c.arena, o.input, &len);
     if (!text) {
         fprintf(stderr, "shardc: error: cannot read '%s': %s\n", o.input, strerror(errno ? errno : EIO));
+        compilation_free(&c);
         return 1;
     }
-    Compilation c = {0};
     /* check propagates too (spec section 6); dump stops where it is asked to. */
     if (is_interp && !o.stage)
         o.stage = "parsed";
@@ -360,7 +359,6 @@ int main(int argc, char **argv) {
             rc = show_value(&c.module, fn_index(&c, only), o.value, stdout);
     }
     compilation_free(&c);
-    free(text);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "shardc: error: cannot write the output\n");
         return 1;

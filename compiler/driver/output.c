@@ -1,7 +1,8 @@
 #include "output.h"
 
+#include "base.h"
+
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,11 +28,8 @@ int write_output(const char *path, int (*write)(FILE *out, void *ctx), void *ctx
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return write_special(path, write, ctx);
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return 1;
-    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
+    Arena arena = {0};
+    char *tmp = arena_printf(&arena, "%s.tmp%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     int saved = errno, rc = f ? write(f, ctx) : 0, io_error = !f;
     if (f) {
@@ -44,6 +42,6 @@ int write_output(const char *path, int (*write)(FILE *out, void *ctx), void *ctx
         fprintf(stderr, "shardc: error: cannot write '%s': %s\n", path, strerror(!f ? saved : errno ? errno : EIO));
     if (rc || io_error)
         remove(tmp);
-    free(tmp);
+    arena_free(&arena);
     return rc || io_error;
 }

@@ -11,7 +11,7 @@ typedef struct {
     FILE *out;
     int show_why;
     const Fn *fn;
-    const char **names;          /* value -> printed name, without the % */
+    const char *const *names;    /* value -> printed name, without the % */
     int *uses;                   /* symbol id -> how many values took its name */
     Arena arena;
 } Printer;
@@ -232,32 +232,54 @@ static void print_attrs(Printer *p, const Inst *in) {
  * never collide. */
 static int base_sym(const Printer *p, const Inst *in) { return in->sym >= 0 ? in->sym : p->m->op_sym[in->op]; }
 
-static void name_values(Printer *p) {
-    const Fn *fn = p->fn;
-    for (int v = 0; v < fn->ninsts; v++) {
-        int base = base_sym(p, &fn->insts[v]);
-        int k = p->uses[base]++;
-        const char *s = sym_name(p->m->syms, base);
-        p->names[v] = k ? arena_printf(&p->arena, "%s.%d", s, k) : s;
-    }
-}
-
-const char **ir_value_names(const Module *m, const Fn *fn, Arena *arena) {
-    Printer p = {m, NULL, 0, fn, NULL, NULL, {0}};
-    p.names = arena_alloc(arena, sizeof(char *) * (size_t)(fn->ninsts + 1));
-    p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
-    name_values(&p);
-    for (int v = 0; v < fn->ninsts; v++)      /* the names outlive the printer's arena */
-        p.names[v] = arena_strndup(arena, p.names[v], strlen(p.names[v]));
-    arena_free(&p.arena);
-    return p.names;
-}
-
 /* Clear the counters this function used, so the next starts from zero
  * without a pass over every symbol. */
 static void forget_names(Printer *p) {
     for (int v = 0; v < p->fn->ninsts; v++)
         p->uses[base_sym(p, &p->fn->insts[v])] = 0;
+}
+
+static void name_values(Printer *p, const char **names) {
+    const Fn *fn = p->fn;
+    for (int v = 0; v < fn->ninsts; v++) {
+        int base = base_sym(p, &fn->insts[v]);
+        int k = p->uses[base]++;
+        const char *s = sym_name(p->m->syms, base);
+        names[v] = k ? arena_printf(&p->arena, "%s.%d", s, k) : s;
+    }
+    p->names = names;
+}
+
+/* A function's names, copied into `arena`. */
+static const char **names_into(Printer *p, const Fn *fn, Arena *arena) {
+    const char **names = arena_alloc(arena, sizeof(char *) * (size_t)(fn->ninsts + 1));
+    p->fn = fn;
+    name_values(p, names);
+    for (int v = 0; v < fn->ninsts; v++)      /* the names outlive the printer's arena */
+        names[v] = arena_strndup(arena, names[v], strlen(names[v]));
+    return names;
+}
+
+const char **ir_value_names(const Module *m, const Fn *fn, Arena *arena) {
+    Printer p = {m, NULL, 0, fn, NULL, NULL, {0}};
+    p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
+    const char **names = names_into(&p, fn, arena);
+    arena_free(&p.arena);
+    return names;
+}
+
+/* One counter array for the whole module, cleared function by function:
+ * linear in the module, however many functions it has. */
+const char ***ir_module_value_names(const Module *m, Arena *arena) {
+    Printer p = {m, NULL, 0, NULL, NULL, NULL, {0}};
+    p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
+    const char ***names = arena_alloc(arena, sizeof(char **) * (size_t)(m->nfns + 1));
+    for (int f = 0; f < m->nfns; f++) {
+        names[f] = names_into(&p, &m->fns[f], arena);
+        forget_names(&p);
+    }
+    arena_free(&p.arena);
+    return names;
 }
 
 static void print_constant(Printer *p, const Inst *in) {
@@ -300,16 +322,18 @@ static void print_why(Printer *p, const Inst *in) {
     }
 }
 
+/* One instruction, without indent or newline: a line of the dump, and the
+ * comment code generation writes above the instruction's code. */
 static void print_inst(Printer *p, int v) {
     const Fn *fn = p->fn;
     const Inst *in = &fn->insts[v];
     FILE *out = p->out;
     if (in->op == OP_RETURN)
-        fputs("  return(", out);
+        fputs("return(", out);
     else if (in->op == OP_DONE)     /* all-reduce-done(%all-reduce-start) */
-        fprintf(out, "  %%%s = %s-done(", p->names[v], op_info[fn->insts[ir_arg(fn, in, 0)].op].name);
+        fprintf(out, "%%%s = %s-done(", p->names[v], op_info[fn->insts[ir_arg(fn, in, 0)].op].name);
     else
-        fprintf(out, "  %%%s = %s%s(", p->names[v], op_info[in->op].name, in->flags & INST_ASYNC ? "-start" : "");
+        fprintf(out, "%%%s = %s%s(", p->names[v], op_info[in->op].name, in->flags & INST_ASYNC ? "-start" : "");
     if (in->op == OP_PARAMETER)
         fprintf(out, "%lld", (long long)ir_attr(fn, in, 0));
     else if (in->op == OP_CONSTANT)
@@ -331,7 +355,12 @@ static void print_inst(Printer *p, int v) {
         print_why(p, in);
     if (fn->scheduled && in->buffer >= 0)
         fprintf(out, "  # buffer %d", in->buffer);
-    fputc('\n', out);
+}
+
+void ir_print_inst(FILE *out, const Module *m, const Fn *fn, int v, const char *const *names) {
+    Printer p = {m, out, 0, fn, names, NULL, {0}};
+    print_inst(&p, v);
+    arena_free(&p.arena);           /* a collective's replica groups */
 }
 
 static void print_signature(Printer *p) {
@@ -410,12 +439,14 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
         p.fn = &m->fns[f];
         if (only_fn_sym >= 0 && p.fn->sym != only_fn_sym)
             continue;
-        p.names = arena_alloc(&p.arena, sizeof(char *) * (size_t)(p.fn->ninsts + 1));
-        name_values(&p);
+        name_values(&p, arena_alloc(&p.arena, sizeof(char *) * (size_t)(p.fn->ninsts + 1)));
         fputc('\n', out);
         print_signature(&p);
-        for (int v = 0; v < p.fn->ninsts; v++)
+        for (int v = 0; v < p.fn->ninsts; v++) {
+            fputs("  ", out);
             print_inst(&p, v);
+            fputc('\n', out);
+        }
         fputs("}\n", out);
         if (p.fn->partitioned)
             print_summary(&p);

@@ -239,8 +239,13 @@ const char *ir_verify(const Module *m, char buf[VERIFY_MSG_SIZE]);
 /* Print the IR; `show_why` adds where each sharding came from. */
 void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why);
 void ir_print_shape(FILE *out, const Shape *s);
-/* The names the dump gives a function's values (without the %). */
+/* The names the dump gives a function's values (without the %), and every
+ * function's: names[f][v]. */
 const char **ir_value_names(const Module *m, const Fn *fn, Arena *arena);
+const char ***ir_module_value_names(const Module *m, Arena *arena);
+/* Instruction v as the dump prints it, without indent, newline or the
+ * sharding's origin; `names` are the function's value names. */
+void ir_print_inst(FILE *out, const Module *m, const Fn *fn, int v, const char *const *names);
 void ir_print_sharding(FILE *out, const Module *m, const Shape *s, const Sharding *sh);
 
 #endif

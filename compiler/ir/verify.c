@@ -3,11 +3,11 @@
 #include "ir.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 typedef struct {
     const Module *m;
     char *buf;
+    Arena *scratch;              /* freed when the verifier returns */
 } Verifier;
 
 static const char *fail(const Verifier *vf, const Fn *fn, int v, const char *what) {
@@ -87,9 +87,7 @@ static const char *check_dot_order(const Fn *fn, const Inst *in) {
 
 /* Every started collective is waited for exactly once. */
 static const char *check_dones(const Verifier *vf, const Fn *fn) {
-    int *dones = calloc((size_t)fn->ninsts + 1, sizeof(int));
-    if (!dones)
-        return "out of memory";
+    int *dones = arena_alloc(vf->scratch, sizeof(int) * ((size_t)fn->ninsts + 1));
     for (int v = 0; v < fn->ninsts; v++)
         if (fn->insts[v].op == OP_DONE)
             dones[ir_arg(fn, &fn->insts[v], 0)]++;
@@ -97,7 +95,6 @@ static const char *check_dones(const Verifier *vf, const Fn *fn) {
     for (int v = 0; v < fn->ninsts && !err; v++)
         if ((fn->insts[v].flags & INST_ASYNC) && dones[v] != 1)
             err = fail(vf, fn, v, "a started collective is not waited for exactly once");
-    free(dones);
     return err;
 }
 
@@ -138,11 +135,11 @@ static const char *verify_fn(const Verifier *vf, const Fn *fn) {
 }
 
 const char *ir_verify(const Module *m, char buf[VERIFY_MSG_SIZE]) {
-    Verifier vf = {m, buf};
-    for (int f = 0; f < m->nfns; f++) {
-        const char *err = verify_fn(&vf, &m->fns[f]);
-        if (err)
-            return err;
-    }
-    return NULL;
+    Arena scratch = {0};
+    Verifier vf = {m, buf, &scratch};
+    const char *err = NULL;
+    for (int f = 0; f < m->nfns && !err; f++)
+        err = verify_fn(&vf, &m->fns[f]);
+    arena_free(&scratch);
+    return err;
 }
