@@ -14,21 +14,27 @@ typedef struct {
     int place;                   /* the devices that hold it: 0 all, 1 + i submesh i (Inst.place) */
 } Piece;
 
-/* A reshard already emitted in this function: piece `from` brought to `to`
- * on the devices of `place` gives `out`.  The entries of one dst value are
- * chained through `next` from ReshardCache.head[from.v]. */
+/* One reshard done in the function being built: block `from` of a value
+ * with global shape `global` and sharding `sh`, resharded to `to` by
+ * instructions that run where `place` says, gave block `out` (`out_sh`). */
 typedef struct {
-    Piece from, out;
-    Sharding to;
-    int next;
+    int from, out;
+    int prev;                    /* the reshard of `from` done before, + 1 (0: none) */
     uint8_t place;
+    uint8_t warned;              /* it replicated a split value whole (warn again on reuse) */
+    Sharding sh, to, out_sh;
+    Shape global;
 } Reshard;
 
+/* The reshards done so far in one function (reshard.c), so that resharding
+ * the same block the same way again reuses the first result instead of
+ * emitting its collectives twice.  Each dst value heads a list of its own
+ * reshards: a lookup scans only those. */
 typedef struct {
-    Reshard *entry;
+    Reshard *items;              /* in the order they were done: a rollback pops them */
     int n, cap;
-    int *head;                   /* per dst value: its newest entry, or -1 */
-    int nhead;
+    int *last;                   /* dst value -> its latest reshard, + 1 (0: none) */
+    int nlast;
 } ReshardCache;
 
 typedef struct {
@@ -41,17 +47,17 @@ typedef struct {
     const Inst *name_of;         /* that instruction, named in warnings */
     uint8_t place;               /* where what is emitted now runs (Inst.place) */
     Piece *moved;                /* src value -> its last copy moved to another placement (v < 0: none) */
-    ReshardCache cache;          /* reshard.c: one reshard of a value per target sharding */
+    ReshardCache reshards;
 } Part;
 
 int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                const Shape *type);
 int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                    const Shape *type);
-/* x with sharding `to` (partial sums reduced, axes moved, gathered, sliced).
- * Resharding a value to a sharding it was resharded to before, on the same
- * devices, gives the earlier result and emits nothing. */
 Piece reshard(Part *p, Piece x, const Sharding *to);
+/* Forget the reshards done after the first n, whose instructions a
+ * rollback has taken back. */
+void reshard_forget(Part *p, int n);
 int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d);
 int linear_index(Part *p, const int *axes, int n);
 const char *inst_name(Part *p);

@@ -166,15 +166,20 @@ static void local_slice_attrs(const Inst *in, const Fn *src, const Shape *local_
 /* Everything emitted after a mark can be taken back, so a failed attempt
  * leaves no dead instructions (or phantom collectives) behind. */
 typedef struct {
-    int ninsts, nargs, nints;
+    int ninsts, nargs, nints, nreshards;
 } Mark;
 
-static Mark mark(const Part *p) { return (Mark){p->dst->ninsts, p->dst->nargs, p->dst->nints}; }
+static Mark mark(const Part *p) {
+    return (Mark){p->dst->ninsts, p->dst->nargs, p->dst->nints, p->reshards.n};
+}
 
+/* The reshards taken back are forgotten too: their instructions' indices
+ * are about to be reused by others. */
 static void rollback(Part *p, Mark k) {
     p->dst->ninsts = k.ninsts;
     p->dst->nargs = k.nargs;
     p->dst->nints = k.nints;
+    reshard_forget(p, k.nreshards);
 }
 
 static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
@@ -396,8 +401,11 @@ static void partition_fn(Module *m, Diag *diag, int f) {
     dst->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(src.nresults + 1));
     memcpy(dst->results, src.results, sizeof(Sig) * (size_t)src.nresults);
     dst->on = src.on;
-    Part p = {m, diag, &src, dst, arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts), {0, 0}, NULL, 0,
-              arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts), {NULL, 0, 0, NULL, 0}};
+    /* The reshard cache is this function's own: values of another function
+     * are never reused. */
+    Part p = {.m = m, .diag = diag, .src = &src, .dst = dst,
+              .value = arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts),
+              .moved = arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts)};
     for (int v = 0; v < src.ninsts; v++)
         p.moved[v].v = -1;
     for (int v = 0; v < src.ninsts; v++) {

@@ -5,7 +5,9 @@
  *   axes the target drops -> all-gather (then trim the padding of uneven dims);
  *   axes the target adds  -> dynamic-slice at the device's block, no communication.
  * Uneven dims (padded blocks) are regathered whole before they are split
- * again, because their padded blocks do not nest. */
+ * again, because their padded blocks do not nest.  Each function caches its
+ * reshards (Part.reshards): the same block resharded the same way again
+ * reuses the first result, so a value is gathered once per target. */
 #include "part.h"
 
 #include <math.h>
@@ -228,7 +230,66 @@ static int has_partial(const Sharding *sh) {
     return 0;
 }
 
-static Piece reshard_uncached(Part *p, Piece x, const Sharding *to) {
+/* ---- the reshard cache ---- */
+
+/* Targets that reshard alike: of `to`, reshard reads only which dim each
+ * axis splits (or none) and the order of the axes on each dim. */
+static int same_target(const Sharding *a, const Sharding *b, int rank) {
+    return a->known == b->known && memcmp(a->dim, b->dim, sizeof a->dim) == 0 && same_split(a, b, rank);
+}
+
+/* The reshard of x to `to` done before where p->place runs, if any.  The
+ * function is straight-line code, so an earlier instruction placed alike
+ * dominates every later use; a reshard placed elsewhere ran on other
+ * devices and is not reused. */
+static const Reshard *find_reshard(const Part *p, const Piece *x, const Sharding *to) {
+    const ReshardCache *c = &p->reshards;
+    for (int i = x->v < c->nlast ? c->last[x->v] : 0; i; i = c->items[i - 1].prev) {
+        const Reshard *r = &c->items[i - 1];
+        if (r->place == p->place && sharding_eq(&r->sh, &x->sh) && shape_eq(&r->global, &x->global) &&
+            same_target(&r->to, to, x->global.rank))
+            return r;
+    }
+    return NULL;
+}
+
+static void remember_reshard(Part *p, const Piece *from, const Sharding *to, const Piece *out, int warned) {
+    ReshardCache *c = &p->reshards;
+    if (from->v >= c->nlast) {
+        int n = p->dst->ninsts > 2 * c->nlast ? p->dst->ninsts : 2 * c->nlast;
+        c->last = arena_realloc(p->m->arena, c->last, sizeof(int) * (size_t)c->nlast, sizeof(int) * (size_t)n);
+        c->nlast = n;
+    }
+    Reshard *r = VEC_PUSH(p->m->arena, c->items, c->n, c->cap);
+    *r = (Reshard){.from = from->v, .out = out->v, .prev = c->last[from->v], .place = p->place,
+                   .warned = (uint8_t)warned, .sh = from->sh, .to = *to, .out_sh = out->sh, .global = from->global};
+    c->last[from->v] = c->n;
+}
+
+void reshard_forget(Part *p, int n) {
+    ReshardCache *c = &p->reshards;
+    for (; c->n > n; c->n--)
+        c->last[c->items[c->n - 1].from] = c->items[c->n - 1].prev;
+}
+
+static void warn_replicated_whole(Part *p) {
+    diag_report(p->diag, p->loc, "warning", "%s is replicated whole on every device to reshard it", inst_name(p));
+}
+
+/* A block resharded the same way twice is resharded once: the second
+ * reader gets the first result (and the first warning, at its own place). */
+Piece reshard(Part *p, Piece x, const Sharding *to) {
+    if (!has_partial(&x.sh) && same_split(&x.sh, to, x.global.rank))
+        return x;
+    const Reshard *done = find_reshard(p, &x, to);
+    if (done) {
+        if (done->warned)
+            warn_replicated_whole(p);
+        x.v = done->out;
+        x.sh = done->out_sh;
+        return x;
+    }
+    Piece from = x;
     int was_split = !sharding_is_replicated(&x.sh) && !has_partial(&x.sh);
     resolve_partial(p, &x, to);
     move_axes(p, &x, to);
@@ -242,62 +303,22 @@ static Piece reshard_uncached(Part *p, Piece x, const Sharding *to) {
             keep = 0;            /* an uneven split is taken from the whole dim */
         gather_dim(p, &x, d, keep);
     }
-    if (was_split && sharding_is_replicated(&x.sh) && !sharding_is_replicated(to))
-        diag_report(p->diag, p->loc, "warning", "%s is replicated whole on every device to reshard it", inst_name(p));
+    int warned = was_split && sharding_is_replicated(&x.sh) && !sharding_is_replicated(to);
+    if (warned) {
+        /* The whole value is on every device now: a later reshard of the
+         * block to replicated reuses it too. */
+        Sharding rep = sharding_replicated();
+        remember_reshard(p, &from, &rep, &x, 0);
+        warn_replicated_whole(p);
+    }
     for (int d = 0; d < x.global.rank; d++) {
         int have[MAX_AXES], want[MAX_AXES];
         int nh = sharding_dim_axes(&x.sh, d, have), nw = sharding_dim_axes(to, d, want);
         if (nw > nh)
             slice_dim(p, &x, d, want + nh, nw - nh);
     }
+    remember_reshard(p, &from, to, &x, warned);
     return x;
-}
-
-/* The cache is looked up by the resharded value, so a lookup walks only the
- * reshards of that value (a few): the pass stays linear.  An earlier result
- * may be reused anywhere later in the function, since the per-device
- * program is straight-line, but only on the same devices (placed code runs
- * under its submesh's guard). */
-static int same_piece(const Piece *a, const Piece *b) {
-    return a->v == b->v && a->place == b->place && sharding_eq(&a->sh, &b->sh) && shape_eq(&a->global, &b->global);
-}
-
-static const Piece *cached(const Part *p, const Piece *x, const Sharding *to) {
-    const ReshardCache *c = &p->cache;
-    for (int e = x->v < c->nhead ? c->head[x->v] : -1; e >= 0; e = c->entry[e].next) {
-        const Reshard *r = &c->entry[e];
-        if (r->place == p->place && same_piece(&r->from, x) && sharding_eq(&r->to, to))
-            return &r->out;
-    }
-    return NULL;
-}
-
-static void remember(Part *p, const Piece *x, const Sharding *to, Piece out) {
-    ReshardCache *c = &p->cache;
-    if (x->v >= c->nhead) {
-        int n = c->nhead ? c->nhead : 64;
-        while (n <= x->v)
-            n *= 2;
-        int *head = arena_alloc(p->m->arena, sizeof(int) * (size_t)n);
-        for (int i = 0; i < n; i++)
-            head[i] = i < c->nhead ? c->head[i] : -1;
-        c->head = head;
-        c->nhead = n;
-    }
-    Reshard *r = VEC_PUSH(p->m->arena, c->entry, c->n, c->cap);
-    *r = (Reshard){*x, out, *to, c->head[x->v], p->place};
-    c->head[x->v] = c->n - 1;
-}
-
-Piece reshard(Part *p, Piece x, const Sharding *to) {
-    if (!has_partial(&x.sh) && same_split(&x.sh, to, x.global.rank))
-        return x;
-    const Piece *hit = cached(p, &x, to);
-    if (hit)
-        return *hit;
-    Piece out = reshard_uncached(p, x, to);
-    remember(p, &x, to, out);
-    return out;
 }
 
 /* Replace the padding of dim d's uneven blocks with `identity`, so a sum,

@@ -844,18 +844,49 @@ def diff(rng, m):
 case("shifted_slice.diff", golden("shifted_slice.tdsl"), "diff", diff, exact=True)
 
 
+# reshard_cache.tdsl, reshard_cache_placed.tdsl: readers that share one
+# reshard of a value must still get the value.
+def elementwise(f, *shape):
+    def make(rng, m):
+        x = normal(rng, *shape)
+        return {"x": x}, [(f(x), "f32")]
+    return make
+
+
 def two_slices(rng, m):
-    x = normal(rng, 16, 4)
-    return {"x": x}, [(x[12:16], "f32"), (x[0:4], "f32")]
-
-
-def two_targets(rng, m):
     x = normal(rng, 16, 8)
-    return {"x": x}, [(x[0:4], "f32"), (x[4:8], "f32"), (x, "f32"), (x, "f32")]
+    return {"x": x}, [(x[0:3] + x[5:8], "f32")]
 
 
-case("reshard_cache.two_slices", golden("reshard_cache.tdsl"), "two_slices", two_slices, exact=True)
-case("reshard_cache.two_targets", golden("reshard_cache.tdsl"), "two_targets", two_targets, exact=True)
+def copies(*shape, n=2, reshape=None):
+    """The parameter returned n times (the first one reshaped)."""
+    def make(rng, m):
+        x = normal(rng, *shape)
+        first = x.reshape(reshape) if reshape else x
+        return {"x": x}, [(first, "f32")] + [(x, "f32")] * (n - 1)
+    return make
+
+
+def placed(rng, m):
+    x = normal(rng, 16, 8)
+    return {"x": x}, [(x * np.float32(2), "f32"), (x + np.float32(1), "f32"), (x * np.float32(3), "f32"),
+                      (x, "f32")]
+
+
+_rc, _rcp = golden("reshard_cache.tdsl"), golden("reshard_cache_placed.tdsl")
+case("reshard_cache.two_slices", _rc, "two_slices", two_slices, exact=True)
+case("reshard_cache.double", _rc, "double", elementwise(lambda x: x * np.float32(2), 16, 8))
+case("reshard_cache.shift", _rc, "shift", elementwise(lambda x: x + np.float32(1), 16, 8))
+case("reshard_cache.two_calls", _rc, "two_calls",
+     elementwise(lambda x: x * np.float32(2) + (x + np.float32(1)), 16, 8))
+case("reshard_cache.through_whole", _rc, "through_whole", copies(16, 8), exact=True)
+case("reshard_cache.taken_back", _rc, "taken_back", copies(4, 6, reshape=(2, 2, 6)), exact=True)
+case("reshard_cache_placed.double", _rcp, "double", elementwise(lambda x: x * np.float32(2), 16, 8))
+case("reshard_cache_placed.shift", _rcp, "shift", elementwise(lambda x: x + np.float32(1), 16, 8))
+case("reshard_cache_placed.triple", _rcp, "triple", elementwise(lambda x: x * np.float32(3), 16, 8))
+case("reshard_cache_placed.placed", _rcp, "placed", placed)
+
+
 
 
 def relu_inner(rng, m):
