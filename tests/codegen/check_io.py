@@ -183,7 +183,19 @@ class Harness:
 
     def run(self, fn, lay, d, args, out, env=None):
         shutil.rmtree(os.path.join(d, out), ignore_errors=True)
-        return sh(lay.argv(self.exes[fn, lay.backend], args + ["--out", os.path.join(d, out)]), RUN_TIMEOUT, env)
+        argv = lay.argv(self.exes[fn, lay.backend], args + ["--out", os.path.join(d, out)])
+        if lay.backend == "threads":
+            return sh(argv, RUN_TIMEOUT, env)
+        # As check_numpy.py: each mpirun keeps its session files in its own
+        # folder (concurrent jobs collide in the shared one now and then),
+        # and one that fails to start (orte_init) is tried once more.
+        env = dict(env or {})
+        env["OMPI_MCA_orte_tmpdir_base"] = os.path.join(d, "mpi-session-" + out)
+        os.makedirs(env["OMPI_MCA_orte_tmpdir_base"], exist_ok=True)
+        rc, err = sh(argv, RUN_TIMEOUT, env)
+        if rc != 0 and "orte_init failed" in err:
+            rc, err = sh(argv, RUN_TIMEOUT, env)
+        return rc, err
 
     def case(self, fn, lay):
         params, results, compute = CASES[fn]
