@@ -37,11 +37,6 @@ static int takes(int dtypes, sk_dtype t) {
     for (int64_t i = 0; i < n; i++) \
         ((T *)out)[i] = F(__VA_ARGS__)
 #define AT(T, p) ((const T *)p)[i]
-#define LOOP_I32_ANY(ID) LOOP(int32_t, ew_##ID##_i32, AT(int32_t, x))
-#define LOOP_I32_NUM LOOP_I32_ANY
-#define LOOP_I32_FLOAT(ID) (void)0
-#define LOOP2_I32_NUM(ID) LOOP(int32_t, ew_##ID##_i32, AT(int32_t, a), AT(int32_t, b))
-#define LOOP2_I32_FLOAT(ID) (void)0
 
 /* ---- unary ---- */
 
@@ -60,8 +55,7 @@ int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x, void *out) {
             LOOP(float, ew_##ID##_f32, AT(float, x));                                                   \
         else if (t == SK_F64)                                                                           \
             LOOP(double, ew_##ID##_f64, AT(double, x));                                                 \
-        else if (t == SK_I32)                                                                           \
-            LOOP_I32_##dtypes(ID);                                                                      \
+        EW_IF_I32_##dtypes(else if (t == SK_I32) LOOP(int32_t, ew_##ID##_i32, AT(int32_t, x));)         \
         else /* bf16, f16 */                                                                            \
             for (int64_t i = 0; i < n; i++)                                                             \
                 sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, x, i)));                               \
@@ -88,8 +82,7 @@ int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *a, const void 
             LOOP(float, ew_##ID##_f32, AT(float, a), AT(float, b));                                     \
         else if (t == SK_F64)                                                                           \
             LOOP(double, ew_##ID##_f64, AT(double, a), AT(double, b));                                  \
-        else if (t == SK_I32)                                                                           \
-            LOOP2_I32_##dtypes(ID);                                                                     \
+        EW_IF_I32_##dtypes(else if (t == SK_I32) LOOP(int32_t, ew_##ID##_i32, AT(int32_t, a), AT(int32_t, b));) \
         else /* bf16, f16 */                                                                            \
             for (int64_t i = 0; i < n; i++)                                                             \
                 sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, a, i), sk_load_f(t, b, i)));            \

@@ -8,14 +8,15 @@
 
 #include "shardc_elementwise.h"
 
+/* EW_IF_I32_dtypes(code): the code for ops whose dtypes take i32 (ANY,
+ * NUM), nothing for FLOAT ones, which have no i32 formula.  The users of
+ * ew_ID_i32 pick it with this too. */
+#define EW_IF_I32_ANY(...) __VA_ARGS__
+#define EW_IF_I32_NUM(...) __VA_ARGS__
+#define EW_IF_I32_FLOAT(...)
+
 #define EW_F(T, SUFFIX, ID, f) static inline T ew_##ID##_##SUFFIX(T x) { return f; }
 #define EW_F2(T, SUFFIX, ID, f) static inline T ew_##ID##_##SUFFIX(T x, T y) { return f; }
-/* An i32 function only for ops whose dtypes take i32. */
-#define EW_I32_ANY(ID, f) static inline int32_t ew_##ID##_i32(int32_t x) { return f; }
-#define EW_I32_NUM(ID, f) EW_I32_ANY(ID, f)
-#define EW_I32_FLOAT(ID, f)
-#define EW_I32_2_NUM(ID, f) static inline int32_t ew_##ID##_i32(int32_t x, int32_t y) { return f; }
-#define EW_I32_2_FLOAT(ID, f)
 
 #define K(c) c##f
 #define M(fn) fn##f
@@ -42,8 +43,8 @@
 #undef SK_BINARY
 
 #define T(fn) sk_##fn##_i32
-#define SK_UNARY(ID, name, builtin, dtypes, f, fi) EW_I32_##dtypes(ID, fi)
-#define SK_BINARY(ID, name, builtin, dtypes, f, fi) EW_I32_2_##dtypes(ID, fi)
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) EW_IF_I32_##dtypes(EW_F(int32_t, i32, ID, fi))
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) EW_IF_I32_##dtypes(EW_F2(int32_t, i32, ID, fi))
 #include "shardc_elementwise.def"
 #undef T
 #undef SK_UNARY
@@ -51,10 +52,5 @@
 
 #undef EW_F
 #undef EW_F2
-#undef EW_I32_ANY
-#undef EW_I32_NUM
-#undef EW_I32_FLOAT
-#undef EW_I32_2_NUM
-#undef EW_I32_2_FLOAT
 
 #endif

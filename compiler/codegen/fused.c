@@ -19,6 +19,7 @@
  * only within an expression, and GCC only in its GNU modes, -std=gnu11). */
 #include "internal.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -139,23 +140,19 @@ static void ref(Loop *L, Str *b, int a, int as_float) {
         put(b, "%s[%s]", g->name[a], L->idx);
 }
 
-/* The formulas of lib/shardc_elementwise.def, as their text, by op. */
-static const char *const float_formula[OP_COUNT] = {
-#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #f,
-#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #f,
-#include "../../lib/shardc_elementwise.def"
-#undef SK_UNARY
-#undef SK_BINARY
-};
-static const char *const i32_formula[OP_COUNT] = {
-#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #fi,
-#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #fi,
+/* The formulas of lib/shardc_elementwise.def, as their text, by op: in
+ * floating point and in i32. */
+static const struct {
+    const char *f, *i32;
+} formula[OP_COUNT] = {
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = {#f, #fi},
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = {#f, #fi},
 #include "../../lib/shardc_elementwise.def"
 #undef SK_UNARY
 #undef SK_BINARY
 };
 
-static int is_ident(int c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+static int is_ident(char c) { return c == '_' || isalnum((unsigned char)c); }
 
 /* Write formula t (lib/shardc_elementwise.def's notation) in dtype dt: the
  * operands x, y, z are args[0..2] (their float values where `fl`), K(c) and
@@ -224,7 +221,7 @@ static void member_expr(Loop *L, Str *b, int v) {
             round = is16(dt);
         }
     } else if (op != OP_COPY && op != OP_RESHAPE && op != OP_BROADCAST) {
-        t = dt == DT_I32 ? i32_formula[op] : float_formula[op];
+        t = dt == DT_I32 ? formula[op].i32 : formula[op].f;
         fl = 1;
         round = is16(dt);
     }

@@ -103,34 +103,28 @@ static double min_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : 
 /* ---- elementwise ---- */
 
 /* Each op's formula (lib/shardc_elementwise.def): floating-point dtypes in
- * double, rounded to their dtype by the caller; i32 in int32_t, wrapping. */
-#define I32_ANY(ID) ew_##ID##_i32
-#define I32_NUM(ID) ew_##ID##_i32
-#define I32_FLOAT(ID) NULL
+ * double, rounded to their dtype by the caller; i32 in int32_t, wrapping
+ * (ops whose dtypes do not take i32 have no i32 function). */
+static const struct {
+    double (*f64)(double);
+    int32_t (*i32)(int32_t);
+} unary_fn[OP_COUNT] = {
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = {.f64 = ew_##ID##_f64, EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32)},
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi)
-#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = ew_##ID##_f64,
-static double (*const unary_f64[OP_COUNT])(double) = {
 #include "../../lib/shardc_elementwise.def"
-};
-#undef SK_UNARY
-#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = I32_##dtypes(ID),
-static int32_t (*const unary_i32[OP_COUNT])(int32_t) = {
-#include "../../lib/shardc_elementwise.def"
-};
 #undef SK_UNARY
 #undef SK_BINARY
+};
+static const struct {
+    double (*f64)(double, double);
+    int32_t (*i32)(int32_t, int32_t);
+} binary_fn[OP_COUNT] = {
 #define SK_UNARY(ID, name, builtin, dtypes, f, fi)
-#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = ew_##ID##_f64,
-static double (*const binary_f64[OP_COUNT])(double, double) = {
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = {.f64 = ew_##ID##_f64, EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32)},
 #include "../../lib/shardc_elementwise.def"
-};
-#undef SK_BINARY
-#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = I32_##dtypes(ID),
-static int32_t (*const binary_i32[OP_COUNT])(int32_t, int32_t) = {
-#include "../../lib/shardc_elementwise.def"
-};
 #undef SK_UNARY
 #undef SK_BINARY
+};
 
 /* i32 values are exact in double, and an op on i32 is in the i32 tables
  * (sema and the verifier check dtypes against ops.def). */
@@ -139,10 +133,10 @@ static int kernel_unary(const Kernel *k, double *out) {
     int64_t n = shape_elems(&k->in->type);
     if (arg_type(k, 0)->dtype == DT_I32)
         for (int64_t i = 0; i < n; i++)
-            out[i] = unary_i32[k->in->op]((int32_t)x[i]);
+            out[i] = unary_fn[k->in->op].i32((int32_t)x[i]);
     else
         for (int64_t i = 0; i < n; i++)
-            out[i] = unary_f64[k->in->op](x[i]);
+            out[i] = unary_fn[k->in->op].f64(x[i]);
     return 0;
 }
 
@@ -151,10 +145,10 @@ static int kernel_binary(const Kernel *k, double *out) {
     int64_t n = shape_elems(&k->in->type);
     if (k->in->type.dtype == DT_I32)
         for (int64_t i = 0; i < n; i++)
-            out[i] = binary_i32[k->in->op]((int32_t)x[i], (int32_t)y[i]);
+            out[i] = binary_fn[k->in->op].i32((int32_t)x[i], (int32_t)y[i]);
     else
         for (int64_t i = 0; i < n; i++)
-            out[i] = binary_f64[k->in->op](x[i], y[i]);
+            out[i] = binary_fn[k->in->op].f64(x[i], y[i]);
     return 0;
 }
 
