@@ -25,6 +25,8 @@ void sk_run_fail(Run *r, const char *fmt, ...) {
 static int body(sc_device *dev, void *arg) {
     Run *r = arg;
     int d = sc_device_id(dev);
+    if (r->threads)   /* OpenMP's thread count is each thread's own setting */
+        sk_blas_threads(r->threads);
     return r->p->entry(dev, (const void *const *)r->params[d], r->results[d]);
 }
 
@@ -128,7 +130,7 @@ static int by_value(const void *a, const void *b) {
  * machine's cores are shared among the devices running on it (this
  * process's, times the processes mpirun started on this node), unless
  * OPENBLAS_NUM_THREADS or OMP_NUM_THREADS says otherwise. */
-static void share_cores(const Run *r) {
+static void share_cores(Run *r) {
     if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS"))
         return;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -137,7 +139,8 @@ static void share_cores(const Run *r) {
     for (int d = 0; d < r->ndev; d++)
         devices += sc_world_is_local(r->w, d);
     long share = cores / (devices * processes);
-    sk_blas_threads(share > 1 ? (int)share : 1);
+    r->threads = share > 1 ? (int)share : 1;
+    sk_blas_threads(r->threads);
 }
 
 /* Run the devices (r->repeat times, timed, when asked). */
@@ -163,6 +166,12 @@ static int run_devices(Run *r) {
     if (r->repeat && r->root) {
         qsort(t, (size_t)n, sizeof *t, by_value);
         fprintf(stderr, "time: best %.6f s, median %.6f s over %d run%s\n", t[0], t[n / 2], n, n == 1 ? "" : "s");
+        char engine[512];
+        sk_gemm_engine(engine, sizeof engine);
+        if (r->threads)
+            fprintf(stderr, "kernels: %s; %d thread%s per device\n", engine, r->threads, r->threads == 1 ? "" : "s");
+        else
+            fprintf(stderr, "kernels: %s; threads as OMP_NUM_THREADS and OPENBLAS_NUM_THREADS say\n", engine);
     }
     free(t);
     return 0;

@@ -163,7 +163,7 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
         cc = getenv("MPICC") && *getenv("MPICC") ? getenv("MPICC") : "mpicc";
     }
     char *argv[] = {(char *)cc, "-std=c11", "-O2", "-o", (char *)out, src, i1, i2, l, "-lshardc_lib",
-                    mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt", "-lopenblas", "-lm", "-pthread",
+                    mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt", "-ldnnl", "-lgomp", "-lopenblas", "-lm", "-pthread",
                     mpi ? "-DSHARDC_MPI" : NULL, NULL};
     rc = spawn(argv);
     if (rc) {
