@@ -27,7 +27,10 @@ static int body(sc_device *dev, void *arg) {
     int d = sc_device_id(dev);
     if (r->threads)   /* OpenMP's thread count is each thread's own setting */
         sk_blas_threads(r->threads);
-    return r->p->entry(dev, (const void *const *)r->params[d], r->results[d]);
+    sk_workspace_bind(r->workspace[d]);   /* the device's buffers, kept between runs */
+    int rc = r->p->entry(dev, (const void *const *)r->params[d], r->results[d]);
+    sk_workspace_bind(NULL);
+    return rc;
 }
 
 /* ---- the command line ---- */
@@ -183,11 +186,13 @@ static int alloc_tables(Run *r) {
     int np = r->p->nparams, nr = r->p->nresults;
     r->params = calloc((size_t)r->ndev, sizeof(void **));
     r->results = calloc((size_t)r->ndev, sizeof(void **));
-    int rc = !r->params || !r->results;
+    r->workspace = calloc((size_t)r->ndev, sizeof(sk_workspace *));
+    int rc = !r->params || !r->results || !r->workspace;
     for (int d = 0; d < r->ndev && !rc; d++) {
         r->params[d] = calloc((size_t)np + 1, sizeof(void *));
         r->results[d] = calloc((size_t)nr + 1, sizeof(void *));
-        rc = !r->params[d] || !r->results[d];
+        r->workspace[d] = sc_world_is_local(r->w, d) ? sk_workspace_new() : NULL;
+        rc = !r->params[d] || !r->results[d] || (sc_world_is_local(r->w, d) && !r->workspace[d]);
     }
     if (rc)
         sk_run_fail(r, "out of memory");
@@ -205,7 +210,10 @@ static void free_run(Run *r) {
             free(r->params[d]);
         if (r->results)
             free(r->results[d]);
+        if (r->workspace)
+            sk_workspace_free(r->workspace[d]);
     }
+    free(r->workspace);
     free(r->params);
     free(r->results);
     free(r->file);

@@ -15,6 +15,7 @@ typedef struct {
     const char **file, *out;         /* per parameter: --in or --local-in FILE; the output directory */
     uint8_t *local_in;               /* per parameter: 1 for --local-in */
     void ***params, ***results;      /* [device][i]: local devices (results: all on process 0) */
+    sk_workspace **workspace;        /* [device]: local devices' buffers, kept between runs */
     char err[1024];
 } Run;
 

@@ -81,8 +81,14 @@ int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims
         switch (t) {
         case SK_F32: {
             const float *xs = (const float *)x + i;
-            for (int64_t j = 0; j < last; j++)
-                af[o + j * ls] = fold_f(op, af[o + j * ls], xs[j]);
+            if (ls == 0) {   /* the row folds into one output: keep it in a register */
+                float a = af[o];
+                for (int64_t j = 0; j < last; j++)
+                    a = fold_f(op, a, xs[j]);
+                af[o] = a;
+            } else
+                for (int64_t j = 0; j < last; j++)
+                    af[o + j * ls] = fold_f(op, af[o + j * ls], xs[j]);
             break;
         }
         case SK_BF16: case SK_F16:
@@ -91,8 +97,14 @@ int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims
             break;
         case SK_F64: {
             const double *xs = (const double *)x + i;
-            for (int64_t j = 0; j < last; j++)
-                ad[o + j * ls] = fold_d(op, ad[o + j * ls], xs[j]);
+            if (ls == 0) {
+                double a = ad[o];
+                for (int64_t j = 0; j < last; j++)
+                    a = fold_d(op, a, xs[j]);
+                ad[o] = a;
+            } else
+                for (int64_t j = 0; j < last; j++)
+                    ad[o + j * ls] = fold_d(op, ad[o + j * ls], xs[j]);
             break;
         }
         case SK_I32: {

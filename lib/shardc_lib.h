@@ -65,6 +65,18 @@ void sk_blas_threads(int n);
  * GEMMs, as chosen on this machine. */
 void sk_gemm_engine(char *buf, size_t len);
 
+/* ---- workspaces ----
+ * A generated function takes one block for its buffers on entry and gives
+ * it back on return, in stack order.  With a workspace bound to the calling
+ * thread, the block is kept between calls (grown to the most ever needed);
+ * without, each take is a malloc.  The driver binds one per device. */
+typedef struct sk_workspace sk_workspace;
+sk_workspace *sk_workspace_new(void);
+void sk_workspace_free(sk_workspace *w);
+void sk_workspace_bind(sk_workspace *w);   /* to the calling thread; NULL unbinds */
+void *sk_workspace_take(size_t bytes);      /* 64-byte aligned; NULL when out of memory */
+void sk_workspace_give(void *p, size_t bytes);
+
 /* ---- the machine ----
  * The instruction set, from CPUID and the OS's saved-state mask (XCR0),
  * never from the CPU's model name (lib/cpu.c).  Each level includes the

@@ -13,7 +13,8 @@
  * float and rounded once per instruction (their locals hold the bit
  * patterns, so select and copy move bits as the kernels do).  A value read
  * inside the loop is `NAME_i` (a local), a literal (a broadcast constant),
- * or `NAME_[i]` (an operand read once); `NAME_f` is the float of a bf16/f16
+ * `NAME_[i]` (an operand read once), or `NAME_[i / inner]` (the operand of a
+ * broadcast along trailing dims); `NAME_f` is the float of a bf16/f16
  * local.  One statement per instruction also keeps a C11 compiler from
  * contracting a * b + c into an fma the kernels do not use (clang contracts
  * only within an expression, and GCC only in its GNU modes, -std=gnu11). */
@@ -105,7 +106,7 @@ static int member_of(const Loop *L, int v) {
 static int kind(const Loop *L, int v) {
     const Fn *fn = L->g->fn;
     const Inst *in = &fn->insts[v];
-    if (in->op != OP_BROADCAST || member_of(L, ir_arg(fn, in, 0)))
+    if (in->op != OP_BROADCAST || member_of(L, ir_arg(fn, in, 0)) || row_broadcast_inner(fn, in))
         return COMPUTED;
     const Inst *a = &fn->insts[ir_arg(fn, in, 0)];
     return a->op == OP_CONSTANT && !is16(a->type.dtype) ? LITERAL : BEFORE;
@@ -224,6 +225,11 @@ static void member_expr(Loop *L, Str *b, int v) {
         t = dt == DT_I32 ? formula[op].i32 : formula[op].f;
         fl = 1;
         round = is16(dt);
+    }
+    int64_t inner = op == OP_BROADCAST && !member_of(L, args[0]) ? row_broadcast_inner(fn, in) : 0;
+    if (inner) {   /* along trailing dims: i / inner of the operand, read in the loop */
+        put(b, "%s[i / %lld]", g->name[args[0]], (long long)inner);
+        return;
     }
     if (round)
         put(b, "%s(", from_float(dt));
