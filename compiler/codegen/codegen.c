@@ -185,6 +185,11 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
             (long long)total);
     emit_signature(fg->protos, m, fn, g.name, g.param);
     fputs(";\n", fg->protos);
+    int loops = 0;                       /* compiled per ISA when it has a loop */
+    for (int v = 0; v < n; v++)
+        loops |= g.fu.role[v] == FUSE_MEMBER && shape_elems(&fn->insts[v].type) > 1;
+    if (loops)
+        fputs("SK_ISA_CLONES\n", o);
     emit_signature(o, m, fn, g.name, g.param);
     fputs(" {\n    int rc = SC_ERR;\n", o);
     if (nalloc) {
