@@ -32,12 +32,16 @@ RT_HDR   := $(wildcard runtime/*.h)
 RT_TESTS := $(patsubst tests/runtime/%.c,$(BUILD)/tests/runtime/%,$(wildcard tests/runtime/*.c))
 
 # The kernel library (docs/kernels.md): GEMM through CBLAS (OpenBLAS), the
-# other kernels as loops.  It uses the runtime's dtypes and bf16/f16
-# conversions, so a program links libshardc_lib.a libshardc_rt.a -lopenblas.
-LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -Iruntime -Ilib
+# other kernels as loops, which run on a device's OpenMP threads when it has
+# several cores ("Threads inside a device").  It uses the runtime's dtypes
+# and bf16/f16 conversions, so a program links libshardc_lib.a
+# libshardc_rt.a -lopenblas, with -fopenmp (gcc: libgomp, clang: libomp; a
+# library built by one compiler is linked by the same one).
+OPENMP    ?= -fopenmp
+LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) $(OPENMP) -Iruntime -Ilib
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/*.c))
 LIB_HDR   := $(wildcard lib/*.h lib/*.def compiler/ir/*.def) runtime/shardc_rt.h
-LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -lopenblas -lm -pthread
+LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -lopenblas -lm -pthread $(OPENMP)
 LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/*.c))
 
 .PHONY: all check check-fast check-asan fuzz install clean deps runtime-tests mpi-tests lib-tests bench
@@ -186,7 +190,7 @@ install: all
 	install -m 644 $(BUILD)/libshardc_rt.a $(DESTDIR)$(PREFIX)/lib/libshardc_rt.a
 	$(if $(RT_MPI),install -m 644 $(RT_MPI) $(DESTDIR)$(PREFIX)/lib/libshardc_rt_mpi.a)
 	install -m 644 lib/shardc_lib.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_lib.h
-	install -m 644 lib/shardc_elementwise.h lib/shardc_elementwise.def $(DESTDIR)$(PREFIX)/include/shardc/
+	install -m 644 lib/shardc_elementwise.h lib/shardc_elementwise.def lib/shardc_parallel.h $(DESTDIR)$(PREFIX)/include/shardc/
 	install -m 644 lib/shardc_npy.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_npy.h
 	install -m 644 lib/shardc_main.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_main.h
 	install -m 644 lib/shardc_trace.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_trace.h

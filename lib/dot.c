@@ -256,12 +256,12 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
 
 /* Loads n packed elements of dtype t as f32 (or as int32 bits for i32). */
 static void widen(sk_dtype t, const void *src, int64_t n, float *f, uint32_t *u) {
-    for (int64_t i = 0; i < n; i++) {
+    SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++) {
         if (t == SK_I32)
             u[i] = (uint32_t)((const int32_t *)src)[i];
         else
             f[i] = sk_load_f(t, src, i);
-    }
+    });
 }
 
 enum { BLOCK_K = 128, BLOCK_N = 512 };
@@ -287,6 +287,47 @@ static void axpy_i(int64_t n, uint32_t x, const uint32_t *restrict y, uint32_t *
         c[j] += x * y[j];
 }
 
+/* One batch index of the blocked product, for rows [lo, hi) of A and C. */
+typedef struct {
+    sk_dtype t;
+    int64_t bi, M, N, K;
+    const void *wa, *wb;
+    float *acc;                  /* M x N; int32 bits for i32 */
+    void *out;
+} Panels;
+
+static void rows_range(void *ctx, int64_t lo, int64_t hi) {
+    const Panels *p = ctx;
+    int64_t bi = p->bi, M = p->M, N = p->N, K = p->K;
+    int is_int = p->t == SK_I32;
+    float *acc = p->acc;
+    memset(acc + lo * N, 0, (size_t)((hi - lo) * N) * 4);
+    /* i-k-j, blocked over k and j so a panel of B stays in cache; the inner
+     * j loop is a contiguous axpy the compiler vectorizes.  Each c[i][j]
+     * sums over k in order, whatever rows a thread has. */
+    for (int64_t k0 = 0; k0 < K; k0 += BLOCK_K) {
+        int64_t k1 = k0 + BLOCK_K < K ? k0 + BLOCK_K : K;
+        for (int64_t j0 = 0; j0 < N; j0 += BLOCK_N) {
+            int64_t j1 = j0 + BLOCK_N < N ? j0 + BLOCK_N : N;
+            for (int64_t i = lo; i < hi; i++)
+                for (int64_t k = k0; k < k1; k++) {
+                    int64_t ai = (bi * M + i) * K + k, bk = (bi * K + k) * N + j0;
+                    if (is_int)
+                        axpy_i(j1 - j0, ((const uint32_t *)p->wa)[ai], (const uint32_t *)p->wb + bk,
+                               (uint32_t *)(void *)acc + i * N + j0);
+                    else
+                        axpy_f(j1 - j0, ((const float *)p->wa)[ai], (const float *)p->wb + bk,
+                               acc + i * N + j0);
+                }
+        }
+    }
+    if (is_int)
+        memcpy((int32_t *)p->out + (bi * M + lo) * N, acc + lo * N, (size_t)((hi - lo) * N) * 4);
+    else
+        for (int64_t i = lo * N; i < hi * N; i++)
+            sk_store_f(p->t, p->out, bi * M * N + i, acc[i]);
+}
+
 static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const view *va,
                     const view *vb, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
                     int nc, void *out) {
@@ -301,34 +342,12 @@ static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, c
     int rc = SC_ERR;
     if (!na || !nbuf || !acc || !wa || !wb)
         goto done;
-    int is_int = t == SK_I32;
     widen(t, na, nbat * M * K, wa, wa);
     widen(t, nbuf, nbat * K * N, wb, wb);
+    /* Each batch index's rows split among the device's OpenMP threads. */
     for (int64_t bi = 0; bi < nbat; bi++) {
-        memset(acc, 0, (size_t)(M * N) * ws);
-        /* i-k-j, blocked over k and j so a panel of B stays in cache; the
-         * inner j loop is a contiguous axpy the compiler vectorizes. */
-        for (int64_t k0 = 0; k0 < K; k0 += BLOCK_K) {
-            int64_t k1 = k0 + BLOCK_K < K ? k0 + BLOCK_K : K;
-            for (int64_t j0 = 0; j0 < N; j0 += BLOCK_N) {
-                int64_t j1 = j0 + BLOCK_N < N ? j0 + BLOCK_N : N;
-                for (int64_t i = 0; i < M; i++)
-                    for (int64_t k = k0; k < k1; k++) {
-                        int64_t ai = (bi * M + i) * K + k, bk = (bi * K + k) * N + j0;
-                        if (is_int)
-                            axpy_i(j1 - j0, ((const uint32_t *)wa)[ai], (const uint32_t *)wb + bk,
-                                   (uint32_t *)(void *)acc + i * N + j0);
-                        else
-                            axpy_f(j1 - j0, ((const float *)wa)[ai], (const float *)wb + bk,
-                                   acc + i * N + j0);
-                    }
-            }
-        }
-        if (is_int)
-            memcpy((int32_t *)out + bi * M * N, acc, (size_t)(M * N) * ws);
-        else
-            for (int64_t i = 0; i < M * N; i++)
-                sk_store_f(t, out, bi * M * N + i, acc[i]);
+        Panels p = {t, bi, M, N, K, wa, wb, acc, out};
+        sk_parallel_ranges(M, M * N * K, rows_range, &p);
     }
     rc = 0;
 done:

@@ -14,6 +14,7 @@
 #define SHARDC_LIB_H
 
 #include "shardc_elementwise.h"
+#include "shardc_parallel.h"
 #include "shardc_rt.h"
 
 #include <stddef.h>
@@ -56,7 +57,9 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
 /* How many operand elements the calling thread's sk_dot calls have copied
  * so far (layouts BLAS cannot read, and every bf16/f16/i32 dot). */
 int64_t sk_dot_copied_elems(void);
-/* The threads each BLAS call may use (the whole process's setting). */
+/* The threads each BLAS call may use (the whole process's setting).  The
+ * other kernels' loops use the calling thread's OpenMP threads
+ * (shardc_parallel.h: sk_set_threads). */
 void sk_blas_threads(int n);
 
 /* ---- reduction ----

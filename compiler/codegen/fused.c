@@ -16,8 +16,15 @@
  * or `NAME_[i]` (an operand read once); `NAME_f` is the float of a bf16/f16
  * local.  One statement per instruction also keeps a C11 compiler from
  * contracting a * b + c into an fma the kernels do not use (clang contracts
- * only within an expression, and GCC only in its GNU modes, -std=gnu11). */
+ * only within an expression, and GCC only in its GNU modes, -std=gnu11).
+ *
+ * A loop of SK_PARALLEL_MIN elements or more is written inside
+ * SK_PARALLEL_FOR(n, for (...) {...}); (lib/shardc_parallel.h), which runs
+ * it on the device's OpenMP threads when it has several: every element is
+ * computed on its own, so the results do not change. */
 #include "internal.h"
+
+#include "../../lib/shardc_parallel.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -266,8 +273,11 @@ void emit_fused(Gen *g, int group) {
         if (fu->frefs[v])
             fprintf(o, "    const float %sf = %s(%si);\n", g->name[v], to_float(dt), g->name[v]);
     }
+    int par = n >= SK_PARALLEL_MIN;     /* long enough for a device's OpenMP threads */
     if (n == 1)
         fputs("    {\n", o);
+    else if (par)
+        fprintf(o, "    SK_PARALLEL_FOR(%lld, for (int64_t i = 0; i < %lld; i++) {\n", (long long)n, (long long)n);
     else
         fprintf(o, "    for (int64_t i = 0; i < %lld; i++) {\n", (long long)n);
     for (int k = 0; k < L.norder; k++) {                       /* operands read more than once */
@@ -311,7 +321,7 @@ void emit_fused(Gen *g, int group) {
         if (fu->stored[v])
             fprintf(o, "        %s[%s] = %si;\n", nm, L.idx, nm);
     }
-    fputs("    }\n", o);
+    fputs(par ? "    });\n" : "    }\n", o);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])    /* the scratch back to zero */
         fu->refs[v] = fu->frefs[v] = 0;
     for (int k = 0; k < L.norder; k++)

@@ -1,0 +1,87 @@
+/* parallel.c: OpenMP threads inside a device (shardc_parallel.h): when a
+ * loop goes to a team, the per-thread counts behind sk_parallel_stats, and
+ * the split of a kernel's work into one contiguous range per thread. */
+#include "internal.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static _Thread_local sk_parallel_stats stats;
+
+sk_parallel_stats sk_parallel_stats_get(void) { return stats; }
+
+/* The threads a loop of n elements gets: 1 (the calling thread, no
+ * parallel region) or the calling thread's OpenMP threads. */
+static int team_for(int64_t n) {
+#ifdef _OPENMP
+    if (n < SK_PARALLEL_MIN || omp_in_parallel())
+        return 1;
+    return omp_get_max_threads();
+#else
+    (void)n;
+    return 1;
+#endif
+}
+
+static void note(int64_t *count, int team) {
+    ++*count;
+    if (team > stats.team)
+        stats.team = team;
+}
+
+int sk_parallel(int64_t n) {
+    int k = team_for(n);
+    if (k > 1)
+        note(&stats.loops, k);
+    return k > 1;
+}
+
+int sk_parallel_kernel(int64_t n) {
+    int k = team_for(n);
+    if (k > 1)
+        note(&stats.kernels, k);
+    return k > 1;
+}
+
+void sk_set_threads(int n) {
+#ifdef _OPENMP
+    if (n > 0)
+        omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+int sk_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+void sk_parallel_ranges(int64_t n, int64_t work, void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
+    int k = n > 1 ? team_for(work) : 1;
+    if (k < 2) {
+        if (n > 0)
+            body(ctx, 0, n);
+        return;
+    }
+#ifdef _OPENMP
+    if (k > n)
+        k = (int)n;
+    int team = 0;
+#pragma omp parallel num_threads(k)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        if (t == 0)
+            team = nt;
+        int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+        if (lo < hi)
+            body(ctx, lo, hi);
+    }
+    if (team > 1)
+        note(&stats.kernels, team);
+#endif
+}
