@@ -38,7 +38,8 @@ static int body(sc_device *dev, void *arg) {
     st->loops += s1.loops - s0.loops;
     st->kernels += s1.kernels - s0.kernels;
     st->team = s1.team > st->team ? s1.team : st->team;
-    r->device_threads[d] = sk_threads();
+    if (r->thread_stats)
+        r->device_threads[d] = sk_threads();
     return rc;
 }
 

@@ -61,16 +61,16 @@ int sk_threads(void) {
 #endif
 }
 
-void sk_parallel_ranges(int64_t n, int64_t work, void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
-    int k = n > 1 ? team_for(work) : 1;
-    if (k < 2) {
-        if (n > 0)
-            body(ctx, 0, n);
-        return;
-    }
 #ifdef _OPENMP
-    if (k > n)
-        k = (int)n;
+/* The team, in a function of its own: clang asks the OpenMP runtime for the
+ * thread's id at the entry of a function whose parallel region has a
+ * num_threads clause, and that call alone starts the runtime for the thread
+ * (which TSan, not seeing inside the runtime, takes for races).  Calls that
+ * stay on one thread never get here. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static int run_team(int k, int64_t n, void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
     int team = 0;
 #pragma omp parallel num_threads(k)
     {
@@ -81,6 +81,19 @@ void sk_parallel_ranges(int64_t n, int64_t work, void (*body)(void *ctx, int64_t
         if (lo < hi)
             body(ctx, lo, hi);
     }
+    return team;
+}
+#endif
+
+void sk_parallel_ranges(int64_t n, int64_t work, void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
+    int k = n > 1 ? team_for(work) : 1;
+    if (k < 2) {
+        if (n > 0)
+            body(ctx, 0, n);
+        return;
+    }
+#ifdef _OPENMP
+    int team = run_team(k < n ? k : (int)n, n, body, ctx);
     if (team > 1)
         note(&stats.kernels, team);
 #endif
