@@ -136,6 +136,12 @@ $(BUILD)/bench/coll_mpi: bench/coll_mpi.c
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) $(WARN) -o $@ $<
 
+# Loops on a device's OpenMP threads against one thread (docs/kernels.md,
+# "Threads inside a device"); run by hand: build/bench/threads [T].
+$(BUILD)/bench/threads: bench/threads.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) $(WARN) -o $@ $< $(LIB_LINK)
+
 $(BUILD)/bench/mlp_blas: bench/mlp_blas.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) $(WARN) -pthread -o $@ $< $(LIB_LINK)
