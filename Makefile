@@ -35,13 +35,14 @@ RT_TESTS := $(patsubst tests/runtime/%.c,$(BUILD)/tests/runtime/%,$(wildcard tes
 # other kernels as loops, which run on a device's OpenMP threads when it has
 # several cores ("Threads inside a device").  It uses the runtime's dtypes
 # and bf16/f16 conversions, so a program links libshardc_lib.a
-# libshardc_rt.a -lopenblas, with -fopenmp (gcc: libgomp, clang: libomp; a
-# library built by one compiler is linked by the same one).
+# libshardc_rt.a -ldnnl -lopenblas, with -fopenmp: gcc's libgomp, which
+# oneDNN runs on too (clang: LLVM's libomp, which also serves oneDNN's
+# libgomp calls; a library built by one compiler is linked by the same one).
 OPENMP    ?= -fopenmp
 LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) $(OPENMP) -Iruntime -Ilib
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/*.c))
 LIB_HDR   := $(wildcard lib/*.h lib/*.def compiler/ir/*.def) runtime/shardc_rt.h
-LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -lopenblas -lm -pthread $(OPENMP)
+LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -ldnnl -lopenblas -lm -pthread $(OPENMP)
 LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/*.c))
 
 .PHONY: all check check-fast check-asan fuzz install clean deps runtime-tests mpi-tests lib-tests bench
@@ -113,19 +114,18 @@ $(BUILD)/tests/lib/%: tests/lib/%.c tests/lib/ktest.h tests/runtime/tap.h $(BUIL
 
 lib-tests: $(LIB_TESTS)
 
-# The GEMM benchmark (not part of check): sk_dot against cblas_sgemm on one
-# 1024^3 f32 einsum; prints GFLOP/s and updates docs/performance.md.
-$(BUILD)/bench/gemm: bench/gemm.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
+# The benchmarks of `make bench` (not part of check; bench/report.py runs
+# them all in one go, prints each target met or not, and rewrites
+# docs/performance.md): the machine's limits (FMA peak, STREAM), GEMM engines
+# against each other, collectives of the threads backend and of OpenMPI,
+# the samples against plain BLAS, compile time.  bench/coll_mpi needs mpicc;
+# without it the report has no MPI column.
+$(BUILD)/bench/gemm $(BUILD)/bench/limits: $(BUILD)/bench/%: bench/%.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) $(WARN) -o $@ $< $(LIB_LINK)
+	$(CC) $(LIB_CFLAGS) $(WARN) -pthread -o $@ $< $(LIB_LINK)
 
-# The other benchmarks of `make bench` (bench/report.py runs them all in one
-# go, prints each target met or not, and rewrites docs/performance.md):
-# collectives of the threads backend and of OpenMPI, the MLP sample against
-# plain OpenBLAS, compile time.  bench/coll_mpi needs mpicc; without it the
-# report has no MPI column.
 BENCH_PYTHON ?= /usr/bin/python3
-BENCH_BIN := $(BUILD)/bench/gemm $(BUILD)/bench/coll_threads $(BUILD)/bench/mlp_blas \
+BENCH_BIN := $(BUILD)/bench/limits $(BUILD)/bench/gemm $(BUILD)/bench/coll_threads $(BUILD)/bench/mlp_blas \
 	$(if $(MPICC),$(BUILD)/bench/coll_mpi)
 
 $(BUILD)/bench/coll_threads: bench/coll_threads.c $(BUILD)/libshardc_rt.a

@@ -1,11 +1,12 @@
 /* bench/mlp_blas.c: the global math of samples/mlp.tdsl written directly
- * against OpenBLAS, the baseline of bench/report.py's MLP section:
+ * against the fastest GEMM library measured here (oneDNN; bench/gemm.c
+ * compares them), the baseline of bench/report.py's MLP section:
  *
- *   h = x w_in (cblas_sgemm)   a = gelu(h) (a C loop, split over the cores)
- *   out = a w_out (cblas_sgemm)
+ *   h = x w_in (dnnl_sgemm)   a = gelu(h) (a C loop, split over the cores)
+ *   out = a w_out (dnnl_sgemm)
  *
- * OpenBLAS uses its default thread count (every core, or
- * OPENBLAS_NUM_THREADS).  Reads x, w_in and w_out from .npy files, runs the
+ * oneDNN uses OpenMP's default thread count (every core, or
+ * OMP_NUM_THREADS).  Reads x, w_in and w_out from .npy files, runs the
  * whole function RUNS times and prints to stderr, as programs built by
  * `shardc build` do with --repeat,
  *
@@ -16,7 +17,7 @@
  * Usage: mlp_blas X.npy W_IN.npy W_OUT.npy DIR [RUNS] */
 #include "shardc_npy.h"
 
-#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -125,11 +126,15 @@ int main(int argc, char **argv) {
     cores = cores < 1 ? 1 : cores > 64 ? 64 : cores;
     for (int r = 0; r < runs; r++) {
         double t0 = now_s();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)F, (int)D, 1.0f, x, (int)D, w_in,
-                    (int)F, 0.0f, h, (int)F);
+        if (dnnl_sgemm('N', 'N', B, F, D, 1.0f, x, D, w_in, F, 0.0f, h, F) != dnnl_success) {
+            fprintf(stderr, "mlp_blas: dnnl_sgemm failed\n");
+            return 1;
+        }
         gelu(h, B * F, cores);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)D, (int)F, 1.0f, h, (int)F, w_out,
-                    (int)D, 0.0f, out, (int)D);
+        if (dnnl_sgemm('N', 'N', B, D, F, 1.0f, h, F, w_out, D, 0.0f, out, D) != dnnl_success) {
+            fprintf(stderr, "mlp_blas: dnnl_sgemm failed\n");
+            return 1;
+        }
         t[r] = now_s() - t0;
     }
     qsort(t, (size_t)runs, sizeof *t, cmp_double);

@@ -12,6 +12,13 @@
  * or contracting dims are interleaved (say lhs [m0, k, m1]) is copied first,
  * into [batch..., free..., contracting...] order.
  *
+ * f32 GEMMs run on oneDNN, which picks its kernels from the ISA the CPU
+ * reports (AVX2, AVX-512, ...), so it reaches the machine's FMA peak on a
+ * CPU whose model name no table knows; OpenBLAS picks by model name and
+ * falls back to SSE3 or Haswell kernels on new CPUs (docs/kernels.md has
+ * the measurements).  SHARDC_GEMM=openblas puts f32 back on OpenBLAS, for
+ * comparison; f64 has only OpenBLAS (oneDNN has no dgemm).
+ *
  * bf16, f16 and i32 have no BLAS: both operands are packed into [b][M][K]
  * and [b][K][N] f32 (int32) panels and multiplied by a blocked loop that
  * accumulates in f32 (wrapping int32) and rounds once into the result. */
@@ -19,7 +26,23 @@
 
 #include <cblas.h>
 #include <limits.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+
+/* 1 when f32 GEMMs go to OpenBLAS (SHARDC_GEMM=openblas), read once. */
+static int f32_on_openblas(void) {
+    static atomic_int choice;   /* 0: not read yet, 1: oneDNN, 2: OpenBLAS */
+    int c = atomic_load_explicit(&choice, memory_order_relaxed);
+    if (!c) {
+        const char *e = getenv("SHARDC_GEMM");
+        c = e && strcmp(e, "openblas") == 0 ? 2 : 1;
+        atomic_store_explicit(&choice, c, memory_order_relaxed);
+    }
+    return c == 2;
+}
 
 /* Elements this thread's dots have copied into packed operands: tests use
  * it to check that BLAS-expressible layouts are not copied. */
@@ -229,7 +252,16 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
     /* The batch odometer: one GEMM per batch index. */
     int64_t idx[SC_MAX_RANK] = {0}, oa = 0, ob = 0;
     for (int64_t bi = 0; bi < nbat; bi++) {
-        if (t == SK_F32)
+        if (t == SK_F32 && !f32_on_openblas()) {
+            if (dnnl_sgemm(ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, 1.0f,
+                           (const float *)(const void *)va.base + oa, lda,
+                           (const float *)(const void *)vb.base + ob, ldb, 0.0f,
+                           (float *)out + bi * M * N, N) != dnnl_success) {
+                free(pa);
+                free(pb);
+                return SC_ERR;
+            }
+        } else if (t == SK_F32)
             cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f,
                         (const float *)(const void *)va.base + oa, (int)lda,
                         (const float *)(const void *)vb.base + ob, (int)ldb, 0.0f,
@@ -359,4 +391,36 @@ done:
     return rc;
 }
 
-void sk_blas_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
+/* oneDNN runs on the OpenMP runtime the program links (libgomp with gcc's
+ * -fopenmp), as the other kernels' loops do: the calling thread's setting. */
+void sk_blas_threads(int n) {
+    openblas_set_num_threads(n > 0 ? n : 1);
+    sk_set_threads(n > 0 ? n : 1);
+}
+
+static const char *dnnl_isa_name(dnnl_cpu_isa_t isa) {
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse4.1";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+    }
+}
+
+void sk_gemm_engine(char *buf, size_t len) {
+    const dnnl_version_t *v = dnnl_version();
+    char dnnl[96];
+    snprintf(dnnl, sizeof dnnl, "oneDNN %d.%d.%d (%s kernels)", v->major, v->minor, v->patch,
+             dnnl_isa_name(dnnl_get_effective_cpu_isa()));
+    char *config = openblas_get_config(), *core = openblas_get_corename();
+    const char *version = strncmp(config, "OpenBLAS ", 9) == 0 ? config + 9 : "?";
+    char blas[96];
+    snprintf(blas, sizeof blas, "OpenBLAS %.*s (%s kernels)", (int)strcspn(version, " "), version, core);
+    snprintf(buf, len, "CPU ISA %s; f32 GEMM: %s; f64 GEMM: %s; bf16, f16, i32: shardc's loops",
+             sk_isa_name(sk_cpu_isa()), f32_on_openblas() ? blas : dnnl, blas);
+}

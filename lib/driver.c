@@ -25,7 +25,7 @@ void sk_run_fail(Run *r, const char *fmt, ...) {
 /* One device's run, on its own thread (or the process's main thread when
  * it is the process's only device).  OpenMP's thread count is a setting of
  * each calling thread, so every device's thread sets its own share of the
- * cores before its loops run. */
+ * cores before its loops and oneDNN's GEMMs run. */
 static int body(sc_device *dev, void *arg) {
     Run *r = arg;
     int d = sc_device_id(dev);
@@ -198,6 +198,12 @@ static int run_devices(Run *r) {
     if (r->repeat && r->root) {
         qsort(t, (size_t)n, sizeof *t, by_value);
         fprintf(stderr, "time: best %.6f s, median %.6f s over %d run%s\n", t[0], t[n / 2], n, n == 1 ? "" : "s");
+        char engine[512];
+        sk_gemm_engine(engine, sizeof engine);
+        if (r->threads)
+            fprintf(stderr, "kernels: %s; %d thread%s per device\n", engine, r->threads, r->threads == 1 ? "" : "s");
+        else
+            fprintf(stderr, "kernels: %s; threads as OMP_NUM_THREADS and OPENBLAS_NUM_THREADS say\n", engine);
     }
     if (r->thread_stats)
         print_thread_stats(r);

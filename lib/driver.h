@@ -11,10 +11,10 @@ typedef struct {
     const sk_program *p;
     sc_world *w;
     int ndev, root, process, repeat, local_devices, local_outputs, io_stats;
+    int threads;                     /* each device's share of the cores; 0: the user's OMP_NUM_THREADS */
     const char **file, *out;         /* per parameter: --in or --local-in FILE; the output directory */
     uint8_t *local_in;               /* per parameter: 1 for --local-in */
     void ***params, ***results;      /* [device][i]: local devices (results: all on process 0) */
-    int threads;                     /* OpenMP threads per device (sk_set_threads), 0: OMP_NUM_THREADS's */
     int thread_stats;                /* SHARDC_THREAD_STATS: print stats[] after the run */
     sk_parallel_stats *stats;        /* [device]: what ran on several threads, over every --repeat */
     int *device_threads;             /* [device]: the OpenMP threads its loops had */

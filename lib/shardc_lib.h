@@ -1,5 +1,6 @@
 /* shardc_lib.h: the local kernel library that shardc's generated per-device
- * programs call (libshardc_lib.a; link with -lshardc_rt -lopenblas -lm).
+ * programs call (libshardc_lib.a; link with -lshardc_rt -ldnnl -lopenblas
+ * -lm, and -fopenmp).
  * See docs/kernels.md.
  *
  * Every kernel works on dense row-major tensors described by a dtype and an
@@ -42,10 +43,11 @@ int64_t sk_elems(sc_shape s);
  * lhs_batch[i] pairs with rhs_batch[i], lhs_contract[i] with
  * rhs_contract[i].  The result dims are HLO's: the batch dims (in the order
  * of the lists), then the lhs free dims, then the rhs free dims, each in
- * operand order.  f32/f64 go to cblas_sgemm/dgemm, one call per batch
- * index, with batch dims and transposes expressed by strides; bf16/f16
- * accumulate in f32 and round once; i32 wraps.  Result shape in *out_shape
- * when out_shape is not NULL. */
+ * operand order.  f32 goes to oneDNN's sgemm (OpenBLAS's with
+ * SHARDC_GEMM=openblas), f64 to OpenBLAS's dgemm, one call per batch index,
+ * with batch dims and transposes expressed by strides; bf16/f16 accumulate
+ * in f32 and round once; i32 wraps.  Result shape in *out_shape when
+ * out_shape is not NULL. */
 typedef struct {
     int nbatch, ncontract;
     int lhs_batch[SC_MAX_RANK], rhs_batch[SC_MAX_RANK];
@@ -57,10 +59,34 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
 /* How many operand elements the calling thread's sk_dot calls have copied
  * so far (layouts BLAS cannot read, and every bf16/f16/i32 dot). */
 int64_t sk_dot_copied_elems(void);
-/* The threads each BLAS call may use (the whole process's setting).  The
- * other kernels' loops use the calling thread's OpenMP threads
- * (shardc_parallel.h: sk_set_threads). */
+/* The threads each GEMM may use: the calling thread's OpenMP setting
+ * (sk_set_threads: oneDNN's, and the other kernels' loops) and OpenBLAS's,
+ * which is the whole process's. */
 void sk_blas_threads(int n);
+/* One line naming the library, version and kernels that run each dtype's
+ * GEMMs, as chosen on this machine. */
+void sk_gemm_engine(char *buf, size_t len);
+
+/* ---- the machine ----
+ * The instruction set, from CPUID and the OS's saved-state mask (XCR0),
+ * never from the CPU's model name (lib/cpu.c).  Each level includes the
+ * ones before it: AVX2 means AVX2 and FMA; AVX512 means F, DQ, BW and VL. */
+typedef enum {
+    SK_ISA_BASELINE,
+    SK_ISA_SSE41,
+    SK_ISA_AVX2,
+    SK_ISA_AVX512,
+    SK_ISA_AVX512_BF16,
+    SK_ISA_AVX512_AMX
+} sk_isa;
+typedef struct {
+    uint32_t leaf1_ecx, leaf7_ebx, leaf7_edx, leaf7_1_eax;
+    uint64_t xcr0;
+} sk_cpu_regs;
+void sk_cpu_read(sk_cpu_regs *r);
+sk_isa sk_isa_from_cpuid(const sk_cpu_regs *r);
+sk_isa sk_cpu_isa(void);   /* sk_isa_from_cpuid of this CPU's registers */
+const char *sk_isa_name(sk_isa isa);
 
 /* ---- reduction ----
  * Combines the `ndims` listed dims (any order, distinct) with SC_SUM, SC_MAX

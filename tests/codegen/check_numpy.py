@@ -224,7 +224,7 @@ class Harness:
         cmd = ["clang", "-std=c11", "-O1", "-g", "-fopenmp"] + SAN_FLAGS[self.sanitize] + [
             "-I" + os.path.join(ROOT, "runtime"), "-I" + os.path.join(ROOT, "lib"), "-o", exe, src,
             os.path.join(self.libs, "libshardc_lib.a"), os.path.join(self.libs, "libshardc_rt.a"),
-            "-lopenblas", "-lm", "-pthread"]
+            "-ldnnl", "-lopenblas", "-lm", "-pthread"]
         st, err = sh(cmd, BUILD_TIMEOUT)
         return (exe, None) if st == 0 else (None, "clang: status %d: %s" % (st, err.strip()[:600]))
 

@@ -1,0 +1,174 @@
+/* bench/limits.c: the machine's limits, which `make bench` divides every
+ * figure by.
+ *
+ * - FMA peak: f32 fused multiply-adds per second on independent chains,
+ *   with the widest vectors the ISA found by CPUID has (lib/cpu.c), on one
+ *   core and on every core (one thread per core, all at once).  Enough
+ *   chains to cover the FMA latency on every core of today (16 x 4-cycle
+ *   latency x 2 pipes at most).
+ * - STREAM triad, a[i] = b[i] + s * c[i] over doubles, 24 bytes per element,
+ *   on every core, arrays far larger than any cache.
+ *
+ * Prints one `name value` line per figure; bench/report.py reads them. */
+#include "shardc_lib.h"
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { CHAINS = 16, RUNS = 5 };
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Each returns a value that depends on every chain, so nothing is dropped;
+ * the chains converge (x -> 0.9999999 x + 1e-7), staying normal. */
+#define FMA_LOOP(vec, set1, fmadd, add, lanes_out)                          \
+    vec acc[CHAINS], m = set1(0.9999999f), c = set1(1e-7f);                \
+    for (int j = 0; j < CHAINS; j++)                                        \
+        acc[j] = set1(1.0f + (float)j);                                     \
+    for (long i = 0; i < n; i++)                                            \
+        _Pragma("GCC unroll 16") for (int j = 0; j < CHAINS; j++)           \
+            acc[j] = fmadd(acc[j], m, c);                                   \
+    for (int j = 1; j < CHAINS; j++)                                        \
+        acc[0] = add(acc[0], acc[j]);                                       \
+    float out[lanes_out];                                                   \
+    memcpy(out, &acc[0], sizeof out);                                       \
+    return out[0];
+
+__attribute__((target("avx512f"))) static float chains_avx512(long n) {
+    FMA_LOOP(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, 16)
+}
+
+__attribute__((target("avx2,fma"))) static float chains_avx2(long n) {
+    FMA_LOOP(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, 8)
+}
+
+/* No FMA below AVX2: a multiply and an add, counted as one FMA's 2 flops. */
+static inline __m128 mul_add(__m128 a, __m128 b, __m128 c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
+static float chains_sse(long n) {
+    FMA_LOOP(__m128, _mm_set1_ps, mul_add, _mm_add_ps, 4)
+}
+
+typedef struct {
+    sk_isa isa;
+    long n;
+    pthread_barrier_t *start;
+    double seconds;
+    float sink;
+} fma_job;
+
+static int lanes(sk_isa isa) { return isa >= SK_ISA_AVX512 ? 16 : isa == SK_ISA_AVX2 ? 8 : 4; }
+
+static void *fma_thread(void *arg) {
+    fma_job *j = arg;
+    pthread_barrier_wait(j->start);
+    double t0 = now_s();
+    j->sink = j->isa >= SK_ISA_AVX512 ? chains_avx512(j->n)
+            : j->isa == SK_ISA_AVX2  ? chains_avx2(j->n)
+                                     : chains_sse(j->n);
+    j->seconds = now_s() - t0;
+    return NULL;
+}
+
+/* GFLOP/s of `threads` threads running the chains at once: the total work
+ * over the slowest thread's time, best of RUNS. */
+static double fma_peak(sk_isa isa, int threads) {
+    long n = 20000000 / lanes(isa) * 4;   /* about 0.05 s a run at 200 GFLOP/s */
+    fma_job *jobs = calloc((size_t)threads, sizeof *jobs);
+    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
+    pthread_barrier_t start;
+    double best = 0;
+    if (!jobs || !tid)
+        exit(1);
+    for (int r = 0; r < RUNS + 1; r++) {
+        pthread_barrier_init(&start, NULL, (unsigned)threads);
+        for (int t = 0; t < threads; t++) {
+            jobs[t] = (fma_job){isa, n, &start, 0, 0};
+            pthread_create(&tid[t], NULL, fma_thread, &jobs[t]);
+        }
+        double slowest = 0;
+        for (int t = 0; t < threads; t++) {
+            pthread_join(tid[t], NULL);
+            slowest = jobs[t].seconds > slowest ? jobs[t].seconds : slowest;
+        }
+        pthread_barrier_destroy(&start);
+        double gflops = 2.0 * CHAINS * lanes(isa) * (double)n * threads / slowest * 1e-9;
+        if (r > 0 && gflops > best)   /* run 0 warms up (clocks, vector units) */
+            best = gflops;
+    }
+    free(jobs);
+    free(tid);
+    return best;
+}
+
+typedef struct {
+    double *a, *b, *c;
+    long lo, hi;
+    pthread_barrier_t *start;
+    double seconds;
+} triad_job;
+
+static void *triad_thread(void *arg) {
+    triad_job *j = arg;
+    for (long i = j->lo; i < j->hi; i++)   /* first touch on this thread's core */
+        j->a[i] = 0, j->b[i] = 1, j->c[i] = 2;
+    pthread_barrier_wait(j->start);
+    double t0 = now_s();
+    double *restrict a = j->a, *restrict b = j->b, *restrict c = j->c;
+    for (long i = j->lo; i < j->hi; i++)
+        a[i] = b[i] + 3.0 * c[i];
+    j->seconds = now_s() - t0;
+    return NULL;
+}
+
+/* GB/s of the triad on `threads` threads, best of RUNS. */
+static double stream_triad(int threads) {
+    long n = 1L << 24;   /* 128 MiB per array */
+    double *a = malloc((size_t)n * 8), *b = malloc((size_t)n * 8), *c = malloc((size_t)n * 8);
+    triad_job *jobs = calloc((size_t)threads, sizeof *jobs);
+    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
+    pthread_barrier_t start;
+    double best = 0;
+    if (!a || !b || !c || !jobs || !tid)
+        exit(1);
+    for (int r = 0; r < RUNS + 1; r++) {
+        pthread_barrier_init(&start, NULL, (unsigned)threads);
+        for (int t = 0; t < threads; t++) {
+            jobs[t] = (triad_job){a, b, c, n * t / threads, n * (t + 1) / threads, &start, 0};
+            pthread_create(&tid[t], NULL, triad_thread, &jobs[t]);
+        }
+        double slowest = 0;
+        for (int t = 0; t < threads; t++) {
+            pthread_join(tid[t], NULL);
+            slowest = jobs[t].seconds > slowest ? jobs[t].seconds : slowest;
+        }
+        pthread_barrier_destroy(&start);
+        double gbs = 24.0 * (double)n / slowest * 1e-9;
+        if (r > 0 && gbs > best)
+            best = gbs;
+    }
+    free(a), free(b), free(c), free(jobs), free(tid);
+    return best;
+}
+
+int main(void) {
+    sk_isa isa = sk_cpu_isa();
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    char engine[512];
+    sk_gemm_engine(engine, sizeof engine);
+    printf("isa %s\n", sk_isa_name(isa));
+    printf("cores %d\n", cores);
+    printf("kernels %s\n", engine);
+    printf("fma_peak_1 %.1f\n", fma_peak(isa, 1));
+    printf("fma_peak_all %.1f\n", fma_peak(isa, cores));
+    printf("stream_triad_all %.2f\n", stream_triad(cores));
+    return 0;
+}
