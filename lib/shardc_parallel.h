@@ -24,7 +24,7 @@ extern "C" {
 
 /* Loops of fewer elements run on the calling thread: a parallel region
  * costs microseconds (docs/kernels.md has the measurements). */
-#define SK_PARALLEL_MIN 65536
+#define SK_PARALLEL_MIN 32768
 
 /* Whether a loop of n elements runs on the calling thread's OpenMP threads:
  * n >= SK_PARALLEL_MIN, the thread is not in a parallel region already, and
