@@ -1,7 +1,8 @@
 /* bench/threads.c: loops on a device's OpenMP threads (docs/kernels.md,
  * "Threads inside a device").  Not part of `make check`.
  *
- *     build/bench/threads [T]      (T threads against 1; default: all cores)
+ *     build/bench/threads [T [TABLES]]   (T threads against 1, default all cores;
+ *                                         TABLES: which of 1, 2, 3, default 123)
  *
  * Three tables, each time the best of several batches, the runs of 1 and T
  * threads alternating so that drift of the machine hits both alike:
@@ -50,6 +51,45 @@ static const char *const names[] = {
     "sk_binary add", "sk_reduce sum of rows", "sk_reduce sum of columns", "sk_transpose [R,512] {1,0}",
     "sk_broadcast [512] to [R,512]"};
 
+/* The chains as generated code writes them, in functions of their own
+ * taking their buffers as parameters, as the generated device functions
+ * do (the loops in run() read global pointers). */
+#ifndef OLD_LIB
+__attribute__((noinline)) static void softmax_fused(int64_t len, float *y_, const float *x_, const float *m_) {
+    SK_PARALLEL_FOR(len, for (int64_t i = 0; i < len; i++) {
+        float subtract_i = x_[i] - m_[i];
+        y_[i] = expf(subtract_i);
+    });
+}
+
+__attribute__((noinline)) static void layernorm_fused(int64_t len, float *y_, const float *x_, const float *m_,
+                                                      const float *r_, const float *g_, const float *b_) {
+    SK_PARALLEL_FOR(len, for (int64_t i = 0; i < len; i++) {
+        float d_i = x_[i] - m_[i];
+        float s_i = d_i * r_[i];
+        float t_i = s_i * g_[i];
+        y_[i] = t_i + b_[i];
+    });
+}
+#endif
+
+__attribute__((noinline)) static void softmax_plain(int64_t len, float *y_, const float *x_, const float *m_) {
+    for (int64_t i = 0; i < len; i++) {
+        float subtract_i = x_[i] - m_[i];
+        y_[i] = expf(subtract_i);
+    }
+}
+
+__attribute__((noinline)) static void layernorm_plain(int64_t len, float *y_, const float *x_, const float *m_,
+                                                      const float *r_, const float *g_, const float *b_) {
+    for (int64_t i = 0; i < len; i++) {
+        float d_i = x_[i] - m_[i];
+        float s_i = d_i * r_[i];
+        float t_i = s_i * g_[i];
+        y_[i] = t_i + b_[i];
+    }
+}
+
 static void run(kind k) {
     int64_t rows = n / COLS;
     switch (k) {
@@ -76,35 +116,11 @@ static void run(kind k) {
         }
         break;
 #ifndef OLD_LIB
-    case SOFTMAX:                /* as shardc emits it */
-        SK_PARALLEL_FOR(n, for (int64_t i = 0; i < n; i++) {
-            float subtract_i = x[i] - m[i];
-            y[i] = expf(subtract_i);
-        });
-        break;
-    case LAYERNORM:
-        SK_PARALLEL_FOR(n, for (int64_t i = 0; i < n; i++) {
-            float d_i = x[i] - m[i];
-            float s_i = d_i * r[i];
-            float t_i = s_i * g[i];
-            y[i] = t_i + b[i];
-        });
-        break;
+    case SOFTMAX: softmax_fused(n, y, x, m); break;   /* as shardc emits it */
+    case LAYERNORM: layernorm_fused(n, y, x, m, r, g, b); break;
 #endif
-    case SOFTMAX_PLAIN:          /* what shardc emitted before */
-        for (int64_t i = 0; i < n; i++) {
-            float subtract_i = x[i] - m[i];
-            y[i] = expf(subtract_i);
-        }
-        break;
-    case LAYERNORM_PLAIN:
-        for (int64_t i = 0; i < n; i++) {
-            float d_i = x[i] - m[i];
-            float s_i = d_i * r[i];
-            float t_i = s_i * g[i];
-            y[i] = t_i + b[i];
-        }
-        break;
+    case SOFTMAX_PLAIN: softmax_plain(n, y, x, m); break;   /* what shardc emitted before */
+    case LAYERNORM_PLAIN: layernorm_plain(n, y, x, m, r, g, b); break;
     case BINARY: sk_binary(SK_ADD, SK_F32, n, x, m, y); break;
     case REDUCE_ROWS: sk_reduce(SK_F32, SC_SHAPE(rows, COLS), x, 1, (const int[]){1}, SC_SUM, y); break;
     case REDUCE_COLS: sk_reduce(SK_F32, SC_SHAPE(rows, COLS), x, 1, (const int[]){0}, SC_SUM, y); break;
@@ -152,20 +168,12 @@ static void row(kind a, int ta, kind bk, int tb) {
     fflush(stdout);
 }
 
-int main(int argc, char **argv) {
-    int threads = argc > 1 ? atoi(argv[1]) : omp_get_num_procs();
-    if (threads < 1)
-        threads = 1;
-    int64_t max = 4 << 20;
-    x = malloc((size_t)max * 4), m = malloc((size_t)max * 4), g = malloc((size_t)max * 4);
-    b = malloc((size_t)max * 4), y = malloc((size_t)max * 4), r = malloc((size_t)max * 4);
-    for (int64_t i = 0; i < max; i++) {
-        x[i] = (float)sin((double)i), m[i] = (float)cos((double)i * 0.7), g[i] = 1.0f + 0.5f * (float)sin(i * 0.3);
-        b[i] = 0.25f, r[i] = 0.9f, y[i] = 0;
-    }
-    static const int64_t small[] = {4096, 8192, 16384, 32768, 65536, 131072, 262144, 1 << 20};
-    static const int64_t big[] = {65536, 262144, 1 << 20, 4 << 20};
+static const int64_t big[] = {65536, 262144, 1 << 20, 4 << 20};
+
 #ifndef OLD_LIB
+static const int64_t small[] = {4096, 8192, 16384, 32768, 65536, 131072, 262144, 1 << 20};
+
+static void table1(int threads) {
     printf("## 1. A parallel region forced on every size: 1 thread (plain loop) against %d\n\n", threads);
     printf("| loop | elements | 1 thread, us | %d threads, us | speedup |\n| --- | --- | --- | --- | --- |\n", threads);
     for (int s = 0; s < (int)(sizeof small / sizeof *small); s++) {
@@ -173,6 +181,9 @@ int main(int argc, char **argv) {
         row(ADD_PLAIN, 1, ADD_FORCED, threads);
         row(EXP_PLAIN, 1, EXP_FORCED, threads);
     }
+}
+
+static void table2(int threads) {
     printf("\n## 2. The loops as shardc runs them (SK_PARALLEL_MIN = %d): 1 thread against %d\n\n",
            SK_PARALLEL_MIN, threads);
     printf("| loop | elements | 1 thread, us | %d threads, us | speedup |\n| --- | --- | --- | --- | --- |\n", threads);
@@ -182,14 +193,41 @@ int main(int argc, char **argv) {
             if (k != SOFTMAX_PLAIN && k != LAYERNORM_PLAIN)
                 row(k, 1, k, threads);
     }
+}
+
+static void table3(void) {
     printf("\n## 3. One thread: the plain loop against SK_PARALLEL_FOR\n\n");
-    printf("| loop | elements | plain, us | SK_PARALLEL_FOR, us | plain / SK_PARALLEL_FOR |\n| --- | --- | --- | --- | --- |\n");
+    printf("| loop | elements | plain, us | SK_PARALLEL_FOR, us | plain / SK_PARALLEL_FOR |\n"
+           "| --- | --- | --- | --- | --- |\n");
     for (int s = 0; s < (int)(sizeof big / sizeof *big); s++) {
         n = big[s];
         row(SOFTMAX_PLAIN, 1, SOFTMAX, 1);
         row(LAYERNORM_PLAIN, 1, LAYERNORM, 1);
     }
+}
+#endif
+
+int main(int argc, char **argv) {
+    int threads = argc > 1 ? atoi(argv[1]) : omp_get_num_procs();
+    const char *tables = argc > 2 ? argv[2] : "123";
+    if (threads < 1)
+        threads = 1;
+    int64_t max = 4 << 20;
+    x = malloc((size_t)max * 4), m = malloc((size_t)max * 4), g = malloc((size_t)max * 4);
+    b = malloc((size_t)max * 4), y = malloc((size_t)max * 4), r = malloc((size_t)max * 4);
+    for (int64_t i = 0; i < max; i++) {
+        x[i] = (float)sin((double)i), m[i] = (float)cos((double)i * 0.7), g[i] = 1.0f + 0.5f * (float)sin(i * 0.3);
+        b[i] = 0.25f, r[i] = 0.9f, y[i] = 0;
+    }
+#ifndef OLD_LIB
+    if (strchr(tables, '1'))
+        table1(threads);
+    if (strchr(tables, '2'))
+        table2(threads);
+    if (strchr(tables, '3'))
+        table3();
 #else
+    (void)tables;
     printf("## The kernels on one thread (a library without threads)\n\n");
     printf("| kernel | elements | 1 thread, us | 1 thread, us | ratio |\n| --- | --- | --- | --- | --- |\n");
     for (int s = 0; s < (int)(sizeof big / sizeof *big); s++) {
