@@ -84,5 +84,11 @@ int sk_parallel_kernel(int64_t n);
  * calling thread.  Each index is in exactly one range, so a body that
  * writes only the outputs of its indices gives the one-thread results. */
 void sk_parallel_ranges(int64_t n, int64_t work, void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx);
+/* The same with every range boundary moved to the nearest index that is
+ * `phase` modulo `grain`: outputs that a kernel updates again and again
+ * (a column sum's accumulators) then start each thread's part on a cache
+ * line of its own, which no other thread writes. */
+void sk_parallel_ranges_aligned(int64_t n, int64_t work, int64_t grain, int64_t phase,
+                                void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx);
 
 #endif

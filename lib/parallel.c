@@ -61,6 +61,20 @@ int sk_threads(void) {
 #endif
 }
 
+/* Range t of nt: n * t / nt moved to the nearest index that is phase
+ * modulo grain (0 and n stay). */
+static int64_t boundary(int64_t n, int t, int nt, int64_t grain, int64_t phase) {
+    if (t == 0 || t == nt)
+        return t == 0 ? 0 : n;
+    int64_t b = n * t / nt;
+    if (grain > 1) {
+        int64_t k = b - phase + grain / 2;
+        k = k >= 0 ? k / grain : -((-k + grain - 1) / grain);
+        b = phase + k * grain;
+    }
+    return b < 0 ? 0 : b > n ? n : b;
+}
+
 #ifdef _OPENMP
 /* The team, in a function of its own: clang asks the OpenMP runtime for the
  * thread's id at the entry of a function whose parallel region has a
@@ -70,14 +84,15 @@ int sk_threads(void) {
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-static int run_team(int k, int64_t n, void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
+static int run_team(int k, int64_t n, int64_t grain, int64_t phase,
+                    void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
     int team = 0;
 #pragma omp parallel num_threads(k)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         if (t == 0)
             team = nt;
-        int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+        int64_t lo = boundary(n, t, nt, grain, phase), hi = boundary(n, t + 1, nt, grain, phase);
         if (lo < hi)
             body(ctx, lo, hi);
     }
@@ -85,7 +100,8 @@ static int run_team(int k, int64_t n, void (*body)(void *ctx, int64_t lo, int64_
 }
 #endif
 
-void sk_parallel_ranges(int64_t n, int64_t work, void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
+void sk_parallel_ranges_aligned(int64_t n, int64_t work, int64_t grain, int64_t phase,
+                                void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
     int k = n > 1 ? team_for(work) : 1;
     if (k < 2) {
         if (n > 0)
@@ -93,8 +109,15 @@ void sk_parallel_ranges(int64_t n, int64_t work, void (*body)(void *ctx, int64_t
         return;
     }
 #ifdef _OPENMP
-    int team = run_team(k < n ? k : (int)n, n, body, ctx);
+    int team = run_team(k < n ? k : (int)n, n, grain > 0 ? grain : 1, phase, body, ctx);
     if (team > 1)
         note(&stats.kernels, team);
+#else
+    (void)grain;
+    (void)phase;
 #endif
+}
+
+void sk_parallel_ranges(int64_t n, int64_t work, void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
+    sk_parallel_ranges_aligned(n, work, 1, 0, body, ctx);
 }

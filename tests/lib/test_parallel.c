@@ -178,6 +178,27 @@ static void test_reduce(void) {
                 free(want);
                 free((void *)c.x);
             }
+    /* Column sums into outputs at every alignment: the ranges' boundaries
+     * move to cache lines (sk_parallel_ranges_aligned), each output still
+     * in exactly one range. */
+    {
+        float *xc = rnd(SK_F32, 300 * 200, 41), *o1 = malloc(216 * 4), *o3 = malloc(216 * 4);
+        int ok = 1;
+        for (int off = 0; off < 16; off++) {
+            memset(o1, 0, 216 * 4);
+            memset(o3, 0xa5, 216 * 4);
+            sk_set_threads(1);
+            sk_reduce(SK_F32, SC_SHAPE(300, 200), xc, 1, (int[]){0}, SC_SUM, o1 + off);
+            sk_set_threads(3);
+            sk_reduce(SK_F32, SC_SHAPE(300, 200), xc, 1, (int[]){0}, SC_SUM, o3 + off);
+            ok &= memcmp(o1 + off, o3 + off, 200 * 4) == 0;
+        }
+        sk_set_threads(1);
+        check(ok, "reduce f32 columns into outputs at 16 alignments: 3 threads give the 1-thread bytes");
+        free(xc);
+        free(o1);
+        free(o3);
+    }
     /* A sum to one element is never split: one thread, one order. */
     float *x = rnd(SK_F32, 100000, 5), s1, s3;
     sk_set_threads(1);
