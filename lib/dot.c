@@ -376,10 +376,14 @@ static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, c
         goto done;
     widen(t, na, nbat * M * K, wa, wa);
     widen(t, nbuf, nbat * K * N, wb, wb);
-    /* Each batch index's rows split among the device's OpenMP threads. */
+    /* Each batch index's rows split among the device's OpenMP threads, each
+     * thread's accumulator rows from the start of a cache line (they are
+     * updated K times). */
+    int64_t grain, phase;
+    sk_line_grain(acc, N * 4, &grain, &phase);
     for (int64_t bi = 0; bi < nbat; bi++) {
         Panels p = {t, bi, M, N, K, wa, wb, acc, out};
-        sk_parallel_ranges(M, M * N * K, rows_range, &p);
+        sk_parallel_ranges_aligned(M, M * N * K, grain, phase, rows_range, &p);
     }
     rc = 0;
 done:

@@ -90,5 +90,9 @@ void sk_parallel_ranges(int64_t n, int64_t work, void (*body)(void *ctx, int64_t
  * line of its own, which no other thread writes. */
 void sk_parallel_ranges_aligned(int64_t n, int64_t work, int64_t grain, int64_t phase,
                                 void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx);
+/* The grain and phase for outputs of `step` bytes per index starting at
+ * base: index phase + k * grain starts a 64-byte line (phase 0 when none
+ * does). */
+void sk_line_grain(const void *base, int64_t step, int64_t *grain, int64_t *phase);
 
 #endif

@@ -118,6 +118,16 @@ void sk_parallel_ranges_aligned(int64_t n, int64_t work, int64_t grain, int64_t 
 #endif
 }
 
+void sk_line_grain(const void *base, int64_t step, int64_t *grain, int64_t *phase) {
+    int64_t g = 1, p = 0;
+    while (step > 0 && g < 64 && (g * step) % 64 != 0)
+        g *= 2;
+    while (p < g && ((uintptr_t)base + (uintptr_t)(p * step)) % 64 != 0)
+        p++;
+    *grain = g;
+    *phase = p < g ? p : 0;
+}
+
 void sk_parallel_ranges(int64_t n, int64_t work, void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
     sk_parallel_ranges_aligned(n, work, 1, 0, body, ctx);
 }

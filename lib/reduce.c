@@ -202,13 +202,9 @@ int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims
         /* Each thread folds into its outputs once per input row: its part
          * starts on a cache line of its own (no false sharing), so split
          * indices step by `grain` from the first whose outputs start a line. */
-        int64_t step = r.ost[r.split] * (t == SK_F64 ? 8 : t == SK_BOOL ? 1 : 4), grain = 1, phase = 0;
-        while (grain < 64 && (grain * step) % 64 != 0)
-            grain *= 2;
-        uintptr_t base = (uintptr_t)r.acc;
-        while (phase < grain && (base + (uintptr_t)(phase * step)) % 64 != 0)
-            phase++;
-        sk_parallel_ranges_aligned(r.dims[r.split], n, grain, phase < grain ? phase : 0, reduce_range, &r);
+        int64_t grain, phase;
+        sk_line_grain(r.acc, r.ost[r.split] * (t == SK_F64 ? 8 : t == SK_BOOL ? 1 : 4), &grain, &phase);
+        sk_parallel_ranges_aligned(r.dims[r.split], n, grain, phase, reduce_range, &r);
     }
     if (narrow)
         free(r.acc);
