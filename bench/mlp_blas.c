@@ -2,7 +2,7 @@
  * against the fastest GEMM library measured here (oneDNN; bench/gemm.c
  * compares them), the baseline of bench/report.py's MLP section:
  *
- *   h = x w_in (dnnl_sgemm)   a = gelu(h) (a C loop, split over the cores)
+ *   h = x w_in (dnnl_sgemm)   a = gelu(h) (a vectorized loop split over the cores)
  *   out = a w_out (dnnl_sgemm)
  *
  * oneDNN uses OpenMP's default thread count (every core, or
@@ -15,6 +15,7 @@
  * and writes the result to DIR/result0.npy.
  *
  * Usage: mlp_blas X.npy W_IN.npy W_OUT.npy DIR [RUNS] */
+#include "shardc_lib.h"
 #include "shardc_npy.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -56,19 +57,31 @@ static float *read_f32(const char *path, int rank, int64_t *dims) {
     return f;
 }
 
-/* gelu, the tanh approximation, as lib/elementwise.c computes it in f32. */
+/* gelu, the tanh approximation, as shardc computes it in f32. */
 typedef struct {
     float *x;
     int64_t lo, hi;
 } Part;
 
+/* The vectorized form shardc uses (shardc_elementwise.def), compiled for
+ * the CPU's widest vectors like the generated loops; in blocks of a fixed
+ * count, which -O2's cheap vectorizer needs. */
+static inline float gelu1(float v) {
+    return v / (1.0f + sk_exp_f32(-1.5957691216057308f * (v + 0.044715f * v * v * v)));
+}
+
+SK_ISA_CLONES static void gelu_range(float *restrict x, int64_t lo, int64_t hi) {
+    int64_t i = lo;
+    for (; i + 64 <= hi; i += 64)
+        for (int j = 0; j < 64; j++)
+            x[i + j] = gelu1(x[i + j]);
+    for (; i < hi; i++)
+        x[i] = gelu1(x[i]);
+}
+
 static void *gelu_part(void *arg) {
     Part *p = arg;
-    float *x = p->x;
-    for (int64_t i = p->lo; i < p->hi; i++) {
-        float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    }
+    gelu_range(p->x, p->lo, p->hi);
     return NULL;
 }
 

@@ -32,7 +32,9 @@ static int body(sc_device *dev, void *arg) {
     if (r->threads > 0)
         sk_set_threads(r->threads);
     sk_parallel_stats s0 = sk_parallel_stats_get();
+    sk_workspace_bind(r->workspace[d]);   /* the device's buffers, kept between runs */
     int rc = r->p->entry(dev, (const void *const *)r->params[d], r->results[d]);
+    sk_workspace_bind(NULL);
     sk_parallel_stats s1 = sk_parallel_stats_get();
     sk_parallel_stats *st = &r->stats[d];
     st->loops += s1.loops - s0.loops;
@@ -219,11 +221,13 @@ static int alloc_tables(Run *r) {
     r->results = calloc((size_t)r->ndev, sizeof(void **));
     r->stats = calloc((size_t)r->ndev, sizeof *r->stats);
     r->device_threads = calloc((size_t)r->ndev, sizeof *r->device_threads);
-    int rc = !r->params || !r->results || !r->stats || !r->device_threads;
+    r->workspace = calloc((size_t)r->ndev, sizeof(sk_workspace *));
+    int rc = !r->params || !r->results || !r->stats || !r->device_threads || !r->workspace;
     for (int d = 0; d < r->ndev && !rc; d++) {
         r->params[d] = calloc((size_t)np + 1, sizeof(void *));
         r->results[d] = calloc((size_t)nr + 1, sizeof(void *));
-        rc = !r->params[d] || !r->results[d];
+        r->workspace[d] = sc_world_is_local(r->w, d) ? sk_workspace_new() : NULL;
+        rc = !r->params[d] || !r->results[d] || (sc_world_is_local(r->w, d) && !r->workspace[d]);
     }
     if (rc)
         sk_run_fail(r, "out of memory");
@@ -241,7 +245,10 @@ static void free_run(Run *r) {
             free(r->params[d]);
         if (r->results)
             free(r->results[d]);
+        if (r->workspace)
+            sk_workspace_free(r->workspace[d]);
     }
+    free(r->workspace);
     free(r->params);
     free(r->results);
     free(r->stats);

@@ -18,6 +18,7 @@ typedef struct {
     int thread_stats;                /* SHARDC_THREAD_STATS: print stats[] after the run */
     sk_parallel_stats *stats;        /* [device]: what ran on several threads, over every --repeat */
     int *device_threads;             /* [device]: the OpenMP threads its loops had */
+    sk_workspace **workspace;        /* [device]: local devices' buffers, kept between runs */
     char err[1024];
 } Run;
 

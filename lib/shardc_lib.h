@@ -67,6 +67,41 @@ void sk_blas_threads(int n);
  * GEMMs, as chosen on this machine. */
 void sk_gemm_engine(char *buf, size_t len);
 
+/* ---- generated loops ----
+ * SK_INDEPENDENT before a loop of generated code: each iteration reads and
+ * writes its own elements (codegen's fusion guarantees it), which the
+ * compiler cannot prove through the buffers' pointers; saying so lets it
+ * vectorize at -O2 without run-time overlap checks.  SK_ISA_CLONES before a
+ * function with such loops: GCC compiles it for x86-64-v4 (AVX-512),
+ * x86-64-v3 (AVX2, FMA) and the baseline, and the loader picks by what the
+ * CPU reports.  The versions compute the same bits: C11 mode contracts no
+ * a * b + c into an fma, and lanes do what scalars do. */
+#if defined(__clang__)
+#define SK_INDEPENDENT _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define SK_INDEPENDENT _Pragma("GCC ivdep")
+#else
+#define SK_INDEPENDENT
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define SK_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define SK_ISA_CLONES
+#endif
+
+/* ---- workspaces ----
+ * A generated function takes one block for its buffers on entry and gives
+ * it back on return, in stack order.  With a workspace bound to the calling
+ * thread, the block is kept between calls (grown to the most ever needed);
+ * without, each take is a malloc.  The driver binds one per device. */
+typedef struct sk_workspace sk_workspace;
+sk_workspace *sk_workspace_new(void);
+void sk_workspace_free(sk_workspace *w);
+void sk_workspace_bind(sk_workspace *w);   /* to the calling thread; NULL unbinds */
+void *sk_workspace_take(size_t bytes);      /* 64-byte aligned; NULL when out of memory */
+void sk_workspace_give(void *p, size_t bytes);
+
 /* ---- the machine ----
  * The instruction set, from CPUID and the OS's saved-state mask (XCR0),
  * never from the CPU's model name (lib/cpu.c).  Each level includes the

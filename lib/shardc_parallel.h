@@ -49,14 +49,30 @@ typedef struct {
 } sk_parallel_stats;
 sk_parallel_stats sk_parallel_stats_get(void);
 
-/* SK_PARALLEL_FOR(n, for (...) {...}): the loop, over n independent
- * elements, on the calling thread's OpenMP threads when sk_parallel(n) says
- * so, else the same loop as written (a parallel region, even one that runs
- * on one thread, costs a microsecond or more in libgomp, so the one-thread
- * path enters none). */
+/* SK_PARALLEL_FOR(n, for (...) {...}); a loop over n independent elements
+ * (generated code's fused loops): on the calling thread's OpenMP threads
+ * when sk_parallel(n) says so (omp parallel for simd: each thread's part
+ * vectorized too), else the same loop as written, after SK_INDEPENDENT
+ * (shardc_lib.h).  A parallel region, even one that runs on one thread,
+ * costs a microsecond or more in libgomp, so the one-thread path enters
+ * none; the loop's source is written once and compiled twice.
+ * SK_PARALLEL_ROWS(n, for (row ...) {...}); the same for the row loop of a
+ * nested one, whose inner loop has its own SK_INDEPENDENT: rows are split
+ * among the threads.  Each element is computed as on one thread, so the
+ * results are the same bits. */
 #ifdef _OPENMP
 #define SK_PRAGMA_(x) _Pragma(#x)
 #define SK_PARALLEL_FOR(n, ...)                                   \
+    do {                                                          \
+        if (sk_parallel(n)) {                                     \
+            SK_PRAGMA_(omp parallel for simd schedule(static))    \
+            __VA_ARGS__                                           \
+        } else {                                                  \
+            SK_INDEPENDENT                                        \
+            __VA_ARGS__                                           \
+        }                                                         \
+    } while (0)
+#define SK_PARALLEL_ROWS(n, ...)                                  \
     do {                                                          \
         if (sk_parallel(n)) {                                     \
             SK_PRAGMA_(omp parallel for schedule(static))         \
@@ -68,7 +84,12 @@ sk_parallel_stats sk_parallel_stats_get(void);
 #else
 #define SK_PARALLEL_FOR(n, ...) \
     do {                        \
+        SK_INDEPENDENT          \
         __VA_ARGS__             \
+    } while (0)
+#define SK_PARALLEL_ROWS(n, ...) \
+    do {                         \
+        __VA_ARGS__              \
     } while (0)
 #endif
 

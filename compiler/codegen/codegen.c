@@ -128,6 +128,19 @@ typedef struct {
     FILE *protos, *bodies;
 } FileGen;
 
+/* Can the code of an instruction with this op jump to `fail`?  Every
+ * kernel call is a TRY, a collective start checks its handle; these are
+ * only copies and stores, or nothing. */
+static int may_fail(int op) {
+    switch (op) {
+    case OP_PARAMETER: case OP_RETURN: case OP_CONSTANT: case OP_AXIS_INDEX: case OP_RESHAPE:
+    case OP_GET_TUPLE_ELEMENT:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 static int emit_fn(FileGen *fg, int f, const char **err) {
     const Module *m = fg->m;
     const Fn *fn = &m->fns[f];
@@ -161,18 +174,31 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
         if (b > size[g.buf[v]])
             size[g.buf[v]] = b;
     }
-    for (int b = 0; b < nbuf; b++)
+    int64_t *offset = arena_alloc(&arena, sizeof(int64_t) * ((size_t)nbuf + 1)), span = 0;
+    for (int b = 0; b < nbuf; b++) {
         total += size[b];
+        offset[b] = span;
+        span += used[b] ? (size[b] + 63) / 64 * 64 : 0;   /* each buffer on a cache line */
+    }
     fprintf(o, "\n/* %s%s %s: %d instructions, %d buffers, %lld bytes */\n", fn->spmd ? "spmd fn" : "fn",
             fn->kept_global ? " (a copy called on local blocks)" : "", sym_name(m->syms, fn->sym), n, nalloc,
             (long long)total);
     emit_signature(fg->protos, m, fn, g.name, g.param);
     fputs(";\n", fg->protos);
+    int loops = 0;                       /* compiled per ISA when it has a loop */
+    for (int v = 0; v < n; v++)
+        loops |= g.fu.role[v] == FUSE_MEMBER && shape_elems(&fn->insts[v].type) > 1;
+    if (loops)
+        fputs("SK_ISA_CLONES\n", o);
     emit_signature(o, m, fn, g.name, g.param);
     fputs(" {\n    int rc = SC_ERR;\n", o);
-    for (int b = 0; b < nbuf; b++)
-        if (used[b])
-            fprintf(o, "    void *buf%d = malloc(%lld);\n", b, (long long)size[b] + 1);
+    if (nalloc) {
+        fprintf(o, "    char *workspace = sk_workspace_take(%lld);   /* the buffers, one block */\n"
+                   "    if (!workspace)\n        return SC_ERR;\n", (long long)span);
+        for (int b = 0; b < nbuf; b++)
+            if (used[b])
+                fprintf(o, "    void *buf%d = workspace + %lld;\n", b, (long long)offset[b]);
+    }
     for (int v = 0; v < n; v++)          /* the results of calls with several */
         if (fn->insts[v].op == OP_CALL && fn->insts[v].type.dtype == DT_TUPLE) {
             const Fn *callee = &m->fns[ir_attr(fn, &fn->insts[v], 0)];
@@ -184,13 +210,6 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     for (int v = 0; v < n; v++)
         if (fn->insts[v].op == OP_PARAMETER)
             fprintf(o, "    (void)%s;\n", g.name[v]);
-    if (nalloc) {
-        fputs("    if (", o);
-        for (int b = 0, k = 0; b < nbuf; b++)
-            if (used[b])
-                fprintf(o, "%s!buf%d", k++ ? " || " : "", b);
-        fputs(")\n        goto fail;\n", o);
-    }
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
         if (g.fu.role[v] == FUSE_MEMBER && v == g.fu.last_member[g.fu.group[v]]) {
@@ -205,13 +224,12 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
             g.err = "a call of a global function from a per-device one";
         emit_inst(&g, v);
     }
-    int jumps = nalloc > 0;              /* a kernel or a buffer check can fail */
+    int jumps = 0;                       /* a kernel or a collective start can fail */
     for (int v = 0; v < n; v++)
-        jumps |= g.fu.role[v] == FUSE_NONE && fn->insts[v].op != OP_PARAMETER && fn->insts[v].op != OP_RETURN;
+        jumps |= g.fu.role[v] == FUSE_NONE && may_fail(fn->insts[v].op);
     fputs(jumps ? "    rc = 0;\nfail:\n" : "    rc = 0;\n", o);
-    for (int b = 0; b < nbuf; b++)
-        if (used[b])
-            fprintf(o, "    free(buf%d);\n", b);
+    if (nalloc)
+        fprintf(o, "    sk_workspace_give(workspace, %lld);\n", (long long)span);
     for (int v = 0; v < n; v++)
         if (fn->insts[v].op == OP_CALL && fn->insts[v].type.dtype == DT_TUPLE)
             for (int i = 0; i < m->fns[ir_attr(fn, &fn->insts[v], 0)].nresults; i++)

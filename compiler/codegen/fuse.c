@@ -1,7 +1,8 @@
 /* Elementwise fusion: which instructions share one loop.
  *
  * A group is a run of elementwise instructions (unary, binary, convert,
- * compare, select, reshape, and broadcasts of one element) with the same
+ * compare, select, reshape, broadcasts of one element, and broadcasts along
+ * trailing dims, as softmax's of a row's max and sum) with the same
  * element count, taken in program order; fused.c emits it as one loop at the
  * place of its last member, computing element i of every member in turn.
  * Values read only inside the group stay in locals; the others are stored.
@@ -25,7 +26,10 @@
  *  - an instruction emitted before the loop writes a buffer that no member
  *    read before it (checked) and no stored member writes (those are live);
  *  - a broadcast's element is read once before the loop, and members read
- *    no constant: they use its literal (a bf16/f16 one only in a broadcast).
+ *    no constant: they use its literal (a bf16/f16 one only in a broadcast);
+ *  - a broadcast along trailing dims reads element i / inner of its operand
+ *    in iteration i, so later iterations read elements that earlier ones
+ *    could have written: no stored member may write the operand's buffer.
  * A constant that only members of one group read is folded into the group:
  * it is never stored.  A constant that only fusable instructions read, in a
  * buffer a member read, is stored after the loop instead of before: its
@@ -46,6 +50,21 @@ static int args_are(const Fn *fn, const Inst *in, int first, int64_t n, int dt) 
     return 1;
 }
 
+int64_t row_broadcast_inner(const Fn *fn, const Inst *in) {
+    if (in->op != OP_BROADCAST || in->nargs != 1)
+        return 0;
+    const Shape *a = &fn->insts[ir_arg(fn, in, 0)].type;
+    int dt = in->type.dtype;
+    if (a->dtype != dt || dt == DT_BF16 || dt == DT_F16 || dt >= DT_TUPLE || a->rank != in->nattrs ||
+        a->rank >= in->type.rank)
+        return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (ir_attr(fn, in, d) != d || a->dims[d] != in->type.dims[d])
+            return 0;
+    int64_t m = shape_elems(a), n = shape_elems(&in->type);
+    return m > 1 && n > m ? n / m : 0;
+}
+
 int64_t fusable_elems(const Fn *fn, int v) {
     const Inst *in = &fn->insts[v];
     int dt = in->type.dtype, op = in->op;
@@ -64,7 +83,7 @@ int64_t fusable_elems(const Fn *fn, int v) {
     case OP_SELECT:
         return args_are(fn, in, 0, n, -1) && fn->insts[ir_arg(fn, in, 0)].type.dtype == DT_BOOL &&
                args_are(fn, in, 1, n, dt) ? n : -1;
-    case OP_BROADCAST: return args_are(fn, in, 0, 1, dt) ? n : -1;
+    case OP_BROADCAST: return args_are(fn, in, 0, 1, dt) || row_broadcast_inner(fn, in) ? n : -1;
     case OP_RESHAPE: return args_are(fn, in, 0, n, dt) ? n : -1;
     default:                       /* unary and binary arithmetic, in the dtypes the kernels take */
         return op_accepts(op, dt) && args_are(fn, in, 0, n, dt) ? n : -1;
@@ -77,6 +96,7 @@ typedef struct {
     int *mem;                    /* per value: the buffer it is in (a done: its start's), -1 none */
     int *read_epoch;             /* per buffer: the group that last read it */
     int *read_size;              /* ... the smallest element size read element by element (0: none) */
+    int *pinned_epoch;           /* per buffer: the group that reads it along trailing dims */
     int *nmembers;               /* per group */
     int epoch;                   /* the open group's, counting dissolved ones */
     int *literal_uses;           /* per constant: reads by fusable instructions that would use its literal */
@@ -96,6 +116,8 @@ int uses_literal(const Fn *fn, const Inst *member, int a) {
  * unless v's elements are wider than theirs. */
 static int can_write(const Fuser *s, int v) {
     int b = s->mem[v];
+    if (b >= 0 && s->pinned_epoch[b] == s->epoch)
+        return 0;
     return b < 0 || s->read_epoch[b] != s->epoch || s->read_size[b] == 0 ||
            elem_size(s->fn, v) <= s->read_size[b];
 }
@@ -124,6 +146,8 @@ static void join(Fuser *s, int g, int v) {
         if ((s->fu->group[a] == g && s->fu->role[a] == FUSE_MEMBER) || uses_literal(fn, in, a))
             continue;
         note_read(s, a, in->op == OP_BROADCAST ? 0 : elem_size(fn, a));   /* a broadcast's before the loop */
+        if (row_broadcast_inner(fn, in) && s->mem[a] >= 0)
+            s->pinned_epoch[s->mem[a]] = s->epoch;
     }
 }
 
@@ -178,7 +202,7 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     fu->refs = ints(arena, n);
     fu->frefs = ints(arena, n);
     fu->order = ints(arena, n);
-    Fuser s = {fn, fu, ints(arena, n), NULL, NULL, ints(arena, n), 0, ints(arena, n), ints(arena, n), 0};
+    Fuser s = {fn, fu, ints(arena, n), NULL, NULL, NULL, ints(arena, n), 0, ints(arena, n), ints(arena, n), 0};
     int nbuf = 0;
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
@@ -197,8 +221,9 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     }
     s.read_epoch = ints(arena, nbuf);
     s.read_size = ints(arena, nbuf);
+    s.pinned_epoch = ints(arena, nbuf);
     for (int b = 0; b < nbuf; b++)
-        s.read_epoch[b] = -1;
+        s.read_epoch[b] = s.pinned_epoch[b] = -1;
 
     /* Groups, in one pass: g is the open group, of gn elements, and gv its
      * only member while it has one. */

@@ -4,7 +4,7 @@
  *     float *y_ = buf1;
  *     for (int64_t i = 0; i < 32; i++) {
  *         float multiply_i = x_[i] * w_[i];
- *         y_[i] = 0.5f * multiply_i * (1.0f + tanhf(...));
+ *         y_[i] = multiply_i / (1.0f + sk_exp_f32(...));
  *     }
  *
  * Each member is one statement computing exactly what its kernel in
@@ -13,13 +13,16 @@
  * float and rounded once per instruction (their locals hold the bit
  * patterns, so select and copy move bits as the kernels do).  A value read
  * inside the loop is `NAME_i` (a local), a literal (a broadcast constant),
- * or `NAME_[i]` (an operand read once); `NAME_f` is the float of a bf16/f16
+ * `NAME_[i]` (an operand read once), or `NAME_[row]` (the operand of a
+ * broadcast along trailing dims, which nests the loop: rows, then each row's
+ * elements); `NAME_f` is the float of a bf16/f16
  * local.  One statement per instruction also keeps a C11 compiler from
  * contracting a * b + c into an fma the kernels do not use (clang contracts
  * only within an expression, and GCC only in its GNU modes, -std=gnu11).
  *
  * A loop of SK_PARALLEL_MIN elements or more is written inside
- * SK_PARALLEL_FOR(n, for (...) {...}); (lib/shardc_parallel.h), which runs
+ * SK_PARALLEL_FOR(n, for (...) {...}); (lib/shardc_parallel.h), or
+ * SK_PARALLEL_ROWS(n, ...) around the row loop of a nested one, which run
  * it on the device's OpenMP threads when it has several: every element is
  * computed on its own, so the results do not change. */
 #include "internal.h"
@@ -101,6 +104,8 @@ typedef struct {
     Gen *g;
     int group;
     const char *idx;             /* "i", or "0" for one element */
+    const char *ind;             /* the indentation of the loop's body */
+    int64_t row;                 /* elements per row when broadcasts along trailing dims nest the loop, or 0 */
     int counting;                /* the first pass: count references, emit nothing */
     int norder;
 } Loop;
@@ -112,7 +117,7 @@ static int member_of(const Loop *L, int v) {
 static int kind(const Loop *L, int v) {
     const Fn *fn = L->g->fn;
     const Inst *in = &fn->insts[v];
-    if (in->op != OP_BROADCAST || member_of(L, ir_arg(fn, in, 0)))
+    if (in->op != OP_BROADCAST || member_of(L, ir_arg(fn, in, 0)) || row_broadcast_inner(fn, in))
         return COMPUTED;
     const Inst *a = &fn->insts[ir_arg(fn, in, 0)];
     return a->op == OP_CONSTANT && !is16(a->type.dtype) ? LITERAL : BEFORE;
@@ -232,6 +237,15 @@ static void member_expr(Loop *L, Str *b, int v) {
         fl = 1;
         round = is16(dt);
     }
+    int64_t inner = op == OP_BROADCAST && !member_of(L, args[0]) ? row_broadcast_inner(fn, in) : 0;
+    if (inner && inner == L->row) {   /* along trailing dims: the row's element of the operand */
+        put(b, "%s[row]", g->name[args[0]]);
+        return;
+    }
+    if (inner) {             /* ... rows of several rows */
+        put(b, "%s[row / %lld]", g->name[args[0]], (long long)(inner / L->row));
+        return;
+    }
     if (round)
         put(b, "%s(", from_float(dt));
     expand(L, b, t, args, fl, dt);
@@ -244,7 +258,20 @@ void emit_fused(Gen *g, int group) {
     Fusion *fu = &g->fu;
     FILE *o = g->out;
     int64_t n = shape_elems(&fn->insts[fu->last_member[group]].type);
-    Loop L = {g, group, n == 1 ? "0" : "i", 1, 0};
+    /* Broadcasts along trailing dims nest the loop: rows of the shortest
+     * one's span, so that their operands are constant along the inner
+     * loop, which the compiler vectorizes. */
+    Loop L = {g, group, n == 1 ? "0" : "i", "        ", 0, 1, 0};
+    for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {
+        const Inst *in = &fn->insts[v];
+        int64_t inner = fu->role[v] == FUSE_MEMBER && in->op == OP_BROADCAST && !member_of(&L, ir_arg(fn, in, 0)) ?
+                        row_broadcast_inner(fn, in) : 0;
+        if (inner && (!L.row || inner < L.row))
+            L.row = inner;
+    }
+    int64_t row = L.row;
+    if (row)
+        L.ind = "            ";
     Str e = {g->arena, NULL, 0, 0};
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])     /* count the references */
         if (fu->role[v] == FUSE_MEMBER && kind(&L, v) == COMPUTED) {
@@ -276,21 +303,29 @@ void emit_fused(Gen *g, int group) {
     int par = n >= SK_PARALLEL_MIN;     /* long enough for a device's OpenMP threads */
     if (n == 1)
         fputs("    {\n", o);
+    else if (row && par)
+        fprintf(o, "    SK_PARALLEL_ROWS(%lld, for (int64_t row = 0; row < %lld; row++) {\n        SK_INDEPENDENT\n"
+                   "        for (int64_t i = row * %lld; i < (row + 1) * %lld; i++) {\n",
+                (long long)n, (long long)(n / row), (long long)row, (long long)row);
+    else if (row)
+        fprintf(o, "    for (int64_t row = 0; row < %lld; row++) {\n        SK_INDEPENDENT\n"
+                   "        for (int64_t i = row * %lld; i < (row + 1) * %lld; i++) {\n",
+                (long long)(n / row), (long long)row, (long long)row);
     else if (par)
         fprintf(o, "    SK_PARALLEL_FOR(%lld, for (int64_t i = 0; i < %lld; i++) {\n", (long long)n, (long long)n);
     else
-        fprintf(o, "    for (int64_t i = 0; i < %lld; i++) {\n", (long long)n);
+        fprintf(o, "    SK_INDEPENDENT\n    for (int64_t i = 0; i < %lld; i++) {\n", (long long)n);
     for (int k = 0; k < L.norder; k++) {                       /* operands read more than once */
         int a = fu->order[k], dt = fn->insts[a].type.dtype;
         const char *nm = g->name[a];
         if (!loaded(fu, a))
             continue;
         if (fu->refs[a])
-            fprintf(o, "        %s %si = %s[%s];\n", ctype_of[dt], nm, nm, L.idx);
+            fprintf(o, "%s%s %si = %s[%s];\n", L.ind, ctype_of[dt], nm, nm, L.idx);
         if (fu->frefs[a] && fu->refs[a])
-            fprintf(o, "        float %sf = %s(%si);\n", nm, to_float(dt), nm);
+            fprintf(o, "%sfloat %sf = %s(%si);\n", L.ind, nm, to_float(dt), nm);
         else if (fu->frefs[a])
-            fprintf(o, "        float %sf = %s(%s[%s]);\n", nm, to_float(dt), nm, L.idx);
+            fprintf(o, "%sfloat %sf = %s(%s[%s]);\n", L.ind, nm, to_float(dt), nm, L.idx);
     }
     for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {
         if (fu->role[v] != FUSE_MEMBER)
@@ -301,27 +336,27 @@ void emit_fused(Gen *g, int group) {
         if (k == LITERAL) {
             if (fu->stored[v]) {
                 literal(&e, dt, fn->insts[ir_arg(fn, &fn->insts[v], 0)].value);
-                fprintf(o, "        %s[%s] = %s;\n", nm, L.idx, e.s);
+                fprintf(o, "%s%s[%s] = %s;\n", L.ind, nm, L.idx, e.s);
             }
             continue;
         }
         if (k == BEFORE) {
             if (fu->stored[v])
-                fprintf(o, "        %s[%s] = %si;\n", nm, L.idx, nm);
+                fprintf(o, "%s%s[%s] = %si;\n", L.ind, nm, L.idx, nm);
             continue;
         }
         member_expr(&L, &e, v);
         if (!fu->refs[v] && !fu->frefs[v]) {                  /* read only after the loop */
-            fprintf(o, "        %s[%s] = %s;\n", nm, L.idx, e.s);
+            fprintf(o, "%s%s[%s] = %s;\n", L.ind, nm, L.idx, e.s);
             continue;
         }
-        fprintf(o, "        %s %si = %s;\n", ctype_of[dt], nm, e.s);
+        fprintf(o, "%s%s %si = %s;\n", L.ind, ctype_of[dt], nm, e.s);
         if (fu->frefs[v])
-            fprintf(o, "        float %sf = %s(%si);\n", nm, to_float(dt), nm);
+            fprintf(o, "%sfloat %sf = %s(%si);\n", L.ind, nm, to_float(dt), nm);
         if (fu->stored[v])
-            fprintf(o, "        %s[%s] = %si;\n", nm, L.idx, nm);
+            fprintf(o, "%s%s[%s] = %si;\n", L.ind, nm, L.idx, nm);
     }
-    fputs(par ? "    });\n" : "    }\n", o);
+    fputs(row ? (par ? "        }\n    });\n" : "        }\n    }\n") : par ? "    });\n" : "    }\n", o);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])    /* the scratch back to zero */
         fu->refs[v] = fu->frefs[v] = 0;
     for (int k = 0; k < L.norder; k++)

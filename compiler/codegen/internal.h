@@ -35,6 +35,11 @@ typedef struct {
 void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena);
 /* The instruction's element count if it can be a member of a loop, else -1. */
 int64_t fusable_elems(const Fn *fn, int v);
+/* For a broadcast along trailing dims (operand dim d is result dim d, the
+ * operand of more than one element, not bf16/f16): how many result
+ * elements share one operand element, so that element i of the result is
+ * element i / inner of the operand.  0 for any other instruction. */
+int64_t row_broadcast_inner(const Fn *fn, const Inst *in);
 /* Does member use constant a as a literal (read no memory)?  A broadcast
  * does for any dtype, other ops for all but bf16 and f16. */
 int uses_literal(const Fn *fn, const Inst *member, int a);

@@ -22,8 +22,9 @@ kernel calls ran on a team of several:
   process of one device gets all N, with the one-thread run's bits;
 - built with CC=clang (LLVM's libomp), 3 threads give clang's one-thread
   bits, on teams of 3;
-- the generated C has its SK_PARALLEL_FOR loops and compiles with gcc and
-  clang -std=c11 -Wall -Wextra -Werror, with and without -fopenmp.
+- the generated C has its SK_PARALLEL_FOR and SK_PARALLEL_ROWS loops (rows
+  where a broadcast along trailing dims nests the loop) and compiles with gcc
+  and clang -std=c11 -Wall -Wextra -Werror, with and without -fopenmp.
 
     tests/codegen/check_threads.py [--shardc build/shardc] [--tmp DIR] [--fast]
 
@@ -252,8 +253,11 @@ class Check:
         if not self.t.check(rc == 0, "%s: shardc compile" % fn, out):
             return
         with open(src) as f:
-            loops = f.read().count("SK_PARALLEL_FOR(131072, for (int64_t i = 0; i < 131072; i++) {")
-        self.t.check(loops >= 2, "%s: the generated C has SK_PARALLEL_FOR loops (%d)" % (fn, loops))
+            text = f.read()
+        flat = text.count("SK_PARALLEL_FOR(131072, for (int64_t i = 0; i < 131072; i++) {")
+        rows = len(re.findall(r"SK_PARALLEL_ROWS\(131072, for \(int64_t row = 0; row < \d+; row\+\+\) \{", text))
+        self.t.check(flat >= 1 and rows >= 1, "%s: the generated C has SK_PARALLEL_FOR (%d) and SK_PARALLEL_ROWS (%d) "
+                     "loops" % (fn, flat, rows))
         for cc in ("gcc", "clang"):
             for omp in ([], ["-fopenmp"]):
                 rc, out = sh([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"] + omp +
