@@ -373,11 +373,11 @@ def bench_attention(build, work, quick):
     t, got = time_program(os.path.join(build, "shardc"), work, os.path.join(ROOT, "samples", "attention.tdsl"),
                           "attention", const, "threads", ins)
     x = arrays["x"].astype(np.float64)
-    q, k, v = (np.einsum("bsd,dhk->bshk", x, arrays[w]) for w in ("wq", "wk", "wv"))
-    logits = np.einsum("bshk,bthk->bhst", q, k) * 0.125
+    q, k, v = (np.einsum("bsd,dhk->bshk", x, arrays[w], optimize=True) for w in ("wq", "wk", "wv"))
+    logits = np.einsum("bshk,bthk->bhst", q, k, optimize=True) * 0.125
     e = np.exp(logits - logits.max(axis=3, keepdims=True))
     p = e / e.sum(axis=3, keepdims=True)
-    want = np.einsum("bhst,bthk,hkd->bsd", p, v, arrays["wo"])
+    want = np.einsum("bhst,bthk,hkd->bsd", p, v, arrays["wo"], optimize=True)
     err = float(np.abs(got - want).max() / max(1.0, float(np.abs(want).max())))
     if not err < 1e-4:
         raise RuntimeError("attention: the sharded result differs from NumPy's by %.2e (relative)" % err)

@@ -32,16 +32,27 @@ static int takes(int dtypes, sk_dtype t) {
 
 /* One loop per op and dtype, each calling the op's function of ew_ops.h;
  * the i32 loop exists only for ops that take i32 (the others never get
- * there: takes() refused them).  Every loop of this file runs on the
- * device's OpenMP threads when it is long enough (SK_KERNEL_FOR): each
- * element is computed alone, so the split changes nothing. */
-#define LOOP(T, F, ...) \
-    SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++) ((T *)out)[i] = F(__VA_ARGS__);)
+ * there: takes() refused them).  Blocks of 64 elements, a count the
+ * compiler knows, which -O2's vectorizer needs (it makes no remainder
+ * loops), then the rest; elements are independent (in place, element i is
+ * read before it is written), which SK_INDEPENDENT tells it.  The blocks
+ * run on the device's OpenMP threads when there are enough elements
+ * (SK_KERNEL_FOR): each element is computed alone, so the split changes
+ * nothing. */
+#define LOOP(T, F, ...)                                                     \
+    do {                                                                    \
+        int64_t blocks = n / 64 * 64;                                       \
+        SK_KERNEL_FOR(n, for (int64_t blk = 0; blk < blocks; blk += 64)     \
+            SK_INDEPENDENT for (int64_t i = blk; i < blk + 64; i++)         \
+                ((T *)out)[i] = F(__VA_ARGS__););                           \
+        for (int64_t i = blocks; i < n; i++)                                \
+            ((T *)out)[i] = F(__VA_ARGS__);                                 \
+    } while (0)
 #define AT(T, p) ((const T *)p)[i]
 
 /* ---- unary ---- */
 
-int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x, void *out) {
+SK_ISA_CLONES int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x, void *out) {
     if (!sk_valid_dtype(t) || n < 0 || (int)op < 0 || op >= SK_UNARY_COUNT || !takes(unary_dtypes[op], t))
         return SC_ERR;
     if (op == SK_COPY) {
@@ -72,7 +83,7 @@ int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x, void *out) {
 
 /* ---- binary ---- */
 
-int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *a, const void *b, void *out) {
+SK_ISA_CLONES int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *a, const void *b, void *out) {
     if (!sk_valid_dtype(t) || n < 0 || (int)op < 0 || op >= SK_BINARY_COUNT || !takes(binary_dtypes[op], t))
         return SC_ERR;
     switch (op) {

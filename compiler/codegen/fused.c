@@ -114,6 +114,13 @@ static int member_of(const Loop *L, int v) {
     return L->g->fu.role[v] == FUSE_MEMBER && L->g->fu.group[v] == L->group;
 }
 
+/* Is v a member broadcasting along trailing dims, whose value is the row's? */
+static int along_rows(const Loop *L, int v) {
+    const Inst *in = &L->g->fn->insts[v];
+    return L->row && member_of(L, v) && in->op == OP_BROADCAST && !member_of(L, ir_arg(L->g->fn, in, 0)) &&
+           row_broadcast_inner(L->g->fn, in);
+}
+
 static int kind(const Loop *L, int v) {
     const Fn *fn = L->g->fn;
     const Inst *in = &fn->insts[v];
@@ -303,15 +310,25 @@ void emit_fused(Gen *g, int group) {
     int par = n >= SK_PARALLEL_MIN;     /* long enough for a device's OpenMP threads */
     if (n == 1)
         fputs("    {\n", o);
-    else if (row && par)
-        fprintf(o, "    SK_PARALLEL_ROWS(%lld, for (int64_t row = 0; row < %lld; row++) {\n        SK_INDEPENDENT\n"
-                   "        for (int64_t i = row * %lld; i < (row + 1) * %lld; i++) {\n",
-                (long long)n, (long long)(n / row), (long long)row, (long long)row);
-    else if (row)
-        fprintf(o, "    for (int64_t row = 0; row < %lld; row++) {\n        SK_INDEPENDENT\n"
-                   "        for (int64_t i = row * %lld; i < (row + 1) * %lld; i++) {\n",
-                (long long)(n / row), (long long)row, (long long)row);
-    else if (par)
+    else if (row) {
+        /* The row's values of broadcasts along trailing dims, read once per
+         * row: loads the compiler could not hoist, since the loop's stores
+         * might alias them for all it knows.  A long loop's rows are split
+         * among the device's threads (SK_PARALLEL_ROWS). */
+        if (par)
+            fprintf(o, "    SK_PARALLEL_ROWS(%lld, for (int64_t row = 0; row < %lld; row++) {\n", (long long)n,
+                    (long long)(n / row));
+        else
+            fprintf(o, "    for (int64_t row = 0; row < %lld; row++) {\n", (long long)(n / row));
+        for (int v = fu->first[group]; v >= 0; v = fu->next[v])
+            if (along_rows(&L, v) && (fu->refs[v] || fu->frefs[v] || fu->stored[v])) {
+                e.n = 0;
+                member_expr(&L, &e, v);
+                fprintf(o, "        %s %si = %s;\n", ctype_of[fn->insts[v].type.dtype], g->name[v], e.s);
+            }
+        fprintf(o, "        SK_INDEPENDENT\n        for (int64_t i = row * %lld, end = i + %lld; i < end; i++) {\n",
+                (long long)row, (long long)row);
+    } else if (par)
         fprintf(o, "    SK_PARALLEL_FOR(%lld, for (int64_t i = 0; i < %lld; i++) {\n", (long long)n, (long long)n);
     else
         fprintf(o, "    SK_INDEPENDENT\n    for (int64_t i = 0; i < %lld; i++) {\n", (long long)n);
@@ -340,7 +357,7 @@ void emit_fused(Gen *g, int group) {
             }
             continue;
         }
-        if (k == BEFORE) {
+        if (k == BEFORE || along_rows(&L, v)) {              /* its local is set before the loop */
             if (fu->stored[v])
                 fprintf(o, "%s%s[%s] = %si;\n", L.ind, nm, L.idx, nm);
             continue;
