@@ -5,7 +5,10 @@ CC       ?= cc
 PREFIX   ?= /usr/local
 BUILD    ?= build
 CFLAGS   ?= -O2 -g
-WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
+# -Wno-pass-failed: clang warns when a loop marked SK_INDEPENDENT (its
+# vectorize(assume_safety)) is not vectorized, which lib/elementwise.c's
+# loops that call libm or branch are not; GCC ignores the unknown -Wno-.
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror -Wno-pass-failed
 ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -I$(BUILD)/gen -Icompiler/base -Iruntime
 FUZZ_SECONDS ?= 60
 
@@ -32,12 +35,17 @@ RT_HDR   := $(wildcard runtime/*.h)
 RT_TESTS := $(patsubst tests/runtime/%.c,$(BUILD)/tests/runtime/%,$(wildcard tests/runtime/*.c))
 
 # The kernel library (docs/kernels.md): GEMM through CBLAS (OpenBLAS), the
-# other kernels as loops.  It uses the runtime's dtypes and bf16/f16
-# conversions, so a program links libshardc_lib.a libshardc_rt.a -ldnnl -lgomp -lopenblas.
-LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -Iruntime -Ilib
+# other kernels as loops, which run on a device's OpenMP threads when it has
+# several cores ("Threads inside a device").  It uses the runtime's dtypes
+# and bf16/f16 conversions, so a program links libshardc_lib.a
+# libshardc_rt.a -ldnnl -lopenblas, with -fopenmp: gcc's libgomp, which
+# oneDNN runs on too (clang: LLVM's libomp, which also serves oneDNN's
+# libgomp calls; a library built by one compiler is linked by the same one).
+OPENMP    ?= -fopenmp
+LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) $(OPENMP) -Iruntime -Ilib
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/*.c))
 LIB_HDR   := $(wildcard lib/*.h lib/*.def compiler/ir/*.def) runtime/shardc_rt.h
-LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -ldnnl -lgomp -lopenblas -lm -pthread
+LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -ldnnl -lopenblas -lm -pthread $(OPENMP)
 LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/*.c))
 
 .PHONY: all check check-fast check-asan fuzz install clean deps runtime-tests mpi-tests lib-tests bench
@@ -131,6 +139,12 @@ $(BUILD)/bench/coll_mpi: bench/coll_mpi.c
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) $(WARN) -o $@ $<
 
+# Loops on a device's OpenMP threads against one thread (docs/kernels.md,
+# "Threads inside a device"); run by hand: build/bench/threads [T].
+$(BUILD)/bench/threads: bench/threads.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) $(WARN) -o $@ $< $(LIB_LINK)
+
 $(BUILD)/bench/mlp_blas: bench/mlp_blas.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) $(WARN) -pthread -o $@ $< $(LIB_LINK)
@@ -185,7 +199,7 @@ install: all
 	install -m 644 $(BUILD)/libshardc_rt.a $(DESTDIR)$(PREFIX)/lib/libshardc_rt.a
 	$(if $(RT_MPI),install -m 644 $(RT_MPI) $(DESTDIR)$(PREFIX)/lib/libshardc_rt_mpi.a)
 	install -m 644 lib/shardc_lib.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_lib.h
-	install -m 644 lib/shardc_elementwise.h lib/shardc_elementwise.def $(DESTDIR)$(PREFIX)/include/shardc/
+	install -m 644 lib/shardc_elementwise.h lib/shardc_elementwise.def lib/shardc_parallel.h $(DESTDIR)$(PREFIX)/include/shardc/
 	install -m 644 lib/shardc_npy.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_npy.h
 	install -m 644 lib/shardc_main.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_main.h
 	install -m 644 lib/shardc_trace.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_trace.h

@@ -31,9 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* libgomp's, which oneDNN runs on; declared here rather than through
- * <omp.h>, which clang has only with LLVM's own OpenMP runtime. */
-void omp_set_num_threads(int n);
 
 /* 1 when f32 GEMMs go to OpenBLAS (SHARDC_GEMM=openblas), read once. */
 static int f32_on_openblas(void) {
@@ -291,12 +288,12 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
 
 /* Loads n packed elements of dtype t as f32 (or as int32 bits for i32). */
 static void widen(sk_dtype t, const void *src, int64_t n, float *f, uint32_t *u) {
-    for (int64_t i = 0; i < n; i++) {
+    SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++) {
         if (t == SK_I32)
             u[i] = (uint32_t)((const int32_t *)src)[i];
         else
             f[i] = sk_load_f(t, src, i);
-    }
+    });
 }
 
 enum { BLOCK_K = 128, BLOCK_N = 512 };
@@ -322,6 +319,47 @@ static void axpy_i(int64_t n, uint32_t x, const uint32_t *restrict y, uint32_t *
         c[j] += x * y[j];
 }
 
+/* One batch index of the blocked product, for rows [lo, hi) of A and C. */
+typedef struct {
+    sk_dtype t;
+    int64_t bi, M, N, K;
+    const void *wa, *wb;
+    float *acc;                  /* M x N; int32 bits for i32 */
+    void *out;
+} Panels;
+
+static void rows_range(void *ctx, int64_t lo, int64_t hi) {
+    const Panels *p = ctx;
+    int64_t bi = p->bi, M = p->M, N = p->N, K = p->K;
+    int is_int = p->t == SK_I32;
+    float *acc = p->acc;
+    memset(acc + lo * N, 0, (size_t)((hi - lo) * N) * 4);
+    /* i-k-j, blocked over k and j so a panel of B stays in cache; the inner
+     * j loop is a contiguous axpy the compiler vectorizes.  Each c[i][j]
+     * sums over k in order, whatever rows a thread has. */
+    for (int64_t k0 = 0; k0 < K; k0 += BLOCK_K) {
+        int64_t k1 = k0 + BLOCK_K < K ? k0 + BLOCK_K : K;
+        for (int64_t j0 = 0; j0 < N; j0 += BLOCK_N) {
+            int64_t j1 = j0 + BLOCK_N < N ? j0 + BLOCK_N : N;
+            for (int64_t i = lo; i < hi; i++)
+                for (int64_t k = k0; k < k1; k++) {
+                    int64_t ai = (bi * M + i) * K + k, bk = (bi * K + k) * N + j0;
+                    if (is_int)
+                        axpy_i(j1 - j0, ((const uint32_t *)p->wa)[ai], (const uint32_t *)p->wb + bk,
+                               (uint32_t *)(void *)acc + i * N + j0);
+                    else
+                        axpy_f(j1 - j0, ((const float *)p->wa)[ai], (const float *)p->wb + bk,
+                               acc + i * N + j0);
+                }
+        }
+    }
+    if (is_int)
+        memcpy((int32_t *)p->out + (bi * M + lo) * N, acc + lo * N, (size_t)((hi - lo) * N) * 4);
+    else
+        for (int64_t i = lo * N; i < hi * N; i++)
+            sk_store_f(p->t, p->out, bi * M * N + i, acc[i]);
+}
+
 static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const view *va,
                     const view *vb, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
                     int nc, void *out) {
@@ -336,34 +374,16 @@ static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, c
     int rc = SC_ERR;
     if (!na || !nbuf || !acc || !wa || !wb)
         goto done;
-    int is_int = t == SK_I32;
     widen(t, na, nbat * M * K, wa, wa);
     widen(t, nbuf, nbat * K * N, wb, wb);
+    /* Each batch index's rows split among the device's OpenMP threads, each
+     * thread's accumulator rows from the start of a cache line (they are
+     * updated K times). */
+    int64_t grain, phase;
+    sk_line_grain(acc, N * 4, &grain, &phase);
     for (int64_t bi = 0; bi < nbat; bi++) {
-        memset(acc, 0, (size_t)(M * N) * ws);
-        /* i-k-j, blocked over k and j so a panel of B stays in cache; the
-         * inner j loop is a contiguous axpy the compiler vectorizes. */
-        for (int64_t k0 = 0; k0 < K; k0 += BLOCK_K) {
-            int64_t k1 = k0 + BLOCK_K < K ? k0 + BLOCK_K : K;
-            for (int64_t j0 = 0; j0 < N; j0 += BLOCK_N) {
-                int64_t j1 = j0 + BLOCK_N < N ? j0 + BLOCK_N : N;
-                for (int64_t i = 0; i < M; i++)
-                    for (int64_t k = k0; k < k1; k++) {
-                        int64_t ai = (bi * M + i) * K + k, bk = (bi * K + k) * N + j0;
-                        if (is_int)
-                            axpy_i(j1 - j0, ((const uint32_t *)wa)[ai], (const uint32_t *)wb + bk,
-                                   (uint32_t *)(void *)acc + i * N + j0);
-                        else
-                            axpy_f(j1 - j0, ((const float *)wa)[ai], (const float *)wb + bk,
-                                   acc + i * N + j0);
-                    }
-            }
-        }
-        if (is_int)
-            memcpy((int32_t *)out + bi * M * N, acc, (size_t)(M * N) * ws);
-        else
-            for (int64_t i = 0; i < M * N; i++)
-                sk_store_f(t, out, bi * M * N + i, acc[i]);
+        Panels p = {t, bi, M, N, K, wa, wb, acc, out};
+        sk_parallel_ranges_aligned(M, M * N * K, grain, phase, rows_range, &p);
     }
     rc = 0;
 done:
@@ -375,9 +395,11 @@ done:
     return rc;
 }
 
+/* oneDNN runs on the OpenMP runtime the program links (libgomp with gcc's
+ * -fopenmp), as the other kernels' loops do: the calling thread's setting. */
 void sk_blas_threads(int n) {
     openblas_set_num_threads(n > 0 ? n : 1);
-    omp_set_num_threads(n > 0 ? n : 1);
+    sk_set_threads(n > 0 ? n : 1);
 }
 
 static const char *dnnl_isa_name(dnnl_cpu_isa_t isa) {

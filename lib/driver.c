@@ -22,14 +22,26 @@ void sk_run_fail(Run *r, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* One device's run, on its own thread (or the process's main thread when
+ * it is the process's only device).  OpenMP's thread count is a setting of
+ * each calling thread, so every device's thread sets its own share of the
+ * cores before its loops and oneDNN's GEMMs run. */
 static int body(sc_device *dev, void *arg) {
     Run *r = arg;
     int d = sc_device_id(dev);
-    if (r->threads)   /* OpenMP's thread count is each thread's own setting */
-        sk_blas_threads(r->threads);
+    if (r->threads > 0)
+        sk_set_threads(r->threads);
+    sk_parallel_stats s0 = sk_parallel_stats_get();
     sk_workspace_bind(r->workspace[d]);   /* the device's buffers, kept between runs */
     int rc = r->p->entry(dev, (const void *const *)r->params[d], r->results[d]);
     sk_workspace_bind(NULL);
+    sk_parallel_stats s1 = sk_parallel_stats_get();
+    sk_parallel_stats *st = &r->stats[d];
+    st->loops += s1.loops - s0.loops;
+    st->kernels += s1.kernels - s0.kernels;
+    st->team = s1.team > st->team ? s1.team : st->team;
+    if (r->thread_stats)
+        r->device_threads[d] = sk_threads();
     return rc;
 }
 
@@ -129,21 +141,40 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Devices that each run GEMMs on every core would oversubscribe them: the
- * machine's cores are shared among the devices running on it (this
- * process's, times the processes mpirun started on this node), unless
- * OPENBLAS_NUM_THREADS or OMP_NUM_THREADS says otherwise. */
+static int env_set(const char *name) {
+    const char *v = getenv(name);
+    return v && *v;
+}
+
+/* Devices that each run GEMMs or loops on every core would oversubscribe
+ * them: the machine's cores are shared among the devices running on it
+ * (this process's, times the processes mpirun started on this node).
+ * OpenBLAS's threads (one setting for the process) are that share unless
+ * OPENBLAS_NUM_THREADS or OMP_NUM_THREADS says otherwise; every device's
+ * OpenMP threads (a setting of each device's thread, made in body()) are
+ * that share unless OMP_NUM_THREADS says otherwise (OpenMP then gives
+ * every thread that many). */
 static void share_cores(Run *r) {
-    if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS"))
-        return;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const char *node = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     long processes = node && atol(node) > 0 ? atol(node) : 1, devices = 0;
     for (int d = 0; d < r->ndev; d++)
         devices += sc_world_is_local(r->w, d);
     long share = cores / (devices * processes);
-    r->threads = share > 1 ? (int)share : 1;
-    sk_blas_threads(r->threads);
+    int n = share > 1 ? (int)share : 1;
+    if (!env_set("OPENBLAS_NUM_THREADS") && !env_set("OMP_NUM_THREADS"))
+        sk_blas_threads(n);
+    r->threads = env_set("OMP_NUM_THREADS") ? 0 : n;
+}
+
+/* SHARDC_THREAD_STATS: each process says, per device, how many OpenMP
+ * threads its loops had and what ran on several of them. */
+static void print_thread_stats(const Run *r) {
+    for (int d = 0; d < r->ndev; d++)
+        if (sc_world_is_local(r->w, d))
+            fprintf(stderr, "threads: device %d: %d OpenMP threads, %lld parallel loops, %lld parallel kernel calls, "
+                            "largest team %d\n", d, r->device_threads[d], (long long)r->stats[d].loops,
+                    (long long)r->stats[d].kernels, r->stats[d].team);
 }
 
 /* Run the devices (r->repeat times, timed, when asked). */
@@ -176,6 +207,8 @@ static int run_devices(Run *r) {
         else
             fprintf(stderr, "kernels: %s; threads as OMP_NUM_THREADS and OPENBLAS_NUM_THREADS say\n", engine);
     }
+    if (r->thread_stats)
+        print_thread_stats(r);
     free(t);
     return 0;
 }
@@ -186,8 +219,10 @@ static int alloc_tables(Run *r) {
     int np = r->p->nparams, nr = r->p->nresults;
     r->params = calloc((size_t)r->ndev, sizeof(void **));
     r->results = calloc((size_t)r->ndev, sizeof(void **));
+    r->stats = calloc((size_t)r->ndev, sizeof *r->stats);
+    r->device_threads = calloc((size_t)r->ndev, sizeof *r->device_threads);
     r->workspace = calloc((size_t)r->ndev, sizeof(sk_workspace *));
-    int rc = !r->params || !r->results || !r->workspace;
+    int rc = !r->params || !r->results || !r->stats || !r->device_threads || !r->workspace;
     for (int d = 0; d < r->ndev && !rc; d++) {
         r->params[d] = calloc((size_t)np + 1, sizeof(void *));
         r->results[d] = calloc((size_t)nr + 1, sizeof(void *));
@@ -216,6 +251,8 @@ static void free_run(Run *r) {
     free(r->workspace);
     free(r->params);
     free(r->results);
+    free(r->stats);
+    free(r->device_threads);
     free(r->file);
     free(r->local_in);
 }
@@ -230,8 +267,9 @@ static int report(Run *r, int rc, int root_ok) {
     return rc;
 }
 
-static int io_stats_wanted(void) {
-    const char *v = getenv("SHARDC_IO_STATS");
+/* A switch from the environment: on unless unset, empty or 0. */
+static int wanted(const char *name) {
+    const char *v = getenv(name);
     return v && *v && strcmp(v, "0") != 0;
 }
 
@@ -262,7 +300,7 @@ static sc_world *make_world(Run *r, sk_world_create create, const sc_options *op
 }
 
 int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create create) {
-    Run r = {.p = p, .io_stats = io_stats_wanted()};
+    Run r = {.p = p, .io_stats = wanted("SHARDC_IO_STATS"), .thread_stats = wanted("SHARDC_THREAD_STATS")};
     sc_options opt = {0};
     r.file = calloc((size_t)p->nparams + 1, sizeof(char *));
     r.local_in = calloc((size_t)p->nparams + 1, 1);

@@ -15,6 +15,9 @@ typedef struct {
     const char **file, *out;         /* per parameter: --in or --local-in FILE; the output directory */
     uint8_t *local_in;               /* per parameter: 1 for --local-in */
     void ***params, ***results;      /* [device][i]: local devices (results: all on process 0) */
+    int thread_stats;                /* SHARDC_THREAD_STATS: print stats[] after the run */
+    sk_parallel_stats *stats;        /* [device]: what ran on several threads, over every --repeat */
+    int *device_threads;             /* [device]: the OpenMP threads its loops had */
     sk_workspace **workspace;        /* [device]: local devices' buffers, kept between runs */
     char err[1024];
 } Run;

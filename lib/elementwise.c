@@ -35,15 +35,18 @@ static int takes(int dtypes, sk_dtype t) {
  * there: takes() refused them).  Blocks of 64 elements, a count the
  * compiler knows, which -O2's vectorizer needs (it makes no remainder
  * loops), then the rest; elements are independent (in place, element i is
- * read before it is written), which SK_INDEPENDENT tells it. */
-#define LOOP(T, F, ...)                                         \
-    do {                                                        \
-        int64_t i, blocks = n / 64 * 64;                        \
-        for (int64_t blk = 0; blk < blocks; blk += 64)          \
-            SK_INDEPENDENT for (i = blk; i < blk + 64; i++)     \
-                ((T *)out)[i] = F(__VA_ARGS__);                 \
-        for (i = blocks; i < n; i++)                            \
-            ((T *)out)[i] = F(__VA_ARGS__);                     \
+ * read before it is written), which SK_INDEPENDENT tells it.  The blocks
+ * run on the device's OpenMP threads when there are enough elements
+ * (SK_KERNEL_FOR): each element is computed alone, so the split changes
+ * nothing. */
+#define LOOP(T, F, ...)                                                     \
+    do {                                                                    \
+        int64_t blocks = n / 64 * 64;                                       \
+        SK_KERNEL_FOR(n, for (int64_t blk = 0; blk < blocks; blk += 64)     \
+            SK_INDEPENDENT for (int64_t i = blk; i < blk + 64; i++)         \
+                ((T *)out)[i] = F(__VA_ARGS__););                           \
+        for (int64_t i = blocks; i < n; i++)                                \
+            ((T *)out)[i] = F(__VA_ARGS__);                                 \
     } while (0)
 #define AT(T, p) ((const T *)p)[i]
 
@@ -66,8 +69,8 @@ SK_ISA_CLONES int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x,
             LOOP(double, ew_##ID##_f64, AT(double, x));                                                 \
         EW_IF_I32_##dtypes(else if (t == SK_I32) LOOP(int32_t, ew_##ID##_i32, AT(int32_t, x));)         \
         else /* bf16, f16 */                                                                            \
-            for (int64_t i = 0; i < n; i++)                                                             \
-                sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, x, i)));                               \
+            SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++)                                            \
+                sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, x, i))););                             \
         break;
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi)
 #include "shardc_elementwise.def"
@@ -93,8 +96,8 @@ SK_ISA_CLONES int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *
             LOOP(double, ew_##ID##_f64, AT(double, a), AT(double, b));                                  \
         EW_IF_I32_##dtypes(else if (t == SK_I32) LOOP(int32_t, ew_##ID##_i32, AT(int32_t, a), AT(int32_t, b));) \
         else /* bf16, f16 */                                                                            \
-            for (int64_t i = 0; i < n; i++)                                                             \
-                sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, a, i), sk_load_f(t, b, i)));            \
+            SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++)                                            \
+                sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, a, i), sk_load_f(t, b, i))););          \
         break;
 #include "shardc_elementwise.def"
 #undef SK_UNARY
@@ -124,7 +127,7 @@ int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out) 
             memmove(out, x, (size_t)n * sk_dtype_size(to));
         return 0;
     }
-    for (int64_t i = 0; i < n; i++) {
+    SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++) {
         double v = load_d(from, x, i);
         switch (to) {
         case SK_F64: ((double *)out)[i] = v; break;
@@ -133,14 +136,14 @@ int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out) 
         /* f32, bf16, f16: through float (f64 and large i32 round twice). */
         default: sk_store_f(to, out, i, (float)v); break;
         }
-    }
+    });
     return 0;
 }
 
 int sk_compare(sk_cmp dir, sk_dtype t, int64_t n, const void *a, const void *b, uint8_t *out) {
     if (!sk_valid_dtype(t) || n < 0 || (int)dir < 0 || dir > SK_NE)
         return SC_ERR;
-    for (int64_t i = 0; i < n; i++) {
+    SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++) {
         double x = load_d(t, a, i), y = load_d(t, b, i);
         int r;
         switch (dir) {
@@ -152,7 +155,7 @@ int sk_compare(sk_cmp dir, sk_dtype t, int64_t n, const void *a, const void *b, 
         default: r = x != y; break;
         }
         out[i] = (uint8_t)r;
-    }
+    });
     return 0;
 }
 
@@ -160,7 +163,7 @@ int sk_select(sk_dtype t, int64_t n, const uint8_t *p, const void *a, const void
     if (!sk_valid_dtype(t) || n < 0)
         return SC_ERR;
     size_t es = sk_dtype_size(t);
-    for (int64_t i = 0; i < n; i++)
-        memcpy((char *)out + i * (int64_t)es, (const char *)(p[i] ? a : b) + i * (int64_t)es, es);
+    SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++)
+        memcpy((char *)out + i * (int64_t)es, (const char *)(p[i] ? a : b) + i * (int64_t)es, es););
     return 0;
 }

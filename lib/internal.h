@@ -55,4 +55,44 @@ static inline void sk_store_f(sk_dtype t, void *p, int64_t i, float v) {
 void sk_strided_copy(size_t esize, int rank, const int64_t *dims, const void *src,
                      const int64_t *sstride, void *dst);
 
+/* ---- threads inside a device (parallel.c, shardc_parallel.h) ---- */
+
+/* sk_parallel for the library's own loops: counted as kernel calls. */
+int sk_parallel_kernel(int64_t n);
+
+/* SK_PARALLEL_FOR for the library's loops (counted as kernel calls). */
+#ifdef _OPENMP
+#define SK_KERNEL_FOR(n, ...)                                     \
+    do {                                                          \
+        if (sk_parallel_kernel(n)) {                              \
+            SK_PRAGMA_(omp parallel for schedule(static))         \
+            __VA_ARGS__                                           \
+        } else {                                                  \
+            __VA_ARGS__                                           \
+        }                                                         \
+    } while (0)
+#else
+#define SK_KERNEL_FOR(n, ...) \
+    do {                      \
+        __VA_ARGS__           \
+    } while (0)
+#endif
+
+/* body(ctx, lo, hi) over consecutive ranges covering [0, n), one per thread
+ * of the calling thread's OpenMP team when `work` (the elements the whole
+ * call touches) passes sk_parallel_kernel; else body(ctx, 0, n) once on the
+ * calling thread.  Each index is in exactly one range, so a body that
+ * writes only the outputs of its indices gives the one-thread results. */
+void sk_parallel_ranges(int64_t n, int64_t work, void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx);
+/* The same with every range boundary moved to the nearest index that is
+ * `phase` modulo `grain`: outputs that a kernel updates again and again
+ * (a column sum's accumulators) then start each thread's part on a cache
+ * line of its own, which no other thread writes. */
+void sk_parallel_ranges_aligned(int64_t n, int64_t work, int64_t grain, int64_t phase,
+                                void (*body)(void *ctx, int64_t lo, int64_t hi), void *ctx);
+/* The grain and phase for outputs of `step` bytes per index starting at
+ * base: index phase + k * grain starts a 64-byte line (phase 0 when none
+ * does). */
+void sk_line_grain(const void *base, int64_t step, int64_t *grain, int64_t *phase);
+
 #endif

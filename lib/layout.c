@@ -1,7 +1,9 @@
 /* layout.c: the kernels that move elements without arithmetic (transpose,
  * broadcast, slices, concatenate, roll, gather) and iota.  All but iota are
  * copies: either one strided copy (sk_strided_copy, which memcpys
- * contiguous rows) or contiguous blocks copied with memcpy. */
+ * contiguous rows) or contiguous blocks copied with memcpy.  Long ones run
+ * on the device's OpenMP threads (sk_parallel_ranges), each thread writing
+ * its own part of the result. */
 #include "internal.h"
 
 int sk_transpose(sk_dtype t, sc_shape in, const void *x, const int *perm, void *out) {
@@ -79,6 +81,28 @@ static void split(sc_shape s, int dim, int64_t *outer, int64_t *inner) {
     }
 }
 
+typedef struct {
+    int n, dim;
+    const sc_shape *in;
+    const void *const *x;
+    int64_t inner;
+    size_t es, row;              /* bytes of one outer index in the result */
+    char *out;
+} Concat;
+
+/* Outer indices [lo, hi): each takes one contiguous chunk from every
+ * operand. */
+static void concat_range(void *ctx, int64_t lo, int64_t hi) {
+    const Concat *c = ctx;
+    char *dp = c->out + (size_t)lo * c->row;
+    for (int64_t o = lo; o < hi; o++)
+        for (int i = 0; i < c->n; i++) {
+            size_t chunk = (size_t)(c->in[i].dims[c->dim] * c->inner) * c->es;
+            memcpy(dp, (const char *)c->x[i] + (size_t)o * chunk, chunk);
+            dp += chunk;
+        }
+}
+
 int sk_concat(sk_dtype t, int n, const sc_shape *in, const void *const *x, int dim, void *out) {
     if (!sk_valid_dtype(t) || n < 1 || dim < 0 || dim >= in[0].rank)
         return SC_ERR;
@@ -89,18 +113,31 @@ int sk_concat(sk_dtype t, int n, const sc_shape *in, const void *const *x, int d
             if (d != dim && in[i].dims[d] != in[0].dims[d])
                 return SC_ERR;
     }
-    int64_t outer, inner;
+    int64_t outer, inner, along = 0;
     split(in[0], dim, &outer, &inner);
+    for (int i = 0; i < n; i++)
+        along += in[i].dims[dim];
     size_t es = sk_dtype_size(t);
-    char *dp = out;
-    /* Each outer index takes one contiguous chunk from every operand. */
-    for (int64_t o = 0; o < outer; o++)
-        for (int i = 0; i < n; i++) {
-            size_t chunk = (size_t)(in[i].dims[dim] * inner) * es;
-            memcpy(dp, (const char *)x[i] + (size_t)o * chunk, chunk);
-            dp += chunk;
-        }
+    Concat c = {n, dim, in, x, inner, es, (size_t)(along * inner) * es, out};
+    sk_parallel_ranges(outer, outer * along * inner, concat_range, &c);
     return 0;
+}
+
+typedef struct {
+    const char *x;
+    char *out;
+    size_t row, head, tail;
+} Roll;
+
+static void roll_range(void *ctx, int64_t lo, int64_t hi) {
+    const Roll *r = ctx;
+    for (int64_t o = lo; o < hi; o++) {
+        const char *sp = r->x + (size_t)o * r->row;
+        char *dp = r->out + (size_t)o * r->row;
+        /* out[(i + shift) mod n] = x[i]: the last `shift` rows come first. */
+        memcpy(dp, sp + r->head, r->tail);
+        memcpy(dp + r->tail, sp, r->head);
+    }
 }
 
 int sk_roll(sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void *out) {
@@ -113,14 +150,33 @@ int sk_roll(sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void
     shift = ((shift % n) + n) % n;
     size_t es = sk_dtype_size(t), row = (size_t)(n * inner) * es;
     size_t head = (size_t)((n - shift) * inner) * es, tail = (size_t)(shift * inner) * es;
-    for (int64_t o = 0; o < outer; o++) {
-        const char *sp = (const char *)x + (size_t)o * row;
-        char *dp = (char *)out + (size_t)o * row;
-        /* out[(i + shift) mod n] = x[i]: the last `shift` rows come first. */
-        memcpy(dp, sp + head, tail);
-        memcpy(dp + tail, sp, head);
-    }
+    Roll r = {x, out, row, head, tail};
+    sk_parallel_ranges(outer, outer * n * inner, roll_range, &r);
     return 0;
+}
+
+typedef struct {
+    const char *x;
+    const int32_t *idx;
+    char *out;
+    int64_t n, outer, inner;
+    size_t es;
+} Gather;
+
+/* Indices [lo, hi) of idx: each copies one row of the table per outer
+ * index. */
+static void gather_range(void *ctx, int64_t lo, int64_t hi) {
+    const Gather *g = ctx;
+    size_t chunk = (size_t)g->inner * g->es;
+    char *dp = g->out + (size_t)(lo * g->outer) * chunk;
+    for (int64_t i = lo; i < hi; i++) {
+        /* An index outside the dim is clamped into it (-1 reads row 0). */
+        int64_t r = g->idx[i] < 0 ? 0 : g->idx[i] >= g->n ? g->n - 1 : g->idx[i];
+        for (int64_t o = 0; o < g->outer; o++) {
+            memcpy(dp, g->x + (size_t)((o * g->n + r) * g->inner) * g->es, chunk);
+            dp += chunk;
+        }
+    }
 }
 
 int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sc_shape idx_shape,
@@ -130,35 +186,44 @@ int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sc_shape idx_s
         return SC_ERR;
     int64_t outer, inner, n = table.dims[dim], ni = sk_elems(idx_shape);
     split(table, dim, &outer, &inner);
-    size_t es = sk_dtype_size(t), chunk = (size_t)inner * es;
-    char *dp = out;
     if (n == 0)
         return ni * outer * inner == 0 ? 0 : SC_ERR;
-    for (int64_t i = 0; i < ni; i++) {
-        /* An index outside the dim is clamped into it (-1 reads row 0). */
-        int64_t r = idx[i] < 0 ? 0 : idx[i] >= n ? n - 1 : idx[i];
-        for (int64_t o = 0; o < outer; o++) {
-            memcpy(dp, (const char *)x + (size_t)((o * n + r) * inner) * es, chunk);
-            dp += chunk;
+    Gather g = {x, idx, out, n, outer, inner, sk_dtype_size(t)};
+    sk_parallel_ranges(ni, ni * outer * inner, gather_range, &g);
+    return 0;
+}
+
+typedef struct {
+    sk_dtype t;
+    int64_t n, inner;
+    void *out;
+} Iota;
+
+/* Rows [lo, hi) of inner elements each, row r holding its index r mod n. */
+static void iota_range(void *ctx, int64_t lo, int64_t hi) {
+    const Iota *a = ctx;
+    int64_t k = lo * a->inner;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t i = r % a->n;
+        for (int64_t j = 0; j < a->inner; j++, k++) {
+            switch (a->t) {
+            case SK_I32: ((int32_t *)a->out)[k] = (int32_t)i; break;
+            case SK_BOOL: ((uint8_t *)a->out)[k] = i != 0; break;
+            case SK_F64: ((double *)a->out)[k] = (double)i; break;
+            default: sk_store_f(a->t, a->out, k, (float)i); break;
+            }
         }
     }
-    return 0;
 }
 
 int sk_iota(sk_dtype t, sc_shape s, int dim, void *out) {
     if (!sk_valid_dtype(t) || !sk_valid_shape(s) || dim < 0 || dim >= s.rank)
         return SC_ERR;
-    int64_t outer, inner, n = s.dims[dim], k = 0;
+    int64_t outer, inner, n = s.dims[dim];
     split(s, dim, &outer, &inner);
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < inner; j++, k++) {
-                switch (t) {
-                case SK_I32: ((int32_t *)out)[k] = (int32_t)i; break;
-                case SK_BOOL: ((uint8_t *)out)[k] = i != 0; break;
-                case SK_F64: ((double *)out)[k] = (double)i; break;
-                default: sk_store_f(t, out, k, (float)i); break;
-                }
-            }
+    if (n == 0)
+        return 0;
+    Iota a = {t, n, inner, out};
+    sk_parallel_ranges(outer * n, outer * n * inner, iota_range, &a);
     return 0;
 }

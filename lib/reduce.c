@@ -5,7 +5,16 @@
  * dims have output stride 0.  Reading the input once and in order is what
  * makes this fast whichever dims are reduced; the accumulators are f32 for
  * f32/bf16/f16 (docs/ir.md: bf16 and f16 sums accumulate in f32), f64 for
- * f64, wrapping uint32 for i32, and bytes for bool. */
+ * f64, wrapping uint32 for i32, and bytes for bool.
+ *
+ * Adjacent dims that are both reduced or both kept are merged first (the
+ * order in memory is the same), so the odometer has at most one level per
+ * change between reduced and kept dims.  On several threads
+ * (shardc_parallel.h), the first kept dim of that shape is split into one
+ * range per thread: the outputs of a range are contiguous and only its
+ * thread folds into them, in the same order as one thread does, so the
+ * sums are the one thread's bit for bit.  A reduction to one element runs
+ * on one thread. */
 #include "internal.h"
 
 #include <math.h>
@@ -33,6 +42,101 @@ static inline int32_t fold_i(sc_reduce op, int32_t acc, int32_t x) {
     return op == SC_MAX ? (x > acc ? x : acc) : (x < acc ? x : acc);
 }
 
+static inline uint8_t fold_b(sc_reduce op, uint8_t acc, uint8_t x) {
+    return op == SC_MAX ? (acc | x) : (acc & x);
+}
+
+/* The input as merged dims, and the accumulators. */
+typedef struct {
+    sk_dtype t;
+    sc_reduce op;
+    int rank;                    /* merged; >= 1 */
+    int64_t dims[SC_MAX_RANK];
+    int64_t ist[SC_MAX_RANK];    /* input strides (row-major, the last 1) */
+    int64_t ost[SC_MAX_RANK];    /* output strides, 0 for a reduced dim */
+    int split;                   /* the first kept dim, or -1: none is kept */
+    const void *x;
+    void *acc, *out;             /* acc is out, or f32 scratch for bf16/f16 */
+} Red;
+
+/* Fold the row of `last` input elements at x[i ..] into the accumulators
+ * at o (ls = 0: all into one) or o + j (ls = 1). */
+#define ROW(A, FOLD, LOAD)                                  \
+    do {                                                    \
+        A *a = (A *)r->acc + o;                             \
+        if (ls == 0) {                                      \
+            A s1 = *a;                                      \
+            for (int64_t j = 0; j < last; j++)              \
+                s1 = FOLD(r->op, s1, LOAD(i + j));          \
+            *a = s1;                                        \
+        } else {                                            \
+            for (int64_t j = 0; j < last; j++)              \
+                a[j] = FOLD(r->op, a[j], LOAD(i + j));      \
+        }                                                   \
+    } while (0)
+
+#define LOAD_F32(k) ((const float *)r->x)[k]
+#define LOAD_16(k) sk_load_f(r->t, r->x, k)
+#define LOAD_F64(k) ((const double *)r->x)[k]
+#define LOAD_I32(k) ((const int32_t *)r->x)[k]
+#define LOAD_B(k) ((const uint8_t *)r->x)[k]
+
+/* The outputs [lo, hi) of the accumulators set to the identity. */
+static void identities(const Red *r, int64_t lo, int64_t hi) {
+    sc_reduce op = r->op;
+    for (int64_t o = lo; o < hi; o++) {
+        switch (r->t) {
+        case SK_F64: ((double *)r->acc)[o] = op == SC_SUM ? 0.0 : op == SC_MAX ? -INFINITY : INFINITY; break;
+        case SK_I32: ((int32_t *)r->acc)[o] = op == SC_SUM ? 0 : op == SC_MAX ? INT32_MIN : INT32_MAX; break;
+        case SK_BOOL: ((uint8_t *)r->acc)[o] = op == SC_MIN; break;
+        default: ((float *)r->acc)[o] = op == SC_SUM ? 0.0f : op == SC_MAX ? -INFINITY : INFINITY; break;
+        }
+    }
+}
+
+/* The outputs whose index along dim `split` is in [lo, hi) (all of them
+ * when nothing is kept): identities, then every input element that folds
+ * into them, in memory order, then bf16/f16 rounded. */
+static void reduce_range(void *ctx, int64_t lo, int64_t hi) {
+    const Red *r = ctx;
+    int m = r->rank, s = r->split;
+    int64_t v[SC_MAX_RANK], idx[SC_MAX_RANK] = {0}, i = 0, o = 0, o_end = 1;
+    for (int d = 0; d < m; d++)
+        v[d] = r->dims[d];
+    if (s >= 0) {
+        v[s] = hi - lo;
+        i = lo * r->ist[s];
+        o = lo * r->ost[s];
+        o_end = hi * r->ost[s];
+    }
+    int64_t o_begin = o;
+    identities(r, o_begin, o_end);
+    int64_t last = v[m - 1], ls = r->ost[m - 1], rows = 1;
+    for (int d = 0; d < m - 1; d++)
+        rows *= v[d];
+    for (int64_t row = 0; row < rows; row++) {
+        switch (r->t) {
+        case SK_F32: ROW(float, fold_f, LOAD_F32); break;
+        case SK_BF16: case SK_F16: ROW(float, fold_f, LOAD_16); break;
+        case SK_F64: ROW(double, fold_d, LOAD_F64); break;
+        case SK_I32: ROW(int32_t, fold_i, LOAD_I32); break;
+        default: ROW(uint8_t, fold_b, LOAD_B); break;
+        }
+        for (int d = m - 2; d >= 0; d--) {   /* the odometer over the outer dims */
+            i += r->ist[d];
+            o += r->ost[d];
+            if (++idx[d] < v[d])
+                break;
+            i -= r->ist[d] * v[d];
+            o -= r->ost[d] * v[d];
+            idx[d] = 0;
+        }
+    }
+    if (r->acc != r->out)
+        for (int64_t k = o_begin; k < o_end; k++)
+            sk_store_f(r->t, r->out, k, ((const float *)r->acc)[k]);
+}
+
 int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims, sc_reduce op,
               void *out) {
     if (!sk_valid_dtype(t) || !sk_valid_shape(in) || ndims < 0 || ndims > in.rank ||
@@ -44,94 +148,65 @@ int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims
             return SC_ERR;
         reduced[dims[i]] = 1;
     }
-    /* Output strides per input dim: 0 for a reduced dim. */
-    int64_t ost[SC_MAX_RANK], m = 1, nout = 1;
-    for (int d = in.rank - 1; d >= 0; d--) {
-        ost[d] = reduced[d] ? 0 : m;
+    int64_t nout = 1, n = sk_elems(in);
+    for (int d = 0; d < in.rank; d++)
         if (!reduced[d])
-            m *= in.dims[d];
-    }
-    nout = m;
-    int64_t n = sk_elems(in);
-    int is_f = t == SK_F32 || t == SK_BF16 || t == SK_F16;
+            nout *= in.dims[d];
+    Red r = {.t = t, .op = op, .x = x, .out = out, .split = -1};
     /* Only bf16 and f16 need accumulators apart from the output. */
     int narrow = t == SK_BF16 || t == SK_F16;
-    void *acc = narrow ? malloc(nout ? (size_t)nout * sizeof(float) : 1) : out;
-    if (!acc)
+    r.acc = narrow ? malloc(nout ? (size_t)nout * sizeof(float) : 1) : out;
+    if (!r.acc)
         return SC_ERR;
-    float *af = acc;
-    double *ad = acc;
-    int32_t *ai = acc;
-    uint8_t *ab = out;
-    for (int64_t o = 0; o < nout; o++) {   /* the identities */
-        if (is_f)
-            af[o] = op == SC_SUM ? 0.0f : op == SC_MAX ? -INFINITY : INFINITY;
-        else if (t == SK_F64)
-            ad[o] = op == SC_SUM ? 0.0 : op == SC_MAX ? -INFINITY : INFINITY;
-        else if (t == SK_I32)
-            ai[o] = op == SC_SUM ? 0 : op == SC_MAX ? INT32_MIN : INT32_MAX;
-        else
-            ab[o] = op == SC_MIN;
+    if (n == 0) {                /* nothing to fold: the identities */
+        identities(&r, 0, nout);
+        for (int64_t k = 0; narrow && k < nout; k++)
+            sk_store_f(t, out, k, ((const float *)r.acc)[k]);
+        if (narrow)
+            free(r.acc);
+        return 0;
     }
-    int64_t last = in.rank > 0 ? in.dims[in.rank - 1] : 1;
-    int64_t ls = in.rank > 0 ? ost[in.rank - 1] : 0;
-    int64_t idx[SC_MAX_RANK] = {0}, o = 0;
-    for (int64_t i = 0; i < n; i += last) {
-        /* A row along the last dim: its outputs are o + j * ls. */
-        switch (t) {
-        case SK_F32: {
-            const float *xs = (const float *)x + i;
-            if (ls == 0) {   /* the row folds into one output: keep it in a register */
-                float a = af[o];
-                for (int64_t j = 0; j < last; j++)
-                    a = fold_f(op, a, xs[j]);
-                af[o] = a;
-            } else
-                for (int64_t j = 0; j < last; j++)
-                    af[o + j * ls] = fold_f(op, af[o + j * ls], xs[j]);
-            break;
-        }
-        case SK_BF16: case SK_F16:
-            for (int64_t j = 0; j < last; j++)
-                af[o + j * ls] = fold_f(op, af[o + j * ls], sk_load_f(t, x, i + j));
-            break;
-        case SK_F64: {
-            const double *xs = (const double *)x + i;
-            if (ls == 0) {
-                double a = ad[o];
-                for (int64_t j = 0; j < last; j++)
-                    a = fold_d(op, a, xs[j]);
-                ad[o] = a;
-            } else
-                for (int64_t j = 0; j < last; j++)
-                    ad[o + j * ls] = fold_d(op, ad[o + j * ls], xs[j]);
-            break;
-        }
-        case SK_I32: {
-            const int32_t *xs = (const int32_t *)x + i;
-            for (int64_t j = 0; j < last; j++)
-                ai[o + j * ls] = fold_i(op, ai[o + j * ls], xs[j]);
-            break;
-        }
-        default: {
-            const uint8_t *xs = (const uint8_t *)x + i;
-            for (int64_t j = 0; j < last; j++)
-                ab[o + j * ls] = op == SC_MAX ? (ab[o + j * ls] | xs[j]) : (ab[o + j * ls] & xs[j]);
-            break;
-        }
-        }
-        for (int d = in.rank - 2; d >= 0; d--) {
-            o += ost[d];
-            if (++idx[d] < in.dims[d])
-                break;
-            o -= ost[d] * in.dims[d];
-            idx[d] = 0;
+    /* Merge adjacent dims of one kind, leaving out extent-1 dims. */
+    int kind[SC_MAX_RANK];
+    for (int d = 0; d < in.rank; d++) {
+        if (in.dims[d] == 1)
+            continue;
+        if (r.rank > 0 && kind[r.rank - 1] == reduced[d])
+            r.dims[r.rank - 1] *= in.dims[d];
+        else {
+            kind[r.rank] = reduced[d];
+            r.dims[r.rank++] = in.dims[d];
         }
     }
-    if (narrow) {
-        for (int64_t k = 0; k < nout; k++)
-            sk_store_f(t, out, k, af[k]);
-        free(acc);
+    if (r.rank == 0) {           /* one element */
+        kind[0] = 0;
+        r.dims[r.rank++] = 1;
     }
+    int64_t im = 1, om = 1;
+    for (int d = r.rank - 1; d >= 0; d--) {
+        r.ist[d] = im;
+        r.ost[d] = kind[d] ? 0 : om;
+        im *= r.dims[d];
+        if (!kind[d]) {
+            om *= r.dims[d];
+            r.split = d;
+        }
+    }
+    /* Splitting the innermost dim gives each thread a strided part of every
+     * row: worth it only for runs of a few cache lines. */
+    if (r.split < 0)
+        reduce_range(&r, 0, 1);
+    else if (r.split == r.rank - 1 && r.rank > 1 && r.dims[r.split] < 64)
+        reduce_range(&r, 0, r.dims[r.split]);
+    else {
+        /* Each thread folds into its outputs once per input row: its part
+         * starts on a cache line of its own (no false sharing), so split
+         * indices step by `grain` from the first whose outputs start a line. */
+        int64_t grain, phase;
+        sk_line_grain(r.acc, r.ost[r.split] * (t == SK_F64 ? 8 : t == SK_BOOL ? 1 : 4), &grain, &phase);
+        sk_parallel_ranges_aligned(r.dims[r.split], n, grain, phase, reduce_range, &r);
+    }
+    if (narrow)
+        free(r.acc);
     return 0;
 }

@@ -1,6 +1,6 @@
 /* shardc_lib.h: the local kernel library that shardc's generated per-device
- * programs call (libshardc_lib.a; link with -lshardc_rt -ldnnl -lgomp
- * -lopenblas -lm).
+ * programs call (libshardc_lib.a; link with -lshardc_rt -ldnnl -lopenblas
+ * -lm, and -fopenmp).
  * See docs/kernels.md.
  *
  * Every kernel works on dense row-major tensors described by a dtype and an
@@ -15,6 +15,7 @@
 #define SHARDC_LIB_H
 
 #include "shardc_elementwise.h"
+#include "shardc_parallel.h"
 #include "shardc_rt.h"
 
 #include <stddef.h>
@@ -59,7 +60,8 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
  * so far (layouts BLAS cannot read, and every bf16/f16/i32 dot). */
 int64_t sk_dot_copied_elems(void);
 /* The threads each GEMM may use: the calling thread's OpenMP setting
- * (oneDNN's) and OpenBLAS's, which is the whole process's. */
+ * (sk_set_threads: oneDNN's, and the other kernels' loops) and OpenBLAS's,
+ * which is the whole process's. */
 void sk_blas_threads(int n);
 /* One line naming the library, version and kernels that run each dtype's
  * GEMMs, as chosen on this machine. */

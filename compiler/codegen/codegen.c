@@ -284,7 +284,7 @@ int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen
               " * IR instruction, shown above it, and one loop per chain of elementwise\n"
               " * instructions.  The entry points (shardc_NAME) are declared in the header\n"
               " * `shardc compile -o prog.c` writes next to this file, prog.h.  Link with\n"
-              " * -lshardc_lib -lshardc_rt -ldnnl -lgomp -lopenblas -lm -pthread. */\n", o);
+              " * -fopenmp -lshardc_lib -lshardc_rt -ldnnl -lopenblas -lm -pthread. */\n", o);
         fputs("#include <shardc_lib.h>\n#include <shardc_main.h>\n#include <shardc_rt.h>\n", o);
         fputs(calls_on_fns(m) ? "#include <shardc_trace.h>\n\n" : "\n", o);
         fputs("#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n"

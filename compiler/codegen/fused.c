@@ -18,8 +18,16 @@
  * elements); `NAME_f` is the float of a bf16/f16
  * local.  One statement per instruction also keeps a C11 compiler from
  * contracting a * b + c into an fma the kernels do not use (clang contracts
- * only within an expression, and GCC only in its GNU modes, -std=gnu11). */
+ * only within an expression, and GCC only in its GNU modes, -std=gnu11).
+ *
+ * A loop of SK_PARALLEL_MIN elements or more is written inside
+ * SK_PARALLEL_FOR(n, for (...) {...}); (lib/shardc_parallel.h), or
+ * SK_PARALLEL_ROWS(n, ...) around the row loop of a nested one, which run
+ * it on the device's OpenMP threads when it has several: every element is
+ * computed on its own, so the results do not change. */
 #include "internal.h"
+
+#include "../../lib/shardc_parallel.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -299,13 +307,19 @@ void emit_fused(Gen *g, int group) {
         if (fu->frefs[v])
             fprintf(o, "    const float %sf = %s(%si);\n", g->name[v], to_float(dt), g->name[v]);
     }
+    int par = n >= SK_PARALLEL_MIN;     /* long enough for a device's OpenMP threads */
     if (n == 1)
         fputs("    {\n", o);
     else if (row) {
         /* The row's values of broadcasts along trailing dims, read once per
          * row: loads the compiler could not hoist, since the loop's stores
-         * might alias them for all it knows. */
-        fprintf(o, "    for (int64_t row = 0; row < %lld; row++) {\n", (long long)(n / row));
+         * might alias them for all it knows.  A long loop's rows are split
+         * among the device's threads (SK_PARALLEL_ROWS). */
+        if (par)
+            fprintf(o, "    SK_PARALLEL_ROWS(%lld, for (int64_t row = 0; row < %lld; row++) {\n", (long long)n,
+                    (long long)(n / row));
+        else
+            fprintf(o, "    for (int64_t row = 0; row < %lld; row++) {\n", (long long)(n / row));
         for (int v = fu->first[group]; v >= 0; v = fu->next[v])
             if (along_rows(&L, v) && (fu->refs[v] || fu->frefs[v] || fu->stored[v])) {
                 e.n = 0;
@@ -314,7 +328,9 @@ void emit_fused(Gen *g, int group) {
             }
         fprintf(o, "        SK_INDEPENDENT\n        for (int64_t i = row * %lld, end = i + %lld; i < end; i++) {\n",
                 (long long)row, (long long)row);
-    } else
+    } else if (par)
+        fprintf(o, "    SK_PARALLEL_FOR(%lld, for (int64_t i = 0; i < %lld; i++) {\n", (long long)n, (long long)n);
+    else
         fprintf(o, "    SK_INDEPENDENT\n    for (int64_t i = 0; i < %lld; i++) {\n", (long long)n);
     for (int k = 0; k < L.norder; k++) {                       /* operands read more than once */
         int a = fu->order[k], dt = fn->insts[a].type.dtype;
@@ -357,7 +373,7 @@ void emit_fused(Gen *g, int group) {
         if (fu->stored[v])
             fprintf(o, "%s%s[%s] = %si;\n", L.ind, nm, L.idx, nm);
     }
-    fputs(row ? "        }\n    }\n" : "    }\n", o);
+    fputs(row ? (par ? "        }\n    });\n" : "        }\n    }\n") : par ? "    });\n" : "    }\n", o);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])    /* the scratch back to zero */
         fu->refs[v] = fu->frefs[v] = 0;
     for (int k = 0; k < L.norder; k++)

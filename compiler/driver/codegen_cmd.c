@@ -162,8 +162,11 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
         setenv("OMPI_CC", cc, 0);
         cc = getenv("MPICC") && *getenv("MPICC") ? getenv("MPICC") : "mpicc";
     }
-    char *argv[] = {(char *)cc, "-std=c11", "-O2", "-o", (char *)out, src, i1, i2, l, "-lshardc_lib",
-                    mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt", "-ldnnl", "-lgomp", "-lopenblas", "-lm", "-pthread",
+    /* -fopenmp: the loops run on each device's share of the cores
+     * (docs/kernels.md, "Threads inside a device"); the kernel library is
+     * built with it too, and oneDNN runs on the same OpenMP runtime. */
+    char *argv[] = {(char *)cc, "-std=c11", "-O2", "-fopenmp", "-o", (char *)out, src, i1, i2, l, "-lshardc_lib",
+                    mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt", "-ldnnl", "-lopenblas", "-lm", "-pthread",
                     mpi ? "-DSHARDC_MPI" : NULL, NULL};
     rc = spawn(argv);
     if (rc) {

@@ -1,0 +1,293 @@
+#!/usr/bin/python3
+"""Threads inside a device: a device's loops on OpenMP threads, the same bits.
+
+tests/codegen/progs/threads.tdsl has a softmax and a layernorm over rows, a
+transpose, row and column sums, and bf16 and i32 chains, every loop over
+SK_PARALLEL_MIN elements (docs/kernels.md, "Threads inside a device").
+Each function is built with `shardc build` for one device (--mesh X=1)
+and run with SHARDC_THREAD_STATS=1, which makes the program say, per
+device, how many OpenMP threads its loops had and how many loops and
+kernel calls ran on a team of several:
+
+- with OMP_NUM_THREADS=1: one thread, nothing parallel; the results match
+  NumPy;
+- with the share sk_main gives a device (no OMP_NUM_THREADS: one device on
+  this machine's N cores gets N threads) and with OMP_NUM_THREADS=3: that
+  many threads, parallel generated loops and kernel calls on teams of that
+  size, and results that are the one-thread run's bit for bit (the .npy
+  files compare equal byte for byte);
+- on 2 devices (--mesh X=2), each device gets max(1, N / 2) threads (on the
+  threads backend, and on MPI as 2 processes of one device each, which
+  share the node's cores through OMPI_COMM_WORLD_LOCAL_SIZE); and one MPI
+  process of one device gets all N, with the one-thread run's bits;
+- built with CC=clang (LLVM's libomp), 3 threads give clang's one-thread
+  bits, on teams of 3;
+- the generated C has its SK_PARALLEL_FOR and SK_PARALLEL_ROWS loops (rows
+  where a broadcast along trailing dims nests the loop) and compiles with gcc
+  and clang -std=c11 -Wall -Wextra -Werror, with and without -fopenmp.
+
+    tests/codegen/check_threads.py [--shardc build/shardc] [--tmp DIR] [--fast]
+
+--fast leaves out MPI and clang.  Prints "ok N - ..." / "not ok N - ..."
+lines and ends with "N passed, N failed".
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROG = os.path.join(ROOT, "tests", "codegen", "progs", "threads.tdsl")
+TIMEOUT = 300
+R, C = 256, 512
+STATS = re.compile(r"^threads: device (\d+): (\d+) OpenMP threads, (\d+) parallel loops, "
+                   r"(\d+) parallel kernel calls, largest team (\d+)$", re.M)
+
+
+class Tap:
+    def __init__(self):
+        self.n, self.failed = 0, 0
+
+    def check(self, ok, what, detail=""):
+        self.n += 1
+        self.failed += 0 if ok else 1
+        print("%s %d - %s%s" % ("ok" if ok else "not ok", self.n, what, "" if ok or not detail else ": " + detail))
+        sys.stdout.flush()
+        return ok
+
+    def summary(self):
+        print("%d passed, %d failed" % (self.n - self.failed, self.failed))
+        return 1 if self.failed else 0
+
+
+def clean_env(extra=None):
+    """The environment without the settings under test, plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "SHARDC_THREAD_STATS", "SHARDC_LOCAL_DEVICES")
+           and not k.startswith("GOMP_") and not k.startswith("KMP_")}
+    env.update(extra or {})
+    return env
+
+
+def sh(argv, env=None, cwd=None):
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=TIMEOUT,
+                           env=env or clean_env(), cwd=cwd)
+        return p.returncode, p.stderr + p.stdout
+    except subprocess.TimeoutExpired:
+        return 124, "timed out after %d s" % TIMEOUT
+
+
+def mpirun(np_, d):
+    """As `shardc run --backend mpi` launches (and check_numpy.py): processes
+    may outnumber cores, shared memory, as root too; session files in their
+    own folder."""
+    session = os.path.join(d, "mpi-session")
+    os.makedirs(session, exist_ok=True)
+    return ((os.environ.get("MPIRUN") or "mpirun").split() + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+            + ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader",
+               "--mca", "orte_tmpdir_base", session, "-np", str(np_)])
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+
+def inputs(fn, rng):
+    if fn == "norm":
+        return {"x": rng.standard_normal((R, C)).astype(np.float32),
+                "g": rng.standard_normal(C).astype(np.float32),
+                "b": rng.standard_normal(C).astype(np.float32)}
+    return {"h": (rng.integers(-64, 64, (R, C)) / 32).astype(np.float32),
+            "n": rng.integers(-1000, 1000, (R, C)).astype(np.int32)}
+
+
+def expected(fn, a):
+    """(array, rtol, atol) per result."""
+    if fn == "norm":
+        x = a["x"].astype(np.float64)
+        p = np.exp(x - x.max(1, keepdims=True))
+        s = p / p.sum(1, keepdims=True)
+        d = s - s.mean(1, keepdims=True)
+        y = d / np.sqrt((d * d).mean(1, keepdims=True) + 1e-5) * a["g"] + a["b"]
+        t = (y * 3).T
+        return [(y, 1e-3, 1e-4), (t, 1e-3, 1e-4), (t.sum(0), 1e-3, 1e-2)]
+    h, n = a["h"].astype(np.float64), a["n"].astype(np.int64)
+    u = gelu(h * h + h)
+    w = n * 3 - n // 7
+    return [(u, 2e-2, 2e-2), (w.sum(0), 0, 0), (u.T * 0.5, 2e-2, 2e-2)]
+
+
+def load_results(out, k):
+    return [np.load(os.path.join(out, "result%d.npy" % i)) for i in range(k)]
+
+
+def same_bytes(a_dir, b_dir, k):
+    for i in range(k):
+        with open(os.path.join(a_dir, "result%d.npy" % i), "rb") as f, \
+                open(os.path.join(b_dir, "result%d.npy" % i), "rb") as g:
+            if f.read() != g.read():
+                return "result%d differs" % i
+    return None
+
+
+class Check:
+    def __init__(self, args, t):
+        self.shardc = os.path.abspath(args.shardc)
+        self.tmp = os.path.abspath(args.tmp)
+        self.t = t
+        self.cores = os.cpu_count() or 1
+
+    def build(self, fn, mesh, d, backend="threads", cc=None):
+        exe = os.path.join(d, "prog-%s-%s-%s" % (backend, cc or "cc", mesh))
+        env = clean_env({"CC": cc} if cc else None)
+        rc, out = sh([self.shardc, "build", PROG, "--fn", fn, "--mesh", "X=%d" % mesh, "--backend", backend,
+                      "-o", exe], env)
+        ok = self.t.check(rc == 0, "%s: shardc build --mesh X=%d --backend %s%s" % (
+            fn, mesh, backend, " (CC=%s)" % cc if cc else ""), out[-1500:])
+        return exe if ok else None
+
+    def run(self, argv, d, ins, out, env):
+        shutil.rmtree(os.path.join(d, out), ignore_errors=True)
+        args = sum((["--in", "%s=%s" % (k, os.path.join(d, k + ".npy"))] for k in ins), [])
+        rc, text = sh(argv + args + ["--out", os.path.join(d, out)],
+                      clean_env(dict(env, SHARDC_THREAD_STATS="1", OPENBLAS_NUM_THREADS="1")))
+        stats = {int(m[0]): tuple(int(v) for v in m[1:]) for m in STATS.findall(text)}
+        return rc, text, stats
+
+    def expect_stats(self, what, rc, text, stats, devices, threads):
+        """Every device had `threads` threads; with more than one, it ran
+        generated loops and kernel calls on teams of that size; with one,
+        nothing parallel."""
+        if not self.t.check(rc == 0, what + ": runs", text[-1500:]):
+            return False
+        bad = []
+        for dev in range(devices):
+            s = stats.get(dev)
+            if s is None:
+                bad.append("device %d printed no stats" % dev)
+            elif threads > 1 and not (s[0] == threads and s[1] > 0 and s[2] > 0 and s[3] == threads):
+                bad.append("device %d: %d threads, %d loops, %d kernel calls, team %d" % ((dev,) + s))
+            elif threads == 1 and s != (1, 0, 0, 0):
+                bad.append("device %d: %d threads, %d loops, %d kernel calls, team %d" % ((dev,) + s))
+        return self.t.check(not bad, "%s: %d OpenMP thread%s per device%s" % (
+            what, threads, "" if threads == 1 else "s", ", loops and kernel calls on teams of %d" % threads
+            if threads > 1 else ", nothing parallel"), "; ".join(bad) + "\n" + text[-800:])
+
+    def match_numpy(self, what, fn, out, a):
+        got = load_results(out, 3)
+        bad = []
+        for i, ((want, rtol, atol), g) in enumerate(zip(expected(fn, a), got)):
+            if g.shape != want.shape or not np.allclose(g.astype(np.float64), want, rtol=rtol, atol=atol):
+                bad.append("result%d: largest error %g" % (
+                    i, np.max(np.abs(g.astype(np.float64) - want)) if g.shape == want.shape else float("inf")))
+        if fn == "mixed" and not bad and not np.array_equal(got[2], got[0].T * np.float32(0.5)):
+            bad.append("result2 is not result0 transposed, times 0.5")
+        return self.t.check(not bad, what + ": matches NumPy", "; ".join(bad))
+
+    def one_device(self, fn, d, a, fast):
+        exe = self.build(fn, 1, d)
+        if not exe:
+            return
+        rc, text, st = self.run([exe], d, a, "one", {"OMP_NUM_THREADS": "1"})
+        if not self.expect_stats("%s, 1 device, OMP_NUM_THREADS=1" % fn, rc, text, st, 1, 1):
+            return
+        self.match_numpy("%s, 1 device, OMP_NUM_THREADS=1" % fn, fn, os.path.join(d, "one"), a)
+        runs = [("the share of %d cores" % self.cores, {}, self.cores), ("OMP_NUM_THREADS=3", {"OMP_NUM_THREADS": "3"}, 3)]
+        for label, env, k in runs:
+            what = "%s, 1 device, %s" % (fn, label)
+            out = "many-%d" % k
+            rc, text, st = self.run([exe], d, a, out, env)
+            if self.expect_stats(what, rc, text, st, 1, k):
+                diff = same_bytes(os.path.join(d, "one"), os.path.join(d, out), 3)
+                self.t.check(diff is None, what + ": the 1-thread bits", diff or "")
+        if fast or not os.path.exists(os.path.join(os.path.dirname(self.shardc), "libshardc_rt_mpi.a")):
+            return
+        exe = self.build(fn, 1, d, "mpi")
+        if exe:
+            what = "%s, MPI, 1 process of 1 device" % fn
+            rc, text, st = self.run(mpirun(1, d) + [exe], d, a, "mpi-1", {})
+            if self.expect_stats(what, rc, text, st, 1, self.cores):
+                diff = same_bytes(os.path.join(d, "one"), os.path.join(d, "mpi-1"), 3)
+                self.t.check(diff is None, what + ": the 1-thread bits", diff or "")
+
+    def two_devices(self, fn, d, a, fast):
+        share = max(1, self.cores // 2)
+        exe = self.build(fn, 2, d)
+        if exe:
+            what = "%s, 2 devices on %d cores" % (fn, self.cores)
+            rc, text, st = self.run([exe], d, a, "two", {})
+            if self.expect_stats(what, rc, text, st, 2, share):
+                self.match_numpy(what, fn, os.path.join(d, "two"), a)
+        if fast or not os.path.exists(os.path.join(os.path.dirname(self.shardc), "libshardc_rt_mpi.a")):
+            return
+        exe = self.build(fn, 2, d, "mpi")
+        if exe:
+            what = "%s, MPI, 2 processes of 1 device on %d cores" % (fn, self.cores)
+            rc, text, st = self.run(mpirun(2, d) + [exe], d, a, "mpi-2", {})
+            if self.expect_stats(what, rc, text, st, 2, share):
+                self.match_numpy(what, fn, os.path.join(d, "mpi-2"), a)
+
+    def clang(self, fn, d, a):
+        exe = self.build(fn, 1, d, cc="clang")
+        if not exe:
+            return
+        rc, text, st = self.run([exe], d, a, "clang-one", {"OMP_NUM_THREADS": "1"})
+        if not self.expect_stats("%s, clang, OMP_NUM_THREADS=1" % fn, rc, text, st, 1, 1):
+            return
+        self.match_numpy("%s, clang, OMP_NUM_THREADS=1" % fn, fn, os.path.join(d, "clang-one"), a)
+        what = "%s, clang, OMP_NUM_THREADS=3" % fn
+        rc, text, st = self.run([exe], d, a, "clang-3", {"OMP_NUM_THREADS": "3"})
+        if self.expect_stats(what, rc, text, st, 1, 3):
+            diff = same_bytes(os.path.join(d, "clang-one"), os.path.join(d, "clang-3"), 3)
+            self.t.check(diff is None, what + ": the 1-thread bits", diff or "")
+
+    def c_warnings(self, fn, d):
+        src = os.path.join(d, "prog.c")
+        rc, out = sh([self.shardc, "compile", PROG, "--fn", fn, "--mesh", "X=1", "-o", src])
+        if not self.t.check(rc == 0, "%s: shardc compile" % fn, out):
+            return
+        with open(src) as f:
+            text = f.read()
+        flat = text.count("SK_PARALLEL_FOR(131072, for (int64_t i = 0; i < 131072; i++) {")
+        rows = len(re.findall(r"SK_PARALLEL_ROWS\(131072, for \(int64_t row = 0; row < \d+; row\+\+\) \{", text))
+        self.t.check(flat >= 1 and rows >= 1, "%s: the generated C has SK_PARALLEL_FOR (%d) and SK_PARALLEL_ROWS (%d) "
+                     "loops" % (fn, flat, rows))
+        for cc in ("gcc", "clang"):
+            for omp in ([], ["-fopenmp"]):
+                rc, out = sh([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"] + omp +
+                             ["-I" + os.path.join(ROOT, "runtime"), "-I" + os.path.join(ROOT, "lib"), src])
+                self.t.check(rc == 0, "%s: the C compiles warning-free: %s -Wall -Wextra -Werror%s" % (
+                    fn, cc, " -fopenmp" if omp else ""), out[-1500:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
+    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-threads"))
+    ap.add_argument("--fast", action="store_true", help="leave out MPI and clang")
+    args = ap.parse_args()
+    t = Tap()
+    c = Check(args, t)
+    shutil.rmtree(c.tmp, ignore_errors=True)
+    for k, fn in enumerate(("norm", "mixed")):
+        d = os.path.join(c.tmp, fn)
+        os.makedirs(d)
+        a = inputs(fn, np.random.default_rng(k + 1))
+        for name, arr in a.items():
+            np.save(os.path.join(d, name + ".npy"), arr)
+        c.c_warnings(fn, d)
+        c.one_device(fn, d, a, args.fast)
+        c.two_devices(fn, d, a, args.fast)
+        if not args.fast:
+            c.clang(fn, d, a)
+    return t.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
