@@ -2,7 +2,12 @@
 #include "rt_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* compiler/ir/dtypes.def lists the runtime's dtypes first, in sc_dtype's
  * order, then bool, which the runtime does not move. */
@@ -274,6 +279,36 @@ void rt_reduce(sc_dtype t, sc_reduce op, const void *const *srcs, int k, int64_t
         store_chunk(t, (char *)dst + c * (int64_t)es, acc, m);
     }
 }
+
+/* ---- non-temporal copies ---- */
+
+#if defined(__SSE2__)
+void rt_copy_stream(void *dst, const void *src, size_t n) {
+    char *d = dst;
+    const char *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (n < head + 64) {
+        memcpy(d, s, n);
+        return;
+    }
+    memcpy(d, s, head);
+    d += head, s += head, n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, n);
+}
+
+void rt_stream_fence(void) { _mm_sfence(); }
+#else
+void rt_copy_stream(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+void rt_stream_fence(void) { atomic_thread_fence(memory_order_seq_cst); }
+#endif
 
 /* ---- strided copies ---- */
 

@@ -405,7 +405,7 @@ static Xchg *xchg_new(sc_handle *h) {
 static int mpi_post(sc_handle *h, int phase, char *err, size_t errlen) {
     sc_world *w = h->dev->w;
     Slot *s = h->s;
-    if (h->g->nlocal == h->f->k || phase == rt_nphases(s->desc.kind) - 1)
+    if (h->g->nlocal == h->f->k || phase == rt_nphases(s->desc.kind, 0) - 1)
         return 0;                           /* nothing remote, or nothing left to move */
     if (phase == 1 && s->desc.kind != K_ALL_REDUCE)
         return 0;
