@@ -9,6 +9,10 @@
  * through f32), as the reference interpreter does; i32 sums wrap. */
 void rt_reduce(sc_dtype t, sc_reduce op, const void *const *srcs, int k, int64_t off, void *dst,
                int64_t n);
+/* The instruction set of rt_reduce's f32 and f64 sums (the same bits in
+ * each): 2 AVX-512, 1 AVX2, 0 the baseline (SSE2 on x86-64).  A limit >= 0
+ * caps it (for tests); returns the set in use. */
+int rt_reduce_isa(int limit);
 /* Copies a box of `rank` dims (extents `box`) between two strided arrays;
  * strides are in elements of `elsize` bytes. */
 void rt_copy_box(void *dst, const int64_t *dst_strides, const void *src, const int64_t *src_strides,
