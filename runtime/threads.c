@@ -26,7 +26,7 @@ static void fail_world(sc_world *w, const char *msg) {
     /* Wake every waiter; they see `failed`. */
     for (int i = 0; i < w->nfam; i++)
         for (int g = 0; g < w->fam[i]->ngroups; g++)
-            for (int s = 0; s < PENDING; s++)
+            for (int s = 0; s < NSLOTS; s++)
                 rt_wake(&w->fam[i]->groups[g].slot[s]);
     pthread_mutex_unlock(&w->mu);
 }
@@ -91,7 +91,7 @@ static void family_free(Family *f) {
         return;
     for (int g = 0; f->groups && g < f->ngroups; g++) {
         Group *gr = &f->groups[g];
-        for (int s = 0; s < PENDING; s++) {
+        for (int s = 0; s < NSLOTS; s++) {
 #ifdef RT_NO_FUTEX
             pthread_mutex_destroy(&gr->slot[s].mu);
             pthread_cond_destroy(&gr->slot[s].cv);
@@ -102,6 +102,10 @@ static void family_free(Family *f) {
             free(gr->slot[s].src);
             free(gr->slot[s].dst);
             free(gr->slot[s].descs);
+            for (int j = 0; gr->slot[s].stage && j < f->k; j++)
+                free(gr->slot[s].stage[j]);
+            free(gr->slot[s].stage);
+            free(gr->slot[s].stage_cap);
         }
     }
     free(f->groups);
@@ -164,7 +168,7 @@ static Family *family_new(const sc_world *w, sc_axes a) {
         gr->members = f->members + g * f->k;
         for (int j = 0; j < f->k; j++)
             gr->nlocal += gr->members[j] >= w->local && gr->members[j] < w->local + w->nlocal;
-        for (int s = 0; s < PENDING; s++) {
+        for (int s = 0; s < NSLOTS; s++) {
             Slot *sl = &gr->slot[s];
 #ifdef RT_NO_FUTEX
             pthread_mutex_init(&sl->mu, NULL);
@@ -183,7 +187,9 @@ static Family *family_new(const sc_world *w, sc_axes a) {
             sl->src = calloc((size_t)f->k, sizeof(int));
             sl->dst = calloc((size_t)f->k, sizeof(int));
             sl->descs = calloc((size_t)f->k, sizeof(Desc));
-            ok &= sl->reached && sl->send && sl->recv && sl->src && sl->dst && sl->descs;
+            sl->stage = calloc((size_t)f->k, sizeof(void *));
+            sl->stage_cap = calloc((size_t)f->k, sizeof(size_t));
+            ok &= sl->reached && sl->send && sl->recv && sl->src && sl->dst && sl->descs && sl->stage && sl->stage_cap;
             for (int j = 0; sl->reached && j < f->k; j++)
                 atomic_init(&sl->reached[j], 0);
         }

@@ -18,7 +18,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-enum { MSG = 512, PENDING = SC_MAX_PENDING };
+/* A device may have PENDING collectives of a group started and not done;
+ * a group has twice as many slots (see Slot). */
+enum { MSG = 512, PENDING = SC_MAX_PENDING, NSLOTS = 2 * PENDING };
 
 /* Waiting (threads_coll.c): nanoseconds a device spins (cores to spare)
  * or yields (more device threads than cores) before it sleeps. */
@@ -26,6 +28,10 @@ enum { RT_SPIN_NS = 50000, RT_YIELD_NS = 50000 };
 /* All-reduce within a process: results of at least RT_STREAM_BYTES per
  * device go out with non-temporal stores, RT_CHUNK_BYTES at a time. */
 enum { RT_STREAM_BYTES = 1 << 20, RT_CHUNK_BYTES = 16384 };
+/* Eager collectives (within a process): a send of at most RT_EAGER_BYTES
+ * (an all-reduce: k x its bytes at most RT_EAGER_REDUCE_BYTES) is copied
+ * at start, and done does not wait for the peers to read it. */
+enum { RT_EAGER_BYTES = 32768, RT_EAGER_REDUCE_BYTES = 65536 };
 
 typedef enum { K_ALL_REDUCE, K_ALL_GATHER, K_REDUCE_SCATTER, K_ALL_TO_ALL, K_PERMUTE } Kind;
 
@@ -39,18 +45,25 @@ typedef struct {
 } Desc;
 
 /* One collective in flight in a group.  Collective number `op` of the group
- * uses slot op % PENDING; it has `nphases` barriers (rt_nphases), and the
+ * uses slot op % NSLOTS; it has `nphases` barriers (rt_nphases), and the
  * barrier that completes the last one frees the slot for collective
- * op + PENDING.  A barrier counts this process's members; when another
+ * op + NSLOTS.  A barrier counts this process's members; when another
  * process holds members too, the phase completes only when the exchange
  * that the last local arrival posted (RtRemote.post) has completed.
  *
  * No lock: `state` is op * 4 + the phases completed, and only grows (the
- * last phase of op jumps it to (op + PENDING) * 4), so "phase p of op is
+ * last phase of op jumps it to (op + NSLOTS) * 4), so "phase p of op is
  * complete" is state > op * 4 + p.  Arrivals count in `count` (acq_rel);
  * the arrival that completes a phase resets the slot as needed, then
  * stores state (release) and bumps `wake`, the word that waiters sleep on
- * (a futex); failures bump it too (threads_coll.c). */
+ * (a futex); failures bump it too (threads_coll.c).
+ *
+ * An eager collective's members do not wait for its last barrier (their
+ * sends are staged copies), so a member may finish op while a peer still
+ * reads; op's slot is free again when op + NSLOTS starts all the same: a
+ * member starts op + 2 PENDING only after done(op + PENDING), which waited
+ * for every member to start op + PENDING, which each did only after its
+ * own done(op), which arrived at op's last barrier. */
 typedef struct {
     _Atomic uint64_t state;
     atomic_int count;        /* local arrivals at the phase under way */
@@ -62,6 +75,8 @@ typedef struct {
     void **recv;
     int *src, *dst;          /* permute's source and target, or -1 */
     Desc *descs;             /* each member's description of the call */
+    void **stage;            /* each member's staged send (eager), grown by the member */
+    size_t *stage_cap;
     _Atomic(const Desc *) first;  /* the first arrival's descs entry: the others compare with it */
     Desc desc;               /* the last local arrival's at barrier 0 (the MPI backend sends it) */
     void *xchg;              /* the remote backend's state of the collective */
@@ -76,7 +91,7 @@ typedef struct {
 typedef struct {
     const int *members;      /* device ids by rank */
     int nlocal;              /* members in this process */
-    Slot slot[PENDING];
+    Slot slot[NSLOTS];
 } Group;
 
 /* Every group of one ordered list of axes. */
@@ -153,6 +168,7 @@ struct sc_handle {
     uint64_t op;
     int rank, src, dst, failed;  /* permute's source and target ranks, or -1 */
     int nphases;             /* barriers: rt_nphases */
+    int eager;               /* the send is staged; done does not wait for the last barrier */
     Desc d;
     const void *send;
     void *recv;

@@ -144,7 +144,7 @@ void rt_wake(Slot *s) {
 static uint64_t state_of(uint64_t op, int phase) { return op * 4 + (uint64_t)phase; }
 
 /* Complete phase p of h's collective: after the last phase free the slot
- * for the collective PENDING later.  Called by one member: the last local
+ * for the collective NSLOTS later.  Called by one member: the last local
  * arrival, or the one that drove the exchange. */
 static void advance(sc_handle *h, int p) {
     Slot *s = h->s;
@@ -157,7 +157,7 @@ static void advance(sc_handle *h, int p) {
         for (int j = 0; j < h->f->k; j++)
             atomic_store_explicit(&s->reached[j], 0, memory_order_relaxed);
         atomic_store_explicit(&s->first, NULL, memory_order_relaxed);
-        next = state_of(h->op + PENDING, 0);
+        next = state_of(h->op + NSLOTS, 0);
     }
     atomic_store_explicit(&s->state, next, memory_order_release);
     rt_wake(s);
@@ -323,6 +323,42 @@ static const char *check(sc_handle *h, int k, const int *pairs, int npairs) {
     return NULL;
 }
 
+static int64_t bytes_of(const Desc *d) {
+    int64_t n = (int64_t)sc_dtype_size(d->dtype);
+    for (int i = 0; i < d->shape.rank; i++)
+        n *= d->shape.dims[i];
+    return n;
+}
+
+/* Small collectives within a process are eager: their members copy their
+ * sends at start, so that done need not wait for the peers to read them.
+ * An eager all-reduce is one-shot: every member reduces the whole result
+ * from every staged send (k times the work of the sliced one, so only
+ * while k x bytes is small). */
+static int eager(const Desc *d, int k) {
+    int64_t bytes = bytes_of(d);
+    return d->kind == K_ALL_REDUCE ? bytes * k <= RT_EAGER_REDUCE_BYTES : bytes <= RT_EAGER_BYTES;
+}
+
+/* Copies the send of member `rank` into its staging buffer of the slot
+ * (nobody reads it: the slot is free); *out is the copy.  SC_ERR when out
+ * of memory. */
+static int stage(Slot *s, int rank, const void *send, const void **out, const Desc *d) {
+    size_t bytes = (size_t)bytes_of(d);
+    if (s->stage_cap[rank] < bytes) {
+        size_t cap = bytes < 4096 ? 4096 : bytes;
+        void *p = realloc(s->stage[rank], cap);
+        if (!p)
+            return SC_ERR;
+        s->stage[rank] = p;
+        s->stage_cap[rank] = cap;
+    }
+    if (bytes)
+        memcpy(s->stage[rank], send, bytes);
+    *out = s->stage[rank];
+    return 0;
+}
+
 static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, int npairs,
                         const void *send, void *recv) {
     sc_world *w = dev->w;
@@ -364,7 +400,7 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
     f->pending[dev->id]++;
     h->g = &f->groups[f->group_of[dev->id]];
     h->op = f->next[dev->id]++;
-    Slot *s = h->s = &h->g->slot[h->op % PENDING];
+    Slot *s = h->s = &h->g->slot[h->op % NSLOTS];
     uint64_t state = atomic_load_explicit(&s->state, memory_order_acquire);
     if (state / 4 != h->op) {
         rt_dev_fail(dev, "%s: internal error: slot of collective %llu holds %llu", buf,
@@ -383,11 +419,17 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
         rt_dev_fail(dev, "%s: device %d calls %s where another member calls %s", buf, dev->id, mine, theirs);
         return h;
     }
+    int local = h->g->nlocal == f->k;
+    h->nphases = rt_nphases(h->d.kind, local);
+    h->eager = local && eager(&h->d, f->k);
+    if (h->eager && stage(s, h->rank, send, &send, &h->d)) {
+        rt_dev_fail(dev, "%s: out of memory", buf);
+        return h;
+    }
     s->send[h->rank] = send;
     s->recv[h->rank] = recv;
     s->src[h->rank] = h->src;
     s->dst[h->rank] = h->dst;
-    h->nphases = rt_nphases(h->d.kind, h->g->nlocal == f->k);
     char err[MSG];
     if (arrive(h, 0, err, sizeof err)) {
         rt_dev_fail(dev, "%s", err);
@@ -455,7 +497,9 @@ static void work(const sc_handle *h, int phase) {
         /* Across processes: member j reduces elements [n j / k, n (j + 1) / k)
          * into its recv, then every member copies the other slices from
          * their owners (mpi.c moves the same slices). */
-        if (h->nphases == 2)
+        if (h->eager)
+            rt_reduce(d->dtype, d->red, s->send, k, 0, recv, n);
+        else if (h->nphases == 2)
             all_reduce_local(h);
         else if (phase == 1) {
             int64_t lo = n * me / k, hi = n * (me + 1) / k;
@@ -512,7 +556,12 @@ int sc_done(sc_handle *h) {
     int rc = h->failed ? SC_ERR : wait_phase(h, 0);
     for (int p = 1; rc == 0 && p < h->nphases; p++) {
         work(h, p);
-        rc = sync_phase(h, p);
+        if (h->eager && p + 1 == h->nphases) {
+            char buf[MSG];
+            if (arrive(h, p, buf, sizeof buf))  /* the peers read only the staged copy: no wait */
+                rc = rt_dev_fail(h->dev, "%s", buf);
+        } else
+            rc = sync_phase(h, p);
     }
     if (h->g)
         h->f->pending[h->dev->id]--;
