@@ -11,6 +11,11 @@
  *   stores), over each replica group of a 2x4 mesh and on 3, 5 and 16
  *   devices, in place and not, with start/done and another collective in
  *   flight; results identical on every member and from run to run;
+ * - all-gather, reduce-scatter, all-to-all and collective-permute both
+ *   eager (sends of up to RT_EAGER_BYTES, staged at start) and not, over
+ *   each replica group of a 2x4 mesh, along each dim;
+ * - eager slots reused while some members lag: pipelines of 8 collectives
+ *   started before the first is done, one device sleeping now and then;
  * - barriers under load: more devices than cores, many short collectives.
  *
  * The references sum in member order from +0 in double, as docs/ir.md
@@ -68,7 +73,8 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 33);
 }
 
-static void fill_value(sc_dtype t, void *p, int64_t i, uint64_t seed) {
+/* Value number i of the sequence `seed`, stored at element `at` of p. */
+static void gen_value(sc_dtype t, void *p, int64_t at, uint64_t seed, int64_t i) {
     uint64_t r = mix(seed * 1000003u + (uint64_t)i);
     double x;
     switch (r % 97) {
@@ -84,25 +90,27 @@ static void fill_value(sc_dtype t, void *p, int64_t i, uint64_t seed) {
     default: x = (double)((int64_t)(r >> 8) % 200001 - 100000) * 0x1p-9; break;
     }
     if (t == SC_I32) {
-        ((int32_t *)p)[i] = (int32_t)(uint32_t)(r >> 16);
+        ((int32_t *)p)[at] = (int32_t)(uint32_t)(r >> 16);
         return;
     }
     if (r % 97 == 9) {                    /* a NaN with a payload */
         if (t == SC_F64) {
             uint64_t b = 0x7ff0000000000000ULL | ((r >> 20) & 0x7ffffffffffffULL) | 1;
-            memcpy((double *)p + i, &b, 8);
+            memcpy((double *)p + at, &b, 8);
         } else if (t == SC_F32) {
             uint32_t b = 0x7f800000u | ((uint32_t)(r >> 20) & 0x3fffffu) | 1;
-            memcpy((float *)p + i, &b, 4);
+            memcpy((float *)p + at, &b, 4);
         } else
-            put(t, p, i, NAN);
+            put(t, p, at, NAN);
         return;
     }
     if (t == SC_F64)
-        ((double *)p)[i] = x;
+        ((double *)p)[at] = x;
     else
-        put(t, p, i, x);
+        put(t, p, at, x);
 }
+
+static void fill_value(sc_dtype t, void *p, int64_t i, uint64_t seed) { gen_value(t, p, i, seed, i); }
 
 /* ---- rt_reduce's loops ---- */
 
@@ -268,6 +276,184 @@ static void test_all_reduce(void) {
     all_reduce_case("16", m16, SC_AXES(0), "{X}", SC_F32, SC_SUM, 777, 1, 0);
 }
 
+/* ---- the other kinds, eager and not ---- */
+
+typedef struct {
+    sc_axes axes;
+    sc_dtype t;
+    int64_t rows, cols;      /* each device's send: rows x cols */
+    void *send[8], *recv[8], *want[8];
+    int bad[8];
+    char msg[8][200];
+} Kinds;
+
+/* Checks recv against want (n elements); records the first difference. */
+static void k_compare(Kinds *x, int me, int rc, sc_device *dev, int64_t n, const char *what) {
+    size_t es = sc_dtype_size(x->t);
+    if (rc && !x->bad[me]) {
+        x->bad[me] = 1;
+        snprintf(x->msg[me], sizeof x->msg[me], "%s: device %d: %s", what, me, sc_device_error(dev));
+    }
+    for (int64_t i = 0; i < n && !x->bad[me]; i++)
+        if (memcmp((char *)x->recv[me] + i * (int64_t)es, (char *)x->want[me] + i * (int64_t)es, es)) {
+            x->bad[me] = 1;
+            snprintf(x->msg[me], sizeof x->msg[me], "%s: device %d element %lld is %g, want %g", what, me,
+                     (long long)i, get(x->t, x->recv[me], i), get(x->t, x->want[me], i));
+        }
+}
+
+/* Element (r, c) of device d's send (R x C): fill_value's, seeded by d. */
+static void k_elem(const Kinds *x, int d, int64_t r, int64_t c, void *dst, int64_t at) {
+    gen_value(x->t, dst, at, (uint64_t)d + 100, r * x->cols + c);
+}
+
+static int kinds_body(sc_device *dev, void *arg) {
+    Kinds *x = arg;
+    int me = sc_device_id(dev), k = sc_group_size(dev, x->axes), rank = sc_group_rank(dev, x->axes), rc;
+    int64_t R = x->rows, C = x->cols, n = R * C;
+    size_t es = sc_dtype_size(x->t);
+    int mem[8];
+    for (int j = 0; j < k; j++)
+        mem[j] = sc_group_member(dev, x->axes, j);
+    for (int64_t i = 0; i < n; i++)
+        fill_value(x->t, x->send[me], i, (uint64_t)me + 100);
+    char what[80];
+    for (int dim = 0; dim < 2; dim++) {
+        /* all-gather: member j's send is block j along dim */
+        for (int j = 0; j < k; j++)
+            for (int64_t r = 0; r < R; r++)
+                for (int64_t c = 0; c < C; c++)
+                    k_elem(x, mem[j], r, c, x->want[me], dim ? r * C * k + j * C + c : (j * R + r) * C + c);
+        rc = sc_all_gather(dev, x->axes, x->t, SC_SHAPE(R, C), dim, x->send[me], x->recv[me]);
+        snprintf(what, sizeof what, "all-gather dim %d", dim);
+        k_compare(x, me, rc, dev, n * k, what);
+
+        /* reduce-scatter (sum): block `rank` along dim of the group's sum */
+        int64_t br = dim ? R : R / k, bc = dim ? C / k : C;
+        for (int64_t r = 0; r < br; r++)
+            for (int64_t c = 0; c < bc; c++) {
+                int64_t gr = dim ? r : rank * br + r, gc = dim ? rank * bc + c : c;
+                double v[16];
+                const void *src[8];
+                for (int j = 0; j < k; j++) {
+                    k_elem(x, mem[j], gr, gc, &v[2 * j], 0);
+                    src[j] = &v[2 * j];
+                }
+                ref_reduce(x->t, SC_SUM, src, k, 0, x->want[me], r * bc + c);
+            }
+        rc = sc_reduce_scatter(dev, x->axes, x->t, SC_SUM, SC_SHAPE(R, C), dim, x->send[me], x->recv[me]);
+        snprintf(what, sizeof what, "reduce-scatter dim %d", dim);
+        k_compare(x, me, rc, dev, n / k, what);
+
+        /* all-to-all, split dim, concat the other: member j's block `rank`
+         * along dim becomes block j along the other dim */
+        int split = dim, concat = 1 - dim;
+        int64_t sr = split == 0 ? R / k : R, scn = split == 1 ? C / k : C;   /* the block */
+        int64_t oc = concat == 1 ? scn * k : scn;                            /* the result's columns */
+        for (int j = 0; j < k; j++)
+            for (int64_t r = 0; r < sr; r++)
+                for (int64_t c = 0; c < scn; c++) {
+                    int64_t gr = split == 0 ? rank * sr + r : r, gc = split == 1 ? rank * scn + c : c;
+                    int64_t orow = concat == 0 ? j * sr + r : r, ocol = concat == 1 ? j * scn + c : c;
+                    k_elem(x, mem[j], gr, gc, x->want[me], orow * oc + ocol);
+                }
+        rc = sc_all_to_all(dev, x->axes, x->t, SC_SHAPE(R, C), split, concat, x->send[me], x->recv[me]);
+        snprintf(what, sizeof what, "all-to-all split %d concat %d", split, concat);
+        k_compare(x, me, rc, dev, n, what);
+    }
+    /* collective-permute: a shift by one, member 0 gets zeros */
+    int pairs[16], np = 0;
+    for (int j = 0; j + 1 < k; j++)
+        pairs[2 * np] = j, pairs[2 * np + 1] = j + 1, np++;
+    for (int64_t i = 0; i < n; i++)
+        if (rank == 0)
+            memset((char *)x->want[me] + i * (int64_t)es, 0, es);
+        else
+            fill_value(x->t, x->want[me], i, (uint64_t)mem[rank - 1] + 100);
+    rc = sc_collective_permute(dev, x->axes, x->t, pairs, np, x->send[me], x->recv[me], n);
+    k_compare(x, me, rc, dev, n, "collective-permute");
+    return 0;
+}
+
+static void kinds_case(sc_axes axes, const char *axes_name, sc_dtype t, int64_t rows, int64_t cols) {
+    static Kinds x;
+    memset(&x, 0, sizeof x);
+    x.axes = axes, x.t = t, x.rows = rows, x.cols = cols;
+    const sc_mesh m24 = {2, {2, 4}, {"X", "Y"}};
+    size_t bytes = (size_t)(rows * cols * 8 + 1) * sc_dtype_size(t);
+    for (int d = 0; d < 8; d++)
+        x.send[d] = malloc(bytes), x.recv[d] = malloc(bytes), x.want[d] = malloc(bytes);
+    sc_world *w = sc_threads_create(&m24, NULL, NULL, 0);
+    int rc = sc_run(w, kinds_body, &x), bad = 0;
+    const char *msg = "";
+    for (int d = 0; d < 8; d++)
+        if (x.bad[d] && !bad)
+            bad = 1, msg = x.msg[d];
+    int64_t b = rows * cols * (int64_t)sc_dtype_size(t);
+    check(rc == 0 && !bad,
+          "all-gather, reduce-scatter, all-to-all, permute of %s %lldx%lld (%s) on mesh 2x4 over %s, each dim: exact%s%s",
+          sc_dtype_name(t), (long long)rows, (long long)cols, b <= RT_EAGER_BYTES ? "eager" : "not eager", axes_name,
+          bad || rc ? ": " : "", rc && !bad ? sc_world_error(w) : msg);
+    sc_world_destroy(w);
+    for (int d = 0; d < 8; d++)
+        free(x.send[d]), free(x.recv[d]), free(x.want[d]);
+}
+
+static void test_kinds(void) {
+    const struct { sc_axes axes; const char *name; } groups[] = {
+        {SC_AXES(1), "{Y}"}, {SC_AXES(0), "{X}"}, {SC_AXES(0, 1), "{X,Y}"}, {SC_AXES(1, 0), "{Y,X}"}};
+    for (int g = 0; g < 4; g++) {
+        kinds_case(groups[g].axes, groups[g].name, SC_F32, 16, 24);     /* 1.5 KiB: eager */
+        kinds_case(groups[g].axes, groups[g].name, SC_F32, 64, 200);    /* 50 KiB: not */
+    }
+    kinds_case(SC_AXES(1, 0), "{Y,X}", SC_BF16, 8, 8 * 1024);           /* 128 KiB: not */
+    kinds_case(SC_AXES(1), "{Y}", SC_F64, 8, 512);                      /* 32 KiB: eager, at the limit */
+}
+
+/* ---- eager slots reused while members lag ---- */
+
+enum { PIPE_ROUNDS = 300 };
+
+static int pipe_body(sc_device *dev, void *arg) {
+    int *bad = arg, me = sc_device_id(dev), k = sc_group_size(dev, SC_AXES(1));
+    int rank = sc_group_rank(dev, SC_AXES(1));
+    for (int r = 0; r < PIPE_ROUNDS; r++) {
+        int32_t mine[SC_MAX_PENDING], all[SC_MAX_PENDING][8], sum[SC_MAX_PENDING];
+        sc_handle *h[SC_MAX_PENDING];
+        for (int i = 0; i < SC_MAX_PENDING; i++) {
+            mine[i] = me * 100000 + r * 10 + i;
+            h[i] = i % 2 ? sc_start_all_gather(dev, SC_AXES(1), SC_I32, SC_SHAPE(1), 0, &mine[i], all[i])
+                         : sc_start_all_reduce(dev, SC_AXES(1), SC_I32, SC_SUM, &mine[i], &sum[i], 1);
+            mine[i] = -1;                /* staged: changing it now must not matter */
+        }
+        if (me == 1 + r % 3 && r % 7 == 0)   /* someone lags now and then */
+            nanosleep(&(struct timespec){0, 200000}, NULL);
+        for (int i = 0; i < SC_MAX_PENDING; i++) {
+            if (sc_done(h[i]))
+                return 1;
+            int x = me - rank;               /* the group's first device */
+            if (i % 2) {
+                for (int j = 0; j < k; j++)
+                    bad[me] |= all[i][j] != (x + j) * 100000 + r * 10 + i;
+            } else
+                bad[me] |= sum[i] != (k * x + k * (k - 1) / 2) * 100000 + k * (r * 10 + i);
+        }
+    }
+    return 0;
+}
+
+static void test_pipeline(void) {
+    const sc_mesh m24 = {2, {2, 4}, {"X", "Y"}};
+    int bad[8] = {0}, any = 0;
+    sc_world *w = sc_threads_create(&m24, NULL, NULL, 0);
+    int rc = sc_run(w, pipe_body, bad);
+    for (int d = 0; d < 8; d++)
+        any |= bad[d];
+    check(rc == 0 && !any, "%d rounds of %d eager collectives in flight over {Y}, sends changed after start, "
+          "members lagging: exact%s%s", PIPE_ROUNDS, SC_MAX_PENDING, rc ? ": " : "", rc ? sc_world_error(w) : "");
+    sc_world_destroy(w);
+}
+
 /* ---- barriers under load ---- */
 
 enum { SHORT_ROUNDS = 3000 };
@@ -308,6 +494,8 @@ static void test_rounds(void) {
 int main(void) {
     test_kernels();
     test_all_reduce();
+    test_kinds();
+    test_pipeline();
     test_rounds();
     return tap_done();
 }
