@@ -114,6 +114,7 @@ static void family_free(Family *f) {
     free(f->rank_of);
     free(f->next);
     free(f->pending);
+    free(f->open);
     free(f);
 }
 
@@ -138,8 +139,9 @@ static Family *family_new(const sc_world *w, sc_axes a) {
     f->rank_of = malloc(nd * sizeof(int));
     f->next = calloc(nd, sizeof(uint64_t));
     f->pending = calloc(nd, sizeof(int));
+    f->open = calloc(nd * NSLOTS, 1);
     f->groups = calloc((size_t)f->ngroups, sizeof(Group));
-    if (!f->members || !f->group_of || !f->rank_of || !f->next || !f->pending || !f->groups) {
+    if (!f->members || !f->group_of || !f->rank_of || !f->next || !f->pending || !f->open || !f->groups) {
         free(f->groups);
         f->groups = NULL;
         family_free(f);
@@ -178,10 +180,9 @@ static Family *family_new(const sc_world *w, sc_axes a) {
             atomic_init(&sl->count, 0);
             atomic_init(&sl->wake, 0);
             atomic_init(&sl->sleepers, 0);
-            atomic_init(&sl->first, NULL);
             atomic_init(&sl->xwait, 0);
             atomic_init(&sl->driving, 0);
-            sl->reached = calloc((size_t)f->k, sizeof(atomic_int));
+            sl->reached = aligned_alloc(64, (size_t)f->k * sizeof(Reached));
             sl->send = calloc((size_t)f->k, sizeof(void *));
             sl->recv = calloc((size_t)f->k, sizeof(void *));
             sl->src = calloc((size_t)f->k, sizeof(int));
@@ -191,7 +192,7 @@ static Family *family_new(const sc_world *w, sc_axes a) {
             sl->stage_cap = calloc((size_t)f->k, sizeof(size_t));
             ok &= sl->reached && sl->send && sl->recv && sl->src && sl->dst && sl->descs && sl->stage && sl->stage_cap;
             for (int j = 0; sl->reached && j < f->k; j++)
-                atomic_init(&sl->reached[j], 0);
+                atomic_init(&sl->reached[j].v, 0);
         }
     }
 #ifdef RT_NO_FUTEX

@@ -54,34 +54,44 @@ typedef struct {
  * No lock: `state` is op * 4 + the phases completed, and only grows (the
  * last phase of op jumps it to (op + NSLOTS) * 4), so "phase p of op is
  * complete" is state > op * 4 + p.  Arrivals count in `count` (acq_rel);
- * the arrival that completes a phase resets the slot as needed, then
- * stores state (release) and bumps `wake`, the word that waiters sleep on
- * (a futex); failures bump it too (threads_coll.c).
+ * the arrival that completes a phase (at barrier 0 after comparing the
+ * members' descriptions) stores state (release) and bumps `wake`, the
+ * word that waiters sleep on (a futex); failures bump it too
+ * (threads_coll.c).
  *
- * An eager collective's members do not wait for its last barrier (their
- * sends are staged copies), so a member may finish op while a peer still
- * reads; op's slot is free again when op + NSLOTS starts all the same: a
- * member starts op + 2 PENDING only after done(op + PENDING), which waited
- * for every member to start op + PENDING, which each did only after its
- * own done(op), which arrived at op's last barrier. */
+ * A device starts collective op + PENDING of a group only after its own
+ * done(op) (start checks).  An eager collective has one barrier (its
+ * members' sends are staged copies, and done waits only for every member
+ * to have started), whose completion frees the slot at once; a member may
+ * still be reading the staged copies of op, but none rewrites them before
+ * op + NSLOTS, and a member starts op + 2 PENDING only after its
+ * done(op + PENDING), which waited for every member to start op + PENDING,
+ * which each did only after its own done(op). */
+/* A member's progress in a slot, on a cache line of its own: only the
+ * member writes it, and its peers read it only to name the late ones. */
 typedef struct {
-    _Atomic uint64_t state;
+    _Alignas(64) _Atomic uint64_t v;   /* op * 4 + phases arrived at */
+} Reached;
+
+typedef struct {
+    _Alignas(64) _Atomic uint64_t state;
     atomic_int count;        /* local arrivals at the phase under way */
     atomic_uint wake;        /* bumped whenever a waiter may have to look again */
     atomic_int sleepers;     /* waiters asleep on `wake`: a waker skips the system call without any */
-    atomic_int *reached;     /* per rank: phases arrived at (for timeout messages) */
-    /* Per rank, written by the member itself before it arrives at barrier 0. */
+    atomic_int xwait;        /* an exchange is pending: a waiting member must drive it */
+    atomic_int driving;      /* a member drives it */
+    Reached *reached;        /* per rank */
+    /* Per rank, written by the member itself before it arrives at barrier 0,
+     * and only when they change, so that the lines stay shared while a
+     * loop calls the same collective on the same buffers. */
     const void **send;       /* (a member in another process: a staging copy) */
     void **recv;
     int *src, *dst;          /* permute's source and target, or -1 */
-    Desc *descs;             /* each member's description of the call */
+    Desc *descs;             /* each member's description of the call: the last to arrive compares them */
     void **stage;            /* each member's staged send (eager), grown by the member */
     size_t *stage_cap;
-    _Atomic(const Desc *) first;  /* the first arrival's descs entry: the others compare with it */
     Desc desc;               /* the last local arrival's at barrier 0 (the MPI backend sends it) */
     void *xchg;              /* the remote backend's state of the collective */
-    atomic_int xwait;        /* an exchange is pending: a waiting member must drive it */
-    atomic_int driving;      /* a member drives it */
 #ifdef RT_NO_FUTEX
     pthread_mutex_t mu;      /* sleeping without futexes: a waiter waits on cv */
     pthread_cond_t cv;
@@ -103,6 +113,7 @@ typedef struct {
     int *group_of, *rank_of; /* per device */
     uint64_t *next;          /* per device: its next collective number */
     int *pending;            /* per device: started, not done */
+    unsigned char *open;     /* per device and slot: its collective there is started, not done */
     Group *groups;
 } Family;
 
@@ -168,7 +179,7 @@ struct sc_handle {
     uint64_t op;
     int rank, src, dst, failed;  /* permute's source and target ranks, or -1 */
     int nphases;             /* barriers: rt_nphases */
-    int eager;               /* the send is staged; done does not wait for the last barrier */
+    int eager;               /* the send is staged; one barrier, at start */
     Desc d;
     const void *send;
     void *recv;

@@ -154,13 +154,34 @@ static void advance(sc_handle *h, int p) {
     if (p + 1 == h->nphases) {
         if (s->xchg)
             h->dev->w->remote->release(s);
-        for (int j = 0; j < h->f->k; j++)
-            atomic_store_explicit(&s->reached[j], 0, memory_order_relaxed);
-        atomic_store_explicit(&s->first, NULL, memory_order_relaxed);
         next = state_of(h->op + NSLOTS, 0);
     }
     atomic_store_explicit(&s->state, next, memory_order_release);
     rt_wake(s);
+}
+
+/* Barrier 0: the members of this process must describe the same call;
+ * the last to arrive compares (whoever is first in rank order is the
+ * reference).  0, or SC_ERR with a message in err. */
+static int same_calls(sc_handle *h, char *err, size_t errlen) {
+    const Slot *s = h->s;
+    const Desc *ref = NULL;
+    for (int j = 0; j < h->f->k; j++) {
+        int dev = h->g->members[j];
+        if (!sc_world_is_local(h->dev->w, dev))
+            continue;
+        if (!ref)
+            ref = &s->descs[j];
+        else if (!rt_desc_equal(ref, &s->descs[j])) {
+            char what[160], mine[128], theirs[128];
+            rt_what(h, what, sizeof what);
+            rt_describe(&s->descs[j], mine, sizeof mine);
+            rt_describe(ref, theirs, sizeof theirs);
+            snprintf(err, errlen, "%s: device %d calls %s where another member calls %s", what, dev, mine, theirs);
+            return SC_ERR;
+        }
+    }
+    return 0;
 }
 
 /* Arrive at phase p.  The last local arrival completes the phase, or
@@ -168,11 +189,13 @@ static void advance(sc_handle *h, int p) {
  * waiting member drives it, in wait_phase).  SC_ERR with a message in err. */
 static int arrive(sc_handle *h, int p, char *err, size_t errlen) {
     Slot *s = h->s;
-    atomic_store_explicit(&s->reached[h->rank], p + 1, memory_order_relaxed);
+    atomic_store_explicit(&s->reached[h->rank].v, state_of(h->op, p) + 1, memory_order_relaxed);
     if (atomic_fetch_add_explicit(&s->count, 1, memory_order_acq_rel) + 1 < h->g->nlocal)
         return 0;
     const RtRemote *remote = h->dev->w->remote;
-    if (p == 0)
+    if (p == 0 && same_calls(h, err, errlen))
+        return SC_ERR;
+    if (p == 0 && remote && !rt_desc_equal(&s->desc, &h->d))
         s->desc = h->d;
     int pending = remote ? remote->post(h, p, err, errlen) : 0;
     if (pending < 0)
@@ -206,7 +229,7 @@ int rt_late_fail(sc_handle *h, const LateList *l, double timeout) {
 static int late_members(sc_handle *h, int p, double timeout) {
     LateList late = {.len = 0};
     for (int j = 0; j < h->f->k; j++)
-        if (atomic_load_explicit(&h->s->reached[j], memory_order_relaxed) <= p &&
+        if (atomic_load_explicit(&h->s->reached[j].v, memory_order_relaxed) <= state_of(h->op, p) &&
             sc_world_is_local(h->dev->w, h->g->members[j]))
             rt_late_add(&late, h->g->members[j]);
     return rt_late_fail(h, &late, timeout);
@@ -397,7 +420,16 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
         rt_dev_fail(dev, "%s: more than %d collectives started and not done", buf, PENDING);
         return h;
     }
+    uint64_t op = f->next[dev->id];
+    unsigned char *open = f->open + (size_t)dev->id * NSLOTS;
+    if (op >= PENDING && open[(op - PENDING) % NSLOTS]) {
+        rt_dev_fail(dev, "%s: collective %llu of the group started before this device's collective %llu is done "
+                    "(collectives must be done within %d of their start order)", buf, (unsigned long long)op,
+                    (unsigned long long)(op - PENDING), PENDING);
+        return h;
+    }
     f->pending[dev->id]++;
+    open[op % NSLOTS] = 1;
     h->g = &f->groups[f->group_of[dev->id]];
     h->op = f->next[dev->id]++;
     Slot *s = h->s = &h->g->slot[h->op % NSLOTS];
@@ -407,29 +439,24 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
                     (unsigned long long)h->op, (unsigned long long)(state / 4));
         return h;
     }
-    /* The first arrival's description is the one the others compare with. */
-    s->descs[h->rank] = h->d;
-    const Desc *first = NULL;
-    if (!atomic_compare_exchange_strong_explicit(&s->first, &first, &s->descs[h->rank], memory_order_acq_rel,
-                                                 memory_order_acquire) &&
-        !rt_desc_equal(first, &h->d)) {
-        char mine[128], theirs[128];
-        rt_describe(&h->d, mine, sizeof mine);
-        rt_describe(first, theirs, sizeof theirs);
-        rt_dev_fail(dev, "%s: device %d calls %s where another member calls %s", buf, dev->id, mine, theirs);
-        return h;
-    }
+    /* Written only when changed (see Slot); the last arrival compares. */
+    if (!rt_desc_equal(&s->descs[h->rank], &h->d))
+        s->descs[h->rank] = h->d;
     int local = h->g->nlocal == f->k;
-    h->nphases = rt_nphases(h->d.kind, local);
     h->eager = local && eager(&h->d, f->k);
+    h->nphases = h->eager ? 1 : rt_nphases(h->d.kind, local);
     if (h->eager && stage(s, h->rank, send, &send, &h->d)) {
         rt_dev_fail(dev, "%s: out of memory", buf);
         return h;
     }
-    s->send[h->rank] = send;
-    s->recv[h->rank] = recv;
-    s->src[h->rank] = h->src;
-    s->dst[h->rank] = h->dst;
+    if (s->send[h->rank] != send)
+        s->send[h->rank] = send;
+    if (s->recv[h->rank] != recv)
+        s->recv[h->rank] = recv;
+    if (s->src[h->rank] != h->src)
+        s->src[h->rank] = h->src;
+    if (s->dst[h->rank] != h->dst)
+        s->dst[h->rank] = h->dst;
     char err[MSG];
     if (arrive(h, 0, err, sizeof err)) {
         rt_dev_fail(dev, "%s", err);
@@ -554,17 +581,16 @@ int sc_done(sc_handle *h) {
     if (!h)
         return SC_ERR;
     int rc = h->failed ? SC_ERR : wait_phase(h, 0);
+    if (rc == 0 && h->eager)
+        work(h, 1);                      /* the staged copies: nobody waits for this */
     for (int p = 1; rc == 0 && p < h->nphases; p++) {
         work(h, p);
-        if (h->eager && p + 1 == h->nphases) {
-            char buf[MSG];
-            if (arrive(h, p, buf, sizeof buf))  /* the peers read only the staged copy: no wait */
-                rc = rt_dev_fail(h->dev, "%s", buf);
-        } else
-            rc = sync_phase(h, p);
+        rc = sync_phase(h, p);
     }
-    if (h->g)
+    if (h->g) {
         h->f->pending[h->dev->id]--;
+        h->f->open[(size_t)h->dev->id * NSLOTS + h->op % NSLOTS] = 0;
+    }
     free(h);
     return rc;
 }

@@ -454,6 +454,56 @@ static void test_pipeline(void) {
     sc_world_destroy(w);
 }
 
+/* ---- done out of order ---- */
+
+typedef struct {
+    int rc[8];
+    char msg[8][512];
+} Order;
+
+/* Eight started, then done in the order 1..7, 0: fine.  The same again,
+ * with a ninth started after done 1..7 (one pending) but before done(0):
+ * refused, the one 8 before it is not done. */
+static int order_body(sc_device *dev, void *arg) {
+    Order *o = arg;
+    int me = sc_device_id(dev), rc = 0;
+    int32_t x[SC_MAX_PENDING + 1], y[SC_MAX_PENDING + 1];
+    sc_handle *h[SC_MAX_PENDING + 1];
+    for (int round = 0; round < 2 && rc == 0; round++) {
+        for (int i = 0; i < SC_MAX_PENDING; i++) {
+            x[i] = me + i;
+            h[i] = sc_start_all_reduce(dev, SC_AXES(1), SC_I32, SC_SUM, &x[i], &y[i], 1);
+        }
+        for (int i = 1; i < SC_MAX_PENDING; i++)
+            rc |= sc_done(h[i]);
+        if (round == 1)              /* collective 16, 7 pending: before done(8) */
+            h[SC_MAX_PENDING] = sc_start_all_reduce(dev, SC_AXES(1), SC_I32, SC_SUM, &x[0], &y[SC_MAX_PENDING], 1);
+        rc |= sc_done(h[0]);
+        if (round == 1)
+            rc |= sc_done(h[SC_MAX_PENDING]);
+        for (int i = 0; i < SC_MAX_PENDING && round == 0; i++)
+            rc |= y[i] != 4 * (me - me % 4) + 6 + 4 * i;
+    }
+    o->rc[me] = rc;
+    snprintf(o->msg[me], sizeof o->msg[me], "%s", sc_device_error(dev));
+    return 0;
+}
+
+static void test_order(void) {
+    const sc_mesh m24 = {2, {2, 4}, {"X", "Y"}};
+    static Order o;
+    memset(&o, 0, sizeof o);
+    sc_world *w = sc_threads_create(&m24, &(sc_options){.timeout = 5}, NULL, 0);
+    double t0 = now_s();
+    int rc = sc_run(w, order_body, &o), good = rc == SC_ERR;
+    for (int d = 0; d < 8; d++)
+        good &= o.rc[d] != 0;
+    const char *want = "all-reduce over {Y}: collective 16 of the group started before this device's collective 8 is done";
+    check(good && strstr(sc_world_error(w), want) && now_s() - t0 < 2,
+          "done in another order than start: fine within 8, refused beyond: \"%s\"", sc_world_error(w));
+    sc_world_destroy(w);
+}
+
 /* ---- barriers under load ---- */
 
 enum { SHORT_ROUNDS = 3000 };
@@ -496,6 +546,7 @@ int main(void) {
     test_all_reduce();
     test_kinds();
     test_pipeline();
+    test_order();
     test_rounds();
     return tap_done();
 }
