@@ -260,14 +260,21 @@ static int wait_phase(sc_handle *h, int p) {
             return rt_dev_aborted(dev, buf);
         }
         if (atomic_load_explicit(&s->xwait, memory_order_acquire) &&
-            !atomic_exchange_explicit(&s->driving, 1, memory_order_acquire)) {
+            !atomic_exchange_explicit(&s->driving, 1, memory_order_acq_rel)) {
+            /* The driver before may have completed the phase after this
+             * member saw xwait: it advanced before it let go. */
+            if (atomic_load_explicit(&s->state, memory_order_acquire) > target) {
+                atomic_store_explicit(&s->driving, 0, memory_order_release);
+                return 0;
+            }
             int rc = w->remote->wait(h, p);
-            atomic_store_explicit(&s->driving, 0, memory_order_release);
             if (rc) {
+                atomic_store_explicit(&s->driving, 0, memory_order_release);
                 rt_wake(s);
                 return rc;
             }
             advance(h, p);
+            atomic_store_explicit(&s->driving, 0, memory_order_release);
             continue;
         }
         if (spinning) {
