@@ -74,13 +74,15 @@ typedef struct {
 } Reached;
 
 typedef struct {
+    /* Three cache lines: what spinning waiters read (written once a
+     * phase), what arrivals increment, and what sleepers and wakers use. */
     _Alignas(64) _Atomic uint64_t state;
-    atomic_int count;        /* local arrivals at the phase under way */
-    atomic_uint wake;        /* bumped whenever a waiter may have to look again */
-    atomic_int sleepers;     /* waiters asleep on `wake`: a waker skips the system call without any */
+    _Alignas(64) atomic_int count;   /* local arrivals at the phase under way */
     atomic_int xwait;        /* an exchange is pending: a waiting member must drive it */
     atomic_int driving;      /* a member drives it */
-    Reached *reached;        /* per rank */
+    _Alignas(64) atomic_uint wake;   /* bumped whenever a sleeper may have to look again */
+    atomic_int sleepers;     /* waiters asleep on `wake`: a waker skips the system call without any */
+    _Alignas(64) Reached *reached;   /* per rank */
     /* Per rank, written by the member itself before it arrives at barrier 0,
      * and only when they change, so that the lines stay shared while a
      * loop calls the same collective on the same buffers. */

@@ -251,7 +251,6 @@ static int wait_phase(sc_handle *h, int p) {
     struct timespec t0 = now_ts(), deadline = plus(t0, timeout);
     int spinning = 1;
     for (unsigned it = 1;; it++) {
-        unsigned seen = atomic_load_explicit(&s->wake, memory_order_acquire);
         if (atomic_load_explicit(&s->state, memory_order_acquire) > target)
             return 0;
         if (atomic_load_explicit(&w->failed, memory_order_relaxed)) {
@@ -259,7 +258,7 @@ static int wait_phase(sc_handle *h, int p) {
             rt_what(h, buf, sizeof buf);
             return rt_dev_aborted(dev, buf);
         }
-        if (atomic_load_explicit(&s->xwait, memory_order_acquire) &&
+        if (w->remote && atomic_load_explicit(&s->xwait, memory_order_acquire) &&
             !atomic_exchange_explicit(&s->driving, 1, memory_order_acq_rel)) {
             /* The driver before may have completed the phase after this
              * member saw xwait: it advanced before it let go. */
@@ -277,7 +276,7 @@ static int wait_phase(sc_handle *h, int p) {
             atomic_store_explicit(&s->driving, 0, memory_order_release);
             continue;
         }
-        if (spinning) {
+        if (spinning) {                  /* only `state` is read: its line stays shared */
             if (w->oversubscribed)
                 sched_yield();
             else
@@ -286,7 +285,12 @@ static int wait_phase(sc_handle *h, int p) {
                 spinning = 0;
             continue;
         }
-        sleep_on(s, seen, &deadline);
+        unsigned seen = atomic_load_explicit(&s->wake, memory_order_acquire);
+        if (atomic_load_explicit(&s->state, memory_order_acquire) > target)
+            return 0;
+        if (!atomic_load_explicit(&w->failed, memory_order_relaxed) &&
+            !(w->remote && atomic_load_explicit(&s->xwait, memory_order_acquire)))
+            sleep_on(s, seen, &deadline);
         if (atomic_load_explicit(&s->state, memory_order_acquire) > target ||
             ns_between(deadline, now_ts()) < 0)
             continue;
