@@ -1,11 +1,12 @@
 /* bench/coll_threads.c: the threads backend's all-reduce (sum f32),
- * all-gather and all-to-all on a flat mesh of 8 devices, from 1 KiB to
- * 64 MiB per device, and the machine's STREAM copy rate on 2 threads (the
- * memory-bandwidth bound of bench/report.py).
+ * all-gather and all-to-all on a flat mesh of DEVICES devices (8 unless
+ * given), from 1 KiB to 64 MiB per device, and the machine's STREAM copy
+ * rate on min(DEVICES, cores) threads (the memory-bandwidth bound of
+ * bench/report.py).
  *
  * SIZE is the bytes of each device's result: all-reduce sends and receives
- * SIZE; all-gather sends SIZE/8 and receives SIZE; all-to-all sends and
- * receives SIZE.  For each size every device runs the collective `iters`
+ * SIZE; all-gather sends SIZE/DEVICES and receives SIZE; all-to-all sends
+ * and receives SIZE.  For each size every device runs the collective `iters`
  * times after one warm-up call; a collective returns only when every member
  * has finished it, so device 0's clock over the loop divided by `iters` is
  * the time of one.  Best of REPS such loops.  Prints one line per
@@ -14,8 +15,8 @@
  *   stream-copy THREADS BYTES_PER_S
  *   threads KIND SIZE SECONDS ITERS
  *
- * Usage: coll_threads [MAX_BYTES [MIN_BYTES [KIND]]] (default 64 MiB, 1 KiB, all
- * three kinds). */
+ * Usage: coll_threads [MAX_BYTES [MIN_BYTES [KIND [DEVICES]]]] (default 64 MiB,
+ * 1 KiB, all three kinds ("all"), 8 devices; at most 64). */
 #include "shardc_rt.h"
 
 #include <pthread.h>
@@ -23,8 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-enum { NDEV = 8, REPS = 5 };
+enum { MAXDEV = 64, REPS = 5 };
+static int NDEV = 8;
 
 static double now_s(void) {
     struct timespec t;
@@ -63,8 +66,8 @@ static void *stream_thread(void *arg) {
 
 /* Bytes read + written per second by `threads` threads copying 64 MiB each. */
 static double stream_copy(int threads) {
-    Stream s[16];
-    pthread_t tid[16];
+    Stream s[MAXDEV];
+    pthread_t tid[MAXDEV];
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, (unsigned)threads);
     size_t n = (64u << 20) / sizeof(double);
@@ -96,7 +99,7 @@ typedef struct {
     Kind kind;
     int64_t bytes;          /* per device result */
     int iters;
-    float *send[NDEV], *recv[NDEV];
+    float *send[MAXDEV], *recv[MAXDEV];
     double best;            /* seconds per collective, written by device 0 */
 } Bench;
 
@@ -161,8 +164,15 @@ static int check(const Bench *b) {
 int main(int argc, char **argv) {
     int64_t max = argc > 1 ? atoll(argv[1]) : (int64_t)64 << 20;
     int64_t min = argc > 2 ? atoll(argv[2]) : 1024;
-    const char *only = argc > 3 ? argv[3] : NULL;
-    printf("stream-copy 2 %.6e\n", stream_copy(2));
+    const char *only = argc > 3 && strcmp(argv[3], "all") ? argv[3] : NULL;
+    NDEV = argc > 4 ? atoi(argv[4]) : 8;
+    if (NDEV < 1 || NDEV > MAXDEV) {
+        fprintf(stderr, "coll_threads: 1 to %d devices\n", MAXDEV);
+        return 1;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int st = (int)(cores < 1 ? 1 : cores < NDEV ? cores : NDEV);
+    printf("stream-copy %d %.6e\n", st, stream_copy(st));
     fflush(stdout);
 
     char err[256];

@@ -2,7 +2,12 @@
 #include "rt_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* compiler/ir/dtypes.def lists the runtime's dtypes first, in sc_dtype's
  * order, then bool, which the runtime does not move. */
@@ -165,24 +170,62 @@ static double min_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : 
 
 /* The vectorized chunk loop of a sum of k >= 1 sources of type T (float or
  * double) into acc[CHUNK], from element `base` of each source; sets `nan`
- * when some element of the chunk is NaN. */
+ * when some element of the chunk is NaN.  Each pass over acc adds up to 8
+ * members (in member order: the same additions as add_member's loop), so
+ * that 8 members cost one pass: the first pass starts from +0. */
+#define SUM_SRC(T, srcs, j, base) ((const T *)(srcs)[j] + (base))
+#define SUM_PASS8(T, srcs, j, base, acc, from)                                                     \
+    do {                                                                                           \
+        const T *p0 = SUM_SRC(T, srcs, j, base), *p1 = SUM_SRC(T, srcs, j + 1, base);              \
+        const T *p2 = SUM_SRC(T, srcs, j + 2, base), *p3 = SUM_SRC(T, srcs, j + 3, base);          \
+        const T *p4 = SUM_SRC(T, srcs, j + 4, base), *p5 = SUM_SRC(T, srcs, j + 5, base);          \
+        const T *p6 = SUM_SRC(T, srcs, j + 6, base), *p7 = SUM_SRC(T, srcs, j + 7, base);          \
+        for (int i = 0; i < CHUNK; i++)                                                            \
+            acc[i] = (((((((from + (double)p0[i]) + (double)p1[i]) + (double)p2[i]) + (double)p3[i]) + \
+                         (double)p4[i]) + (double)p5[i]) + (double)p6[i]) + (double)p7[i];        \
+        j += 8;                                                                                    \
+    } while (0)
+#define SUM_PASS4(T, srcs, j, base, acc, from)                                                     \
+    do {                                                                                           \
+        const T *p0 = SUM_SRC(T, srcs, j, base), *p1 = SUM_SRC(T, srcs, j + 1, base);              \
+        const T *p2 = SUM_SRC(T, srcs, j + 2, base), *p3 = SUM_SRC(T, srcs, j + 3, base);          \
+        for (int i = 0; i < CHUNK; i++)                                                            \
+            acc[i] = (((from + (double)p0[i]) + (double)p1[i]) + (double)p2[i]) + (double)p3[i];   \
+        j += 4;                                                                                    \
+    } while (0)
+#define SUM_PASS2(T, srcs, j, base, acc, from)                                                     \
+    do {                                                                                           \
+        const T *p0 = SUM_SRC(T, srcs, j, base), *p1 = SUM_SRC(T, srcs, j + 1, base);              \
+        for (int i = 0; i < CHUNK; i++)                                                            \
+            acc[i] = (from + (double)p0[i]) + (double)p1[i];                                       \
+        j += 2;                                                                                    \
+    } while (0)
+#define SUM_PASS1(T, srcs, j, base, acc, from)                                                     \
+    do {                                                                                           \
+        const T *p0 = SUM_SRC(T, srcs, j, base);                                                   \
+        for (int i = 0; i < CHUNK; i++)                                                            \
+            acc[i] = from + (double)p0[i];                                                         \
+        j += 1;                                                                                    \
+    } while (0)
 #define SUM_CHUNK(T, srcs, k, base, acc, nan)                                                      \
     do {                                                                                           \
-        const T *s0 = (const T *)(srcs)[0] + (base);                                               \
-        for (int i = 0; i < CHUNK; i++)                                                            \
-            acc[i] = 0.0 + (double)s0[i];                                                          \
-        int j = 1;                                                                                 \
-        for (; j + 4 <= (k); j += 4) {                                                             \
-            const T *a = (const T *)(srcs)[j] + (base), *b = (const T *)(srcs)[j + 1] + (base);    \
-            const T *d = (const T *)(srcs)[j + 2] + (base), *e = (const T *)(srcs)[j + 3] + (base); \
-            for (int i = 0; i < CHUNK; i++)                                                        \
-                acc[i] = (((acc[i] + (double)a[i]) + (double)b[i]) + (double)d[i]) + (double)e[i]; \
-        }                                                                                          \
-        for (; j < (k); j++) {                                                                     \
-            const T *a = (const T *)(srcs)[j] + (base);                                            \
-            for (int i = 0; i < CHUNK; i++)                                                        \
-                acc[i] += (double)a[i];                                                            \
-        }                                                                                          \
+        int j = 0;                                                                                 \
+        if ((k) >= 8)                                                                              \
+            SUM_PASS8(T, srcs, j, base, acc, 0.0);                                                 \
+        else if ((k) >= 4)                                                                         \
+            SUM_PASS4(T, srcs, j, base, acc, 0.0);                                                 \
+        else if ((k) >= 2)                                                                         \
+            SUM_PASS2(T, srcs, j, base, acc, 0.0);                                                 \
+        else                                                                                       \
+            SUM_PASS1(T, srcs, j, base, acc, 0.0);                                                 \
+        while ((k) - j >= 8)                                                                       \
+            SUM_PASS8(T, srcs, j, base, acc, acc[i]);                                              \
+        if ((k) - j >= 4)                                                                          \
+            SUM_PASS4(T, srcs, j, base, acc, acc[i]);                                              \
+        if ((k) - j >= 2)                                                                          \
+            SUM_PASS2(T, srcs, j, base, acc, acc[i]);                                              \
+        if ((k) - j >= 1)                                                                          \
+            SUM_PASS1(T, srcs, j, base, acc, acc[i]);                                              \
         int n_ = 0;                                                                                \
         for (int i = 0; i < CHUNK; i++)                                                            \
             n_ |= acc[i] != acc[i];                                                                \
@@ -192,8 +235,8 @@ static double min_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : 
 /* sum_f32 and sum_f64: chunks through SUM_CHUNK, a chunk holding a NaN
  * again element by element (so that NaN payloads come out as the plain
  * loop gives them), the tail element by element; each rounds once to T. */
-#define DEFINE_SUM(name, T)                                                                        \
-    static void name(const void *const *srcs, int k, int64_t off, T *dst, int64_t n) {             \
+#define DEFINE_SUM(name, T, ATTR)                                                                  \
+    ATTR static void name(const void *const *srcs, int k, int64_t off, T *dst, int64_t n) {        \
         double acc[CHUNK], acc_one;                                                                \
         int64_t c = 0;                                                                             \
         for (; c + CHUNK <= n; c += CHUNK) {                                                       \
@@ -214,8 +257,59 @@ static double min_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : 
         }                                                                                          \
     }
 
-DEFINE_SUM(sum_f32, float)
-DEFINE_SUM(sum_f64, double)
+DEFINE_SUM(sum_f32_base, float, )
+DEFINE_SUM(sum_f64_base, double, )
+
+/* On x86-64 the same loops again for AVX2 and AVX-512 (4 or 8 doubles a
+ * vector instead of SSE2's 2), chosen at run time: the converts and adds
+ * are the same IEEE operations, so the bits are the same; only adds, so
+ * nothing can be contracted into an FMA. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SUM_VARIANTS 1
+DEFINE_SUM(sum_f32_avx2, float, __attribute__((target("avx2"))))
+DEFINE_SUM(sum_f64_avx2, double, __attribute__((target("avx2"))))
+DEFINE_SUM(sum_f32_avx512, float, __attribute__((target("avx512f"))))
+DEFINE_SUM(sum_f64_avx512, double, __attribute__((target("avx512f"))))
+#endif
+
+/* The widest of the loops that this CPU runs (2: AVX-512, 1: AVX2, 0:
+ * SSE2 or not x86-64), at most rt_reduce_isa's limit. */
+static _Atomic int isa_limit = 2;
+
+int rt_reduce_isa(int limit) {
+    if (limit >= 0)
+        atomic_store_explicit(&isa_limit, limit, memory_order_relaxed);
+    int isa = 0;
+#ifdef SUM_VARIANTS
+    isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+#endif
+    int lim = atomic_load_explicit(&isa_limit, memory_order_relaxed);
+    return isa < lim ? isa : lim;
+}
+
+static void sum_f32(const void *const *srcs, int k, int64_t off, float *dst, int64_t n) {
+#ifdef SUM_VARIANTS
+    int isa = rt_reduce_isa(-1);
+    if (isa == 2)
+        sum_f32_avx512(srcs, k, off, dst, n);
+    else if (isa == 1)
+        sum_f32_avx2(srcs, k, off, dst, n);
+    else
+#endif
+        sum_f32_base(srcs, k, off, dst, n);
+}
+
+static void sum_f64(const void *const *srcs, int k, int64_t off, double *dst, int64_t n) {
+#ifdef SUM_VARIANTS
+    int isa = rt_reduce_isa(-1);
+    if (isa == 2)
+        sum_f64_avx512(srcs, k, off, dst, n);
+    else if (isa == 1)
+        sum_f64_avx2(srcs, k, off, dst, n);
+    else
+#endif
+        sum_f64_base(srcs, k, off, dst, n);
+}
 
 static void reduce_i32(sc_reduce op, const void *const *srcs, int k, int64_t off, int32_t *dst,
                        int64_t n) {
@@ -274,6 +368,36 @@ void rt_reduce(sc_dtype t, sc_reduce op, const void *const *srcs, int k, int64_t
         store_chunk(t, (char *)dst + c * (int64_t)es, acc, m);
     }
 }
+
+/* ---- non-temporal copies ---- */
+
+#if defined(__SSE2__)
+void rt_copy_stream(void *dst, const void *src, size_t n) {
+    char *d = dst;
+    const char *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (n < head + 64) {
+        memcpy(d, s, n);
+        return;
+    }
+    memcpy(d, s, head);
+    d += head, s += head, n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, n);
+}
+
+void rt_stream_fence(void) { _mm_sfence(); }
+#else
+void rt_copy_stream(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+void rt_stream_fence(void) { atomic_thread_fence(memory_order_seq_cst); }
+#endif
 
 /* ---- strided copies ---- */
 

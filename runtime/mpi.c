@@ -405,7 +405,7 @@ static Xchg *xchg_new(sc_handle *h) {
 static int mpi_post(sc_handle *h, int phase, char *err, size_t errlen) {
     sc_world *w = h->dev->w;
     Slot *s = h->s;
-    if (h->g->nlocal == h->f->k || phase == rt_nphases(s->desc.kind) - 1)
+    if (h->g->nlocal == h->f->k || phase == rt_nphases(s->desc.kind, 0) - 1)
         return 0;                           /* nothing remote, or nothing left to move */
     if (phase == 1 && s->desc.kind != K_ALL_REDUCE)
         return 0;
@@ -693,6 +693,15 @@ sc_world *sc_mpi_create(const sc_mesh *mesh, const sc_options *opt, char *err, s
     MPI_Comm_dup(MPI_COMM_WORLD, &m->coll);
     MPI_Comm_set_errhandler(m->host, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(m->coll, MPI_ERRORS_RETURN);
+    /* Waiting devices spin only while the device threads of this node fit
+     * its cores: count the processes that share the node. */
+    MPI_Comm node;
+    int on_node = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &on_node);
+        MPI_Comm_free(&node);
+    }
+    rt_set_spin(w, on_node * L);
     w->process = rank;
     w->nprocesses = size;
     w->remote_state = m;

@@ -1,8 +1,12 @@
 /* The threads backend: one thread per device in one process.  Collectives
  * read their peers' buffers directly (one copy, no staging); devices meet
- * at per-group barriers built on a mutex and a condition variable, so that
- * waiting devices sleep.  See docs/runtime.md. */
+ * at per-group barriers of atomic counters, where a waiting device spins
+ * or yields briefly, then sleeps (threads_coll.c).  See docs/runtime.md. */
+#define _GNU_SOURCE 1        /* sched_getaffinity */
 #include "threads.h"
+
+#include <sched.h>
+#include <unistd.h>
 
 #include <errno.h>
 #include <stdarg.h>
@@ -19,14 +23,11 @@ static void fail_world(sc_world *w, const char *msg) {
         snprintf(w->error, sizeof w->error, "%s", msg);
         atomic_store(&w->failed, 1);
     }
-    /* Wake every waiter; they see `failed`.  No group lock is held here. */
+    /* Wake every waiter; they see `failed`. */
     for (int i = 0; i < w->nfam; i++)
-        for (int g = 0; g < w->fam[i]->ngroups; g++) {
-            Group *gr = &w->fam[i]->groups[g];
-            pthread_mutex_lock(&gr->mu);
-            pthread_cond_broadcast(&gr->cv);
-            pthread_mutex_unlock(&gr->mu);
-        }
+        for (int g = 0; g < w->fam[i]->ngroups; g++)
+            for (int s = 0; s < NSLOTS; s++)
+                rt_wake(&w->fam[i]->groups[g].slot[s]);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -90,14 +91,21 @@ static void family_free(Family *f) {
         return;
     for (int g = 0; f->groups && g < f->ngroups; g++) {
         Group *gr = &f->groups[g];
-        pthread_mutex_destroy(&gr->mu);
-        pthread_cond_destroy(&gr->cv);
-        for (int s = 0; s < PENDING; s++) {
+        for (int s = 0; s < NSLOTS; s++) {
+#ifdef RT_NO_FUTEX
+            pthread_mutex_destroy(&gr->slot[s].mu);
+            pthread_cond_destroy(&gr->slot[s].cv);
+#endif
             free(gr->slot[s].reached);
             free(gr->slot[s].send);
             free(gr->slot[s].recv);
             free(gr->slot[s].src);
             free(gr->slot[s].dst);
+            free(gr->slot[s].descs);
+            for (int j = 0; gr->slot[s].stage && j < f->k; j++)
+                free(gr->slot[s].stage[j]);
+            free(gr->slot[s].stage);
+            free(gr->slot[s].stage_cap);
         }
     }
     free(f->groups);
@@ -106,6 +114,7 @@ static void family_free(Family *f) {
     free(f->rank_of);
     free(f->next);
     free(f->pending);
+    free(f->open);
     free(f);
 }
 
@@ -130,8 +139,9 @@ static Family *family_new(const sc_world *w, sc_axes a) {
     f->rank_of = malloc(nd * sizeof(int));
     f->next = calloc(nd, sizeof(uint64_t));
     f->pending = calloc(nd, sizeof(int));
+    f->open = calloc(nd * NSLOTS, 1);
     f->groups = calloc((size_t)f->ngroups, sizeof(Group));
-    if (!f->members || !f->group_of || !f->rank_of || !f->next || !f->pending || !f->groups) {
+    if (!f->members || !f->group_of || !f->rank_of || !f->next || !f->pending || !f->open || !f->groups) {
         free(f->groups);
         f->groups = NULL;
         family_free(f);
@@ -149,29 +159,45 @@ static Family *family_new(const sc_world *w, sc_axes a) {
         f->group_of[id] = f->rank_of[id] == 0 ? ng++ : f->group_of[base];
         f->members[f->group_of[id] * f->k + f->rank_of[id]] = id;
     }
+#ifdef RT_NO_FUTEX
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+#endif
     int ok = 1;
     for (int g = 0; g < f->ngroups; g++) {
         Group *gr = &f->groups[g];
-        pthread_mutex_init(&gr->mu, NULL);
-        pthread_cond_init(&gr->cv, &ca);
         gr->members = f->members + g * f->k;
         for (int j = 0; j < f->k; j++)
             gr->nlocal += gr->members[j] >= w->local && gr->members[j] < w->local + w->nlocal;
-        for (int s = 0; s < PENDING; s++) {
+        for (int s = 0; s < NSLOTS; s++) {
             Slot *sl = &gr->slot[s];
-            sl->op = (uint64_t)s;
-            sl->reached = calloc((size_t)f->k, sizeof(int));
+#ifdef RT_NO_FUTEX
+            pthread_mutex_init(&sl->mu, NULL);
+            pthread_cond_init(&sl->cv, &ca);
+#endif
+            atomic_init(&sl->state, (uint64_t)s * 4);
+            atomic_init(&sl->count, 0);
+            atomic_init(&sl->wake, 0);
+            atomic_init(&sl->sleepers, 0);
+            atomic_init(&sl->xwait, 0);
+            atomic_init(&sl->driving, 0);
+            sl->reached = aligned_alloc(64, (size_t)f->k * sizeof(Reached));
             sl->send = calloc((size_t)f->k, sizeof(void *));
             sl->recv = calloc((size_t)f->k, sizeof(void *));
             sl->src = calloc((size_t)f->k, sizeof(int));
             sl->dst = calloc((size_t)f->k, sizeof(int));
-            ok &= sl->reached && sl->send && sl->recv && sl->src && sl->dst;
+            sl->descs = calloc((size_t)f->k, sizeof(Desc));
+            sl->stage = calloc((size_t)f->k, sizeof(void *));
+            sl->stage_cap = calloc((size_t)f->k, sizeof(size_t));
+            ok &= sl->reached && sl->send && sl->recv && sl->src && sl->dst && sl->descs && sl->stage && sl->stage_cap;
+            for (int j = 0; sl->reached && j < f->k; j++)
+                atomic_init(&sl->reached[j].v, 0);
         }
     }
+#ifdef RT_NO_FUTEX
     pthread_condattr_destroy(&ca);
+#endif
     if (!ok) {
         family_free(f);
         return NULL;
@@ -252,6 +278,7 @@ sc_world *rt_world_new(const sc_mesh *mesh, const sc_options *opt, char *err, si
     }
     atomic_init(&w->timeout, o.timeout);
     atomic_init(&w->failed, 0);
+    rt_set_spin(w, w->nlocal);
     pthread_mutex_init(&w->mu, NULL);
     for (int id = 0; id < w->ndev; id++) {
         w->dev[id].w = w;
@@ -259,6 +286,22 @@ sc_world *rt_world_new(const sc_mesh *mesh, const sc_options *opt, char *err, si
         coords_of(w, id, w->dev[id].coord);
     }
     return w;
+}
+
+/* The cores this process may run on. */
+static int cores(void) {
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+void rt_set_spin(sc_world *w, int threads) {
+    w->oversubscribed = threads > cores();
+    w->spin_ns = w->oversubscribed ? RT_YIELD_NS : RT_SPIN_NS;
 }
 
 /* opt->local_devices is the MPI backend's: this one process runs every

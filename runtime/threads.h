@@ -9,10 +9,29 @@
 
 #include "rt_internal.h"
 
+/* Waiting devices sleep on a futex (Linux); elsewhere, or built with
+ * -DRT_NO_FUTEX, on a condition variable of the group. */
+#if !defined(__linux__) && !defined(RT_NO_FUTEX)
+#define RT_NO_FUTEX 1
+#endif
+
 #include <pthread.h>
 #include <stdatomic.h>
 
-enum { MSG = 512, PENDING = SC_MAX_PENDING };
+/* A device may have PENDING collectives of a group started and not done;
+ * a group has twice as many slots (see Slot). */
+enum { MSG = 512, PENDING = SC_MAX_PENDING, NSLOTS = 2 * PENDING };
+
+/* Waiting (threads_coll.c): nanoseconds a device spins (cores to spare)
+ * or yields (more device threads than cores) before it sleeps. */
+enum { RT_SPIN_NS = 50000, RT_YIELD_NS = 50000 };
+/* All-reduce within a process: results of at least RT_STREAM_BYTES per
+ * device go out with non-temporal stores, RT_CHUNK_BYTES at a time. */
+enum { RT_STREAM_BYTES = 1 << 20, RT_CHUNK_BYTES = 16384 };
+/* Eager collectives (within a process): a send of at most RT_EAGER_BYTES
+ * (an all-reduce: k x its bytes at most RT_EAGER_REDUCE_BYTES) is copied
+ * at start, and done does not wait for the peers to read it. */
+enum { RT_EAGER_BYTES = 32768, RT_EAGER_REDUCE_BYTES = 65536 };
 
 typedef enum { K_ALL_REDUCE, K_ALL_GATHER, K_REDUCE_SCATTER, K_ALL_TO_ALL, K_PERMUTE } Kind;
 
@@ -26,30 +45,65 @@ typedef struct {
 } Desc;
 
 /* One collective in flight in a group.  Collective number `op` of the group
- * uses slot op % PENDING; it has `nphases` barriers, and the barrier that
- * completes the last one frees the slot for collective op + PENDING.
- * A barrier counts this process's members; when another process holds
- * members too, the phase completes only when the exchange that the last
- * local arrival posted (RtRemote.post) has completed. */
+ * uses slot op % NSLOTS; it has `nphases` barriers (rt_nphases), and the
+ * barrier that completes the last one frees the slot for collective
+ * op + NSLOTS.  A barrier counts this process's members; when another
+ * process holds members too, the phase completes only when the exchange
+ * that the last local arrival posted (RtRemote.post) has completed.
+ *
+ * No lock: `state` is op * 4 + the phases completed, and only grows (the
+ * last phase of op jumps it to (op + NSLOTS) * 4), so "phase p of op is
+ * complete" is state > op * 4 + p.  Arrivals count in `count` (acq_rel);
+ * the arrival that completes a phase (at barrier 0 after comparing the
+ * members' descriptions) stores state (release) and bumps `wake`, the
+ * word that waiters sleep on (a futex); failures bump it too
+ * (threads_coll.c).
+ *
+ * A device starts collective op + PENDING of a group only after its own
+ * done(op) (start checks).  An eager collective has one barrier (its
+ * members' sends are staged copies, and done waits only for every member
+ * to have started), whose completion frees the slot at once; a member may
+ * still be reading the staged copies of op, but none rewrites them before
+ * op + NSLOTS, and a member starts op + 2 PENDING only after its
+ * done(op + PENDING), which waited for every member to start op + PENDING,
+ * which each did only after its own done(op). */
+/* A member's progress in a slot, on a cache line of its own: only the
+ * member writes it, and its peers read it only to name the late ones. */
 typedef struct {
-    uint64_t op;
-    int phase, count;        /* the phase under way and its local arrivals */
-    int *reached;            /* per rank: phases arrived at */
-    const void **send;       /* per rank, published on arrival at phase 0 */
-    void **recv;             /* (a member in another process: a staging copy) */
-    int *src, *dst;          /* per rank: permute's source and target, or -1 */
-    Desc desc;               /* the first arrival's */
-    int have_desc;
+    _Alignas(64) _Atomic uint64_t v;   /* op * 4 + phases arrived at */
+} Reached;
+
+typedef struct {
+    /* Three cache lines: what spinning waiters read (written once a
+     * phase), what arrivals increment, and what sleepers and wakers use. */
+    _Alignas(64) _Atomic uint64_t state;
+    _Alignas(64) atomic_int count;   /* local arrivals at the phase under way */
+    atomic_int xwait;        /* an exchange is pending: a waiting member must drive it */
+    atomic_int driving;      /* a member drives it */
+    _Alignas(64) atomic_uint wake;   /* bumped whenever a sleeper may have to look again */
+    atomic_int sleepers;     /* waiters asleep on `wake`: a waker skips the system call without any */
+    _Alignas(64) Reached *reached;   /* per rank */
+    /* Per rank, written by the member itself before it arrives at barrier 0,
+     * and only when they change, so that the lines stay shared while a
+     * loop calls the same collective on the same buffers. */
+    const void **send;       /* (a member in another process: a staging copy) */
+    void **recv;
+    int *src, *dst;          /* permute's source and target, or -1 */
+    Desc *descs;             /* each member's description of the call: the last to arrive compares them */
+    void **stage;            /* each member's staged send (eager), grown by the member */
+    size_t *stage_cap;
+    Desc desc;               /* the last local arrival's at barrier 0 (the MPI backend sends it) */
     void *xchg;              /* the remote backend's state of the collective */
-    int xwait, driving;      /* an exchange is pending; a member waits for it */
+#ifdef RT_NO_FUTEX
+    pthread_mutex_t mu;      /* sleeping without futexes: a waiter waits on cv */
+    pthread_cond_t cv;
+#endif
 } Slot;
 
 typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
     const int *members;      /* device ids by rank */
     int nlocal;              /* members in this process */
-    Slot slot[PENDING];
+    Slot slot[NSLOTS];
 } Group;
 
 /* Every group of one ordered list of axes. */
@@ -61,17 +115,19 @@ typedef struct {
     int *group_of, *rank_of; /* per device */
     uint64_t *next;          /* per device: its next collective number */
     int *pending;            /* per device: started, not done */
+    unsigned char *open;     /* per device and slot: its collective there is started, not done */
     Group *groups;
 } Family;
 
 /* A backend whose devices live in several processes (mpi.c).
  * post: called by the last local member to arrive at `phase` of h's
- *   collective, with the group lock held: start moving what the local
+ *   collective (alone: the others wait for the phase): start moving what the local
  *   members read after this phase; 1 when something is in flight, 0 when
  *   the phase is complete, SC_ERR with a message in err.
  * wait: called by one local member without the lock: wait for what post
  *   started; 0 or SC_ERR with the device failed (rt_dev_fail).
- * release: the slot's collective is complete (group lock held). */
+ * release: the slot's collective is complete (called by the member that
+ *   completes it, before the slot is reused). */
 typedef struct {
     int (*post)(sc_handle *h, int phase, char *err, size_t errlen);
     int (*wait)(sc_handle *h, int phase);
@@ -98,6 +154,13 @@ struct sc_world {
     /* This process runs devices [local, local + nlocal): all of them on
      * the threads backend; nlocal per process on MPI, whose remote is set. */
     int local, nlocal, process, nprocesses;
+    /* How a waiting device waits (threads_coll.c): spin for spin_ns with a
+     * pause instruction when the device threads of this machine fit its
+     * cores, else yield the core for spin_ns; then sleep.  Set when the
+     * world is made (rt_set_spin); the MPI backend counts the threads of
+     * every process on the node. */
+    int oversubscribed;
+    long spin_ns;
     const RtRemote *remote;
     void *remote_state;
 };
@@ -117,6 +180,8 @@ struct sc_handle {
     Slot *s;
     uint64_t op;
     int rank, src, dst, failed;  /* permute's source and target ranks, or -1 */
+    int nphases;             /* barriers: rt_nphases */
+    int eager;               /* the send is staged; one barrier, at start */
     Desc d;
     const void *send;
     void *recv;
@@ -146,6 +211,12 @@ typedef struct {
 void rt_late_add(LateList *l, int dev);
 /* "kind over {X}: devices 2, 3 did not arrive within T s": fails h's device. */
 int rt_late_fail(sc_handle *h, const LateList *l, double timeout);
-int rt_nphases(Kind k);
+/* The barriers of a collective: 2, or 3 for an all-reduce whose group
+ * spans processes (`local`: every member is in this process). */
+int rt_nphases(Kind k, int local);
+/* Choose how devices wait, for `threads` device threads on this machine. */
+void rt_set_spin(sc_world *w, int threads);
+/* Wake every waiter of the slot (they look at their condition again). */
+void rt_wake(Slot *s);
 
 #endif

@@ -3,33 +3,50 @@
  *
  *   start:  publish the send and recv pointers, arrive at barrier 0
  *   done:   wait for barrier 0; read the peers' buffers into recv (all-reduce:
- *           reduce this device's slice of the result into its own recv);
- *           barrier 1 (all-reduce: copy the other slices from the peers'
- *           recv; barrier 2)
+ *           reduce this device's slice of the result from every peer's send
+ *           and write it into every member's recv); barrier 1
  *
  * The last barrier keeps every send and recv buffer alive and unchanged
- * until every member has read it.  Barriers use the group's mutex and
- * condition variable (no spinning); the mutex orders each device's writes
- * to its buffers before its peers' reads.
+ * until every member has read (or written) it.
+ *
+ * Barriers are lock-free (Slot in threads.h): an arrival is an atomic
+ * increment, and the arrival that completes a phase publishes it with a
+ * release store that waiters load with acquire, which orders each device's
+ * writes to its buffers before its peers' reads.  A waiting device spins
+ * (with a pause instruction) while the device threads fit the cores, or
+ * yields its core while they do not, for RT_SPIN_NS / RT_YIELD_NS; then it
+ * sleeps on a futex until the phase completes, the world fails or its
+ * timeout passes.  Waking costs a system call only when someone sleeps.
  *
  * On the MPI backend the same barriers count only this process's members;
- * the last local arrival asks the RtRemote to bring in what the next phase
- * reads of the other processes' members, and one waiting member drives that
- * exchange before the barrier opens (mpi.c). */
+ * when the group spans processes, the last local arrival asks the RtRemote
+ * to bring in what the next phase reads of the other processes' members,
+ * and one waiting member drives that exchange before the barrier opens
+ * (mpi.c).  Such an all-reduce keeps three phases: each member reduces its
+ * slice into its own recv; barrier 1 (and the exchange of the slices);
+ * every member copies the other slices; barrier 2. */
+#define _GNU_SOURCE 1        /* syscall */
 #include "threads.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#ifndef RT_NO_FUTEX
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 static const char *const kind_name[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
                                         "collective-permute"};
 static const char *const reduce_name[] = {"sum", "max", "min"};
 
-static int nphases(Kind k) { return k == K_ALL_REDUCE ? 3 : 2; }
-int rt_nphases(Kind k) { return nphases(k); }
+int rt_nphases(Kind k, int local) { return k == K_ALL_REDUCE && !local ? 3 : 2; }
 
 void rt_what(const sc_handle *h, char *buf, size_t n) {
     snprintf(buf, n, "%s over %s", kind_name[h->d.kind], h->f ? h->f->name : "{?}");
@@ -61,53 +78,134 @@ int rt_desc_equal(const Desc *a, const Desc *b) {
     return 1;
 }
 
-/* Complete the slot's phase: after the last one free the slot for the
- * collective PENDING later.  The group lock is held. */
-static void advance(sc_handle *h) {
-    Slot *s = h->s;
-    s->count = 0;
-    s->xwait = 0;
-    if (++s->phase == nphases(h->d.kind)) {
-        if (s->xchg)
-            h->dev->w->remote->release(s);
-        s->op += PENDING;
-        s->phase = 0;
-        s->have_desc = 0;
-        memset(s->reached, 0, (size_t)h->f->k * sizeof(int));
-    }
-    pthread_cond_broadcast(&h->g->cv);
+/* ---- waiting ---- */
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
 }
 
-/* Arrive at phase p; the group lock is held.  The last local arrival
- * completes the phase, or starts the exchange with the other processes
- * that completes it (then a waiting member drives it, in sync_phase).
- * SC_ERR with a message in err. */
-static int arrive(sc_handle *h, int p, char *err, size_t errlen) {
-    Slot *s = h->s;
-    s->reached[h->rank] = p + 1;
-    if (++s->count < h->g->nlocal)
-        return 0;
-    const RtRemote *remote = h->dev->w->remote;
-    int pending = remote ? remote->post(h, p, err, errlen) : 0;
-    if (pending < 0)
-        return SC_ERR;
-    if (pending)
-        s->xwait = 1;
-    else
-        advance(h);
-    return 0;
-}
-
-static struct timespec deadline_in(double seconds) {
-    if (seconds > 1e8)
-        seconds = 1e8;
+static struct timespec now_ts(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return t;
+}
+
+static long long ns_between(struct timespec a, struct timespec b) {
+    return (long long)(b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec);
+}
+
+static struct timespec plus(struct timespec t, double seconds) {
+    if (seconds > 1e8)
+        seconds = 1e8;
     t.tv_sec += (time_t)seconds;
     t.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
     if (t.tv_nsec >= 1000000000L)
         t.tv_sec++, t.tv_nsec -= 1000000000L;
     return t;
+}
+
+/* Sleep while s->wake is `seen`, until the absolute CLOCK_MONOTONIC
+ * deadline at most; returns early on any wake (or spuriously). */
+static void sleep_on(Slot *s, unsigned seen, const struct timespec *deadline) {
+    atomic_fetch_add(&s->sleepers, 1);                  /* seq_cst: see rt_wake */
+#ifndef RT_NO_FUTEX
+    syscall(SYS_futex, (unsigned *)&s->wake, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seen, deadline, NULL,
+            FUTEX_BITSET_MATCH_ANY);
+#else
+    pthread_mutex_lock(&s->mu);
+    if (atomic_load(&s->wake) == seen)
+        pthread_cond_timedwait(&s->cv, &s->mu, deadline);
+    pthread_mutex_unlock(&s->mu);
+#endif
+    atomic_fetch_sub(&s->sleepers, 1);
+}
+
+/* A sleeper increments `sleepers` and then looks at `wake` (in the kernel);
+ * a waker bumps `wake` and then looks at `sleepers`; both seq_cst, so
+ * either the waker sees the sleeper or the sleeper sees the new value and
+ * does not sleep. */
+void rt_wake(Slot *s) {
+    atomic_fetch_add(&s->wake, 1);
+    if (atomic_load(&s->sleepers) == 0)
+        return;
+#ifndef RT_NO_FUTEX
+    syscall(SYS_futex, (unsigned *)&s->wake, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
+#else
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+#endif
+}
+
+static uint64_t state_of(uint64_t op, int phase) { return op * 4 + (uint64_t)phase; }
+
+/* Complete phase p of h's collective: after the last phase free the slot
+ * for the collective NSLOTS later.  Called by one member: the last local
+ * arrival, or the one that drove the exchange. */
+static void advance(sc_handle *h, int p) {
+    Slot *s = h->s;
+    uint64_t next = state_of(h->op, p + 1);
+    atomic_store_explicit(&s->count, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->xwait, 0, memory_order_relaxed);
+    if (p + 1 == h->nphases) {
+        if (s->xchg)
+            h->dev->w->remote->release(s);
+        next = state_of(h->op + NSLOTS, 0);
+    }
+    atomic_store_explicit(&s->state, next, memory_order_release);
+    rt_wake(s);
+}
+
+/* Barrier 0: the members of this process must describe the same call;
+ * the last to arrive compares (whoever is first in rank order is the
+ * reference).  0, or SC_ERR with a message in err. */
+static int same_calls(sc_handle *h, char *err, size_t errlen) {
+    const Slot *s = h->s;
+    const Desc *ref = NULL;
+    for (int j = 0; j < h->f->k; j++) {
+        int dev = h->g->members[j];
+        if (!sc_world_is_local(h->dev->w, dev))
+            continue;
+        if (!ref)
+            ref = &s->descs[j];
+        else if (!rt_desc_equal(ref, &s->descs[j])) {
+            char what[160], mine[128], theirs[128];
+            rt_what(h, what, sizeof what);
+            rt_describe(&s->descs[j], mine, sizeof mine);
+            rt_describe(ref, theirs, sizeof theirs);
+            snprintf(err, errlen, "%s: device %d calls %s where another member calls %s", what, dev, mine, theirs);
+            return SC_ERR;
+        }
+    }
+    return 0;
+}
+
+/* Arrive at phase p.  The last local arrival completes the phase, or
+ * starts the exchange with the other processes that completes it (then a
+ * waiting member drives it, in wait_phase).  SC_ERR with a message in err. */
+static int arrive(sc_handle *h, int p, char *err, size_t errlen) {
+    Slot *s = h->s;
+    atomic_store_explicit(&s->reached[h->rank].v, state_of(h->op, p) + 1, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&s->count, 1, memory_order_acq_rel) + 1 < h->g->nlocal)
+        return 0;
+    const RtRemote *remote = h->dev->w->remote;
+    if (p == 0 && same_calls(h, err, errlen))
+        return SC_ERR;
+    if (p == 0 && remote && !rt_desc_equal(&s->desc, &h->d))
+        s->desc = h->d;
+    int pending = remote ? remote->post(h, p, err, errlen) : 0;
+    if (pending < 0)
+        return SC_ERR;
+    if (pending) {
+        atomic_store_explicit(&s->xwait, 1, memory_order_release);
+        rt_wake(s);
+    } else
+        advance(h, p);
+    return 0;
 }
 
 void rt_late_add(LateList *l, int dev) {
@@ -127,61 +225,87 @@ int rt_late_fail(sc_handle *h, const LateList *l, double timeout) {
 }
 
 /* A barrier that timed out names the local members that have not arrived
- * at phase p (the others' lateness is the exchange's to report).  Called
- * with the group lock held; unlocks it. */
+ * at phase p (the others' lateness is the exchange's to report). */
 static int late_members(sc_handle *h, int p, double timeout) {
     LateList late = {.len = 0};
     for (int j = 0; j < h->f->k; j++)
-        if (h->s->reached[j] <= p && sc_world_is_local(h->dev->w, h->g->members[j]))
+        if (atomic_load_explicit(&h->s->reached[j].v, memory_order_relaxed) <= state_of(h->op, p) &&
+            sc_world_is_local(h->dev->w, h->g->members[j]))
             rt_late_add(&late, h->g->members[j]);
-    pthread_mutex_unlock(&h->g->mu);
     return rt_late_fail(h, &late, timeout);
 }
 
-/* Arrive at phase p (unless `wait_only`) and wait until every member has.
- * While an exchange with other processes is pending, one waiting member
- * drives it (RtRemote.wait) outside the lock; it reports its own timeout. */
-static int sync_phase(sc_handle *h, int p, int wait_only) {
+/* Wait until phase p of h's collective is complete.  First spin (or yield)
+ * for the world's spin_ns, then sleep, with the timeout counted from the
+ * start of the wait.  While an exchange with other processes is pending,
+ * one waiting member drives it (RtRemote.wait); it reports its own
+ * timeout. */
+static int wait_phase(sc_handle *h, int p) {
     sc_device *dev = h->dev;
     sc_world *w = dev->w;
     Slot *s = h->s;
-    char buf[MSG];
+    uint64_t target = state_of(h->op, p);
+    if (atomic_load_explicit(&s->state, memory_order_acquire) > target)
+        return 0;
     double timeout = sc_timeout(w);
-    struct timespec deadline = deadline_in(timeout);
-    pthread_mutex_lock(&h->g->mu);
-    if (!wait_only && arrive(h, p, buf, sizeof buf)) {
-        pthread_mutex_unlock(&h->g->mu);
-        return rt_dev_fail(dev, "%s", buf);
-    }
-    while (s->op == h->op && s->phase <= p) {
-        if (atomic_load(&w->failed)) {
-            pthread_mutex_unlock(&h->g->mu);
+    struct timespec t0 = now_ts(), deadline = plus(t0, timeout);
+    int spinning = 1;
+    for (unsigned it = 1;; it++) {
+        if (atomic_load_explicit(&s->state, memory_order_acquire) > target)
+            return 0;
+        if (atomic_load_explicit(&w->failed, memory_order_relaxed)) {
+            char buf[160];
             rt_what(h, buf, sizeof buf);
             return rt_dev_aborted(dev, buf);
         }
-        if (s->xwait && !s->driving) {
-            s->driving = 1;
-            pthread_mutex_unlock(&h->g->mu);
+        if (w->remote && atomic_load_explicit(&s->xwait, memory_order_acquire) &&
+            !atomic_exchange_explicit(&s->driving, 1, memory_order_acq_rel)) {
+            /* The driver before may have completed the phase after this
+             * member saw xwait: it advanced before it let go. */
+            if (atomic_load_explicit(&s->state, memory_order_acquire) > target) {
+                atomic_store_explicit(&s->driving, 0, memory_order_release);
+                return 0;
+            }
             int rc = w->remote->wait(h, p);
-            pthread_mutex_lock(&h->g->mu);
-            s->driving = 0;
             if (rc) {
-                pthread_cond_broadcast(&h->g->cv);
-                pthread_mutex_unlock(&h->g->mu);
+                atomic_store_explicit(&s->driving, 0, memory_order_release);
+                rt_wake(s);
                 return rc;
             }
-            advance(h);
+            advance(h, p);
+            atomic_store_explicit(&s->driving, 0, memory_order_release);
             continue;
         }
-        int rc = pthread_cond_timedwait(&h->g->cv, &h->g->mu, &deadline);
-        if (rc != ETIMEDOUT || s->op != h->op || s->phase > p)
+        if (spinning) {                  /* only `state` is read: its line stays shared */
+            if (w->oversubscribed)
+                sched_yield();
+            else
+                cpu_relax();
+            if ((w->oversubscribed || it % 64 == 0) && ns_between(t0, now_ts()) > w->spin_ns)
+                spinning = 0;
             continue;
-        if (!s->xwait)
+        }
+        unsigned seen = atomic_load_explicit(&s->wake, memory_order_acquire);
+        if (atomic_load_explicit(&s->state, memory_order_acquire) > target)
+            return 0;
+        if (!atomic_load_explicit(&w->failed, memory_order_relaxed) &&
+            !(w->remote && atomic_load_explicit(&s->xwait, memory_order_acquire)))
+            sleep_on(s, seen, &deadline);
+        if (atomic_load_explicit(&s->state, memory_order_acquire) > target ||
+            ns_between(deadline, now_ts()) < 0)
+            continue;
+        if (!atomic_load_explicit(&s->xwait, memory_order_acquire))
             return late_members(h, p, timeout);
-        deadline = deadline_in(timeout);
+        deadline = plus(now_ts(), timeout);
     }
-    pthread_mutex_unlock(&h->g->mu);
-    return 0;
+}
+
+/* Arrive at phase p and wait until every member has. */
+static int sync_phase(sc_handle *h, int p) {
+    char buf[MSG];
+    if (arrive(h, p, buf, sizeof buf))
+        return rt_dev_fail(h->dev, "%s", buf);
+    return wait_phase(h, p);
 }
 
 /* Checks the arguments; NULL or what is wrong.  Sets h->src and h->dst
@@ -233,6 +357,42 @@ static const char *check(sc_handle *h, int k, const int *pairs, int npairs) {
     return NULL;
 }
 
+static int64_t bytes_of(const Desc *d) {
+    int64_t n = (int64_t)sc_dtype_size(d->dtype);
+    for (int i = 0; i < d->shape.rank; i++)
+        n *= d->shape.dims[i];
+    return n;
+}
+
+/* Small collectives within a process are eager: their members copy their
+ * sends at start, so that done need not wait for the peers to read them.
+ * An eager all-reduce is one-shot: every member reduces the whole result
+ * from every staged send (k times the work of the sliced one, so only
+ * while k x bytes is small). */
+static int eager(const Desc *d, int k) {
+    int64_t bytes = bytes_of(d);
+    return d->kind == K_ALL_REDUCE ? bytes * k <= RT_EAGER_REDUCE_BYTES : bytes <= RT_EAGER_BYTES;
+}
+
+/* Copies the send of member `rank` into its staging buffer of the slot
+ * (nobody reads it: the slot is free); *out is the copy.  SC_ERR when out
+ * of memory. */
+static int stage(Slot *s, int rank, const void *send, const void **out, const Desc *d) {
+    size_t bytes = (size_t)bytes_of(d);
+    if (s->stage_cap[rank] < bytes) {
+        size_t cap = bytes < 4096 ? 4096 : bytes;
+        void *p = realloc(s->stage[rank], cap);
+        if (!p)
+            return SC_ERR;
+        s->stage[rank] = p;
+        s->stage_cap[rank] = cap;
+    }
+    if (bytes)
+        memcpy(s->stage[rank], send, bytes);
+    *out = s->stage[rank];
+    return 0;
+}
+
 static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, int npairs,
                         const void *send, void *recv) {
     sc_world *w = dev->w;
@@ -271,40 +431,93 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
         rt_dev_fail(dev, "%s: more than %d collectives started and not done", buf, PENDING);
         return h;
     }
+    uint64_t op = f->next[dev->id];
+    unsigned char *open = f->open + (size_t)dev->id * NSLOTS;
+    if (op >= PENDING && open[(op - PENDING) % NSLOTS]) {
+        rt_dev_fail(dev, "%s: collective %llu of the group started before this device's collective %llu is done "
+                    "(collectives must be done within %d of their start order)", buf, (unsigned long long)op,
+                    (unsigned long long)(op - PENDING), PENDING);
+        return h;
+    }
     f->pending[dev->id]++;
+    open[op % NSLOTS] = 1;
     h->g = &f->groups[f->group_of[dev->id]];
     h->op = f->next[dev->id]++;
-    Slot *s = h->s = &h->g->slot[h->op % PENDING];
-    pthread_mutex_lock(&h->g->mu);
-    if (s->op != h->op) {
-        pthread_mutex_unlock(&h->g->mu);
+    Slot *s = h->s = &h->g->slot[h->op % NSLOTS];
+    uint64_t state = atomic_load_explicit(&s->state, memory_order_acquire);
+    if (state / 4 != h->op) {
         rt_dev_fail(dev, "%s: internal error: slot of collective %llu holds %llu", buf,
-                    (unsigned long long)h->op, (unsigned long long)s->op);
+                    (unsigned long long)h->op, (unsigned long long)(state / 4));
         return h;
     }
-    if (s->have_desc && !rt_desc_equal(&s->desc, &h->d)) {
-        char mine[128], theirs[128];
-        rt_describe(&h->d, mine, sizeof mine);
-        rt_describe(&s->desc, theirs, sizeof theirs);
-        pthread_mutex_unlock(&h->g->mu);
-        rt_dev_fail(dev, "%s: device %d calls %s where another member calls %s", buf, dev->id, mine, theirs);
+    /* Written only when changed (see Slot); the last arrival compares. */
+    if (!rt_desc_equal(&s->descs[h->rank], &h->d))
+        s->descs[h->rank] = h->d;
+    int local = h->g->nlocal == f->k;
+    h->eager = local && eager(&h->d, f->k);
+    h->nphases = h->eager ? 1 : rt_nphases(h->d.kind, local);
+    if (h->eager && stage(s, h->rank, send, &send, &h->d)) {
+        rt_dev_fail(dev, "%s: out of memory", buf);
         return h;
     }
-    s->desc = h->d;
-    s->have_desc = 1;
-    s->send[h->rank] = send;
-    s->recv[h->rank] = recv;
-    s->src[h->rank] = h->src;
-    s->dst[h->rank] = h->dst;
+    if (s->send[h->rank] != send)
+        s->send[h->rank] = send;
+    if (s->recv[h->rank] != recv)
+        s->recv[h->rank] = recv;
+    if (s->src[h->rank] != h->src)
+        s->src[h->rank] = h->src;
+    if (s->dst[h->rank] != h->dst)
+        s->dst[h->rank] = h->dst;
     char err[MSG];
     if (arrive(h, 0, err, sizeof err)) {
-        pthread_mutex_unlock(&h->g->mu);
         rt_dev_fail(dev, "%s", err);
         return h;
     }
-    pthread_mutex_unlock(&h->g->mu);
     h->failed = 0;
     return h;
+}
+
+/* All-reduce within one process, after barrier 0: member j reduces its
+ * slice of the result from every member's send (rt_reduce: member order,
+ * so every element gets the same bits whoever computes it) and writes it
+ * into every member's recv.  Each input is read once and each result
+ * written once.  Slices start at multiples of 64 bytes, so that two
+ * writers share no cache line of a 64-byte-aligned recv.  A large result
+ * is reduced a chunk at a time into a buffer that stays in L1 and copied
+ * out with non-temporal stores (memory traffic: read the inputs, write the
+ * results, nothing else); a small one into this device's recv and copied
+ * from there, so that it stays in cache for its readers. */
+static void all_reduce_local(const sc_handle *h) {
+    const Desc *d = &h->d;
+    const Slot *s = h->s;
+    int k = h->f->k, me = h->rank;
+    size_t es = sc_dtype_size(d->dtype);
+    int64_t n = d->shape.dims[0], align = 64 / (int64_t)es;
+    int64_t lo = n * me / k, hi = me + 1 == k ? n : n * (me + 1) / k;
+    lo -= lo % align;
+    hi -= me + 1 == k ? 0 : hi % align;
+    if (hi <= lo)
+        return;
+    if ((int64_t)es * n < RT_STREAM_BYTES) {
+        char *mine = (char *)h->recv;
+        for (int64_t c = lo; c < hi; c += RT_CHUNK_BYTES / (int64_t)es) {
+            int64_t m = hi - c < RT_CHUNK_BYTES / (int64_t)es ? hi - c : RT_CHUNK_BYTES / (int64_t)es;
+            size_t off = (size_t)c * es;
+            rt_reduce(d->dtype, d->red, s->send, k, c, mine + off, m);
+            for (int i = 1; i < k; i++)
+                memcpy((char *)s->recv[(me + i) % k] + off, mine + off, (size_t)m * es);
+        }
+        return;
+    }
+    _Alignas(64) unsigned char buf[RT_CHUNK_BYTES];
+    for (int64_t c = lo; c < hi; c += RT_CHUNK_BYTES / (int64_t)es) {
+        int64_t m = hi - c < RT_CHUNK_BYTES / (int64_t)es ? hi - c : RT_CHUNK_BYTES / (int64_t)es;
+        size_t off = (size_t)c * es;
+        rt_reduce(d->dtype, d->red, s->send, k, c, buf, m);
+        for (int i = 1; i <= k; i++)
+            rt_copy_stream((char *)s->recv[(me + i) % k] + off, buf, (size_t)m * es);
+    }
+    rt_stream_fence();
 }
 
 /* This device's part of the data movement after barrier `phase - 1`. */
@@ -319,9 +532,14 @@ static void work(const sc_handle *h, int phase) {
     sc_shape out = d->shape;
     switch (d->kind) {
     case K_ALL_REDUCE:
-        /* Member j reduces elements [n j / k, n (j + 1) / k) into its recv,
-         * then every member copies the other slices from their owners. */
-        if (phase == 1) {
+        /* Across processes: member j reduces elements [n j / k, n (j + 1) / k)
+         * into its recv, then every member copies the other slices from
+         * their owners (mpi.c moves the same slices). */
+        if (h->eager)
+            rt_reduce(d->dtype, d->red, s->send, k, 0, recv, n);
+        else if (h->nphases == 2)
+            all_reduce_local(h);
+        else if (phase == 1) {
             int64_t lo = n * me / k, hi = n * (me + 1) / k;
             rt_reduce(d->dtype, d->red, s->send, k, lo, recv + lo * (int64_t)es, hi - lo);
         } else {
@@ -373,13 +591,17 @@ static void work(const sc_handle *h, int phase) {
 int sc_done(sc_handle *h) {
     if (!h)
         return SC_ERR;
-    int rc = h->failed ? SC_ERR : sync_phase(h, 0, 1);
-    for (int p = 1; rc == 0 && p < nphases(h->d.kind); p++) {
+    int rc = h->failed ? SC_ERR : wait_phase(h, 0);
+    if (rc == 0 && h->eager)
+        work(h, 1);                      /* the staged copies: nobody waits for this */
+    for (int p = 1; rc == 0 && p < h->nphases; p++) {
         work(h, p);
-        rc = sync_phase(h, p, 0);
+        rc = sync_phase(h, p);
     }
-    if (h->g)
+    if (h->g) {
         h->f->pending[h->dev->id]--;
+        h->f->open[(size_t)h->dev->id * NSLOTS + h->op % NSLOTS] = 0;
+    }
     free(h);
     return rc;
 }
