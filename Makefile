@@ -5,10 +5,7 @@ CC       ?= cc
 PREFIX   ?= /usr/local
 BUILD    ?= build
 CFLAGS   ?= -O2 -g
-# -Wno-pass-failed: clang warns when a loop marked SK_INDEPENDENT (its
-# vectorize(assume_safety)) is not vectorized, which lib/elementwise.c's
-# loops that call libm or branch are not; GCC ignores the unknown -Wno-.
-WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror -Wno-pass-failed
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
 ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -I$(BUILD)/gen -Icompiler/base -Iruntime
 FUZZ_SECONDS ?= 60
 

@@ -70,17 +70,15 @@ void sk_gemm_engine(char *buf, size_t len);
 /* ---- generated loops ----
  * SK_INDEPENDENT before a loop of generated code: each iteration reads and
  * writes its own elements (codegen's fusion guarantees it), which the
- * compiler cannot prove through the buffers' pointers; saying so lets it
- * vectorize at -O2 without run-time overlap checks.  SK_ISA_CLONES before a
+ * compiler cannot prove through the buffers' pointers; saying so lets GCC
+ * vectorize at -O2, where it adds no run-time overlap checks.  SK_ISA_CLONES before a
  * function with such loops: GCC compiles it for x86-64-v4 (AVX-512),
  * x86-64-v3 (AVX2, FMA) and the baseline, and the loader picks by what the
  * CPU reports.  The versions compute the same bits: C11 mode contracts no
  * a * b + c into an fma, and lanes do what scalars do. */
-#if defined(__clang__)
-#define SK_INDEPENDENT _Pragma("clang loop vectorize(assume_safety)")
-#elif defined(__GNUC__)
+#if defined(__GNUC__) && !defined(__clang__)
 #define SK_INDEPENDENT _Pragma("GCC ivdep")
-#else
+#else   /* clang vectorizes with run-time overlap checks, and warns when a loop it was told to vectorize is not */
 #define SK_INDEPENDENT
 #endif
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && \

@@ -62,10 +62,15 @@ sk_parallel_stats sk_parallel_stats_get(void);
  * results are the same bits. */
 #ifdef _OPENMP
 #define SK_PRAGMA_(x) _Pragma(#x)
+#if defined(__clang__)   /* simd: clang warns when it cannot vectorize a loop it was told to */
+#define SK_OMP_FOR_ SK_PRAGMA_(omp parallel for schedule(static))
+#else
+#define SK_OMP_FOR_ SK_PRAGMA_(omp parallel for simd schedule(static))
+#endif
 #define SK_PARALLEL_FOR(n, ...)                                   \
     do {                                                          \
         if (sk_parallel(n)) {                                     \
-            SK_PRAGMA_(omp parallel for simd schedule(static))    \
+            SK_OMP_FOR_                                           \
             __VA_ARGS__                                           \
         } else {                                                  \
             SK_INDEPENDENT                                        \
