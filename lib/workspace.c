@@ -77,7 +77,7 @@ void sk_workspace_give(void *p, size_t bytes) {
     bytes = rounded(bytes ? bytes : 1);
     if (w)
         w->need -= bytes;
-    if (w && (char *)p >= w->block && (char *)p < w->block + w->cap)
+    if (w && w->block && (char *)p >= w->block && (char *)p < w->block + w->cap)
         w->top -= bytes;
     else
         free(p);
