@@ -13,10 +13,11 @@
  * increment, and the arrival that completes a phase publishes it with a
  * release store that waiters load with acquire, which orders each device's
  * writes to its buffers before its peers' reads.  A waiting device spins
- * (with a pause instruction) while the device threads fit the cores, or
- * yields its core while they do not, for RT_SPIN_NS / RT_YIELD_NS; then it
- * sleeps on a futex until the phase completes, the world fails or its
- * timeout passes.  Waking costs a system call only when someone sleeps.
+ * with a pause instruction while the device threads fit the cores (yielding
+ * once every RT_PAUSE_NS, should a peer share its core), or yields its core
+ * while they do not, for RT_SPIN_NS / RT_YIELD_NS; then it sleeps on a
+ * futex until the phase completes, the world fails or its timeout passes.
+ * Waking costs a system call only when someone sleeps.
  *
  * On the MPI backend the same barriers count only this process's members;
  * when the group spans processes, the last local arrival asks the RtRemote
@@ -250,6 +251,7 @@ static int wait_phase(sc_handle *h, int p) {
     double timeout = sc_timeout(w);
     struct timespec t0 = now_ts(), deadline = plus(t0, timeout);
     int spinning = 1;
+    long long next_yield = RT_PAUSE_NS;
     for (unsigned it = 1;; it++) {
         if (atomic_load_explicit(&s->state, memory_order_acquire) > target)
             return 0;
@@ -281,8 +283,14 @@ static int wait_phase(sc_handle *h, int p) {
                 sched_yield();
             else
                 cpu_relax();
-            if ((w->oversubscribed || it % 64 == 0) && ns_between(t0, now_ts()) > w->spin_ns)
-                spinning = 0;
+            if (w->oversubscribed || it % 64 == 0) {
+                long long waited = ns_between(t0, now_ts());
+                spinning = waited <= w->spin_ns;
+                if (!w->oversubscribed && waited > next_yield) {
+                    sched_yield();       /* a peer that shares this core runs */
+                    next_yield = waited + RT_PAUSE_NS;
+                }
+            }
             continue;
         }
         unsigned seen = atomic_load_explicit(&s->wake, memory_order_acquire);
