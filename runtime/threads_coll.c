@@ -1,13 +1,18 @@
 /* The threads backend's collectives.  A collective has phases separated by
- * barriers of its group:
+ * barriers of its group, in one of three algorithms that every member
+ * picks alike from the call (docs/runtime.md has the why):
  *
- *   start:  publish the send and recv pointers, arrive at barrier 0
- *   done:   wait for barrier 0; read the peers' buffers into recv (all-reduce:
- *           reduce this device's slice of the result from every peer's send
- *           and write it into every member's recv); barrier 1
- *
- * The last barrier keeps every send and recv buffer alive and unchanged
- * until every member has read (or written) it.
+ *   eager (small, within a process): start copies the send into the slot
+ *       and arrives at barrier 0; done waits for it and reads the staged
+ *       copies into recv (an all-reduce reduces all of it: one-shot).  One
+ *       barrier: done waits for no reader.
+ *   direct (within a process): start publishes the send and recv pointers
+ *       and arrives at barrier 0; done waits for it, reads the peers'
+ *       buffers into recv (all-reduce: reduces this device's slice from
+ *       every send and writes it into every member's recv), barrier 1,
+ *       which keeps every buffer alive and unchanged until every member
+ *       has read (or written) it.
+ *   across processes (MPI): below.
  *
  * Barriers are lock-free (Slot in threads.h): an arrival is an atomic
  * increment, and the arrival that completes a phase publishes it with a
