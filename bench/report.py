@@ -284,7 +284,7 @@ def bench_coll(build, quick):
         if ndev == NDEV:
             # One set of numbers: the main tables and this one show the best of all runs.
             merge_best(times, best)
-            best = {key: t for key, t in times.items() if SMALL_MIN <= key[2] <= SMALL_MAX}
+            best = {key: t for key, t in times.items() if isinstance(key, tuple) and SMALL_MIN <= key[2] <= SMALL_MAX}
         small[ndev] = best
     return {"stream": stream, "stream_threads": times.pop("stream-threads", 2), "times": times,
             "mpi_note": mpi_note, "small": small}
