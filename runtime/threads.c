@@ -140,7 +140,11 @@ static Family *family_new(const sc_world *w, sc_axes a) {
     f->next = calloc(nd, sizeof(uint64_t));
     f->pending = calloc(nd, sizeof(int));
     f->open = calloc(nd * NSLOTS, 1);
-    f->groups = calloc((size_t)f->ngroups, sizeof(Group));
+    /* Slots keep their hot fields on cache lines of their own (64-byte
+     * aligned members): the groups need that alignment too. */
+    f->groups = aligned_alloc(_Alignof(Group), (size_t)f->ngroups * sizeof(Group));
+    if (f->groups)
+        memset(f->groups, 0, (size_t)f->ngroups * sizeof(Group));
     if (!f->members || !f->group_of || !f->rank_of || !f->next || !f->pending || !f->open || !f->groups) {
         free(f->groups);
         f->groups = NULL;

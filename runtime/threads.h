@@ -22,9 +22,11 @@
  * a group has twice as many slots (see Slot). */
 enum { MSG = 512, PENDING = SC_MAX_PENDING, NSLOTS = 2 * PENDING };
 
-/* Waiting (threads_coll.c): nanoseconds a device spins (cores to spare)
- * or yields (more device threads than cores) before it sleeps. */
-enum { RT_SPIN_NS = 50000, RT_YIELD_NS = 50000 };
+/* Waiting (threads_coll.c): nanoseconds a device looks before it sleeps,
+ * with cores to spare (RT_SPIN_NS: spinning with a pause instruction, and
+ * yielding once every RT_PAUSE_NS, for a peer that shares its core) and
+ * with more device threads than cores (RT_YIELD_NS, yielding). */
+enum { RT_SPIN_NS = 50000, RT_PAUSE_NS = 5000, RT_YIELD_NS = 50000 };
 /* All-reduce within a process: results of at least RT_STREAM_BYTES per
  * device go out with non-temporal stores, RT_CHUNK_BYTES at a time. */
 enum { RT_STREAM_BYTES = 1 << 20, RT_CHUNK_BYTES = 16384 };
@@ -154,9 +156,9 @@ struct sc_world {
     /* This process runs devices [local, local + nlocal): all of them on
      * the threads backend; nlocal per process on MPI, whose remote is set. */
     int local, nlocal, process, nprocesses;
-    /* How a waiting device waits (threads_coll.c): spin for spin_ns with a
-     * pause instruction when the device threads of this machine fit its
-     * cores, else yield the core for spin_ns; then sleep.  Set when the
+    /* How a waiting device waits (threads_coll.c): look for spin_ns before
+     * sleeping, spinning with a pause instruction when the device threads
+     * of this machine fit its cores, else yielding the core.  Set when the
      * world is made (rt_set_spin); the MPI backend counts the threads of
      * every process on the node. */
     int oversubscribed;

@@ -1,22 +1,28 @@
 /* The threads backend's collectives.  A collective has phases separated by
- * barriers of its group:
+ * barriers of its group, in one of three algorithms that every member
+ * picks alike from the call (docs/runtime.md has the why):
  *
- *   start:  publish the send and recv pointers, arrive at barrier 0
- *   done:   wait for barrier 0; read the peers' buffers into recv (all-reduce:
- *           reduce this device's slice of the result from every peer's send
- *           and write it into every member's recv); barrier 1
- *
- * The last barrier keeps every send and recv buffer alive and unchanged
- * until every member has read (or written) it.
+ *   eager (small, within a process): start copies the send into the slot
+ *       and arrives at barrier 0; done waits for it and reads the staged
+ *       copies into recv (an all-reduce reduces all of it: one-shot).  One
+ *       barrier: done waits for no reader.
+ *   direct (within a process): start publishes the send and recv pointers
+ *       and arrives at barrier 0; done waits for it, reads the peers'
+ *       buffers into recv (all-reduce: reduces this device's slice from
+ *       every send and writes it into every member's recv), barrier 1,
+ *       which keeps every buffer alive and unchanged until every member
+ *       has read (or written) it.
+ *   across processes (MPI): below.
  *
  * Barriers are lock-free (Slot in threads.h): an arrival is an atomic
  * increment, and the arrival that completes a phase publishes it with a
  * release store that waiters load with acquire, which orders each device's
  * writes to its buffers before its peers' reads.  A waiting device spins
- * (with a pause instruction) while the device threads fit the cores, or
- * yields its core while they do not, for RT_SPIN_NS / RT_YIELD_NS; then it
- * sleeps on a futex until the phase completes, the world fails or its
- * timeout passes.  Waking costs a system call only when someone sleeps.
+ * with a pause instruction while the device threads fit the cores (yielding
+ * once every RT_PAUSE_NS, should a peer share its core), or yields its core
+ * while they do not, for RT_SPIN_NS / RT_YIELD_NS; then it sleeps on a
+ * futex until the phase completes, the world fails or its timeout passes.
+ * Waking costs a system call only when someone sleeps.
  *
  * On the MPI backend the same barriers count only this process's members;
  * when the group spans processes, the last local arrival asks the RtRemote
@@ -250,6 +256,7 @@ static int wait_phase(sc_handle *h, int p) {
     double timeout = sc_timeout(w);
     struct timespec t0 = now_ts(), deadline = plus(t0, timeout);
     int spinning = 1;
+    long long next_yield = RT_PAUSE_NS;
     for (unsigned it = 1;; it++) {
         if (atomic_load_explicit(&s->state, memory_order_acquire) > target)
             return 0;
@@ -281,8 +288,14 @@ static int wait_phase(sc_handle *h, int p) {
                 sched_yield();
             else
                 cpu_relax();
-            if ((w->oversubscribed || it % 64 == 0) && ns_between(t0, now_ts()) > w->spin_ns)
-                spinning = 0;
+            if (w->oversubscribed || it % 64 == 0) {
+                long long waited = ns_between(t0, now_ts());
+                spinning = waited <= w->spin_ns;
+                if (!w->oversubscribed && waited > next_yield) {
+                    sched_yield();       /* a peer that shares this core runs */
+                    next_yield = waited + RT_PAUSE_NS;
+                }
+            }
             continue;
         }
         unsigned seen = atomic_load_explicit(&s->wake, memory_order_acquire);
