@@ -9,7 +9,10 @@
  * plus the bf16 einsum, which has no library and runs shardc's C loop.
  * Each engine runs its rounds in a row (alternating would leave one
  * library's idle threads spinning on the cores while the other runs); best
- * of RUNS rounds after one warm-up.  Prints one line per
+ * of RUNS rounds after one warm-up round, and the whole program after a
+ * second of GEMMs: the first engine measured ran 15% slow without it (the
+ * first 0.8 s of GEMMs on a fresh process run at 165-175 GFLOP/s here, then
+ * 200-210).  Prints one line per
  * figure, `gemm THREADS NAME GFLOP/S`, which bench/report.py reads. */
 #include "shardc_lib.h"
 
@@ -44,6 +47,12 @@ static void one(int e, int dim, const float *x, const float *w, float *out) {
     }
     if (e == 2)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, x, dim, w, dim, 0.0f, out, dim);
+}
+
+static void warm_up(int dim, const float *x, const float *w, float *out) {
+    sk_blas_threads(1);
+    for (double t0 = now_s(); now_s() - t0 < 1.0;)
+        one(1, dim, x, w, out);
 }
 
 static void measure(int threads, int dim, const float *x, const float *w, float *out) {
@@ -96,6 +105,7 @@ int main(int argc, char **argv) {
     sk_gemm_engine(engine, sizeof engine);
     printf("kernels %s\nopenblas_core %s\n", engine, openblas_get_corename());
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    warm_up(dim, x, w, out);
     measure(1, dim, x, w, out);
     if (cores > 1)
         measure(cores, dim, x, w, out);
