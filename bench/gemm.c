@@ -6,7 +6,7 @@
  *   cblas_sgemm  OpenBLAS called directly, with the kernels it picked
  *                (bench/report.py runs this program a second time with
  *                OPENBLAS_CORETYPE set from the ISA, for OpenBLAS's best);
- * plus the bf16 einsum, which has no library and runs shardc's C loop.
+ * plus the bf16 einsum through sk_dot (oneDNN's matmul, or shardc's loop).
  * Each engine runs its rounds in a row (alternating would leave one
  * library's idle threads spinning on the cores while the other runs); best
  * of RUNS rounds after one warm-up round, and the whole program after a
@@ -71,7 +71,7 @@ static void measure(int threads, int dim, const float *x, const float *w, float 
     fflush(stdout);
 }
 
-/* The bf16 einsum (shardc's f32-accumulating loop, one thread), best of 3. */
+/* The bf16 einsum through sk_dot, one thread, best of 3. */
 static void measure_bf16(int dim, const float *x, const float *w) {
     size_t sz = (size_t)dim * dim;
     uint16_t *xb = malloc(sz * 2), *wb = malloc(sz * 2), *ob = malloc(sz * 2);

@@ -228,7 +228,7 @@ def gemm_section(g, lim, summary):
             "core type set from the ISA, as a user who knows to would. shardc runs f32 GEMMs on oneDNN: "
             "it picks its kernels from the ISA CPUID reports, so its speed does not depend on the CPU's "
             "model name (docs/kernels.md).\n\n%s\n"
-            "The bf16 einsum (1024^3; no library: shardc's blocked C loop accumulating in f32, one thread): "
+            "The bf16 einsum (1024^3, `sk_dot`, one thread; the engine is in the kernels line above): "
             "%s GFLOP/s.\n\n" % (g["dim"], tab, "%.1f" % bf16 if bf16 else "-"))
 
 

@@ -16,12 +16,15 @@
  * reports (AVX2, AVX-512, ...), so it reaches the machine's FMA peak on a
  * CPU whose model name no table knows; OpenBLAS picks by model name and
  * falls back to SSE3 or Haswell kernels on new CPUs (docs/kernels.md has
- * the measurements).  SHARDC_GEMM=openblas puts f32 back on OpenBLAS, for
- * comparison; f64 has only OpenBLAS (oneDNN has no dgemm).
+ * the measurements).  f64 has only OpenBLAS (oneDNN has no dgemm).  bf16
+ * and f16 run on oneDNN's matmul primitive (matmul.c) where the CPU has
+ * instructions for them.  SHARDC_GEMM=openblas leaves oneDNN out, for
+ * comparison: f32 on OpenBLAS, bf16 and f16 on the loop below.
  *
- * bf16, f16 and i32 have no BLAS: both operands are packed into [b][M][K]
- * and [b][K][N] f32 (int32) panels and multiplied by a blocked loop that
- * accumulates in f32 (wrapping int32) and rounds once into the result. */
+ * The loop, for i32 and for bf16/f16 on CPUs without those instructions:
+ * both operands are packed into [b][M][K] and [b][K][N] f32 (int32) panels
+ * and multiplied by a blocked loop that accumulates in f32 (wrapping
+ * int32) and rounds once into the result. */
 #include "internal.h"
 
 #include <cblas.h>
@@ -32,8 +35,8 @@
 #include <stdlib.h>
 
 
-/* 1 when f32 GEMMs go to OpenBLAS (SHARDC_GEMM=openblas), read once. */
-static int f32_on_openblas(void) {
+/* 1 when GEMMs leave oneDNN out (SHARDC_GEMM=openblas), read once. */
+static int without_onednn(void) {
     static atomic_int choice;   /* 0: not read yet, 1: oneDNN, 2: OpenBLAS */
     int c = atomic_load_explicit(&choice, memory_order_relaxed);
     if (!c) {
@@ -145,8 +148,8 @@ static void sort_pairs(int n, int *l, int *r, int which) {
 }
 
 /* The bf16/f16/i32 product: packed panels, f32 or wrapping int32. */
-static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const view *va,
-                    const view *vb, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
+static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,
+                    const void *b, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
                     int nc, void *out);
 
 int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
@@ -224,8 +227,9 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
     for (int i = 0; i < nb; i++)
         va.bstride[i] = lst[ls.batch[i]], vb.bstride[i] = rst[rs.batch[i]];
 
-    if (t != SK_F32 && t != SK_F64)
-        return loop_dot(t, nbat, M, N, K, &va, &vb, &ls, &rs, lhs, rhs, nc, out);
+    int low_precision = t == SK_BF16 || t == SK_F16;
+    if ((t != SK_F32 && t != SK_F64 && !low_precision) || (low_precision && without_onednn()))
+        return loop_dot(t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, out);
 
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
         return SC_ERR;
@@ -249,10 +253,23 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
         free(pb);
         return SC_ERR;
     }
+    sk_gemm_shape g = {t, ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, lda, ldb};
+    if (low_precision && !sk_matmul_supported(&g, NULL, 0)) {
+        free(pa);
+        free(pb);
+        return loop_dot(t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, out);
+    }
     /* The batch odometer: one GEMM per batch index. */
     int64_t idx[SC_MAX_RANK] = {0}, oa = 0, ob = 0;
     for (int64_t bi = 0; bi < nbat; bi++) {
-        if (t == SK_F32 && !f32_on_openblas()) {
+        if (low_precision) {
+            if (sk_matmul(&g, va.base + oa * (int64_t)es, vb.base + ob * (int64_t)es,
+                          (char *)out + bi * M * N * (int64_t)es) != 0) {
+                free(pa);
+                free(pb);
+                return SC_ERR;
+            }
+        } else if (t == SK_F32 && !without_onednn()) {
             if (dnnl_sgemm(ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, 1.0f,
                            (const float *)(const void *)va.base + oa, lda,
                            (const float *)(const void *)vb.base + ob, ldb, 0.0f,
@@ -360,15 +377,15 @@ static void rows_range(void *ctx, int64_t lo, int64_t hi) {
             sk_store_f(p->t, p->out, bi * M * N + i, acc[i]);
 }
 
-static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const view *va,
-                    const view *vb, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
+static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,
+                    const void *b, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
                     int nc, void *out) {
     size_t es = sk_dtype_size(t), ws = 4;   /* f32 and int32 panels */
     view pa, pb;
     /* Pack in the native dtype, then widen once: O(size) conversions, not
      * O(M N K). */
-    void *na = pack(es, lhs, va->base, ls, nc, 0, M, K, &pa);
-    void *nbuf = pack(es, rhs, vb->base, rs, nc, 1, K, N, &pb);
+    void *na = pack(es, lhs, a, ls, nc, 0, M, K, &pa);
+    void *nbuf = pack(es, rhs, b, rs, nc, 1, K, N, &pb);
     float *acc = malloc((size_t)(M * N) * ws);
     void *wa = malloc((size_t)(nbat * M * K) * ws), *wb = malloc((size_t)(nbat * K * N) * ws);
     int rc = SC_ERR;
@@ -425,6 +442,16 @@ void sk_gemm_engine(char *buf, size_t len) {
     const char *version = strncmp(config, "OpenBLAS ", 9) == 0 ? config + 9 : "?";
     char blas[96];
     snprintf(blas, sizeof blas, "OpenBLAS %.*s (%s kernels)", (int)strcspn(version, " "), version, core);
-    snprintf(buf, len, "CPU ISA %s; f32 GEMM: %s; f64 GEMM: %s; bf16, f16, i32: shardc's loops",
-             sk_isa_name(sk_cpu_isa()), f32_on_openblas() ? blas : dnnl, blas);
+    /* bf16 and f16: what a 256^3 GEMM would run on. */
+    char low[2][64];
+    for (int i = 0; i < 2; i++) {
+        sk_gemm_shape g = {i ? SK_F16 : SK_BF16, 'N', 'N', 256, 256, 256, 256, 256};
+        char impl[40];
+        if (!without_onednn() && sk_matmul_supported(&g, impl, sizeof impl))
+            snprintf(low[i], sizeof low[i], "oneDNN matmul (%s)", impl);
+        else
+            snprintf(low[i], sizeof low[i], "shardc's loop");
+    }
+    snprintf(buf, len, "CPU ISA %s; f32 GEMM: %s; f64 GEMM: %s; bf16 GEMM: %s; f16 GEMM: %s; i32: shardc's loop",
+             sk_isa_name(sk_cpu_isa()), without_onednn() ? blas : dnnl, blas, low[0], low[1]);
 }

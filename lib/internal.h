@@ -55,6 +55,24 @@ static inline void sk_store_f(sk_dtype t, void *p, int64_t i, float v) {
 void sk_strided_copy(size_t esize, int rank, const int64_t *dims, const void *src,
                      const int64_t *sstride, void *dst);
 
+/* ---- oneDNN's matmul primitive for bf16 and f16 (matmul.c) ---- */
+
+/* One GEMM as BLAS takes it: c (M x N, row-major, dense) = a (M x K) * b
+ * (K x N), each read by rows with leading dimension ld, or by columns when
+ * its trans is 'T'; a, b and c all of dtype t. */
+typedef struct {
+    sk_dtype t;
+    char ta, tb;
+    int64_t M, N, K, lda, ldb;
+} sk_gemm_shape;
+
+/* 1 when oneDNN has fast kernels for g on this CPU (not its reference
+ * loops); the primitive is created and kept for sk_matmul.  impl (if not
+ * NULL) gets oneDNN's name for the kernels. */
+int sk_matmul_supported(const sk_gemm_shape *g, char *impl, size_t len);
+/* c = a * b; 0, or SC_ERR when oneDNN cannot or fails. */
+int sk_matmul(const sk_gemm_shape *g, const void *a, const void *b, void *c);
+
 /* ---- threads inside a device (parallel.c, shardc_parallel.h) ---- */
 
 /* sk_parallel for the library's own loops: counted as kernel calls. */

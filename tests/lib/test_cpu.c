@@ -102,6 +102,37 @@ static int dnnl_matches(sk_isa isa, dnnl_cpu_isa_t d) {
     }
 }
 
+/* bf16 GEMMs follow the ISA too: oneDNN's matmul kernels where the CPU has
+ * AVX512-BF16 (or AMX), the loop where it has no AVX-512; and the product
+ * is exact for small integers, through a transposed operand as well. */
+static void this_cpu_bf16(sk_isa want, const char *line) {
+    const char *bf16 = strstr(line, "bf16 GEMM: ");
+    int on_onednn = bf16 && strncmp(bf16 + 11, "oneDNN matmul", 13) == 0;
+    if (want >= SK_ISA_AVX512_BF16)
+        check(on_onednn, "bf16 GEMM on oneDNN's kernels for %s: %s", sk_isa_name(want), line);
+    else if (want < SK_ISA_AVX512)
+        check(bf16 && !on_onednn, "bf16 GEMM on shardc's loop without AVX-512: %s", line);
+    enum { M = 40, K = 96, N = 24 };
+    static uint16_t a[M * K], bt[N * K], c[M * N];
+    for (int i = 0; i < M * K; i++)
+        a[i] = sc_bf16_from_float((float)(i % 5) - 2);
+    for (int i = 0; i < N * K; i++)
+        bt[i] = sc_bf16_from_float((float)(i % 3) - 1);
+    sk_dot_dims dd = {0, 1, {0}, {0}, {1}, {1}};   /* a[m,k] * bt[n,k] */
+    int64_t c0 = sk_dot_copied_elems();
+    int rc = sk_dot(SK_BF16, SC_SHAPE(M, K), a, SC_SHAPE(N, K), bt, &dd, c, NULL);
+    int right = rc == 0 && (!on_onednn || sk_dot_copied_elems() == c0);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float s = 0;
+            for (int k = 0; k < K; k++)
+                s += sc_bf16_to_float(a[i * K + k]) * sc_bf16_to_float(bt[j * K + k]);
+            right &= sc_bf16_to_float(c[i * N + j]) == s;
+        }
+    check(right, "sk_dot bf16 [%d,%d] x [%d,%d]^T: exact product%s", M, K, N, K,
+          on_onednn ? ", operands read in place" : "");
+}
+
 static void this_cpu(void) {
     sk_isa want, got = sk_cpu_isa();
     if (!cpuinfo_isa(&want)) {
@@ -140,6 +171,7 @@ static void this_cpu(void) {
             right &= c[i * 5 + j] == s;
         }
     check(right, "sk_dot f32 through oneDNN: exact product");
+    this_cpu_bf16(want, line);
 }
 
 int main(int argc, char **argv) {

@@ -1,0 +1,174 @@
+/* matmul.c: bf16 and f16 GEMMs on oneDNN's matmul primitive.
+ *
+ * dnnl_sgemm is f32 only.  For bf16 and f16, oneDNN's matmul primitive
+ * multiplies with the CPU's own instructions (AVX512-BF16's dot products,
+ * AMX tiles, AVX512-FP16), accumulates in f32 and rounds once into the
+ * result, as shardc's loop does, at ten to a hundred times its speed.
+ *
+ * Creating a primitive JIT-compiles its kernels (a millisecond or so), so
+ * primitives live in one process-wide table keyed by dtype, shape and
+ * layout, created on first use and never destroyed: a program has a few
+ * dot shapes and runs them many times.  The table is bounded; a shape
+ * past it gets a primitive for the one call.  Device threads run the same
+ * primitive at once, so each execution brings its own scratchpad (oneDNN's
+ * "user" scratchpad mode) and they share nothing mutable.
+ *
+ * Where oneDNN has only its reference kernels for a dtype (bf16 without
+ * AVX-512, f16 without AVX512-FP16) the table says "no" and sk_dot keeps
+ * its loop, which is faster than those. */
+#include "internal.h"
+
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { TABLE_SIZE = 1024 };   /* a power of two; entries used at most 3/4 */
+
+typedef struct {
+    int used;
+    sk_gemm_shape key;
+    dnnl_primitive_t prim;    /* NULL: oneDNN has no fast kernel for key */
+    size_t scratch;           /* scratchpad bytes one execution needs */
+    char impl[40];            /* oneDNN's name for the kernels */
+} entry;
+
+static struct {
+    pthread_mutex_t lock;
+    dnnl_engine_t engine;
+    int engine_failed, count;
+    entry slot[TABLE_SIZE];
+} table = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static dnnl_data_type_t dnnl_type(sk_dtype t) {
+    return t == SK_BF16 ? dnnl_bf16 : t == SK_F16 ? dnnl_f16 : dnnl_f32;
+}
+
+/* A rows x cols matrix read with ld as BLAS does: by rows, or by columns
+ * when transposed. */
+static void matrix_md(dnnl_memory_desc_t *md, sk_dtype t, int64_t rows, int64_t cols, char trans, int64_t ld) {
+    dnnl_dims_t dims = {rows, cols}, strides = {ld, 1};
+    if (trans == 'T')
+        strides[0] = 1, strides[1] = ld;
+    dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_type(t), strides);
+}
+
+static int same(const sk_gemm_shape *a, const sk_gemm_shape *b) {
+    return a->t == b->t && a->ta == b->ta && a->tb == b->tb && a->M == b->M && a->N == b->N && a->K == b->K &&
+           a->lda == b->lda && a->ldb == b->ldb;
+}
+
+static uint64_t hash(const sk_gemm_shape *g) {
+    const int64_t v[8] = {g->t, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb};
+    uint64_t h = 1469598103934665603u;
+    for (int i = 0; i < 8; i++)
+        h = (h ^ (uint64_t)v[i]) * 1099511628211u;
+    return h;
+}
+
+/* A primitive for g, or NULL when oneDNN has only reference kernels for
+ * it (or fails); e gets its scratchpad size and kernels' name.  Caller
+ * holds the lock (the engine is created under it). */
+static dnnl_primitive_t create(const sk_gemm_shape *g, entry *e) {
+    if (!table.engine && !table.engine_failed && dnnl_engine_create(&table.engine, dnnl_cpu, 0) != dnnl_success)
+        table.engine_failed = 1;
+    if (!table.engine)
+        return NULL;
+    dnnl_memory_desc_t a, b, c;
+    matrix_md(&a, g->t, g->M, g->K, g->ta, g->lda);
+    matrix_md(&b, g->t, g->K, g->N, g->tb, g->ldb);
+    matrix_md(&c, g->t, g->M, g->N, 'N', g->N);
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    const char *impl = "ref";
+    if (dnnl_matmul_desc_init(&desc, &a, &b, NULL, &c) != dnnl_success ||
+        dnnl_primitive_attr_create(&attr) != dnnl_success ||
+        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &desc, attr, table.engine, NULL) != dnnl_success ||
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        impl = "ref";
+    /* "ref:any" and "gemm:ref" are oneDNN's scalar reference loops. */
+    snprintf(e->impl, sizeof e->impl, "%s", impl);
+    if (!strstr(impl, "ref")) {
+        e->scratch = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+        if (dnnl_primitive_create(&prim, pd) != dnnl_success)
+            prim = NULL;
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return prim;
+}
+
+/* The entry for g, created on first use; when the table is full and g is
+ * not in it, *own is filled for the call instead (prim NULL if oneDNN has
+ * no fast kernels), and the caller destroys own->prim. */
+static entry find(const sk_gemm_shape *g, entry *own) {
+    pthread_mutex_lock(&table.lock);
+    uint64_t i = hash(g) & (TABLE_SIZE - 1);
+    while (table.slot[i].used && !same(&table.slot[i].key, g))
+        i = (i + 1) & (TABLE_SIZE - 1);
+    entry *e = &table.slot[i];
+    if (!e->used && table.count < TABLE_SIZE / 4 * 3) {
+        e->key = *g;
+        e->prim = create(g, e);
+        e->used = 1;
+        table.count++;
+    } else if (!e->used) {
+        *own = (entry){.key = *g};
+        own->prim = create(g, own);
+        e = own;
+    }
+    entry found = *e;
+    pthread_mutex_unlock(&table.lock);
+    return found;
+}
+
+int sk_matmul_supported(const sk_gemm_shape *g, char *impl, size_t len) {
+    entry own = {0}, e = find(g, &own);
+    if (impl)
+        snprintf(impl, len, "%s", e.impl);
+    if (own.prim)
+        dnnl_primitive_destroy(own.prim);
+    return e.prim != NULL;
+}
+
+int sk_matmul(const sk_gemm_shape *g, const void *a, const void *b, void *c) {
+    entry own = {0}, e = find(g, &own);
+    dnnl_primitive_t prim = e.prim;
+    size_t scratch = e.scratch;
+    if (!prim)
+        return SC_ERR;
+    dnnl_memory_desc_t ma, mb, mc, ms;
+    matrix_md(&ma, g->t, g->M, g->K, g->ta, g->lda);
+    matrix_md(&mb, g->t, g->K, g->N, g->tb, g->ldb);
+    matrix_md(&mc, g->t, g->M, g->N, 'N', g->N);
+    dnnl_dims_t sdims = {(int64_t)scratch};
+    dnnl_memory_desc_init_by_tag(&ms, 1, sdims, dnnl_u8, dnnl_a);
+    void *pad = malloc(scratch ? scratch : 1);
+    dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
+    dnnl_stream_t stream = NULL;
+    int rc = SC_ERR;
+    if (pad && dnnl_memory_create(&mem[0], &ma, table.engine, (void *)a) == dnnl_success &&
+        dnnl_memory_create(&mem[1], &mb, table.engine, (void *)b) == dnnl_success &&
+        dnnl_memory_create(&mem[2], &mc, table.engine, c) == dnnl_success &&
+        dnnl_memory_create(&mem[3], &ms, table.engine, pad) == dnnl_success &&
+        dnnl_stream_create(&stream, table.engine, dnnl_stream_default_flags) == dnnl_success) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]},
+                                   {DNNL_ARG_DST, mem[2]}, {DNNL_ARG_SCRATCHPAD, mem[3]}};
+        if (dnnl_primitive_execute(prim, stream, 4, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success)
+            rc = 0;
+    }
+    if (stream)
+        dnnl_stream_destroy(stream);
+    for (int i = 0; i < 4; i++)
+        if (mem[i])
+            dnnl_memory_destroy(mem[i]);
+    free(pad);
+    if (own.prim)
+        dnnl_primitive_destroy(own.prim);
+    return rc;
+}
