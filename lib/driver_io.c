@@ -5,6 +5,7 @@
  * replicas checked, and written.  Apart from driver.c so that the run
  * itself reads without the index arithmetic. */
 #include "driver.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -286,7 +287,7 @@ static int read_blocks(Run *r, int i, sk_npy_file *f, const Box *origin, const B
         Box b;
         if (!sc_world_is_local(r->w, d))
             continue;
-        if (!(r->params[d][i] = calloc((size_t)local_bytes(a) + 1, 1))) {
+        if (!(r->params[d][i] = sk_alloc_zeroed((size_t)local_bytes(a) + 1))) {
             sk_run_fail(r, "out of memory");
             rc = 1;
             break;
@@ -399,7 +400,7 @@ static int alloc_results(Run *r) {
     for (int i = 0; i < r->p->nresults; i++)
         for (int d = 0; d < r->ndev; d++)
             if ((all || sc_world_is_local(r->w, d)) &&
-                !(r->results[d][i] = calloc((size_t)local_bytes(&r->p->results[i]) + 1, 1))) {
+                !(r->results[d][i] = sk_alloc_zeroed((size_t)local_bytes(&r->p->results[i]) + 1))) {
                 sk_run_fail(r, "out of memory");
                 return 1;
             }

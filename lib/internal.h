@@ -55,6 +55,10 @@ static inline void sk_store_f(sk_dtype t, void *p, int64_t i, float v) {
 void sk_strided_copy(size_t esize, int rank, const int64_t *dims, const void *src,
                      const int64_t *sstride, void *dst);
 
+/* A zeroed block of at least bytes (for free()), on huge pages when it is
+ * large: the driver's parameter and result blocks (workspace.c). */
+void *sk_alloc_zeroed(size_t bytes);
+
 /* ---- oneDNN's matmul primitive for bf16 and f16 (matmul.c) ---- */
 
 /* One GEMM as BLAS takes it: c (M x N, row-major, dense) = a (M x K) * b
