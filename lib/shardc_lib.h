@@ -74,8 +74,10 @@ void sk_gemm_engine(char *buf, size_t len);
  * vectorize at -O2, where it adds no run-time overlap checks.  SK_ISA_CLONES before a
  * function with such loops: GCC compiles it for x86-64-v4 (AVX-512),
  * x86-64-v3 (AVX2, FMA) and the baseline, and the loader picks by what the
- * CPU reports.  The versions compute the same bits: C11 mode contracts no
- * a * b + c into an fma, and lanes do what scalars do. */
+ * CPU reports.  The versions compute the same bits (C11 mode contracts no
+ * a * b + c into an fma, and lanes do what scalars do), except the row
+ * reductions of SK_SIMD_REDUCE loops (shardc_parallel.h), whose partial
+ * results follow the vector width. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define SK_INDEPENDENT _Pragma("GCC ivdep")
 #else   /* clang vectorizes with run-time overlap checks, and warns when a loop it was told to vectorize is not */

@@ -86,7 +86,21 @@ sk_parallel_stats sk_parallel_stats_get(void);
             __VA_ARGS__                                           \
         }                                                         \
     } while (0)
+#endif
+
+/* SK_SIMD_REDUCE(reduction(+ : s) ...) before the inner loop of a row that
+ * accumulates row reductions (codegen's row groups): GCC vectorizes it
+ * with one partial result per vector lane, combined at the end, so the
+ * result depends on the vector width (the ISA the CPU runs), never on the
+ * thread count.  Without OpenMP, or under clang (which warns when it
+ * cannot vectorize a loop it was told to), a plain loop in order. */
+#if defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)
+#define SK_SIMD_REDUCE(clauses) SK_PRAGMA_(omp simd clauses)
 #else
+#define SK_SIMD_REDUCE(clauses) SK_INDEPENDENT
+#endif
+
+#ifndef _OPENMP
 #define SK_PARALLEL_FOR(n, ...) \
     do {                        \
         SK_INDEPENDENT          \

@@ -30,6 +30,21 @@
  *  - a broadcast along trailing dims reads element i / inner of its operand
  *    in iteration i, so later iterations read elements that earlier ones
  *    could have written: no stored member may write the operand's buffer.
+ * Row groups.  A reduction over trailing dims (sum, max or min, f32 or f64:
+ * softmax's row max and row sum, layernorm's mean and variance) joins the
+ * group of its operand's elements: the loop nests by rows of the reduced
+ * span, and each row accumulates the reduction in a local.  Elementwise
+ * instructions on one value per row (`1 / total`, `var / D + eps`) join
+ * too, computed once per row; and the broadcasts of those row values back
+ * along the row.  A member that needs a row value of the same row's
+ * reduction starts a new stage: each row runs its stages' inner loops one
+ * after the other, so the row is read from memory once and is in cache for
+ * the next stages (softmax: one pass over memory, not five).  Stages follow
+ * program order (a member's stage is never below an earlier member's), so
+ * every buffer element is still read and written in program order; the row
+ * values are written to their buffers (when read after the group) at their
+ * stage, once per row, into buffers no member reads or writes.
+ *
  * A constant that only members of one group read is folded into the group:
  * it is never stored.  A constant that only fusable instructions read, in a
  * buffer a member read, is stored after the loop instead of before: its
@@ -65,9 +80,51 @@ int64_t row_broadcast_inner(const Fn *fn, const Inst *in) {
     return m > 1 && n > m ? n / m : 0;
 }
 
+/* A dot of two operands of one shape that sums their product over the
+ * trailing dims, batched over the leading ones (no free dims: layernorm's
+ * sum of squares): a row sum of products. */
+static int row_dot(const Fn *fn, const Inst *in) {
+    const Shape *a = &fn->insts[ir_arg(fn, in, 0)].type, *b = &fn->insts[ir_arg(fn, in, 1)].type;
+    if (a->rank != b->rank || a->dtype != b->dtype || memcmp(a->dims, b->dims, sizeof a->dims[0] * a->rank))
+        return 0;
+    DotDims dd;
+    dot_dims(fn, in, &dd);
+    if (dd.nbatch + dd.ncontract != a->rank || dd.ncontract < 1)
+        return 0;
+    for (int i = 0; i < a->rank; i++) {
+        const int64_t *l = i < dd.nbatch ? dd.lhs_batch : dd.lhs_contract - dd.nbatch;
+        const int64_t *r = i < dd.nbatch ? dd.rhs_batch : dd.rhs_contract - dd.nbatch;
+        if (l[i] != i || r[i] != i)
+            return 0;
+    }
+    return 1;
+}
+
+int64_t row_reduce_inner(const Fn *fn, const Inst *in) {
+    if ((in->op != OP_REDUCE || in->nargs != 1) && (in->op != OP_DOT || in->nargs != 2))
+        return 0;
+    if (in->flags & INST_ASYNC || in->place)
+        return 0;
+    const Shape *a = &fn->insts[ir_arg(fn, in, 0)].type;
+    int dt = in->type.dtype, k = in->nattrs - 1;
+    if ((dt != DT_F32 && dt != DT_F64) || a->dtype != dt)
+        return 0;
+    if (in->op == OP_DOT && !row_dot(fn, in))
+        return 0;
+    for (int i = 0; in->op == OP_REDUCE && i < k; i++)
+        if (ir_attr(fn, in, 1 + i) != a->rank - k + i)
+            return 0;
+    if (in->op == OP_REDUCE && k < 1)
+        return 0;
+    int64_t n = shape_elems(a), m = shape_elems(&in->type);
+    return m > 1 && n > m ? n / m : 0;   /* one row: sk_reduce splits it among threads */
+}
+
 int64_t fusable_elems(const Fn *fn, int v) {
     const Inst *in = &fn->insts[v];
     int dt = in->type.dtype, op = in->op;
+    if (op == OP_REDUCE || op == OP_DOT)
+        return row_reduce_inner(fn, in) ? shape_elems(&fn->insts[ir_arg(fn, in, 0)].type) : -1;
     if (!(op_info[op].flags & OPF_FUSIBLE) || dt >= DT_TUPLE || in->flags & INST_ASYNC || in->place)
         return -1;                 /* placed on a submesh: guarded alone (kernels.c) */
     int64_t n = shape_elems(&in->type);
@@ -101,6 +158,8 @@ typedef struct {
     int epoch;                   /* the open group's, counting dissolved ones */
     int *literal_uses;           /* per constant: reads by fusable instructions that would use its literal */
     int *deferred, ndeferred;    /* constants to emit after the open group's loop */
+    int64_t row;                 /* the open group's reduced span, 0 while it has no row values */
+    int64_t min_inner;           /* ... the least span of its broadcasts along trailing dims, 0 none */
 } Fuser;
 
 static int elem_size(const Fn *fn, int v) { return dtype_size(fn->insts[v].type.dtype); }
@@ -108,6 +167,57 @@ static int elem_size(const Fn *fn, int v) { return dtype_size(fn->insts[v].type.
 int uses_literal(const Fn *fn, const Inst *member, int a) {
     const Inst *c = &fn->insts[a];
     return c->op == OP_CONSTANT && (member->op == OP_BROADCAST || (c->type.dtype != DT_BF16 && c->type.dtype != DT_F16));
+}
+
+/* Is v a member of group g with one value per row (a reduction, or an
+ * instruction on row values)? */
+static int row_member(const Fuser *s, int g, int v) {
+    const Fn *fn = s->fn;
+    return s->fu->role[v] == FUSE_MEMBER && s->fu->group[v] == g &&
+           (is_reduction(fn->insts[v].op) || s->fu->elems[g] != shape_elems(&fn->insts[v].type));
+}
+
+/* May row value v (e elements: a reduction of span `inner`, or an
+ * instruction on row values) join group g?  It writes its buffer element
+ * `row` once per row: no member may have read that buffer (an old value's
+ * element would be overwritten in another row's iteration). */
+static int can_join_row(const Fuser *s, int g, int v, int64_t e, int64_t inner) {
+    const Fn *fn = s->fn;
+    const Inst *in = &fn->insts[v];
+    int b = s->mem[v];
+    if (b >= 0 && (s->read_epoch[b] == s->epoch || s->pinned_epoch[b] == s->epoch))
+        return 0;
+    if (inner)                   /* a reduction of the group's elements */
+        return e == s->fu->elems[g] && (!s->row || s->row == inner) && (!s->min_inner || s->min_inner % inner == 0);
+    if (!s->row || e * s->row != s->fu->elems[g] || in->type.dtype == DT_BF16 || in->type.dtype == DT_F16)
+        return 0;
+    for (int i = 0; i < in->nargs; i++) {   /* row values, literals and values of one element per row */
+        int a = ir_arg(fn, in, i), dt = fn->insts[a].type.dtype;
+        if ((!row_member(s, g, a) && s->fu->role[a] == FUSE_MEMBER && s->fu->group[a] == g) || dt == DT_BF16 ||
+            dt == DT_F16)
+            return 0;
+    }
+    return 1;
+}
+
+/* May broadcast v along trailing dims (by `inner`) join group g?  A row
+ * value of the group is the row's own: its broadcast must span one row. */
+static int can_join_broadcast(const Fuser *s, int g, int v, int64_t inner) {
+    int a = ir_arg(s->fn, &s->fn->insts[v], 0);
+    if (row_member(s, g, a))
+        return inner == s->row;
+    return !s->row || inner % s->row == 0;
+}
+
+static int can_write(const Fuser *s, int v);
+
+/* May v (e elements, fusable) join the open group g? */
+static int can_join(const Fuser *s, int g, int v, int64_t e) {
+    const Inst *in = &s->fn->insts[v];
+    int64_t inner = row_reduce_inner(s->fn, in), binner = row_broadcast_inner(s->fn, in);
+    if (inner || e != s->fu->elems[g])
+        return can_join_row(s, g, v, e, inner) && can_write(s, v);
+    return (!binner || can_join_broadcast(s, g, v, binner)) && can_write(s, v);
 }
 
 /* Can member v write its buffer inside the open group's loop?  Writing
@@ -146,9 +256,17 @@ static void join(Fuser *s, int g, int v) {
         if ((s->fu->group[a] == g && s->fu->role[a] == FUSE_MEMBER) || uses_literal(fn, in, a))
             continue;
         note_read(s, a, in->op == OP_BROADCAST ? 0 : elem_size(fn, a));   /* a broadcast's before the loop */
-        if (row_broadcast_inner(fn, in) && s->mem[a] >= 0)
+        /* Read at [row], or at [i / inner]: later iterations read elements
+         * that earlier ones could have written. */
+        int by_row = row_broadcast_inner(fn, in) || (row_member(s, g, v) && !is_reduction(in->op));
+        if (by_row && s->mem[a] >= 0)
             s->pinned_epoch[s->mem[a]] = s->epoch;
     }
+    int64_t inner = row_reduce_inner(fn, in), binner = row_broadcast_inner(fn, in);
+    if (inner)
+        s->row = s->fu->row[g] = inner;
+    if (binner && !row_member(s, g, ir_arg(fn, in, 0)) && (!s->min_inner || binner < s->min_inner))
+        s->min_inner = binner;
 }
 
 /* May v stay in the open group's way?  0: no; 1: emitted at its place,
@@ -188,6 +306,35 @@ static void close_group(Fuser *s, int g, int v) {
 /* n + 1 ints, zeroed, in the arena. */
 static int *ints(Arena *a, int n) { return arena_alloc(a, sizeof(int) * ((size_t)n + 1)); }
 
+/* Each member's stage, in program order: the latest of the stage before it
+ * and its operands' (a reduction's value is ready in the stage after its
+ * own); members read in a later stage than theirs are `cross`. */
+static void assign_stages(const Fn *fn, Fusion *fu, Arena *arena) {
+    int *cur = ints(arena, fu->ngroups);
+    for (int v = 0; v < fn->ninsts; v++) {
+        const Inst *in = &fn->insts[v];
+        int g = fu->group[v];
+        if (fu->role[v] != FUSE_MEMBER)
+            continue;
+        int st = cur[g];
+        for (int i = 0; i < in->nargs; i++) {
+            int a = ir_arg(fn, in, i);
+            if (fu->role[a] == FUSE_MEMBER && fu->group[a] == g) {
+                int ready = fu->stage[a] + is_reduction(fn->insts[a].op);
+                st = ready > st ? ready : st;
+            }
+        }
+        fu->stage[v] = cur[g] = st;
+        if (st + 1 > fu->nstages[g])
+            fu->nstages[g] = st + 1;
+        for (int i = 0; i < in->nargs; i++) {
+            int a = ir_arg(fn, in, i);
+            if (fu->role[a] == FUSE_MEMBER && fu->group[a] == g && fu->stage[a] < st)
+                fu->cross[a] = 1;
+        }
+    }
+}
+
 void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     int n = fn->ninsts;
     memset(fu, 0, sizeof *fu);
@@ -202,7 +349,12 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     fu->refs = ints(arena, n);
     fu->frefs = ints(arena, n);
     fu->order = ints(arena, n);
-    Fuser s = {fn, fu, ints(arena, n), NULL, NULL, NULL, ints(arena, n), 0, ints(arena, n), ints(arena, n), 0};
+    fu->stage = ints(arena, n);
+    fu->cross = arena_alloc(arena, (size_t)n + 1);
+    fu->elems = arena_alloc(arena, sizeof(int64_t) * ((size_t)n + 1));
+    fu->row = arena_alloc(arena, sizeof(int64_t) * ((size_t)n + 1));
+    fu->nstages = ints(arena, n);
+    Fuser s = {fn, fu, ints(arena, n), NULL, NULL, NULL, ints(arena, n), 0, ints(arena, n), ints(arena, n), 0, 0, 0};
     int nbuf = 0;
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
@@ -228,10 +380,9 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     /* Groups, in one pass: g is the open group, of gn elements, and gv its
      * only member while it has one. */
     int g = -1, gv = -1;
-    int64_t gn = 0;
     for (int v = 0; v < n; v++) {
         int64_t e = fu->uses[v] ? fusable_elems(fn, v) : -1;
-        if (e > 0 && g >= 0 && e == gn && can_write(&s, v)) {
+        if (e > 0 && g >= 0 && can_join(&s, g, v, e)) {
             join(&s, g, v);
             continue;
         }
@@ -246,7 +397,8 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
             g = fu->ngroups++;
             s.nmembers[g] = 0;
             s.epoch++;
-            gn = e;
+            fu->elems[g] = e;
+            fu->row[g] = s.row = s.min_inner = 0;
             gv = v;
             join(&s, g, v);
         }
@@ -262,6 +414,7 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
                 fu->stored[a] = 1;
         }
     }
+    assign_stages(fn, fu, arena);
     /* Constants whose every reader is a member of one group that uses the
      * literal are folded into it: count those reads (and the group). */
     int *folds = ints(arena, n), *in_group = s.nmembers;

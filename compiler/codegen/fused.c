@@ -108,6 +108,8 @@ typedef struct {
     int64_t row;                 /* elements per row when broadcasts along trailing dims nest the loop, or 0 */
     int counting;                /* the first pass: count references, emit nothing */
     int norder;
+    int staged;                  /* a row group with reductions: one inner loop per stage */
+    int stage;                   /* the stage being written */
 } Loop;
 
 static int member_of(const Loop *L, int v) {
@@ -130,6 +132,29 @@ static int kind(const Loop *L, int v) {
     return a->op == OP_CONSTANT && !is16(a->type.dtype) ? LITERAL : BEFORE;
 }
 
+/* Is v a member with one value per row (a reduction, or an instruction on
+ * row values), computed outside the inner loops? */
+static int row_value(const Loop *L, int v) {
+    const Fn *fn = L->g->fn;
+    return member_of(L, v) && (is_reduction(fn->insts[v].op) ||
+                               shape_elems(&fn->insts[v].type) != L->g->fu.elems[L->group]);
+}
+
+/* Is member v computed by an inner loop, as a local of its iteration? */
+static int in_inner_loop(const Loop *L, int v) {
+    return member_of(L, v) && kind(L, v) == COMPUTED && !along_rows(L, v) && !row_value(L, v);
+}
+
+/* A row's elements of a member read in a later stage: a local array when
+ * it is this small, else its buffer. */
+enum { SCRATCH_MAX = 16384 };   /* bytes */
+
+static int in_scratch(const Loop *L, int v) {
+    const Fusion *fu = &L->g->fu;
+    return fu->cross[v] && !fu->stored[v] &&
+           L->row * dtype_size(L->g->fn->insts[v].type.dtype) <= SCRATCH_MAX;
+}
+
 /* An operand read inside the loop gets a local when read more than once,
  * or as a float (bf16/f16). */
 static int loaded(const Fusion *fu, int a) { return fu->frefs[a] > 0 || fu->refs[a] > 1; }
@@ -146,6 +171,14 @@ static void ref(Loop *L, Str *b, int a, int as_float) {
     }
     if (!member && in->op == OP_CONSTANT && !is16(in->type.dtype)) {   /* a scalar loop */
         literal(b, in->type.dtype, in->value);
+        return;
+    }
+    if (L->staged && in_inner_loop(L, a) && fu->stage[a] < L->stage) {   /* an earlier stage's */
+        const char *at = in_scratch(L, a) ? "s[j]" : "[i]";
+        if (fl)
+            put(b, "%s(%s%s)", to_float(in->type.dtype), g->name[a], at);
+        else
+            put(b, "%s%s", g->name[a], at);
         return;
     }
     if (L->counting) {
@@ -260,15 +293,215 @@ static void member_expr(Loop *L, Str *b, int v) {
         put(b, ")");
 }
 
+static Reducer reducer_of(const Fn *fn, int v) {
+    return fn->insts[v].op == OP_DOT ? RED_SUM : inst_reducer(fn, &fn->insts[v]);
+}
+
+/* Writes member v's statements in the inner loop (e: scratch). */
+static void emit_member(Loop *L, Str *e, int v) {
+    Gen *g = L->g;
+    const Fn *fn = g->fn;
+    Fusion *fu = &g->fu;
+    FILE *o = g->out;
+    int dt = fn->insts[v].type.dtype, k = kind(L, v);
+    const char *nm = g->name[v];
+    e->n = 0;
+    if (k == LITERAL) {
+        if (fu->stored[v]) {
+            literal(e, dt, fn->insts[ir_arg(fn, &fn->insts[v], 0)].value);
+            fprintf(o, "%s%s[%s] = %s;\n", L->ind, nm, L->idx, e->s);
+        }
+        return;
+    }
+    if (k == BEFORE || along_rows(L, v)) {              /* its local is set before the loop */
+        if (fu->stored[v])
+            fprintf(o, "%s%s[%s] = %si;\n", L->ind, nm, L->idx, nm);
+        return;
+    }
+    if (is_reduction(fn->insts[v].op)) {                /* accumulate the row's */
+        ref(L, e, ir_arg(fn, &fn->insts[v], 0), 0);
+        Reducer r = reducer_of(fn, v);
+        if (fn->insts[v].op == OP_DOT) {   /* the product, then the sum: no fma the kernel does not do */
+            put(e, " * ");
+            ref(L, e, ir_arg(fn, &fn->insts[v], 1), 0);
+            fprintf(o, "%s%s %sx = %s;\n%s%si += %sx;\n", L->ind, ctype_of[dt], nm, e->s, L->ind, nm, nm);
+        } else if (r == RED_SUM)
+            fprintf(o, "%s%si += %s;\n", L->ind, nm, e->s);
+        else {   /* NaN propagates: counted apart, since lanes are combined by comparisons */
+            fprintf(o, "%s%s %sx = %s;\n", L->ind, ctype_of[dt], nm, e->s);
+            fprintf(o, "%s%si = %sx %s %si ? %sx : %si;\n", L->ind, nm, nm, r == RED_MAX ? ">" : "<", nm, nm, nm);
+            fprintf(o, "%s%snan += %sx != %sx;\n", L->ind, nm, nm, nm);
+        }
+        return;
+    }
+    member_expr(L, e, v);
+    int scratch = L->staged && in_scratch(L, v), spill = L->staged && fu->cross[v] && !scratch && !fu->stored[v];
+    if (!fu->refs[v] && !fu->frefs[v] && !scratch && !spill) {   /* read only after the loop */
+        fprintf(o, "%s%s[%s] = %s;\n", L->ind, nm, L->idx, e->s);
+        return;
+    }
+    fprintf(o, "%s%s %si = %s;\n", L->ind, ctype_of[dt], nm, e->s);
+    if (fu->frefs[v])
+        fprintf(o, "%sfloat %sf = %s(%si);\n", L->ind, nm, to_float(dt), nm);
+    if (fu->stored[v] || spill)
+        fprintf(o, "%s%s[%s] = %si;\n", L->ind, nm, L->idx, nm);
+    if (scratch)
+        fprintf(o, "%s%ss[j] = %si;\n", L->ind, nm, nm);
+}
+
+/* The reference counts of the members of stage `stage` (all, when -1) and
+ * of what they read: which get locals, and the operands to load once. */
+static void count_refs(Loop *L, int stage) {
+    Fusion *fu = &L->g->fu;
+    Str e = {L->g->arena, NULL, 0, 0};
+    L->counting = 1;
+    L->norder = 0;
+    for (int v = fu->first[L->group]; v >= 0; v = fu->next[v]) {
+        if (fu->role[v] != FUSE_MEMBER || kind(L, v) != COMPUTED || (stage >= 0 && fu->stage[v] != stage))
+            continue;
+        e.n = 0;
+        if (is_reduction(L->g->fn->insts[v].op)) {
+            for (int i = 0; i < L->g->fn->insts[v].nargs; i++)
+                ref(L, &e, ir_arg(L->g->fn, &L->g->fn->insts[v], i), 0);
+        }
+        else if (!row_value(L, v) || stage < 0)
+            member_expr(L, &e, v);
+    }
+    L->counting = 0;
+}
+
+/* Back to zero: the counts of the group's members and of what they read. */
+static void clear_refs(Loop *L) {
+    Fusion *fu = &L->g->fu;
+    for (int v = fu->first[L->group]; v >= 0; v = fu->next[v])
+        fu->refs[v] = fu->frefs[v] = 0;
+    for (int k = 0; k < L->norder; k++)
+        fu->refs[fu->order[k]] = fu->frefs[fu->order[k]] = 0;
+    L->norder = 0;
+}
+
+/* Operands read more than once in the inner loop: one load each. */
+static void emit_loads(Loop *L) {
+    const Fn *fn = L->g->fn;
+    Fusion *fu = &L->g->fu;
+    FILE *o = L->g->out;
+    for (int k = 0; k < L->norder; k++) {
+        int a = fu->order[k], dt = fn->insts[a].type.dtype;
+        const char *nm = L->g->name[a];
+        if (!loaded(fu, a))
+            continue;
+        if (fu->refs[a])
+            fprintf(o, "%s%s %si = %s[%s];\n", L->ind, ctype_of[dt], nm, nm, L->idx);
+        if (fu->frefs[a] && fu->refs[a])
+            fprintf(o, "%sfloat %sf = %s(%si);\n", L->ind, nm, to_float(dt), nm);
+        else if (fu->frefs[a])
+            fprintf(o, "%sfloat %sf = %s(%s[%s]);\n", L->ind, nm, to_float(dt), nm, L->idx);
+    }
+}
+
+/* The row values that stage `stage` starts with: the instructions on row
+ * values, once per row, and the accumulators of its reductions. */
+static void emit_row_values(Loop *L, Str *e, int stage) {
+    Gen *g = L->g;
+    const Fn *fn = g->fn;
+    Fusion *fu = &g->fu;
+    for (int v = fu->first[L->group]; v >= 0; v = fu->next[v]) {
+        if (!row_value(L, v) || fu->stage[v] != stage)
+            continue;
+        int dt = fn->insts[v].type.dtype;
+        const char *nm = g->name[v], *ct = ctype_of[dt];
+        e->n = 0;
+        if (kind(L, v) != COMPUTED)   /* a literal, or a broadcast of one element: set before the loop */
+            continue;
+        if (is_reduction(fn->insts[v].op)) {
+            Reducer r = reducer_of(fn, v);
+            fprintf(g->out, "        %s %si = %s;\n", ct, nm, r == RED_SUM ? "0" : r == RED_MAX ? "-INFINITY" : "INFINITY");
+            if (r != RED_SUM)
+                fprintf(g->out, "        %s %snan = 0;\n", ct, nm);
+            continue;
+        }
+        L->idx = "row";           /* no counts (cleared): operands read at [row], no loads */
+        member_expr(L, e, v);
+        L->idx = "i";
+        fprintf(g->out, "        %s %si = %s;\n", ct, nm, e->s);
+        if (fu->stored[v])
+            fprintf(g->out, "        %s[row] = %si;\n", nm, nm);
+    }
+}
+
+/* One stage of a row group: its row values, then its inner loop over the
+ * row's elements, then its reductions' results. */
+static void emit_stage(Loop *L, Str *e, int stage) {
+    Gen *g = L->g;
+    const Fn *fn = g->fn;
+    Fusion *fu = &g->fu;
+    FILE *o = g->out;
+    L->stage = stage;
+    clear_refs(L);
+    emit_row_values(L, e, stage);
+    count_refs(L, stage);
+    Str clauses = {g->arena, NULL, 0, 0};
+    put(&clauses, "%s", "");
+    for (int v = fu->first[L->group]; v >= 0; v = fu->next[v])
+        if (member_of(L, v) && is_reduction(fn->insts[v].op) && fu->stage[v] == stage) {
+            Reducer r = reducer_of(fn, v);
+            put(&clauses, "%sreduction(%s : %si)", clauses.n ? " " : "", r == RED_SUM ? "+" : r == RED_MAX ? "max" : "min",
+                g->name[v]);
+            if (r != RED_SUM)
+                put(&clauses, " reduction(+ : %snan)", g->name[v]);
+        }
+    /* The body first, to know whether it indexes the buffers by i. */
+    char *body = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&body, &len);
+    if (!mem) {
+        fputs("shardc: out of memory\n", stderr);
+        abort();
+    }
+    g->out = mem;
+    emit_loads(L);
+    for (int v = fu->first[L->group]; v >= 0; v = fu->next[v])
+        if (fu->role[v] == FUSE_MEMBER && fu->stage[v] == stage && !row_value(L, v))
+            emit_member(L, e, v);
+        else if (member_of(L, v) && is_reduction(fn->insts[v].op) && fu->stage[v] == stage)
+            emit_member(L, e, v);
+    fclose(mem);
+    g->out = o;
+    if (!*body && !clauses.n) {   /* only row values: no loop */
+        free(body);
+        return;
+    }
+    if (clauses.n)
+        fprintf(o, "        SK_SIMD_REDUCE(%s)\n", clauses.s);
+    else
+        fputs("        SK_INDEPENDENT\n", o);
+    fprintf(o, "        for (int64_t j = 0; j < %lld; j++) {\n", (long long)L->row);
+    if (strstr(body, "[i]"))
+        fprintf(o, "            const int64_t i = row * %lld + j;\n", (long long)L->row);
+    fputs(body, o);
+    free(body);
+    fputs("        }\n", o);
+    for (int v = fu->first[L->group]; v >= 0; v = fu->next[v]) {
+        if (!member_of(L, v) || !is_reduction(fn->insts[v].op) || fu->stage[v] != stage)
+            continue;
+        const char *nm = g->name[v];
+        if (reducer_of(fn, v) != RED_SUM)
+            fprintf(o, "        if (%snan)\n            %si = NAN;\n", nm, nm);
+        if (fu->stored[v])
+            fprintf(o, "        %s[row] = %si;\n", nm, nm);
+    }
+}
+
 void emit_fused(Gen *g, int group) {
     const Fn *fn = g->fn;
     Fusion *fu = &g->fu;
     FILE *o = g->out;
-    int64_t n = shape_elems(&fn->insts[fu->last_member[group]].type);
+    int64_t n = fu->elems[group];
     /* Broadcasts along trailing dims nest the loop: rows of the shortest
      * one's span, so that their operands are constant along the inner
-     * loop, which the compiler vectorizes. */
-    Loop L = {g, group, n == 1 ? "0" : "i", "        ", 0, 1, 0};
+     * loop, which the compiler vectorizes.  Reductions make it rows of
+     * their span, in stages. */
+    Loop L = {g, group, n == 1 ? "0" : "i", "        ", 0, 1, 0, fu->row[group] != 0, 0};
     for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {
         const Inst *in = &fn->insts[v];
         int64_t inner = fu->role[v] == FUSE_MEMBER && in->op == OP_BROADCAST && !member_of(&L, ir_arg(fn, in, 0)) ?
@@ -276,21 +509,18 @@ void emit_fused(Gen *g, int group) {
         if (inner && (!L.row || inner < L.row))
             L.row = inner;
     }
+    if (L.staged)
+        L.row = fu->row[group];
     int64_t row = L.row;
     if (row)
         L.ind = "            ";
     Str e = {g->arena, NULL, 0, 0};
-    for (int v = fu->first[group]; v >= 0; v = fu->next[v])     /* count the references */
-        if (fu->role[v] == FUSE_MEMBER && kind(&L, v) == COMPUTED) {
-            e.n = 0;
-            member_expr(&L, &e, v);
-        }
-    L.counting = 0;
+    count_refs(&L, -1);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])
         if (fu->role[v] != FUSE_DEFERRED)
             emit_ir_comment(g, v);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])
-        if (fu->role[v] == FUSE_MEMBER && fu->stored[v])
+        if (fu->role[v] == FUSE_MEMBER && (fu->stored[v] || (L.staged && fu->cross[v] && !in_scratch(&L, v))))
             fprintf(o, "    %s *%s = buf%d;\n", ctype_of[fn->insts[v].type.dtype], g->name[v], g->buf[v]);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {   /* broadcast elements */
         if (fu->role[v] != FUSE_MEMBER || kind(&L, v) != BEFORE)
@@ -326,56 +556,27 @@ void emit_fused(Gen *g, int group) {
                 member_expr(&L, &e, v);
                 fprintf(o, "        %s %si = %s;\n", ctype_of[fn->insts[v].type.dtype], g->name[v], e.s);
             }
+        if (L.staged) {
+            for (int v = fu->first[group]; v >= 0; v = fu->next[v])
+                if (member_of(&L, v) && in_inner_loop(&L, v) && in_scratch(&L, v))
+                    fprintf(o, "        %s %ss[%lld];   /* the row, for a later stage */\n",
+                            ctype_of[fn->insts[v].type.dtype], g->name[v], (long long)row);
+            for (int k = 0; k < fu->nstages[group]; k++)
+                emit_stage(&L, &e, k);
+            fputs(par ? "    });\n" : "    }\n", o);
+            clear_refs(&L);
+            return;
+        }
         fprintf(o, "        SK_INDEPENDENT\n        for (int64_t i = row * %lld, end = i + %lld; i < end; i++) {\n",
                 (long long)row, (long long)row);
     } else if (par)
         fprintf(o, "    SK_PARALLEL_FOR(%lld, for (int64_t i = 0; i < %lld; i++) {\n", (long long)n, (long long)n);
     else
         fprintf(o, "    SK_INDEPENDENT\n    for (int64_t i = 0; i < %lld; i++) {\n", (long long)n);
-    for (int k = 0; k < L.norder; k++) {                       /* operands read more than once */
-        int a = fu->order[k], dt = fn->insts[a].type.dtype;
-        const char *nm = g->name[a];
-        if (!loaded(fu, a))
-            continue;
-        if (fu->refs[a])
-            fprintf(o, "%s%s %si = %s[%s];\n", L.ind, ctype_of[dt], nm, nm, L.idx);
-        if (fu->frefs[a] && fu->refs[a])
-            fprintf(o, "%sfloat %sf = %s(%si);\n", L.ind, nm, to_float(dt), nm);
-        else if (fu->frefs[a])
-            fprintf(o, "%sfloat %sf = %s(%s[%s]);\n", L.ind, nm, to_float(dt), nm, L.idx);
-    }
-    for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {
-        if (fu->role[v] != FUSE_MEMBER)
-            continue;
-        int dt = fn->insts[v].type.dtype, k = kind(&L, v);
-        const char *nm = g->name[v];
-        e.n = 0;
-        if (k == LITERAL) {
-            if (fu->stored[v]) {
-                literal(&e, dt, fn->insts[ir_arg(fn, &fn->insts[v], 0)].value);
-                fprintf(o, "%s%s[%s] = %s;\n", L.ind, nm, L.idx, e.s);
-            }
-            continue;
-        }
-        if (k == BEFORE || along_rows(&L, v)) {              /* its local is set before the loop */
-            if (fu->stored[v])
-                fprintf(o, "%s%s[%s] = %si;\n", L.ind, nm, L.idx, nm);
-            continue;
-        }
-        member_expr(&L, &e, v);
-        if (!fu->refs[v] && !fu->frefs[v]) {                  /* read only after the loop */
-            fprintf(o, "%s%s[%s] = %s;\n", L.ind, nm, L.idx, e.s);
-            continue;
-        }
-        fprintf(o, "%s%s %si = %s;\n", L.ind, ctype_of[dt], nm, e.s);
-        if (fu->frefs[v])
-            fprintf(o, "%sfloat %sf = %s(%si);\n", L.ind, nm, to_float(dt), nm);
-        if (fu->stored[v])
-            fprintf(o, "%s%s[%s] = %si;\n", L.ind, nm, L.idx, nm);
-    }
+    emit_loads(&L);
+    for (int v = fu->first[group]; v >= 0; v = fu->next[v])
+        if (fu->role[v] == FUSE_MEMBER)
+            emit_member(&L, &e, v);
     fputs(row ? (par ? "        }\n    });\n" : "        }\n    }\n") : par ? "    });\n" : "    }\n", o);
-    for (int v = fu->first[group]; v >= 0; v = fu->next[v])    /* the scratch back to zero */
-        fu->refs[v] = fu->frefs[v] = 0;
-    for (int k = 0; k < L.norder; k++)
-        fu->refs[fu->order[k]] = fu->frefs[fu->order[k]] = 0;
+    clear_refs(&L);
 }

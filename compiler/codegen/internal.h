@@ -29,6 +29,11 @@ typedef struct {
     int *last_member;            /* per group: where its loop is emitted */
     int *refs, *frefs;           /* fused.c's scratch per value, kept zero between groups */
     int *order;                  /* fused.c's scratch: values in the order first read */
+    int64_t *elems;              /* per group: elements of its loop */
+    int64_t *row;                /* per group: the span its reductions reduce (its rows), 0 none */
+    int *nstages;                /* per group: inner loops per row (1 without reductions) */
+    int *stage;                  /* per member: the inner loop that computes it */
+    unsigned char *cross;        /* per member: read in a later stage than its own */
 } Fusion;
 /* `buf`: the buffer of each value (-1 none), as the function's code uses
  * them.  The arrays are allocated in `arena`. */
@@ -40,6 +45,12 @@ int64_t fusable_elems(const Fn *fn, int v);
  * elements share one operand element, so that element i of the result is
  * element i / inner of the operand.  0 for any other instruction. */
 int64_t row_broadcast_inner(const Fn *fn, const Inst *in);
+/* For a reduction over trailing dims that a loop can accumulate row by row
+ * (sum, max, min, or a dot summing the product of two operands of one
+ * shape; f32, f64; more than one row): the elements per row, else 0. */
+int64_t row_reduce_inner(const Fn *fn, const Inst *in);
+/* Is op one a row group member accumulates (given row_reduce_inner)? */
+static inline int is_reduction(int op) { return op == OP_REDUCE || op == OP_DOT; }
 /* Does member use constant a as a literal (read no memory)?  A broadcast
  * does for any dtype, other ops for all but bf16 and f16. */
 int uses_literal(const Fn *fn, const Inst *member, int a);
