@@ -91,12 +91,12 @@ static int row_dot(const Fn *fn, const Inst *in) {
     dot_dims(fn, in, &dd);
     if (dd.nbatch + dd.ncontract != a->rank || dd.ncontract < 1)
         return 0;
-    for (int i = 0; i < a->rank; i++) {
-        const int64_t *l = i < dd.nbatch ? dd.lhs_batch : dd.lhs_contract - dd.nbatch;
-        const int64_t *r = i < dd.nbatch ? dd.rhs_batch : dd.rhs_contract - dd.nbatch;
-        if (l[i] != i || r[i] != i)
+    for (int i = 0; i < dd.nbatch; i++)
+        if (dd.lhs_batch[i] != i || dd.rhs_batch[i] != i)
             return 0;
-    }
+    for (int i = 0; i < dd.ncontract; i++)
+        if (dd.lhs_contract[i] != dd.nbatch + i || dd.rhs_contract[i] != dd.nbatch + i)
+            return 0;
     return 1;
 }
 
@@ -116,8 +116,10 @@ int64_t row_reduce_inner(const Fn *fn, const Inst *in) {
             return 0;
     if (in->op == OP_REDUCE && k < 1)
         return 0;
+    /* One row: sk_reduce splits it among threads.  A row too long for the
+     * local arrays that carry values from stage to stage: sk_reduce too. */
     int64_t n = shape_elems(a), m = shape_elems(&in->type);
-    return m > 1 && n > m ? n / m : 0;   /* one row: sk_reduce splits it among threads */
+    return m > 1 && n > m && (n / m) * 8 <= ROW_SCRATCH_MAX ? n / m : 0;
 }
 
 int64_t fusable_elems(const Fn *fn, int v) {

@@ -145,15 +145,10 @@ static int in_inner_loop(const Loop *L, int v) {
     return member_of(L, v) && kind(L, v) == COMPUTED && !along_rows(L, v) && !row_value(L, v);
 }
 
-/* A row's elements of a member read in a later stage: a local array when
- * it is this small, else its buffer. */
-enum { SCRATCH_MAX = 16384 };   /* bytes */
-
-static int in_scratch(const Loop *L, int v) {
-    const Fusion *fu = &L->g->fu;
-    return fu->cross[v] && !fu->stored[v] &&
-           L->row * dtype_size(L->g->fn->insts[v].type.dtype) <= SCRATCH_MAX;
-}
+/* Is member v's row, read by a later stage, in a local array?  Else it
+ * is stored, and read back from its buffer.  (Rows are at most
+ * ROW_SCRATCH_MAX bytes: fuse.c.) */
+static int in_scratch(const Loop *L, int v) { return L->g->fu.cross[v] && !L->g->fu.stored[v]; }
 
 /* An operand read inside the loop gets a local when read more than once,
  * or as a float (bf16/f16). */
@@ -335,15 +330,15 @@ static void emit_member(Loop *L, Str *e, int v) {
         return;
     }
     member_expr(L, e, v);
-    int scratch = L->staged && in_scratch(L, v), spill = L->staged && fu->cross[v] && !scratch && !fu->stored[v];
-    if (!fu->refs[v] && !fu->frefs[v] && !scratch && !spill) {   /* read only after the loop */
+    int scratch = L->staged && in_scratch(L, v);
+    if (!fu->refs[v] && !fu->frefs[v] && !scratch) {   /* read only after the loop */
         fprintf(o, "%s%s[%s] = %s;\n", L->ind, nm, L->idx, e->s);
         return;
     }
     fprintf(o, "%s%s %si = %s;\n", L->ind, ctype_of[dt], nm, e->s);
     if (fu->frefs[v])
         fprintf(o, "%sfloat %sf = %s(%si);\n", L->ind, nm, to_float(dt), nm);
-    if (fu->stored[v] || spill)
+    if (fu->stored[v])
         fprintf(o, "%s%s[%s] = %si;\n", L->ind, nm, L->idx, nm);
     if (scratch)
         fprintf(o, "%s%ss[j] = %si;\n", L->ind, nm, nm);
@@ -501,7 +496,7 @@ void emit_fused(Gen *g, int group) {
      * one's span, so that their operands are constant along the inner
      * loop, which the compiler vectorizes.  Reductions make it rows of
      * their span, in stages. */
-    Loop L = {g, group, n == 1 ? "0" : "i", "        ", 0, 1, 0, fu->row[group] != 0, 0};
+    Loop L = {g, group, n == 1 ? "0" : "i", "        ", 0, 0, 0, fu->row[group] != 0, 0};
     for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {
         const Inst *in = &fn->insts[v];
         int64_t inner = fu->role[v] == FUSE_MEMBER && in->op == OP_BROADCAST && !member_of(&L, ir_arg(fn, in, 0)) ?
@@ -520,7 +515,7 @@ void emit_fused(Gen *g, int group) {
         if (fu->role[v] != FUSE_DEFERRED)
             emit_ir_comment(g, v);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])
-        if (fu->role[v] == FUSE_MEMBER && (fu->stored[v] || (L.staged && fu->cross[v] && !in_scratch(&L, v))))
+        if (fu->role[v] == FUSE_MEMBER && fu->stored[v])
             fprintf(o, "    %s *%s = buf%d;\n", ctype_of[fn->insts[v].type.dtype], g->name[v], g->buf[v]);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {   /* broadcast elements */
         if (fu->role[v] != FUSE_MEMBER || kind(&L, v) != BEFORE)

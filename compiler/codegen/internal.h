@@ -35,6 +35,10 @@ typedef struct {
     int *stage;                  /* per member: the inner loop that computes it */
     unsigned char *cross;        /* per member: read in a later stage than its own */
 } Fusion;
+/* The most bytes of a row that a later stage reads from a local array
+ * (fused.c): reductions of rows over ROW_SCRATCH_MAX / 8 elements (4096)
+ * are not fused. */
+enum { ROW_SCRATCH_MAX = 32768 };
 /* `buf`: the buffer of each value (-1 none), as the function's code uses
  * them.  The arrays are allocated in `arena`. */
 void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena);
