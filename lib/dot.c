@@ -254,31 +254,24 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
         return SC_ERR;
     }
     sk_gemm_shape g = {t, ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, lda, ldb};
-    if (low_precision && !sk_matmul_supported(&g, NULL, 0)) {
+    sk_matmul *mm = low_precision ? sk_matmul_begin(&g, NULL, 0) : NULL;
+    if (low_precision && !mm) {
         free(pa);
         free(pb);
         return loop_dot(t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, out);
     }
     /* The batch odometer: one GEMM per batch index. */
     int64_t idx[SC_MAX_RANK] = {0}, oa = 0, ob = 0;
-    for (int64_t bi = 0; bi < nbat; bi++) {
-        if (low_precision) {
-            if (sk_matmul(&g, va.base + oa * (int64_t)es, vb.base + ob * (int64_t)es,
-                          (char *)out + bi * M * N * (int64_t)es) != 0) {
-                free(pa);
-                free(pb);
-                return SC_ERR;
-            }
-        } else if (t == SK_F32 && !without_onednn()) {
-            if (dnnl_sgemm(ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, 1.0f,
-                           (const float *)(const void *)va.base + oa, lda,
-                           (const float *)(const void *)vb.base + ob, ldb, 0.0f,
-                           (float *)out + bi * M * N, N) != dnnl_success) {
-                free(pa);
-                free(pb);
-                return SC_ERR;
-            }
-        } else if (t == SK_F32)
+    int status = 0;
+    for (int64_t bi = 0; bi < nbat && !status; bi++) {
+        if (mm)
+            status = sk_matmul_run(mm, va.base + oa * (int64_t)es, vb.base + ob * (int64_t)es,
+                               (char *)out + bi * M * N * (int64_t)es);
+        else if (t == SK_F32 && !without_onednn())
+            status = dnnl_sgemm(g.ta, g.tb, M, N, K, 1.0f, (const float *)(const void *)va.base + oa, lda,
+                            (const float *)(const void *)vb.base + ob, ldb, 0.0f, (float *)out + bi * M * N,
+                            N) == dnnl_success ? 0 : SC_ERR;
+        else if (t == SK_F32)
             cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f,
                         (const float *)(const void *)va.base + oa, (int)lda,
                         (const float *)(const void *)vb.base + ob, (int)ldb, 0.0f,
@@ -298,9 +291,10 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
             idx[d] = 0;
         }
     }
+    sk_matmul_end(mm);
     free(pa);
     free(pb);
-    return 0;
+    return status;
 }
 
 /* Loads n packed elements of dtype t as f32 (or as int32 bits for i32). */
@@ -447,10 +441,12 @@ void sk_gemm_engine(char *buf, size_t len) {
     for (int i = 0; i < 2; i++) {
         sk_gemm_shape g = {i ? SK_F16 : SK_BF16, 'N', 'N', 256, 256, 256, 256, 256};
         char impl[40];
-        if (!without_onednn() && sk_matmul_supported(&g, impl, sizeof impl))
+        sk_matmul *mm = without_onednn() ? NULL : sk_matmul_begin(&g, impl, sizeof impl);
+        if (mm)
             snprintf(low[i], sizeof low[i], "oneDNN matmul (%s)", impl);
         else
             snprintf(low[i], sizeof low[i], "shardc's loop");
+        sk_matmul_end(mm);
     }
     snprintf(buf, len, "CPU ISA %s; f32 GEMM: %s; f64 GEMM: %s; bf16 GEMM: %s; f16 GEMM: %s; i32: shardc's loop",
              sk_isa_name(sk_cpu_isa()), without_onednn() ? blas : dnnl, blas, low[0], low[1]);

@@ -70,35 +70,23 @@ typedef struct {
     int64_t M, N, K, lda, ldb;
 } sk_gemm_shape;
 
-/* 1 when oneDNN has fast kernels for g on this CPU (not its reference
- * loops); the primitive is created and kept for sk_matmul.  impl (if not
- * NULL) gets oneDNN's name for the kernels. */
-int sk_matmul_supported(const sk_gemm_shape *g, char *impl, size_t len);
-/* c = a * b; 0, or SC_ERR when oneDNN cannot or fails. */
-int sk_matmul(const sk_gemm_shape *g, const void *a, const void *b, void *c);
+/* GEMMs of shape g on oneDNN, for one dot: NULL when oneDNN has no fast
+ * kernels for g on this CPU (only its reference loops) or fails.  The
+ * primitive is looked up (created on first use, and kept) once; impl (if
+ * not NULL) gets oneDNN's name for the kernels either way. */
+typedef struct sk_matmul sk_matmul;
+sk_matmul *sk_matmul_begin(const sk_gemm_shape *g, char *impl, size_t len);
+/* c = a * b for matrices laid out as g says; 0 or SC_ERR. */
+int sk_matmul_run(sk_matmul *m, const void *a, const void *b, void *c);
+void sk_matmul_end(sk_matmul *m);   /* NULL is fine */
 
 /* ---- threads inside a device (parallel.c, shardc_parallel.h) ---- */
 
 /* sk_parallel for the library's own loops: counted as kernel calls. */
 int sk_parallel_kernel(int64_t n);
 
-/* SK_PARALLEL_FOR for the library's loops (counted as kernel calls). */
-#ifdef _OPENMP
-#define SK_KERNEL_FOR(n, ...)                                     \
-    do {                                                          \
-        if (sk_parallel_kernel(n)) {                              \
-            SK_PRAGMA_(omp parallel for schedule(static))         \
-            __VA_ARGS__                                           \
-        } else {                                                  \
-            __VA_ARGS__                                           \
-        }                                                         \
-    } while (0)
-#else
-#define SK_KERNEL_FOR(n, ...) \
-    do {                      \
-        __VA_ARGS__           \
-    } while (0)
-#endif
+/* SK_PARALLEL_ROWS for the library's loops (counted as kernel calls). */
+#define SK_KERNEL_FOR(n, ...) SK_PARALLEL_IF_(sk_parallel_kernel(n), __VA_ARGS__)
 
 /* body(ctx, lo, hi) over consecutive ranges covering [0, n), one per thread
  * of the calling thread's OpenMP team when `work` (the elements the whole

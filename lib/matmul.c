@@ -127,48 +127,67 @@ static entry find(const sk_gemm_shape *g, entry *own) {
     return found;
 }
 
-int sk_matmul_supported(const sk_gemm_shape *g, char *impl, size_t len) {
+/* One dot's use of a primitive: its memory objects, stream and scratchpad,
+ * made once and pointed at each batch index's matrices in turn. */
+struct sk_matmul {
+    entry e, own;             /* own: a primitive for this dot alone (table full) */
+    dnnl_memory_t mem[4];     /* a, b, c, scratchpad */
+    dnnl_stream_t stream;
+    void *pad;
+};
+
+sk_matmul *sk_matmul_begin(const sk_gemm_shape *g, char *impl, size_t len) {
     entry own = {0}, e = find(g, &own);
     if (impl)
         snprintf(impl, len, "%s", e.impl);
-    if (own.prim)
-        dnnl_primitive_destroy(own.prim);
-    return e.prim != NULL;
+    sk_matmul *m = e.prim ? calloc(1, sizeof *m) : NULL;
+    if (!m) {
+        if (own.prim)
+            dnnl_primitive_destroy(own.prim);
+        return NULL;
+    }
+    m->e = e;
+    m->own = own;
+    dnnl_memory_desc_t md[4];
+    matrix_md(&md[0], g->t, g->M, g->K, g->ta, g->lda);
+    matrix_md(&md[1], g->t, g->K, g->N, g->tb, g->ldb);
+    matrix_md(&md[2], g->t, g->M, g->N, 'N', g->N);
+    dnnl_dims_t sdims = {(int64_t)e.scratch};
+    dnnl_memory_desc_init_by_tag(&md[3], 1, sdims, dnnl_u8, dnnl_a);
+    int ok = (m->pad = malloc(e.scratch ? e.scratch : 1)) != NULL &&
+             dnnl_stream_create(&m->stream, table.engine, dnnl_stream_default_flags) == dnnl_success;
+    for (int i = 0; i < 4 && ok; i++)
+        ok = dnnl_memory_create(&m->mem[i], &md[i], table.engine, i == 3 ? m->pad : DNNL_MEMORY_NONE) ==
+             dnnl_success;
+    if (!ok) {
+        sk_matmul_end(m);
+        return NULL;
+    }
+    return m;
 }
 
-int sk_matmul(const sk_gemm_shape *g, const void *a, const void *b, void *c) {
-    entry own = {0}, e = find(g, &own);
-    dnnl_primitive_t prim = e.prim;
-    size_t scratch = e.scratch;
-    if (!prim)
-        return SC_ERR;
-    dnnl_memory_desc_t ma, mb, mc, ms;
-    matrix_md(&ma, g->t, g->M, g->K, g->ta, g->lda);
-    matrix_md(&mb, g->t, g->K, g->N, g->tb, g->ldb);
-    matrix_md(&mc, g->t, g->M, g->N, 'N', g->N);
-    dnnl_dims_t sdims = {(int64_t)scratch};
-    dnnl_memory_desc_init_by_tag(&ms, 1, sdims, dnnl_u8, dnnl_a);
-    void *pad = malloc(scratch ? scratch : 1);
-    dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
-    dnnl_stream_t stream = NULL;
-    int rc = SC_ERR;
-    if (pad && dnnl_memory_create(&mem[0], &ma, table.engine, (void *)a) == dnnl_success &&
-        dnnl_memory_create(&mem[1], &mb, table.engine, (void *)b) == dnnl_success &&
-        dnnl_memory_create(&mem[2], &mc, table.engine, c) == dnnl_success &&
-        dnnl_memory_create(&mem[3], &ms, table.engine, pad) == dnnl_success &&
-        dnnl_stream_create(&stream, table.engine, dnnl_stream_default_flags) == dnnl_success) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]},
-                                   {DNNL_ARG_DST, mem[2]}, {DNNL_ARG_SCRATCHPAD, mem[3]}};
-        if (dnnl_primitive_execute(prim, stream, 4, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success)
-            rc = 0;
-    }
-    if (stream)
-        dnnl_stream_destroy(stream);
+int sk_matmul_run(sk_matmul *m, const void *a, const void *b, void *c) {
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m->mem[0]}, {DNNL_ARG_WEIGHTS, m->mem[1]},
+                               {DNNL_ARG_DST, m->mem[2]}, {DNNL_ARG_SCRATCHPAD, m->mem[3]}};
+    return dnnl_memory_set_data_handle(m->mem[0], (void *)a) == dnnl_success &&
+                   dnnl_memory_set_data_handle(m->mem[1], (void *)b) == dnnl_success &&
+                   dnnl_memory_set_data_handle(m->mem[2], c) == dnnl_success &&
+                   dnnl_primitive_execute(m->e.prim, m->stream, 4, args) == dnnl_success &&
+                   dnnl_stream_wait(m->stream) == dnnl_success
+               ? 0
+               : SC_ERR;
+}
+
+void sk_matmul_end(sk_matmul *m) {
+    if (!m)
+        return;
     for (int i = 0; i < 4; i++)
-        if (mem[i])
-            dnnl_memory_destroy(mem[i]);
-    free(pad);
-    if (own.prim)
-        dnnl_primitive_destroy(own.prim);
-    return rc;
+        if (m->mem[i])
+            dnnl_memory_destroy(m->mem[i]);
+    if (m->stream)
+        dnnl_stream_destroy(m->stream);
+    if (m->own.prim)
+        dnnl_primitive_destroy(m->own.prim);
+    free(m->pad);
+    free(m);
 }

@@ -67,6 +67,16 @@ sk_parallel_stats sk_parallel_stats_get(void);
 #else
 #define SK_OMP_FOR_ SK_PRAGMA_(omp parallel for simd schedule(static))
 #endif
+/* The loop on the calling thread's team when cond holds, else as written. */
+#define SK_PARALLEL_IF_(cond, ...)                                \
+    do {                                                          \
+        if (cond) {                                               \
+            SK_PRAGMA_(omp parallel for schedule(static))         \
+            __VA_ARGS__                                           \
+        } else {                                                  \
+            __VA_ARGS__                                           \
+        }                                                         \
+    } while (0)
 #define SK_PARALLEL_FOR(n, ...)                                   \
     do {                                                          \
         if (sk_parallel(n)) {                                     \
@@ -77,16 +87,18 @@ sk_parallel_stats sk_parallel_stats_get(void);
             __VA_ARGS__                                           \
         }                                                         \
     } while (0)
-#define SK_PARALLEL_ROWS(n, ...)                                  \
-    do {                                                          \
-        if (sk_parallel(n)) {                                     \
-            SK_PRAGMA_(omp parallel for schedule(static))         \
-            __VA_ARGS__                                           \
-        } else {                                                  \
-            __VA_ARGS__                                           \
-        }                                                         \
+#else
+#define SK_PARALLEL_IF_(cond, ...) \
+    do {                           \
+        __VA_ARGS__                \
+    } while (0)
+#define SK_PARALLEL_FOR(n, ...) \
+    do {                        \
+        SK_INDEPENDENT          \
+        __VA_ARGS__             \
     } while (0)
 #endif
+#define SK_PARALLEL_ROWS(n, ...) SK_PARALLEL_IF_(sk_parallel(n), __VA_ARGS__)
 
 /* SK_SIMD_REDUCE(reduction(+ : s) ...) before the inner loop of a row that
  * accumulates row reductions (codegen's row groups): GCC vectorizes it
@@ -98,18 +110,6 @@ sk_parallel_stats sk_parallel_stats_get(void);
 #define SK_SIMD_REDUCE(clauses) SK_PRAGMA_(omp simd clauses)
 #else
 #define SK_SIMD_REDUCE(clauses) SK_INDEPENDENT
-#endif
-
-#ifndef _OPENMP
-#define SK_PARALLEL_FOR(n, ...) \
-    do {                        \
-        SK_INDEPENDENT          \
-        __VA_ARGS__             \
-    } while (0)
-#define SK_PARALLEL_ROWS(n, ...) \
-    do {                         \
-        __VA_ARGS__              \
-    } while (0)
 #endif
 
 #ifdef __cplusplus

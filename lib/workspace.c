@@ -11,8 +11,8 @@
  * Calls nest (a function calling another), so blocks are taken and given
  * back in stack order.  An outermost take grows the block to fit; a nested
  * take that does not fit is served by malloc, and the size needed is
- * remembered: the next outermost take regrows the block to it.  Large blocks ask for transparent huge pages (fewer faults, fewer
- * TLB misses). */
+ * remembered: the next outermost take regrows the block to it.  Large
+ * blocks ask for transparent huge pages (fewer faults, fewer TLB misses). */
 #define _DEFAULT_SOURCE   /* MADV_HUGEPAGE */
 #include "internal.h"
 
@@ -41,7 +41,7 @@ void sk_workspace_bind(sk_workspace *w) { bound = w; }
 
 static size_t rounded(size_t bytes) { return (bytes + ALIGN - 1) / ALIGN * ALIGN; }
 
-/* bytes rounded up to what sk_pages allocates: whole huge pages when large. */
+/* bytes rounded up to what pages() allocates: whole huge pages when large. */
 static size_t page_rounded(size_t bytes) {
     return bytes >= HUGE_PAGE ? (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE : rounded(bytes ? bytes : 1);
 }
@@ -60,7 +60,7 @@ static void *pages(size_t bytes) {
 void *sk_alloc_zeroed(size_t bytes) {
     void *p = pages(bytes);
     if (p)
-        memset(p, 0, page_rounded(bytes));
+        memset(p, 0, bytes);
     return p;
 }
 
@@ -78,12 +78,11 @@ void *sk_workspace_take(size_t bytes) {
     /* An outermost take knows what its whole call needs (codegen takes one
      * block per function): the first run gets the block at once, with huge
      * pages, not a malloc'd one of 4 KiB pages faulted in one at a time. */
-    if (w->need == 0 && bytes > w->peak)
-        w->peak = bytes;
-    if (w->need == 0 && w->cap < w->peak)
-        regrow(w);
+    int outermost = w->need == 0;
     w->need += bytes;
     w->peak = w->need > w->peak ? w->need : w->peak;
+    if (outermost && w->cap < w->peak)
+        regrow(w);
     if (w->top + bytes <= w->cap) {
         void *p = w->block + w->top;
         w->top += bytes;

@@ -100,21 +100,22 @@ static int row_dot(const Fn *fn, const Inst *in) {
     return 1;
 }
 
+/* A reduce over the trailing dims of its operand (attrs: reducer, dims). */
+static int reduces_trailing(const Fn *fn, const Inst *in) {
+    int k = in->nattrs - 1, rank = fn->insts[ir_arg(fn, in, 0)].type.rank;
+    for (int i = 0; i < k; i++)
+        if (ir_attr(fn, in, 1 + i) != rank - k + i)
+            return 0;
+    return k >= 1;
+}
+
 int64_t row_reduce_inner(const Fn *fn, const Inst *in) {
-    if ((in->op != OP_REDUCE || in->nargs != 1) && (in->op != OP_DOT || in->nargs != 2))
-        return 0;
-    if (in->flags & INST_ASYNC || in->place)
+    int reduce = in->op == OP_REDUCE && in->nargs == 1, dot = in->op == OP_DOT && in->nargs == 2;
+    if (!(reduce || dot) || in->flags & INST_ASYNC || in->place)
         return 0;
     const Shape *a = &fn->insts[ir_arg(fn, in, 0)].type;
-    int dt = in->type.dtype, k = in->nattrs - 1;
-    if ((dt != DT_F32 && dt != DT_F64) || a->dtype != dt)
-        return 0;
-    if (in->op == OP_DOT && !row_dot(fn, in))
-        return 0;
-    for (int i = 0; in->op == OP_REDUCE && i < k; i++)
-        if (ir_attr(fn, in, 1 + i) != a->rank - k + i)
-            return 0;
-    if (in->op == OP_REDUCE && k < 1)
+    int dt = in->type.dtype;
+    if ((dt != DT_F32 && dt != DT_F64) || a->dtype != dt || !(dot ? row_dot(fn, in) : reduces_trailing(fn, in)))
         return 0;
     /* One row: sk_reduce splits it among threads.  A row too long for the
      * local arrays that carry values from stage to stage: sk_reduce too. */
@@ -160,8 +161,7 @@ typedef struct {
     int epoch;                   /* the open group's, counting dissolved ones */
     int *literal_uses;           /* per constant: reads by fusable instructions that would use its literal */
     int *deferred, ndeferred;    /* constants to emit after the open group's loop */
-    int64_t row;                 /* the open group's reduced span, 0 while it has no row values */
-    int64_t min_inner;           /* ... the least span of its broadcasts along trailing dims, 0 none */
+    int64_t min_inner;           /* the open group's least span of broadcasts along trailing dims, 0 none */
 } Fuser;
 
 static int elem_size(const Fn *fn, int v) { return dtype_size(fn->insts[v].type.dtype); }
@@ -174,9 +174,7 @@ int uses_literal(const Fn *fn, const Inst *member, int a) {
 /* Is v a member of group g with one value per row (a reduction, or an
  * instruction on row values)? */
 static int row_member(const Fuser *s, int g, int v) {
-    const Fn *fn = s->fn;
-    return s->fu->role[v] == FUSE_MEMBER && s->fu->group[v] == g &&
-           (is_reduction(fn->insts[v].op) || s->fu->elems[g] != shape_elems(&fn->insts[v].type));
+    return s->fu->role[v] == FUSE_MEMBER && s->fu->group[v] == g && is_row_value(s->fn, s->fu, v);
 }
 
 /* May row value v (e elements: a reduction of span `inner`, or an
@@ -189,9 +187,10 @@ static int can_join_row(const Fuser *s, int g, int v, int64_t e, int64_t inner) 
     int b = s->mem[v];
     if (b >= 0 && (s->read_epoch[b] == s->epoch || s->pinned_epoch[b] == s->epoch))
         return 0;
+    int64_t row = s->fu->row[g];
     if (inner)                   /* a reduction of the group's elements */
-        return e == s->fu->elems[g] && (!s->row || s->row == inner) && (!s->min_inner || s->min_inner % inner == 0);
-    if (!s->row || e * s->row != s->fu->elems[g] || in->type.dtype == DT_BF16 || in->type.dtype == DT_F16)
+        return e == s->fu->elems[g] && (!row || row == inner) && (!s->min_inner || s->min_inner % inner == 0);
+    if (!row || e * row != s->fu->elems[g] || in->type.dtype == DT_BF16 || in->type.dtype == DT_F16)
         return 0;
     for (int i = 0; i < in->nargs; i++) {   /* row values, literals and values of one element per row */
         int a = ir_arg(fn, in, i), dt = fn->insts[a].type.dtype;
@@ -206,9 +205,10 @@ static int can_join_row(const Fuser *s, int g, int v, int64_t e, int64_t inner) 
  * value of the group is the row's own: its broadcast must span one row. */
 static int can_join_broadcast(const Fuser *s, int g, int v, int64_t inner) {
     int a = ir_arg(s->fn, &s->fn->insts[v], 0);
+    int64_t row = s->fu->row[g];
     if (row_member(s, g, a))
-        return inner == s->row;
-    return !s->row || inner % s->row == 0;
+        return inner == row;
+    return !row || inner % row == 0;
 }
 
 static int can_write(const Fuser *s, int v);
@@ -266,7 +266,7 @@ static void join(Fuser *s, int g, int v) {
     }
     int64_t inner = row_reduce_inner(fn, in), binner = row_broadcast_inner(fn, in);
     if (inner)
-        s->row = s->fu->row[g] = inner;
+        s->fu->row[g] = inner;
     if (binner && !row_member(s, g, ir_arg(fn, in, 0)) && (!s->min_inner || binner < s->min_inner))
         s->min_inner = binner;
 }
@@ -356,7 +356,7 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     fu->elems = arena_alloc(arena, sizeof(int64_t) * ((size_t)n + 1));
     fu->row = arena_alloc(arena, sizeof(int64_t) * ((size_t)n + 1));
     fu->nstages = ints(arena, n);
-    Fuser s = {fn, fu, ints(arena, n), NULL, NULL, NULL, ints(arena, n), 0, ints(arena, n), ints(arena, n), 0, 0, 0};
+    Fuser s = {fn, fu, ints(arena, n), NULL, NULL, NULL, ints(arena, n), 0, ints(arena, n), ints(arena, n), 0, 0};
     int nbuf = 0;
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
@@ -379,8 +379,8 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     for (int b = 0; b < nbuf; b++)
         s.read_epoch[b] = s.pinned_epoch[b] = -1;
 
-    /* Groups, in one pass: g is the open group, of gn elements, and gv its
-     * only member while it has one. */
+    /* Groups, in one pass: g is the open group, of fu->elems[g] elements,
+     * and gv its only member while it has one. */
     int g = -1, gv = -1;
     for (int v = 0; v < n; v++) {
         int64_t e = fu->uses[v] ? fusable_elems(fn, v) : -1;
@@ -400,7 +400,7 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
             s.nmembers[g] = 0;
             s.epoch++;
             fu->elems[g] = e;
-            fu->row[g] = s.row = s.min_inner = 0;
+            fu->row[g] = s.min_inner = 0;
             gv = v;
             join(&s, g, v);
         }

@@ -132,12 +132,12 @@ static int kind(const Loop *L, int v) {
     return a->op == OP_CONSTANT && !is16(a->type.dtype) ? LITERAL : BEFORE;
 }
 
-/* Is v a member with one value per row (a reduction, or an instruction on
- * row values), computed outside the inner loops? */
-static int row_value(const Loop *L, int v) {
-    const Fn *fn = L->g->fn;
-    return member_of(L, v) && (is_reduction(fn->insts[v].op) ||
-                               shape_elems(&fn->insts[v].type) != L->g->fu.elems[L->group]);
+/* Is v a member with one value per row, computed outside the inner loops? */
+static int row_value(const Loop *L, int v) { return member_of(L, v) && is_row_value(L->g->fn, &L->g->fu, v); }
+
+/* Is v a reduction that stage `stage`'s inner loop accumulates? */
+static int accumulates(const Loop *L, int v, int stage) {
+    return member_of(L, v) && is_reduction(L->g->fn->insts[v].op) && L->g->fu.stage[v] == stage;
 }
 
 /* Is member v computed by an inner loop, as a local of its iteration? */
@@ -436,9 +436,8 @@ static void emit_stage(Loop *L, Str *e, int stage) {
     emit_row_values(L, e, stage);
     count_refs(L, stage);
     Str clauses = {g->arena, NULL, 0, 0};
-    put(&clauses, "%s", "");
     for (int v = fu->first[L->group]; v >= 0; v = fu->next[v])
-        if (member_of(L, v) && is_reduction(fn->insts[v].op) && fu->stage[v] == stage) {
+        if (accumulates(L, v, stage)) {
             Reducer r = reducer_of(fn, v);
             put(&clauses, "%sreduction(%s : %si)", clauses.n ? " " : "", r == RED_SUM ? "+" : r == RED_MAX ? "max" : "min",
                 g->name[v]);
@@ -456,9 +455,7 @@ static void emit_stage(Loop *L, Str *e, int stage) {
     g->out = mem;
     emit_loads(L);
     for (int v = fu->first[L->group]; v >= 0; v = fu->next[v])
-        if (fu->role[v] == FUSE_MEMBER && fu->stage[v] == stage && !row_value(L, v))
-            emit_member(L, e, v);
-        else if (member_of(L, v) && is_reduction(fn->insts[v].op) && fu->stage[v] == stage)
+        if ((member_of(L, v) && fu->stage[v] == stage && !row_value(L, v)) || accumulates(L, v, stage))
             emit_member(L, e, v);
     fclose(mem);
     g->out = o;
@@ -477,7 +474,7 @@ static void emit_stage(Loop *L, Str *e, int stage) {
     free(body);
     fputs("        }\n", o);
     for (int v = fu->first[L->group]; v >= 0; v = fu->next[v]) {
-        if (!member_of(L, v) || !is_reduction(fn->insts[v].op) || fu->stage[v] != stage)
+        if (!accumulates(L, v, stage))
             continue;
         const char *nm = g->name[v];
         if (reducer_of(fn, v) != RED_SUM)

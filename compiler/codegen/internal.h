@@ -55,6 +55,11 @@ int64_t row_broadcast_inner(const Fn *fn, const Inst *in);
 int64_t row_reduce_inner(const Fn *fn, const Inst *in);
 /* Is op one a row group member accumulates (given row_reduce_inner)? */
 static inline int is_reduction(int op) { return op == OP_REDUCE || op == OP_DOT; }
+/* Is member v one value per row of its group: a reduction, or an
+ * instruction on row values? */
+static inline int is_row_value(const Fn *fn, const Fusion *fu, int v) {
+    return is_reduction(fn->insts[v].op) || fu->elems[fu->group[v]] != shape_elems(&fn->insts[v].type);
+}
 /* Does member use constant a as a literal (read no memory)?  A broadcast
  * does for any dtype, other ops for all but bf16 and f16. */
 int uses_literal(const Fn *fn, const Inst *member, int a);

@@ -22,7 +22,6 @@ Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -30,22 +29,9 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
 SAMPLE = os.path.join(ROOT, "samples", "pipeline.tdsl")
-
-
-class Tap:
-    def __init__(self):
-        self.n, self.failed = 0, 0
-
-    def check(self, ok, what, detail=""):
-        self.n += 1
-        self.failed += 0 if ok else 1
-        print("%s %d - %s%s" % ("ok" if ok else "not ok", self.n, what, "" if ok or not detail else ": " + detail))
-        return ok
-
-    def summary(self):
-        print("%d passed, %d failed" % (self.n - self.failed, self.failed))
-        return 1 if self.failed else 0
 
 
 def gelu(x):

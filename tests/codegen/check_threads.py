@@ -41,27 +41,13 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
 PROG = os.path.join(ROOT, "tests", "codegen", "progs", "threads.tdsl")
 TIMEOUT = 300
 R, C = 256, 512
 STATS = re.compile(r"^threads: device (\d+): (\d+) OpenMP threads, (\d+) parallel loops, "
                    r"(\d+) parallel kernel calls, largest team (\d+)$", re.M)
-
-
-class Tap:
-    def __init__(self):
-        self.n, self.failed = 0, 0
-
-    def check(self, ok, what, detail=""):
-        self.n += 1
-        self.failed += 0 if ok else 1
-        print("%s %d - %s%s" % ("ok" if ok else "not ok", self.n, what, "" if ok or not detail else ": " + detail))
-        sys.stdout.flush()
-        return ok
-
-    def summary(self):
-        print("%d passed, %d failed" % (self.n - self.failed, self.failed))
-        return 1 if self.failed else 0
 
 
 def clean_env(extra=None):
