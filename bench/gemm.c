@@ -81,9 +81,13 @@ static void measure_bf16(int dim, const float *x, const float *w) {
     sk_convert(SK_F32, SK_BF16, (int64_t)sz, w, wb);
     sk_dot_dims d = {0, 1, {0}, {0}, {1}, {0}};
     double best = 1e30;
+    sk_blas_threads(1);   /* measure() left every core set */
     for (int r = 0; r < 3; r++) {
         double t0 = now_s();
-        sk_dot(SK_BF16, SC_SHAPE(dim, dim), xb, SC_SHAPE(dim, dim), wb, &d, ob, NULL);
+        if (sk_dot(SK_BF16, SC_SHAPE(dim, dim), xb, SC_SHAPE(dim, dim), wb, &d, ob, NULL) != 0) {
+            fprintf(stderr, "gemm: sk_dot bf16 failed\n");
+            exit(1);
+        }
         double t = now_s() - t0;
         best = t < best ? t : best;
     }
