@@ -29,7 +29,7 @@ enum { MSG = 512, PENDING = SC_MAX_PENDING, NSLOTS = 2 * PENDING };
 enum { RT_SPIN_NS = 50000, RT_PAUSE_NS = 5000, RT_YIELD_NS = 50000 };
 /* All-reduce within a process: results of at least RT_STREAM_BYTES per
  * device go out with non-temporal stores, RT_CHUNK_BYTES at a time. */
-enum { RT_STREAM_BYTES = 1 << 20, RT_CHUNK_BYTES = 16384 };
+enum { RT_STREAM_BYTES = 1 << 20, RT_CHUNK_BYTES = 16384, RT_CLAIM_CHUNKS = 4 };
 /* Eager collectives (within a process): a send of at most RT_EAGER_BYTES
  * (an all-reduce: k x its bytes at most RT_EAGER_REDUCE_BYTES) is copied
  * at start, and done does not wait for the peers to read it. */
@@ -84,6 +84,7 @@ typedef struct {
     atomic_int driving;      /* a member drives it */
     _Alignas(64) atomic_uint wake;   /* bumped whenever a sleeper may have to look again */
     atomic_int sleepers;     /* waiters asleep on `wake`: a waker skips the system call without any */
+    _Alignas(64) _Atomic int64_t claimed;   /* a large all-reduce's pieces taken so far */
     _Alignas(64) Reached *reached;   /* per rank */
     /* Per rank, written by the member itself before it arrives at barrier 0,
      * and only when they change, so that the lines stay shared while a

@@ -37,6 +37,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,8 @@ static void advance(sc_handle *h, int p) {
     atomic_store_explicit(&s->count, 0, memory_order_relaxed);
     atomic_store_explicit(&s->xwait, 0, memory_order_relaxed);
     if (p + 1 == h->nphases) {
+        if (atomic_load_explicit(&s->claimed, memory_order_relaxed))
+            atomic_store_explicit(&s->claimed, 0, memory_order_relaxed);
         if (s->xchg)
             h->dev->w->remote->release(s);
         next = state_of(h->op + NSLOTS, 0);
@@ -406,6 +409,19 @@ static int stage(Slot *s, int rank, const void *send, const void **out, const De
     return 0;
 }
 
+/* Fails h's device with "KIND over {AXES}: why".  The name is formatted
+ * here, off the path of a collective that starts: a small one takes about
+ * a microsecond, and snprintf a good part of one. */
+static void start_fail(sc_handle *h, const char *fmt, ...) {
+    char what[160], why[MSG];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    rt_what(h, what, sizeof what);
+    rt_dev_fail(h->dev, "%s: %s", what, why);
+}
+
 static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, int npairs,
                         const void *send, void *recv) {
     sc_world *w = dev->w;
@@ -416,7 +432,6 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
         return NULL;
     }
     *h = (sc_handle){.dev = dev, .d = d, .send = send, .recv = recv, .src = -1, .dst = -1, .failed = 1};
-    char buf[160];
     if (!rt_axes_valid(w, axes)) {
         char list[64] = "";
         for (int i = 0, n = 0; i < axes.n && i < SC_MAX_AXES && n < 50; i++)
@@ -429,27 +444,28 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
         rt_dev_fail(dev, "%s: out of memory", kind);
         return h;
     }
-    rt_what(h, buf, sizeof buf);
     h->rank = f->rank_of[dev->id];
     const char *bad = check(h, f->k, pairs, npairs);
     if (bad) {
-        rt_dev_fail(dev, "%s: %s", buf, bad);
+        start_fail(h, "%s", bad);
         return h;
     }
     if (atomic_load(&w->failed)) {
-        rt_dev_aborted(dev, buf);
+        char what[160];
+        rt_what(h, what, sizeof what);
+        rt_dev_aborted(dev, what);
         return h;
     }
     if (f->pending[dev->id] >= PENDING) {
-        rt_dev_fail(dev, "%s: more than %d collectives started and not done", buf, PENDING);
+        start_fail(h, "more than %d collectives started and not done", PENDING);
         return h;
     }
     uint64_t op = f->next[dev->id];
     unsigned char *open = f->open + (size_t)dev->id * NSLOTS;
     if (op >= PENDING && open[(op - PENDING) % NSLOTS]) {
-        rt_dev_fail(dev, "%s: collective %llu of the group started before this device's collective %llu is done "
-                    "(collectives must be done within %d of their start order)", buf, (unsigned long long)op,
-                    (unsigned long long)(op - PENDING), PENDING);
+        start_fail(h, "collective %llu of the group started before this device's collective %llu is done "
+                   "(collectives must be done within %d of their start order)", (unsigned long long)op,
+                   (unsigned long long)(op - PENDING), PENDING);
         return h;
     }
     f->pending[dev->id]++;
@@ -459,8 +475,8 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
     Slot *s = h->s = &h->g->slot[h->op % NSLOTS];
     uint64_t state = atomic_load_explicit(&s->state, memory_order_acquire);
     if (state / 4 != h->op) {
-        rt_dev_fail(dev, "%s: internal error: slot of collective %llu holds %llu", buf,
-                    (unsigned long long)h->op, (unsigned long long)(state / 4));
+        start_fail(h, "internal error: slot of collective %llu holds %llu", (unsigned long long)h->op,
+                   (unsigned long long)(state / 4));
         return h;
     }
     /* Written only when changed (see Slot); the last arrival compares. */
@@ -470,7 +486,7 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
     h->eager = local && eager(&h->d, f->k);
     h->nphases = h->eager ? 1 : rt_nphases(h->d.kind, local);
     if (h->eager && stage(s, h->rank, send, &send, &h->d)) {
-        rt_dev_fail(dev, "%s: out of memory", buf);
+        start_fail(h, "out of memory");
         return h;
     }
     if (s->send[h->rank] != send)
@@ -490,31 +506,38 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
     return h;
 }
 
-/* All-reduce within one process, after barrier 0: member j reduces its
- * slice of the result from every member's send (rt_reduce: member order,
- * so every element gets the same bits whoever computes it) and writes it
- * into every member's recv.  Each input is read once and each result
- * written once.  Slices start at multiples of 64 bytes, so that two
- * writers share no cache line of a 64-byte-aligned recv.  A large result
- * is reduced a chunk at a time into a buffer that stays in L1 and copied
- * out with non-temporal stores (memory traffic: read the inputs, write the
- * results, nothing else); a small one into this device's recv and copied
- * from there, so that it stays in cache for its readers. */
+/* All-reduce within one process, after barrier 0: each element is reduced
+ * from every member's send in member order (rt_reduce), by one member, and
+ * written into every member's recv, so every member gets the same bits
+ * whoever computes them.  Each input is read once and each result written
+ * once.
+ *
+ * A small result is split into one slice per member, starting at multiples
+ * of 64 bytes so that two writers share no cache line of a 64-byte-aligned
+ * recv; each member reduces its slice into its own recv, where it stays in
+ * cache for the readers, and copies it from there.
+ *
+ * A large one is taken RT_CLAIM_CHUNKS chunks at a time from a counter in
+ * the slot by whichever members run, reduced a chunk at a time into a
+ * buffer that stays in L1 and copied out with non-temporal stores (memory
+ * traffic: read the inputs, write the results, nothing else).  With more
+ * devices than cores, fixed slices left the work to the scheduler's order:
+ * a member descheduled mid-slice held up the barrier while the cores of
+ * the members done with theirs idled. */
 static void all_reduce_local(const sc_handle *h) {
     const Desc *d = &h->d;
-    const Slot *s = h->s;
+    Slot *s = h->s;
     int k = h->f->k, me = h->rank;
     size_t es = sc_dtype_size(d->dtype);
-    int64_t n = d->shape.dims[0], align = 64 / (int64_t)es;
-    int64_t lo = n * me / k, hi = me + 1 == k ? n : n * (me + 1) / k;
-    lo -= lo % align;
-    hi -= me + 1 == k ? 0 : hi % align;
-    if (hi <= lo)
-        return;
+    int64_t n = d->shape.dims[0], chunk = RT_CHUNK_BYTES / (int64_t)es;
     if ((int64_t)es * n < RT_STREAM_BYTES) {
+        int64_t align = 64 / (int64_t)es;
+        int64_t lo = n * me / k, hi = me + 1 == k ? n : n * (me + 1) / k;
+        lo -= lo % align;
+        hi -= me + 1 == k ? 0 : hi % align;
         char *mine = (char *)h->recv;
-        for (int64_t c = lo; c < hi; c += RT_CHUNK_BYTES / (int64_t)es) {
-            int64_t m = hi - c < RT_CHUNK_BYTES / (int64_t)es ? hi - c : RT_CHUNK_BYTES / (int64_t)es;
+        for (int64_t c = lo; c < hi; c += chunk) {
+            int64_t m = hi - c < chunk ? hi - c : chunk;
             size_t off = (size_t)c * es;
             rt_reduce(d->dtype, d->red, s->send, k, c, mine + off, m);
             for (int i = 1; i < k; i++)
@@ -523,12 +546,19 @@ static void all_reduce_local(const sc_handle *h) {
         return;
     }
     _Alignas(64) unsigned char buf[RT_CHUNK_BYTES];
-    for (int64_t c = lo; c < hi; c += RT_CHUNK_BYTES / (int64_t)es) {
-        int64_t m = hi - c < RT_CHUNK_BYTES / (int64_t)es ? hi - c : RT_CHUNK_BYTES / (int64_t)es;
-        size_t off = (size_t)c * es;
-        rt_reduce(d->dtype, d->red, s->send, k, c, buf, m);
-        for (int i = 1; i <= k; i++)
-            rt_copy_stream((char *)s->recv[(me + i) % k] + off, buf, (size_t)m * es);
+    for (;;) {
+        int64_t piece = atomic_fetch_add_explicit(&s->claimed, 1, memory_order_relaxed);
+        int64_t lo = piece * RT_CLAIM_CHUNKS * chunk;
+        if (lo >= n)
+            break;
+        int64_t hi = n - lo < RT_CLAIM_CHUNKS * chunk ? n : lo + RT_CLAIM_CHUNKS * chunk;
+        for (int64_t c = lo; c < hi; c += chunk) {
+            int64_t m = hi - c < chunk ? hi - c : chunk;
+            size_t off = (size_t)c * es;
+            rt_reduce(d->dtype, d->red, s->send, k, c, buf, m);
+            for (int i = 0; i < k; i++)   /* members in turn, a different first one per piece */
+                rt_copy_stream((char *)s->recv[(piece + i) % k] + off, buf, (size_t)m * es);
+        }
     }
     rt_stream_fence();
 }
