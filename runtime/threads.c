@@ -112,9 +112,7 @@ static void family_free(Family *f) {
     free(f->members);
     free(f->group_of);
     free(f->rank_of);
-    free(f->next);
-    free(f->pending);
-    free(f->open);
+    free(f->progress);
     free(f);
 }
 
@@ -137,15 +135,15 @@ static Family *family_new(const sc_world *w, sc_axes a) {
     f->members = malloc(nd * sizeof(int));
     f->group_of = malloc(nd * sizeof(int));
     f->rank_of = malloc(nd * sizeof(int));
-    f->next = calloc(nd, sizeof(uint64_t));
-    f->pending = calloc(nd, sizeof(int));
-    f->open = calloc(nd * NSLOTS, 1);
+    f->progress = aligned_alloc(_Alignof(Progress), nd * sizeof(Progress));
+    if (f->progress)
+        memset(f->progress, 0, nd * sizeof(Progress));
     /* Slots keep their hot fields on cache lines of their own (64-byte
      * aligned members): the groups need that alignment too. */
     f->groups = aligned_alloc(_Alignof(Group), (size_t)f->ngroups * sizeof(Group));
     if (f->groups)
         memset(f->groups, 0, (size_t)f->ngroups * sizeof(Group));
-    if (!f->members || !f->group_of || !f->rank_of || !f->next || !f->pending || !f->open || !f->groups) {
+    if (!f->members || !f->group_of || !f->rank_of || !f->progress || !f->groups) {
         free(f->groups);
         f->groups = NULL;
         family_free(f);

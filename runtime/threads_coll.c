@@ -456,22 +456,22 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
         rt_dev_aborted(dev, what);
         return h;
     }
-    if (f->pending[dev->id] >= PENDING) {
+    Progress *me = &f->progress[dev->id];
+    if (me->pending >= PENDING) {
         start_fail(h, "more than %d collectives started and not done", PENDING);
         return h;
     }
-    uint64_t op = f->next[dev->id];
-    unsigned char *open = f->open + (size_t)dev->id * NSLOTS;
-    if (op >= PENDING && open[(op - PENDING) % NSLOTS]) {
+    uint64_t op = me->next;
+    if (op >= PENDING && me->open[(op - PENDING) % NSLOTS]) {
         start_fail(h, "collective %llu of the group started before this device's collective %llu is done "
                    "(collectives must be done within %d of their start order)", (unsigned long long)op,
                    (unsigned long long)(op - PENDING), PENDING);
         return h;
     }
-    f->pending[dev->id]++;
-    open[op % NSLOTS] = 1;
+    me->pending++;
+    me->open[op % NSLOTS] = 1;
     h->g = &f->groups[f->group_of[dev->id]];
-    h->op = f->next[dev->id]++;
+    h->op = me->next++;
     Slot *s = h->s = &h->g->slot[h->op % NSLOTS];
     uint64_t state = atomic_load_explicit(&s->state, memory_order_acquire);
     if (state / 4 != h->op) {
@@ -642,8 +642,9 @@ int sc_done(sc_handle *h) {
         rc = sync_phase(h, p);
     }
     if (h->g) {
-        h->f->pending[h->dev->id]--;
-        h->f->open[(size_t)h->dev->id * NSLOTS + h->op % NSLOTS] = 0;
+        Progress *me = &h->f->progress[h->dev->id];
+        me->pending--;
+        me->open[h->op % NSLOTS] = 0;
     }
     free(h);
     return rc;
