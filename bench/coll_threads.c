@@ -16,7 +16,8 @@
  *   threads KIND SIZE SECONDS ITERS
  *
  * Usage: coll_threads [MAX_BYTES [MIN_BYTES [KIND [DEVICES]]]] (default 64 MiB,
- * 1 KiB, all three kinds ("all"), 8 devices; at most 64). */
+ * 1 KiB, all three kinds ("all"), 8 devices; at most 64).  The world takes
+ * its options from the environment (SHARDC_BIND, SHARDC_TIMEOUT). */
 #include "shardc_rt.h"
 
 #include <pthread.h>
@@ -177,7 +178,12 @@ int main(int argc, char **argv) {
 
     char err[256];
     sc_mesh mesh = {1, {NDEV}, {"X"}};
-    sc_world *w = sc_threads_create(&mesh, NULL, err, sizeof err);
+    sc_options opt = {0};            /* SHARDC_BIND=core: as OpenMPI binds 2 ranks */
+    if (sc_options_from_env(&opt, err, sizeof err)) {
+        fprintf(stderr, "coll_threads: %s\n", err);
+        return 1;
+    }
+    sc_world *w = sc_threads_create(&mesh, &opt, err, sizeof err);
     if (!w) {
         fprintf(stderr, "coll_threads: %s\n", err);
         return 1;

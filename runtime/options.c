@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { DEFAULT_TIMEOUT = 60 };
 
@@ -54,11 +55,23 @@ static int devices_from(const char *name, int *field, char *err, size_t errlen) 
     return 0;
 }
 
+/* core or none. */
+static int bind_from(const char *name, int *field, char *err, size_t errlen) {
+    const char *v = variable(name);
+    if (!v)
+        return 0;
+    if (strcmp(v, "core") && strcmp(v, "none"))
+        return fail(err, errlen, "%s=%.64s is neither core nor none", name, v);
+    *field = strcmp(v, "core") == 0 ? SC_BIND_CORE : SC_BIND_NONE;
+    return 0;
+}
+
 /* Every variable is read, so that one bad value does not hide the others'
  * good ones; the message is the first bad one's. */
 int sc_options_from_env(sc_options *opt, char *err, size_t errlen) {
     int rc = seconds_from("SHARDC_TIMEOUT", &opt->timeout, err, errlen);
     rc |= devices_from("SHARDC_LOCAL_DEVICES", &opt->local_devices, err, rc ? 0 : errlen);
+    rc |= bind_from("SHARDC_BIND", &opt->bind, err, rc ? 0 : errlen);
     return rc ? SC_ERR : 0;
 }
 
@@ -72,5 +85,7 @@ int rt_options_check(const sc_options *opt, sc_options *out, char *err, size_t e
     if (out->local_devices < 0 || out->local_devices > SC_MAX_DEVICES)
         return fail(err, errlen, "sc_options: %d local devices is not a count from 1 to %d (0: the mesh shared evenly)",
                     out->local_devices, SC_MAX_DEVICES);
+    if (out->bind != SC_BIND_NONE && out->bind != SC_BIND_CORE)
+        return fail(err, errlen, "sc_options: bind %d is neither SC_BIND_NONE nor SC_BIND_CORE", out->bind);
     return 0;
 }

@@ -95,13 +95,24 @@ typedef struct {
      * x L must be the mesh's device count.  The threads backend, whose one
      * process runs every device, does not use it. */
     int local_devices;
+    /* Threads backend: SC_BIND_CORE runs device i's thread on the i-th
+     * core this process may use, for the whole run, when the devices fit
+     * the cores (as mpirun's --bind-to core does for processes);
+     * SC_BIND_NONE (0), the default, leaves placement to the kernel, which
+     * now and then starts two device threads on one core and takes
+     * milliseconds to part them.  The MPI backend leaves placement to the
+     * launcher (mpirun --bind-to). */
+    int bind;
 } sc_options;
+
+enum { SC_BIND_NONE = 0, SC_BIND_CORE = 1 };
 
 /* The environment variables through which a program's user sets its
  * options from outside (docs/runtime.md has the table):
  *
  *     SHARDC_TIMEOUT=SECONDS        timeout        (any positive number, e.g. 0.5)
  *     SHARDC_LOCAL_DEVICES=L        local_devices  (a whole number, 1 .. 65536)
+ *     SHARDC_BIND=core|none         bind           (SC_BIND_CORE, SC_BIND_NONE)
  *
  * Each variable that is set and not empty replaces its field of *opt; the
  * others are left as they are, so start from {0} for the defaults (or from

@@ -1,11 +1,14 @@
 /* The threads backend beyond single collectives: element conversions,
- * meshes and groups, options (given, and read from SHARDC_TIMEOUT and
- * SHARDC_LOCAL_DEVICES, bad values refused), start/done with work in between,
+ * meshes and groups, options (given, and read from SHARDC_TIMEOUT,
+ * SHARDC_LOCAL_DEVICES and SHARDC_BIND, bad values refused), device threads
+ * bound to cores or not, start/done with work in between,
  * in-place all-reduce, 1000 rounds of mixed collectives (barrier reuse),
  * timeouts naming the devices that did not arrive (without burning CPU),
  * and argument errors and mismatches failing every device promptly. */
+#define _GNU_SOURCE 1        /* sched_getcpu, sched_getaffinity */
 #include "tap.h"
 
+#include <sched.h>
 #include <stdlib.h>
 
 static void sleep_s(double s) {
@@ -146,6 +149,81 @@ static void test_options(void) {
     check(sc_options_from_env(&opt, err, sizeof err) == 0 && opt.timeout == 9 && opt.local_devices == 4,
           "unset and empty variables leave their fields as they were");
     unsetenv("SHARDC_LOCAL_DEVICES");
+
+    setenv("SHARDC_BIND", "core", 1);
+    opt = (sc_options){0};
+    check(sc_options_from_env(&opt, err, sizeof err) == 0 && opt.bind == SC_BIND_CORE, "SHARDC_BIND=core");
+    setenv("SHARDC_BIND", "none", 1);
+    check(sc_options_from_env(&opt, err, sizeof err) == 0 && opt.bind == SC_BIND_NONE, "SHARDC_BIND=none");
+    unsetenv("SHARDC_BIND");
+    w = with((sc_options){.bind = 2}, err, sizeof err);
+    check(!w && strstr(err, "bind 2 is neither SC_BIND_NONE nor SC_BIND_CORE"), "an unknown bind is refused: %s", err);
+    sc_world_destroy(w);
+}
+
+/* ---- device threads bound to cores ---- */
+
+typedef struct {
+    int cpu[64], after[64], allowed[64];
+    cpu_set_t mask[64];
+} Where;
+
+static int where_body(sc_device *dev, void *arg) {
+    Where *wh = arg;
+    int d = sc_device_id(dev);
+    wh->cpu[d] = sched_getcpu();
+    sched_getaffinity(0, sizeof wh->mask[d], &wh->mask[d]);
+    int32_t x = d, sum = 0;
+    for (int i = 0; i < 200; i++)   /* collectives: spinning and yielding keep the thread there */
+        if (sc_all_reduce(dev, SC_AXES(0), SC_I32, SC_SUM, &x, &sum, 1))
+            return 1;
+    wh->after[d] = sched_getcpu();
+    return 0;
+}
+
+/* The i-th core of the process's mask. */
+static int nth_cpu(const cpu_set_t *all, int i) {
+    for (int c = 0, seen = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, all) && seen++ == i)
+            return c;
+    return -1;
+}
+
+static void bind_case(int ndev, int bind, const cpu_set_t *all, int cores) {
+    static Where wh;
+    memset(&wh, 0, sizeof wh);
+    sc_mesh mesh = {1, {ndev}, {"X"}};
+    sc_options opt = {.bind = bind};
+    sc_world *w = sc_threads_create(&mesh, &opt, NULL, 0);
+    int rc = w ? sc_run(w, where_body, &wh) : SC_ERR;
+    int bound = bind == SC_BIND_CORE && ndev <= cores, good = rc == 0;
+    char why[160] = "";
+    for (int d = 0; d < ndev && good; d++) {
+        int want = nth_cpu(all, d);
+        if (bound && (CPU_COUNT(&wh.mask[d]) != 1 || !CPU_ISSET(want, &wh.mask[d]) || wh.cpu[d] != want ||
+                      wh.after[d] != want))
+            good = 0, snprintf(why, sizeof why, ": device %d ran on %d then %d, %d cores allowed, want only %d", d,
+                               wh.cpu[d], wh.after[d], CPU_COUNT(&wh.mask[d]), want);
+        if (!bound && !CPU_EQUAL(&wh.mask[d], all))
+            good = 0, snprintf(why, sizeof why, ": device %d may run on %d cores, not the process's %d", d,
+                               CPU_COUNT(&wh.mask[d]), cores);
+    }
+    check(good, "%d devices on %d cores, %s: %s%s", ndev, cores, bind == SC_BIND_CORE ? "SC_BIND_CORE" : "SC_BIND_NONE",
+          bound ? "device i only on the i-th core, before and after collectives" : "every core allowed", why);
+    sc_world_destroy(w);
+}
+
+static void test_bind(void) {
+    cpu_set_t all;
+    if (sched_getaffinity(0, sizeof all, &all) != 0) {
+        check(0, "sched_getaffinity");
+        return;
+    }
+    int cores = CPU_COUNT(&all);
+    int fit = cores < 2 ? 1 : cores < 4 ? cores : 4;
+    bind_case(fit, SC_BIND_CORE, &all, cores);
+    bind_case(fit, SC_BIND_NONE, &all, cores);
+    bind_case(cores + 1, SC_BIND_CORE, &all, cores);   /* more devices than cores: not bound */
 }
 
 /* One variable's bad values: each refused with `want` in the message, its
@@ -173,6 +251,8 @@ static void test_env_errors(void) {
     bad_values("SHARDC_TIMEOUT", seconds, 6, "is not a positive number of seconds");
     static const char *const counts[] = {"two", "0", "-1", "65537", "4x", "2.0", "99999999999999999999"};
     bad_values("SHARDC_LOCAL_DEVICES", counts, 7, "is not a whole number of devices from 1 to 65536");
+    static const char *const binds[] = {"cores", "1", "Core", "socket"};
+    bad_values("SHARDC_BIND", binds, 4, "is neither core nor none");
     /* Both bad: the first is named; a good one is still read. */
     char err[256] = "";
     sc_options opt = {0};
@@ -442,6 +522,7 @@ int main(void) {
     test_world();
     test_options();
     test_env_errors();
+    test_bind();
     test_overlap();
     test_rounds();
     test_timeout();
