@@ -64,13 +64,16 @@ typedef struct {
  * A device starts collective op + PENDING of a group only after its own
  * done(op) (start checks).  An eager collective has one barrier (its
  * members' sends are staged copies, and done waits only for every member
- * to have started), whose completion frees the slot at once; a member may
+ * to have started: every member's `reached` flag, stored with release),
+ * after which member 0's done frees the slot (before member 0 starts
+ * op + PENDING, which every member waits for before op + NSLOTS); a member may
  * still be reading the staged copies of op, but none rewrites them before
  * op + NSLOTS, and a member starts op + 2 PENDING only after its
  * done(op + PENDING), which waited for every member to start op + PENDING,
  * which each did only after its own done(op). */
 /* A member's progress in a slot, on a cache line of its own: only the
- * member writes it, and its peers read it only to name the late ones. */
+ * member writes it (release), and its peers read it to pass an eager
+ * collective's barrier and to name the late ones. */
 typedef struct {
     _Alignas(64) _Atomic uint64_t v;   /* op * 4 + phases arrived at */
 } Reached;
@@ -83,7 +86,7 @@ typedef struct {
     atomic_int xwait;        /* an exchange is pending: a waiting member must drive it */
     atomic_int driving;      /* a member drives it */
     _Alignas(64) atomic_uint wake;   /* bumped whenever a sleeper may have to look again */
-    atomic_int sleepers;     /* waiters asleep on `wake`: a waker skips the system call without any */
+    atomic_int sleepers;     /* waiters about to sleep or asleep on `wake`: without any a waker writes nothing */
     _Alignas(64) _Atomic int64_t claimed;   /* a large all-reduce's pieces taken so far */
     _Alignas(64) Reached *reached;   /* per rank */
     /* Per rank, written by the member itself before it arrives at barrier 0,

@@ -5,7 +5,9 @@
  *   eager (small, within a process): start copies the send into the slot
  *       and arrives at barrier 0; done waits for it and reads the staged
  *       copies into recv (an all-reduce reduces all of it: one-shot).  One
- *       barrier: done waits for no reader.
+ *       barrier: done waits for no reader.  Its members wait on each
+ *       other's `reached` flags, not on the state word (phase_done); each
+ *       compares the calls itself, and member 0 frees the slot in done.
  *   direct (within a process): start publishes the send and recv pointers
  *       and arrives at barrier 0; done waits for it, reads the peers'
  *       buffers into recv (all-reduce: reduces this device's slice from
@@ -116,9 +118,10 @@ static struct timespec plus(struct timespec t, double seconds) {
 }
 
 /* Sleep while s->wake is `seen`, until the absolute CLOCK_MONOTONIC
- * deadline at most; returns early on any wake (or spuriously). */
+ * deadline at most; returns early on any wake (or spuriously).  The caller
+ * counted itself in `sleepers` before it read `seen` and looked at its
+ * condition (rt_wake). */
 static void sleep_on(Slot *s, unsigned seen, const struct timespec *deadline) {
-    atomic_fetch_add(&s->sleepers, 1);                  /* seq_cst: see rt_wake */
 #ifndef RT_NO_FUTEX
     syscall(SYS_futex, (unsigned *)&s->wake, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seen, deadline, NULL,
             FUTEX_BITSET_MATCH_ANY);
@@ -128,17 +131,20 @@ static void sleep_on(Slot *s, unsigned seen, const struct timespec *deadline) {
         pthread_cond_timedwait(&s->cv, &s->mu, deadline);
     pthread_mutex_unlock(&s->mu);
 #endif
-    atomic_fetch_sub(&s->sleepers, 1);
 }
 
-/* A sleeper increments `sleepers` and then looks at `wake` (in the kernel);
- * a waker bumps `wake` and then looks at `sleepers`; both seq_cst, so
- * either the waker sees the sleeper or the sleeper sees the new value and
- * does not sleep. */
+/* A sleeper counts itself in `sleepers`, then reads `wake` and looks at its
+ * condition once more; a waker has made the condition true, then looks at
+ * `sleepers`, and bumps `wake` only when someone sleeps.  Both with a
+ * seq_cst fence between, so either the waker sees the sleeper (and the
+ * bump ends its wait, before or in the kernel) or the sleeper sees the
+ * condition and does not sleep.  A waker writes no shared line when nobody
+ * sleeps: an eager collective's every arrival wakes. */
 void rt_wake(Slot *s) {
-    atomic_fetch_add(&s->wake, 1);
-    if (atomic_load(&s->sleepers) == 0)
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->sleepers, memory_order_relaxed) == 0)
         return;
+    atomic_fetch_add(&s->wake, 1);
 #ifndef RT_NO_FUTEX
     syscall(SYS_futex, (unsigned *)&s->wake, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
 #else
@@ -198,7 +204,12 @@ static int same_calls(sc_handle *h, char *err, size_t errlen) {
  * waiting member drives it, in wait_phase).  SC_ERR with a message in err. */
 static int arrive(sc_handle *h, int p, char *err, size_t errlen) {
     Slot *s = h->s;
-    atomic_store_explicit(&s->reached[h->rank].v, state_of(h->op, p) + 1, memory_order_relaxed);
+    if (h->eager) {                      /* the waiters read the flags (phase_done) */
+        atomic_store_explicit(&s->reached[h->rank].v, state_of(h->op, p) + 1, memory_order_release);
+        rt_wake(s);
+        return 0;
+    }
+    atomic_store_explicit(&s->reached[h->rank].v, state_of(h->op, p) + 1, memory_order_release);
     if (atomic_fetch_add_explicit(&s->count, 1, memory_order_acq_rel) + 1 < h->g->nlocal)
         return 0;
     const RtRemote *remote = h->dev->w->remote;
@@ -244,6 +255,21 @@ static int late_members(sc_handle *h, int p, double timeout) {
     return rt_late_fail(h, &late, timeout);
 }
 
+/* Whether phase p of h's collective is complete: its state has passed it,
+ * or, for an eager collective, every member's own flag has (its members
+ * wait on each other's lines, not on a counter and a state word that the
+ * last arrival writes: a barrier of 2 passes one line each way, not four
+ * in a row). */
+static int phase_done(const sc_handle *h, uint64_t target) {
+    const Slot *s = h->s;
+    if (!h->eager)
+        return atomic_load_explicit(&s->state, memory_order_acquire) > target;
+    for (int j = 0; j < h->f->k; j++)
+        if (atomic_load_explicit(&s->reached[j].v, memory_order_acquire) <= target)
+            return 0;
+    return 1;
+}
+
 /* Wait until phase p of h's collective is complete.  First spin (or yield)
  * for the world's spin_ns, then sleep, with the timeout counted from the
  * start of the wait.  While an exchange with other processes is pending,
@@ -254,14 +280,14 @@ static int wait_phase(sc_handle *h, int p) {
     sc_world *w = dev->w;
     Slot *s = h->s;
     uint64_t target = state_of(h->op, p);
-    if (atomic_load_explicit(&s->state, memory_order_acquire) > target)
+    if (phase_done(h, target))
         return 0;
     double timeout = sc_timeout(w);
     struct timespec t0 = now_ts(), deadline = plus(t0, timeout);
     int spinning = 1;
     long long next_yield = RT_PAUSE_NS;
     for (unsigned it = 1;; it++) {
-        if (atomic_load_explicit(&s->state, memory_order_acquire) > target)
+        if (phase_done(h, target))
             return 0;
         if (atomic_load_explicit(&w->failed, memory_order_relaxed)) {
             char buf[160];
@@ -286,7 +312,7 @@ static int wait_phase(sc_handle *h, int p) {
             atomic_store_explicit(&s->driving, 0, memory_order_release);
             continue;
         }
-        if (spinning) {                  /* only `state` is read: its line stays shared */
+        if (spinning) {                  /* only `state` (or the flags) is read: lines stay shared */
             if (w->oversubscribed)
                 sched_yield();
             else
@@ -301,14 +327,14 @@ static int wait_phase(sc_handle *h, int p) {
             }
             continue;
         }
+        atomic_fetch_add(&s->sleepers, 1);          /* before the last look: see rt_wake */
+        atomic_thread_fence(memory_order_seq_cst);
         unsigned seen = atomic_load_explicit(&s->wake, memory_order_acquire);
-        if (atomic_load_explicit(&s->state, memory_order_acquire) > target)
-            return 0;
-        if (!atomic_load_explicit(&w->failed, memory_order_relaxed) &&
+        if (!phase_done(h, target) && !atomic_load_explicit(&w->failed, memory_order_relaxed) &&
             !(w->remote && atomic_load_explicit(&s->xwait, memory_order_acquire)))
             sleep_on(s, seen, &deadline);
-        if (atomic_load_explicit(&s->state, memory_order_acquire) > target ||
-            ns_between(deadline, now_ts()) < 0)
+        atomic_fetch_sub(&s->sleepers, 1);
+        if (phase_done(h, target) || ns_between(deadline, now_ts()) < 0)
             continue;
         if (!atomic_load_explicit(&s->xwait, memory_order_acquire))
             return late_members(h, p, timeout);
@@ -635,8 +661,18 @@ int sc_done(sc_handle *h) {
     if (!h)
         return SC_ERR;
     int rc = h->failed ? SC_ERR : wait_phase(h, 0);
-    if (rc == 0 && h->eager)
-        work(h, 1);                      /* the staged copies: nobody waits for this */
+    if (rc == 0 && h->eager) {
+        /* No last arrival compared the calls: each member does, before it
+         * reads a staged copy of another size; member 0 frees the slot. */
+        char err[MSG];
+        if (same_calls(h, err, sizeof err))
+            rc = rt_dev_fail(h->dev, "%s", err);
+        else {
+            if (h->rank == 0)
+                advance(h, 0);
+            work(h, 1);                  /* the staged copies: nobody waits for this */
+        }
+    }
     for (int p = 1; rc == 0 && p < h->nphases; p++) {
         work(h, p);
         rc = sync_phase(h, p);
