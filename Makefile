@@ -119,8 +119,11 @@ lib-tests: $(LIB_TESTS)
 # docs/performance.md): the machine's limits (FMA peak, STREAM), GEMM engines
 # against each other, collectives of the threads backend and of OpenMPI,
 # the samples against plain BLAS, compile time.  bench/coll_mpi needs mpicc;
-# without it the report has no MPI column.
-$(BUILD)/bench/gemm $(BUILD)/bench/limits: $(BUILD)/bench/%: bench/%.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
+# without it the report has no MPI column.  bench/threads (loops on a
+# device's OpenMP threads against one thread, docs/kernels.md) is run by
+# hand: build/bench/threads [T].
+$(BUILD)/bench/gemm $(BUILD)/bench/limits $(BUILD)/bench/mlp_blas $(BUILD)/bench/threads: \
+		$(BUILD)/bench/%: bench/%.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) $(WARN) -pthread -o $@ $< $(LIB_LINK)
 
@@ -136,15 +139,6 @@ $(BUILD)/bench/coll_mpi: bench/coll_mpi.c
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) $(WARN) -o $@ $<
 
-# Loops on a device's OpenMP threads against one thread (docs/kernels.md,
-# "Threads inside a device"); run by hand: build/bench/threads [T].
-$(BUILD)/bench/threads: bench/threads.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) $(WARN) -o $@ $< $(LIB_LINK)
-
-$(BUILD)/bench/mlp_blas: bench/mlp_blas.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) $(WARN) -pthread -o $@ $< $(LIB_LINK)
 
 bench: all $(BENCH_BIN)
 	$(BENCH_PYTHON) bench/report.py --build $(BUILD) --doc docs/performance.md

@@ -57,11 +57,40 @@ static float chains_sse(long n) {
     FMA_LOOP(__m128, _mm_set1_ps, mul_add, _mm_add_ps, 4)
 }
 
+/* What every job starts with: the barrier its threads start at, and the
+ * seconds its thread took. */
 typedef struct {
-    sk_isa isa;
-    long n;
     pthread_barrier_t *start;
     double seconds;
+} timing;
+
+/* Runs fn on `threads` threads at once, thread t on the job at jobs + t *
+ * size (which starts with a timing); the slowest thread's seconds. */
+static double slowest(int threads, void *(*fn)(void *), char *jobs, size_t size) {
+    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
+    pthread_barrier_t start;
+    if (!tid)
+        exit(1);
+    pthread_barrier_init(&start, NULL, (unsigned)threads);
+    for (int t = 0; t < threads; t++) {
+        ((timing *)(void *)(jobs + (size_t)t * size))->start = &start;
+        pthread_create(&tid[t], NULL, fn, jobs + (size_t)t * size);
+    }
+    double worst = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(tid[t], NULL);
+        double s = ((timing *)(void *)(jobs + (size_t)t * size))->seconds;
+        worst = s > worst ? s : worst;
+    }
+    pthread_barrier_destroy(&start);
+    free(tid);
+    return worst;
+}
+
+typedef struct {
+    timing time;
+    sk_isa isa;
+    long n;
     float sink;
 } fma_job;
 
@@ -69,12 +98,12 @@ static int lanes(sk_isa isa) { return isa >= SK_ISA_AVX512 ? 16 : isa == SK_ISA_
 
 static void *fma_thread(void *arg) {
     fma_job *j = arg;
-    pthread_barrier_wait(j->start);
+    pthread_barrier_wait(j->time.start);
     double t0 = now_s();
     j->sink = j->isa >= SK_ISA_AVX512 ? chains_avx512(j->n)
             : j->isa == SK_ISA_AVX2  ? chains_avx2(j->n)
                                      : chains_sse(j->n);
-    j->seconds = now_s() - t0;
+    j->time.seconds = now_s() - t0;
     return NULL;
 }
 
@@ -83,49 +112,37 @@ static void *fma_thread(void *arg) {
 static double fma_peak(sk_isa isa, int threads) {
     long n = 20000000 / lanes(isa) * 4;   /* about 0.05 s a run at 200 GFLOP/s */
     fma_job *jobs = calloc((size_t)threads, sizeof *jobs);
-    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
-    pthread_barrier_t start;
     double best = 0;
-    if (!jobs || !tid)
+    if (!jobs)
         exit(1);
     for (int r = 0; r < RUNS + 1; r++) {
-        pthread_barrier_init(&start, NULL, (unsigned)threads);
-        for (int t = 0; t < threads; t++) {
-            jobs[t] = (fma_job){isa, n, &start, 0, 0};
-            pthread_create(&tid[t], NULL, fma_thread, &jobs[t]);
-        }
-        double slowest = 0;
-        for (int t = 0; t < threads; t++) {
-            pthread_join(tid[t], NULL);
-            slowest = jobs[t].seconds > slowest ? jobs[t].seconds : slowest;
-        }
-        pthread_barrier_destroy(&start);
-        double gflops = 2.0 * CHAINS * lanes(isa) * (double)n * threads / slowest * 1e-9;
+        for (int t = 0; t < threads; t++)
+            jobs[t] = (fma_job){{NULL, 0}, isa, n, 0};
+        double gflops = 2.0 * CHAINS * lanes(isa) * (double)n * threads /
+                        slowest(threads, fma_thread, (char *)jobs, sizeof *jobs) * 1e-9;
         if (r > 0 && gflops > best)   /* run 0 warms up (clocks, vector units) */
             best = gflops;
     }
     free(jobs);
-    free(tid);
     return best;
 }
 
 typedef struct {
+    timing time;
     double *a, *b, *c;
     long lo, hi;
-    pthread_barrier_t *start;
-    double seconds;
 } triad_job;
 
 static void *triad_thread(void *arg) {
     triad_job *j = arg;
     for (long i = j->lo; i < j->hi; i++)   /* first touch on this thread's core */
         j->a[i] = 0, j->b[i] = 1, j->c[i] = 2;
-    pthread_barrier_wait(j->start);
+    pthread_barrier_wait(j->time.start);
     double t0 = now_s();
     double *restrict a = j->a, *restrict b = j->b, *restrict c = j->c;
     for (long i = j->lo; i < j->hi; i++)
         a[i] = b[i] + 3.0 * c[i];
-    j->seconds = now_s() - t0;
+    j->time.seconds = now_s() - t0;
     return NULL;
 }
 
@@ -134,28 +151,17 @@ static double stream_triad(int threads) {
     long n = 1L << 24;   /* 128 MiB per array */
     double *a = malloc((size_t)n * 8), *b = malloc((size_t)n * 8), *c = malloc((size_t)n * 8);
     triad_job *jobs = calloc((size_t)threads, sizeof *jobs);
-    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
-    pthread_barrier_t start;
     double best = 0;
-    if (!a || !b || !c || !jobs || !tid)
+    if (!a || !b || !c || !jobs)
         exit(1);
     for (int r = 0; r < RUNS + 1; r++) {
-        pthread_barrier_init(&start, NULL, (unsigned)threads);
-        for (int t = 0; t < threads; t++) {
-            jobs[t] = (triad_job){a, b, c, n * t / threads, n * (t + 1) / threads, &start, 0};
-            pthread_create(&tid[t], NULL, triad_thread, &jobs[t]);
-        }
-        double slowest = 0;
-        for (int t = 0; t < threads; t++) {
-            pthread_join(tid[t], NULL);
-            slowest = jobs[t].seconds > slowest ? jobs[t].seconds : slowest;
-        }
-        pthread_barrier_destroy(&start);
-        double gbs = 24.0 * (double)n / slowest * 1e-9;
+        for (int t = 0; t < threads; t++)
+            jobs[t] = (triad_job){{NULL, 0}, a, b, c, n * t / threads, n * (t + 1) / threads};
+        double gbs = 24.0 * (double)n / slowest(threads, triad_thread, (char *)jobs, sizeof *jobs) * 1e-9;
         if (r > 0 && gbs > best)
             best = gbs;
     }
-    free(a), free(b), free(c), free(jobs), free(tid);
+    free(a), free(b), free(c), free(jobs);
     return best;
 }
 

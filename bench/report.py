@@ -394,11 +394,12 @@ def peak_bytes(shardc, sample, fn, const):
     return int(re.search(r"peak bytes per device of \S+: (\d+)", out).group(1))
 
 
-def time_program(shardc, work, sample, fn, const, backend, ins):
-    """(best time of the device phase, its result) of fn built for the backend."""
+def time_program(shardc, work, sample, fn, const, mesh, backend, ins):
+    """(best time of the device phase, its result) of fn built for the mesh
+    and backend."""
     import numpy as np
     prog = os.path.join(work, "%s-%s" % (fn, backend))
-    run([shardc, "build", sample, "--fn", fn, "--const", const, "--mesh", MLP_MESH, "--backend", backend, "-o", prog])
+    run([shardc, "build", sample, "--fn", fn, "--const", const, "--mesh", mesh, "--backend", backend, "-o", prog])
     out = os.path.join(work, "out-%s-%s" % (fn, backend))
     cmd = ([prog] if backend == "threads" else mpirun_cmd(NDEV) + [prog]) + ins + ["--out", out, "--repeat", "3"]
     _, _, err = run(cmd, timeout=900)
@@ -425,7 +426,7 @@ def bench_attention(build, work, quick):
         np.save(path, a)
         ins += ["--in", "%s=%s" % (name, path)]
     t, got = time_program(os.path.join(build, "shardc"), work, os.path.join(ROOT, "samples", "attention.tdsl"),
-                          "attention", const, "threads", ins)
+                          "attention", const, ATTN_MESH, "threads", ins)
     x = arrays["x"].astype(np.float64)
     q, k, v = (np.einsum("bsd,dhk->bshk", x, arrays[w], optimize=True) for w in ("wq", "wk", "wv"))
     logits = np.einsum("bshk,bthk->bhst", q, k, optimize=True) * 0.125
@@ -462,8 +463,8 @@ def bench_collmm(build, work, quick):
         row = {"fn": fn, "twin": twin, "peak": peak_bytes(shardc, sample, fn, const),
                "twin_peak": peak_bytes(shardc, sample, twin, const)}
         for b in backends:
-            t, got = time_program(shardc, work, sample, fn, const, b, ins)
-            tt, want = time_program(shardc, work, sample, twin, const, b, ins)
+            t, got = time_program(shardc, work, sample, fn, const, MLP_MESH, b, ins)
+            tt, want = time_program(shardc, work, sample, twin, const, MLP_MESH, b, ins)
             err = float(np.abs(got - want).max() / max(1.0, float(np.abs(want).max())))
             if not err < 1e-4:
                 raise RuntimeError("%s differs from %s by %.1e (relative)" % (fn, twin, err))
@@ -802,7 +803,7 @@ def main():
                 "run on 8 threads-backend devices with `--repeat 3`: best %s for %.1f GFLOP (the six "
                 "contractions), %.1f GFLOP/s, **%.2f** of every core's FMA peak (target >= %.2f: %s). The "
                 "result agrees with NumPy's (float64) to %.1e relative.\n\n"
-                % (a["const"], MLP_MESH, fmt_time(a["time"]), a["flop"] * 1e-9, rate, frac, TARGET_ATTN_PEAK,
+                % (a["const"], ATTN_MESH, fmt_time(a["time"]), a["flop"] * 1e-9, rate, frac, TARGET_ATTN_PEAK,
                    met(frac >= TARGET_ATTN_PEAK), a["err"]))
         if "e" in args.only:
             log("\n== (e) collective matmuls against their auto-partitioned twins")

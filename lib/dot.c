@@ -34,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-
 /* 1 when GEMMs leave oneDNN out (SHARDC_GEMM=openblas), read once. */
 static int without_onednn(void) {
     static atomic_int choice;   /* 0: not read yet, 1: oneDNN, 2: OpenBLAS */

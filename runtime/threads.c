@@ -337,28 +337,38 @@ int sc_world_failed(const sc_world *w) { return atomic_load(&((sc_world *)w)->fa
 const char *sc_world_error(const sc_world *w) { return w->error; }
 int sc_device_count(const sc_world *w) { return w->ndev; }
 
-/* With SC_BIND_CORE (threads backend, devices that fit the cores), attr
- * starts thread i on the i-th core of the process and keeps it there;
- * NULL otherwise. */
-static pthread_attr_t *bound_attr(const sc_world *w, int i, pthread_attr_t *attr, int *inited) {
 #ifdef __linux__
-    cpu_set_t all, one;
-    if (w->opt.bind != SC_BIND_CORE || w->remote || w->oversubscribed ||
-        sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < w->nlocal)
-        return NULL;
-    if (!*inited && pthread_attr_init(attr) != 0)
-        return NULL;
-    *inited = 1;
+typedef cpu_set_t Cores;
+#else
+typedef char Cores;          /* no binding where there is no affinity */
+#endif
+
+/* With SC_BIND_CORE (threads backend, devices that fit the cores): the
+ * cores of the process, read once per run; 0 when threads are not bound. */
+static int bind_cores(const sc_world *w, Cores *all) {
+#ifdef __linux__
+    return w->opt.bind == SC_BIND_CORE && !w->remote && !w->oversubscribed &&
+           sched_getaffinity(0, sizeof *all, all) == 0 && CPU_COUNT(all) >= w->nlocal;
+#else
+    (void)w, (void)all;
+    return 0;
+#endif
+}
+
+/* attr starts a thread on the i-th core of `all` and keeps it there. */
+static pthread_attr_t *on_core(const Cores *all, int i, pthread_attr_t *attr) {
+#ifdef __linux__
+    cpu_set_t one;
     CPU_ZERO(&one);
     for (int c = 0, seen = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &all) && seen++ == i) {
+        if (CPU_ISSET(c, all) && seen++ == i) {
             CPU_SET(c, &one);
             break;
         }
     return pthread_attr_setaffinity_np(attr, sizeof one, &one) == 0 ? attr : NULL;
 #else
-    (void)w, (void)i, (void)attr, (void)inited;
-    return NULL;
+    (void)all, (void)i;
+    return attr;
 #endif
 }
 
@@ -396,10 +406,13 @@ int sc_run(sc_world *w, int (*fn)(sc_device *, void *), void *arg) {
         fail_world(w, "sc_run: out of memory");
         return SC_ERR;
     }
-    int started = 0, rc = 0, inited = 0;
+    int started = 0, rc = 0;
+    Cores all;
     pthread_attr_t attr;
+    int bound = bind_cores(w, &all) && pthread_attr_init(&attr) == 0;
     for (; started < w->nlocal; started++) {
-        if (pthread_create(&th[started], bound_attr(w, started, &attr, &inited), device_main, &local[started]) != 0) {
+        if (pthread_create(&th[started], bound ? on_core(&all, started, &attr) : NULL, device_main, &local[started]) !=
+            0) {
             char msg[MSG];
             snprintf(msg, sizeof msg, "sc_run: cannot start the thread of device %d", local[started].id);
             fail_world(w, msg);
@@ -410,7 +423,7 @@ int sc_run(sc_world *w, int (*fn)(sc_device *, void *), void *arg) {
         pthread_join(th[i], NULL);
         rc |= local[i].rc != 0;
     }
-    if (inited)
+    if (bound)
         pthread_attr_destroy(&attr);
     free(th);
     return rc || atomic_load(&w->failed) ? SC_ERR : 0;

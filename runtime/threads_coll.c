@@ -204,12 +204,11 @@ static int same_calls(sc_handle *h, char *err, size_t errlen) {
  * waiting member drives it, in wait_phase).  SC_ERR with a message in err. */
 static int arrive(sc_handle *h, int p, char *err, size_t errlen) {
     Slot *s = h->s;
+    atomic_store_explicit(&s->reached[h->rank].v, state_of(h->op, p) + 1, memory_order_release);
     if (h->eager) {                      /* the waiters read the flags (phase_done) */
-        atomic_store_explicit(&s->reached[h->rank].v, state_of(h->op, p) + 1, memory_order_release);
         rt_wake(s);
         return 0;
     }
-    atomic_store_explicit(&s->reached[h->rank].v, state_of(h->op, p) + 1, memory_order_release);
     if (atomic_fetch_add_explicit(&s->count, 1, memory_order_acq_rel) + 1 < h->g->nlocal)
         return 0;
     const RtRemote *remote = h->dev->w->remote;

@@ -253,18 +253,18 @@ static void join(Fuser *s, int g, int v) {
     s->fu->role[v] = FUSE_MEMBER;
     s->fu->group[v] = g;
     s->nmembers[g]++;
+    int64_t inner = row_reduce_inner(fn, in), binner = row_broadcast_inner(fn, in);
+    /* Operands read at [row], or at [i / inner]: later iterations read
+     * elements that earlier ones could have written. */
+    int by_row = binner || (row_member(s, g, v) && !is_reduction(in->op));
     for (int i = 0; i < in->nargs; i++) {
         int a = ir_arg(fn, in, i);
         if ((s->fu->group[a] == g && s->fu->role[a] == FUSE_MEMBER) || uses_literal(fn, in, a))
             continue;
         note_read(s, a, in->op == OP_BROADCAST ? 0 : elem_size(fn, a));   /* a broadcast's before the loop */
-        /* Read at [row], or at [i / inner]: later iterations read elements
-         * that earlier ones could have written. */
-        int by_row = row_broadcast_inner(fn, in) || (row_member(s, g, v) && !is_reduction(in->op));
         if (by_row && s->mem[a] >= 0)
             s->pinned_epoch[s->mem[a]] = s->epoch;
     }
-    int64_t inner = row_reduce_inner(fn, in), binner = row_broadcast_inner(fn, in);
     if (inner)
         s->fu->row[g] = inner;
     if (binner && !row_member(s, g, ir_arg(fn, in, 0)) && (!s->min_inner || binner < s->min_inner))

@@ -116,12 +116,15 @@ static int member_of(const Loop *L, int v) {
     return L->g->fu.role[v] == FUSE_MEMBER && L->g->fu.group[v] == L->group;
 }
 
-/* Is v a member broadcasting along trailing dims, whose value is the row's? */
-static int along_rows(const Loop *L, int v) {
+/* For a broadcast along trailing dims of a value from outside the group:
+ * its span (row_broadcast_inner); else 0. */
+static int64_t outside_span(const Loop *L, int v) {
     const Inst *in = &L->g->fn->insts[v];
-    return L->row && member_of(L, v) && in->op == OP_BROADCAST && !member_of(L, ir_arg(L->g->fn, in, 0)) &&
-           row_broadcast_inner(L->g->fn, in);
+    return in->op == OP_BROADCAST && !member_of(L, ir_arg(L->g->fn, in, 0)) ? row_broadcast_inner(L->g->fn, in) : 0;
 }
+
+/* Is v a member broadcasting along trailing dims, whose value is the row's? */
+static int along_rows(const Loop *L, int v) { return L->row && member_of(L, v) && outside_span(L, v); }
 
 static int kind(const Loop *L, int v) {
     const Fn *fn = L->g->fn;
@@ -272,7 +275,7 @@ static void member_expr(Loop *L, Str *b, int v) {
         fl = 1;
         round = is16(dt);
     }
-    int64_t inner = op == OP_BROADCAST && !member_of(L, args[0]) ? row_broadcast_inner(fn, in) : 0;
+    int64_t inner = outside_span(L, v);
     if (inner && inner == L->row) {   /* along trailing dims: the row's element of the operand */
         put(b, "%s[row]", g->name[args[0]]);
         return;
@@ -358,8 +361,7 @@ static void count_refs(Loop *L, int stage) {
         if (is_reduction(L->g->fn->insts[v].op)) {
             for (int i = 0; i < L->g->fn->insts[v].nargs; i++)
                 ref(L, &e, ir_arg(L->g->fn, &L->g->fn->insts[v], i), 0);
-        }
-        else if (!row_value(L, v) || stage < 0)
+        } else if (!row_value(L, v) || stage < 0)
             member_expr(L, &e, v);
     }
     L->counting = 0;
@@ -495,9 +497,7 @@ void emit_fused(Gen *g, int group) {
      * their span, in stages. */
     Loop L = {g, group, n == 1 ? "0" : "i", "        ", 0, 0, 0, fu->row[group] != 0, 0};
     for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {
-        const Inst *in = &fn->insts[v];
-        int64_t inner = fu->role[v] == FUSE_MEMBER && in->op == OP_BROADCAST && !member_of(&L, ir_arg(fn, in, 0)) ?
-                        row_broadcast_inner(fn, in) : 0;
+        int64_t inner = member_of(&L, v) ? outside_span(&L, v) : 0;
         if (inner && (!L.row || inner < L.row))
             L.row = inner;
     }

@@ -73,10 +73,10 @@ SAN_FLAGS = {"asan": ["-fsanitize=address,undefined", "-fno-sanitize-recover=all
 # allocations race in TSan's eyes (seen: 1 run in ~16 with the cores busy);
 # ignore_noninstrumented_modules leaves libomp's accesses out.
 # tests/codegen/check_threads.py covers the loops on several threads.
-SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
-           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
-           "TSAN_OPTIONS": "halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1",
-           "OMP_NUM_THREADS": "1"}
+SAN_ENV = {"asan": {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
+                    "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"},
+           "tsan": {"TSAN_OPTIONS": "halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1",
+                    "OMP_NUM_THREADS": "1"}}
 BUILD_TIMEOUT, RUN_TIMEOUT = 300, 180
 
 
@@ -274,9 +274,7 @@ class Harness:
                     kept = True
                     continue
                 argv = self.launch(backend, exe, int(np.prod(sizes))) + ins + ["--out", out]
-                env = dict(SAN_ENV) if self.sanitize else {}
-                if self.sanitize != "tsan":
-                    env.pop("OMP_NUM_THREADS", None)
+                env = dict(SAN_ENV[self.sanitize]) if self.sanitize else {}
                 if backend.startswith("mpi"):
                     # Each mpirun keeps its session files apart (concurrent
                     # jobs otherwise collide there now and then), and one

@@ -176,62 +176,58 @@ class Check:
             bad.append("result2 is not result0 transposed, times 0.5")
         return self.t.check(not bad, what + ": matches NumPy", "; ".join(bad))
 
+    def has_mpi(self, fast):
+        return not fast and os.path.exists(os.path.join(os.path.dirname(self.shardc), "libshardc_rt_mpi.a"))
+
+    def same_bits(self, what, argv, d, a, base, out, env, ndev, k):
+        """Runs argv into out: the stats of ndev devices on teams of k, and
+        the bits of the run into base."""
+        rc, text, st = self.run(argv, d, a, out, env)
+        if self.expect_stats(what, rc, text, st, ndev, k):
+            diff = same_bytes(os.path.join(d, base), os.path.join(d, out), 3)
+            self.t.check(diff is None, what + ": the 1-thread bits", diff or "")
+
+    def one_thread(self, what, exe, fn, d, a, out):
+        """The run of exe on one OpenMP thread into out, against NumPy;
+        False when it failed."""
+        rc, text, st = self.run([exe], d, a, out, {"OMP_NUM_THREADS": "1"})
+        if not self.expect_stats(what, rc, text, st, 1, 1):
+            return False
+        self.match_numpy(what, fn, os.path.join(d, out), a)
+        return True
+
     def one_device(self, fn, d, a, fast):
         exe = self.build(fn, 1, d)
-        if not exe:
+        if not exe or not self.one_thread("%s, 1 device, OMP_NUM_THREADS=1" % fn, exe, fn, d, a, "one"):
             return
-        rc, text, st = self.run([exe], d, a, "one", {"OMP_NUM_THREADS": "1"})
-        if not self.expect_stats("%s, 1 device, OMP_NUM_THREADS=1" % fn, rc, text, st, 1, 1):
-            return
-        self.match_numpy("%s, 1 device, OMP_NUM_THREADS=1" % fn, fn, os.path.join(d, "one"), a)
         runs = [("the share of %d cores" % self.cores, {}, self.cores), ("OMP_NUM_THREADS=3", {"OMP_NUM_THREADS": "3"}, 3)]
         for label, env, k in runs:
-            what = "%s, 1 device, %s" % (fn, label)
-            out = "many-%d" % k
-            rc, text, st = self.run([exe], d, a, out, env)
-            if self.expect_stats(what, rc, text, st, 1, k):
-                diff = same_bytes(os.path.join(d, "one"), os.path.join(d, out), 3)
-                self.t.check(diff is None, what + ": the 1-thread bits", diff or "")
-        if fast or not os.path.exists(os.path.join(os.path.dirname(self.shardc), "libshardc_rt_mpi.a")):
+            self.same_bits("%s, 1 device, %s" % (fn, label), [exe], d, a, "one", "many-%d" % k, env, 1, k)
+        if not self.has_mpi(fast):
             return
         exe = self.build(fn, 1, d, "mpi")
         if exe:
-            what = "%s, MPI, 1 process of 1 device" % fn
-            rc, text, st = self.run(mpirun(1, d) + [exe], d, a, "mpi-1", {})
-            if self.expect_stats(what, rc, text, st, 1, self.cores):
-                diff = same_bytes(os.path.join(d, "one"), os.path.join(d, "mpi-1"), 3)
-                self.t.check(diff is None, what + ": the 1-thread bits", diff or "")
+            self.same_bits("%s, MPI, 1 process of 1 device" % fn, mpirun(1, d) + [exe], d, a, "one", "mpi-1", {}, 1,
+                           self.cores)
 
     def two_devices(self, fn, d, a, fast):
         share = max(1, self.cores // 2)
-        exe = self.build(fn, 2, d)
-        if exe:
-            what = "%s, 2 devices on %d cores" % (fn, self.cores)
-            rc, text, st = self.run([exe], d, a, "two", {})
+        runs = [("%s, 2 devices on %d cores" % (fn, self.cores), "threads", [], "two")]
+        if self.has_mpi(fast):
+            runs.append(("%s, MPI, 2 processes of 1 device on %d cores" % (fn, self.cores), "mpi", mpirun(2, d), "mpi-2"))
+        for what, backend, launch, out in runs:
+            exe = self.build(fn, 2, d, backend)
+            if not exe:
+                continue
+            rc, text, st = self.run(launch + [exe], d, a, out, {})
             if self.expect_stats(what, rc, text, st, 2, share):
-                self.match_numpy(what, fn, os.path.join(d, "two"), a)
-        if fast or not os.path.exists(os.path.join(os.path.dirname(self.shardc), "libshardc_rt_mpi.a")):
-            return
-        exe = self.build(fn, 2, d, "mpi")
-        if exe:
-            what = "%s, MPI, 2 processes of 1 device on %d cores" % (fn, self.cores)
-            rc, text, st = self.run(mpirun(2, d) + [exe], d, a, "mpi-2", {})
-            if self.expect_stats(what, rc, text, st, 2, share):
-                self.match_numpy(what, fn, os.path.join(d, "mpi-2"), a)
+                self.match_numpy(what, fn, os.path.join(d, out), a)
 
     def clang(self, fn, d, a):
         exe = self.build(fn, 1, d, cc="clang")
-        if not exe:
-            return
-        rc, text, st = self.run([exe], d, a, "clang-one", {"OMP_NUM_THREADS": "1"})
-        if not self.expect_stats("%s, clang, OMP_NUM_THREADS=1" % fn, rc, text, st, 1, 1):
-            return
-        self.match_numpy("%s, clang, OMP_NUM_THREADS=1" % fn, fn, os.path.join(d, "clang-one"), a)
-        what = "%s, clang, OMP_NUM_THREADS=3" % fn
-        rc, text, st = self.run([exe], d, a, "clang-3", {"OMP_NUM_THREADS": "3"})
-        if self.expect_stats(what, rc, text, st, 1, 3):
-            diff = same_bytes(os.path.join(d, "clang-one"), os.path.join(d, "clang-3"), 3)
-            self.t.check(diff is None, what + ": the 1-thread bits", diff or "")
+        if exe and self.one_thread("%s, clang, OMP_NUM_THREADS=1" % fn, exe, fn, d, a, "clang-one"):
+            self.same_bits("%s, clang, OMP_NUM_THREADS=3" % fn, [exe], d, a, "clang-one", "clang-3",
+                           {"OMP_NUM_THREADS": "3"}, 1, 3)
 
     def c_warnings(self, fn, d):
         src = os.path.join(d, "prog.c")
