@@ -1,8 +1,9 @@
 /* Elementwise fusion: which instructions share one loop.
  *
  * A group is a run of elementwise instructions (unary, binary, convert,
- * compare, select, reshape, broadcasts of one element, and broadcasts along
- * trailing dims, as softmax's of a row's max and sum) with the same
+ * compare, select, reshape, broadcasts of one element, broadcasts along
+ * trailing dims, as softmax's of a row's max and sum, and along leading
+ * dims, as a bias's or a layernorm scale's) with the same
  * element count, taken in program order; fused.c emits it as one loop at the
  * place of its last member, computing element i of every member in turn.
  * Values read only inside the group stay in locals; the others are stored.
@@ -28,8 +29,11 @@
  *  - a broadcast's element is read once before the loop, and members read
  *    no constant: they use its literal (a bf16/f16 one only in a broadcast);
  *  - a broadcast along trailing dims reads element i / inner of its operand
- *    in iteration i, so later iterations read elements that earlier ones
- *    could have written: no stored member may write the operand's buffer.
+ *    in iteration i, one along leading dims element i % span, so later
+ *    iterations read elements that earlier ones could have written: no
+ *    stored member may write the operand's buffer.  A broadcast along
+ *    leading dims makes the loop rows of its span (the inner index is the
+ *    operand's), so it joins only a group whose rows can be that span.
  * Row groups.  A reduction over trailing dims (sum, max or min, f32 or f64:
  * softmax's row max and row sum, layernorm's mean and variance) joins the
  * group of its operand's elements: the loop nests by rows of the reduced
@@ -78,6 +82,20 @@ int64_t row_broadcast_inner(const Fn *fn, const Inst *in) {
             return 0;
     int64_t m = shape_elems(a), n = shape_elems(&in->type);
     return m > 1 && n > m ? n / m : 0;
+}
+
+int64_t col_broadcast_span(const Fn *fn, const Inst *in) {
+    if (in->op != OP_BROADCAST || in->nargs != 1)
+        return 0;
+    const Shape *a = &fn->insts[ir_arg(fn, in, 0)].type;
+    int dt = in->type.dtype, lead = in->type.rank - a->rank;
+    if (a->dtype != dt || dt >= DT_TUPLE || a->rank != in->nattrs || lead <= 0)
+        return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (ir_attr(fn, in, d) != lead + d || a->dims[d] != in->type.dims[lead + d])
+            return 0;
+    int64_t m = shape_elems(a), n = shape_elems(&in->type);
+    return m > 1 && n > m ? m : 0;
 }
 
 /* A dot of two operands of one shape that sums their product over the
@@ -143,7 +161,8 @@ int64_t fusable_elems(const Fn *fn, int v) {
     case OP_SELECT:
         return args_are(fn, in, 0, n, -1) && fn->insts[ir_arg(fn, in, 0)].type.dtype == DT_BOOL &&
                args_are(fn, in, 1, n, dt) ? n : -1;
-    case OP_BROADCAST: return args_are(fn, in, 0, 1, dt) || row_broadcast_inner(fn, in) ? n : -1;
+    case OP_BROADCAST:
+        return args_are(fn, in, 0, 1, dt) || row_broadcast_inner(fn, in) || col_broadcast_span(fn, in) ? n : -1;
     case OP_RESHAPE: return args_are(fn, in, 0, n, dt) ? n : -1;
     default:                       /* unary and binary arithmetic, in the dtypes the kernels take */
         return op_accepts(op, dt) && args_are(fn, in, 0, n, dt) ? n : -1;
@@ -162,6 +181,7 @@ typedef struct {
     int *literal_uses;           /* per constant: reads by fusable instructions that would use its literal */
     int *deferred, ndeferred;    /* constants to emit after the open group's loop */
     int64_t min_inner;           /* the open group's least span of broadcasts along trailing dims, 0 none */
+    int64_t col;                 /* the open group's span of broadcasts along leading dims (its rows), 0 none */
 } Fuser;
 
 static int elem_size(const Fn *fn, int v) { return dtype_size(fn->insts[v].type.dtype); }
@@ -189,7 +209,8 @@ static int can_join_row(const Fuser *s, int g, int v, int64_t e, int64_t inner) 
         return 0;
     int64_t row = s->fu->row[g];
     if (inner)                   /* a reduction of the group's elements */
-        return e == s->fu->elems[g] && (!row || row == inner) && (!s->min_inner || s->min_inner % inner == 0);
+        return e == s->fu->elems[g] && (!row || row == inner) && (!s->min_inner || s->min_inner % inner == 0) &&
+               (!s->col || s->col == inner);
     if (!row || e * row != s->fu->elems[g] || in->type.dtype == DT_BF16 || in->type.dtype == DT_F16)
         return 0;
     for (int i = 0; i < in->nargs; i++) {   /* row values, literals and values of one element per row */
@@ -208,7 +229,18 @@ static int can_join_broadcast(const Fuser *s, int g, int v, int64_t inner) {
     int64_t row = s->fu->row[g];
     if (row_member(s, g, a))
         return inner == row;
-    return !row || inner % row == 0;
+    return (!row || inner % row == 0) && (!s->col || inner % s->col == 0);
+}
+
+/* May broadcast v along leading dims (of `span` elements, read at the
+ * inner loop's j) join group g?  Its span is the group's rows: those of
+ * its reductions, and a divisor of every broadcast along trailing dims. */
+static int can_join_column(const Fuser *s, int g, int v, int64_t span) {
+    int a = ir_arg(s->fn, &s->fn->insts[v], 0);
+    if (s->fu->role[a] == FUSE_MEMBER && s->fu->group[a] == g)
+        return 0;
+    int64_t row = s->fu->row[g];
+    return (!s->col || s->col == span) && (!row || row == span) && (!s->min_inner || s->min_inner % span == 0);
 }
 
 static int can_write(const Fuser *s, int v);
@@ -217,8 +249,11 @@ static int can_write(const Fuser *s, int v);
 static int can_join(const Fuser *s, int g, int v, int64_t e) {
     const Inst *in = &s->fn->insts[v];
     int64_t inner = row_reduce_inner(s->fn, in), binner = row_broadcast_inner(s->fn, in);
+    int64_t span = col_broadcast_span(s->fn, in);
     if (inner || e != s->fu->elems[g])
         return can_join_row(s, g, v, e, inner) && can_write(s, v);
+    if (span)
+        return can_join_column(s, g, v, span) && can_write(s, v);
     return (!binner || can_join_broadcast(s, g, v, binner)) && can_write(s, v);
 }
 
@@ -254,9 +289,10 @@ static void join(Fuser *s, int g, int v) {
     s->fu->group[v] = g;
     s->nmembers[g]++;
     int64_t inner = row_reduce_inner(fn, in), binner = row_broadcast_inner(fn, in);
-    /* Operands read at [row], or at [i / inner]: later iterations read
+    int64_t span = col_broadcast_span(fn, in);
+    /* Operands read at [row], [i / inner] or [j]: later iterations read
      * elements that earlier ones could have written. */
-    int by_row = binner || (row_member(s, g, v) && !is_reduction(in->op));
+    int by_row = binner || span || (row_member(s, g, v) && !is_reduction(in->op));
     for (int i = 0; i < in->nargs; i++) {
         int a = ir_arg(fn, in, i);
         if ((s->fu->group[a] == g && s->fu->role[a] == FUSE_MEMBER) || uses_literal(fn, in, a))
@@ -269,6 +305,8 @@ static void join(Fuser *s, int g, int v) {
         s->fu->row[g] = inner;
     if (binner && !row_member(s, g, ir_arg(fn, in, 0)) && (!s->min_inner || binner < s->min_inner))
         s->min_inner = binner;
+    if (span)
+        s->col = span;
 }
 
 /* May v stay in the open group's way?  0: no; 1: emitted at its place,
@@ -356,7 +394,7 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     fu->elems = arena_alloc(arena, sizeof(int64_t) * ((size_t)n + 1));
     fu->row = arena_alloc(arena, sizeof(int64_t) * ((size_t)n + 1));
     fu->nstages = ints(arena, n);
-    Fuser s = {fn, fu, ints(arena, n), NULL, NULL, NULL, ints(arena, n), 0, ints(arena, n), ints(arena, n), 0, 0};
+    Fuser s = {fn, fu, ints(arena, n), NULL, NULL, NULL, ints(arena, n), 0, ints(arena, n), ints(arena, n), 0, 0, 0};
     int nbuf = 0;
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
@@ -400,7 +438,7 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
             s.nmembers[g] = 0;
             s.epoch++;
             fu->elems[g] = e;
-            fu->row[g] = s.min_inner = 0;
+            fu->row[g] = s.min_inner = s.col = 0;
             gv = v;
             join(&s, g, v);
         }

@@ -105,7 +105,8 @@ typedef struct {
     int group;
     const char *idx;             /* "i", or "0" for one element */
     const char *ind;             /* the indentation of the loop's body */
-    int64_t row;                 /* elements per row when broadcasts along trailing dims nest the loop, or 0 */
+    int64_t row;                 /* elements per row when broadcasts nest the loop, or 0 */
+    int by_column;               /* a broadcast along leading dims reads its operand at the row's j */
     int counting;                /* the first pass: count references, emit nothing */
     int norder;
     int staged;                  /* a row group with reductions: one inner loop per stage */
@@ -129,7 +130,8 @@ static int along_rows(const Loop *L, int v) { return L->row && member_of(L, v) &
 static int kind(const Loop *L, int v) {
     const Fn *fn = L->g->fn;
     const Inst *in = &fn->insts[v];
-    if (in->op != OP_BROADCAST || member_of(L, ir_arg(fn, in, 0)) || row_broadcast_inner(fn, in))
+    if (in->op != OP_BROADCAST || member_of(L, ir_arg(fn, in, 0)) || row_broadcast_inner(fn, in) ||
+        col_broadcast_span(fn, in))
         return COMPUTED;
     const Inst *a = &fn->insts[ir_arg(fn, in, 0)];
     return a->op == OP_CONSTANT && !is16(a->type.dtype) ? LITERAL : BEFORE;
@@ -274,6 +276,10 @@ static void member_expr(Loop *L, Str *b, int v) {
         t = dt == DT_I32 ? formula[op].i32 : formula[op].f;
         fl = 1;
         round = is16(dt);
+    }
+    if (col_broadcast_span(fn, in)) {   /* along leading dims: the operand's element j of the row */
+        put(b, "%s[j]", g->name[args[0]]);
+        return;
     }
     int64_t inner = outside_span(L, v);
     if (inner && inner == L->row) {   /* along trailing dims: the row's element of the operand */
@@ -495,11 +501,15 @@ void emit_fused(Gen *g, int group) {
      * one's span, so that their operands are constant along the inner
      * loop, which the compiler vectorizes.  Reductions make it rows of
      * their span, in stages. */
-    Loop L = {g, group, n == 1 ? "0" : "i", "        ", 0, 0, 0, fu->row[group] != 0, 0};
+    Loop L = {g, group, n == 1 ? "0" : "i", "        ", 0, 0, 0, 0, fu->row[group] != 0, 0};
     for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {
         int64_t inner = member_of(&L, v) ? outside_span(&L, v) : 0;
-        if (inner && (!L.row || inner < L.row))
+        if (inner && (!L.row || inner < L.row) && !L.by_column)
             L.row = inner;
+        if (member_of(&L, v) && col_broadcast_span(fn, &fn->insts[v])) {   /* a divisor of the others (fuse.c) */
+            L.row = col_broadcast_span(fn, &fn->insts[v]);
+            L.by_column = 1;
+        }
     }
     if (L.staged)
         L.row = fu->row[group];
@@ -559,8 +569,12 @@ void emit_fused(Gen *g, int group) {
             clear_refs(&L);
             return;
         }
-        fprintf(o, "        SK_INDEPENDENT\n        for (int64_t i = row * %lld, end = i + %lld; i < end; i++) {\n",
-                (long long)row, (long long)row);
+        if (L.by_column)
+            fprintf(o, "        SK_INDEPENDENT\n        for (int64_t j = 0; j < %lld; j++) {\n"
+                       "            const int64_t i = row * %lld + j;\n", (long long)row, (long long)row);
+        else
+            fprintf(o, "        SK_INDEPENDENT\n        for (int64_t i = row * %lld, end = i + %lld; i < end; i++) {\n",
+                    (long long)row, (long long)row);
     } else if (par)
         fprintf(o, "    SK_PARALLEL_FOR(%lld, for (int64_t i = 0; i < %lld; i++) {\n", (long long)n, (long long)n);
     else

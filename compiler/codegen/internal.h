@@ -49,6 +49,11 @@ int64_t fusable_elems(const Fn *fn, int v);
  * elements share one operand element, so that element i of the result is
  * element i / inner of the operand.  0 for any other instruction. */
 int64_t row_broadcast_inner(const Fn *fn, const Inst *in);
+/* For a broadcast along leading dims (operand dim d is result dim
+ * lead + d, as a bias or a layernorm scale; the operand of more than one
+ * element): the operand's elements, its span, so that element i of the
+ * result is element i % span of the operand.  0 for any other. */
+int64_t col_broadcast_span(const Fn *fn, const Inst *in);
 /* For a reduction over trailing dims that a loop can accumulate row by row
  * (sum, max, min, or a dot summing the product of two operands of one
  * shape; f32, f64; more than one row): the elements per row, else 0. */
