@@ -24,8 +24,17 @@
  * The loop, for i32 and for bf16/f16 on CPUs without those instructions:
  * both operands are packed into [b][M][K] and [b][K][N] f32 (int32) panels
  * and multiplied by a blocked loop that accumulates in f32 (wrapping
- * int32) and rounds once into the result. */
+ * int32) and rounds once into the result.
+ *
+ * An epilogue (sk_dot_epilogue: a bias along the rows, then an activation)
+ * is applied to the f32 accumulator before the rounding where the GEMM
+ * allows it: oneDNN's matmul primitive (bias and post-op) and the loop.
+ * dnnl_sgemm and BLAS take none, so for f32 and f64 it runs on each
+ * batch index's result right after its GEMM, with the elementwise kernels:
+ * the same bits as the unfused instructions. */
 #include "internal.h"
+
+#include "ew_ops.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -146,15 +155,45 @@ static void sort_pairs(int n, int *l, int *r, int which) {
         }
 }
 
+/* An epilogue for the loop: bias (N floats, or NULL), then act. */
+typedef struct {
+    const float *bias;
+    sk_unary_op act;
+} epilogue;
+
 /* The bf16/f16/i32 product: packed panels, f32 or wrapping int32. */
 static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,
                     const void *b, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
-                    int nc, void *out);
+                    int nc, epilogue ep, void *out);
+
+static int is_activation(sk_unary_op act) {
+    return act == SK_COPY || act == SK_GELU || act == SK_RELU || act == SK_TANH || act == SK_LOGISTIC;
+}
+
+/* The epilogue of an f32 or f64 GEMM's M x N result c (or of zeros, for
+ * any dtype), in place, by the elementwise kernels. */
+static int epilogue_after(sk_dtype t, const sk_epilogue *ep, void *c, int64_t M, int64_t N) {
+    size_t row = (size_t)N * sk_dtype_size(t);
+    for (int64_t i = 0; i < M && ep->bias; i++)
+        if (sk_binary(SK_ADD, t, N, (char *)c + i * row, ep->bias, (char *)c + i * row))
+            return SC_ERR;
+    return ep->act == SK_COPY ? 0 : sk_unary(ep->act, t, M * N, c, c);
+}
 
 int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
            const sk_dot_dims *dd, void *out, sc_shape *out_shape) {
+    return sk_dot_epilogue(t, lhs, a, rhs, b, dd, NULL, out, out_shape);
+}
+
+int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
+                    const sk_dot_dims *dd, const sk_epilogue *ep, void *out, sc_shape *out_shape) {
     if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(lhs) || !sk_valid_shape(rhs) ||
         !dd || dd->nbatch < 0 || dd->ncontract < 0 || dd->nbatch + dd->ncontract > SC_MAX_RANK)
+        return SC_ERR;
+    static const sk_epilogue none = {NULL, SK_COPY};
+    if (!ep)
+        ep = &none;
+    if ((ep->bias || ep->act != SK_COPY) && (t == SK_I32 || !is_activation(ep->act)))
         return SC_ERR;
     int nb = dd->nbatch, nc = dd->ncontract;
     int lrole[SC_MAX_RANK] = {0}, rrole[SC_MAX_RANK] = {0};   /* 0 free, 1 batch, 2 contract */
@@ -196,8 +235,11 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
     size_t es = sk_dtype_size(t);
     if (nbat * M * N == 0)
         return 0;
-    if (K == 0) {   /* an empty sum: zeros, whose bits are 0 in every dtype */
+    if (K == 0) {   /* an empty sum: zeros, whose bits are 0 in every dtype (0 + bias is exact) */
         memset(out, 0, (size_t)(nbat * M * N) * es);
+        for (int64_t bi = 0; bi < nbat; bi++)
+            if (epilogue_after(t, ep, (char *)out + bi * M * N * (int64_t)es, M, N))
+                return SC_ERR;
         return 0;
     }
 
@@ -227,22 +269,38 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
         va.bstride[i] = lst[ls.batch[i]], vb.bstride[i] = rst[rs.batch[i]];
 
     int low_precision = t == SK_BF16 || t == SK_F16;
-    if ((t != SK_F32 && t != SK_F64 && !low_precision) || (low_precision && without_onednn()))
-        return loop_dot(t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, out);
-
-    if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
+    /* bf16/f16: the bias as floats, added to the accumulator. */
+    float *fbias = low_precision && ep->bias ? malloc((size_t)N * sizeof(float)) : NULL;
+    if (low_precision && ep->bias && !fbias)
         return SC_ERR;
+    for (int64_t j = 0; fbias && j < N; j++)
+        fbias[j] = sk_load_f(t, ep->bias, j);
+    epilogue lep = {fbias, ep->act};
+    int status = 0;
+    if ((t != SK_F32 && t != SK_F64 && !low_precision) || (low_precision && without_onednn())) {
+        status = loop_dot(t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, lep, out);
+        free(fbias);
+        return status;
+    }
+
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX) {
+        free(fbias);
+        return SC_ERR;
+    }
     enum CBLAS_TRANSPOSE ta, tb;
     int64_t lda, ldb;
     void *pa = NULL, *pb = NULL;
     if (lm < 0 || lk < 0 || !blas_layout(M, K, lm, lk, &ta, &lda)) {
-        if (!(pa = pack(es, lhs, a, &ls, nc, 0, M, K, &va)))
+        if (!(pa = pack(es, lhs, a, &ls, nc, 0, M, K, &va))) {
+            free(fbias);
             return SC_ERR;
+        }
         blas_layout(M, K, va.rs, va.cs, &ta, &lda);
     }
     if (rk < 0 || rn < 0 || !blas_layout(K, N, rk, rn, &tb, &ldb)) {
         if (!(pb = pack(es, rhs, b, &rs, nc, 1, K, N, &vb))) {
             free(pa);
+            free(fbias);
             return SC_ERR;
         }
         blas_layout(K, N, vb.rs, vb.cs, &tb, &ldb);
@@ -250,21 +308,24 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
     if (lda > INT_MAX || ldb > INT_MAX) {
         free(pa);
         free(pb);
+        free(fbias);
         return SC_ERR;
     }
-    sk_gemm_shape g = {t, ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, lda, ldb};
+    sk_gemm_shape g = {t, ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, lda, ldb,
+                       fbias != NULL, ep->act};
     sk_matmul *mm = low_precision ? sk_matmul_begin(&g, NULL, 0) : NULL;
     if (low_precision && !mm) {
         free(pa);
         free(pb);
-        return loop_dot(t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, out);
+        status = loop_dot(t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, lep, out);
+        free(fbias);
+        return status;
     }
     /* The batch odometer: one GEMM per batch index. */
     int64_t idx[SC_MAX_RANK] = {0}, oa = 0, ob = 0;
-    int status = 0;
     for (int64_t bi = 0; bi < nbat && !status; bi++) {
         if (mm)
-            status = sk_matmul_run(mm, va.base + oa * (int64_t)es, vb.base + ob * (int64_t)es,
+            status = sk_matmul_run(mm, va.base + oa * (int64_t)es, vb.base + ob * (int64_t)es, fbias,
                                (char *)out + bi * M * N * (int64_t)es);
         else if (t == SK_F32 && !without_onednn())
             status = dnnl_sgemm(g.ta, g.tb, M, N, K, 1.0f, (const float *)(const void *)va.base + oa, lda,
@@ -280,6 +341,8 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
                         (const double *)(const void *)va.base + oa, (int)lda,
                         (const double *)(const void *)vb.base + ob, (int)ldb, 0.0,
                         (double *)out + bi * M * N, (int)N);
+        if (!mm && !status)
+            status = epilogue_after(t, ep, (char *)out + bi * M * N * (int64_t)es, M, N);
         for (int d = nb - 1; d >= 0; d--) {
             oa += va.bstride[d];
             ob += vb.bstride[d];
@@ -293,6 +356,7 @@ int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
     sk_matmul_end(mm);
     free(pa);
     free(pb);
+    free(fbias);
     return status;
 }
 
@@ -329,12 +393,24 @@ static void axpy_i(int64_t n, uint32_t x, const uint32_t *restrict y, uint32_t *
         c[j] += x * y[j];
 }
 
+/* act(x) in f32, as the elementwise kernels compute it. */
+static float activate(sk_unary_op act, float x) {
+    switch (act) {
+    case SK_GELU: return ew_GELU_f32(x);
+    case SK_RELU: return ew_RELU_f32(x);
+    case SK_TANH: return ew_TANH_f32(x);
+    case SK_LOGISTIC: return ew_LOGISTIC_f32(x);
+    default: return x;
+    }
+}
+
 /* One batch index of the blocked product, for rows [lo, hi) of A and C. */
 typedef struct {
     sk_dtype t;
     int64_t bi, M, N, K;
     const void *wa, *wb;
     float *acc;                  /* M x N; int32 bits for i32 */
+    epilogue ep;
     void *out;
 } Panels;
 
@@ -366,13 +442,15 @@ static void rows_range(void *ctx, int64_t lo, int64_t hi) {
     if (is_int)
         memcpy((int32_t *)p->out + (bi * M + lo) * N, acc + lo * N, (size_t)((hi - lo) * N) * 4);
     else
-        for (int64_t i = lo * N; i < hi * N; i++)
-            sk_store_f(p->t, p->out, bi * M * N + i, acc[i]);
+        for (int64_t i = lo * N; i < hi * N; i++) {
+            float x = p->ep.bias ? acc[i] + p->ep.bias[i % N] : acc[i];
+            sk_store_f(p->t, p->out, bi * M * N + i, p->ep.act == SK_COPY ? x : activate(p->ep.act, x));
+        }
 }
 
 static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,
                     const void *b, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
-                    int nc, void *out) {
+                    int nc, epilogue ep, void *out) {
     size_t es = sk_dtype_size(t), ws = 4;   /* f32 and int32 panels */
     view pa, pb;
     /* Pack in the native dtype, then widen once: O(size) conversions, not
@@ -392,7 +470,7 @@ static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, c
     int64_t grain, phase;
     sk_line_grain(acc, N * 4, &grain, &phase);
     for (int64_t bi = 0; bi < nbat; bi++) {
-        Panels p = {t, bi, M, N, K, wa, wb, acc, out};
+        Panels p = {t, bi, M, N, K, wa, wb, acc, ep, out};
         sk_parallel_ranges_aligned(M, M * N * K, grain, phase, rows_range, &p);
     }
     rc = 0;
@@ -438,7 +516,7 @@ void sk_gemm_engine(char *buf, size_t len) {
     /* bf16 and f16: what a 256^3 GEMM would run on. */
     char low[2][64];
     for (int i = 0; i < 2; i++) {
-        sk_gemm_shape g = {i ? SK_F16 : SK_BF16, 'N', 'N', 256, 256, 256, 256, 256};
+        sk_gemm_shape g = {i ? SK_F16 : SK_BF16, 'N', 'N', 256, 256, 256, 256, 256, 0, SK_COPY};
         char impl[40];
         sk_matmul *mm = without_onednn() ? NULL : sk_matmul_begin(&g, impl, sizeof impl);
         if (mm)

@@ -63,11 +63,15 @@ void *sk_alloc_zeroed(size_t bytes);
 
 /* One GEMM as BLAS takes it: c (M x N, row-major, dense) = a (M x K) * b
  * (K x N), each read by rows with leading dimension ld, or by columns when
- * its trans is 'T'; a, b and c all of dtype t. */
+ * its trans is 'T'; a, b and c all of dtype t.  Its epilogue, applied to
+ * the f32 accumulator before c is rounded: + bias[n] (f32) when `bias`,
+ * then `act` (SK_COPY: none; sk_dot_epilogue's activations). */
 typedef struct {
     sk_dtype t;
     char ta, tb;
     int64_t M, N, K, lda, ldb;
+    int bias;
+    sk_unary_op act;
 } sk_gemm_shape;
 
 /* GEMMs of shape g on oneDNN, for one dot: NULL when oneDNN has no fast
@@ -76,8 +80,9 @@ typedef struct {
  * not NULL) gets oneDNN's name for the kernels either way. */
 typedef struct sk_matmul sk_matmul;
 sk_matmul *sk_matmul_begin(const sk_gemm_shape *g, char *impl, size_t len);
-/* c = a * b for matrices laid out as g says; 0 or SC_ERR. */
-int sk_matmul_run(sk_matmul *m, const void *a, const void *b, void *c);
+/* c = act(a * b + bias) for matrices laid out as g says (bias: N floats,
+ * NULL when g has none); 0 or SC_ERR. */
+int sk_matmul_run(sk_matmul *m, const void *a, const void *b, const float *bias, void *c);
 void sk_matmul_end(sk_matmul *m);   /* NULL is fine */
 
 /* ---- threads inside a device (parallel.c, shardc_parallel.h) ---- */

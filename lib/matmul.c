@@ -4,6 +4,9 @@
  * multiplies with the CPU's own instructions (AVX512-BF16's dot products,
  * AMX tiles, AVX512-FP16), accumulates in f32 and rounds once into the
  * result, as shardc's loop does, at ten to a hundred times its speed.
+ * A dot's epilogue (a bias along the rows, an activation) is folded into
+ * the primitive: its bias argument and an eltwise post-op, applied to the
+ * f32 accumulator in registers before the result is rounded and stored.
  *
  * Creating a primitive JIT-compiles its kernels (a millisecond or so), so
  * primitives live in one process-wide table keyed by dtype, shape and
@@ -55,15 +58,51 @@ static void matrix_md(dnnl_memory_desc_t *md, sk_dtype t, int64_t rows, int64_t 
 
 static int same(const sk_gemm_shape *a, const sk_gemm_shape *b) {
     return a->t == b->t && a->ta == b->ta && a->tb == b->tb && a->M == b->M && a->N == b->N && a->K == b->K &&
-           a->lda == b->lda && a->ldb == b->ldb;
+           a->lda == b->lda && a->ldb == b->ldb && a->bias == b->bias && a->act == b->act;
 }
 
 static uint64_t hash(const sk_gemm_shape *g) {
-    const int64_t v[8] = {g->t, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb};
+    const int64_t v[10] = {g->t, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->bias, g->act};
     uint64_t h = 1469598103934665603u;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 10; i++)
         h = (h ^ (uint64_t)v[i]) * 1099511628211u;
     return h;
+}
+
+/* The bias, N floats along the rows. */
+static void bias_md(dnnl_memory_desc_t *md, int64_t N) {
+    dnnl_dims_t dims = {1, N};
+    dnnl_memory_desc_init_by_tag(md, 2, dims, dnnl_f32, dnnl_ab);
+}
+
+/* oneDNN's eltwise algorithm for an activation sk_dot_epilogue takes. */
+static dnnl_alg_kind_t eltwise_of(sk_unary_op act) {
+    switch (act) {
+    case SK_GELU: return dnnl_eltwise_gelu_tanh;   /* the same function as shardc's gelu */
+    case SK_RELU: return dnnl_eltwise_relu;        /* with alpha 0 */
+    case SK_TANH: return dnnl_eltwise_tanh;
+    default: return dnnl_eltwise_logistic;
+    }
+}
+
+/* The attributes of g's primitive: a user scratchpad, and the activation
+ * as a post-op; NULL if oneDNN refuses them. */
+static dnnl_primitive_attr_t attributes(const sk_gemm_shape *g) {
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    int ok = dnnl_primitive_attr_create(&attr) == dnnl_success &&
+             dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+    if (ok && g->act != SK_COPY)
+        ok = dnnl_post_ops_create(&po) == dnnl_success &&
+             dnnl_post_ops_append_eltwise(po, 1.0f, eltwise_of(g->act), 0.0f, 0.0f) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    if (po)
+        dnnl_post_ops_destroy(po);
+    if (!ok && attr) {
+        dnnl_primitive_attr_destroy(attr);
+        attr = NULL;
+    }
+    return attr;
 }
 
 /* A primitive for g, or NULL when oneDNN has only reference kernels for
@@ -74,18 +113,17 @@ static dnnl_primitive_t create(const sk_gemm_shape *g, entry *e) {
         table.engine_failed = 1;
     if (!table.engine)
         return NULL;
-    dnnl_memory_desc_t a, b, c;
+    dnnl_memory_desc_t a, b, c, bias;
     matrix_md(&a, g->t, g->M, g->K, g->ta, g->lda);
     matrix_md(&b, g->t, g->K, g->N, g->tb, g->ldb);
     matrix_md(&c, g->t, g->M, g->N, 'N', g->N);
+    bias_md(&bias, g->N);
     dnnl_matmul_desc_t desc;
-    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_attr_t attr = attributes(g);
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t prim = NULL;
     const char *impl = "ref";
-    if (dnnl_matmul_desc_init(&desc, &a, &b, NULL, &c) != dnnl_success ||
-        dnnl_primitive_attr_create(&attr) != dnnl_success ||
-        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) != dnnl_success ||
+    if (!attr || dnnl_matmul_desc_init(&desc, &a, &b, g->bias ? &bias : NULL, &c) != dnnl_success ||
         dnnl_primitive_desc_create(&pd, &desc, attr, table.engine, NULL) != dnnl_success ||
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
         impl = "ref";
@@ -131,7 +169,7 @@ static entry find(const sk_gemm_shape *g, entry *own) {
  * made once and pointed at each batch index's matrices in turn. */
 struct sk_matmul {
     entry e, own;             /* own: a primitive for this dot alone (table full) */
-    dnnl_memory_t mem[4];     /* a, b, c, scratchpad */
+    dnnl_memory_t mem[5];     /* a, b, c, scratchpad, bias */
     dnnl_stream_t stream;
     void *pad;
 };
@@ -148,15 +186,16 @@ sk_matmul *sk_matmul_begin(const sk_gemm_shape *g, char *impl, size_t len) {
     }
     m->e = e;
     m->own = own;
-    dnnl_memory_desc_t md[4];
+    dnnl_memory_desc_t md[5];
     matrix_md(&md[0], g->t, g->M, g->K, g->ta, g->lda);
     matrix_md(&md[1], g->t, g->K, g->N, g->tb, g->ldb);
     matrix_md(&md[2], g->t, g->M, g->N, 'N', g->N);
     dnnl_dims_t sdims = {(int64_t)e.scratch};
     dnnl_memory_desc_init_by_tag(&md[3], 1, sdims, dnnl_u8, dnnl_a);
+    bias_md(&md[4], g->N);
     int ok = (m->pad = malloc(e.scratch ? e.scratch : 1)) != NULL &&
              dnnl_stream_create(&m->stream, table.engine, dnnl_stream_default_flags) == dnnl_success;
-    for (int i = 0; i < 4 && ok; i++)
+    for (int i = 0; i < 4 + g->bias && ok; i++)
         ok = dnnl_memory_create(&m->mem[i], &md[i], table.engine, i == 3 ? m->pad : DNNL_MEMORY_NONE) ==
              dnnl_success;
     if (!ok) {
@@ -166,13 +205,16 @@ sk_matmul *sk_matmul_begin(const sk_gemm_shape *g, char *impl, size_t len) {
     return m;
 }
 
-int sk_matmul_run(sk_matmul *m, const void *a, const void *b, void *c) {
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m->mem[0]}, {DNNL_ARG_WEIGHTS, m->mem[1]},
-                               {DNNL_ARG_DST, m->mem[2]}, {DNNL_ARG_SCRATCHPAD, m->mem[3]}};
+int sk_matmul_run(sk_matmul *m, const void *a, const void *b, const float *bias, void *c) {
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m->mem[0]}, {DNNL_ARG_WEIGHTS, m->mem[1]},
+                               {DNNL_ARG_DST, m->mem[2]}, {DNNL_ARG_SCRATCHPAD, m->mem[3]},
+                               {DNNL_ARG_BIAS, m->mem[4]}};
+    int nargs = m->mem[4] ? 5 : 4;
     return dnnl_memory_set_data_handle(m->mem[0], (void *)a) == dnnl_success &&
                    dnnl_memory_set_data_handle(m->mem[1], (void *)b) == dnnl_success &&
                    dnnl_memory_set_data_handle(m->mem[2], c) == dnnl_success &&
-                   dnnl_primitive_execute(m->e.prim, m->stream, 4, args) == dnnl_success &&
+                   (!m->mem[4] || dnnl_memory_set_data_handle(m->mem[4], (void *)bias) == dnnl_success) &&
+                   dnnl_primitive_execute(m->e.prim, m->stream, nargs, args) == dnnl_success &&
                    dnnl_stream_wait(m->stream) == dnnl_success
                ? 0
                : SC_ERR;
@@ -181,7 +223,7 @@ int sk_matmul_run(sk_matmul *m, const void *a, const void *b, void *c) {
 void sk_matmul_end(sk_matmul *m) {
     if (!m)
         return;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (m->mem[i])
             dnnl_memory_destroy(m->mem[i]);
     if (m->stream)

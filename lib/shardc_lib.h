@@ -187,6 +187,21 @@ typedef enum { SK_LT, SK_LE, SK_GT, SK_GE, SK_EQ, SK_NE } sk_cmp;
  * tanh approximation. */
 int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x, void *out);
 int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *a, const void *b, void *out);
+
+/* ---- contraction with an epilogue ---- */
+/* sk_dot, then an epilogue on its result, applied to the accumulator
+ * before it is stored (HLO's output fusion; oneDNN's bias and post-op):
+ * out = act(dot + bias[n]), bias NULL or N elements of dtype t (N: the
+ * product of the rhs free dims, the result's trailing dims), act SK_COPY
+ * (none), SK_GELU, SK_RELU, SK_TANH or SK_LOGISTIC.  Floating point only.
+ * bf16/f16 add and activate in f32 and round once (the unfused
+ * instructions round after each); f32 and f64 give the unfused bits. */
+typedef struct {
+    const void *bias;
+    sk_unary_op act;
+} sk_epilogue;
+int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
+                    const sk_dot_dims *dims, const sk_epilogue *ep, void *out, sc_shape *out_shape);
 /* Float to i32 truncates toward zero, saturates, NaN gives 0; to bool is
  * x != 0. */
 int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out);

@@ -132,6 +132,104 @@ static void test_dot(void) {
           "dot: bool is an error");
 }
 
+/* ---- dot with an epilogue ---- */
+
+static const sk_unary_op ACTS[] = {SK_COPY, SK_GELU, SK_RELU, SK_TANH, SK_LOGISTIC};
+static const char *const ACT_NAME[] = {"none", "gelu", "relu", "tanh", "logistic"};
+
+static double activate(sk_unary_op act, double x) {
+    switch (act) {
+    case SK_GELU: return x / (1 + exp(-1.5957691216057308 * (x + 0.044715 * x * x * x)));
+    case SK_RELU: return x > 0 ? x : 0;
+    case SK_TANH: return tanh(x);
+    case SK_LOGISTIC: return 1 / (1 + exp(-x));
+    default: return x;
+    }
+}
+
+/* act(dot + bias[n]) against the definition in f64, within the dtype's
+ * rounding (bf16/f16: rounded once, from oneDNN's or the loop's
+ * activation); f32 and f64 also bit for bit against the unfused kernels:
+ * sk_dot, then sk_binary per row, then sk_unary.  n: the bias's length. */
+static void check_epilogue(const char *what, sc_shape ls, sc_shape rs, sk_dot_dims d, int64_t n) {
+    static const sk_dtype FLOATS[] = {SK_F32, SK_F64, SK_BF16, SK_F16};
+    static const double TOL[] = {1e-5, 1e-12, 1.0 / 128, 1.0 / 512};
+    for (int ti = 0; ti < COUNT(FLOATS); ti++) {
+        sk_dtype t = FLOATS[ti];
+        void *a = fill(t, elems(ls), 3 + ti), *b = fill(t, elems(rs), 11 + ti), *bias = fill(t, n, 5 + ti);
+        double *a64 = malloc(8 * (size_t)(elems(ls) + 1)), *b64 = malloc(8 * (size_t)(elems(rs) + 1));
+        for (int64_t i = 0; i < elems(ls); i++) a64[i] = ld(t, a, i);
+        for (int64_t i = 0; i < elems(rs); i++) b64[i] = ld(t, b, i);
+        sc_shape os, want_s;
+        double *acc = malloc(4096 * 8 * 8);
+        void *got = malloc(4096 * 8 * 8), *unfused = malloc(4096 * 8 * 8);
+        ref_dot(SK_F64, ls, a64, rs, b64, &d, acc, &want_s);
+        int64_t m = elems(want_s);
+        for (int ai = 0; ai < COUNT(ACTS); ai++)
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                sk_epilogue ep = {with_bias ? bias : NULL, ACTS[ai]};
+                memset(got, 0x7f, 4096 * 8 * 8);
+                int ok = sk_dot_epilogue(t, ls, a, rs, b, &d, &ep, got, &os) == 0 && os.rank == want_s.rank &&
+                         !memcmp(os.dims, want_s.dims, sizeof os.dims[0] * os.rank);
+                for (int64_t i = 0; ok && i < m; i++) {
+                    double want = activate(ACTS[ai], acc[i] + (with_bias ? ld(t, bias, i % n) : 0));
+                    if (fabs(ld(t, got, i) - want) > TOL[ti] * fmax(1, fabs(want))) {
+                        printf("# element %lld: got %g, want %g\n", (long long)i, ld(t, got, i), want);
+                        ok = 0;
+                    }
+                }
+                if (ok && (t == SK_F32 || t == SK_F64)) {
+                    size_t row = (size_t)n * esize(t);
+                    ok = sk_dot(t, ls, a, rs, b, &d, unfused, NULL) == 0;
+                    for (int64_t r = 0; ok && with_bias && r < m / n; r++)
+                        ok = sk_binary(SK_ADD, t, n, (char *)unfused + r * row, bias, (char *)unfused + r * row) == 0;
+                    ok = ok && (ACTS[ai] == SK_COPY || sk_unary(ACTS[ai], t, m, unfused, unfused) == 0) &&
+                         equal(t, got, unfused, m);
+                }
+                check(ok, "dot epilogue %s %s, %s%s", what, NAME[t], ACT_NAME[ai], with_bias ? " + bias" : "");
+            }
+        free(a); free(b); free(bias); free(a64); free(b64); free(acc); free(got); free(unfused);
+    }
+}
+
+/* Added to the accumulator, not to the rounded product: 257 (2049 in
+ * f16) is not a bf16 number, so the unfused instructions would round it
+ * to 256 and give relu(256 - 256) = 0. */
+static void check_rounded_once(sk_dtype t, int64_t k) {
+    uint16_t *a = malloc(2 * (size_t)k), *b = malloc(2 * (size_t)k), bias, got = 0;
+    for (int64_t i = 0; i < k; i++)
+        st(t, a, i, 1), st(t, b, i, 1);
+    st(t, &bias, 0, -(double)(k - 1));
+    sk_epilogue ep = {&bias, SK_RELU};
+    int rc = sk_dot_epilogue(t, SC_SHAPE(1, k), a, SC_SHAPE(k, 1), b, &(sk_dot_dims){0, 1, {0}, {0}, {1}, {0}}, &ep,
+                             &got, NULL);
+    check(rc == 0 && ld(t, &got, 0) == 1, "dot epilogue %s: bias added to the f32 accumulator (%lld - %lld = %g)",
+          NAME[t], (long long)k, (long long)(k - 1), ld(t, &got, 0));
+    free(a);
+    free(b);
+}
+
+static void test_dot_epilogue(void) {
+    const int z[1] = {0}, o[1] = {1}, t2[1] = {2};
+    check_epilogue("[5,7]x[7,3]", SC_SHAPE(5, 7), SC_SHAPE(7, 3), dd(0, 0, 0, 1, o, z), 3);
+    check_epilogue("transposed rhs [5,7]x[3,7]", SC_SHAPE(5, 7), SC_SHAPE(3, 7), dd(0, 0, 0, 1, o, o), 3);
+    check_epilogue("batched [4,5,7]x[4,7,3]", SC_SHAPE(4, 5, 7), SC_SHAPE(4, 7, 3), dd(1, z, z, 1, t2, o), 3);
+    check_epilogue("two rhs free dims [5,7]x[7,2,3]", SC_SHAPE(5, 7), SC_SHAPE(7, 2, 3), dd(0, 0, 0, 1, o, z), 6);
+    check_epilogue("[3,300]x[300,600]", SC_SHAPE(3, 300), SC_SHAPE(300, 600), dd(0, 0, 0, 1, o, z), 600);
+    check_epilogue("empty sum [5,0]x[0,3]", SC_SHAPE(5, 0), SC_SHAPE(0, 3), dd(0, 0, 0, 1, o, z), 3);
+    check_rounded_once(SK_BF16, 257);
+    check_rounded_once(SK_F16, 2049);
+    int32_t x[2] = {1, 2}, y[2] = {3, 4}, c;
+    sk_epilogue relu = {NULL, SK_RELU}, exp_ = {NULL, SK_EXP};
+    check(sk_dot_epilogue(SK_I32, SC_SHAPE(2), x, SC_SHAPE(2), y, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &relu, &c,
+                          NULL) == SC_ERR,
+          "dot epilogue: i32 is an error");
+    float f[2] = {1, 2}, g[2] = {3, 4}, h;
+    check(sk_dot_epilogue(SK_F32, SC_SHAPE(2), f, SC_SHAPE(2), g, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &exp_, &h,
+                          NULL) == SC_ERR,
+          "dot epilogue: an activation it does not take (exp) is an error");
+}
+
 /* ---- reduce ---- */
 
 static void test_reduce(void) {
@@ -191,6 +289,7 @@ static void test_reduce(void) {
 
 int main(void) {
     test_dot();
+    test_dot_epilogue();
     test_reduce();
     return tap_done();
 }
