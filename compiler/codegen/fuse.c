@@ -144,6 +144,8 @@ int64_t row_reduce_inner(const Fn *fn, const Inst *in) {
 int64_t fusable_elems(const Fn *fn, int v) {
     const Inst *in = &fn->insts[v];
     int dt = in->type.dtype, op = in->op;
+    if (in->flags & INST_FOLDED || ends_fold(fn, v))   /* a dot's epilogue: one kernel call */
+        return -1;
     if (op == OP_REDUCE || op == OP_DOT)
         return row_reduce_inner(fn, in) ? shape_elems(&fn->insts[ir_arg(fn, in, 0)].type) : -1;
     if (!(op_info[op].flags & OPF_FUSIBLE) || dt >= DT_TUPLE || in->flags & INST_ASYNC || in->place)

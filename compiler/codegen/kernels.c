@@ -63,21 +63,24 @@ static void emit_constant(Gen *g, const Inst *in, const char *r) {
     }
 }
 
-static void emit_dot(Gen *g, const Inst *in, const char *r) {
+/* Dot `in` into r, with an epilogue when bias (a value's C name) or act
+ * (an SK_ op) is not NULL: sk_dot_epilogue. */
+static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *act, const char *r) {
     const Fn *fn = g->fn;
     const Shape *a = T(ir_arg(fn, in, 0)), *b = T(ir_arg(fn, in, 1));
     DotDims dd;
     dot_dims(fn, in, &dd);
     const int64_t *lbat = dd.lhs_batch, *rbat = dd.rhs_batch, *lcon = dd.lhs_contract, *rcon = dd.rhs_contract;
-    int nb = dd.nbatch, nc = dd.ncontract;
+    int nb = dd.nbatch, nc = dd.ncontract, ep = bias || act;
     if ((a->rank - nb - nc) + (b->rank - nb - nc) + nb != in->type.rank)
         g->err = "a dot that sums a dim on one side only";
     FILE *o = g->out;
-    fprintf(o, "    TRY(sk_dot(%s, ", sk_dtype_of[in->type.dtype]);
+    const char *indent = ep ? "                        " : "               ";
+    fprintf(o, "    TRY(sk_dot%s(%s, ", ep ? "_epilogue" : "", sk_dtype_of[in->type.dtype]);
     emit_shape(o, a);
     fprintf(o, ", %s, ", A(0));
     emit_shape(o, b);
-    fprintf(o, ", %s,\n               &(sk_dot_dims){%d, %d, ", A(1), nb, nc);
+    fprintf(o, ", %s,\n%s&(sk_dot_dims){%d, %d, ", A(1), indent, nb, nc);
     emit_list(o, lbat, nb);
     fputs(", ", o);
     emit_list(o, rbat, nb);
@@ -85,7 +88,31 @@ static void emit_dot(Gen *g, const Inst *in, const char *r) {
     emit_list(o, lcon, nc);
     fputs(", ", o);
     emit_list(o, rcon, nc);
-    fprintf(o, "}, %s, NULL));\n", r);
+    if (ep)
+        fprintf(o, "},\n%s&(sk_epilogue){%s, %s}, %s, NULL));\n", indent, bias ? bias : "NULL", act ? act : "SK_COPY", r);
+    else
+        fprintf(o, "}, %s, NULL));\n", r);
+}
+
+static void emit_dot(Gen *g, const Inst *in, const char *r) { emit_dot_call(g, in, NULL, NULL, r); }
+
+/* Instruction v, the last of a dot's epilogue (schedule.c): the folded
+ * instructions before it are the dot, the bias broadcast and add, and v
+ * itself the add or the activation. */
+static void emit_epilogue(Gen *g, int v, const char *r) {
+    const Fn *fn = g->fn;
+    int dot = -1, bias = -1;
+    for (int u = v - 1; u >= 0 && fn->insts[u].flags & INST_FOLDED; u--)
+        if (fn->insts[u].op == OP_DOT)
+            dot = u;
+        else if (fn->insts[u].op == OP_BROADCAST)
+            bias = ir_arg(fn, &fn->insts[u], 0);
+    if (fn->insts[v].op == OP_BROADCAST || dot < 0) {
+        g->err = "a folded dot without its epilogue";
+        return;
+    }
+    const char *act = fn->insts[v].op == OP_ADD ? NULL : sk_op_name[fn->insts[v].op];
+    emit_dot_call(g, &fn->insts[dot], bias >= 0 ? g->name[bias] : NULL, act, r);
 }
 
 static const char *sc_dtype(Gen *g, int dt) {
@@ -184,12 +211,18 @@ void emit_inst(Gen *g, int v) {
     const char *r = g->name[v];
     int dt = in->type.dtype;
     emit_ir_comment(g, v);
+    if (in->flags & INST_FOLDED)         /* computed by the call of a later instruction */
+        return;
     if (in->op == OP_PARAMETER || in->op == OP_RETURN || dt == DT_TUPLE)
         ;
     else if (in->op == OP_DONE)
         fprintf(o, "    %s *%s = %s;\n", ctype_of[dt], r, A(0));
     else
         fprintf(o, "    %s *%s = buf%d;\n", ctype_of[dt], r, g->buf[v]);
+    if (ends_fold(fn, v)) {              /* never placed (schedule.c) */
+        emit_epilogue(g, v, r);
+        return;
+    }
     if (!in->place) {
         emit_body(g, v);
         return;

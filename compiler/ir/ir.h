@@ -47,6 +47,7 @@ typedef enum {
 enum {
     INST_CONSTRAINED = 1,        /* sharding fixed by the user */
     INST_ASYNC = 2,              /* a collective that only starts; an OP_DONE waits for it */
+    INST_FOLDED = 4,             /* computed by the next instruction that is not (scheduling: a dot's epilogue) */
 };
 
 typedef struct {
@@ -69,6 +70,7 @@ typedef struct {
      * per-device program only those devices run the instruction. */
     uint8_t place;
 } Inst;
+
 
 typedef enum {
     WHY_NONE, WHY_PARAMETER, WHY_CONSTRAINT, WHY_CALL, WHY_RESULT, WHY_FORWARD, WHY_BACKWARD, WHY_DEFAULT,
@@ -98,6 +100,12 @@ typedef struct {
     int nparams, nresults;
     int on;                      /* `fn ... on NAME`: 1 + its submesh, or 0 (the whole mesh) */
 } Fn;
+
+/* Is v the instruction whose kernel call computes the INST_FOLDED ones
+ * right before it (a dot's epilogue, compiler/schedule)? */
+static inline int ends_fold(const Fn *fn, int v) {
+    return v > 0 && (fn->insts[v - 1].flags & INST_FOLDED) && !(fn->insts[v].flags & INST_FOLDED);
+}
 
 /* `submesh NAME = AXIS[k]`: the devices whose coordinate along `axis` is `coord`. */
 enum { MAX_SUBMESHES = 64 };

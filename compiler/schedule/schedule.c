@@ -15,7 +15,18 @@
  * collective's operand stays live until its done (the transfer reads it),
  * a done shares its start's buffer, parameters live in the caller's memory
  * and returned values are never freed.  The sum of all buffers is the
- * function's peak memory per device. */
+ * function's peak memory per device.
+ *
+ * Epilogues: a bf16 or f16 dot read only by an add of a bias broadcast
+ * along its rhs free dims, or by gelu, relu, tanh or logistic, or by such
+ * an add read only by one of those, all next to each other in the new
+ * order, is one kernel call (sk_dot_epilogue): oneDNN applies the bias and
+ * activation to the f32 accumulator before rounding and storing (the
+ * rounding between them, and a pass over the product, are gone).  The
+ * instructions the last one computes are marked INST_FOLDED; they take no
+ * buffer, and their operands are read where the last one is.  f32 dots
+ * keep the fused loop: dnnl_sgemm takes no epilogue, and oneDNN's matmul
+ * primitive, which does, is slower for f32 here (docs/kernels.md). */
 #include "schedule.h"
 
 #include <stdlib.h>
@@ -300,10 +311,72 @@ static int cmp_i64(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
+static int is_activation(int op) { return op == OP_GELU || op == OP_RELU || op == OP_TANH || op == OP_LOGISTIC; }
+
+/* Is b a broadcast of a bias along dot d's rhs free dims, the trailing
+ * dims of its result? */
+static int is_bias(const Fn *fn, const Inst *d, const Inst *b) {
+    if (b->op != OP_BROADCAST || b->nargs != 1 || b->flags || b->place || !shape_eq(&b->type, &d->type))
+        return 0;
+    const Shape *x = &fn->insts[ir_arg(fn, b, 0)].type, *rhs = &fn->insts[ir_arg(fn, d, 1)].type;
+    DotDims dd;
+    dot_dims(fn, d, &dd);
+    int nfree = rhs->rank - dd.nbatch - dd.ncontract, lead = d->type.rank - nfree;
+    if (nfree < 1 || x->rank != nfree || b->nattrs != nfree)
+        return 0;
+    for (int k = 0; k < nfree; k++)
+        if (ir_attr(fn, b, k) != lead + k || x->dims[k] != d->type.dims[lead + k])
+            return 0;
+    return 1;
+}
+
+/* Is instruction u, unplaced and synchronous, an op of its operand's type? */
+static int plain(const Fn *fn, int u) {
+    const Inst *in = &fn->insts[u];
+    return !in->flags && !in->place && shape_eq(&in->type, &fn->insts[ir_arg(fn, in, 0)].type);
+}
+
+/* The epilogue of dot v, if it has one (see the top): marks what its last
+ * instruction computes INST_FOLDED. */
+static void fold_epilogue(Fn *fn, const int *uses, int v) {
+    const Inst *d = &fn->insts[v];
+    int n = fn->ninsts, bias = -1, last = v;
+    if (d->op != OP_DOT || (d->type.dtype != DT_BF16 && d->type.dtype != DT_F16) || d->flags || d->place ||
+        uses[v] != 1)
+        return;
+    /* The bias broadcast right before the dot or right after it, then the add. */
+    int b = v > 0 && is_bias(fn, d, &fn->insts[v - 1]) ? v - 1 : v + 1 < n && is_bias(fn, d, &fn->insts[v + 1]) ? v + 1 : -1;
+    int add = b == v + 1 ? v + 2 : v + 1;
+    if (b >= 0 && uses[b] == 1 && add < n && fn->insts[add].op == OP_ADD && plain(fn, add) &&
+        ((ir_arg(fn, &fn->insts[add], 0) == v && ir_arg(fn, &fn->insts[add], 1) == b) ||
+         (ir_arg(fn, &fn->insts[add], 0) == b && ir_arg(fn, &fn->insts[add], 1) == v))) {
+        bias = b;
+        last = add;
+    }
+    int act = last + 1;
+    if (act < n && uses[last] == 1 && is_activation(fn->insts[act].op) && ir_arg(fn, &fn->insts[act], 0) == last &&
+        plain(fn, act))
+        last = act;
+    for (int u = bias >= 0 && bias < v ? bias : v; u < last; u++)
+        fn->insts[u].flags |= INST_FOLDED;
+}
+
+static void fold_epilogues(Fn *fn) {
+    Arena scratch = {0};
+    int *uses = arena_alloc(&scratch, sizeof(int) * (size_t)(fn->ninsts + 1));
+    for (int v = 0; v < fn->ninsts; v++)
+        for (int i = 0; i < fn->insts[v].nargs; i++)
+            uses[ir_arg(fn, &fn->insts[v], i)]++;
+    for (int v = 0; v < fn->ninsts; v++)
+        fold_epilogue(fn, uses, v);
+    arena_free(&scratch);
+}
+
 static int64_t value_bytes(const Inst *in) { return shape_elems(&in->type) * dtype_size(in->type.dtype); }
 
 static int takes_buffer(const Inst *in) {
-    return !(in->op == OP_PARAMETER || in->op == OP_RETURN || in->type.dtype == DT_TUPLE || in->op == OP_DONE);
+    return !(in->op == OP_PARAMETER || in->op == OP_RETURN || in->type.dtype == DT_TUPLE || in->op == OP_DONE ||
+             in->flags & INST_FOLDED);
 }
 
 /* The size classes of fn's values, and the empty tree and heaps. */
@@ -331,12 +404,15 @@ static void assign_buffers(Fn *fn) {
     int n = fn->ninsts;
     Arena scratch = {0};
     int *last = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));
+    int *runs_at = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));   /* a folded one: where it runs */
+    for (int v = n - 1; v >= 0; v--)
+        runs_at[v] = fn->insts[v].flags & INST_FOLDED ? runs_at[v + 1] : v;
     for (int v = 0; v < n; v++) {
         last[v] = v;
         const Inst *in = &fn->insts[v];
         for (int i = 0; i < in->nargs; i++) {
             int a = ir_arg(fn, in, i);
-            last[a] = v;
+            last[a] = runs_at[v];
             if (in->op == OP_DONE)   /* the start's operand is read until the done */
                 last[ir_arg(fn, &fn->insts[a], 0)] = v;
         }
@@ -351,7 +427,7 @@ static void assign_buffers(Fn *fn) {
     for (int v = 0; v < n; v++) {
         Inst *in = &fn->insts[v];
         in->buffer = -1;
-        if (in->op == OP_PARAMETER || in->op == OP_RETURN || in->type.dtype == DT_TUPLE)
+        if (in->op == OP_PARAMETER || in->op == OP_RETURN || in->type.dtype == DT_TUPLE || in->flags & INST_FOLDED)
             continue;
         /* A started collective's buffer passes to its done, which frees it. */
         if (in->op == OP_DONE)
@@ -406,6 +482,7 @@ static void schedule_fn(Module *m, int f) {
             s.first_after[a] = v;
         }
     order(&s);
+    fold_epilogues(dst);
     assign_buffers(dst);
 }
 
