@@ -269,6 +269,7 @@ int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const
         va.bstride[i] = lst[ls.batch[i]], vb.bstride[i] = rst[rs.batch[i]];
 
     int low_precision = t == SK_BF16 || t == SK_F16;
+    int on_loop = (t != SK_F32 && t != SK_F64 && !low_precision) || (low_precision && without_onednn());
     /* bf16/f16: the bias as floats, added to the accumulator. */
     float *fbias = low_precision && ep->bias ? malloc((size_t)N * sizeof(float)) : NULL;
     if (low_precision && ep->bias && !fbias)
@@ -276,51 +277,32 @@ int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const
     for (int64_t j = 0; fbias && j < N; j++)
         fbias[j] = sk_load_f(t, ep->bias, j);
     epilogue lep = {fbias, ep->act};
-    int status = 0;
-    if ((t != SK_F32 && t != SK_F64 && !low_precision) || (low_precision && without_onednn())) {
-        status = loop_dot(t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, lep, out);
-        free(fbias);
-        return status;
-    }
-
-    if (M > INT_MAX || N > INT_MAX || K > INT_MAX) {
-        free(fbias);
-        return SC_ERR;
-    }
+    int status = SC_ERR;
+    void *pa = NULL, *pb = NULL;
+    sk_matmul *mm = NULL;
+    if (on_loop)
+        goto loop;
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
+        goto done;
     enum CBLAS_TRANSPOSE ta, tb;
     int64_t lda, ldb;
-    void *pa = NULL, *pb = NULL;
     if (lm < 0 || lk < 0 || !blas_layout(M, K, lm, lk, &ta, &lda)) {
-        if (!(pa = pack(es, lhs, a, &ls, nc, 0, M, K, &va))) {
-            free(fbias);
-            return SC_ERR;
-        }
+        if (!(pa = pack(es, lhs, a, &ls, nc, 0, M, K, &va)))
+            goto done;
         blas_layout(M, K, va.rs, va.cs, &ta, &lda);
     }
     if (rk < 0 || rn < 0 || !blas_layout(K, N, rk, rn, &tb, &ldb)) {
-        if (!(pb = pack(es, rhs, b, &rs, nc, 1, K, N, &vb))) {
-            free(pa);
-            free(fbias);
-            return SC_ERR;
-        }
+        if (!(pb = pack(es, rhs, b, &rs, nc, 1, K, N, &vb)))
+            goto done;
         blas_layout(K, N, vb.rs, vb.cs, &tb, &ldb);
     }
-    if (lda > INT_MAX || ldb > INT_MAX) {
-        free(pa);
-        free(pb);
-        free(fbias);
-        return SC_ERR;
-    }
+    if (lda > INT_MAX || ldb > INT_MAX)
+        goto done;
     sk_gemm_shape g = {t, ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, lda, ldb,
                        fbias != NULL, ep->act};
-    sk_matmul *mm = low_precision ? sk_matmul_begin(&g, NULL, 0) : NULL;
-    if (low_precision && !mm) {
-        free(pa);
-        free(pb);
-        status = loop_dot(t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, lep, out);
-        free(fbias);
-        return status;
-    }
+    if (low_precision && !(mm = sk_matmul_begin(&g, NULL, 0)))
+        goto loop;
+    status = 0;
     /* The batch odometer: one GEMM per batch index. */
     int64_t idx[SC_MAX_RANK] = {0}, oa = 0, ob = 0;
     for (int64_t bi = 0; bi < nbat && !status; bi++) {
@@ -353,6 +335,10 @@ int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const
             idx[d] = 0;
         }
     }
+    goto done;
+loop:                                  /* no library for this dtype or layout on this CPU */
+    status = loop_dot(t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, lep, out);
+done:
     sk_matmul_end(mm);
     free(pa);
     free(pb);
@@ -442,10 +428,11 @@ static void rows_range(void *ctx, int64_t lo, int64_t hi) {
     if (is_int)
         memcpy((int32_t *)p->out + (bi * M + lo) * N, acc + lo * N, (size_t)((hi - lo) * N) * 4);
     else
-        for (int64_t i = lo * N; i < hi * N; i++) {
-            float x = p->ep.bias ? acc[i] + p->ep.bias[i % N] : acc[i];
-            sk_store_f(p->t, p->out, bi * M * N + i, p->ep.act == SK_COPY ? x : activate(p->ep.act, x));
-        }
+        for (int64_t r = lo; r < hi; r++)
+            for (int64_t j = 0, i = r * N; j < N; j++, i++) {
+                float x = p->ep.bias ? acc[i] + p->ep.bias[j] : acc[i];
+                sk_store_f(p->t, p->out, bi * M * N + i, p->ep.act == SK_COPY ? x : activate(p->ep.act, x));
+            }
 }
 
 static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,

@@ -69,10 +69,14 @@ static uint64_t hash(const sk_gemm_shape *g) {
     return h;
 }
 
-/* The bias, N floats along the rows. */
-static void bias_md(dnnl_memory_desc_t *md, int64_t N) {
-    dnnl_dims_t dims = {1, N};
-    dnnl_memory_desc_init_by_tag(md, 2, dims, dnnl_f32, dnnl_ab);
+/* g's operands: a, b, c, and the bias (N floats along the rows). */
+enum { MD_A, MD_B, MD_C, MD_BIAS };
+static void operand_mds(const sk_gemm_shape *g, dnnl_memory_desc_t md[4]) {
+    matrix_md(&md[MD_A], g->t, g->M, g->K, g->ta, g->lda);
+    matrix_md(&md[MD_B], g->t, g->K, g->N, g->tb, g->ldb);
+    matrix_md(&md[MD_C], g->t, g->M, g->N, 'N', g->N);
+    dnnl_dims_t dims = {1, g->N};
+    dnnl_memory_desc_init_by_tag(&md[MD_BIAS], 2, dims, dnnl_f32, dnnl_ab);
 }
 
 /* oneDNN's eltwise algorithm for an activation sk_dot_epilogue takes. */
@@ -113,17 +117,15 @@ static dnnl_primitive_t create(const sk_gemm_shape *g, entry *e) {
         table.engine_failed = 1;
     if (!table.engine)
         return NULL;
-    dnnl_memory_desc_t a, b, c, bias;
-    matrix_md(&a, g->t, g->M, g->K, g->ta, g->lda);
-    matrix_md(&b, g->t, g->K, g->N, g->tb, g->ldb);
-    matrix_md(&c, g->t, g->M, g->N, 'N', g->N);
-    bias_md(&bias, g->N);
+    dnnl_memory_desc_t md[4];
+    operand_mds(g, md);
     dnnl_matmul_desc_t desc;
     dnnl_primitive_attr_t attr = attributes(g);
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t prim = NULL;
     const char *impl = "ref";
-    if (!attr || dnnl_matmul_desc_init(&desc, &a, &b, g->bias ? &bias : NULL, &c) != dnnl_success ||
+    const dnnl_memory_desc_t *bias = g->bias ? &md[MD_BIAS] : NULL;
+    if (!attr || dnnl_matmul_desc_init(&desc, &md[MD_A], &md[MD_B], bias, &md[MD_C]) != dnnl_success ||
         dnnl_primitive_desc_create(&pd, &desc, attr, table.engine, NULL) != dnnl_success ||
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
         impl = "ref";
@@ -167,9 +169,10 @@ static entry find(const sk_gemm_shape *g, entry *own) {
 
 /* One dot's use of a primitive: its memory objects, stream and scratchpad,
  * made once and pointed at each batch index's matrices in turn. */
+enum { SCRATCH = MD_BIAS + 1 };
 struct sk_matmul {
     entry e, own;             /* own: a primitive for this dot alone (table full) */
-    dnnl_memory_t mem[5];     /* a, b, c, scratchpad, bias */
+    dnnl_memory_t mem[5];     /* MD_A .. MD_BIAS, then the scratchpad */
     dnnl_stream_t stream;
     void *pad;
 };
@@ -187,17 +190,15 @@ sk_matmul *sk_matmul_begin(const sk_gemm_shape *g, char *impl, size_t len) {
     m->e = e;
     m->own = own;
     dnnl_memory_desc_t md[5];
-    matrix_md(&md[0], g->t, g->M, g->K, g->ta, g->lda);
-    matrix_md(&md[1], g->t, g->K, g->N, g->tb, g->ldb);
-    matrix_md(&md[2], g->t, g->M, g->N, 'N', g->N);
+    operand_mds(g, md);
     dnnl_dims_t sdims = {(int64_t)e.scratch};
-    dnnl_memory_desc_init_by_tag(&md[3], 1, sdims, dnnl_u8, dnnl_a);
-    bias_md(&md[4], g->N);
+    dnnl_memory_desc_init_by_tag(&md[SCRATCH], 1, sdims, dnnl_u8, dnnl_a);
     int ok = (m->pad = malloc(e.scratch ? e.scratch : 1)) != NULL &&
              dnnl_stream_create(&m->stream, table.engine, dnnl_stream_default_flags) == dnnl_success;
-    for (int i = 0; i < 4 + g->bias && ok; i++)
-        ok = dnnl_memory_create(&m->mem[i], &md[i], table.engine, i == 3 ? m->pad : DNNL_MEMORY_NONE) ==
-             dnnl_success;
+    for (int i = 0; i <= SCRATCH && ok; i++)
+        if (i != MD_BIAS || g->bias)
+            ok = dnnl_memory_create(&m->mem[i], &md[i], table.engine, i == SCRATCH ? m->pad : DNNL_MEMORY_NONE) ==
+                 dnnl_success;
     if (!ok) {
         sk_matmul_end(m);
         return NULL;
@@ -206,14 +207,14 @@ sk_matmul *sk_matmul_begin(const sk_gemm_shape *g, char *impl, size_t len) {
 }
 
 int sk_matmul_run(sk_matmul *m, const void *a, const void *b, const float *bias, void *c) {
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m->mem[0]}, {DNNL_ARG_WEIGHTS, m->mem[1]},
-                               {DNNL_ARG_DST, m->mem[2]}, {DNNL_ARG_SCRATCHPAD, m->mem[3]},
-                               {DNNL_ARG_BIAS, m->mem[4]}};
-    int nargs = m->mem[4] ? 5 : 4;
-    return dnnl_memory_set_data_handle(m->mem[0], (void *)a) == dnnl_success &&
-                   dnnl_memory_set_data_handle(m->mem[1], (void *)b) == dnnl_success &&
-                   dnnl_memory_set_data_handle(m->mem[2], c) == dnnl_success &&
-                   (!m->mem[4] || dnnl_memory_set_data_handle(m->mem[4], (void *)bias) == dnnl_success) &&
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m->mem[MD_A]}, {DNNL_ARG_WEIGHTS, m->mem[MD_B]},
+                               {DNNL_ARG_DST, m->mem[MD_C]}, {DNNL_ARG_SCRATCHPAD, m->mem[SCRATCH]},
+                               {DNNL_ARG_BIAS, m->mem[MD_BIAS]}};
+    int nargs = m->mem[MD_BIAS] ? 5 : 4;
+    return dnnl_memory_set_data_handle(m->mem[MD_A], (void *)a) == dnnl_success &&
+                   dnnl_memory_set_data_handle(m->mem[MD_B], (void *)b) == dnnl_success &&
+                   dnnl_memory_set_data_handle(m->mem[MD_C], c) == dnnl_success &&
+                   (!m->mem[MD_BIAS] || dnnl_memory_set_data_handle(m->mem[MD_BIAS], (void *)bias) == dnnl_success) &&
                    dnnl_primitive_execute(m->e.prim, m->stream, nargs, args) == dnnl_success &&
                    dnnl_stream_wait(m->stream) == dnnl_success
                ? 0

@@ -502,15 +502,17 @@ void emit_fused(Gen *g, int group) {
      * loop, which the compiler vectorizes.  Reductions make it rows of
      * their span, in stages. */
     Loop L = {g, group, n == 1 ? "0" : "i", "        ", 0, 0, 0, 0, fu->row[group] != 0, 0};
+    int64_t column = 0;          /* a broadcast along leading dims: its span, a divisor of the others' (fuse.c) */
     for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {
         int64_t inner = member_of(&L, v) ? outside_span(&L, v) : 0;
-        if (inner && (!L.row || inner < L.row) && !L.by_column)
+        if (inner && (!L.row || inner < L.row))
             L.row = inner;
-        if (member_of(&L, v) && col_broadcast_span(fn, &fn->insts[v])) {   /* a divisor of the others (fuse.c) */
-            L.row = col_broadcast_span(fn, &fn->insts[v]);
-            L.by_column = 1;
-        }
+        if (member_of(&L, v) && !column)
+            column = col_broadcast_span(fn, &fn->insts[v]);
     }
+    L.by_column = column != 0;
+    if (column)
+        L.row = column;
     if (L.staged)
         L.row = fu->row[group];
     int64_t row = L.row;

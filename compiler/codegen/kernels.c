@@ -89,7 +89,8 @@ static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *
     fputs(", ", o);
     emit_list(o, rcon, nc);
     if (ep)
-        fprintf(o, "},\n%s&(sk_epilogue){%s, %s}, %s, NULL));\n", indent, bias ? bias : "NULL", act ? act : "SK_COPY", r);
+        fprintf(o, "},\n%s&(sk_epilogue){%s, %s}, %s, NULL));\n", indent, bias ? bias : "NULL",
+                act ? act : "SK_COPY", r);
     else
         fprintf(o, "}, %s, NULL));\n", r);
 }
@@ -107,8 +108,8 @@ static void emit_epilogue(Gen *g, int v, const char *r) {
             dot = u;
         else if (fn->insts[u].op == OP_BROADCAST)
             bias = ir_arg(fn, &fn->insts[u], 0);
-    if (fn->insts[v].op == OP_BROADCAST || dot < 0) {
-        g->err = "a folded dot without its epilogue";
+    if (dot < 0) {
+        g->err = "folded instructions without their dot";
         return;
     }
     const char *act = fn->insts[v].op == OP_ADD ? NULL : sk_op_name[fn->insts[v].op];

@@ -355,12 +355,8 @@ static void print_inst(Printer *p, int v) {
         print_why(p, in);
     if (fn->scheduled && in->buffer >= 0)
         fprintf(out, "  # buffer %d", in->buffer);
-    if (in->flags & INST_FOLDED) {
-        int by = v + 1;
-        while (by < fn->ninsts - 1 && fn->insts[by].flags & INST_FOLDED)
-            by++;
-        fprintf(out, "  # folded into %%%s", p->names[by]);
-    }
+    if (in->flags & INST_FOLDED)
+        fprintf(out, "  # folded into %%%s", p->names[folded_into(fn, v)]);
 }
 
 void ir_print_inst(FILE *out, const Module *m, const Fn *fn, int v, const char *const *names) {

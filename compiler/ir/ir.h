@@ -71,7 +71,6 @@ typedef struct {
     uint8_t place;
 } Inst;
 
-
 typedef enum {
     WHY_NONE, WHY_PARAMETER, WHY_CONSTRAINT, WHY_CALL, WHY_RESULT, WHY_FORWARD, WHY_BACKWARD, WHY_DEFAULT,
 } Why;
@@ -105,6 +104,14 @@ typedef struct {
  * right before it (a dot's epilogue, compiler/schedule)? */
 static inline int ends_fold(const Fn *fn, int v) {
     return v > 0 && (fn->insts[v - 1].flags & INST_FOLDED) && !(fn->insts[v].flags & INST_FOLDED);
+}
+
+/* The instruction whose kernel call computes v: the first after it that is
+ * not INST_FOLDED (v itself when v is not; folded runs are a few long). */
+static inline int folded_into(const Fn *fn, int v) {
+    while (fn->insts[v].flags & INST_FOLDED)
+        v++;
+    return v;
 }
 
 /* `submesh NAME = AXIS[k]`: the devices whose coordinate along `axis` is `coord`. */

@@ -345,7 +345,9 @@ static void fold_epilogue(Fn *fn, const int *uses, int v) {
         uses[v] != 1)
         return;
     /* The bias broadcast right before the dot or right after it, then the add. */
-    int b = v > 0 && is_bias(fn, d, &fn->insts[v - 1]) ? v - 1 : v + 1 < n && is_bias(fn, d, &fn->insts[v + 1]) ? v + 1 : -1;
+    int b = v > 0 && is_bias(fn, d, &fn->insts[v - 1])           ? v - 1
+            : v + 1 < n && is_bias(fn, d, &fn->insts[v + 1]) ? v + 1
+                                                              : -1;
     int add = b == v + 1 ? v + 2 : v + 1;
     if (b >= 0 && uses[b] == 1 && add < n && fn->insts[add].op == OP_ADD && plain(fn, add) &&
         ((ir_arg(fn, &fn->insts[add], 0) == v && ir_arg(fn, &fn->insts[add], 1) == b) ||
@@ -404,15 +406,12 @@ static void assign_buffers(Fn *fn) {
     int n = fn->ninsts;
     Arena scratch = {0};
     int *last = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));
-    int *runs_at = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));   /* a folded one: where it runs */
-    for (int v = n - 1; v >= 0; v--)
-        runs_at[v] = fn->insts[v].flags & INST_FOLDED ? runs_at[v + 1] : v;
     for (int v = 0; v < n; v++) {
         last[v] = v;
         const Inst *in = &fn->insts[v];
         for (int i = 0; i < in->nargs; i++) {
             int a = ir_arg(fn, in, i);
-            last[a] = runs_at[v];
+            last[a] = folded_into(fn, v);   /* read where the call that computes v runs */
             if (in->op == OP_DONE)   /* the start's operand is read until the done */
                 last[ir_arg(fn, &fn->insts[a], 0)] = v;
         }
@@ -427,7 +426,8 @@ static void assign_buffers(Fn *fn) {
     for (int v = 0; v < n; v++) {
         Inst *in = &fn->insts[v];
         in->buffer = -1;
-        if (in->op == OP_PARAMETER || in->op == OP_RETURN || in->type.dtype == DT_TUPLE || in->flags & INST_FOLDED)
+        if (in->op == OP_PARAMETER || in->op == OP_RETURN || in->type.dtype == DT_TUPLE ||
+            in->flags & INST_FOLDED)
             continue;
         /* A started collective's buffer passes to its done, which frees it. */
         if (in->op == OP_DONE)
