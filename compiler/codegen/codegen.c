@@ -28,7 +28,7 @@ const char *const sk_dtype_of[] = {
 };
 
 int fn_emittable(const Fn *fn) { return fn_is_local(fn) || fn->kept_global; }
-int fn_exported(const Fn *fn) { return fn_emittable(fn) && !fn->kept_global; }
+int fn_exported(const Fn *fn) { return fn_emittable(fn) && !fn->kept_global && !fn->spec_of; }
 
 void emit_list(FILE *o, const int64_t *x, int n) {
     fputc('{', o);

@@ -7,7 +7,8 @@
 #include <string.h>
 
 int emit_fn_cname(FILE *o, const Module *m, const Fn *fn) {
-    const char *s = sym_name(m->syms, fn->sym), *prefix = fn->kept_global ? "local_" : "shardc_";
+    const char *s = sym_name(m->syms, fn->sym);
+    const char *prefix = fn->kept_global ? "local_" : fn->spec_of ? "spec_" : "shardc_";
     size_t n = strlen(s);
     if (fn->kept_global && n > 6 && strcmp(s + n - 6, ".local") == 0)
         n -= 6;                              /* f.local is local_f */

@@ -200,7 +200,7 @@ static char *read_file(Arena *arena, const char *path, size_t *len) {
 
 static int fn_symbol(const Compilation *c, const char *name) {
     for (int f = 0; f < c->module.nfns; f++)
-        if (strcmp(sym_name(&c->syms, c->module.fns[f].sym), name) == 0)
+        if (!c->module.fns[f].spec_of && strcmp(sym_name(&c->syms, c->module.fns[f].sym), name) == 0)
             return c->module.fns[f].sym;
     return -1;
 }

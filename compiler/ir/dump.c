@@ -14,6 +14,7 @@ typedef struct {
     const char *const *names;    /* value -> printed name, without the % */
     int *uses;                   /* symbol id -> how many values took its name */
     Arena arena;
+    int64_t *call_bytes, *call_count;   /* fn -> what it and its calls send (-1: not yet counted) */
 } Printer;
 
 static const char *const cmp_name[] = {"LT", "LE", "GT", "GE", "EQ", "NE"};
@@ -261,7 +262,7 @@ static const char **names_into(Printer *p, const Fn *fn, Arena *arena) {
 }
 
 const char **ir_value_names(const Module *m, const Fn *fn, Arena *arena) {
-    Printer p = {m, NULL, 0, fn, NULL, NULL, {0}};
+    Printer p = {.m = m, .fn = fn};
     p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
     const char **names = names_into(&p, fn, arena);
     arena_free(&p.arena);
@@ -271,7 +272,7 @@ const char **ir_value_names(const Module *m, const Fn *fn, Arena *arena) {
 /* One counter array for the whole module, cleared function by function:
  * linear in the module, however many functions it has. */
 const char ***ir_module_value_names(const Module *m, Arena *arena) {
-    Printer p = {m, NULL, 0, NULL, NULL, NULL, {0}};
+    Printer p = {.m = m};
     p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
     const char ***names = arena_alloc(arena, sizeof(char **) * (size_t)(m->nfns + 1));
     for (int f = 0; f < m->nfns; f++) {
@@ -297,6 +298,7 @@ static const char *root_text(Printer *p, int root) {
     case WHY_PARAMETER: return arena_printf(&p->arena, "parameter %%%s", p->names[root]);
     case WHY_CONSTRAINT: return arena_printf(&p->arena, "the constraint on %%%s", p->names[root]);
     case WHY_CALL: return arena_printf(&p->arena, "the call result %%%s", p->names[root]);
+    case WHY_CALLER: return arena_printf(&p->arena, "parameter %%%s, as the call site passes it", p->names[root]);
     default: return "the declared result sharding";
     }
 }
@@ -311,6 +313,7 @@ static void print_why(Printer *p, const Inst *in) {
     case WHY_CALL: fputs("  # as the callee returns it", out); break;
     case WHY_RESULT: fputs("  # the declared result sharding", out); break;
     case WHY_DEFAULT: fputs("  # replicated: no sharding reaches it", out); break;
+    case WHY_CALLER: fputs("  # from the call site", out); break;
     case WHY_FORWARD: case WHY_BACKWARD:
         fprintf(out, "  # %s %%%s", in->why == WHY_FORWARD ? "from operand" : "from user", p->names[in->why_from]);
         if (in->why_from2 >= 0)
@@ -360,7 +363,7 @@ static void print_inst(Printer *p, int v) {
 }
 
 void ir_print_inst(FILE *out, const Module *m, const Fn *fn, int v, const char *const *names) {
-    Printer p = {m, out, 0, fn, names, NULL, {0}};
+    Printer p = {.m = m, .out = out, .fn = fn, .names = names};
     print_inst(&p, v);
     arena_free(&p.arena);           /* a collective's replica groups */
 }
@@ -389,9 +392,42 @@ static void print_signature(Printer *p) {
         fputc(')', out);
     if (fn->on)
         fprintf(out, " on %s", sym_name(p->m->syms, p->m->submesh[fn->on - 1].sym));
-    fputs(" {\n", out);
+    fputs(" {", out);
+    if (fn->spec_of)
+        fprintf(out, "  # %s specialized to its call sites' shardings", sym_name(p->m->syms, p->m->fns[fn->spec_of - 1].sym));
+    fputc('\n', out);
 }
 
+
+static void add_saturating(int64_t *to, int64_t x) {
+    if (__builtin_add_overflow(*to, x, to))
+        *to = INT64_MAX;
+}
+
+/* The collectives fn f runs, its calls' included (each fn counted once:
+ * a chain of calls costs its length).  Calls of fns placed on a submesh
+ * are left out: their devices are not all of the caller's. */
+static void count_with_calls(Printer *p, int f) {
+    if (p->call_bytes[f] >= 0)
+        return;
+    const Fn *fn = &p->m->fns[f];
+    int64_t bytes = 0, count = 0;
+    for (int v = 0; v < fn->ninsts; v++) {
+        const Inst *in = &fn->insts[v];
+        if (op_is_collective(in->op)) {
+            add_saturating(&bytes, collective_bytes(p->m, fn, in));
+            count++;
+        } else if (in->op == OP_CALL && fn_is_local(&p->m->fns[ir_attr(fn, in, 0)]) &&
+                   p->m->fns[ir_attr(fn, in, 0)].on == fn->on) {
+            int c = (int)ir_attr(fn, in, 0);
+            count_with_calls(p, c);
+            add_saturating(&bytes, p->call_bytes[c]);
+            add_saturating(&count, p->call_count[c]);
+        }
+    }
+    p->call_bytes[f] = bytes;
+    p->call_count[f] = count;
+}
 
 /* What a partitioned function communicates: each collective with its
  * groups and the bytes one device sends (ring model), then the total. */
@@ -419,6 +455,22 @@ static void print_summary(Printer *p) {
             total = INT64_MAX;
     }
     fprintf(out, "# total bytes sent per device by %s: %lld\n", sym_name(p->m->syms, fn->sym), (long long)total);
+    int f = (int)(fn - p->m->fns);
+    count_with_calls(p, f);
+    if (p->call_count[f] > n)        /* its calls communicate too */
+        fprintf(out, "# with the fns it calls: %lld collective%s, %lld bytes sent per device\n",
+                (long long)p->call_count[f], p->call_count[f] == 1 ? "" : "s", (long long)p->call_bytes[f]);
+}
+
+/* With one fn asked for, the specializations it calls are shown too. */
+static void mark_shown(const Module *m, int f, uint8_t *shown) {
+    shown[f] = 1;
+    const Fn *fn = &m->fns[f];
+    for (int v = 0; v < fn->ninsts; v++) {
+        int c = fn->insts[v].op == OP_CALL ? (int)ir_attr(fn, &fn->insts[v], 0) : -1;
+        if (c >= 0 && m->fns[c].spec_of && !shown[c])
+            mark_shown(m, c, shown);
+    }
 }
 
 void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
@@ -435,11 +487,19 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
     }
     if (m->nsubmeshes)
         fputc('\n', out);
-    Printer p = {m, out, show_why, NULL, NULL, NULL, {0}};
+    Printer p = {.m = m, .out = out, .show_why = show_why};
     p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
+    uint8_t *shown = arena_alloc(&p.arena, (size_t)m->nfns + 1);
+    p.call_bytes = arena_alloc(&p.arena, sizeof(int64_t) * (size_t)(m->nfns + 1));
+    p.call_count = arena_alloc(&p.arena, sizeof(int64_t) * (size_t)(m->nfns + 1));
+    for (int f = 0; f < m->nfns; f++)
+        p.call_bytes[f] = -1;
+    for (int f = 0; f < m->nfns; f++)
+        if (only_fn_sym < 0 || (m->fns[f].sym == only_fn_sym && !m->fns[f].spec_of))
+            mark_shown(m, f, shown);
     for (int f = 0; f < m->nfns; f++) {
         p.fn = &m->fns[f];
-        if (only_fn_sym >= 0 && p.fn->sym != only_fn_sym)
+        if (!shown[f])
             continue;
         name_values(&p, arena_alloc(&p.arena, sizeof(char *) * (size_t)(p.fn->ninsts + 1)));
         fputc('\n', out);

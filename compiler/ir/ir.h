@@ -73,6 +73,7 @@ typedef struct {
 
 typedef enum {
     WHY_NONE, WHY_PARAMETER, WHY_CONSTRAINT, WHY_CALL, WHY_RESULT, WHY_FORWARD, WHY_BACKWARD, WHY_DEFAULT,
+    WHY_CALLER,                  /* in a specialization: from the values at its call sites */
 } Why;
 
 typedef struct {
@@ -98,6 +99,7 @@ typedef struct {
     Sig *params, *results;       /* declared global types and shardings */
     int nparams, nresults;
     int on;                      /* `fn ... on NAME`: 1 + its submesh, or 0 (the whole mesh) */
+    int spec_of;                 /* a specialization (compiler/propagate/specialize.c): 1 + the generic fn, else 0 */
 } Fn;
 
 /* Is v the instruction whose kernel call computes the INST_FOLDED ones

@@ -37,6 +37,15 @@ typedef struct {
     int nlast;
 } ReshardCache;
 
+/* Arguments a call in the source reshards with collectives (warned once). */
+typedef struct {
+    Loc loc;
+    int callee, param;
+    int64_t bytes;               /* sent per device, over all calls */
+    int calls;
+    const char *from, *to;       /* the shardings, as the dump prints them */
+} CallReshard;
+
 typedef struct {
     Module *m;
     Diag *diag;
@@ -48,6 +57,8 @@ typedef struct {
     uint8_t place;               /* where what is emitted now runs (Inst.place) */
     Piece *moved;                /* src value -> its last copy moved to another placement (v < 0: none) */
     ReshardCache reshards;
+    CallReshard *call_reshards;
+    int ncall_reshards, call_reshards_cap;
 } Part;
 
 int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,

@@ -15,6 +15,7 @@
  * instead, with a warning. */
 #include "part.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- the factor shardings an op's result asks for ---- */
@@ -279,12 +280,71 @@ static Piece lower_iota(Part *p, const Inst *in) {
     return (Piece){v, in->sh, in->type, p->place};
 }
 
+/* ---- calls ---- */
+
+static const char *sharding_text(Part *p, const Shape *s, const Sharding *sh) {
+    char *text = NULL;
+    size_t n = 0;
+    FILE *o = open_memstream(&text, &n);
+    ir_print_sharding(o, p->m, s, sh);
+    fclose(o);
+    const char *copy = arena_printf(p->m->arena, "%s", text[0] == ' ' ? text + 1 : text);
+    free(text);
+    return copy;
+}
+
+/* An argument resharded to a parameter's sharding by collectives: one
+ * warning per call in the source and parameter, however often it runs
+ * (a loop unrolls into many calls). */
+static void note_call_reshard(Part *p, const Inst *call, int param, const Piece *from, int first_new) {
+    int64_t bytes = 0;
+    for (int v = first_new; v < p->dst->ninsts; v++)
+        if (op_is_collective(p->dst->insts[v].op))
+            bytes += collective_bytes(p->m, p->dst, &p->dst->insts[v]);
+    if (bytes == 0)
+        return;
+    for (int i = 0; i < p->ncall_reshards; i++) {
+        CallReshard *c = &p->call_reshards[i];
+        if (c->loc.line == call->loc.line && c->loc.col == call->loc.col && c->param == param) {
+            c->bytes += bytes;
+            c->calls++;
+            return;
+        }
+    }
+    const Fn *callee = &p->m->fns[ir_attr(p->src, call, 0)];
+    *VEC_PUSH(p->m->arena, p->call_reshards, p->ncall_reshards, p->call_reshards_cap) = (CallReshard){
+        call->loc, (int)ir_attr(p->src, call, 0), param, bytes, 1,
+        sharding_text(p, &from->global, &from->sh), sharding_text(p, &from->global, &callee->params[param].sh)};
+}
+
+static void warn_call_reshards(Part *p) {
+    for (int i = 0; i < p->ncall_reshards; i++) {
+        const CallReshard *c = &p->call_reshards[i];
+        const Fn *callee = &p->m->fns[c->callee];
+        const char *generic = callee->spec_of ? sym_name(p->m->syms, p->m->fns[callee->spec_of - 1].sym)
+                                              : sym_name(p->m->syms, callee->sym);
+        const char *param = "_";
+        for (int v = 0; v < callee->ninsts; v++)
+            if (callee->insts[v].op == OP_PARAMETER && ir_attr(callee, &callee->insts[v], 0) == c->param)
+                param = callee->insts[v].sym >= 0 ? sym_name(p->m->syms, callee->insts[v].sym) : "_";
+        const char *calls = c->calls == 1 ? "" : arena_printf(p->m->arena, " over its %d calls", c->calls);
+        diag_report(p->diag, c->loc, "warning",
+                    "the call of '%s' reshards argument %d from %s to parameter '%s' %s: %lld bytes sent per device%s; "
+                    "leave the parameter's dims open ('@?') to take the caller's sharding",
+                    generic, c->param + 1, c->from, param, c->to, (long long)c->bytes, calls);
+    }
+}
+
 static Piece lower_call(Part *p, const Inst *in) {
     const Fn *callee = &p->m->fns[p->src->ints[in->attrs]];
     int32_t args[256];
     int32_t *locals = in->nargs <= 256 ? args : arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)in->nargs);
-    for (int i = 0; i < in->nargs; i++)
-        locals[i] = reshard(p, p->value[ir_arg(p->src, in, i)], &callee->params[i].sh).v;
+    for (int i = 0; i < in->nargs; i++) {
+        int first_new = p->dst->ninsts;
+        Piece arg = p->value[ir_arg(p->src, in, i)];
+        locals[i] = reshard(p, arg, &callee->params[i].sh).v;
+        note_call_reshard(p, in, i, &arg, first_new);
+    }
     int v = emit_local(p, OP_CALL, locals, in->nargs, &p->src->ints[in->attrs], 1, NULL);
     Sharding sh = callee->nresults == 1 ? callee->results[0].sh : sharding_replicated();
     p->dst->insts[v].sh = sh;
@@ -401,6 +461,7 @@ static void partition_fn(Module *m, Diag *diag, int f) {
     dst->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(src.nresults + 1));
     memcpy(dst->results, src.results, sizeof(Sig) * (size_t)src.nresults);
     dst->on = src.on;
+    dst->spec_of = src.spec_of;
     /* The reshard cache is this function's own: values of another function
      * are never reused. */
     Part p = {.m = m, .diag = diag, .src = &src, .dst = dst,
@@ -413,15 +474,20 @@ static void partition_fn(Module *m, Diag *diag, int f) {
         p.name_of = in;
         lower_inst(&p, v);
     }
+    warn_call_reshards(&p);
 }
 
 /* ---- fns that spmd fns call ---- */
+
+/* On local blocks shardings do not matter: a specialization is its
+ * generic fn there. */
+static int unspecialized(const Module *m, int f) { return m->fns[f].spec_of ? m->fns[f].spec_of - 1 : f; }
 
 static void mark_callees(const Module *m, int f, uint8_t *needed) {
     const Fn *fn = &m->fns[f];
     for (int v = 0; v < fn->ninsts; v++) {
         const Inst *in = &fn->insts[v];
-        int c = in->op == OP_CALL ? (int)fn->ints[in->attrs] : -1;
+        int c = in->op == OP_CALL ? unspecialized(m, (int)fn->ints[in->attrs]) : -1;
         if (c >= 0 && !m->fns[c].spmd && !needed[c]) {
             needed[c] = 1;
             mark_callees(m, c, needed);     /* depth is bounded: calls form no cycle */
@@ -429,11 +495,11 @@ static void mark_callees(const Module *m, int f, uint8_t *needed) {
     }
 }
 
-static void redirect_calls(Fn *fn, const int *clone) {
+static void redirect_calls(const Module *m, Fn *fn, const int *clone) {
     for (int v = 0; v < fn->ninsts; v++) {
         const Inst *in = &fn->insts[v];
-        if (in->op == OP_CALL && clone[fn->ints[in->attrs]] >= 0)
-            fn->ints[in->attrs] = clone[fn->ints[in->attrs]];
+        if (in->op == OP_CALL && clone[unspecialized(m, (int)fn->ints[in->attrs])] >= 0)
+            fn->ints[in->attrs] = clone[unspecialized(m, (int)fn->ints[in->attrs])];
     }
 }
 
@@ -468,12 +534,25 @@ static void clone_for_spmd_callers(Module *m) {
     }
     for (int f = 0; f < m->nfns; f++)
         if (m->fns[f].spmd || m->fns[f].kept_global)
-            redirect_calls(&m->fns[f], clone);
+            redirect_calls(m, &m->fns[f], clone);
+}
+
+/* Callees first: a call passes local blocks of the callee's parameters. */
+static void partition_with_callees(Module *m, Diag *diag, int f, uint8_t *done) {
+    done[f] = 1;
+    for (int v = 0; v < m->fns[f].ninsts; v++) {
+        const Inst *in = &m->fns[f].insts[v];
+        if (in->op == OP_CALL && !done[m->fns[f].ints[in->attrs]])
+            partition_with_callees(m, diag, (int)m->fns[f].ints[in->attrs], done);
+    }
+    if (!m->fns[f].spmd && !m->fns[f].kept_global)
+        partition_fn(m, diag, f);
 }
 
 void partition_module(Module *m, Diag *diag) {
     clone_for_spmd_callers(m);
+    uint8_t *done = arena_alloc(m->arena, (size_t)m->nfns + 1);
     for (int f = 0; f < m->nfns; f++)
-        if (!m->fns[f].spmd && !m->fns[f].kept_global)
-            partition_fn(m, diag, f);
+        if (!done[f])
+            partition_with_callees(m, diag, f, done);
 }

@@ -9,4 +9,15 @@
  * came from.  Deterministic; see docs/propagation.md for the cost model. */
 void propagate_module(Module *m);
 
+/* specialize.c: does fn leave dims of its parameters or results open
+ * (`@?`), so that each call gives them shardings? */
+int fn_is_generic(const Fn *fn);
+/* Does fn call a generic fn whose body is inlined for propagation? */
+int fn_calls_generic(const Module *m, const Fn *fn);
+/* Propagate fn (with `propagate`, one function's propagation) with its
+ * calls of generic fns inlined, then turn each inlined body back into a
+ * call of a specialization `g.N` (appended to the module) that carries the
+ * shardings the body got.  Bodies with equal shardings share one. */
+void specialize_fn(Module *m, int fn, void (*propagate)(const Module *, Fn *));
+
 #endif

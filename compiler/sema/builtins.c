@@ -80,7 +80,7 @@ static Val creation(Sema *s, const Expr *e, int which) {
         sema_error(s, t->loc, "%s needs a tensor type such as f32[8, 16] as its first argument", sym(s, e->sym));
     Shape shape;
     Sharding sh;
-    resolve_type(s, t->type, &shape, &sh, 1);
+    resolve_type(s, t->type, &shape, &sh);
     int constrained = sh.open != 0;
     for (int a = 0; a < s->m->naxes; a++)
         constrained |= sh.dim[a] != SH_REPLICATED;

@@ -226,7 +226,11 @@ static void lower_signature(Sema *s, const AstFn *af, Fn *fn) {
     fn->results = arena_alloc(s->arena, sizeof(Sig) * (size_t)(fn->nresults + 1));
     for (int i = 0; i < fn->nparams; i++) {
         const AstParam *p = af->params.items[i];
-        resolve_type(s, p->type, &fn->params[i].type, &fn->params[i].sh, 0);
+        for (int d = 0; af->spmd && d < p->type->ndims; d++)
+            if (p->type->dims[d].axes.kind == AXES_OPEN)
+                sema_error(s, p->type->dims[d].axes.loc,
+                           "an spmd fn's parameters need definite shardings; '@?' is not allowed here");
+        resolve_type(s, p->type, &fn->params[i].type, &fn->params[i].sh);
         if (af->spmd)
             check_spmd_divisible(s, &fn->params[i].type, &fn->params[i].sh, p->type->loc);
     }
@@ -235,7 +239,7 @@ static void lower_signature(Sema *s, const AstFn *af, Fn *fn) {
         for (int d = 0; af->spmd && d < t->ndims; d++)
             if (t->dims[d].axes.kind == AXES_OPEN)
                 sema_error(s, t->dims[d].axes.loc, "an spmd fn's results need definite shardings; '@?' is not allowed here");
-        resolve_type(s, t, &fn->results[i].type, &fn->results[i].sh, !af->spmd);
+        resolve_type(s, t, &fn->results[i].type, &fn->results[i].sh);
         if (af->spmd)
             check_spmd_divisible(s, &fn->results[i].type, &fn->results[i].sh, t->loc);
     }

@@ -103,7 +103,7 @@ int materialize_int(Sema *s, IntVal v, Loc loc);
 Val int_val(int64_t k);
 
 /* types.c */
-void resolve_type(Sema *s, const AstType *t, Shape *shape, Sharding *sh, int allow_open);
+void resolve_type(Sema *s, const AstType *t, Shape *shape, Sharding *sh);
 void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *used);
 uint32_t axes_arg(Sema *s, const Expr *e, int64_t *order, int *n);
 void check_spmd_divisible(Sema *s, const Shape *shape, const Sharding *sh, Loc loc);

@@ -29,7 +29,7 @@ void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *u
     }
 }
 
-void resolve_type(Sema *s, const AstType *t, Shape *shape, Sharding *sh, int allow_open) {
+void resolve_type(Sema *s, const AstType *t, Shape *shape, Sharding *sh) {
     if (t->ndims > MAX_RANK)
         sema_error(s, t->loc, "a tensor has at most %d dims, this type has %d", MAX_RANK, t->ndims);
     *shape = (Shape){(uint8_t)t->dtype, (uint8_t)t->ndims, {0}};
@@ -44,8 +44,6 @@ void resolve_type(Sema *s, const AstType *t, Shape *shape, Sharding *sh, int all
         if (__builtin_mul_overflow(elems, n, &elems) || elems > INT64_MAX / 16)
             sema_error(s, dim->size->loc, "tensor type has too many elements");
         shape->dims[d] = n;
-        if (dim->axes.kind == AXES_OPEN && !allow_open)
-            sema_error(s, dim->axes.loc, "'@?' is only allowed in result types and sharding constraints");
         resolve_axes(s, &dim->axes, d, sh, &used);
     }
 }
