@@ -454,6 +454,7 @@ static void schedule_fn(Module *m, int f) {
     fresh.spmd = src.spmd;
     fresh.partitioned = src.partitioned;
     fresh.kept_global = src.kept_global;
+    fresh.spec_of = src.spec_of;
     fresh.loc = src.loc;
     fresh.params = src.params;
     fresh.nparams = src.nparams;

@@ -42,6 +42,8 @@ SAMPLE_CONSTS = {
     "bidirectional_matmul.tdsl": "B=24,D=48,F=48",
     "collective_mlp.tdsl": "B=24,D=48,F=48",
     "pipeline.tdsl": "M=4,B=12,D=8,F=16",
+    "gpt_block.tdsl": "B=4,S=8,D=16,H=4,K=4,F=32",
+    "gpt.tdsl": "B=4,S=8,D=16,H=4,K=4,F=32,V=24,L=2",
 }
 TOL = {"f32": 2e-5, "bf16": 2e-2, "f16": 4e-3, "f64": 1e-12}
 STORED = {"f32": np.float32, "bf16": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,

@@ -746,6 +746,78 @@ case("sample matmul_square", sample("matmul_square.tdsl"), "matmul_square", matm
      runs=1)
 
 
+# ---- GPT-2 (samples/gpt_block.tdsl, samples/gpt.tdsl) ----
+# Small sizes; weights scaled so that activations stay of order 1.
+
+GPT = dict(B=4, S=8, D=16, H=4, K=4, F=32, V=24, L=3)
+
+
+def gpt_consts(*names):
+    return ",".join("%s=%d" % (n, GPT[n]) for n in names)
+
+
+def layernorm_np(x, gain, shift):
+    xc = x - x.mean(-1, keepdims=True)
+    return xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + 1e-5) * gain + shift
+
+
+def causal_attention_np(x, wq, wk, wv, wo, bo):
+    q, k, v = (np.einsum("bsd,dhk->bshk", x, w) for w in (wq, wk, wv))
+    logits = np.einsum("bshk,bthk->bhst", q, k) * 0.125
+    n = x.shape[1]
+    logits = logits + np.where(np.arange(n)[None, :] > np.arange(n)[:, None], -1e9, 0.0)
+    e = np.exp(logits - logits.max(3, keepdims=True))
+    o = np.einsum("bhst,bthk->bshk", e / e.sum(3, keepdims=True), v)
+    return np.einsum("bshk,hke->bse", o, wo) + bo
+
+
+def gpt_block_np(x, p):
+    x1 = x + causal_attention_np(layernorm_np(x, p["ln1_g"], p["ln1_b"]), p["wq"], p["wk"], p["wv"], p["wo"], p["bo"])
+    h = layernorm_np(x1, p["ln2_g"], p["ln2_b"])
+    return x1 + gelu(h @ p["w_in"] + p["b_in"]) @ p["w_out"] + p["b_out"]
+
+
+def gpt_weights(rng, *lead):
+    """One block's weights (stacked over `lead`), as float32 inputs."""
+    g = GPT
+    shapes = dict(ln1_g=(g["D"],), ln1_b=(g["D"],), wq=(g["D"], g["H"], g["K"]), wk=(g["D"], g["H"], g["K"]),
+                  wv=(g["D"], g["H"], g["K"]), wo=(g["H"], g["K"], g["D"]), bo=(g["D"],), ln2_g=(g["D"],),
+                  ln2_b=(g["D"],), w_in=(g["D"], g["F"]), b_in=(g["F"],), w_out=(g["F"], g["D"]), b_out=(g["D"],))
+    w = {k: (normal(rng, *(lead + s)) * (0.3 if len(s) > 1 else 0.5)).astype(np.float32) for k, s in shapes.items()}
+    for k in ("ln1_g", "ln2_g"):
+        w[k] = (w[k] + 1).astype(np.float32)
+    return w
+
+
+def gpt_block(rng, m):
+    x, w = normal(rng, GPT["B"], GPT["S"], GPT["D"]), gpt_weights(rng)
+    return dict(x=x, **w), [(gpt_block_np(d(x), {k: d(v) for k, v in w.items()}), "f32")]
+
+
+def gpt(rng, m):
+    g = GPT
+    tokens = rng.integers(0, g["V"], (g["B"], g["S"])).astype(np.int32)
+    labels = np.roll(tokens, -1, 1).astype(np.int32)
+    wte, wpe = normal(rng, g["V"], g["D"]), normal(rng, g["S"], g["D"])
+    w = gpt_weights(rng, g["L"])
+    lnf_g, lnf_b, w_vocab = normal(rng, g["D"]) * 0.5 + 1, normal(rng, g["D"]) * 0.5, normal(rng, g["D"], g["V"]) * 0.3
+    x = d(wte)[tokens] + d(wpe)[None]
+    for layer in range(g["L"]):
+        x = gpt_block_np(x, {k: d(v)[layer] for k, v in w.items()})
+    logits = layernorm_np(x, d(lnf_g), d(lnf_b)) @ d(w_vocab)
+    peak = logits.max(-1)
+    lse = np.log(np.exp(logits - peak[..., None]).sum(-1)) + peak
+    picked = np.take_along_axis(logits, labels[..., None], -1)[..., 0]
+    inputs = dict(tokens=tokens, labels=labels, wte=wte, wpe=wpe, lnf_g=lnf_g.astype(np.float32),
+                  lnf_b=lnf_b.astype(np.float32), w_vocab=w_vocab.astype(np.float32), **w)
+    return inputs, [((lse - picked).mean(), "f32")]
+
+
+case("sample gpt_block", sample("gpt_block.tdsl"), ["gpt_block", "block_inlined"], gpt_block,
+     consts=gpt_consts("B", "S", "D", "H", "K", "F"), scaled=True, interp=[None, (1, 2)])
+case("sample gpt", sample("gpt.tdsl"), "gpt", gpt, consts=gpt_consts(*GPT), scaled=True, interp=[None])
+
+
 # ---- the partitioning golden programs (tests/lit/partitioned/*.tdsl) ----
 # Written from each function's source; the partitioner's choices (which
 # collective, where the padding goes) must not show in the results.
