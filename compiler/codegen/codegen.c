@@ -226,7 +226,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     }
     int jumps = 0;                       /* a kernel or a collective start can fail */
     for (int v = 0; v < n; v++)
-        jumps |= g.fu.role[v] == FUSE_NONE && may_fail(fn->insts[v].op);
+        jumps |= g.fu.role[v] == FUSE_NONE && may_fail(fn->insts[v].op) && !(fn->insts[v].flags & INST_VIEW);
     fputs(jumps ? "    rc = 0;\nfail:\n" : "    rc = 0;\n", o);
     if (nalloc)
         fprintf(o, "    sk_workspace_give(workspace, %lld);\n", (long long)span);

@@ -144,7 +144,7 @@ int64_t row_reduce_inner(const Fn *fn, const Inst *in) {
 int64_t fusable_elems(const Fn *fn, int v) {
     const Inst *in = &fn->insts[v];
     int dt = in->type.dtype, op = in->op;
-    if (in->flags & INST_FOLDED || ends_fold(fn, v))   /* a dot's epilogue: one kernel call */
+    if (in->flags & (INST_FOLDED | INST_VIEW) || ends_fold(fn, v))   /* a dot's epilogue: one kernel call; a view: none */
         return -1;
     if (op == OP_REDUCE || op == OP_DOT)
         return row_reduce_inner(fn, in) ? shape_elems(&fn->insts[ir_arg(fn, in, 0)].type) : -1;
@@ -317,7 +317,7 @@ static void join(Fuser *s, int g, int v) {
  * join the group use the literal, the others come after the loop). */
 static int can_pass(const Fuser *s, int g, int v) {
     const Inst *in = &s->fn->insts[v];
-    if (in->op == OP_PARAMETER)
+    if (in->op == OP_PARAMETER || in->flags & INST_VIEW)
         return 1;
     if (op_is_collective(in->op) || in->op == OP_DONE || in->op == OP_CALL || in->op == OP_RETURN ||
         in->flags & INST_ASYNC)

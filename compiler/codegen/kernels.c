@@ -205,6 +205,20 @@ static void emit_collective_permute(Gen *g, const Inst *in, const char *r) {
 
 static void emit_body(Gen *g, int v);
 
+/* A view (schedule.c) points into its operand: a reshape at its start, a
+ * contiguous slice at its first element. */
+static void emit_view(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    const Shape *s = T(ir_arg(fn, in, 0));
+    int64_t offset = 0, stride = 1;
+    for (int d = s->rank - 1; in->op == OP_SLICE && d >= 0; d--) {
+        offset += ir_attr(fn, in, d) * stride;
+        stride *= s->dims[d];
+    }
+    fprintf(g->out, "    const %s *%s = %s", ctype_of[in->type.dtype], r, A(0));
+    fprintf(g->out, offset ? " + %lld;   /* a view: no copy */\n" : ";   /* a view: no copy */\n", (long long)offset);
+}
+
 void emit_inst(Gen *g, int v) {
     const Fn *fn = g->fn;
     const Inst *in = &fn->insts[v];
@@ -214,6 +228,10 @@ void emit_inst(Gen *g, int v) {
     emit_ir_comment(g, v);
     if (in->flags & INST_FOLDED)         /* computed by the call of a later instruction */
         return;
+    if (in->flags & INST_VIEW) {
+        emit_view(g, in, r);
+        return;
+    }
     if (in->op == OP_PARAMETER || in->op == OP_RETURN || dt == DT_TUPLE)
         ;
     else if (in->op == OP_DONE)

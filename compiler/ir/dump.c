@@ -360,6 +360,8 @@ static void print_inst(Printer *p, int v) {
         fprintf(out, "  # buffer %d", in->buffer);
     if (in->flags & INST_FOLDED)
         fprintf(out, "  # folded into %%%s", p->names[folded_into(fn, v)]);
+    if (in->flags & INST_VIEW)
+        fputs("  # a view: no copy", out);
 }
 
 void ir_print_inst(FILE *out, const Module *m, const Fn *fn, int v, const char *const *names) {

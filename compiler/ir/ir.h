@@ -48,6 +48,7 @@ enum {
     INST_CONSTRAINED = 1,        /* sharding fixed by the user */
     INST_ASYNC = 2,              /* a collective that only starts; an OP_DONE waits for it */
     INST_FOLDED = 4,             /* computed by the next instruction that is not (scheduling: a dot's epilogue) */
+    INST_VIEW = 8,               /* its operand's memory, not a copy (scheduling: a parameter reshaped or sliced) */
 };
 
 typedef struct {

@@ -26,7 +26,14 @@
  * instructions the last one computes are marked INST_FOLDED; they take no
  * buffer, and their operands are read where the last one is.  f32 dots
  * keep the fused loop: dnnl_sgemm takes no epilogue, and oneDNN's matmul
- * primitive, which does, is slower for f32 here (docs/kernels.md). */
+ * primitive, which does, is slower for f32 here (docs/kernels.md).
+ *
+ * Views: a reshape of a parameter, or a slice of one that is contiguous in
+ * it (a layer's block `w[l]` of stacked weights), is the parameter's memory
+ * at an offset: marked INST_VIEW, it takes no buffer and copies nothing.
+ * Parameters live through the whole call, so a view never outlives its
+ * memory; values the function computes are not viewed, which keeps their
+ * buffers' lifetimes and the fused loops as they are. */
 #include "schedule.h"
 
 #include <stdlib.h>
@@ -374,11 +381,35 @@ static void fold_epilogues(Fn *fn) {
     arena_free(&scratch);
 }
 
+/* Is slice `in` of an operand of shape s one contiguous run of it: dims
+ * before some dim k taken at one index, dims after k whole? */
+static int contiguous_slice(const Fn *fn, const Inst *in, const Shape *s) {
+    int k = 0;
+    while (k < s->rank && ir_attr(fn, in, s->rank + k) - ir_attr(fn, in, k) == 1)
+        k++;
+    for (int d = k + 1; d < s->rank; d++)
+        if (ir_attr(fn, in, d) != 0 || ir_attr(fn, in, s->rank + d) != s->dims[d])
+            return 0;
+    return 1;
+}
+
+static void mark_views(Fn *fn) {
+    for (int v = 0; v < fn->ninsts; v++) {
+        Inst *in = &fn->insts[v];
+        if ((in->op != OP_RESHAPE && in->op != OP_SLICE) || in->flags || in->place)
+            continue;
+        const Inst *x = &fn->insts[ir_arg(fn, in, 0)];
+        if ((x->op == OP_PARAMETER || x->flags & INST_VIEW) &&
+            (in->op == OP_RESHAPE || contiguous_slice(fn, in, &x->type)))
+            in->flags |= INST_VIEW;
+    }
+}
+
 static int64_t value_bytes(const Inst *in) { return shape_elems(&in->type) * dtype_size(in->type.dtype); }
 
 static int takes_buffer(const Inst *in) {
     return !(in->op == OP_PARAMETER || in->op == OP_RETURN || in->type.dtype == DT_TUPLE || in->op == OP_DONE ||
-             in->flags & INST_FOLDED);
+             in->flags & (INST_FOLDED | INST_VIEW));
 }
 
 /* The size classes of fn's values, and the empty tree and heaps. */
@@ -426,8 +457,7 @@ static void assign_buffers(Fn *fn) {
     for (int v = 0; v < n; v++) {
         Inst *in = &fn->insts[v];
         in->buffer = -1;
-        if (in->op == OP_PARAMETER || in->op == OP_RETURN || in->type.dtype == DT_TUPLE ||
-            in->flags & INST_FOLDED)
+        if (!takes_buffer(in) && in->op != OP_DONE)
             continue;
         /* A started collective's buffer passes to its done, which frees it. */
         if (in->op == OP_DONE)
@@ -484,6 +514,7 @@ static void schedule_fn(Module *m, int f) {
         }
     order(&s);
     fold_epilogues(dst);
+    mark_views(dst);
     assign_buffers(dst);
 }
 
