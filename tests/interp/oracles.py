@@ -605,6 +605,32 @@ case("fusion.overlap", prog("fusion.tdsl"), "overlap", fusion_overlap,
      consts=None, interp=[None, (4,)])
 
 
+# ---- sharding-generic functions (tests/interp/progs/generic.tdsl) ----
+
+def norm_np(x, gain):
+    xc = x - x.mean(-1, keepdims=True)
+    return xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + 1e-5) * gain
+
+
+def generic_layers(rng, m):
+    x, w, gain = normal(rng, 8, 4, 16), normal(rng, 3, 16, 16) * 0.5, normal(rng, 16) * 0.5 + 1
+    h = d(x)
+    for layer in range(3):
+        h = norm_np(h, d(gain)) @ d(w)[layer]
+    return {"x": x, "w": w.astype(np.float32), "gain": gain.astype(np.float32)}, [(h, "f32")]
+
+
+def generic_split_d(rng, m):
+    x, gain = normal(rng, 8, 4, 16), normal(rng, 16) * 0.5 + 1
+    n = norm_np(d(x), d(gain))
+    return {"x": x, "gain": gain.astype(np.float32)}, [(n, "f32"), (n.sum(-1), "f32")]
+
+
+case("generic.layers", prog("generic.tdsl"), ["layers", "plain_layers"], generic_layers, scaled=True,
+     interp=[None, (1, 2)])
+case("generic.split_d", prog("generic.tdsl"), "split_d", generic_split_d, scaled=True)
+
+
 # ---- the samples, at small sizes; an spmd fn and its twin share a case ----
 # Sizes: an fn's dims may split unevenly (on 3x2, 8 rows over X=3 do); an
 # spmd fn's must divide, so they are rounded up to fit the mesh.
