@@ -45,6 +45,20 @@ Fn *module_add_fn(Module *m, int sym, int spmd, Loc loc) {
     return fn;
 }
 
+int module_clone_fn(Module *m, int f, int sym) {
+    Fn src = m->fns[f];                  /* module_add_fn may move m->fns */
+    Fn *c = module_add_fn(m, sym, src.spmd, src.loc);
+    *c = src;
+    c->sym = sym;
+    c->insts = arena_alloc(m->arena, sizeof(Inst) * (size_t)(src.ninsts + 1));
+    memcpy(c->insts, src.insts, sizeof(Inst) * (size_t)src.ninsts);
+    c->ints = arena_alloc(m->arena, sizeof(int64_t) * (size_t)(src.nints + 1));
+    memcpy(c->ints, src.ints, sizeof(int64_t) * (size_t)src.nints);
+    c->insts_cap = src.ninsts + 1;
+    c->ints_cap = src.nints + 1;
+    return (int)(c - m->fns);
+}
+
 /* Append an instruction.  `type` carries what the operands cannot tell (the
  * dtype of a convert, the shape of a reshape or constant); op_infer computes
  * the rest.  If the instruction is inconsistent, it is taken back and the

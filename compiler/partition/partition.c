@@ -518,18 +518,8 @@ static void clone_for_spmd_callers(Module *m) {
         if (!needed[f])
             continue;
         const char *name = arena_printf(m->arena, "%s.local", sym_name(m->syms, m->fns[f].sym));
-        Fn copy = m->fns[f];
-        Fn *c = module_add_fn(m, sym_intern(m->syms, name, strlen(name)), 0, copy.loc);
-        int index = (int)(c - m->fns);
-        *c = copy;
-        c->sym = m->fns[index].sym = sym_intern(m->syms, name, strlen(name));
-        c->kept_global = 1;
-        c->insts = arena_alloc(m->arena, sizeof(Inst) * (size_t)(copy.ninsts + 1));
-        memcpy(c->insts, copy.insts, sizeof(Inst) * (size_t)copy.ninsts);
-        c->ints = arena_alloc(m->arena, sizeof(int64_t) * (size_t)(copy.nints + 1));
-        memcpy(c->ints, copy.ints, sizeof(int64_t) * (size_t)copy.nints);
-        c->insts_cap = copy.ninsts + 1;
-        c->ints_cap = copy.nints + 1;
+        int index = module_clone_fn(m, f, sym_intern(m->syms, name, strlen(name)));
+        m->fns[index].kept_global = 1;
         clone[f] = index;
     }
     for (int f = 0; f < m->nfns; f++)

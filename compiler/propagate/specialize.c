@@ -295,21 +295,12 @@ static int spec_name(Module *m, int g) {
 static int make_spec(Flat *f, int r) {
     Module *m = f->m;
     const Region *reg = &f->regions[r];
-    int sym = spec_name(m, reg->callee);
-    Fn g = m->fns[reg->callee];          /* module_add_fn may move m->fns */
-    Fn *s = module_add_fn(m, sym, 0, g.loc);
-    *s = g;
-    s->sym = sym;
+    int index = module_clone_fn(m, reg->callee, spec_name(m, reg->callee));
+    Fn *s = &m->fns[index];
     s->spec_of = 1 + reg->callee;
-    s->insts = arena_alloc(m->arena, sizeof(Inst) * (size_t)(g.ninsts + 1));
-    memcpy(s->insts, g.insts, sizeof(Inst) * (size_t)g.ninsts);
-    s->ints = arena_alloc(m->arena, sizeof(int64_t) * (size_t)(g.nints + 1));
-    memcpy(s->ints, g.ints, sizeof(int64_t) * (size_t)g.nints);
-    s->insts_cap = g.ninsts + 1;
-    s->ints_cap = g.nints + 1;
-    s->params = sigs_from(f, g.params, g.nparams, reg->param);
-    s->results = sigs_from(f, g.results, g.nresults, reg->result);
-    for (int v = 0; v < g.ninsts; v++) {
+    s->params = sigs_from(f, s->params, s->nparams, reg->param);
+    s->results = sigs_from(f, s->results, s->nresults, reg->result);
+    for (int v = 0; v < s->ninsts; v++) {
         Inst *in = &s->insts[v];
         if (reg->at[v] >= 0)
             take(f, r, in, reg->at[v]);
@@ -318,7 +309,7 @@ static int make_spec(Flat *f, int r) {
             in->why_from = in->why_from2 = in->why_root = -1;
         }
     }
-    return (int)(s - m->fns);
+    return index;
 }
 
 /* Point the calls that were inlined at their specializations; their
