@@ -1,5 +1,7 @@
-/* Internals of compiler/partition, shared by its two files:
- * partition.c lowers each op, reshard.c moves values between shardings. */
+/* Internals of compiler/partition, shared by its files: partition.c lowers
+ * each op, reshard.c moves values between shardings, halo.c exchanges the
+ * halos of shifted slices, rolls and concats, place.c moves values between
+ * submeshes. */
 #ifndef SHARDC_PART_H
 #define SHARDC_PART_H
 
