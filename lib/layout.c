@@ -155,41 +155,112 @@ int sk_roll(sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void
     return 0;
 }
 
+/* The table's dims fall into the gathered dim and the batch dims (dropped:
+ * the index selects them), the kept dims after the last dropped one (one
+ * contiguous `tail` in the table and in the result), and the kept dims
+ * before it (`mid`, walked by an odometer, one tail each). */
 typedef struct {
     const char *x;
     const int32_t *idx;
     char *out;
-    int64_t n, outer, inner;
-    size_t es;
+    size_t es, tail;             /* element size; tail bytes */
+    int64_t n, dim_stride, per;  /* the gathered dim's extent and stride; result elements per index */
+    int nb, nmid;
+    int64_t b_istride[SC_MAX_RANK], b_extent[SC_MAX_RANK], b_tstride[SC_MAX_RANK];
+    int64_t mid_dims[SC_MAX_RANK], mid_stride[SC_MAX_RANK];
 } Gather;
 
-/* Indices [lo, hi) of idx: each copies one row of the table per outer
- * index. */
+/* The table element where index i's block starts, in elements. */
+static int64_t gather_base(const Gather *g, int64_t i) {
+    /* An index outside the dim is clamped into it (-1 reads row 0). */
+    int64_t r = g->idx[i] < 0 ? 0 : g->idx[i] >= g->n ? g->n - 1 : g->idx[i];
+    int64_t off = r * g->dim_stride;
+    for (int j = 0; j < g->nb; j++)     /* i's coordinate along each batch dim */
+        off += i / g->b_istride[j] % g->b_extent[j] * g->b_tstride[j];
+    return off;
+}
+
+/* Indices [lo, hi) of idx: each copies its block of the table, one tail per
+ * combination of the mid dims. */
 static void gather_range(void *ctx, int64_t lo, int64_t hi) {
     const Gather *g = ctx;
-    size_t chunk = (size_t)g->inner * g->es;
-    char *dp = g->out + (size_t)(lo * g->outer) * chunk;
+    char *dp = g->out + (size_t)(lo * g->per) * g->es;
     for (int64_t i = lo; i < hi; i++) {
-        /* An index outside the dim is clamped into it (-1 reads row 0). */
-        int64_t r = g->idx[i] < 0 ? 0 : g->idx[i] >= g->n ? g->n - 1 : g->idx[i];
-        for (int64_t o = 0; o < g->outer; o++) {
-            memcpy(dp, g->x + (size_t)((o * g->n + r) * g->inner) * g->es, chunk);
-            dp += chunk;
+        const char *sp = g->x + (size_t)gather_base(g, i) * g->es;
+        int64_t at[SC_MAX_RANK] = {0};
+        for (;;) {
+            memcpy(dp, sp, g->tail);
+            dp += g->tail;
+            int d = g->nmid - 1;
+            for (; d >= 0; d--) {
+                sp += g->mid_stride[d] * (int64_t)g->es;
+                if (++at[d] < g->mid_dims[d])
+                    break;
+                sp -= g->mid_stride[d] * g->mid_dims[d] * (int64_t)g->es;
+                at[d] = 0;
+            }
+            if (d < 0)
+                break;
         }
     }
 }
 
+/* Fills g's batch dims from the (table dim, index dim) pairs and marks the
+ * dropped table dims; 0, or SC_ERR for pairs that are not distinct dims of
+ * equal extent. */
+static int gather_batch(Gather *g, sc_shape table, sc_shape is, int dim, int nbatch, const int *batch,
+                        uint32_t *dropped) {
+    int64_t ts[SC_MAX_RANK], xs[SC_MAX_RANK];
+    uint32_t seen = 0;
+    sk_strides(table, ts);
+    sk_strides(is, xs);
+    *dropped = 1u << dim;
+    for (int j = 0; j < nbatch; j++) {
+        int td = batch[2 * j], xd = batch[2 * j + 1];
+        if (td < 0 || td >= table.rank || (*dropped >> td & 1) || xd < 0 || xd >= is.rank || (seen >> xd & 1) ||
+            table.dims[td] != is.dims[xd])
+            return SC_ERR;
+        *dropped |= 1u << td;
+        seen |= 1u << xd;
+        g->b_istride[j] = xs[xd];
+        g->b_extent[j] = is.dims[xd];
+        g->b_tstride[j] = ts[td];
+    }
+    g->nb = nbatch;
+    return 0;
+}
+
 int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sc_shape idx_shape,
-              const int32_t *idx, void *out) {
+              const int32_t *idx, int nbatch, const int *batch, void *out) {
     if (!sk_valid_dtype(t) || !sk_valid_shape(table) || !sk_valid_shape(idx_shape) || dim < 0 ||
-        dim >= table.rank || idx_shape.rank + table.rank - 1 > SC_MAX_RANK)
+        dim >= table.rank || nbatch < 0 || nbatch >= table.rank ||
+        idx_shape.rank + table.rank - 1 - nbatch > SC_MAX_RANK)
         return SC_ERR;
-    int64_t outer, inner, n = table.dims[dim], ni = sk_elems(idx_shape);
-    split(table, dim, &outer, &inner);
-    if (n == 0)
-        return ni * outer * inner == 0 ? 0 : SC_ERR;
-    Gather g = {x, idx, out, n, outer, inner, sk_dtype_size(t)};
-    sk_parallel_ranges(ni, ni * outer * inner, gather_range, &g);
+    Gather g = {.x = x, .idx = idx, .out = out, .es = sk_dtype_size(t), .n = table.dims[dim], .per = 1};
+    uint32_t dropped;
+    if (gather_batch(&g, table, idx_shape, dim, nbatch, batch, &dropped))
+        return SC_ERR;
+    int64_t ts[SC_MAX_RANK], tail = 1, ni = sk_elems(idx_shape);
+    sk_strides(table, ts);
+    g.dim_stride = ts[dim];
+    int last = table.rank - 1;           /* the last dropped dim */
+    while (!(dropped >> last & 1))
+        last--;
+    for (int d = 0; d < table.rank; d++) {
+        if (dropped >> d & 1)
+            continue;
+        g.per *= table.dims[d];
+        if (d > last)
+            tail *= table.dims[d];
+        else {
+            g.mid_dims[g.nmid] = table.dims[d];
+            g.mid_stride[g.nmid++] = ts[d];
+        }
+    }
+    g.tail = (size_t)tail * g.es;
+    if (g.n == 0 || g.per == 0)
+        return ni * g.per == 0 ? 0 : SC_ERR;
+    sk_parallel_ranges(ni, ni * g.per, gather_range, &g);
     return 0;
 }
 

@@ -139,7 +139,10 @@ int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims
  * dynamic_slice: offsets (one per dim) are clamped into 0 .. extent - size.
  * concat: n operands that agree off `dim`, joined along it.
  * roll: element i along `dim` moves to (i + shift) mod extent (any shift).
- * gather: result[I..., R...] = table[R with clamp(idx[I...]) inserted at dim].
+ * gather: result[I..., R...] = table[R with clamp(idx[I...]) inserted at dim];
+ *   with nbatch > 0, batch holds nbatch (table dim, index dim) pairs of equal
+ *   extent: table dim batch[2j] is read at I's coordinate along index dim
+ *   batch[2j + 1] (take_along_axis), and R skips the batch dims too.
  * iota: each element is its index along `dim`. */
 int sk_transpose(sk_dtype t, sc_shape in, const void *x, const int *perm, void *out);
 int sk_broadcast(sk_dtype t, sc_shape in, const void *x, sc_shape out_shape, const int *map,
@@ -151,7 +154,7 @@ int sk_dynamic_slice(sk_dtype t, sc_shape in, const void *x, const int32_t *offs
 int sk_concat(sk_dtype t, int n, const sc_shape *in, const void *const *x, int dim, void *out);
 int sk_roll(sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void *out);
 int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sc_shape idx_shape,
-              const int32_t *idx, void *out);
+              const int32_t *idx, int nbatch, const int *batch, void *out);
 int sk_iota(sk_dtype t, sc_shape s, int dim, void *out);
 
 /* ---- elementwise, over n elements ---- */

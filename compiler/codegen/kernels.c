@@ -431,7 +431,14 @@ static void emit_gather(Gen *g, const Inst *in, const char *r) {
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, %d, ", A(0), inst_dim(fn, in));
     emit_shape(o, T(ir_arg(fn, in, 1)));
-    fprintf(o, ", %s, %s));\n", A(1), r);
+    int nb;
+    const int64_t *pair = inst_gather_batch(fn, in, &nb);
+    fprintf(o, ", %s, %d, ", A(1), nb);
+    if (nb)
+        emit_ints(o, "const int", pair, 2 * nb);
+    else
+        fputs("NULL", o);
+    fprintf(o, ", %s));\n", r);
 }
 
 static void emit_done(Gen *g, const Inst *in, const char *r) {

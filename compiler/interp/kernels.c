@@ -288,28 +288,40 @@ static int kernel_roll(const Kernel *k, double *out) {
     return 0;
 }
 
-/* result[I..., R...] = table[R with indices[I...] at `dim`]; an index
- * outside the dim is clamped into it (as XLA's gather clamps its start
- * indices), so the interpreter never reads out of bounds. */
+/* result[I..., R...] = table[R with indices[I...] at `dim` and, at each
+ * batch dim, I's coordinate along its paired index dim]; an index outside
+ * the dim is clamped into it (as XLA's gather clamps its start indices), so
+ * the interpreter never reads out of bounds. */
 static int kernel_gather(const Kernel *k, double *out) {
-    const Shape *t = arg_type(k, 0);
-    int dim = (int)attr(k, 0);
-    int64_t ts[MAX_RANK], rest_dims[MAX_RANK], rest_stride[MAX_RANK], dst_stride[MAX_RANK];
+    const Shape *t = arg_type(k, 0), *xs = arg_type(k, 1);
+    int dim = inst_dim(k->fn, k->in), nb;
+    const int64_t *pair = inst_gather_batch(k->fn, k->in, &nb);
+    uint32_t dropped = 1u << dim;
+    int64_t ts[MAX_RANK], is[MAX_RANK], batch_stride[MAX_RANK] = {0};
+    int64_t rest_dims[MAX_RANK], rest_stride[MAX_RANK], dst_stride[MAX_RANK];
     row_major_strides(t, ts);
+    row_major_strides(xs, is);
+    for (int j = 0; j < nb; j++) {
+        batch_stride[pair[2 * j + 1]] = ts[pair[2 * j]];
+        dropped |= 1u << pair[2 * j];
+    }
     Shape rest = {t->dtype, 0, {0}};
     for (int d = 0; d < t->rank; d++)
-        if (d != dim) {
+        if (!(dropped >> d & 1)) {
             rest_stride[rest.rank] = ts[d];
             rest_dims[rest.rank] = t->dims[d];
             rest.dims[rest.rank++] = t->dims[d];
         }
     row_major_strides(&rest, dst_stride);
-    int64_t per = shape_elems(&rest), n = shape_elems(arg_type(k, 1));
+    int64_t per = shape_elems(&rest), n = shape_elems(xs);
     const double *ix = arg(k, 1);
     for (int64_t i = 0; i < n; i++) {
-        int64_t p = as_int(ix[i]), hi = t->dims[dim] - 1;
+        int64_t p = as_int(ix[i]), hi = t->dims[dim] - 1, off;
         p = p < 0 ? 0 : p > hi ? hi : p;
-        copy_box(out + i * per, dst_stride, arg(k, 0) + p * ts[dim], rest_stride, rest.rank, rest_dims);
+        off = p * ts[dim];
+        for (int d = 0; d < xs->rank; d++)          /* i's coordinate along index dim d */
+            off += i / is[d] % xs->dims[d] * batch_stride[d];
+        copy_box(out + i * per, dst_stride, arg(k, 0) + off, rest_stride, rest.rank, rest_dims);
     }
     return 0;
 }

@@ -169,6 +169,24 @@ static void print_dot_dims(Printer *p, const Inst *in) {
     }
 }
 
+/* dimension=1, then XLA's names for the batch dims when there are any. */
+static void print_gather_dims(Printer *p, const Inst *in) {
+    int nb;
+    const int64_t *pair = inst_gather_batch(p->fn, in, &nb);
+    int64_t table[MAX_RANK], indices[MAX_RANK];
+    for (int i = 0; i < nb; i++) {
+        table[i] = pair[2 * i];
+        indices[i] = pair[2 * i + 1];
+    }
+    fprintf(p->out, " dimension=%d", inst_dim(p->fn, in));
+    if (!nb)
+        return;
+    fputs(", ", p->out);
+    print_int_list(p->out, "operand_batching_dims", table, nb);
+    fputs(", ", p->out);
+    print_int_list(p->out, "start_indices_batching_dims", indices, nb);
+}
+
 static void print_attrs(Printer *p, const Inst *in) {
     const Fn *fn = p->fn;
     const int64_t *at = in->nattrs ? &fn->ints[in->attrs] : NULL;
@@ -200,7 +218,7 @@ static void print_attrs(Printer *p, const Inst *in) {
         break;
     case OP_CONCAT: fprintf(out, " dimensions={%lld}", (long long)at[0]); break;
     case OP_ROLL: fprintf(out, " shift=%lld, dimension=%lld", (long long)at[0], (long long)at[1]); break;
-    case OP_GATHER: fprintf(out, " dimension=%lld", (long long)at[0]); break;
+    case OP_GATHER: print_gather_dims(p, in); break;
     case OP_CALL: fprintf(out, " to_apply=%s", sym_name(p->m->syms, p->m->fns[at[0]].sym)); break;
     case OP_GET_TUPLE_ELEMENT: fprintf(out, " index=%lld", (long long)at[0]); break;
     case OP_COLLECTIVE_PERMUTE: {

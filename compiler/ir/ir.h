@@ -224,6 +224,11 @@ static inline const int64_t *inst_axes(const Fn *fn, const Inst *in, int *n) {
     *n = in->op == OP_COLLECTIVE_PERMUTE ? (int)ir_attr(fn, in, 0) : in->nattrs - first;
     return &fn->ints[in->attrs + first];
 }
+/* A gather's batch dims: *n (table dim, indices dim) pairs. */
+static inline const int64_t *inst_gather_batch(const Fn *fn, const Inst *in, int *n) {
+    *n = (in->nattrs - 1) / 2;
+    return &fn->ints[in->attrs + 1];
+}
 /* A collective-permute's (source, target) pairs, coordinates in the group. */
 static inline const int64_t *inst_pairs(const Fn *fn, const Inst *in, int *npairs) {
     int naxes;

@@ -252,15 +252,39 @@ static const char *infer_roll(InferCtx *c, Shape *out) {
                ? NULL : "roll dim out of range";
 }
 
+/* Table dims that a gather's result does not have: the gathered dim, and
+ * the batch dims (the result has them once, as index dims).  Returns NULL,
+ * or what is wrong with the attributes. */
+static const char *gather_dropped(const Fn *fn, const Inst *in, const Shape *t, const Shape *ix, uint32_t *dropped) {
+    int64_t dim = in->nattrs >= 1 && in->nattrs % 2 == 1 ? ir_attr(fn, in, 0) : -1;
+    if (dim < 0 || dim >= t->rank || ix->dtype != DT_I32)
+        return "gather needs an i32 index tensor and a table dim";
+    int nb;
+    const int64_t *pair = inst_gather_batch(fn, in, &nb);
+    uint32_t seen_ix = 0;
+    *dropped = 1u << dim;
+    for (int i = 0; i < nb; i++) {
+        int64_t td = pair[2 * i], xd = pair[2 * i + 1];
+        if (td < 0 || td >= t->rank || (*dropped >> td & 1) || xd < 0 || xd >= ix->rank || (seen_ix >> xd & 1))
+            return "gather batch dims are not distinct dims of the table and the indices";
+        if (t->dims[td] != ix->dims[xd])
+            return "gather batch dims differ in extent";
+        *dropped |= 1u << td;
+        seen_ix |= 1u << xd;
+    }
+    return ix->rank + t->rank - 1 - nb > MAX_RANK ? "gather result has too many dims" : NULL;
+}
+
 static const char *infer_gather(InferCtx *c, Shape *out) {
     const Shape *t = c->arg[0], *ix = c->arg[1];
-    int64_t dim = c->in->nattrs == 1 ? ir_attr(c->fn, c->in, 0) : -1;
-    if (dim < 0 || dim >= t->rank || ix->dtype != DT_I32 || ix->rank + t->rank - 1 > MAX_RANK)
-        return "gather needs an i32 index tensor and a table dim";
+    uint32_t dropped;
+    const char *err = gather_dropped(c->fn, c->in, t, ix, &dropped);
+    if (err)
+        return err;
     *out = *ix;
     out->dtype = t->dtype;
     for (int d = 0; d < t->rank; d++)
-        if (d != dim)
+        if (!(dropped >> d & 1))
             out->dims[out->rank++] = t->dims[d];
     return NULL;
 }
@@ -524,22 +548,34 @@ static void rule_reshape(Rule *r, const Fn *fn, const Inst *in) {
     }
 }
 
+/* The index dims are PASS factors of the indices and the result; a batch
+ * dim of the table shares its index dim's factor, so a sharding of the batch
+ * dim passes between all three and each device gathers from its own rows. */
 static void rule_gather(Rule *r, const Fn *fn, const Inst *in) {
     const Shape *t = arg_shape(fn, in, 0), *ix = arg_shape(fn, in, 1);
-    int dim = (int)ir_attr(fn, in, 0), out = 0;
+    int dim = inst_dim(fn, in), out = 0, nb, factor_of_table_dim[MAX_RANK];
+    const int64_t *pair = inst_gather_batch(fn, in, &nb);
     set_rank(r, 0, t->rank);
     set_rank(r, 1, ix->rank);
     set_rank(r, 2, in->type.rank);
+    for (int d = 0; d < t->rank; d++)
+        factor_of_table_dim[d] = -1;
     for (int d = 0; d < ix->rank; d++, out++) {
         int f = add_factor(r, ix->dims[d], FACTOR_PASS);
         map_dim(r, 1, d, f);
         map_dim(r, 2, out, f);
+        for (int i = 0; i < nb; i++)
+            if (pair[2 * i + 1] == d)
+                factor_of_table_dim[pair[2 * i]] = f;
     }
     for (int d = 0; d < t->rank; d++) {
-        int f = add_factor(r, t->dims[d], d == dim ? FACTOR_REPLICATE : FACTOR_PASS);
+        int f = factor_of_table_dim[d];
+        if (f < 0) {
+            f = add_factor(r, t->dims[d], d == dim ? FACTOR_REPLICATE : FACTOR_PASS);
+            if (d != dim)
+                map_dim(r, 2, out++, f);
+        }
         map_dim(r, 0, d, f);
-        if (d != dim)
-            map_dim(r, 2, out++, f);
     }
 }
 

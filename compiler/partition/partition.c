@@ -11,8 +11,9 @@
  * reduce-scatter when the value is split there).  Rolls, shifted slices and
  * concats along split dims exchange halos (halo.c).  When the local op would
  * still not compute the right block (a reshape that cuts through a split, a
- * gather along a split table dim, ...), the op runs on replicated operands
- * instead, with a warning. */
+ * slice shorter than its blocks, ...), the op runs on replicated operands
+ * instead, with a warning.  (A gather's gathered table dim is not in its
+ * result: a table split there is all-gathered along it as an operand.) */
 #include "part.h"
 
 #include <stdlib.h>

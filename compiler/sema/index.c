@@ -108,7 +108,9 @@ static uint64_t scan_access(Ix *ix, Expr *e, int allow_gather) {
     if (e->args.n != shape->rank)
         sema_error(s, e->loc, "'%s' has %s but %s", sym(s, e->lhs->sym), count_of(s, shape->rank, "dim"),
                    count_of(s, e->args.n, "subscript"));
-    uint64_t occ = 0;
+    /* A gather's indices may share names with the other subscripts: those
+     * are its batch dims (x[b, label[b]]), so only `own` must be distinct. */
+    uint64_t own = 0, gathered = 0;
     int gathers = 0;
     for (int d = 0; d < e->args.n; d++) {
         Expr *sub = e->args.items[d];
@@ -117,23 +119,20 @@ static uint64_t scan_access(Ix *ix, Expr *e, int allow_gather) {
             sema_error(s, sub->loc, "slices are not allowed in an index statement; slice in a value statement first");
         if (is_label_name(ix, sub)) {
             int l = label_for(ix, sub, 1);
-            if (occ & bit(l))
+            if (own & bit(l))
                 sema_error(s, sub->loc, "index '%s' appears twice in one subscript list (diagonals are not supported)", sym(s, sub->sym));
             use_extent(ix, l, shape->dims[d], sub->loc);
-            occ |= sub->occ = bit(l);
+            own |= sub->occ = bit(l);
         } else if (sub->kind == E_INDEX) {
             if (s->fn->insts[tensor_named(ix, sub->lhs)].type.dtype != DT_I32)
                 sema_error(s, sub->loc, "a gather's index tensor must be i32");
             if (!allow_gather || gathers++)
                 sema_error(s, sub->loc, "only one subscript of an access can be a gather, and gathers do not nest");
-            uint64_t g = scan_access(ix, sub, 0);
-            if (g & occ)
-                sema_error(s, sub->loc, "a gather's indices must differ from the other subscripts'");
-            occ |= sub->occ = g;
+            gathered = sub->occ = scan_access(ix, sub, 0);
         } else if (mentions_label(ix, sub) || scan(ix, sub) != 0)
             sema_error(s, sub->loc, "arithmetic on index names is not supported in subscripts");
     }
-    return e->occ = occ;
+    return e->occ = own | gathered;
 }
 
 static uint64_t scan_node(Ix *ix, Expr *e);
@@ -333,6 +332,34 @@ static Term cast_term(Ix *ix, Term t, int dtype, Loc loc) {
     return t;
 }
 
+/* A gather of `table` (whose kept dims are `t`'s labels with the gathered
+ * dim at gather_dim) through the index term `idx`.  The result has the
+ * index labels, then the table's other labels; a table label that the index
+ * also has is a batch dim (take_along_axis), which the result has once. */
+static Term gather_term(Ix *ix, int table, const Term *t, int gather_dim, Term idx, Loc loc) {
+    uint64_t batch = mask_of(t) & mask_of(&idx);
+    int rest = t->n;
+    for (int k = 0; k < t->n; k++)
+        rest -= (batch & bit(t->label[k])) != 0;
+    if (idx.n + rest > MAX_RANK)
+        sema_error(ix->s, loc, "this gather would need more than %d dims", MAX_RANK);
+    int64_t attrs[1 + 2 * MAX_RANK] = {gather_dim};
+    int na = 1;
+    Term g = idx;
+    for (int k = 0; k < t->n; k++) {
+        if (!(batch & bit(t->label[k]))) {
+            g.label[g.n++] = t->label[k];
+            continue;
+        }
+        attrs[na++] = k < gather_dim ? k : k + 1;     /* the table dim: labels skip the gathered one */
+        for (int j = 0; j < idx.n; j++)
+            if (idx.label[j] == t->label[k])
+                attrs[na++] = j;
+    }
+    g.v = emit(ix->s, OP_GATHER, (int32_t[]){table, idx.v}, 2, attrs, na, NULL, loc);
+    return g;
+}
+
 /* x[i, 3, route[s]]: integer subscripts select, labels name dims, and one
  * subscript may gather through an i32 tensor. */
 static Term lower_access(Ix *ix, Expr *e) {
@@ -342,6 +369,7 @@ static Term lower_access(Ix *ix, Expr *e) {
     SliceSpec sp;
     slice_spec_init(&sp, &shape);
     int gather_dim = -1, kept = 0;
+    Expr *gather = NULL;
     Term t = {0, {0}, 0, {0}};
     for (int d = 0; d < shape.rank; d++) {
         Expr *sub = e->args.items[d];
@@ -349,6 +377,7 @@ static Term lower_access(Ix *ix, Expr *e) {
             t.label[t.n++] = (uint8_t)label_for(ix, sub, 0);
         } else if (sub->occ) {
             gather_dim = kept;
+            gather = sub;
         } else {
             Val k = eval(s, sub);
             if (k.kind != VAL_INT)
@@ -360,23 +389,7 @@ static Term lower_access(Ix *ix, Expr *e) {
     }
     x = emit_slices(s, x, &sp, e->loc);
     t.v = x;
-    if (gather_dim >= 0) {
-        Expr *sub = NULL;
-        for (int d = 0; d < e->args.n && !sub; d++)
-            if (((Expr *)e->args.items[d])->kind == E_INDEX)
-                sub = e->args.items[d];
-        Term idx = lower_access(ix, sub);
-        if (idx.n + t.n > MAX_RANK)
-            sema_error(s, sub->loc, "this gather would need more than %d dims", MAX_RANK);
-        int64_t dim = gather_dim;
-        t.v = emit(s, OP_GATHER, (int32_t[]){x, idx.v}, 2, &dim, 1, NULL, sub->loc);
-        Term g = idx;
-        for (int k = 0; k < t.n; k++)
-            g.label[g.n++] = t.label[k];
-        g.v = t.v;
-        t = g;
-    }
-    return t;
+    return gather ? gather_term(ix, x, &t, gather_dim, lower_access(ix, gather), gather->loc) : t;
 }
 
 /* A product with indices summed on both sides is a dot: batch dims, then

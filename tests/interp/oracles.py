@@ -557,6 +557,52 @@ case("concat of three split operands", prog("concat_split.tdsl"), "join3", join3
 case("periodic padding by concat", prog("concat_split.tdsl"), "periodic", periodic, exact=True)
 
 
+# ---- batched gathers, take_along_axis (tests/interp/progs/gather_batch.tdsl) ----
+# Indices outside the gathered dim are clamped into it (docs/language.md),
+# which np.clip gives; the labels of the cross-entropy cases stay in range.
+
+def take(x, idx, axis):
+    """np.take_along_axis with shardc's clamped indices."""
+    return np.take_along_axis(d(x), np.clip(idx, 0, x.shape[axis] - 1), axis)
+
+
+def logsumexp(x):
+    peak = x.max(1)
+    return np.log(np.exp(x - peak[:, None]).sum(1)) + peak
+
+
+def xent(rng, m):
+    logits, label = normal(rng, 8, 16), rng.integers(0, 16, 8).astype(np.int32)
+    loss = logsumexp(d(logits)) - take(logits, label[:, None], 1)[:, 0]
+    return {"logits": logits, "label": label}, [(loss, "f32"), (loss.mean(), "f32")]
+
+
+def xent_vocab_split(rng, m):
+    inputs, wants = xent(rng, m)
+    return inputs, wants[:1]
+
+
+def pick(rng, m):
+    x, idx = normal(rng, 4, 6, 10), rng.integers(-2, 12, (4, 6, 3)).astype(np.int32)
+    return {"x": x, "idx": idx}, [(take(x, idx, 2), "f32")]
+
+
+def rows(rng, m):
+    table, idx = normal(rng, 5, 8, 4), rng.integers(-1, 6, (8, 3)).astype(np.int32)
+    # y[b, k, f] = table[idx[b, k], b, f]: the batch dim first, as take_along_axis wants it.
+    return {"table": table, "idx": idx}, [(take(table.transpose(1, 0, 2), idx[:, :, None], 1), "f32")]
+
+
+def middle(rng, m):
+    x, idx = normal(rng, 6, 5, 7), rng.integers(0, 7, (6, 4)).astype(np.int32)
+    # y[b, k, c] = x[b, c, idx[b, k]]
+    return {"x": x, "idx": idx}, [(take(x, idx[:, None, :], 2).transpose(0, 2, 1), "f32")]
+
+
+for _fn in (xent, xent_vocab_split, pick, rows, middle):
+    case("batched gather " + _fn.__name__, prog("gather_batch.tdsl"), _fn.__name__, _fn, interp=[None, (3, 2)])
+
+
 # ---- fused elementwise chains (tests/interp/progs/fusion.tdsl) ----
 
 def i32_wrap(a):
@@ -877,6 +923,18 @@ def join(rng, m):
 
 
 case("concat_split.join", golden("concat_split.tdsl"), "join", join, exact=True)
+
+
+def take_along_rows(n):
+    """y[b] = logits[b, label[b]], labels clamped into the row."""
+    def make(rng, m):
+        logits, label = normal(rng, n, 16), rng.integers(-1, 17, n).astype(np.int32)
+        return {"logits": logits, "label": label}, [(take(logits, label[:, None], 1)[:, 0], "f32")]
+    return make
+
+
+for _fn, _n in (("take_along", 8), ("labels_replicated", 8), ("uneven", 5), ("gathered_dim_split", 8)):
+    case("gather_batch." + _fn, golden("gather_batch.tdsl"), _fn, take_along_rows(_n), exact=True)
 
 
 def conflict_add(rng, m):

@@ -89,8 +89,31 @@ static void test_layout(void) {
             int64_t ti3[3] = {g[2], r, g[3]};
             st(t, want, o, ld(t, x, offset(s, ti3)));
         }
-        check(sk_gather(t, s, x, 1, SC_SHAPE(2, 2), idx, got) == 0 && equal(t, got, want, 32),
+        check(sk_gather(t, s, x, 1, SC_SHAPE(2, 2), idx, 0, NULL, got) == 0 && equal(t, got, want, 32),
               "gather dim 1, indices clamped %s", n);
+
+        /* Batched: table dim 0 read at the index's dim 1 (after the gathered
+         * dim, a contiguous tail), then at its dim 0 with the gathered dim
+         * last (a kept dim before it). */
+        int32_t bidx[10] = {2, 0, -3, 1, 1, 5, 0, 2, 1, 1};
+        for (int64_t o = 0; o < 40; o++) {
+            int64_t g[3];
+            unravel(SC_SHAPE(5, 2, 4), o, g);          /* result[k, b, e] = x[b, idx[k, b], e] */
+            int64_t r = bidx[g[0] * 2 + g[1]];
+            int64_t ti3[3] = {g[1], r < 0 ? 0 : r > 2 ? 2 : r, g[2]};
+            st(t, want, o, ld(t, x, offset(s, ti3)));
+        }
+        check(sk_gather(t, s, x, 1, SC_SHAPE(5, 2), bidx, 1, (int[]){0, 1}, got) == 0 && equal(t, got, want, 40),
+              "gather dim 1, batch dims {0} and {1} %s", n);
+        for (int64_t o = 0; o < 30; o++) {
+            int64_t g[3];
+            unravel(SC_SHAPE(2, 5, 3), o, g);          /* result[b, k, c] = x[b, c, idx[b, k]] */
+            int64_t r = bidx[g[0] * 5 + g[1]];
+            int64_t ti3[3] = {g[0], g[2], r < 0 ? 0 : r > 3 ? 3 : r};
+            st(t, want, o, ld(t, x, offset(s, ti3)));
+        }
+        check(sk_gather(t, s, x, 2, SC_SHAPE(2, 5), bidx, 1, (int[]){0, 0}, got) == 0 && equal(t, got, want, 30),
+              "gather dim 2, batch dims {0} and {0} %s", n);
 
         for (int64_t o = 0; o < 24; o++) {
             unravel(s, o, ix);
@@ -101,6 +124,10 @@ static void test_layout(void) {
     }
     check(sk_transpose(SK_F32, SC_SHAPE(2, 2), NULL, (int[]){0, 0}, NULL) == SC_ERR, "transpose: not a permutation");
     check(sk_slice(SK_F32, SC_SHAPE(2), NULL, (int64_t[]){1}, (int64_t[]){3}, NULL) == SC_ERR, "slice: out of bounds");
+    check(sk_gather(SK_F32, SC_SHAPE(2, 3), NULL, 1, SC_SHAPE(3), NULL, 1, (int[]){0, 0}, NULL) == SC_ERR,
+          "gather: batch dims of different extents");
+    check(sk_gather(SK_F32, SC_SHAPE(2, 2), NULL, 1, SC_SHAPE(2), NULL, 1, (int[]){1, 0}, NULL) == SC_ERR,
+          "gather: the gathered dim as a batch dim");
 }
 
 /* ---- elementwise ---- */

@@ -32,7 +32,7 @@ typedef struct {
     kind k;
     sk_dtype t;
     sc_shape s;                  /* the (first) operand */
-    int n, dims[SC_MAX_RANK];    /* reduce dims, transpose perm, broadcast map, ... */
+    int n, dims[SC_MAX_RANK];    /* reduce dims, transpose perm, broadcast map, gather nbatch and pairs, ... */
     sc_reduce op;
     sc_shape s2;                 /* broadcast result, dot rhs, gather indices */
     const void *x, *y, *z;       /* inputs */
@@ -59,7 +59,7 @@ static int run(const Case *c, void *out) {
     case SELECT: return sk_select(c->t, n, c->z, c->x, c->y, out);
     case CONCAT: return sk_concat(c->t, 2, (sc_shape[]){c->s, c->s2}, (const void *[]){c->x, c->y}, c->n, out);
     case ROLL: return sk_roll(c->t, c->s, c->x, 77, c->n, out);
-    case GATHER: return sk_gather(c->t, c->s, c->x, c->n, c->s2, c->y, out);
+    case GATHER: return sk_gather(c->t, c->s, c->x, c->n, c->s2, c->y, c->dims[0], c->dims + 1, out);
     case IOTA: return sk_iota(c->t, c->s, c->n, out);
     default: {
         sk_dot_dims dd = {0, 1, {0}, {0}, {c->s.rank - 1}, {0}};
@@ -236,6 +236,7 @@ static void test_moves(void) {
         {"concat f32 [300,100] [300,200] dim 1", CONCAT, SK_F32, SC_SHAPE(300, 100), 1, {0}, 0, SC_SHAPE(300, 200), f, g, NULL, 90000, SK_F32},
         {"roll f32 [40,1000,3] dim 1", ROLL, SK_F32, SC_SHAPE(40, 1000, 3), 1, {0}, 0, {0, {0}}, f, NULL, NULL, 120000, SK_F32},
         {"gather f32 [500,64] dim 0 by [3000]", GATHER, SK_F32, SC_SHAPE(500, 64), 0, {0}, 0, SC_SHAPE(3000), f, idx, NULL, 3000 * 64, SK_F32},
+        {"gather f32 [100,64,50] dim 1 by [100,10], batch dims {0} {0}", GATHER, SK_F32, SC_SHAPE(100, 64, 50), 1, {1, 0, 0}, 0, SC_SHAPE(100, 10), f, idx, NULL, 100 * 10 * 50, SK_F32},
         {"iota i32 [300,400] dim 1", IOTA, SK_I32, SC_SHAPE(300, 400), 1, {0}, 0, {0, {0}}, NULL, NULL, NULL, 120000, SK_I32},
         {"iota bf16 [70000] dim 0", IOTA, SK_BF16, SC_SHAPE(70000), 0, {0}, 0, {0, {0}}, NULL, NULL, NULL, 70000, SK_BF16},
     };

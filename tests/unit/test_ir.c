@@ -113,6 +113,37 @@ static void test_rules(void) {
     arena_free(&f.arena);
 }
 
+/* logits[b, label[b]]: the batch dim is one PASS factor of the table, the
+ * indices and the result; bad batch pairs are rejected. */
+static void test_gather_batch(void) {
+    Fixture f;
+    setup(&f, 0);
+    Fn *fn = f.fn;
+    fn->nparams = 3;
+    fn->params = arena_alloc(&f.arena, 3 * sizeof(Sig));
+    fn->params[0] = (Sig){{DT_F32, 2, {8, 16}}, sharding_replicated()};
+    fn->params[1] = (Sig){{DT_I32, 1, {8}}, sharding_replicated()};
+    fn->params[2] = (Sig){{DT_I32, 1, {7}}, sharding_replicated()};
+    int t = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){0}, 1, NULL, (Loc){0, 0});
+    int ix = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){1}, 1, NULL, (Loc){0, 0});
+    int short_ix = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){2}, 1, NULL, (Loc){0, 0});
+    int g = ir_emit(&f.m, fn, OP_GATHER, (int32_t[]){t, ix}, 2, (int64_t[]){1, 0, 0}, 3, NULL, (Loc){0, 0});
+    check(fn->insts[g].type.rank == 1 && fn->insts[g].type.dims[0] == 8, "batched gather of [8,16] by [8] infers f32[8]");
+    Rule rule;
+    op_rule(fn, &fn->insts[g], &rule);
+    int b = rule.f[1][0][0];
+    check(rule.f[0][0][0] == b && rule.f[2][0][0] == b && rule.kind[b] == FACTOR_PASS,
+          "the batch dim is one PASS factor of table, indices and result");
+    check(rule.kind[rule.f[0][1][0]] == FACTOR_REPLICATE, "the gathered dim replicates");
+    const char *err = NULL;
+    ir_emit_checked(&f.m, fn, OP_GATHER, (int32_t[]){t, ix}, 2, (int64_t[]){1, 1, 0}, 3, NULL, (Loc){0, 0}, &err);
+    check(err != NULL, "the gathered dim cannot be a batch dim");
+    err = NULL;
+    ir_emit_checked(&f.m, fn, OP_GATHER, (int32_t[]){t, short_ix}, 2, (int64_t[]){1, 0, 0}, 3, NULL, (Loc){0, 0}, &err);
+    check(err != NULL, "batch dims of different extents are rejected");
+    arena_free(&f.arena);
+}
+
 static void test_shapes(void) {
     Fixture f;
     setup(&f, 2);
@@ -203,6 +234,7 @@ static void test_attribute_layouts(void) {
 int main(void) {
     test_verifier();
     test_rules();
+    test_gather_batch();
     test_shapes();
     test_replica_groups();
     test_attribute_layouts();
