@@ -557,6 +557,31 @@ case("concat of three split operands", prog("concat_split.tdsl"), "join3", join3
 case("periodic padding by concat", prog("concat_split.tdsl"), "periodic", periodic, exact=True)
 
 
+# ---- reshards that move axes between dims (tests/interp/progs/reshard_moves.tdsl) ----
+
+def reshard_of(dt, *shape):
+    """A reshard: the result is the input, of dtype dt (f32 or i32)."""
+    def make(rng, m):
+        x = rng.integers(-1000, 1000, shape).astype(np.int32) if dt == "i32" else normal(rng, *shape)
+        return {"x": x}, [(x, dt)]
+    return make
+
+
+def scaled(rng, m):
+    x = normal(rng, 7, 31, 16)
+    return {"x": x}, [(x * np.float32(2), "f32")]
+
+
+_moves = prog("reshard_moves.tdsl")
+for _fn, _dt, _shape in (("uneven_move", "f32", (7, 31, 16)), ("uneven_back", "f32", (7, 31, 16)),
+                         ("two_dims", "f32", (16, 16, 16, 16)), ("two_dims_uneven", "f32", (5, 7, 9, 3)),
+                         ("one_dim", "f32", (10, 6)), ("reordered", "f32", (12, 4)), ("in_turn", "f32", (12, 10, 6)),
+                         ("two_into_one", "f32", (6, 8, 10)), ("one_into_two", "f32", (8, 6, 4)),
+                         ("ints", "i32", (7, 5, 3))):
+    case("reshard_moves." + _fn, _moves, _fn, reshard_of(_dt, *_shape), exact=True)
+case("reshard_moves.scaled", _moves, "scaled", scaled, exact=True)
+
+
 # ---- fused elementwise chains (tests/interp/progs/fusion.tdsl) ----
 
 def i32_wrap(a):
@@ -843,6 +868,11 @@ def diff(rng, m):
 
 
 case("shifted_slice.diff", golden("shifted_slice.tdsl"), "diff", diff, exact=True)
+case("uneven_all_to_all.move", golden("uneven_all_to_all.tdsl"), "move", same(7, 31, 16), exact=True)
+case("uneven_all_to_all.back", golden("uneven_all_to_all.tdsl"), "back", same(7, 31, 16), exact=True)
+case("all_to_all_axes.two_dims", golden("all_to_all_axes.tdsl"), "two_dims", same(16, 16, 16, 16), exact=True)
+case("all_to_all_axes.one_dim", golden("all_to_all_axes.tdsl"), "one_dim", same(16, 16), exact=True)
+case("all_to_all_axes.in_turn", golden("all_to_all_axes.tdsl"), "in_turn", same(12, 10, 6), exact=True)
 
 
 # reshard_cache.tdsl, reshard_cache_placed.tdsl: readers that share one
