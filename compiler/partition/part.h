@@ -60,6 +60,7 @@ Piece reshard(Part *p, Piece x, const Sharding *to);
 void reshard_forget(Part *p, int n);
 int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d);
 int linear_index(Part *p, const int *axes, int n);
+int i32_constant(Part *p, int64_t value);
 const char *inst_name(Part *p);
 int mask_padding(Part *p, Piece x, int d, Reducer reducer);
 

@@ -8,11 +8,11 @@
  * of it.  The op then runs on local blocks (padding masked where a sum
  * would see it); a summed factor that was split leaves partial results,
  * which resharding to the value's own sharding reduces (all-reduce, or
- * reduce-scatter when the value is split there).  Rolls, shifted slices and
- * concats along split dims exchange halos (halo.c).  When the local op would
- * still not compute the right block (a reshape that cuts through a split, a
- * gather along a split table dim, ...), the op runs on replicated operands
- * instead, with a warning. */
+ * reduce-scatter when the value is split there).  Rolls, slices and concats
+ * along split dims exchange only the rows that cross blocks (halo.c).  When
+ * the local op would still not compute the right block (a reshape that cuts
+ * through a split, a gather along a split table dim, ...), the op runs on
+ * replicated operands instead, with a warning. */
 #include "part.h"
 
 #include <string.h>

@@ -60,7 +60,7 @@ int linear_index(Part *p, const int *axes, int n) {
     return emit_local(p, OP_AXIS_INDEX, NULL, 0, attrs, n, NULL);
 }
 
-static int i32_constant(Part *p, int64_t value) {
+int i32_constant(Part *p, int64_t value) {
     Shape s = {DT_I32, 0, {0}};
     int k = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &s);
     p->dst->insts[k].value = (double)value;
