@@ -35,6 +35,22 @@ static int slice_along(Part *p, int x, int dim, int64_t lo, int64_t hi) {
     return emit_local(p, OP_SLICE, (int32_t[]){x}, 1, bounds, 2 * s->rank, NULL);
 }
 
+/* Bytes of one row along dim of the local block v. */
+static int64_t row_bytes(const Part *p, int v, int dim) {
+    Shape s = p->dst->insts[v].type;
+    s.dims[dim] = 1;
+    return shape_elems(&s) * dtype_size(s.dtype);
+}
+
+/* The collectives since `first` are op's exchange of rows from block `of`
+ * (the report's move; ex gets its row size here). */
+static void note_exchange(Part *p, int first, int of, int op, int dim, Exchange *ex) {
+    if (!new_collectives(p, first))
+        return;
+    ex->row_bytes = row_bytes(p, of, dim);
+    note_move(p, first, of, op, exchange_min_bytes(p, ex));
+}
+
 /* roll along a split dim.  With the shift s = q blocks + r rows and blocks
  * of b rows, a device's new block is the last r rows of the block q + 1
  * before it (the halo), then the first b - r rows of the block q before it:
@@ -45,12 +61,17 @@ int lower_split_roll(Part *p, const Inst *in, Piece *out) {
     if (!n || !dim_is_even(p->m, &in->type, &in->sh, (int)dim))
         return 0;
     Piece x = reshard(p, p->value[ir_arg(p->src, in, 0)], &in->sh);
+    int first = p->dst->ninsts;
     int64_t b = p->dst->insts[x.v].type.dims[dim], q = shift / b, r = shift % b;
     int y = permute_blocks(p, slice_along(p, x.v, (int)dim, 0, b - r), axes, n, q);
     if (r) {
         int halo = permute_blocks(p, slice_along(p, x.v, (int)dim, b - r, b), axes, n, q + 1);
         y = emit_local(p, OP_CONCAT, (int32_t[]){halo, y}, 2, &dim, 1, NULL);
     }
+    int64_t extent = in->type.dims[dim], k = extent / b;
+    Segment wrap[2] = {{0, 0, shift, extent - shift}, {0, shift, extent - shift, 0}};
+    Exchange ex = {k, extent, b, &b, shift ? wrap : wrap + 1, shift ? 2 : 1, 0};
+    note_exchange(p, first, x.v, OP_ROLL, (int)dim, &ex);
     p->dst->insts[y].sh = in->sh;
     *out = (Piece){y, in->sh, in->type, p->place};
     return 1;
@@ -353,7 +374,10 @@ int lower_split_slice(Part *p, const Inst *in, Piece *out) {
         y = emit_local(p, OP_SLICE, (int32_t[]){x.v}, 1, bounds, 2 * rank, NULL);
     Devices dv = {p, axes, n, k, -1};
     int64_t b = local->dims[dim], c = (hi - lo + k - 1) / k;
-    int v = slice_exchange(&dv, y, dim, lo, hi, b, c);
+    int first = p->dst->ninsts, v = slice_exchange(&dv, y, dim, lo, hi, b, c);
+    Segment rows = {0, 0, hi - lo, lo};
+    Exchange ex = {k, hi - lo, c, &b, &rows, 1, 0};
+    note_exchange(p, first, y, OP_SLICE, dim, &ex);
     p->dst->insts[v].sh = in->sh;
     *out = (Piece){v, in->sh, in->type, p->place};
     return 1;
@@ -390,7 +414,7 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
             return 0;
     int64_t B = total / k, nruns = 0, cap = 2 * k * (in->nargs + 1);
     Run *runs = arena_alloc(p->m->arena, sizeof(Run) * (size_t)cap);
-    int32_t parts[MAX_RULE_TENSORS];
+    int32_t parts[MAX_RULE_TENSORS] = {0};
     int64_t offset = 0;
     for (int i = 0; i < in->nargs; i++) {
         Sharding want = in->sh;
@@ -407,7 +431,7 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
     }
     Shape block = p->dst->insts[parts[0]].type;
     block.dims[dim] = B;
-    int acc = -1;
+    int acc = -1, first = p->dst->ninsts;
     uint8_t *done = arena_alloc(p->m->arena, (size_t)nruns + 1);
     for (int64_t r = 0; r < nruns; r++) {
         if (done[r])
@@ -445,6 +469,17 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
         int placed = np == 1 ? pieces[0] : emit_local(p, OP_CONCAT, pieces, np, &dim, 1, NULL);
         acc = acc < 0 ? placed : emit_local(p, OP_ADD, (int32_t[]){acc, placed}, 2, NULL, 0, NULL);
     }
+    Segment seg[MAX_RULE_TENSORS];
+    int64_t blocks[MAX_RULE_TENSORS];
+    int64_t at = 0;
+    for (int i = 0; i < in->nargs; i++) {
+        int64_t size = src->insts[ir_arg(src, in, i)].type.dims[dim];
+        seg[i] = (Segment){i, at, size, 0};
+        blocks[i] = size / k;
+        at += size;
+    }
+    Exchange ex = {k, total, B, blocks, seg, in->nargs, 0};
+    note_exchange(p, first, parts[0], OP_CONCAT, (int)dim, &ex);
     p->dst->insts[acc].sh = in->sh;
     *out = (Piece){acc, in->sh, in->type, p->place};
     return 1;

@@ -166,11 +166,11 @@ static void local_slice_attrs(const Inst *in, const Fn *src, const Shape *local_
 /* Everything emitted after a mark can be taken back, so a failed attempt
  * leaves no dead instructions (or phantom collectives) behind. */
 typedef struct {
-    int ninsts, nargs, nints, nreshards;
+    int ninsts, nargs, nints, nreshards, nmoves;
 } Mark;
 
 static Mark mark(const Part *p) {
-    return (Mark){p->dst->ninsts, p->dst->nargs, p->dst->nints, p->reshards.n};
+    return (Mark){p->dst->ninsts, p->dst->nargs, p->dst->nints, p->reshards.n, p->dst->nmoves};
 }
 
 /* The reshards taken back are forgotten too: their instructions' indices
@@ -179,6 +179,7 @@ static void rollback(Part *p, Mark k) {
     p->dst->ninsts = k.ninsts;
     p->dst->nargs = k.nargs;
     p->dst->nints = k.nints;
+    p->dst->nmoves = k.nmoves;
     reshard_forget(p, k.nreshards);
 }
 

@@ -491,6 +491,7 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
         return x;
     }
     Piece from = x;
+    int first = p->dst->ninsts;
     int was_split = !sharding_is_replicated(&x.sh) && !has_partial(&x.sh);
     resolve_partial(p, &x, to);
     move_axes(p, &x, to);
@@ -519,6 +520,8 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
             slice_dim(p, &x, d, want + nh, nw - nh);
     }
     remember_reshard(p, &from, to, &x, warned);
+    if (new_collectives(p, first))
+        note_move(p, first, from.v, MOVE_RESHARD, reshard_min_bytes(p, &from, to));
     return x;
 }
 

@@ -901,6 +901,9 @@ def narrowed(lo, hi, *shape):
 
 case("narrowing_slice.narrow", golden("narrowing_slice.tdsl"), "narrow", narrowed(1, 15, 16, 4), exact=True)
 case("narrowing_slice.uneven", golden("narrowing_slice.tdsl"), "uneven", narrowed(6, 15, 16, 3), exact=True)
+case("reshard_report.gather", golden("reshard_report.tdsl"), "gather", same(16, 8), exact=True)
+case("reshard_report.uneven_sum", golden("reshard_report.tdsl"), "uneven_sum", dot((9, 12), (12, 4)), scaled=True)
+case("reshard_report.swap", golden("reshard_report.tdsl"), "swap", same(8, 8), exact=True)
 case("uneven_all_to_all.move", golden("uneven_all_to_all.tdsl"), "move", same(7, 31, 16), exact=True)
 case("uneven_all_to_all.back", golden("uneven_all_to_all.tdsl"), "back", same(7, 31, 16), exact=True)
 case("all_to_all_axes.two_dims", golden("all_to_all_axes.tdsl"), "two_dims", same(16, 16, 16, 16), exact=True)
