@@ -419,9 +419,47 @@ static void print_signature(Printer *p) {
 }
 
 
-static void add_saturating(int64_t *to, int64_t x) {
-    if (__builtin_add_overflow(*to, x, to))
-        *to = INT64_MAX;
+/* ---- the reshard report (docs/partitioning.md) ---- */
+
+static void add_saturated(int64_t *total, int64_t bytes) {
+    if (__builtin_add_overflow(*total, bytes, total))
+        *total = INT64_MAX;
+}
+
+/* The bytes per device each move of a partitioned function sends: the sum
+ * of its collectives' (Inst.move).  Only the partitioned stage reports
+ * them: scheduling re-emits the instructions without their moves. */
+static int64_t *move_bytes(Printer *p) {
+    const Fn *fn = p->fn;
+    if (!fn->partitioned || fn->scheduled)
+        return NULL;
+    int64_t *sent = arena_alloc(&p->arena, sizeof(int64_t) * (size_t)(fn->nmoves + 1));
+    for (int v = 0; v < fn->ninsts; v++)
+        if (fn->insts[v].move)
+            add_saturated(&sent[fn->insts[v].move - 1], collective_bytes(p->m, fn, &fn->insts[v]));
+    return sent;
+}
+
+/* The move collective v belongs to, when together they send more than it needs. */
+static const Move *non_minimal(const Printer *p, int v, const int64_t *sent) {
+    int mv = sent ? p->fn->insts[v].move : 0;
+    return mv && sent[mv - 1] > p->fn->moves[mv - 1].min_bytes ? &p->fn->moves[mv - 1] : NULL;
+}
+
+/* "  # non-minimal: resharding %x sends N bytes per device, minimum M". */
+static void print_mark(Printer *p, int v, const int64_t *sent) {
+    const Move *mv = non_minimal(p, v, sent);
+    if (!mv)
+        return;
+    fputs("  # non-minimal: ", p->out);
+    if (mv->op == MOVE_RESHARD)
+        fprintf(p->out, "resharding %%%s", p->names[mv->of]);
+    else if (mv->op == MOVE_TRANSFER)
+        fprintf(p->out, "moving %%%s to another submesh", p->names[mv->of]);
+    else
+        fprintf(p->out, "the %s of %%%s", op_info[mv->op].name, p->names[mv->of]);
+    fprintf(p->out, " sends %lld bytes per device, minimum %lld", (long long)sent[p->fn->insts[v].move - 1],
+            (long long)mv->min_bytes);
 }
 
 /* The collectives fn f runs, its calls' included (each fn counted once:
@@ -435,14 +473,14 @@ static void count_with_calls(Printer *p, int f) {
     for (int v = 0; v < fn->ninsts; v++) {
         const Inst *in = &fn->insts[v];
         if (op_is_collective(in->op)) {
-            add_saturating(&bytes, collective_bytes(p->m, fn, in));
+            add_saturated(&bytes, collective_bytes(p->m, fn, in));
             count++;
         } else if (in->op == OP_CALL && fn_is_local(&p->m->fns[ir_attr(fn, in, 0)]) &&
                    p->m->fns[ir_attr(fn, in, 0)].on == fn->on) {
             int c = (int)ir_attr(fn, in, 0);
             count_with_calls(p, c);
-            add_saturating(&bytes, p->call_bytes[c]);
-            add_saturating(&count, p->call_count[c]);
+            add_saturated(&bytes, p->call_bytes[c]);
+            add_saturated(&count, p->call_count[c]);
         }
     }
     p->call_bytes[f] = bytes;
@@ -450,8 +488,9 @@ static void count_with_calls(Printer *p, int f) {
 }
 
 /* What a partitioned function communicates: each collective with its
- * groups and the bytes one device sends (ring model), then the total. */
-static void print_summary(Printer *p) {
+ * groups and the bytes one device sends (ring model), then the total, and
+ * how many collectives send more than their move needs, if any. */
+static void print_summary(Printer *p, const int64_t *sent) {
     const Fn *fn = p->fn;
     FILE *out = p->out;
     int64_t total = 0;
@@ -471,10 +510,25 @@ static void print_summary(Printer *p) {
         else
             print_axes_attr(p, axes, naxes);
         fprintf(out, ": %lld\n", (long long)bytes);
-        if (__builtin_add_overflow(total, bytes, &total))
-            total = INT64_MAX;
+        add_saturated(&total, bytes);
     }
     fprintf(out, "# total bytes sent per device by %s: %lld\n", sym_name(p->m->syms, fn->sym), (long long)total);
+    int marked = 0;
+    int64_t moved = 0, least = 0;
+    uint8_t *counted = sent ? arena_alloc(&p->arena, (size_t)fn->nmoves + 1) : NULL;
+    for (int v = 0; v < fn->ninsts; v++) {
+        const Move *mv = non_minimal(p, v, sent);
+        if (!mv)
+            continue;
+        marked++;
+        if (!counted[fn->insts[v].move - 1]++) {     /* each move once */
+            add_saturated(&moved, sent[fn->insts[v].move - 1]);
+            add_saturated(&least, mv->min_bytes);
+        }
+    }
+    if (marked)
+        fprintf(out, "# non-minimal collectives of %s: %d, sending %lld bytes per device where %lld suffice\n",
+                sym_name(p->m->syms, fn->sym), marked, (long long)moved, (long long)least);
     int f = (int)(fn - p->m->fns);
     count_with_calls(p, f);
     if (p->call_count[f] > n)        /* its calls communicate too */
@@ -522,16 +576,18 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
         if (!shown[f])
             continue;
         name_values(&p, arena_alloc(&p.arena, sizeof(char *) * (size_t)(p.fn->ninsts + 1)));
+        int64_t *sent = move_bytes(&p);
         fputc('\n', out);
         print_signature(&p);
         for (int v = 0; v < p.fn->ninsts; v++) {
             fputs("  ", out);
             print_inst(&p, v);
+            print_mark(&p, v, sent);
             fputc('\n', out);
         }
         fputs("}\n", out);
         if (p.fn->partitioned)
-            print_summary(&p);
+            print_summary(&p, sent);
         if (p.fn->scheduled)
             fprintf(out, "# peak bytes per device of %s: %lld in %d buffers (parameters not included)\n",
                     sym_name(m->syms, p.fn->sym), (long long)p.fn->peak_bytes, p.fn->nbuffers);

@@ -70,6 +70,7 @@ typedef struct {
      * 0 on every device of the mesh, 1 + i on Module.submesh[i] only.  In a
      * per-device program only those devices run the instruction. */
     uint8_t place;
+    int32_t move;                /* after partitioning, a collective: 1 + its Move in Fn.moves, or 0 */
 } Inst;
 
 typedef enum {
@@ -81,6 +82,18 @@ typedef struct {
     Shape type;                  /* global */
     Sharding sh;
 } Sig;
+
+/* One move of a value in a partitioned function: a reshard, an exchange of
+ * the rows a slice, roll or concat moves between blocks, or a transfer
+ * between submeshes.  Its collectives (Inst.move) should send no more than
+ * min_bytes per device together, the least its shardings need
+ * (docs/partitioning.md, "The reshard report"). */
+enum { MOVE_RESHARD = -1, MOVE_TRANSFER = -2 };
+typedef struct {
+    int64_t min_bytes;
+    int32_t of;                  /* the value moved: the instruction of its block before the move */
+    int16_t op;                  /* MOVE_RESHARD, MOVE_TRANSFER, or the op whose rows it exchanges */
+} Move;
 
 typedef struct {
     int sym;
@@ -99,6 +112,8 @@ typedef struct {
     int nints, ints_cap;
     Sig *params, *results;       /* declared global types and shardings */
     int nparams, nresults;
+    Move *moves;                 /* after partitioning (Inst.move) */
+    int nmoves, moves_cap;
     int on;                      /* `fn ... on NAME`: 1 + its submesh, or 0 (the whole mesh) */
     int spec_of;                 /* a specialization (compiler/propagate/specialize.c): 1 + the generic fn, else 0 */
 } Fn;

@@ -1,8 +1,9 @@
-/* Exchanges along split dims whose extent an op changes: roll, shifted
- * slices and concat move only the rows that cross block boundaries, with
+/* Exchanges along split dims whose extent an op changes: roll, slices and
+ * concat move only the rows that cross block boundaries, with
  * collective-permutes, instead of gathering the whole dim. */
 #include "part.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* x's blocks along `axes`, moved `shift` blocks forward: device c receives
@@ -34,6 +35,22 @@ static int slice_along(Part *p, int x, int dim, int64_t lo, int64_t hi) {
     return emit_local(p, OP_SLICE, (int32_t[]){x}, 1, bounds, 2 * s->rank, NULL);
 }
 
+/* Bytes of one row along dim of the local block v. */
+static int64_t row_bytes(const Part *p, int v, int dim) {
+    Shape s = p->dst->insts[v].type;
+    s.dims[dim] = 1;
+    return shape_elems(&s) * dtype_size(s.dtype);
+}
+
+/* The collectives since `first` are op's exchange of rows from block `of`
+ * (the report's move; ex gets its row size here). */
+static void note_exchange(Part *p, int first, int of, int op, int dim, Exchange *ex) {
+    if (!new_collectives(p, first))
+        return;
+    ex->row_bytes = row_bytes(p, of, dim);
+    note_move(p, first, of, op, exchange_min_bytes(p, ex));
+}
+
 /* roll along a split dim.  With the shift s = q blocks + r rows and blocks
  * of b rows, a device's new block is the last r rows of the block q + 1
  * before it (the halo), then the first b - r rows of the block q before it:
@@ -44,22 +61,283 @@ int lower_split_roll(Part *p, const Inst *in, Piece *out) {
     if (!n || !dim_is_even(p->m, &in->type, &in->sh, (int)dim))
         return 0;
     Piece x = reshard(p, p->value[ir_arg(p->src, in, 0)], &in->sh);
+    int first = p->dst->ninsts;
     int64_t b = p->dst->insts[x.v].type.dims[dim], q = shift / b, r = shift % b;
     int y = permute_blocks(p, slice_along(p, x.v, (int)dim, 0, b - r), axes, n, q);
     if (r) {
         int halo = permute_blocks(p, slice_along(p, x.v, (int)dim, b - r, b), axes, n, q + 1);
         y = emit_local(p, OP_CONCAT, (int32_t[]){halo, y}, 2, &dim, 1, NULL);
     }
+    int64_t extent = in->type.dims[dim], k = extent / b;
+    Segment wrap[2] = {{0, 0, shift, extent - shift}, {0, shift, extent - shift, 0}};
+    Exchange ex = {k, extent, b, &b, shift ? wrap : wrap + 1, shift ? 2 : 1, 0};
+    note_exchange(p, first, x.v, OP_ROLL, (int)dim, &ex);
     p->dst->insts[y].sh = in->sh;
     *out = (Piece){y, in->sh, in->type, p->place};
     return 1;
 }
 
-/* A slice along a split dim whose result blocks are as long as the
- * operand's (a shifted slice such as x[1:] or x[:-1], the result padded at
- * the end): block c of the result is rows r.. of operand block c + q and
- * rows ..r of block c + q + 1, where lo = q b + r; a halo exchange, as for
- * roll.  Rows wrapped around past the end land in the result's padding. */
+/* ---- slices along a split dim ---- */
+
+/* The devices along the split axes of an exchange, and per-device scalars:
+ * the device's index along the axes is emitted once, on first use. */
+typedef struct {
+    Part *p;
+    const int *axes;
+    int naxes;
+    int64_t k;
+    int index;                   /* -1 until emitted */
+} Devices;
+
+static int device_index(Devices *dv) {
+    if (dv->index < 0)
+        dv->index = linear_index(dv->p, dv->axes, dv->naxes);
+    return dv->index;
+}
+
+/* Is the per-device value `val` one constant where `care` says it matters? */
+static int table_constant(const int64_t *val, const uint8_t *care, int64_t k, int64_t *c) {
+    int any = 0;
+    *c = 0;
+    for (int64_t j = 0; j < k; j++) {
+        if (!care[j])
+            continue;
+        if (any && val[j] != *c)
+            return 0;
+        *c = val[j];
+        any = 1;
+    }
+    return 1;
+}
+
+/* An i32 scalar that is val[j] on the device at index j (where care[j]; the
+ * others may get anything): a constant when those agree, start + step * j
+ * when they lie on a line, else a select per device on its index. */
+static int device_table(Devices *dv, const int64_t *val, const uint8_t *care) {
+    Part *p = dv->p;
+    int64_t c, first = -1, second = -1;
+    if (table_constant(val, care, dv->k, &c))
+        return i32_constant(p, c);
+    for (int64_t j = 0; j < dv->k && second < 0; j++)
+        if (care[j])
+            *(first < 0 ? &first : &second) = j;
+    int line = (val[second] - val[first]) % (second - first) == 0;
+    int64_t step = line ? (val[second] - val[first]) / (second - first) : 0, start = val[first] - step * first;
+    for (int64_t j = 0; j < dv->k && line; j++)
+        line = !care[j] || val[j] == start + step * j;
+    int idx = device_index(dv);
+    if (line) {
+        int v = step == 1 ? idx : emit_local(p, OP_MUL, (int32_t[]){idx, i32_constant(p, step)}, 2, NULL, 0, NULL);
+        return start ? emit_local(p, OP_ADD, (int32_t[]){v, i32_constant(p, start)}, 2, NULL, 0, NULL) : v;
+    }
+    int v = i32_constant(p, val[first]);
+    for (int64_t j = first + 1; j < dv->k; j++) {
+        if (!care[j] || val[j] == val[first])
+            continue;
+        int is = emit_local(p, OP_COMPARE, (int32_t[]){idx, i32_constant(p, j)}, 2, (int64_t[]){CMP_EQ}, 1, NULL);
+        v = emit_local(p, OP_SELECT, (int32_t[]){is, i32_constant(p, val[j]), v}, 3, NULL, 0, NULL);
+    }
+    return v;
+}
+
+/* Rows of x along `dim` from a per-device start (a static slice when the
+ * start is one constant), `len` rows; x is padded with zeros at both ends
+ * when a start would leave it, as a dynamic-slice would clamp it. */
+static int rows_at(Devices *dv, int x, int dim, const int64_t *start, const uint8_t *care, int64_t len) {
+    Part *p = dv->p;
+    int64_t lo = 0, hi = p->dst->insts[x].type.dims[dim], c;
+    for (int64_t j = 0; j < dv->k; j++)
+        if (care[j]) {
+            lo = start[j] < lo ? start[j] : lo;
+            hi = start[j] + len > hi ? start[j] + len : hi;
+        }
+    int64_t before = -lo, d64 = dim;
+    Shape s = p->dst->insts[x].type, zero = {s.dtype, 0, {0}};
+    if (before || hi > s.dims[dim]) {
+        int32_t parts[3];
+        int np = 0;
+        for (int side = 0; side < 2; side++) {
+            int64_t rows = side ? hi - s.dims[dim] : before;
+            if (side)
+                parts[np++] = x;
+            if (rows <= 0)
+                continue;
+            Shape pad = s;
+            pad.dims[dim] = rows;
+            parts[np++] = emit_local(p, OP_BROADCAST, (int32_t[]){emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero)}, 1,
+                                     NULL, 0, &pad);
+        }
+        x = emit_local(p, OP_CONCAT, parts, np, &d64, 1, NULL);
+    }
+    if (table_constant(start, care, dv->k, &c))
+        return slice_along(p, x, dim, c + before, c + before + len);
+    int64_t *shifted = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)dv->k);
+    for (int64_t j = 0; j < dv->k; j++)
+        shifted[j] = start[j] + before;
+    s = p->dst->insts[x].type;
+    int32_t args[1 + MAX_RANK] = {x};
+    for (int d = 0; d < s.rank; d++)
+        args[1 + d] = d == dim ? device_table(dv, shifted, care) : i32_constant(p, 0);
+    s.dims[dim] = len;
+    return emit_local(p, OP_DYNAMIC_SLICE, args, 1 + s.rank, NULL, 0, &s);
+}
+
+/* What result block j of a slice [lo, hi) needs from operand block q: rows
+ * [src, src + len) of it, at row `at` of the block.  Result block j is
+ * operand rows [lo + j c, lo + (j + 1) c), those past hi being padding;
+ * operand blocks have b rows. */
+typedef struct {
+    int64_t src, len, at;
+    int last;                    /* the block's real rows end with these: padding follows */
+} Rows;
+
+static Rows rows_from(int64_t lo, int64_t hi, int64_t b, int64_t c, int64_t j, int64_t q) {
+    int64_t s = lo + j * c, e = s + c < hi ? s + c : hi;
+    int64_t from = s > q * b ? s : q * b, to = e < q * b + b ? e : q * b + b;
+    if (to <= from)
+        return (Rows){0, 0, 0, 0};
+    return (Rows){from - q * b, to - from, from - s, to == e};
+}
+
+/* One row range that crosses devices: block q's rows go to block j. */
+typedef struct {
+    int64_t j, q;
+    Rows r;
+} Transfer;
+
+static int longer_first(const void *a, const void *b) {
+    const Transfer *x = a, *y = b;
+    if (x->r.len != y->r.len)
+        return x->r.len > y->r.len ? -1 : 1;
+    if (x->q - x->j != y->q - y->j)
+        return x->q - x->j < y->q - y->j ? -1 : 1;
+    return x->j < y->j ? -1 : x->j > y->j;
+}
+
+/* Select the rows [lo[j], hi[j]) of `placed` into `acc` along dim, on the
+ * devices that receive (recv[j]); the others keep `acc`.  A range that
+ * starts at row 0 or runs into the block's padding needs one bound only,
+ * so the others get an empty range on the side that is compared. */
+static int select_rows(Devices *dv, int acc, int placed, int dim, int64_t *lo, int64_t *hi, const uint8_t *recv,
+                       const uint8_t *all) {
+    Part *p = dv->p;
+    Shape pos = p->dst->insts[acc].type;
+    int64_t c = pos.dims[dim], d64 = dim, lo0, hi0;
+    pos.dtype = DT_I32;
+    int lo_none = table_constant(lo, recv, dv->k, &lo0) && lo0 <= 0;
+    int hi_none = table_constant(hi, recv, dv->k, &hi0) && hi0 >= c;
+    if (lo_none && hi_none) {
+        int everyone = 1;
+        for (int64_t j = 0; j < dv->k; j++)
+            everyone &= recv[j];
+        if (everyone)
+            return placed;
+        hi_none = 0;             /* rows below 0 for the others */
+    }
+    for (int64_t j = 0; j < dv->k; j++)
+        if (!recv[j])
+            lo[j] = hi[j] = lo_none ? 0 : c;
+    int iota = emit_local(p, OP_IOTA, NULL, 0, &d64, 1, &pos), mask = -1;
+    for (int side = 0; side < 2; side++) {
+        if (side ? hi_none : lo_none)
+            continue;
+        int bound = emit_local(p, OP_BROADCAST, (int32_t[]){device_table(dv, side ? hi : lo, all)}, 1, NULL, 0, &pos);
+        int cmp = emit_local(p, OP_COMPARE, (int32_t[]){iota, bound}, 2, (int64_t[]){side ? CMP_LT : CMP_GE}, 1, NULL);
+        mask = mask < 0 ? cmp : emit_local(p, OP_SELECT, (int32_t[]){mask, cmp, mask}, 3, NULL, 0, NULL);
+    }
+    return emit_local(p, OP_SELECT, (int32_t[]){mask, placed, acc}, 3, NULL, 0, NULL);
+}
+
+/* The rows of a slice that cross devices, in collective-permutes: each
+ * permute pairs senders and receivers at most once, takes transfers
+ * longest first (first fit), and sends as many rows as its longest; a
+ * sender starts where its receiver's rows start (or earlier, to stay in
+ * its block), and the receiver puts the rows at their place in its block
+ * and keeps only them. */
+static int permute_transfers(Devices *dv, int y, int dim, Transfer *t, int64_t nt, int acc, int64_t b, int64_t c) {
+    Part *p = dv->p;
+    int64_t k = dv->k;
+    qsort(t, (size_t)nt, sizeof *t, longer_first);
+    uint8_t *done = arena_alloc(p->m->arena, (size_t)nt + 1), *used = arena_alloc(p->m->arena, (size_t)(2 * k));
+    uint8_t *sends = arena_alloc(p->m->arena, (size_t)k), *all = arena_alloc(p->m->arena, (size_t)k);
+    int64_t *tab = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(4 * k));
+    int64_t *off = tab, *start = tab + k, *lo = tab + 2 * k, *hi = tab + 3 * k;
+    int64_t *attrs = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(1 + dv->naxes + 2 * k));
+    memset(all, 1, (size_t)k);
+    for (int64_t first = 0; first < nt; first++) {
+        if (done[first])
+            continue;
+        memset(used, 0, (size_t)(2 * k));
+        memset(sends, 0, (size_t)k);
+        memset(tab, 0, sizeof(int64_t) * (size_t)(4 * k));
+        int64_t len = t[first].r.len, na = 1 + dv->naxes;
+        attrs[0] = dv->naxes;
+        for (int i = 0; i < dv->naxes; i++)
+            attrs[1 + i] = dv->axes[i];
+        for (int64_t i = first; i < nt; i++) {
+            const Transfer *x = &t[i];
+            if (done[i] || used[x->q] || used[k + x->j])
+                continue;
+            done[i] = used[x->q] = used[k + x->j] = sends[x->q] = 1;
+            attrs[na++] = x->q;
+            attrs[na++] = x->j;
+            off[x->q] = x->r.src < b - len ? x->r.src : b - len;
+            start[x->j] = x->r.src - off[x->q] - x->r.at;   /* the piece's row at row 0 of the block */
+            lo[x->j] = x->r.at;
+            hi[x->j] = x->r.last ? c : x->r.at + x->r.len;
+        }
+        int piece = rows_at(dv, y, dim, off, sends, len);
+        piece = emit_local(p, OP_COLLECTIVE_PERMUTE, (int32_t[]){piece}, 1, attrs, (int)na, NULL);
+        int placed = rows_at(dv, piece, dim, start, used + k, c);
+        acc = acc < 0 ? placed : select_rows(dv, acc, placed, dim, lo, hi, used + k, all);
+    }
+    return acc;
+}
+
+/* A slice [lo, hi) along a split dim, result blocks of c rows: block j is
+ * operand rows [lo + j c, lo + (j + 1) c), which lie in at most two
+ * operand blocks of b >= c rows.  The rows a device holds are taken from
+ * its own block (at a per-device offset when c != b); the others come in
+ * collective-permutes, only the rows each device needs.  When c == b every
+ * device needs the same pieces of the same neighbours (the rows r.. of
+ * block j + q and ..r of block j + q + 1, lo = q b + r): static slices and
+ * one permute each, as for roll; rows wrapped around past the end land in
+ * the result's padding. */
+static int slice_exchange(Devices *dv, int y, int dim, int64_t lo, int64_t hi, int64_t b, int64_t c) {
+    Part *p = dv->p;
+    int64_t k = dv->k, d64 = dim;
+    if (c == b) {
+        int64_t q = lo / b, r = lo % b;
+        int head = permute_blocks(p, slice_along(p, y, dim, r, b), dv->axes, dv->naxes, -q);
+        if (!r)
+            return head;
+        int halo = permute_blocks(p, slice_along(p, y, dim, 0, r), dv->axes, dv->naxes, -(q + 1));
+        return emit_local(p, OP_CONCAT, (int32_t[]){head, halo}, 2, &d64, 1, NULL);
+    }
+    Transfer *t = arena_alloc(p->m->arena, sizeof(Transfer) * (size_t)(2 * k + 1));
+    int64_t nt = 0, *start = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
+    uint8_t *local = arena_alloc(p->m->arena, (size_t)k);
+    int any_local = 0;
+    for (int64_t j = 0; j < k && lo + j * c < hi; j++) {
+        int64_t s = lo + j * c;
+        for (int64_t q = s / b; q < k && q * b < s + c && q * b < hi; q++) {
+            Rows r = rows_from(lo, hi, b, c, j, q);
+            if (!r.len)
+                continue;
+            if (q == j) {
+                local[j] = 1, any_local = 1;
+                start[j] = r.src - r.at;
+            } else
+                t[nt++] = (Transfer){j, q, r};
+        }
+    }
+    int acc = any_local ? rows_at(dv, y, dim, start, local, c) : -1;
+    return permute_transfers(dv, y, dim, t, nt, acc, b, c);
+}
+
+/* A slice along a split dim (one at a time): the operand is split like the
+ * result, the other dims slice locally, and the split dim exchanges only
+ * the rows that cross blocks (slice_exchange), with no all-gather. */
 int lower_split_slice(Part *p, const Inst *in, Piece *out) {
     const Fn *src = p->src;
     const Shape *xs = &src->insts[ir_arg(src, in, 0)].type;
@@ -79,9 +357,6 @@ int lower_split_slice(Part *p, const Inst *in, Piece *out) {
     int64_t k = 1, lo = src->ints[in->attrs + dim], hi = src->ints[in->attrs + rank + dim];
     for (int i = 0; i < n; i++)
         k *= p->m->axis_size[axes[i]];
-    int64_t b = xs->dims[dim] / k;
-    if (xs->dims[dim] % k || (hi - lo + k - 1) / k != b)
-        return 0;
     Sharding want = in->sh;      /* the operand is split like the result */
     Piece x = reshard(p, p->value[ir_arg(src, in, 0)], &want);
     int64_t bounds[2 * MAX_RANK];
@@ -97,14 +372,14 @@ int lower_split_slice(Part *p, const Inst *in, Piece *out) {
         whole &= bounds[d] == 0 && bounds[rank + d] == local->dims[d];
     if (!whole)
         y = emit_local(p, OP_SLICE, (int32_t[]){x.v}, 1, bounds, 2 * rank, NULL);
-    int64_t q = lo / b, r = lo % b, d64 = dim;
-    int head = permute_blocks(p, slice_along(p, y, dim, r, b), axes, n, -q);
-    if (r) {
-        int halo = permute_blocks(p, slice_along(p, y, dim, 0, r), axes, n, -(q + 1));
-        head = emit_local(p, OP_CONCAT, (int32_t[]){head, halo}, 2, &d64, 1, NULL);
-    }
-    p->dst->insts[head].sh = in->sh;
-    *out = (Piece){head, in->sh, in->type, p->place};
+    Devices dv = {p, axes, n, k, -1};
+    int64_t b = local->dims[dim], c = (hi - lo + k - 1) / k;
+    int first = p->dst->ninsts, v = slice_exchange(&dv, y, dim, lo, hi, b, c);
+    Segment rows = {0, 0, hi - lo, lo};
+    Exchange ex = {k, hi - lo, c, &b, &rows, 1, 0};
+    note_exchange(p, first, y, OP_SLICE, dim, &ex);
+    p->dst->insts[v].sh = in->sh;
+    *out = (Piece){v, in->sh, in->type, p->place};
     return 1;
 }
 
@@ -139,7 +414,7 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
             return 0;
     int64_t B = total / k, nruns = 0, cap = 2 * k * (in->nargs + 1);
     Run *runs = arena_alloc(p->m->arena, sizeof(Run) * (size_t)cap);
-    int32_t parts[MAX_RULE_TENSORS];
+    int32_t parts[MAX_RULE_TENSORS] = {0};
     int64_t offset = 0;
     for (int i = 0; i < in->nargs; i++) {
         Sharding want = in->sh;
@@ -156,7 +431,7 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
     }
     Shape block = p->dst->insts[parts[0]].type;
     block.dims[dim] = B;
-    int acc = -1;
+    int acc = -1, first = p->dst->ninsts;
     uint8_t *done = arena_alloc(p->m->arena, (size_t)nruns + 1);
     for (int64_t r = 0; r < nruns; r++) {
         if (done[r])
@@ -194,6 +469,17 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
         int placed = np == 1 ? pieces[0] : emit_local(p, OP_CONCAT, pieces, np, &dim, 1, NULL);
         acc = acc < 0 ? placed : emit_local(p, OP_ADD, (int32_t[]){acc, placed}, 2, NULL, 0, NULL);
     }
+    Segment seg[MAX_RULE_TENSORS];
+    int64_t blocks[MAX_RULE_TENSORS];
+    int64_t at = 0;
+    for (int i = 0; i < in->nargs; i++) {
+        int64_t size = src->insts[ir_arg(src, in, i)].type.dims[dim];
+        seg[i] = (Segment){i, at, size, 0};
+        blocks[i] = size / k;
+        at += size;
+    }
+    Exchange ex = {k, total, B, blocks, seg, in->nargs, 0};
+    note_exchange(p, first, parts[0], OP_CONCAT, (int)dim, &ex);
     p->dst->insts[acc].sh = in->sh;
     *out = (Piece){acc, in->sh, in->type, p->place};
     return 1;

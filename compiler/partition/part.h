@@ -73,8 +73,33 @@ Piece reshard(Part *p, Piece x, const Sharding *to);
 void reshard_forget(Part *p, int n);
 int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d);
 int linear_index(Part *p, const int *axes, int n);
+int i32_constant(Part *p, int64_t value);
 const char *inst_name(Part *p);
 int mask_padding(Part *p, Piece x, int d, Reducer reducer);
+
+/* report.c: the least bytes per device a move needs (docs/partitioning.md,
+ * "The reshard report"), and the moves' collectives. */
+int64_t reshard_min_bytes(const Part *p, const Piece *x, const Sharding *to);
+/* An exchange of rows along one split dim (a slice, roll or concat): result
+ * rows [at, at + len) are rows [src, src + len) of operand `operand`. */
+typedef struct {
+    int operand;
+    int64_t at, len, src;
+} Segment;
+typedef struct {
+    int64_t k;                   /* devices along the split axes */
+    int64_t extent, block;       /* the result's dim and its blocks */
+    const int64_t *operand_block;        /* each operand's blocks along the dim */
+    const Segment *segment;
+    int nsegments;
+    int64_t row_bytes;           /* one row of a result block */
+} Exchange;
+int64_t exchange_min_bytes(const Part *p, const Exchange *ex);
+/* Were collectives emitted since instruction `first` that no move has? */
+int new_collectives(const Part *p, int first);
+/* Attribute them to a move of value `of` (op: MOVE_RESHARD, MOVE_TRANSFER
+ * or the exchanging op) that needs min_bytes per device. */
+void note_move(Part *p, int first, int of, int op, int64_t min_bytes);
 
 /* place.c: operand src value v as the devices of p->place hold it: moved
  * from another submesh (collective-permute), broadcast from a submesh to

@@ -8,12 +8,12 @@
  * of it.  The op then runs on local blocks (padding masked where a sum
  * would see it); a summed factor that was split leaves partial results,
  * which resharding to the value's own sharding reduces (all-reduce, or
- * reduce-scatter when the value is split there).  Rolls, shifted slices and
- * concats along split dims exchange halos (halo.c).  When the local op would
- * still not compute the right block (a reshape that cuts through a split, a
- * slice shorter than its blocks, ...), the op runs on replicated operands
- * instead, with a warning.  (A gather's gathered table dim is not in its
- * result: a table split there is all-gathered along it as an operand.) */
+ * reduce-scatter when the value is split there).  Rolls, slices and concats
+ * along split dims exchange only the rows that cross blocks (halo.c).  When
+ * the local op would still not compute the right block (a reshape that cuts
+ * through a split, ...), the op runs on replicated operands instead, with a
+ * warning.  (A gather's gathered table dim is not in its result: a table
+ * split there is all-gathered along it as an operand.) */
 #include "part.h"
 
 #include <stdlib.h>
@@ -168,11 +168,11 @@ static void local_slice_attrs(const Inst *in, const Fn *src, const Shape *local_
 /* Everything emitted after a mark can be taken back, so a failed attempt
  * leaves no dead instructions (or phantom collectives) behind. */
 typedef struct {
-    int ninsts, nargs, nints, nreshards;
+    int ninsts, nargs, nints, nreshards, nmoves;
 } Mark;
 
 static Mark mark(const Part *p) {
-    return (Mark){p->dst->ninsts, p->dst->nargs, p->dst->nints, p->reshards.n};
+    return (Mark){p->dst->ninsts, p->dst->nargs, p->dst->nints, p->reshards.n, p->dst->nmoves};
 }
 
 /* The reshards taken back are forgotten too: their instructions' indices
@@ -181,6 +181,7 @@ static void rollback(Part *p, Mark k) {
     p->dst->ninsts = k.ninsts;
     p->dst->nargs = k.nargs;
     p->dst->nints = k.nints;
+    p->dst->nmoves = k.nmoves;
     reshard_forget(p, k.nreshards);
 }
 

@@ -95,15 +95,17 @@ Piece arrive(Part *p, int v) {
     const Submesh *src = x.place ? &p->m->submesh[x.place - 1] : NULL;
     const Submesh *dst = to ? &p->m->submesh[to - 1] : NULL;
     p->place = 0;                /* every device takes part in moving it */
-    if (src && dst && src->axis == dst->axis)
+    int first = p->dst->ninsts, of = x.v, along = src && dst && src->axis == dst->axis;
+    Shape block = p->dst->insts[x.v].type;
+    if (along)
         x = transfer(p, x, src, dst);
-    else {
-        if (src)
-            x = broadcast(p, x, src);
-        if (dst && x.sh.dim[dst->axis] >= 0) {
-            Sharding want = without_axis(&x.sh, dst->axis);
-            x = reshard(p, x, &want);
-        }
+    else if (src)
+        x = broadcast(p, x, src);
+    if (new_collectives(p, first))       /* a device off the source submesh needs the whole block */
+        note_move(p, first, of, MOVE_TRANSFER, shape_elems(&block) * dtype_size(block.dtype));
+    if (!along && dst && x.sh.dim[dst->axis] >= 0) {
+        Sharding want = without_axis(&x.sh, dst->axis);
+        x = reshard(p, x, &want);
     }
     p->place = (uint8_t)to;
     x.place = to;

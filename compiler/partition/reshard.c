@@ -1,11 +1,13 @@
 /* Resharding: turn a block of a value sharded one way into the block the
  * same value has sharded another way, with the fewest collectives:
  *   partial sums      -> reduce-scatter onto the dim the target splits, else all-reduce;
- *   an axis that moves from one dim to another -> all-to-all;
+ *   axes that move from one dim to another -> one all-to-all over all of them;
  *   axes the target drops -> all-gather (then trim the padding of uneven dims);
  *   axes the target adds  -> dynamic-slice at the device's block, no communication.
  * Uneven dims (padded blocks) are regathered whole before they are split
- * again, because their padded blocks do not nest.  Each function caches its
+ * again, because their padded blocks do not nest; an axis moves between
+ * uneven dims only when one is left whole and the other was whole (padded
+ * before the all-to-all, trimmed after).  Each function caches its
  * reshards (Part.reshards): the same block resharded the same way again
  * reuses the first result, so a value is gathered once per target. */
 #include "part.h"
@@ -58,7 +60,7 @@ int linear_index(Part *p, const int *axes, int n) {
     return emit_local(p, OP_AXIS_INDEX, NULL, 0, attrs, n, NULL);
 }
 
-static int i32_constant(Part *p, int64_t value) {
+int i32_constant(Part *p, int64_t value) {
     Shape s = {DT_I32, 0, {0}};
     int k = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &s);
     p->dst->insts[k].value = (double)value;
@@ -135,29 +137,228 @@ static void resolve_partial(Part *p, Piece *x, const Sharding *to) {
 
 /* ---- moving axes ---- */
 
-/* An axis that is the minor axis of one dim and should become the next axis
- * of another: one all-to-all moves it, when both dims divide evenly. */
-static void move_axes(Part *p, Piece *x, const Sharding *to) {
-    for (int a = 0; a < p->m->naxes; a++) {
-        int from = x->sh.dim[a], dest = to->dim[a];
-        if (from < 0 || dest < 0 || from == dest)
-            continue;
-        int have[MAX_AXES], nh = sharding_dim_axes(&x->sh, from, have);
-        int next[MAX_AXES], nn = sharding_dim_axes(&x->sh, dest, next);
-        int want[MAX_AXES], nw = sharding_dim_axes(to, dest, want);
-        int64_t k = p->m->axis_size[a];
-        Shape local = p->dst->insts[x->v].type;
-        if (have[nh - 1] != a || nn >= nw || want[nn] != a || memcmp(next, want, sizeof(int) * (size_t)nn) != 0 ||
-            local.dims[dest] % k || !dim_is_even(p->m, &x->global, &x->sh, from))
-            continue;
-        Sharding sh = x->sh;
-        sh.dim[a] = SH_REPLICATED;
-        add_axis(&sh, a, dest);
-        if (!dim_is_even(p->m, &x->global, &sh, dest))
-            continue;
-        int64_t attrs[3] = {dest, from, a};
-        set_sharding(p, x, emit_local(p, OP_ALL_TO_ALL, (int32_t[]){x->v}, 1, attrs, 3, NULL), &sh);
+/* Axes that leave one dim for another in one all-to-all: each moving axis
+ * is among the minor axes of the dim it leaves and lands right after the
+ * axes the dim it joins keeps.  The all-to-all runs over `axes` (major
+ * first); `arrive[t]` lists, in the target's order, the axes dim t gains,
+ * `leave[f]` the axes dim f loses, in their order on f. */
+typedef struct {
+    int naxes, axes[MAX_AXES];
+    int narrive[MAX_RANK], arrive[MAX_RANK][MAX_AXES];
+    int nleave[MAX_RANK], leave[MAX_RANK][MAX_AXES];
+} AxisMove;
+
+/* Which of the axes in `moving` (a bit set) can move together: on the dim
+ * an axis leaves, every axis after it must leave too (the minor ones go);
+ * on the dim it joins, the target must keep the axes already there and
+ * want it right after them or after other arriving axes.  Uneven dims move
+ * only whole, because their padded blocks do not nest: the dim left loses
+ * all its axes (its padding is then sliced off the end) and the dim joined
+ * had none and gets all the target's (it is padded with zeros first). */
+static uint32_t movable(const Module *m, const Piece *x, const Sharding *to, uint32_t moving) {
+    for (uint32_t before = 0; before != moving;) {
+        before = moving;
+        for (int d = 0; d < x->global.rank; d++) {
+            int have[MAX_AXES], want[MAX_AXES];
+            int nh = sharding_dim_axes(&x->sh, d, have), nw = sharding_dim_axes(to, d, want);
+            int stays = 0, nleave = 0;
+            for (int i = nh - 1; i >= 0; i--) {       /* leaving: a suffix of d's axes */
+                if (!(moving >> have[i] & 1))
+                    stays = 1;
+                else if (stays)
+                    moving &= ~(1u << have[i]);
+                else
+                    nleave++;
+            }
+            if (nleave && nleave < nh && !dim_is_even(m, &x->global, &x->sh, d))
+                for (int i = 0; i < nh; i++)
+                    moving &= ~(1u << have[i]);
+            /* arriving: right after the axes d keeps, in the target's order */
+            int keeps = nh <= nw && memcmp(have, want, sizeof(int) * (size_t)nh) == 0, narrive = 0;
+            for (int i = keeps ? nh : 0; i < nw; i++)
+                if (!(moving >> want[i] & 1) || !keeps || narrive < i - nh)
+                    moving &= ~(1u << want[i]);
+                else
+                    narrive++;
+            if (!narrive)
+                continue;
+            Sharding after = x->sh;
+            for (int i = nh; i < nh + narrive; i++)
+                after.dim[want[i]] = (int8_t)d, after.pos[want[i]] = (uint8_t)i;
+            if (!dim_is_even(m, &x->global, &after, d) && (nh || narrive < nw))
+                for (int i = nh; i < nw; i++)
+                    moving &= ~(1u << want[i]);
+        }
     }
+    return moving;
+}
+
+static void plan_move(const Piece *x, const Sharding *to, uint32_t moving, AxisMove *mv) {
+    memset(mv, 0, sizeof *mv);
+    for (int d = 0; d < x->global.rank; d++) {
+        int have[MAX_AXES], want[MAX_AXES];
+        int nh = sharding_dim_axes(&x->sh, d, have), nw = sharding_dim_axes(to, d, want);
+        for (int i = 0; i < nw; i++)
+            if (moving >> want[i] & 1) {
+                mv->arrive[d][mv->narrive[d]++] = want[i];
+                mv->axes[mv->naxes++] = want[i];   /* target dims in order: the send side's layout */
+            }
+        for (int i = 0; i < nh; i++)
+            if (moving >> have[i] & 1)
+                mv->leave[d][mv->nleave[d]++] = have[i];
+    }
+}
+
+static int reshape_to(Part *p, int x, const int64_t *dims, int rank) {
+    Shape s = p->dst->insts[x].type;
+    s.rank = (uint8_t)rank;
+    memcpy(s.dims, dims, sizeof(int64_t) * (size_t)rank);
+    return shape_eq(&s, &p->dst->insts[x].type) ? x : emit_local(p, OP_RESHAPE, (int32_t[]){x}, 1, NULL, 0, &s);
+}
+
+/* x cut into the dims `cut` and those permuted by `perm` (the transpose's
+ * dimensions); x itself when the permutation keeps the order, as the
+ * reshape that follows regroups the dims anyway. */
+static int regroup(Part *p, int x, const int64_t *cut, const int64_t *perm, int rank) {
+    for (int i = 0; i < rank; i++)
+        if (perm[i] != i)
+            return emit_local(p, OP_TRANSPOSE, (int32_t[]){reshape_to(p, x, cut, rank)}, 1, perm, rank, NULL);
+    return x;
+}
+
+/* Pad dim d of x with zeros at the end to `extent` rows. */
+static int pad_dim(Part *p, int x, int d, int64_t extent) {
+    Shape local = p->dst->insts[x].type;
+    if (local.dims[d] >= extent)
+        return x;
+    Shape pad = local, zero = {local.dtype, 0, {0}};
+    pad.dims[d] = extent - local.dims[d];
+    int z = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero);
+    int zeros = emit_local(p, OP_BROADCAST, (int32_t[]){z}, 1, NULL, 0, &pad);
+    int64_t dim = d;
+    return emit_local(p, OP_CONCAT, (int32_t[]){x, zeros}, 2, &dim, 1, NULL);
+}
+
+/* Does one dim give all the moving axes to one other dim, in their order? */
+static int one_pair(const AxisMove *mv, int rank) {
+    int t = -1, f = -1;
+    for (int d = 0; d < rank; d++) {
+        if (mv->narrive[d])
+            t = t < 0 ? d : rank;
+        if (mv->nleave[d])
+            f = f < 0 ? d : rank;
+    }
+    return t >= 0 && t < rank && f >= 0 && f < rank &&
+           memcmp(mv->arrive[t], mv->leave[f], sizeof(int) * (size_t)mv->naxes) == 0;
+}
+
+/* One all-to-all over every moving axis.  When one dim gives its axes to
+ * one other in the same order, the all-to-all splits the one and
+ * concatenates the other.  Otherwise (as XLA's partitioner does for several
+ * source and target dims) each target dim is cut into its arriving axes'
+ * blocks, those go to the front in the order of `mv->axes`, one dim of them
+ * is exchanged, and each received block index goes back in front of the
+ * dim its axes left. */
+static int all_to_all_moving(Part *p, int x, const AxisMove *mv, int rank) {
+    int64_t attrs[2 + MAX_AXES];
+    for (int i = 0; i < mv->naxes; i++)
+        attrs[2 + i] = mv->axes[i];
+    if (one_pair(mv, rank)) {
+        for (int d = 0; d < rank; d++) {
+            if (mv->narrive[d])
+                attrs[0] = d;
+            if (mv->nleave[d])
+                attrs[1] = d;
+        }
+        return emit_local(p, OP_ALL_TO_ALL, (int32_t[]){x}, 1, attrs, 2 + mv->naxes, NULL);
+    }
+    /* Send side: [arriving blocks..., the rest of each dim]. */
+    const Shape s = p->dst->insts[x].type;
+    int64_t cut[MAX_RANK + MAX_AXES], perm[MAX_RANK + MAX_AXES], rest[MAX_RANK], front[MAX_AXES];
+    int at[MAX_AXES], n = 0, nfront = 0;
+    for (int d = 0; d < rank; d++) {
+        for (int i = 0; i < mv->narrive[d]; i++)
+            at[mv->arrive[d][i]] = n, cut[n++] = p->m->axis_size[mv->arrive[d][i]];
+        rest[d] = s.dims[d] / axes_product(p->m, mv->arrive[d], mv->narrive[d]);
+        perm[mv->naxes + d] = n;
+        cut[n++] = rest[d];
+    }
+    for (int i = 0; i < mv->naxes; i++)
+        perm[i] = at[mv->axes[i]], front[nfront++] = p->m->axis_size[mv->axes[i]];
+    int y = regroup(p, x, cut, perm, n);
+    int64_t flat[1 + MAX_RANK] = {axes_product(p->m, mv->axes, mv->naxes)};
+    memcpy(flat + 1, rest, sizeof(int64_t) * (size_t)rank);
+    attrs[0] = attrs[1] = 0;
+    y = emit_local(p, OP_ALL_TO_ALL, (int32_t[]){reshape_to(p, y, flat, 1 + rank)}, 1, attrs, 2 + mv->naxes, NULL);
+    /* Receive side: the sender's blocks go in front of the dims they left. */
+    int64_t split[MAX_RANK + MAX_AXES], merged[MAX_RANK];
+    memcpy(split, front, sizeof(int64_t) * (size_t)nfront);
+    memcpy(split + nfront, rest, sizeof(int64_t) * (size_t)rank);
+    n = 0;
+    for (int d = 0; d < rank; d++) {
+        merged[d] = rest[d];
+        for (int i = 0; i < mv->nleave[d]; i++)
+            for (int j = 0; j < mv->naxes; j++)
+                if (mv->axes[j] == mv->leave[d][i])
+                    perm[n++] = j, merged[d] *= p->m->axis_size[mv->leave[d][i]];
+        perm[n++] = mv->naxes + d;
+    }
+    return reshape_to(p, regroup(p, y, split, perm, n), merged, rank);
+}
+
+/* Axes that can move from one dim to another now go in one all-to-all over
+ * all of them (not one per axis: that sends (k - 1) / k of the block once,
+ * where an all-to-all per axis sends about that much each time).  Dims they
+ * join are padded to a multiple of the group first; dims they leave whole
+ * are sliced back to their size.  Returns 0 when no axis can move. */
+static int move_some_axes(Part *p, Piece *x, const Sharding *to) {
+    uint32_t moving = 0;
+    for (int a = 0; a < p->m->naxes; a++)
+        if (x->sh.dim[a] >= 0 && to->dim[a] >= 0 && x->sh.dim[a] != to->dim[a])
+            moving |= 1u << a;
+    moving = movable(p->m, x, to, moving);
+    if (!moving)
+        return 0;
+    AxisMove mv;
+    plan_move(x, to, moving, &mv);
+    if (!one_pair(&mv, x->global.rank) && x->global.rank + mv.naxes > MAX_RANK) {
+        /* The blocks in front would pass the rank limit: one axis this time. */
+        uint32_t one = 0;
+        for (int i = 0; i < mv.naxes && !one; i++)
+            one = movable(p->m, x, to, 1u << mv.axes[i]);
+        if (!one)
+            return 0;
+        plan_move(x, to, one, &mv);
+    }
+    Sharding sh = x->sh;
+    for (int i = 0; i < mv.naxes; i++)
+        sh.dim[mv.axes[i]] = SH_REPLICATED;
+    int rank = x->global.rank, v = x->v;
+    for (int d = 0; d < rank; d++) {
+        for (int i = 0; i < mv.narrive[d]; i++)
+            add_axis(&sh, mv.arrive[d][i], d);
+        int64_t k = axes_product(p->m, mv.arrive[d], mv.narrive[d]), len = p->dst->insts[v].type.dims[d];
+        v = pad_dim(p, v, d, (len + k - 1) / k * k);
+    }
+    v = all_to_all_moving(p, v, &mv, rank);
+    Shape want = shape_local(p->m, &x->global, &sh), local = p->dst->insts[v].type;
+    if (!shape_eq(&want, &local)) {          /* a dim left whole: trim its padding off the end */
+        int64_t bounds[2 * MAX_RANK];
+        for (int d = 0; d < rank; d++)
+            bounds[d] = 0, bounds[rank + d] = want.dims[d];
+        v = emit_local(p, OP_SLICE, (int32_t[]){v}, 1, bounds, 2 * rank, NULL);
+    }
+    set_sharding(p, x, v, &sh);
+    return 1;
+}
+
+/* An axis may wait for another to leave the dim it joins (a dim that gives
+ * one axis and takes another): all-to-alls until no axis can move.  Each
+ * moves axes to their target dims for good, so there are at most as many
+ * rounds as axes. */
+static void move_axes(Part *p, Piece *x, const Sharding *to) {
+    while (move_some_axes(p, x, to))
+        ;
 }
 
 /* Gather the axes of dim d past its first `keep`: all of them when the dim
@@ -290,6 +491,7 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
         return x;
     }
     Piece from = x;
+    int first = p->dst->ninsts;
     int was_split = !sharding_is_replicated(&x.sh) && !has_partial(&x.sh);
     resolve_partial(p, &x, to);
     move_axes(p, &x, to);
@@ -318,6 +520,8 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
             slice_dim(p, &x, d, want + nh, nw - nh);
     }
     remember_reshard(p, &from, to, &x, warned);
+    if (new_collectives(p, first))
+        note_move(p, first, from.v, MOVE_RESHARD, reshard_min_bytes(p, &from, to));
     return x;
 }
 

@@ -603,6 +603,53 @@ for _fn in (xent, xent_vocab_split, pick, rows, middle):
     case("batched gather " + _fn.__name__, prog("gather_batch.tdsl"), _fn.__name__, _fn, interp=[None, (3, 2)])
 
 
+# ---- reshards that move axes between dims (tests/interp/progs/reshard_moves.tdsl) ----
+
+def reshard_of(dt, *shape):
+    """A reshard: the result is the input, of dtype dt (f32 or i32)."""
+    def make(rng, m):
+        x = rng.integers(-1000, 1000, shape).astype(np.int32) if dt == "i32" else normal(rng, *shape)
+        return {"x": x}, [(x, dt)]
+    return make
+
+
+def scaled(rng, m):
+    x = normal(rng, 7, 31, 16)
+    return {"x": x}, [(x * np.float32(2), "f32")]
+
+
+_moves = prog("reshard_moves.tdsl")
+for _fn, _dt, _shape in (("uneven_move", "f32", (7, 31, 16)), ("uneven_back", "f32", (7, 31, 16)),
+                         ("two_dims", "f32", (16, 16, 16, 16)), ("two_dims_uneven", "f32", (5, 7, 9, 3)),
+                         ("one_dim", "f32", (10, 6)), ("reordered", "f32", (12, 4)), ("in_turn", "f32", (12, 10, 6)),
+                         ("two_into_one", "f32", (6, 8, 10)), ("one_into_two", "f32", (8, 6, 4)),
+                         ("ints", "i32", (7, 5, 3))):
+    case("reshard_moves." + _fn, _moves, _fn, reshard_of(_dt, *_shape), exact=True)
+case("reshard_moves.scaled", _moves, "scaled", scaled, exact=True)
+
+
+# ---- slices along split dims (tests/interp/progs/split_slices.tdsl) ----
+
+def sliced(dt, shape, *bounds, scale=1):
+    """x[bounds] (times scale) for x of the given shape and dtype."""
+    def make(rng, m):
+        x = rng.integers(-1000, 1000, shape).astype(np.int32) if dt == "i32" else normal(rng, *shape)
+        y = x[tuple(slice(lo, hi) for lo, hi in bounds)]
+        return {"x": x}, [(y * np.float32(scale) if scale != 1 else y, dt)]
+    return make
+
+
+_sl = prog("split_slices.tdsl")
+for _fn, _dt, _shape, _bounds in (
+        ("narrow", "f32", (16, 4), [(1, 15)]), ("middle", "f32", (16, 3), [(2, 12)]),
+        ("head", "f32", (64, 2), [(0, 8)]), ("tail", "f32", (17, 3), [(5, 14)]),
+        ("drop_last", "f32", (31, 2), [(0, 30)]), ("window", "f32", (40, 3), [(30, 37)]),
+        ("columns", "f32", (3, 40), [(0, 3), (7, 28)]), ("ints", "i32", (33, 2), [(13, 33)]),
+        ("both_dims", "f32", (12, 6), [(2, 7), (1, 5)]), ("two_axes", "f32", (32, 3), [(5, 26)])):
+    case("split_slices." + _fn, _sl, _fn, sliced(_dt, _shape, *_bounds), exact=True)
+case("split_slices.other_axis", _sl, "other_axis", sliced("f32", (9, 30), (0, 9), (13, 24), scale=2), exact=True)
+
+
 # ---- fused elementwise chains (tests/interp/progs/fusion.tdsl) ----
 
 def i32_wrap(a):
@@ -999,6 +1046,25 @@ def diff(rng, m):
 
 
 case("shifted_slice.diff", golden("shifted_slice.tdsl"), "diff", diff, exact=True)
+
+
+def narrowed(lo, hi, *shape):
+    def make(rng, m):
+        x = normal(rng, *shape)
+        return {"x": x}, [(x[lo:hi], "f32")]
+    return make
+
+
+case("narrowing_slice.narrow", golden("narrowing_slice.tdsl"), "narrow", narrowed(1, 15, 16, 4), exact=True)
+case("narrowing_slice.uneven", golden("narrowing_slice.tdsl"), "uneven", narrowed(6, 15, 16, 3), exact=True)
+case("reshard_report.gather", golden("reshard_report.tdsl"), "gather", same(16, 8), exact=True)
+case("reshard_report.uneven_sum", golden("reshard_report.tdsl"), "uneven_sum", dot((9, 12), (12, 4)), scaled=True)
+case("reshard_report.swap", golden("reshard_report.tdsl"), "swap", same(8, 8), exact=True)
+case("uneven_all_to_all.move", golden("uneven_all_to_all.tdsl"), "move", same(7, 31, 16), exact=True)
+case("uneven_all_to_all.back", golden("uneven_all_to_all.tdsl"), "back", same(7, 31, 16), exact=True)
+case("all_to_all_axes.two_dims", golden("all_to_all_axes.tdsl"), "two_dims", same(16, 16, 16, 16), exact=True)
+case("all_to_all_axes.one_dim", golden("all_to_all_axes.tdsl"), "one_dim", same(16, 16), exact=True)
+case("all_to_all_axes.in_turn", golden("all_to_all_axes.tdsl"), "in_turn", same(12, 10, 6), exact=True)
 
 
 # reshard_cache.tdsl, reshard_cache_placed.tdsl: readers that share one
