@@ -395,6 +395,24 @@ static int same_move(const Run *a, const Run *b) {
     return a->part == b->part && a->lo == b->lo && a->len == b->len && a->at == b->at;
 }
 
+/* `piece` on the devices listed (by their index over `axes`), zeros on the
+ * others, as a permute would leave it: a run that stays on its device
+ * needs no transfer. */
+static int keep_on(Part *p, int piece, const int *axes, int n, const int64_t *devices, int ndevices) {
+    Shape s = p->dst->insts[piece].type, mask = s, zero = {s.dtype, 0, {0}};
+    mask.dtype = DT_BOOL;
+    int acc = emit_local(p, OP_BROADCAST, (int32_t[]){emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero)}, 1, NULL,
+                         0, &s);
+    int index = linear_index(p, axes, n);
+    for (int i = 0; i < ndevices; i++) {
+        int here = emit_local(p, OP_COMPARE, (int32_t[]){index, i32_constant(p, devices[i])}, 2,
+                              (int64_t[]){CMP_EQ}, 1, NULL);
+        here = emit_local(p, OP_BROADCAST, (int32_t[]){here}, 1, NULL, 0, &mask);
+        acc = emit_local(p, OP_SELECT, (int32_t[]){here, piece, acc}, 3, NULL, 0, NULL);
+    }
+    return acc;
+}
+
 /* concat along a split dim: every row moves once, directly to the block
  * that holds it in the result.  Runs with the same shape (operand, rows,
  * place) travel in one collective-permute; a device receives zeros where it
@@ -436,20 +454,28 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
     for (int64_t r = 0; r < nruns; r++) {
         if (done[r])
             continue;
-        /* Gather the runs of this shape into one permute. */
+        /* Gather the runs of this shape into one permute; those that stay
+         * on their device are kept there instead. */
         int64_t *attrs = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(1 + n + 2 * k));
-        int na = 1 + n;
+        int64_t *stay = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
+        int na = 1 + n, nstay = 0;
         attrs[0] = n;
         for (int i = 0; i < n; i++)
             attrs[1 + i] = axes[i];
         for (int64_t q = r; q < nruns; q++)
             if (!done[q] && same_move(&runs[r], &runs[q])) {
                 done[q] = 1;
+                if (runs[q].src == runs[q].dst) {
+                    stay[nstay++] = runs[q].src;
+                    continue;
+                }
                 attrs[na++] = runs[q].src;
                 attrs[na++] = runs[q].dst;
             }
         int piece = slice_along(p, parts[runs[r].part], (int)dim, runs[r].lo, runs[r].lo + runs[r].len);
-        piece = emit_local(p, OP_COLLECTIVE_PERMUTE, (int32_t[]){piece}, 1, attrs, na, NULL);
+        int moved = na > 1 + n ? emit_local(p, OP_COLLECTIVE_PERMUTE, (int32_t[]){piece}, 1, attrs, na, NULL) : -1;
+        int kept = nstay == 0 ? -1 : nstay == k ? piece : keep_on(p, piece, axes, n, stay, nstay);
+        piece = moved < 0 ? kept : kept < 0 ? moved : emit_local(p, OP_ADD, (int32_t[]){moved, kept}, 2, NULL, 0, NULL);
         /* Pad the run to a block at its place. */
         int32_t pieces[3];
         int np = 0;
