@@ -7,7 +7,7 @@ and run on each backend, must compute what NumPy computes.
 Meshes: 1, 2, 4 (2x2) and 8 (2x4) devices and an uneven one (3x2, or 3 for
 one axis; sizes an fn's dims do not divide, so blocks are padded; an spmd fn's
 blocks must divide, so its case gives sizes that fit), as
-tests/interp/check_partition.py picks them.  A mesh a program cannot take
+tests/interp/check_partition.py picks them; a case's `codegen` may name fewer.  A mesh a program cannot take
 (`shardc dump --stage scheduled` fails with an error in the program, status
 1) is skipped and counted, with the reason in the log.
 
@@ -178,6 +178,7 @@ class Harness:
             axes = self.mesh_of(case.prog)
             names = [a for a, _ in axes]
             specs = meshes(names)
+            wanted = specs if case.codegen is None or not names else [specs[i] for i in case.codegen]
             if self.layouts:
                 specs = specs[3:4] if names else []
             if self.sanitize:                       # the 8-device mesh; ASan: the uneven one too
@@ -185,6 +186,7 @@ class Harness:
                     specs = [None] if self.sanitize == "asan" else []
                 else:
                     specs = specs[3:] if self.sanitize == "asan" else specs[3:4]
+            specs = [s for s in specs if s in wanted]
             for spec in specs:
                 sizes = [int(n) for n in re.findall(r"=(\d+)", spec)] if spec else [n for _, n in axes]
                 m = dict(zip(names, sizes))

@@ -104,13 +104,16 @@ class Case:
     """One oracle: see the module's docstring.  interp: the meshes (tuples of
     sizes in the program's axis order, or None for the program's own) on
     which check_ops.py runs it through the interpreter; [] for none.  runs:
-    how many input sets check_numpy.py gives each build of the case."""
+    how many input sets check_numpy.py gives each build of the case.
+    codegen: which of check_partition.meshes (0: one device, 1: two, 2: four,
+    3: eight, 4: uneven) check_numpy.py builds it for; None for all."""
 
-    def __init__(self, name, prog, fns, make, consts=None, exact=False, scaled=False, interp=(None,), runs=2):
+    def __init__(self, name, prog, fns, make, consts=None, exact=False, scaled=False, interp=(None,), runs=2,
+                 codegen=None):
         self.name, self.prog, self.make = name, prog, make
         self.fns = [fns] if isinstance(fns, str) else list(fns)
         self._consts, self.exact, self.scaled = consts, exact, scaled
-        self.interp, self.runs = list(interp), runs
+        self.interp, self.runs, self.codegen = list(interp), runs, codegen
 
     def consts(self, m):
         return self._consts(m) if callable(self._consts) else self._consts
@@ -145,6 +148,12 @@ def gelu(x):
 
 
 CASES = []
+
+# Families of many small variants of one lowering (reshards, slices, batched
+# gathers) build C for the 8-device and the uneven mesh only: each build
+# takes a second or two, and check_partition.py already runs every variant
+# partitioned on every mesh in the interpreter.
+VARIANT_MESHES = [3, 4]
 
 
 def case(*args, **kw):
@@ -600,7 +609,8 @@ def middle(rng, m):
 
 
 for _fn in (xent, xent_vocab_split, pick, rows, middle):
-    case("batched gather " + _fn.__name__, prog("gather_batch.tdsl"), _fn.__name__, _fn, interp=[None, (3, 2)])
+    case("batched gather " + _fn.__name__, prog("gather_batch.tdsl"), _fn.__name__, _fn, interp=[None, (3, 2)],
+         codegen=VARIANT_MESHES)
 
 
 # ---- reshards that move axes between dims (tests/interp/progs/reshard_moves.tdsl) ----
@@ -624,8 +634,8 @@ for _fn, _dt, _shape in (("uneven_move", "f32", (7, 31, 16)), ("uneven_back", "f
                          ("one_dim", "f32", (10, 6)), ("reordered", "f32", (12, 4)), ("in_turn", "f32", (12, 10, 6)),
                          ("two_into_one", "f32", (6, 8, 10)), ("one_into_two", "f32", (8, 6, 4)),
                          ("ints", "i32", (7, 5, 3))):
-    case("reshard_moves." + _fn, _moves, _fn, reshard_of(_dt, *_shape), exact=True)
-case("reshard_moves.scaled", _moves, "scaled", scaled, exact=True)
+    case("reshard_moves." + _fn, _moves, _fn, reshard_of(_dt, *_shape), exact=True, codegen=VARIANT_MESHES)
+case("reshard_moves.scaled", _moves, "scaled", scaled, exact=True, codegen=VARIANT_MESHES)
 
 
 # ---- slices along split dims (tests/interp/progs/split_slices.tdsl) ----
@@ -646,8 +656,9 @@ for _fn, _dt, _shape, _bounds in (
         ("drop_last", "f32", (31, 2), [(0, 30)]), ("window", "f32", (40, 3), [(30, 37)]),
         ("columns", "f32", (3, 40), [(0, 3), (7, 28)]), ("ints", "i32", (33, 2), [(13, 33)]),
         ("both_dims", "f32", (12, 6), [(2, 7), (1, 5)]), ("two_axes", "f32", (32, 3), [(5, 26)])):
-    case("split_slices." + _fn, _sl, _fn, sliced(_dt, _shape, *_bounds), exact=True)
-case("split_slices.other_axis", _sl, "other_axis", sliced("f32", (9, 30), (0, 9), (13, 24), scale=2), exact=True)
+    case("split_slices." + _fn, _sl, _fn, sliced(_dt, _shape, *_bounds), exact=True, codegen=VARIANT_MESHES)
+case("split_slices.other_axis", _sl, "other_axis", sliced("f32", (9, 30), (0, 9), (13, 24), scale=2), exact=True,
+     codegen=VARIANT_MESHES)
 
 
 # ---- fused elementwise chains (tests/interp/progs/fusion.tdsl) ----
@@ -981,7 +992,8 @@ def take_along_rows(n):
 
 
 for _fn, _n in (("take_along", 8), ("labels_replicated", 8), ("uneven", 5), ("gathered_dim_split", 8)):
-    case("gather_batch." + _fn, golden("gather_batch.tdsl"), _fn, take_along_rows(_n), exact=True)
+    case("gather_batch." + _fn, golden("gather_batch.tdsl"), _fn, take_along_rows(_n), exact=True,
+         codegen=VARIANT_MESHES)
 
 
 def conflict_add(rng, m):
