@@ -185,6 +185,68 @@ static void rollback(Part *p, Mark k) {
     reshard_forget(p, k.nreshards);
 }
 
+/* ---- a gather from a table split along the gathered dim ---- */
+
+/* The axes splitting the gathered dim of the table that a masked local
+ * gather keeps (*n of them), or 0 to all-gather the table: each device
+ * gathers from its own block the indices that fall in it, zeros elsewhere,
+ * and the partial results are summed (GSPMD's lowering of embedding
+ * lookups), when the sum moves fewer bytes than the table. */
+static int masked_gather_axes(Part *p, const Inst *in, const Plan *pl, const Piece *table, int *axes) {
+    int dim = inst_dim(p->src, in);
+    int n = sharding_dim_axes(&table->sh, dim, axes);
+    if (!n || in->type.dtype == DT_BOOL)
+        return 0;
+    int64_t k = 1;
+    for (int i = 0; i < n; i++) {
+        for (int f = 0; f < pl->rule->nfactors; f++)
+            for (int j = 0; j < pl->nfactor_axes[f]; j++)
+                if (pl->factor_axes[f][j] == axes[i])
+                    return 0;        /* the axis serves another dim of the op */
+        k *= p->m->axis_size[axes[i]];
+    }
+    Shape res = shape_local(p->m, &in->type, &in->sh);
+    double sum = 2.0 * (double)(k - 1) / (double)k * (double)(shape_elems(&res) * dtype_size(res.dtype));
+    double gather = (double)(k - 1) * (double)piece_bytes(p, table);
+    return sum < gather ? n : 0;
+}
+
+/* i32 tensor x clamped into [lo, hi]. */
+static int clamp(Part *p, int x, int64_t lo, int64_t hi) {
+    Shape s = p->dst->insts[x].type;
+    int l = emit_local(p, OP_BROADCAST, (int32_t[]){i32_constant(p, lo)}, 1, NULL, 0, &s);
+    int h = emit_local(p, OP_BROADCAST, (int32_t[]){i32_constant(p, hi)}, 1, NULL, 0, &s);
+    return emit_local(p, OP_MIN, (int32_t[]){emit_local(p, OP_MAX, (int32_t[]){x, l}, 2, NULL, 0, NULL), h}, 2, NULL,
+                      0, NULL);
+}
+
+/* Indices into the device's block of the gathered dim (clamped into the
+ * whole dim first, as the gather clamps), and where they fall in it. */
+static int local_indices(Part *p, int idx, int64_t whole, int64_t block, const int *axes, int n, int *inside) {
+    Shape s = p->dst->insts[idx].type;
+    int lo = emit_local(p, OP_MUL, (int32_t[]){linear_index(p, axes, n), i32_constant(p, block)}, 2, NULL, 0, NULL);
+    int local = emit_local(p, OP_SUB, (int32_t[]){clamp(p, idx, 0, whole - 1),
+                                                  emit_local(p, OP_BROADCAST, (int32_t[]){lo}, 1, NULL, 0, &s)},
+                           2, NULL, 0, NULL);
+    int clamped = clamp(p, local, 0, block - 1);
+    *inside = emit_local(p, OP_COMPARE, (int32_t[]){clamped, local}, 2, (int64_t[]){CMP_EQ}, 1, NULL);
+    return clamped;
+}
+
+/* Zeros where the index fell outside the block: the result's leading dims
+ * are the indices' dims. */
+static int mask_outside(Part *p, int v, int inside) {
+    Shape res = p->dst->insts[v].type, mask = res, zero = {res.dtype, 0, {0}};
+    mask.dtype = DT_BOOL;
+    int64_t dims[MAX_RANK];
+    for (int d = 0; d < p->dst->insts[inside].type.rank; d++)
+        dims[d] = d;
+    int in = emit_local(p, OP_BROADCAST, (int32_t[]){inside}, 1, dims, p->dst->insts[inside].type.rank, &mask);
+    int zeros = emit_local(p, OP_BROADCAST, (int32_t[]){emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero)}, 1,
+                           NULL, 0, &res);
+    return emit_local(p, OP_SELECT, (int32_t[]){in, v, zeros}, 3, NULL, 0, NULL);
+}
+
 static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     const Fn *src = p->src;
     Mark before = mark(p);
@@ -197,14 +259,23 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
         args[i] = p->value[ir_arg(src, in, i)];
     plan_summed(p, &pl, in, args);
     result_factor_axes(&pl, in->nargs, &in->sh);
+    int kept[MAX_AXES], nkept = in->op == OP_GATHER ? masked_gather_axes(p, in, &pl, &args[0], kept) : 0;
     int32_t locals[MAX_RULE_TENSORS];
     for (int i = 0; i < in->nargs; i++) {
         Sharding want = wanted(&pl, i);
         if (args[i].global.rank == 0)
             want = sharding_replicated();
+        for (int j = 0; i == 0 && j < nkept; j++) {      /* the table keeps its blocks of the gathered dim */
+            want.dim[kept[j]] = (int8_t)inst_dim(src, in);
+            want.pos[kept[j]] = (uint8_t)j;
+        }
         args[i] = reshard(p, args[i], &want);
         locals[i] = args[i].v;
     }
+    int inside = -1;
+    if (nkept)
+        locals[1] = local_indices(p, locals[1], args[0].global.dims[inst_dim(src, in)],
+                                  p->dst->insts[locals[0]].type.dims[inst_dim(src, in)], kept, nkept, &inside);
     /* A summed dim split into padded blocks: the padding must not count. */
     Reducer reducer = in->op == OP_REDUCE ? (Reducer)src->ints[in->attrs] : RED_SUM;
     for (int i = 0; i < in->nargs; i++)
@@ -219,6 +290,8 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     for (int a = 0; a < MAX_AXES; a++)
         if (pl.summed_axes >> a & 1)
             out.dim[a] = SH_PARTIAL;
+    for (int j = 0; j < nkept; j++)
+        out.dim[kept[j]] = SH_PARTIAL;           /* each device's share of the lookup, zeros elsewhere */
     out.reducer = (uint8_t)reducer;
     Shape want = shape_local(p->m, &in->type, &out);
     int64_t attrs[2 * MAX_RANK];
@@ -232,6 +305,8 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
         rollback(p, before);                 /* the blocks do not line up for this op */
         return lower_replicated(p, in, 1);
     }
+    if (nkept)
+        v = mask_outside(p, v, inside);
     p->dst->insts[v].value = in->value;
     p->dst->insts[v].sh = out;
     return (Piece){v, out, in->type, p->place};
