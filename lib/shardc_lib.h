@@ -131,6 +131,14 @@ const char *sk_isa_name(sk_isa isa);
 int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims, sc_reduce op,
               void *out);
 
+/* ---- selection ----
+ * top_k: out[R..., j] (i32, shape [..., k]) is the index along the last dim
+ * of the operand's element of rank j in row R, largest first (largest = 1)
+ * or smallest first (0); equal elements rank by index, lower first, and
+ * NaN ranks above every number either way (jax.lax.top_k, jnp.argmax and
+ * argmin: argmax is k = 1).  Numeric dtypes; 1 <= k <= the last dim. */
+int sk_top_k(sk_dtype t, sc_shape in, const void *x, int64_t k, int largest, int32_t *out);
+
 /* ---- structure ----
  * transpose: result dim i is operand dim perm[i].
  * broadcast: operand dim i becomes result dim map[i] (same extent); the

@@ -441,6 +441,13 @@ static void emit_gather(Gen *g, const Inst *in, const char *r) {
     fprintf(o, ", %s));\n", r);
 }
 
+static void emit_top_k(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    fprintf(g->out, "    TRY(sk_top_k(%s, ", sk_dtype_of[T(ir_arg(fn, in, 0))->dtype]);
+    emit_shape(g->out, T(ir_arg(fn, in, 0)));
+    fprintf(g->out, ", %s, %lld, %d, %s));\n", A(0), (long long)ir_attr(fn, in, 0), (int)ir_attr(fn, in, 1), r);
+}
+
 static void emit_done(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     (void)r;

@@ -288,6 +288,34 @@ static int kernel_roll(const Kernel *k, double *out) {
     return 0;
 }
 
+/* Whether a ranks strictly above b: NaN above every number, in either
+ * direction (jnp.argmax and argmin give the first NaN). */
+static int ranks_above(double a, double b, int largest) {
+    if (isnan(a) || isnan(b))
+        return isnan(a) && !isnan(b);
+    return largest ? a > b : a < b;
+}
+
+/* Per row, slot j gets the element with exactly j elements ranking above
+ * it, counting an equal element at a lower index as above: the stable
+ * order of jax.lax.top_k, straight from its definition. */
+static int kernel_top_k(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0);
+    int64_t n = x->dims[x->rank - 1], kk = attr(k, 0), largest = attr(k, 1), rows = shape_elems(x) / n;
+    const double *v = arg(k, 0);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < n; j++) {
+            const double *row = v + r * n;
+            int64_t rank = 0;
+            for (int64_t i = 0; i < n; i++)
+                rank += ranks_above(row[i], row[j], (int)largest) ||
+                        (i < j && !ranks_above(row[j], row[i], (int)largest));
+            if (rank < kk)
+                out[r * kk + rank] = (double)j;
+        }
+    return 0;
+}
+
 /* result[I..., R...] = table[R with indices[I...] at `dim` and, at each
  * batch dim, I's coordinate along its paired index dim]; an index outside
  * the dim is clamped into it (as XLA's gather clamps its start indices), so

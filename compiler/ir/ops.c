@@ -26,7 +26,7 @@ int op_accepts(int op, int dt) {
 typedef enum {
     C_LEAF, C_ELEMENTWISE, C_CONVERT, C_COMPARE, C_SELECT, C_BROADCAST,
     C_TRANSPOSE, C_RESHAPE, C_DOT, C_REDUCE, C_SLICE, C_DYNAMIC_SLICE, C_CONCAT,
-    C_ROLL, C_GATHER, C_CALL, C_TUPLE_ELEMENT, C_RETURN, C_ALL_REDUCE,
+    C_ROLL, C_GATHER, C_TOP_K, C_CALL, C_TUPLE_ELEMENT, C_RETURN, C_ALL_REDUCE,
     C_ALL_GATHER, C_REDUCE_SCATTER, C_ALL_TO_ALL, C_PERMUTE, C_DONE,
 } OpClass;
 
@@ -252,6 +252,20 @@ static const char *infer_roll(InferCtx *c, Shape *out) {
                ? NULL : "roll dim out of range";
 }
 
+/* top-k(x) [k, largest]: i32[..., k] from x[..., n], 1 <= k <= n. */
+static const char *infer_top_k(InferCtx *c, Shape *out) {
+    const Shape *x = c->arg[0];
+    if (x->rank < 1 || x->dtype == DT_BOOL || c->in->nattrs != 2)
+        return "top-k needs a numeric operand with a dim and [k, largest]";
+    int64_t k = ir_attr(c->fn, c->in, 0);
+    if (k < 1 || k > x->dims[x->rank - 1])
+        return "top-k's k is outside 1 .. the last dim";
+    *out = *x;
+    out->dtype = DT_I32;
+    out->dims[x->rank - 1] = k;
+    return NULL;
+}
+
 /* Table dims that a gather's result does not have: the gathered dim, and
  * the batch dims (the result has them once, as index dims).  Returns NULL,
  * or what is wrong with the attributes. */
@@ -406,6 +420,7 @@ const char *op_infer(const Module *m, const Fn *fn, const Inst *in, Shape *out) 
     case C_CONCAT: return infer_concat(&c, out);
     case C_ROLL: return infer_roll(&c, out);
     case C_GATHER: return infer_gather(&c, out);
+    case C_TOP_K: return infer_top_k(&c, out);
     case C_CALL: return infer_call(&c, out);
     case C_TUPLE_ELEMENT: return infer_tuple_element(&c, out);
     case C_RETURN: return infer_return(&c, out);
@@ -605,6 +620,10 @@ int op_rule(const Fn *fn, const Inst *in, Rule *r) {
         return 1;
     case C_ROLL:
         rule_aligned(r, fn, in, 1u << ir_attr(fn, in, 1));
+        return 1;
+    case C_TOP_K:
+        /* Leading dims pass through; the selected dim must be whole. */
+        rule_aligned(r, fn, in, 1u << (in->type.rank - 1));
         return 1;
     case C_SLICE: case C_CONCAT:
         rule_aligned(r, fn, in, dims_changed(fn, in));

@@ -6,6 +6,7 @@
 
 enum {
     SP_WHERE, SP_ZEROS, SP_FULL, SP_IOTA, SP_RESHAPE, SP_CONCAT, SP_ROLL, SP_SIZE, SP_AXIS_INDEX,
+    SP_ARGMAX, SP_ARGMIN, SP_TOP_K,
 };
 enum { CO_PSUM, CO_PMEAN, CO_PMAX, CO_PMIN, CO_ALL_GATHER, CO_PSUM_SCATTER, CO_ALL_TO_ALL, CO_PPERMUTE };
 
@@ -26,6 +27,8 @@ static const Builtin builtins[] = {
     {"reshape", BK_SPECIAL, SP_RESHAPE, 2, 2}, {"concat", BK_SPECIAL, SP_CONCAT, 2, 2},
     {"roll", BK_SPECIAL, SP_ROLL, 3, 3},   {"size", BK_SPECIAL, SP_SIZE, 1, 1},
     {"axis_index", BK_SPECIAL, SP_AXIS_INDEX, 1, 1},
+    {"argmax", BK_SPECIAL, SP_ARGMAX, 1, 1}, {"argmin", BK_SPECIAL, SP_ARGMIN, 1, 1},
+    {"top_k", BK_SPECIAL, SP_TOP_K, 2, 2},
     {"psum", BK_COLLECTIVE, CO_PSUM, 2, 2}, {"pmean", BK_COLLECTIVE, CO_PMEAN, 2, 2},
     {"pmax", BK_COLLECTIVE, CO_PMAX, 2, 2}, {"pmin", BK_COLLECTIVE, CO_PMIN, 2, 2},
     {"all_gather", BK_COLLECTIVE, CO_ALL_GATHER, 3, 3},
@@ -180,6 +183,45 @@ static Val roll(Sema *s, const Expr *e) {
     return tensor(emit(s, OP_ROLL, (int32_t[]){x}, 1, attrs, 2, NULL, e->loc));
 }
 
+/* The one IR op behind argmax, argmin and top_k: the i32 indices of the k
+ * best elements along x's last dim (docs/ir.md, top-k). */
+static int top_k_indices(Sema *s, const Expr *e, int x, int64_t k, int largest) {
+    const Shape *xs = shape_of(s, x);
+    if (xs->dtype == DT_BOOL)
+        sema_error(s, arg(e, 0)->loc, "%s needs a numeric operand, not bool", sym(s, e->sym));
+    if (xs->rank == 0)
+        sema_error(s, arg(e, 0)->loc, "%s selects along the last dim, so it needs an operand with a dim, not a scalar",
+                   sym(s, e->sym));
+    int64_t n = xs->dims[xs->rank - 1];
+    if (k < 1 || k > n)
+        sema_error(s, arg(e, 1)->loc, "top_k's k is %lld, outside 1 .. %lld (the operand's last dim)", (long long)k,
+                   (long long)n);
+    int64_t attrs[2] = {k, largest};
+    return emit(s, OP_TOP_K, (int32_t[]){x}, 1, attrs, 2, NULL, e->loc);
+}
+
+/* argmax(x), argmin(x): top-k with k = 1, reshaped to drop the last dim. */
+static Val arg_best(Sema *s, const Expr *e, int largest) {
+    int i = top_k_indices(s, e, tensor_arg(s, e, 0, "the operand"), 1, largest);
+    Shape out = *shape_of(s, i);
+    out.rank--;
+    return tensor(emit(s, OP_RESHAPE, (int32_t[]){i}, 1, NULL, 0, &out, e->loc));
+}
+
+/* v, i = top_k(x, k): the indices, then the values gathered through them
+ * with every leading dim a batch dim (take_along_axis). */
+static Val top_k(Sema *s, const Expr *e, Val *results) {
+    int x = tensor_arg(s, e, 0, "the operand");
+    int i = top_k_indices(s, e, x, eval_const_int(s, arg(e, 1), "k"), 1);
+    int rank = shape_of(s, x)->rank;
+    int64_t attrs[1 + 2 * MAX_RANK] = {rank - 1};
+    for (int d = 0; d < rank - 1; d++)
+        attrs[1 + 2 * d] = attrs[2 + 2 * d] = d;
+    results[0] = tensor(emit(s, OP_GATHER, (int32_t[]){x, i}, 2, attrs, 2 * rank - 1, NULL, e->loc));
+    results[1] = tensor(i);
+    return results[0];
+}
+
 static Val special(Sema *s, const Expr *e, int which) {
     int64_t axes[MAX_AXES];
     int n;
@@ -196,6 +238,7 @@ static Val special(Sema *s, const Expr *e, int which) {
     case SP_ROLL: return roll(s, e);
     case SP_SIZE:
         return int_val(axes_size(s->m, axes_arg(s, arg(e, 0), axes, &n)));
+    case SP_ARGMAX: case SP_ARGMIN: return arg_best(s, e, which == SP_ARGMAX);
     case SP_AXIS_INDEX: {
         require_spmd(s, e);
         axes_arg(s, arg(e, 0), axes, &n);
@@ -335,8 +378,11 @@ Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
     const Builtin *bi = e->sym < s->nsyms ? s->builtin[e->sym] : NULL;
     if (!bi)
         sema_error(s, e->loc, "'%s' is not a function or builtin", name);
-    if (nwanted != 1)
+    int top = bi->kind == BK_SPECIAL && bi->op == SP_TOP_K;
+    if (nwanted != 1 && !top)
         sema_error(s, e->loc, "%s returns one value", name);
+    if (nwanted != 2 && top)
+        sema_error(s, e->loc, "top_k returns two values, the values and their indices: write v, i = top_k(x, k)");
     if (e->binders.n && !is_reduction_name(name))
         sema_error(s, e->loc, "'%s' is not a reduction; use sum, max, min or mean", name);
     if (e->binders.n || bi->kind == BK_REDUCTION)
@@ -364,7 +410,7 @@ Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
         to.dtype = (uint8_t)bi->op;
         return tensor(emit(s, OP_CONVERT, (int32_t[]){v.v}, 1, NULL, 0, &to, e->loc));
     }
-    case BK_SPECIAL: return special(s, e, bi->op);
+    case BK_SPECIAL: return top ? top_k(s, e, results) : special(s, e, bi->op);
     case BK_COLLECTIVE: return collective(s, e, bi->op);
     }
     sema_error(s, e->loc, "unknown builtin");

@@ -613,6 +613,45 @@ for _fn in (xent, xent_vocab_split, pick, rows, middle):
          codegen=VARIANT_MESHES)
 
 
+# ---- argmax, argmin, top_k (tests/interp/progs/topk.tdsl) ----
+# Values are a few multiples of 1/2, so rows have many ties: the indices of
+# equal values must come lowest first, which a stable argsort of -x gives.
+
+def tied(rng, *shape):
+    return (rng.integers(-3, 4, shape) * 0.5).astype(np.float32)
+
+
+def top_k(x, k):
+    i = np.argsort(-d(x), axis=-1, kind="stable")[..., :k].astype(np.int32)
+    return np.take_along_axis(d(x), i, -1), i
+
+
+def top_of(k, dt, *shape):
+    def make(rng, m):
+        x = quantize(tied(rng, *shape) * (2 if dt == "i32" else 1), dt)
+        v, i = top_k(x, k)
+        return {"x": x}, [(v, dt), (i, "i32")]
+    return make
+
+
+def arg_best(rng, m):
+    x = tied(rng, 8, 7)
+    return {"x": x}, [(np.argmax(x, -1).astype(np.int32), "i32"), (np.argmin(x, -1).astype(np.int32), "i32")]
+
+
+def router(rng, m):
+    logits = tied(rng, 8, 8)
+    v, i = top_k(logits, 2)
+    e = np.exp(v - v.max(-1, keepdims=True))
+    return {"logits": logits}, [(e / e.sum(-1, keepdims=True), "f32"), (i, "i32")]
+
+
+for _name, _make in (("top3", top_of(3, "f32", 8, 12)), ("sort_all", top_of(5, "f32", 6, 5)),
+                     ("top_i32", top_of(4, "i32", 4, 2, 9)), ("top_bf16", top_of(2, "bf16", 8, 10)),
+                     ("arg_best", arg_best), ("top_split", top_of(3, "f32", 8, 16)), ("router", router)):
+    case("top_k " + _name, prog("topk.tdsl"), _name, _make, exact=_name != "router", interp=[None, (3, 2)])
+
+
 # ---- reshards that move axes between dims (tests/interp/progs/reshard_moves.tdsl) ----
 
 def reshard_of(dt, *shape):

@@ -287,9 +287,57 @@ static void test_reduce(void) {
           "reduce of an empty dim gives the identity");
 }
 
+/* ---- top_k ---- */
+
+/* The definition: element j of a row ranks by how many elements rank above
+ * it (greater, or equal at a lower index; NaN above every number), so the
+ * result's slot r holds the element with exactly r above it. */
+static int above(double a, int64_t ia, double b, int64_t ib, int largest) {
+    if (isnan(a) != isnan(b))
+        return isnan(a);
+    if (a == b || (isnan(a) && isnan(b)))
+        return ia < ib;
+    return largest ? a > b : a < b;
+}
+
+static void ref_top_k(sk_dtype t, int64_t rows, int64_t n, const void *x, int64_t k, int largest, int32_t *out) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < n; j++) {
+            int64_t rank = 0;
+            for (int64_t i = 0; i < n; i++)
+                rank += above(ld(t, x, r * n + i), i, ld(t, x, r * n + j), j, largest);
+            if (rank < k)
+                out[r * k + rank] = (int32_t)j;
+        }
+}
+
+static void test_top_k(void) {
+    for (int ti = 0; ti < COUNT(NUMERIC); ti++) {
+        sk_dtype t = NUMERIC[ti];
+        void *x = fill(t, 6 * 7, 11u + (unsigned)ti);   /* values in -2..2: many ties */
+        for (int largest = 0; largest < 2; largest++)
+            for (int64_t k = 1; k <= 7; k += 3) {
+                int32_t got[6 * 7], want[6 * 7];
+                int rc = sk_top_k(t, SC_SHAPE(2, 3, 7), x, k, largest, got);
+                ref_top_k(t, 6, 7, x, k, largest, want);
+                check(rc == 0 && memcmp(got, want, sizeof(int32_t) * (size_t)(6 * k)) == 0,
+                      "top_k %s k=%lld %s", NAME[t], (long long)k, largest ? "largest" : "smallest");
+            }
+        free(x);
+    }
+    float nan_row[5] = {1, NAN, 3, NAN, 3};
+    int32_t i3[3], amin[1];
+    check(sk_top_k(SK_F32, SC_SHAPE(5), nan_row, 3, 1, i3) == 0 && i3[0] == 1 && i3[1] == 3 && i3[2] == 2,
+          "top_k ranks NaN first, ties by index");
+    check(sk_top_k(SK_F32, SC_SHAPE(5), nan_row, 1, 0, amin) == 0 && amin[0] == 1, "argmin gives the first NaN");
+    check(sk_top_k(SK_F32, SC_SHAPE(5), nan_row, 6, 1, i3) == SC_ERR && sk_top_k(SK_BOOL, SC_SHAPE(5), nan_row, 1, 1, i3) == SC_ERR,
+          "top_k rejects k past the dim and bool");
+}
+
 int main(void) {
     test_dot();
     test_dot_epilogue();
     test_reduce();
+    test_top_k();
     return tap_done();
 }

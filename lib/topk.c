@@ -1,0 +1,69 @@
+/* topk.c: the indices of the k largest (or smallest) elements along the
+ * last dim, in rank order; argmax and argmin are k = 1 (docs/kernels.md).
+ *
+ * Each row keeps its best k so far as a sorted list in `out`; an element
+ * enters when it ranks strictly above the list's last, so of equal
+ * elements the one seen first (the lower index) stays ahead, as
+ * jax.lax.top_k breaks ties.  That is O(n k) per row, which suits the small
+ * k of routers and samplers.  NaN ranks above every number in either
+ * direction, so argmax and argmin both give the first NaN, as
+ * jax.numpy.argmax and argmin do. */
+#include "internal.h"
+
+#include <math.h>
+
+/* Every numeric dtype's elements are exact as doubles. */
+static inline double load_d(sk_dtype t, const void *p, int64_t i) {
+    switch (t) {
+    case SK_F64: return ((const double *)p)[i];
+    case SK_I32: return ((const int32_t *)p)[i];
+    default: return sk_load_f(t, p, i);
+    }
+}
+
+/* Whether a ranks strictly above b. */
+static inline int ranks_above(double a, double b, int largest) {
+    if (isnan(a) || isnan(b))
+        return isnan(a) && !isnan(b);
+    return largest ? a > b : a < b;
+}
+
+typedef struct {
+    sk_dtype t;
+    const void *x;
+    int64_t n, k;
+    int largest;
+    int32_t *out;
+} TopK;
+
+static void top_k_row(const TopK *c, int64_t row) {
+    int64_t base = row * c->n, len = 0;
+    int32_t *best = c->out + row * c->k;
+    for (int64_t i = 0; i < c->n; i++) {
+        double v = load_d(c->t, c->x, base + i);
+        if (len == c->k && !ranks_above(v, load_d(c->t, c->x, base + best[len - 1]), c->largest))
+            continue;
+        int64_t at = len < c->k ? len++ : len - 1;   /* a full list drops its last */
+        for (; at > 0 && ranks_above(v, load_d(c->t, c->x, base + best[at - 1]), c->largest); at--)
+            best[at] = best[at - 1];
+        best[at] = (int32_t)i;
+    }
+}
+
+static void top_k_range(void *ctx, int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; row++)
+        top_k_row(ctx, row);
+}
+
+int sk_top_k(sk_dtype t, sc_shape in, const void *x, int64_t k, int largest, int32_t *out) {
+    if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(in) || in.rank < 1)
+        return SC_ERR;
+    int64_t n = in.dims[in.rank - 1], rows = 1;
+    if (k < 1 || k > n || n > INT32_MAX)
+        return SC_ERR;
+    for (int d = 0; d < in.rank - 1; d++)
+        rows *= in.dims[d];
+    TopK c = {t, x, n, k, largest, out};
+    sk_parallel_ranges(rows, rows * n * k, top_k_range, &c);
+    return 0;
+}
