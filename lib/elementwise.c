@@ -109,16 +109,6 @@ SK_ISA_CLONES int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *
 
 /* ---- convert, compare, select ---- */
 
-/* Every dtype's values are exact in double. */
-static inline double load_d(sk_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case SK_F64: return ((const double *)p)[i];
-    case SK_I32: return ((const int32_t *)p)[i];
-    case SK_BOOL: return ((const uint8_t *)p)[i];
-    default: return sk_load_f(t, p, i);
-    }
-}
-
 int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out) {
     if (!sk_valid_dtype(from) || !sk_valid_dtype(to) || n < 0)
         return SC_ERR;
@@ -128,7 +118,7 @@ int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out) 
         return 0;
     }
     SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++) {
-        double v = load_d(from, x, i);
+        double v = sk_load_d(from, x, i);
         switch (to) {
         case SK_F64: ((double *)out)[i] = v; break;
         case SK_BOOL: ((uint8_t *)out)[i] = v != 0; break;
@@ -144,7 +134,7 @@ int sk_compare(sk_cmp dir, sk_dtype t, int64_t n, const void *a, const void *b, 
     if (!sk_valid_dtype(t) || n < 0 || (int)dir < 0 || dir > SK_NE)
         return SC_ERR;
     SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++) {
-        double x = load_d(t, a, i), y = load_d(t, b, i);
+        double x = sk_load_d(t, a, i), y = sk_load_d(t, b, i);
         int r;
         switch (dir) {
         case SK_LT: r = x < y; break;

@@ -39,6 +39,15 @@ static inline float sk_load_f(sk_dtype t, const void *p, int64_t i) {
     }
 }
 
+/* Element i of any dtype's buffer as double: every dtype's values are exact. */
+static inline double sk_load_d(sk_dtype t, const void *p, int64_t i) {
+    switch (t) {
+    case SK_F64: return ((const double *)p)[i];
+    case SK_I32: return ((const int32_t *)p)[i];
+    default: return sk_load_f(t, p, i);
+    }
+}
+
 static inline void sk_store_f(sk_dtype t, void *p, int64_t i, float v) {
     switch (t) {
     case SK_F32: ((float *)p)[i] = v; break;

@@ -12,15 +12,6 @@
 
 #include <math.h>
 
-/* Every numeric dtype's elements are exact as doubles. */
-static inline double load_d(sk_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case SK_F64: return ((const double *)p)[i];
-    case SK_I32: return ((const int32_t *)p)[i];
-    default: return sk_load_f(t, p, i);
-    }
-}
-
 /* Whether a ranks strictly above b. */
 static inline int ranks_above(double a, double b, int largest) {
     if (isnan(a) || isnan(b))
@@ -40,11 +31,11 @@ static void top_k_row(const TopK *c, int64_t row) {
     int64_t base = row * c->n, len = 0;
     int32_t *best = c->out + row * c->k;
     for (int64_t i = 0; i < c->n; i++) {
-        double v = load_d(c->t, c->x, base + i);
-        if (len == c->k && !ranks_above(v, load_d(c->t, c->x, base + best[len - 1]), c->largest))
+        double v = sk_load_d(c->t, c->x, base + i);
+        if (len == c->k && !ranks_above(v, sk_load_d(c->t, c->x, base + best[len - 1]), c->largest))
             continue;
         int64_t at = len < c->k ? len++ : len - 1;   /* a full list drops its last */
-        for (; at > 0 && ranks_above(v, load_d(c->t, c->x, base + best[at - 1]), c->largest); at--)
+        for (; at > 0 && ranks_above(v, sk_load_d(c->t, c->x, base + best[at - 1]), c->largest); at--)
             best[at] = best[at - 1];
         best[at] = (int32_t)i;
     }

@@ -128,11 +128,13 @@ typedef struct {
     FILE *protos, *bodies;
 } FileGen;
 
-/* Can the code of an instruction with this op jump to `fail`?  Every
- * kernel call is a TRY, a collective start checks its handle; these are
- * only copies and stores, or nothing. */
-static int may_fail(int op) {
-    switch (op) {
+/* Can the code of an instruction jump to `fail`?  Every kernel call is a
+ * TRY, a collective start checks its handle; views and these ops are only
+ * pointers, copies and stores, or nothing. */
+static int may_fail(const Inst *in) {
+    if (in->flags & INST_VIEW)
+        return 0;
+    switch (in->op) {
     case OP_PARAMETER: case OP_RETURN: case OP_CONSTANT: case OP_AXIS_INDEX: case OP_RESHAPE:
     case OP_GET_TUPLE_ELEMENT:
         return 0;
@@ -226,7 +228,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     }
     int jumps = 0;                       /* a kernel or a collective start can fail */
     for (int v = 0; v < n; v++)
-        jumps |= g.fu.role[v] == FUSE_NONE && may_fail(fn->insts[v].op) && !(fn->insts[v].flags & INST_VIEW);
+        jumps |= g.fu.role[v] == FUSE_NONE && may_fail(&fn->insts[v]);
     fputs(jumps ? "    rc = 0;\nfail:\n" : "    rc = 0;\n", o);
     if (nalloc)
         fprintf(o, "    sk_workspace_give(workspace, %lld);\n", (long long)span);

@@ -45,6 +45,16 @@ Fn *module_add_fn(Module *m, int sym, int spmd, Loc loc) {
     return fn;
 }
 
+Fn fn_without_body(const Fn *fn) {
+    Fn out = *fn;
+    out.insts = NULL, out.ninsts = out.insts_cap = 0;
+    out.args = NULL, out.nargs = out.args_cap = 0;
+    out.ints = NULL, out.nints = out.ints_cap = 0;
+    out.moves = NULL, out.nmoves = out.moves_cap = 0;
+    out.peak_bytes = 0, out.nbuffers = 0;
+    return out;
+}
+
 int module_clone_fn(Module *m, int f, int sym) {
     Fn src = m->fns[f];                  /* module_add_fn may move m->fns */
     Fn *c = module_add_fn(m, sym, src.spmd, src.loc);
@@ -57,6 +67,25 @@ int module_clone_fn(Module *m, int f, int sym) {
     c->insts_cap = src.ninsts + 1;
     c->ints_cap = src.nints + 1;
     return (int)(c - m->fns);
+}
+
+static void visit_callees(const Module *m, int f, uint8_t *seen, int *order, int *n) {
+    seen[f] = 1;
+    const Fn *fn = &m->fns[f];
+    for (int v = 0; v < fn->ninsts; v++)
+        if (fn->insts[v].op == OP_CALL && !seen[ir_attr(fn, &fn->insts[v], 0)])
+            visit_callees(m, (int)ir_attr(fn, &fn->insts[v], 0), seen, order, n);
+    order[(*n)++] = f;
+}
+
+void module_callees_first(const Module *m, int *order) {
+    Arena scratch = {0};
+    uint8_t *seen = arena_alloc(&scratch, (size_t)m->nfns + 1);
+    int n = 0;
+    for (int f = 0; f < m->nfns; f++)
+        if (!seen[f])
+            visit_callees(m, f, seen, order, &n);
+    arena_free(&scratch);
 }
 
 /* Append an instruction.  `type` carries what the operands cannot tell (the

@@ -201,10 +201,16 @@ int op_rule(const Fn *fn, const Inst *in, Rule *rule);
 
 /* ---- building (ir.c) ---- */
 Fn *module_add_fn(Module *m, int sym, int spmd, Loc loc);
+/* fn's name, signature and kind with an empty body: what a pass that
+ * rebuilds a function's instructions starts from. */
+Fn fn_without_body(const Fn *fn);
 /* Append a copy of fn f named `sym` whose instructions and attributes are
  * its own (the operand lists are shared: passes rewrite attributes, never
  * operands in place).  Returns its index. */
 int module_clone_fn(Module *m, int f, int sym);
+/* Every function of m once, each after the functions it calls (calls form
+ * no cycle: sema rejects recursion); order has room for m->nfns. */
+void module_callees_first(const Module *m, int *order);
 int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
             const int64_t *attrs, int nattrs, const Shape *type, Loc loc);
 int ir_emit_checked(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,

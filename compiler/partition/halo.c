@@ -151,30 +151,14 @@ static int rows_at(Devices *dv, int x, int dim, const int64_t *start, const uint
             lo = start[j] < lo ? start[j] : lo;
             hi = start[j] + len > hi ? start[j] + len : hi;
         }
-    int64_t before = -lo, d64 = dim;
-    Shape s = p->dst->insts[x].type, zero = {s.dtype, 0, {0}};
-    if (before || hi > s.dims[dim]) {
-        int32_t parts[3];
-        int np = 0;
-        for (int side = 0; side < 2; side++) {
-            int64_t rows = side ? hi - s.dims[dim] : before;
-            if (side)
-                parts[np++] = x;
-            if (rows <= 0)
-                continue;
-            Shape pad = s;
-            pad.dims[dim] = rows;
-            parts[np++] = emit_local(p, OP_BROADCAST, (int32_t[]){emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero)}, 1,
-                                     NULL, 0, &pad);
-        }
-        x = emit_local(p, OP_CONCAT, parts, np, &d64, 1, NULL);
-    }
+    int64_t before = -lo;
+    x = pad_zeros(p, x, dim, before, hi - p->dst->insts[x].type.dims[dim]);
     if (table_constant(start, care, dv->k, &c))
         return slice_along(p, x, dim, c + before, c + before + len);
     int64_t *shifted = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)dv->k);
     for (int64_t j = 0; j < dv->k; j++)
         shifted[j] = start[j] + before;
-    s = p->dst->insts[x].type;
+    Shape s = p->dst->insts[x].type;
     int32_t args[1 + MAX_RANK] = {x};
     for (int d = 0; d < s.rank; d++)
         args[1 + d] = d == dim ? device_table(dv, shifted, care) : i32_constant(p, 0);
@@ -399,10 +383,9 @@ static int same_move(const Run *a, const Run *b) {
  * others, as a permute would leave it: a run that stays on its device
  * needs no transfer. */
 static int keep_on(Part *p, int piece, const int *axes, int n, const int64_t *devices, int ndevices) {
-    Shape s = p->dst->insts[piece].type, mask = s, zero = {s.dtype, 0, {0}};
+    Shape s = p->dst->insts[piece].type, mask = s;
     mask.dtype = DT_BOOL;
-    int acc = emit_local(p, OP_BROADCAST, (int32_t[]){emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero)}, 1, NULL,
-                         0, &s);
+    int acc = splat(p, 0, &s);
     int index = linear_index(p, axes, n);
     for (int i = 0; i < ndevices; i++) {
         int here = emit_local(p, OP_COMPARE, (int32_t[]){index, i32_constant(p, devices[i])}, 2,
@@ -447,8 +430,6 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
             }
         offset += size;
     }
-    Shape block = p->dst->insts[parts[0]].type;
-    block.dims[dim] = B;
     int acc = -1, first = p->dst->ninsts;
     uint8_t *done = arena_alloc(p->m->arena, (size_t)nruns + 1);
     for (int64_t r = 0; r < nruns; r++) {
@@ -477,22 +458,7 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
         int kept = nstay == 0 ? -1 : nstay == k ? piece : keep_on(p, piece, axes, n, stay, nstay);
         piece = moved < 0 ? kept : kept < 0 ? moved : emit_local(p, OP_ADD, (int32_t[]){moved, kept}, 2, NULL, 0, NULL);
         /* Pad the run to a block at its place. */
-        int32_t pieces[3];
-        int np = 0;
-        int64_t before = runs[r].at, after = B - runs[r].at - runs[r].len;
-        Shape zero = {block.dtype, 0, {0}};
-        for (int side = 0; side < 2; side++) {
-            int64_t rows = side ? after : before;
-            if (side)
-                pieces[np++] = piece;
-            if (!rows)
-                continue;
-            Shape pad = block;
-            pad.dims[dim] = rows;
-            int z = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero);
-            pieces[np++] = emit_local(p, OP_BROADCAST, (int32_t[]){z}, 1, NULL, 0, &pad);
-        }
-        int placed = np == 1 ? pieces[0] : emit_local(p, OP_CONCAT, pieces, np, &dim, 1, NULL);
+        int placed = pad_zeros(p, piece, (int)dim, runs[r].at, B - runs[r].at - runs[r].len);
         acc = acc < 0 ? placed : emit_local(p, OP_ADD, (int32_t[]){acc, placed}, 2, NULL, 0, NULL);
     }
     Segment seg[MAX_RULE_TENSORS];

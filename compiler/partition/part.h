@@ -74,6 +74,11 @@ void reshard_forget(Part *p, int n);
 int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d);
 int linear_index(Part *p, const int *axes, int n);
 int i32_constant(Part *p, int64_t value);
+/* A tensor of shape s holding `value` everywhere (a constant, broadcast). */
+int splat(Part *p, double value, const Shape *s);
+/* x with `before` and `after` rows of zeros around it along dim (x itself
+ * when both are 0 or less). */
+int pad_zeros(Part *p, int x, int dim, int64_t before, int64_t after);
 const char *inst_name(Part *p);
 int mask_padding(Part *p, Piece x, int d, Reducer reducer);
 

@@ -197,12 +197,14 @@ static int masked_gather_axes(Part *p, const Inst *in, const Plan *pl, const Pie
     int n = sharding_dim_axes(&table->sh, dim, axes);
     if (!n || in->type.dtype == DT_BOOL)
         return 0;
+    uint32_t planned = 0;
+    for (int f = 0; f < pl->rule->nfactors; f++)
+        for (int j = 0; j < pl->nfactor_axes[f]; j++)
+            planned |= 1u << pl->factor_axes[f][j];
     int64_t k = 1;
     for (int i = 0; i < n; i++) {
-        for (int f = 0; f < pl->rule->nfactors; f++)
-            for (int j = 0; j < pl->nfactor_axes[f]; j++)
-                if (pl->factor_axes[f][j] == axes[i])
-                    return 0;        /* the axis serves another dim of the op */
+        if (planned >> axes[i] & 1)
+            return 0;                /* the axis serves another dim of the op */
         k *= p->m->axis_size[axes[i]];
     }
     Shape res = shape_local(p->m, &in->type, &in->sh);
@@ -214,8 +216,7 @@ static int masked_gather_axes(Part *p, const Inst *in, const Plan *pl, const Pie
 /* i32 tensor x clamped into [lo, hi]. */
 static int clamp(Part *p, int x, int64_t lo, int64_t hi) {
     Shape s = p->dst->insts[x].type;
-    int l = emit_local(p, OP_BROADCAST, (int32_t[]){i32_constant(p, lo)}, 1, NULL, 0, &s);
-    int h = emit_local(p, OP_BROADCAST, (int32_t[]){i32_constant(p, hi)}, 1, NULL, 0, &s);
+    int l = splat(p, (double)lo, &s), h = splat(p, (double)hi, &s);
     return emit_local(p, OP_MIN, (int32_t[]){emit_local(p, OP_MAX, (int32_t[]){x, l}, 2, NULL, 0, NULL), h}, 2, NULL,
                       0, NULL);
 }
@@ -236,14 +237,13 @@ static int local_indices(Part *p, int idx, int64_t whole, int64_t block, const i
 /* Zeros where the index fell outside the block: the result's leading dims
  * are the indices' dims. */
 static int mask_outside(Part *p, int v, int inside) {
-    Shape res = p->dst->insts[v].type, mask = res, zero = {res.dtype, 0, {0}};
+    Shape res = p->dst->insts[v].type, mask = res;
     mask.dtype = DT_BOOL;
     int64_t dims[MAX_RANK];
     for (int d = 0; d < p->dst->insts[inside].type.rank; d++)
         dims[d] = d;
     int in = emit_local(p, OP_BROADCAST, (int32_t[]){inside}, 1, dims, p->dst->insts[inside].type.rank, &mask);
-    int zeros = emit_local(p, OP_BROADCAST, (int32_t[]){emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero)}, 1,
-                           NULL, 0, &res);
+    int zeros = splat(p, 0, &res);
     return emit_local(p, OP_SELECT, (int32_t[]){in, v, zeros}, 3, NULL, 0, NULL);
 }
 
@@ -528,17 +528,10 @@ static void lower_placed(Part *p, int v) {
 static void partition_fn(Module *m, Diag *diag, int f) {
     const Fn src = m->fns[f];
     Fn *dst = &m->fns[f];
-    memset(dst, 0, sizeof *dst);
-    dst->sym = src.sym;
-    dst->loc = src.loc;
+    *dst = fn_without_body(&src);
     dst->partitioned = 1;
-    dst->nparams = src.nparams;
-    dst->params = src.params;
-    dst->nresults = src.nresults;
     dst->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(src.nresults + 1));
     memcpy(dst->results, src.results, sizeof(Sig) * (size_t)src.nresults);
-    dst->on = src.on;
-    dst->spec_of = src.spec_of;
     /* The reshard cache is this function's own: values of another function
      * are never reused. */
     Part p = {.m = m, .diag = diag, .src = &src, .dst = dst,
@@ -605,21 +598,11 @@ static void clone_for_spmd_callers(Module *m) {
 }
 
 /* Callees first: a call passes local blocks of the callee's parameters. */
-static void partition_with_callees(Module *m, Diag *diag, int f, uint8_t *done) {
-    done[f] = 1;
-    for (int v = 0; v < m->fns[f].ninsts; v++) {
-        const Inst *in = &m->fns[f].insts[v];
-        if (in->op == OP_CALL && !done[m->fns[f].ints[in->attrs]])
-            partition_with_callees(m, diag, (int)m->fns[f].ints[in->attrs], done);
-    }
-    if (!m->fns[f].spmd && !m->fns[f].kept_global)
-        partition_fn(m, diag, f);
-}
-
 void partition_module(Module *m, Diag *diag) {
     clone_for_spmd_callers(m);
-    uint8_t *done = arena_alloc(m->arena, (size_t)m->nfns + 1);
-    for (int f = 0; f < m->nfns; f++)
-        if (!done[f])
-            partition_with_callees(m, diag, f, done);
+    int *order = arena_alloc(m->arena, sizeof(int) * (size_t)(m->nfns + 1));
+    module_callees_first(m, order);
+    for (int i = 0; i < m->nfns; i++)
+        if (!m->fns[order[i]].spmd && !m->fns[order[i]].kept_global)
+            partition_fn(m, diag, order[i]);
 }

@@ -67,6 +67,32 @@ int i32_constant(Part *p, int64_t value) {
     return k;
 }
 
+int splat(Part *p, double value, const Shape *s) {
+    Shape scalar = {s->dtype, 0, {0}};
+    int k = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &scalar);
+    p->dst->insts[k].value = value;
+    return emit_local(p, OP_BROADCAST, (int32_t[]){k}, 1, NULL, 0, s);
+}
+
+int pad_zeros(Part *p, int x, int dim, int64_t before, int64_t after) {
+    if (before <= 0 && after <= 0)
+        return x;
+    int32_t parts[3];
+    int np = 0;
+    for (int side = 0; side < 2; side++) {
+        int64_t rows = side ? after : before;
+        if (side)
+            parts[np++] = x;
+        if (rows <= 0)
+            continue;
+        Shape pad = p->dst->insts[x].type;
+        pad.dims[dim] = rows;
+        parts[np++] = splat(p, 0, &pad);
+    }
+    int64_t d64 = dim;
+    return emit_local(p, OP_CONCAT, parts, np, &d64, 1, NULL);
+}
+
 static void set_sharding(Part *p, Piece *x, int v, const Sharding *sh) {
     x->v = v;
     x->sh = *sh;
@@ -226,19 +252,6 @@ static int regroup(Part *p, int x, const int64_t *cut, const int64_t *perm, int 
     return x;
 }
 
-/* Pad dim d of x with zeros at the end to `extent` rows. */
-static int pad_dim(Part *p, int x, int d, int64_t extent) {
-    Shape local = p->dst->insts[x].type;
-    if (local.dims[d] >= extent)
-        return x;
-    Shape pad = local, zero = {local.dtype, 0, {0}};
-    pad.dims[d] = extent - local.dims[d];
-    int z = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero);
-    int zeros = emit_local(p, OP_BROADCAST, (int32_t[]){z}, 1, NULL, 0, &pad);
-    int64_t dim = d;
-    return emit_local(p, OP_CONCAT, (int32_t[]){x, zeros}, 2, &dim, 1, NULL);
-}
-
 /* Does one dim give all the moving axes to one other dim, in their order? */
 static int one_pair(const AxisMove *mv, int rank) {
     int t = -1, f = -1;
@@ -338,7 +351,7 @@ static int move_some_axes(Part *p, Piece *x, const Sharding *to) {
         for (int i = 0; i < mv.narrive[d]; i++)
             add_axis(&sh, mv.arrive[d][i], d);
         int64_t k = axes_product(p->m, mv.arrive[d], mv.narrive[d]), len = p->dst->insts[v].type.dims[d];
-        v = pad_dim(p, v, d, (len + k - 1) / k * k);
+        v = pad_zeros(p, v, d, 0, (len + k - 1) / k * k - len);
     }
     v = all_to_all_moving(p, v, &mv, rank);
     Shape want = shape_local(p->m, &x->global, &sh), local = p->dst->insts[v].type;
@@ -395,15 +408,7 @@ static void slice_dim(Part *p, Piece *x, int d, const int *axes, int n) {
         add_axis(&sh, axes[i], d);
     int64_t k = axes_product(p->m, axes, n);
     int64_t block = shape_local(p->m, &x->global, &sh).dims[d];
-    if (block * k != local.dims[d]) {
-        Shape pad = local;
-        pad.dims[d] = block * k - local.dims[d];
-        Shape zero = {local.dtype, 0, {0}};
-        int z = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &zero);
-        int zeros = emit_local(p, OP_BROADCAST, (int32_t[]){z}, 1, NULL, 0, &pad);
-        int64_t dim = d;
-        x->v = emit_local(p, OP_CONCAT, (int32_t[]){x->v, zeros}, 2, &dim, 1, NULL);
-    }
+    x->v = pad_zeros(p, x->v, d, 0, block * k - local.dims[d]);
     int idx = linear_index(p, axes, n);
     int offset = emit_local(p, OP_MUL, (int32_t[]){idx, i32_constant(p, block)}, 2, NULL, 0, NULL);
     int32_t args[1 + MAX_RANK] = {x->v};
@@ -538,15 +543,12 @@ int mask_padding(Part *p, Piece x, int d, Reducer reducer) {
                            NULL, 0, NULL);
     int pos = emit_local(p, OP_ADD, (int32_t[]){iota, emit_local(p, OP_BROADCAST, (int32_t[]){start}, 1, NULL, 0,
                                                                   &pos_shape)}, 2, NULL, 0, NULL);
-    int limit = emit_local(p, OP_BROADCAST, (int32_t[]){i32_constant(p, x.global.dims[d])}, 1, NULL, 0, &pos_shape);
+    int limit = splat(p, (double)x.global.dims[d], &pos_shape);
     int valid = emit_local(p, OP_COMPARE, (int32_t[]){pos, limit}, 2, (int64_t[]){CMP_LT}, 1, NULL);
-    Shape scalar = {local.dtype, 0, {0}};
-    int k = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &scalar);
     int is_int = local.dtype == DT_I32;
-    p->dst->insts[k].value = reducer == RED_SUM ? 0.0
-                           : reducer == RED_MAX ? (is_int ? (double)INT32_MIN : -INFINITY)
-                           : (is_int ? (double)INT32_MAX : INFINITY);
-    int fill = emit_local(p, OP_BROADCAST, (int32_t[]){k}, 1, NULL, 0, &local);
+    int fill = splat(p, reducer == RED_SUM ? 0.0
+                        : reducer == RED_MAX ? (is_int ? (double)INT32_MIN : -INFINITY)
+                        : (is_int ? (double)INT32_MAX : INFINITY), &local);
     int v = emit_local(p, OP_SELECT, (int32_t[]){valid, x.v, fill}, 3, NULL, 0, NULL);
     p->dst->insts[v].sh = x.sh;
     return v;

@@ -344,28 +344,14 @@ static void propagate_fn(const Module *m, Fn *fn) {
     arena_free(&scratch);
 }
 
-/* Functions after every function that calls them (a depth-first walk
- * of the call graph, which has no cycle, read backwards). */
-static void visit_callees(const Module *m, int f, uint8_t *seen, int *order, int *n) {
-    seen[f] = 1;
-    const Fn *fn = &m->fns[f];
-    for (int v = 0; v < fn->ninsts; v++)
-        if (fn->insts[v].op == OP_CALL && !seen[ir_attr(fn, &fn->insts[v], 0)])
-            visit_callees(m, (int)ir_attr(fn, &fn->insts[v], 0), seen, order, n);
-    order[(*n)++] = f;
-}
-
 /* Callers go first: propagating a fn fixes its parameter shardings, and
  * its callers must still see which dims its declaration leaves open.
  * Specializations are appended while this runs, already propagated. */
 void propagate_module(Module *m) {
-    int nfns = m->nfns, n = 0;
+    int nfns = m->nfns;
     Arena scratch = {0};
-    uint8_t *seen = arena_alloc(&scratch, (size_t)nfns + 1);
     int *order = arena_alloc(&scratch, sizeof(int) * (size_t)(nfns + 1));
-    for (int f = 0; f < nfns; f++)
-        if (!seen[f])
-            visit_callees(m, f, seen, order, &n);
+    module_callees_first(m, order);
     for (int i = nfns - 1; i >= 0; i--) {
         int f = order[i];
         if (m->fns[f].spmd)

@@ -373,10 +373,7 @@ static int spec_for(Flat *f, int r, int *spec_fn) {
 void specialize_fn(Module *m, int fn_index, void (*propagate)(const Module *, Fn *)) {
     Arena scratch = {0}, *module_arena = m->arena;
     Fn *fn = &m->fns[fn_index];
-    Flat f = {.m = m, .scratch = &scratch, .flat = *fn};
-    f.flat.insts = NULL, f.flat.ninsts = f.flat.insts_cap = 0;
-    f.flat.args = NULL, f.flat.nargs = f.flat.args_cap = 0;
-    f.flat.ints = NULL, f.flat.nints = f.flat.ints_cap = 0;
+    Flat f = {.m = m, .scratch = &scratch, .flat = fn_without_body(fn)};
     f.top = arena_alloc(&scratch, sizeof(int32_t) * (size_t)(fn->ninsts + 1));
     f.top_child = arena_alloc(&scratch, sizeof(int) * (size_t)(fn->ninsts + 1));
     m->arena = &scratch;                 /* the flat function is scratch */

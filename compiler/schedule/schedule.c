@@ -479,20 +479,8 @@ static void assign_buffers(Fn *fn) {
 static void schedule_fn(Module *m, int f) {
     const Fn src = m->fns[f];
     Fn *dst = &m->fns[f];
-    Fn fresh = {0};
-    fresh.sym = src.sym;
-    fresh.spmd = src.spmd;
-    fresh.partitioned = src.partitioned;
-    fresh.kept_global = src.kept_global;
-    fresh.spec_of = src.spec_of;
-    fresh.loc = src.loc;
-    fresh.params = src.params;
-    fresh.nparams = src.nparams;
-    fresh.results = src.results;
-    fresh.nresults = src.nresults;
-    fresh.on = src.on;
-    fresh.scheduled = 1;
-    *dst = fresh;
+    *dst = fn_without_body(&src);
+    dst->scheduled = 1;
     size_t n = (size_t)src.ninsts + 1;
     Sched s = {.m = m, .src = &src, .dst = dst};
     s.new_of = arena_alloc(m->arena, sizeof(int32_t) * n);

@@ -218,6 +218,13 @@ static void lower_on(Sema *s, const AstFn *af, Fn *fn) {
     fn->on = b->index + 1;
 }
 
+/* An spmd fn's body sees blocks: its signature cannot leave a dim open. */
+static void reject_open_dims(Sema *s, const AstType *t, const char *what) {
+    for (int d = 0; d < t->ndims; d++)
+        if (t->dims[d].axes.kind == AXES_OPEN)
+            sema_error(s, t->dims[d].axes.loc, "an spmd fn's %s need definite shardings; '@?' is not allowed here", what);
+}
+
 static void lower_signature(Sema *s, const AstFn *af, Fn *fn) {
     lower_on(s, af, fn);
     fn->nparams = af->params.n;
@@ -226,19 +233,16 @@ static void lower_signature(Sema *s, const AstFn *af, Fn *fn) {
     fn->results = arena_alloc(s->arena, sizeof(Sig) * (size_t)(fn->nresults + 1));
     for (int i = 0; i < fn->nparams; i++) {
         const AstParam *p = af->params.items[i];
-        for (int d = 0; af->spmd && d < p->type->ndims; d++)
-            if (p->type->dims[d].axes.kind == AXES_OPEN)
-                sema_error(s, p->type->dims[d].axes.loc,
-                           "an spmd fn's parameters need definite shardings; '@?' is not allowed here");
+        if (af->spmd)
+            reject_open_dims(s, p->type, "parameters");
         resolve_type(s, p->type, &fn->params[i].type, &fn->params[i].sh);
         if (af->spmd)
             check_spmd_divisible(s, &fn->params[i].type, &fn->params[i].sh, p->type->loc);
     }
     for (int i = 0; i < fn->nresults; i++) {
         const AstType *t = af->results.items[i];
-        for (int d = 0; af->spmd && d < t->ndims; d++)
-            if (t->dims[d].axes.kind == AXES_OPEN)
-                sema_error(s, t->dims[d].axes.loc, "an spmd fn's results need definite shardings; '@?' is not allowed here");
+        if (af->spmd)
+            reject_open_dims(s, t, "results");
         resolve_type(s, t, &fn->results[i].type, &fn->results[i].sh);
         if (af->spmd)
             check_spmd_divisible(s, &fn->results[i].type, &fn->results[i].sh, t->loc);
