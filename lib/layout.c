@@ -166,12 +166,16 @@ typedef struct {
     size_t es, tail;             /* element size; tail bytes */
     int64_t n, dim_stride, per;  /* the gathered dim's extent and stride; result elements per index */
     int nb, nmid;
+    int fill;                    /* SK_FILL: an index outside the dim reads zeros */
     int64_t b_istride[SC_MAX_RANK], b_extent[SC_MAX_RANK], b_tstride[SC_MAX_RANK];
     int64_t mid_dims[SC_MAX_RANK], mid_stride[SC_MAX_RANK];
 } Gather;
 
-/* The table element where index i's block starts, in elements. */
+/* The table element where index i's block starts, in elements, or -1 for
+ * zeros (fill mode, an index outside the dim). */
 static int64_t gather_base(const Gather *g, int64_t i) {
+    if (g->fill && (g->idx[i] < 0 || g->idx[i] >= g->n))
+        return -1;
     /* An index outside the dim is clamped into it (-1 reads row 0). */
     int64_t r = g->idx[i] < 0 ? 0 : g->idx[i] >= g->n ? g->n - 1 : g->idx[i];
     int64_t off = r * g->dim_stride;
@@ -186,7 +190,13 @@ static void gather_range(void *ctx, int64_t lo, int64_t hi) {
     const Gather *g = ctx;
     char *dp = g->out + (size_t)(lo * g->per) * g->es;
     for (int64_t i = lo; i < hi; i++) {
-        const char *sp = g->x + (size_t)gather_base(g, i) * g->es;
+        int64_t base = gather_base(g, i);
+        if (base < 0) {
+            memset(dp, 0, (size_t)g->per * g->es);
+            dp += (size_t)g->per * g->es;
+            continue;
+        }
+        const char *sp = g->x + (size_t)base * g->es;
         int64_t at[SC_MAX_RANK] = {0};
         for (;;) {
             memcpy(dp, sp, g->tail);
@@ -230,13 +240,15 @@ static int gather_batch(Gather *g, sc_shape table, sc_shape is, int dim, int nba
     return 0;
 }
 
-int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sc_shape idx_shape,
+int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sk_index_mode mode, sc_shape idx_shape,
               const int32_t *idx, int nbatch, const int *batch, void *out) {
     if (!sk_valid_dtype(t) || !sk_valid_shape(table) || !sk_valid_shape(idx_shape) || dim < 0 ||
+        (mode != SK_CLAMP && mode != SK_FILL) ||
         dim >= table.rank || nbatch < 0 || nbatch >= table.rank ||
         idx_shape.rank + table.rank - 1 - nbatch > SC_MAX_RANK)
         return SC_ERR;
-    Gather g = {.x = x, .idx = idx, .out = out, .es = sk_dtype_size(t), .n = table.dims[dim], .per = 1};
+    Gather g = {.x = x, .idx = idx, .out = out, .es = sk_dtype_size(t), .n = table.dims[dim], .per = 1,
+                .fill = mode == SK_FILL};
     uint32_t dropped;
     if (gather_batch(&g, table, idx_shape, dim, nbatch, batch, &dropped))
         return SC_ERR;
@@ -258,7 +270,7 @@ int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sc_shape idx_s
         }
     }
     g.tail = (size_t)tail * g.es;
-    if (g.n == 0 || g.per == 0)
+    if (g.per == 0 || (g.n == 0 && !g.fill))   /* an empty dim can only fill */
         return ni * g.per == 0 ? 0 : SC_ERR;
     sk_parallel_ranges(ni, ni * g.per, gather_range, &g);
     return 0;

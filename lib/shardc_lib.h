@@ -147,7 +147,8 @@ int sk_top_k(sk_dtype t, sc_shape in, const void *x, int64_t k, int largest, int
  * dynamic_slice: offsets (one per dim) are clamped into 0 .. extent - size.
  * concat: n operands that agree off `dim`, joined along it.
  * roll: element i along `dim` moves to (i + shift) mod extent (any shift).
- * gather: result[I..., R...] = table[R with clamp(idx[I...]) inserted at dim];
+ * gather: result[I..., R...] = table[R with clamp(idx[I...]) inserted at dim],
+ *   or with mode SK_FILL zeros where idx[I...] is outside the dim;
  *   with nbatch > 0, batch holds nbatch (table dim, index dim) pairs of equal
  *   extent: table dim batch[2j] is read at I's coordinate along index dim
  *   batch[2j + 1] (take_along_axis), and R skips the batch dims too.
@@ -161,9 +162,17 @@ int sk_dynamic_slice(sk_dtype t, sc_shape in, const void *x, const int32_t *offs
                      const int64_t *sizes, void *out);
 int sk_concat(sk_dtype t, int n, const sc_shape *in, const void *const *x, int dim, void *out);
 int sk_roll(sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void *out);
-int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sc_shape idx_shape,
+typedef enum { SK_CLAMP, SK_FILL } sk_index_mode;
+int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sk_index_mode mode, sc_shape idx_shape,
               const int32_t *idx, int nbatch, const int *batch, void *out);
 int sk_iota(sk_dtype t, sc_shape s, int dim, void *out);
+/* gather-dot: out[p, :] = x[p / rep, :] @ w[idx[p]] for p < rows, where
+ * w holds e matrices [k, n] (trans: [n, k], contracted on their last dim)
+ * and an index outside [0, e) is clamped (SK_CLAMP) or gives a zero row
+ * (SK_FILL): a gather of w by idx then a dot, without the gathered
+ * [rows, k, n] block.  One GEMM per matrix over its rows (gather_dot.c). */
+int sk_gather_dot(sk_dtype t, const void *w, int64_t e, int64_t k, int64_t n, int trans, sk_index_mode mode,
+                  const int32_t *idx, int64_t rows, int64_t rep, const void *x, void *out);
 
 /* ---- elementwise, over n elements ---- */
 /* The ops and their formulas are the lines of shardc_elementwise.def:

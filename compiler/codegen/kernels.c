@@ -97,11 +97,33 @@ static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *
 
 static void emit_dot(Gen *g, const Inst *in, const char *r) { emit_dot_call(g, in, NULL, NULL, r); }
 
+/* Dot v of the gather folded right before it (schedule.c). */
+static void emit_gather_dot(Gen *g, int v, const char *r) {
+    const Fn *fn = g->fn;
+    const Inst *dot = &fn->insts[v];
+    GatherDot gd;
+    int side = ir_arg(fn, dot, 0) == v - 1 ? 0 : 1;
+    if (!gather_dot_form(fn, dot, side, &gd)) {
+        g->err = "a folded gather its dot cannot read";
+        return;
+    }
+    const Inst *gather = &fn->insts[gd.gather];
+    fprintf(g->out, "    TRY(sk_gather_dot(%s, %s, %lld, %lld, %lld, %d, %s, %s, %lld, %lld, %s, %s));\n",
+            sk_dtype_of[dot->type.dtype], g->name[ir_arg(fn, gather, 0)], (long long)gd.e, (long long)gd.k,
+            (long long)gd.n, gd.trans, inst_gather_mode(fn, gather) == GATHER_FILL ? "SK_FILL" : "SK_CLAMP",
+            g->name[ir_arg(fn, gather, 1)], (long long)gd.rows, (long long)gd.rep, g->name[ir_arg(fn, dot, 1 - side)],
+            r);
+}
+
 /* Instruction v, the last of a dot's epilogue (schedule.c): the folded
  * instructions before it are the dot, the bias broadcast and add, and v
  * itself the add or the activation. */
 static void emit_epilogue(Gen *g, int v, const char *r) {
     const Fn *fn = g->fn;
+    if (fn->insts[v].op == OP_DOT) {
+        emit_gather_dot(g, v, r);
+        return;
+    }
     int dot = -1, bias = -1;
     for (int u = v - 1; u >= 0 && fn->insts[u].flags & INST_FOLDED; u--)
         if (fn->insts[u].op == OP_DOT)
@@ -429,7 +451,8 @@ static void emit_gather(Gen *g, const Inst *in, const char *r) {
     FILE *o = g->out;
     fprintf(o, "    TRY(sk_gather(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
-    fprintf(o, ", %s, %d, ", A(0), inst_dim(fn, in));
+    fprintf(o, ", %s, %d, %s, ", A(0), inst_dim(fn, in),
+            inst_gather_mode(fn, in) == GATHER_FILL ? "SK_FILL" : "SK_CLAMP");
     emit_shape(o, T(ir_arg(fn, in, 1)));
     int nb;
     const int64_t *pair = inst_gather_batch(fn, in, &nb);

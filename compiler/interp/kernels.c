@@ -318,8 +318,8 @@ static int kernel_top_k(const Kernel *k, double *out) {
 
 /* result[I..., R...] = table[R with indices[I...] at `dim` and, at each
  * batch dim, I's coordinate along its paired index dim]; an index outside
- * the dim is clamped into it (as XLA's gather clamps its start indices), so
- * the interpreter never reads out of bounds. */
+ * the dim is clamped into it (as XLA's gather clamps its start indices), or
+ * in fill mode reads zeros, so the interpreter never reads out of bounds. */
 static int kernel_gather(const Kernel *k, double *out) {
     const Shape *t = arg_type(k, 0), *xs = arg_type(k, 1);
     int dim = inst_dim(k->fn, k->in), nb;
@@ -343,8 +343,13 @@ static int kernel_gather(const Kernel *k, double *out) {
     row_major_strides(&rest, dst_stride);
     int64_t per = shape_elems(&rest), n = shape_elems(xs);
     const double *ix = arg(k, 1);
+    int fill = inst_gather_mode(k->fn, k->in) == GATHER_FILL;
     for (int64_t i = 0; i < n; i++) {
         int64_t p = as_int(ix[i]), hi = t->dims[dim] - 1, off;
+        if (fill && (p < 0 || p > hi)) {
+            memset(out + i * per, 0, sizeof(double) * (size_t)per);
+            continue;
+        }
         p = p < 0 ? 0 : p > hi ? hi : p;
         off = p * ts[dim];
         for (int d = 0; d < xs->rank; d++)          /* i's coordinate along index dim d */

@@ -179,6 +179,8 @@ static void print_gather_dims(Printer *p, const Inst *in) {
         indices[i] = pair[2 * i + 1];
     }
     fprintf(p->out, " dimension=%d", inst_dim(p->fn, in));
+    if (inst_gather_mode(p->fn, in) == GATHER_FILL)
+        fputs(", mode=fill", p->out);
     if (!nb)
         return;
     fputs(", ", p->out);
@@ -381,6 +383,8 @@ static void print_inst(Printer *p, int v) {
         fprintf(out, "  # folded into %%%s", p->names[folded_into(fn, v)]);
     if (in->flags & INST_VIEW)
         fputs("  # a view: no copy", out);
+    if (in->note)
+        fprintf(out, "  # %s", fn->notes[in->note - 1]);
 }
 
 void ir_print_inst(FILE *out, const Module *m, const Fn *fn, int v, const char *const *names) {

@@ -71,6 +71,7 @@ typedef struct {
      * per-device program only those devices run the instruction. */
     uint8_t place;
     int32_t move;                /* after partitioning, a collective: 1 + its Move in Fn.moves, or 0 */
+    int32_t note;                /* after partitioning: 1 + its line in Fn.notes (a choice and its cost), or 0 */
 } Inst;
 
 typedef enum {
@@ -114,6 +115,8 @@ typedef struct {
     int nparams, nresults;
     Move *moves;                 /* after partitioning (Inst.move) */
     int nmoves, moves_cap;
+    const char **notes;          /* after partitioning (Inst.note), printed after the instruction */
+    int nnotes, notes_cap;
     int on;                      /* `fn ... on NAME`: 1 + its submesh, or 0 (the whole mesh) */
     int spec_of;                 /* a specialization (compiler/propagate/specialize.c): 1 + the generic fn, else 0 */
 } Fn;
@@ -223,6 +226,15 @@ typedef struct {
     int64_t lhs_batch[MAX_RANK], rhs_batch[MAX_RANK], lhs_contract[MAX_RANK], rhs_contract[MAX_RANK];
 } DotDims;
 void dot_dims(const Fn *fn, const Inst *dot, DotDims *d);
+/* A dot of gathered rows of a table of matrices, w[e, k, n] (or w[e, n, k]
+ * when trans), by x: result row p is x's row p / rep times w[idx[p]]; the
+ * gathered [rows, k, n] value itself is never needed (sk_gather_dot). */
+typedef struct {
+    int gather;                  /* the dot's gather operand */
+    int trans;
+    int64_t e, k, n, rows, rep;
+} GatherDot;
+int gather_dot_form(const Fn *fn, const Inst *dot, int side, GatherDot *gd);
 
 /* Bytes one device sends in a collective, by the ring model (docs/partitioning.md). */
 int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in);
@@ -245,10 +257,16 @@ static inline const int64_t *inst_axes(const Fn *fn, const Inst *in, int *n) {
     *n = in->op == OP_COLLECTIVE_PERMUTE ? (int)ir_attr(fn, in, 0) : in->nattrs - first;
     return &fn->ints[in->attrs + first];
 }
+/* A gather's attributes: [dim, mode, (table dim, indices dim) pairs...].
+ * Its mode says what an index outside the gathered dim reads: GATHER_CLAMP,
+ * the element it is clamped to (the language's gathers), or GATHER_FILL,
+ * zeros (a device's local gather from its own block of a split table). */
+enum { GATHER_CLAMP, GATHER_FILL };
+static inline int inst_gather_mode(const Fn *fn, const Inst *in) { return (int)fn->ints[in->attrs + 1]; }
 /* A gather's batch dims: *n (table dim, indices dim) pairs. */
 static inline const int64_t *inst_gather_batch(const Fn *fn, const Inst *in, int *n) {
-    *n = (in->nattrs - 1) / 2;
-    return &fn->ints[in->attrs + 1];
+    *n = (in->nattrs - 2) / 2;
+    return &fn->ints[in->attrs + 2];
 }
 /* A collective-permute's (source, target) pairs, coordinates in the group. */
 static inline const int64_t *inst_pairs(const Fn *fn, const Inst *in, int *npairs) {

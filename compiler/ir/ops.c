@@ -270,9 +270,11 @@ static const char *infer_top_k(InferCtx *c, Shape *out) {
  * the batch dims (the result has them once, as index dims).  Returns NULL,
  * or what is wrong with the attributes. */
 static const char *gather_dropped(const Fn *fn, const Inst *in, const Shape *t, const Shape *ix, uint32_t *dropped) {
-    int64_t dim = in->nattrs >= 1 && in->nattrs % 2 == 1 ? ir_attr(fn, in, 0) : -1;
+    int64_t dim = in->nattrs >= 2 && in->nattrs % 2 == 0 ? ir_attr(fn, in, 0) : -1;
     if (dim < 0 || dim >= t->rank || ix->dtype != DT_I32)
         return "gather needs an i32 index tensor and a table dim";
+    if (inst_gather_mode(fn, in) != GATHER_CLAMP && inst_gather_mode(fn, in) != GATHER_FILL)
+        return "gather mode is neither clamp nor fill";
     int nb;
     const int64_t *pair = inst_gather_batch(fn, in, &nb);
     uint32_t seen_ix = 0;
@@ -682,4 +684,44 @@ void dot_dims(const Fn *fn, const Inst *in, DotDims *d) {
                 d->rhs_contract[d->ncontract++] = j;
             }
         }
+}
+
+/* Is the dot's operand `side` a gather it can read rows of instead
+ * (sk_gather_dot): a rank-3 table gathered on dim 0, without batch dims,
+ * one of whose other two dims the dot contracts with the last dim of the
+ * other operand, x, whose leading dims are the leading index dims in order,
+ * and a result of the index dims then the table's free dim? */
+int gather_dot_form(const Fn *fn, const Inst *dot, int side, GatherDot *gd) {
+    const Inst *g = &fn->insts[ir_arg(fn, dot, side)];
+    const Shape *t = g->op == OP_GATHER ? arg_shape(fn, g, 0) : NULL;
+    int nb;
+    if (!t || t->rank != 3 || inst_dim(fn, g) != 0 || (inst_gather_batch(fn, g, &nb), nb) || !shape_elems(t))
+        return 0;
+    const Shape *gs = &g->type, *xs = arg_shape(fn, dot, 1 - side);
+    const int64_t *la = &fn->ints[dot->attrs], *lb = la + arg_shape(fn, dot, 0)->rank;
+    const int64_t *gl = side == 0 ? la : lb, *xl = side == 0 ? lb : la, *ol = lb + arg_shape(fn, dot, 1)->rank;
+    int r = gs->rank - 2, xr = xs->rank, lead = xr - 1;
+    if (xr < 1 || lead > r || dot->type.rank != r + 1)
+        return 0;
+    int trans = xl[lead] == gl[r + 1];               /* contracts the table's last dim: rows of w[e] are [n, k] */
+    if (!trans && xl[lead] != gl[r])
+        return 0;
+    for (int d = 0; d < lead; d++)
+        if (xl[d] != gl[d])
+            return 0;
+    for (int d = 0; d < r; d++)
+        if (ol[d] != gl[d])
+            return 0;
+    if (ol[r] != gl[trans ? r : r + 1])
+        return 0;
+    gd->gather = ir_arg(fn, dot, side);
+    gd->trans = trans;
+    gd->e = t->dims[0];
+    gd->k = trans ? t->dims[2] : t->dims[1];
+    gd->n = trans ? t->dims[1] : t->dims[2];
+    gd->rows = shape_elems(&g->type) / (t->dims[1] * t->dims[2]);
+    gd->rep = 1;
+    for (int d = lead; d < r; d++)
+        gd->rep *= gs->dims[d];
+    return 1;
 }

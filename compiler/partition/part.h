@@ -58,6 +58,7 @@ typedef struct {
     const Inst *name_of;         /* that instruction, named in warnings */
     uint8_t place;               /* where what is emitted now runs (Inst.place) */
     Piece *moved;                /* src value -> its last copy moved to another placement (v < 0: none) */
+    int32_t *only_user;          /* src value -> its one user, or -1 (none) or -2 (several) */
     ReshardCache reshards;
     CallReshard *call_reshards;
     int ncall_reshards, call_reshards_cap;
@@ -68,6 +69,8 @@ int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *at
 int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                    const Shape *type);
 Piece reshard(Part *p, Piece x, const Sharding *to);
+/* Do a and b split each of the first `rank` dims by the same axes, in order? */
+int same_split(const Sharding *a, const Sharding *b, int rank);
 /* Forget the reshards done after the first n, whose instructions a
  * rollback has taken back. */
 void reshard_forget(Part *p, int n);
@@ -110,6 +113,18 @@ void note_move(Part *p, int first, int of, int op, int64_t min_bytes);
  * from another submesh (collective-permute), broadcast from a submesh to
  * the whole mesh (all-reduce), or gathered off the submesh's axis. */
 Piece arrive(Part *p, int v);
+
+/* partial.c: partial sums kept past the dot that is their only user. */
+void find_only_users(Part *p);
+/* The mesh axes sh holds partial results along, as a mask. */
+uint32_t partial_axes(const Sharding *sh);
+/* sh with `axes` set to `to` (SH_REPLICATED or SH_PARTIAL). */
+Sharding sharding_without(const Sharding *sh, uint32_t axes, int8_t to);
+/* Bytes per device to reduce src value v holding `partial`: now, or after
+ * the dot that is its only user when that is cheaper. */
+int64_t partial_sum_bytes(const Part *p, int v, const Sharding *partial);
+/* Should src value v, lowered to x, stay partial for its dot? */
+int keeps_partial(const Part *p, int v, const Piece *x);
 
 /* halo.c: each returns 0 when its exchange does not apply. */
 int lower_split_roll(Part *p, const Inst *in, Piece *out);

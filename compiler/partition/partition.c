@@ -168,11 +168,11 @@ static void local_slice_attrs(const Inst *in, const Fn *src, const Shape *local_
 /* Everything emitted after a mark can be taken back, so a failed attempt
  * leaves no dead instructions (or phantom collectives) behind. */
 typedef struct {
-    int ninsts, nargs, nints, nreshards, nmoves;
+    int ninsts, nargs, nints, nreshards, nmoves, nnotes;
 } Mark;
 
 static Mark mark(const Part *p) {
-    return (Mark){p->dst->ninsts, p->dst->nargs, p->dst->nints, p->reshards.n, p->dst->nmoves};
+    return (Mark){p->dst->ninsts, p->dst->nargs, p->dst->nints, p->reshards.n, p->dst->nmoves, p->dst->nnotes};
 }
 
 /* The reshards taken back are forgotten too: their instructions' indices
@@ -182,35 +182,64 @@ static void rollback(Part *p, Mark k) {
     p->dst->nargs = k.nargs;
     p->dst->nints = k.nints;
     p->dst->nmoves = k.nmoves;
+    p->dst->nnotes = k.nnotes;
     reshard_forget(p, k.nreshards);
+}
+
+/* Drop `axes` from every factor of the plan: the op computes those dims
+ * whole along them. */
+static void plan_without(Plan *pl, uint32_t axes) {
+    for (int f = 0; f < pl->rule->nfactors; f++) {
+        int n = 0;
+        for (int j = 0; j < pl->nfactor_axes[f]; j++)
+            if (!(axes >> pl->factor_axes[f][j] & 1))
+                pl->factor_axes[f][n++] = pl->factor_axes[f][j];
+        pl->nfactor_axes[f] = n;
+    }
+    pl->summed_axes &= ~axes;
 }
 
 /* ---- a gather from a table split along the gathered dim ---- */
 
 /* The axes splitting the gathered dim of the table that a masked local
  * gather keeps (*n of them), or 0 to all-gather the table: each device
- * gathers from its own block the indices that fall in it, zeros elsewhere,
- * and the partial results are summed (GSPMD's lowering of embedding
- * lookups), when the sum moves fewer bytes than the table. */
-static int masked_gather_axes(Part *p, const Inst *in, const Plan *pl, const Piece *table, int *axes) {
+ * gathers from its own block the indices that fall in it, zeros elsewhere
+ * (fill mode), and the partial results are summed, after the dot that
+ * reads them when that moves less (partial.c).  This is GSPMD's lowering
+ * of embedding lookups; it is chosen when it moves fewer bytes than the
+ * table.  The kept axes leave the plan: indices and result are whole
+ * along them, and the sum's reduce-scatter splits the result again. */
+static int masked_gather_axes(Part *p, const Inst *in, Plan *pl, const Piece *args, int *axes, const char **note) {
     int dim = inst_dim(p->src, in);
-    int n = sharding_dim_axes(&table->sh, dim, axes);
+    int n = sharding_dim_axes(&args[0].sh, dim, axes);
     if (!n || in->type.dtype == DT_BOOL)
         return 0;
-    uint32_t planned = 0;
-    for (int f = 0; f < pl->rule->nfactors; f++)
-        for (int j = 0; j < pl->nfactor_axes[f]; j++)
-            planned |= 1u << pl->factor_axes[f][j];
+    uint32_t kept = 0;
     int64_t k = 1;
     for (int i = 0; i < n; i++) {
-        if (planned >> axes[i] & 1)
-            return 0;                /* the axis serves another dim of the op */
+        kept |= 1u << axes[i];
         k *= p->m->axis_size[axes[i]];
     }
-    Shape res = shape_local(p->m, &in->type, &in->sh);
-    double sum = 2.0 * (double)(k - 1) / (double)k * (double)(shape_elems(&res) * dtype_size(res.dtype));
-    double gather = (double)(k - 1) * (double)piece_bytes(p, table);
-    return sum < gather ? n : 0;
+    Plan masked = *pl;
+    plan_without(&masked, kept);
+    Sharding idx_now = wanted(pl, 1), idx_masked = wanted(&masked, 1);
+    Sharding partial = wanted(&masked, in->nargs);
+    for (int i = 0; i < n; i++)
+        partial.dim[axes[i]] = SH_PARTIAL;
+    partial.reducer = RED_SUM;
+    int v = (int)(in - p->src->insts);
+    double sum = (double)reshard_min_bytes(p, &args[1], &idx_masked) + (double)partial_sum_bytes(p, v, &partial);
+    double gather = (double)(k - 1) * (double)piece_bytes(p, &args[0]) + (double)reshard_min_bytes(p, &args[1], &idx_now);
+    const char *after = keeps_partial(p, v, &(Piece){.sh = partial, .global = in->type}) ? " after the dot" : "";
+    if (sum >= gather) {
+        *note = arena_printf(p->m->arena, "the table all-gathered: %.0f bytes per device; a masked gather "
+                             "summing its results%s would send %.0f", gather, after, sum);
+        return 0;
+    }
+    *note = arena_printf(p->m->arena, "a masked gather: %.0f bytes per device to sum its results%s; "
+                         "all-gathering the table would send %.0f", sum, after, gather);
+    *pl = masked;
+    return n;
 }
 
 /* i32 tensor x clamped into [lo, hi]. */
@@ -222,29 +251,36 @@ static int clamp(Part *p, int x, int64_t lo, int64_t hi) {
 }
 
 /* Indices into the device's block of the gathered dim (clamped into the
- * whole dim first, as the gather clamps), and where they fall in it. */
-static int local_indices(Part *p, int idx, int64_t whole, int64_t block, const int *axes, int n, int *inside) {
+ * whole dim first, as the gather clamps): those outside the block read
+ * zeros from the fill-mode local gather. */
+static int local_indices(Part *p, int idx, int64_t whole, int64_t block, const int *axes, int n) {
     Shape s = p->dst->insts[idx].type;
     int lo = emit_local(p, OP_MUL, (int32_t[]){linear_index(p, axes, n), i32_constant(p, block)}, 2, NULL, 0, NULL);
-    int local = emit_local(p, OP_SUB, (int32_t[]){clamp(p, idx, 0, whole - 1),
-                                                  emit_local(p, OP_BROADCAST, (int32_t[]){lo}, 1, NULL, 0, &s)},
-                           2, NULL, 0, NULL);
-    int clamped = clamp(p, local, 0, block - 1);
-    *inside = emit_local(p, OP_COMPARE, (int32_t[]){clamped, local}, 2, (int64_t[]){CMP_EQ}, 1, NULL);
-    return clamped;
+    return emit_local(p, OP_SUB, (int32_t[]){clamp(p, idx, 0, whole - 1),
+                                             emit_local(p, OP_BROADCAST, (int32_t[]){lo}, 1, NULL, 0, &s)},
+                      2, NULL, 0, NULL);
 }
 
-/* Zeros where the index fell outside the block: the result's leading dims
- * are the indices' dims. */
-static int mask_outside(Part *p, int v, int inside) {
-    Shape res = p->dst->insts[v].type, mask = res;
-    mask.dtype = DT_BOOL;
-    int64_t dims[MAX_RANK];
-    for (int d = 0; d < p->dst->insts[inside].type.rank; d++)
-        dims[d] = d;
-    int in = emit_local(p, OP_BROADCAST, (int32_t[]){inside}, 1, dims, p->dst->insts[inside].type.rank, &mask);
-    int zeros = splat(p, 0, &res);
-    return emit_local(p, OP_SELECT, (int32_t[]){in, v, zeros}, 3, NULL, 0, NULL);
+/* ---- a dot of partial sums ---- */
+
+/* The axes along which one operand of a dot holds partial sums that the
+ * dot keeps (partial.c), taken out of the plan: that operand keeps its
+ * blocks and the result holds partial sums along them.  Not when both are
+ * partial along an axis (a product of sums is no sum of products), nor
+ * when the operand's blocks are not the ones the dot needs. */
+static uint32_t absorbed_partials(Plan *pl, const Piece *args) {
+    uint32_t a0 = partial_axes(&args[0].sh), a1 = partial_axes(&args[1].sh);
+    if (!(a0 | a1) || (a0 & a1) || (a0 && args[0].sh.reducer != RED_SUM) || (a1 && args[1].sh.reducer != RED_SUM))
+        return 0;
+    Plan without = *pl;
+    plan_without(&without, a0 | a1);
+    for (int i = 0; i < 2; i++) {
+        Sharding want = wanted(&without, i), have = sharding_without(&args[i].sh, a0 | a1, SH_REPLICATED);
+        if (partial_axes(&args[i].sh) && !same_split(&have, &want, args[i].global.rank))
+            return 0;
+    }
+    *pl = without;
+    return a0 | a1;
 }
 
 static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
@@ -259,9 +295,14 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
         args[i] = p->value[ir_arg(src, in, i)];
     plan_summed(p, &pl, in, args);
     result_factor_axes(&pl, in->nargs, &in->sh);
-    int kept[MAX_AXES], nkept = in->op == OP_GATHER ? masked_gather_axes(p, in, &pl, &args[0], kept) : 0;
+    const char *note = NULL;
+    int kept[MAX_AXES], nkept = in->op == OP_GATHER ? masked_gather_axes(p, in, &pl, args, kept, &note) : 0;
+    uint32_t absorbed = in->op == OP_DOT ? absorbed_partials(&pl, args) : 0;
     int32_t locals[MAX_RULE_TENSORS];
     for (int i = 0; i < in->nargs; i++) {
+        locals[i] = args[i].v;
+        if (partial_axes(&args[i].sh) & absorbed)
+            continue;                /* its blocks are the ones the dot needs */
         Sharding want = wanted(&pl, i);
         if (args[i].global.rank == 0)
             want = sharding_replicated();
@@ -272,10 +313,9 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
         args[i] = reshard(p, args[i], &want);
         locals[i] = args[i].v;
     }
-    int inside = -1;
     if (nkept)
         locals[1] = local_indices(p, locals[1], args[0].global.dims[inst_dim(src, in)],
-                                  p->dst->insts[locals[0]].type.dims[inst_dim(src, in)], kept, nkept, &inside);
+                                  p->dst->insts[locals[0]].type.dims[inst_dim(src, in)], kept, nkept);
     /* A summed dim split into padded blocks: the padding must not count. */
     Reducer reducer = in->op == OP_REDUCE ? (Reducer)src->ints[in->attrs] : RED_SUM;
     for (int i = 0; i < in->nargs; i++)
@@ -292,6 +332,9 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
             out.dim[a] = SH_PARTIAL;
     for (int j = 0; j < nkept; j++)
         out.dim[kept[j]] = SH_PARTIAL;           /* each device's share of the lookup, zeros elsewhere */
+    for (int a = 0; a < MAX_AXES; a++)
+        if (absorbed >> a & 1)
+            out.dim[a] = SH_PARTIAL;
     out.reducer = (uint8_t)reducer;
     Shape want = shape_local(p->m, &in->type, &out);
     int64_t attrs[2 * MAX_RANK];
@@ -300,15 +343,22 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
         local_slice_attrs(in, src, &p->dst->insts[locals[0]].type, attrs);
         at = attrs;
     }
+    if (nkept) {
+        memcpy(attrs, at, sizeof(int64_t) * (size_t)in->nattrs);
+        attrs[1] = GATHER_FILL;
+        at = attrs;
+    }
     int v = try_emit_local(p, (Op)in->op, locals, in->nargs, at, in->nattrs, &want);
     if (v < 0 || !shape_eq(&p->dst->insts[v].type, &want)) {
         rollback(p, before);                 /* the blocks do not line up for this op */
         return lower_replicated(p, in, 1);
     }
-    if (nkept)
-        v = mask_outside(p, v, inside);
     p->dst->insts[v].value = in->value;
     p->dst->insts[v].sh = out;
+    if (note) {
+        *VEC_PUSH(p->m->arena, p->dst->notes, p->dst->nnotes, p->dst->notes_cap) = note;
+        p->dst->insts[v].note = p->dst->nnotes;
+    }
     return (Piece){v, out, in->type, p->place};
 }
 
@@ -516,8 +566,10 @@ static void lower_placed(Part *p, int v) {
             out = lower_with_rule(p, in, &rule);
         else
             out = lower_replicated(p, in, 1);
-        /* Bring the value to its own sharding, reducing any partial sums. */
-        out = reshard(p, out, &in->sh);
+        /* Bring the value to its own sharding, reducing any partial sums
+         * (unless its dot takes them). */
+        if (!keeps_partial(p, v, &out))
+            out = reshard(p, out, &in->sh);
         break;
     }
     if (out.v >= first_new)      /* an op that moved nothing keeps its operand's name */
@@ -539,6 +591,7 @@ static void partition_fn(Module *m, Diag *diag, int f) {
               .moved = arena_alloc(m->arena, sizeof(Piece) * (size_t)src.ninsts)};
     for (int v = 0; v < src.ninsts; v++)
         p.moved[v].v = -1;
+    find_only_users(&p);
     for (int v = 0; v < src.ninsts; v++) {
         const Inst *in = &src.insts[v];
         p.name_of = in;

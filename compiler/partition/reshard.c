@@ -419,7 +419,7 @@ static void slice_dim(Part *p, Piece *x, int d, const int *axes, int n) {
     set_sharding(p, x, emit_local(p, OP_DYNAMIC_SLICE, args, 1 + local.rank, NULL, 0, &out), &sh);
 }
 
-static int same_split(const Sharding *a, const Sharding *b, int rank) {
+int same_split(const Sharding *a, const Sharding *b, int rank) {
     for (int d = 0; d < rank; d++) {
         int x[MAX_AXES], y[MAX_AXES];
         int nx = sharding_dim_axes(a, d, x), ny = sharding_dim_axes(b, d, y);
@@ -429,12 +429,7 @@ static int same_split(const Sharding *a, const Sharding *b, int rank) {
     return 1;
 }
 
-static int has_partial(const Sharding *sh) {
-    for (int a = 0; a < MAX_AXES; a++)
-        if (sh->dim[a] == SH_PARTIAL)
-            return 1;
-    return 0;
-}
+static int has_partial(const Sharding *sh) { return partial_axes(sh) != 0; }
 
 /* ---- the reshard cache ---- */
 

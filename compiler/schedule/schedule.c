@@ -28,6 +28,12 @@
  * keep the fused loop: dnnl_sgemm takes no epilogue, and oneDNN's matmul
  * primitive, which does, is slower for f32 here (docs/kernels.md).
  *
+ * Gathers into dots: a gather of matrices read only by a dot that can take
+ * its rows (gather_dot_form: a mixture of experts' w[route[s]] times the
+ * tokens) moves to right before the dot and is folded into it: one
+ * sk_gather_dot call that multiplies each expert's tokens by its matrix,
+ * so the gathered [tokens, k, n] weights never exist.
+ *
  * Views: a reshape of a parameter, or a slice of one that is contiguous in
  * it (a layer's block `w[l]` of stacked weights), is the parameter's memory
  * at an offset: marked INST_VIEW, it takes no buffer and copies nothing.
@@ -49,6 +55,7 @@ typedef struct {
     int32_t *next_after;         /* src collective -> next collective with the same operand */
     uint8_t *overlapped;         /* src collective: compute has run since its start */
     uint8_t *waiting;            /* src value: held back in queue */
+    uint8_t *into_dot;           /* src value: a gather its dot computes, emitted with the dot */
     int32_t *queue, *flight;     /* values held back, in order; collectives started, not overlapped */
     int nwaiting, queue_cap, nflight, flight_cap;
 } Sched;
@@ -133,14 +140,29 @@ static int overlaps(const Sched *s, const Inst *in, int c) {
     return !in->place || !from || in->place == from;
 }
 
-/* Emit src value v: first the dones it needs, then v, then the collectives
- * it is the operand of.  Compute overlaps every collective in flight. */
-static void emit(Sched *s, int v) {
-    const Inst *in = &s->src->insts[v];
+static void finish_operands(Sched *s, const Inst *in) {
     for (int i = 0; i < in->nargs; i++) {
         int a = ir_arg(s->src, in, i);
         if (op_is_collective(s->src->insts[a].op))
             finish(s, a);
+    }
+}
+
+/* Emit src value v: first the dones it needs, then v, then the collectives
+ * it is the operand of.  Compute overlaps every collective in flight.  A
+ * gather folded into its dot is emitted right before the dot. */
+static void emit(Sched *s, int v) {
+    const Inst *in = &s->src->insts[v];
+    if (s->into_dot[v])
+        return;
+    int folded = -1;
+    for (int i = 0; i < in->nargs; i++)
+        if (s->into_dot[ir_arg(s->src, in, i)])
+            folded = ir_arg(s->src, in, i);
+    finish_operands(s, in);
+    if (folded >= 0) {
+        finish_operands(s, &s->src->insts[folded]);
+        s->new_of[folded] = copy_inst(s, folded, INST_FOLDED);
     }
     s->new_of[v] = copy_inst(s, v, 0);
     if (is_compute(in->op)) {
@@ -163,6 +185,28 @@ static void flush(Sched *s) {
         emit(s, s->queue[i]);
     }
     s->nwaiting = 0;
+}
+
+/* The gathers that the dot reading them computes (see the top): each
+ * read only by that dot, neither placed nor asynchronous. */
+static void mark_gathers_into_dots(Sched *s, Arena *scratch) {
+    const Fn *src = s->src;
+    int *uses = arena_alloc(scratch, sizeof(int) * (size_t)(src->ninsts + 1));
+    for (int v = 0; v < src->ninsts; v++)
+        for (int i = 0; i < src->insts[v].nargs; i++)
+            uses[ir_arg(src, &src->insts[v], i)]++;
+    for (int v = 0; v < src->ninsts; v++) {
+        const Inst *in = &src->insts[v];
+        GatherDot gd;
+        if (in->op != OP_DOT || in->flags || in->place)
+            continue;
+        for (int side = 0; side < 2; side++)
+            if (gather_dot_form(src, in, side, &gd) && uses[gd.gather] == 1 && !src->insts[gd.gather].flags &&
+                !src->insts[gd.gather].place) {
+                s->into_dot[gd.gather] = 1;
+                break;
+            }
+    }
 }
 
 static void order(Sched *s) {
@@ -349,7 +393,7 @@ static void fold_epilogue(Fn *fn, const int *uses, int v) {
     const Inst *d = &fn->insts[v];
     int n = fn->ninsts, bias = -1, last = v;
     if (d->op != OP_DOT || (d->type.dtype != DT_BF16 && d->type.dtype != DT_F16) || d->flags || d->place ||
-        uses[v] != 1)
+        uses[v] != 1 || ends_fold(fn, v))       /* ends_fold: it computes a gather */
         return;
     /* The bias broadcast right before the dot or right after it, then the add. */
     int b = v > 0 && is_bias(fn, d, &fn->insts[v - 1])           ? v - 1
@@ -489,8 +533,10 @@ static void schedule_fn(Module *m, int f) {
     s.next_after = arena_alloc(m->arena, sizeof(int32_t) * n);
     s.overlapped = arena_alloc(m->arena, n);
     s.waiting = arena_alloc(m->arena, n);
+    s.into_dot = arena_alloc(m->arena, n);
     memset(s.overlapped, 0, n);
     memset(s.waiting, 0, n);
+    memset(s.into_dot, 0, n);
     for (int v = 0; v < src.ninsts; v++)
         s.new_of[v] = s.started_by[v] = s.first_after[v] = s.next_after[v] = -1;
     /* Chain each value's collectives in program order (built backwards). */
@@ -500,6 +546,9 @@ static void schedule_fn(Module *m, int f) {
             s.next_after[v] = s.first_after[a];
             s.first_after[a] = v;
         }
+    Arena scratch = {0};
+    mark_gathers_into_dots(&s, &scratch);
+    arena_free(&scratch);
     order(&s);
     fold_epilogues(dst);
     mark_views(dst);

@@ -214,10 +214,10 @@ static Val top_k(Sema *s, const Expr *e, Val *results) {
     int x = tensor_arg(s, e, 0, "the operand");
     int i = top_k_indices(s, e, x, eval_const_int(s, arg(e, 1), "k"), 1);
     int rank = shape_of(s, x)->rank;
-    int64_t attrs[1 + 2 * MAX_RANK] = {rank - 1};
+    int64_t attrs[2 + 2 * MAX_RANK] = {rank - 1, GATHER_CLAMP};
     for (int d = 0; d < rank - 1; d++)
-        attrs[1 + 2 * d] = attrs[2 + 2 * d] = d;
-    results[0] = tensor(emit(s, OP_GATHER, (int32_t[]){x, i}, 2, attrs, 2 * rank - 1, NULL, e->loc));
+        attrs[2 + 2 * d] = attrs[3 + 2 * d] = d;
+    results[0] = tensor(emit(s, OP_GATHER, (int32_t[]){x, i}, 2, attrs, 2 * rank, NULL, e->loc));
     results[1] = tensor(i);
     return results[0];
 }

@@ -343,8 +343,8 @@ static Term gather_term(Ix *ix, int table, const Term *t, int gather_dim, Term i
         rest -= (batch & bit(t->label[k])) != 0;
     if (idx.n + rest > MAX_RANK)
         sema_error(ix->s, loc, "this gather would need more than %d dims", MAX_RANK);
-    int64_t attrs[1 + 2 * MAX_RANK] = {gather_dim};
-    int na = 1;
+    int64_t attrs[2 + 2 * MAX_RANK] = {gather_dim, GATHER_CLAMP};
+    int na = 2;
     Term g = idx;
     for (int k = 0; k < t->n; k++) {
         if (!(batch & bit(t->label[k]))) {

@@ -613,6 +613,49 @@ for _fn in (xent, xent_vocab_split, pick, rows, middle):
          codegen=VARIANT_MESHES)
 
 
+# ---- mixture-of-experts products (tests/interp/progs/moe.tdsl) ----
+# Routes run from -1 to E: a gather clamps those into the expert dim.
+
+def routed(w, a, route):
+    """out[s, ..., f] = a[s] @ w[route[s, ...]], with w[e] as [d, f]."""
+    wr = d(w)[np.clip(route, 0, w.shape[0] - 1)]
+    return np.einsum("s...df,sd->s...f", wr, d(a))
+
+
+def routes(rng, e, *shape):
+    return rng.integers(-1, e + 1, shape).astype(np.int32)
+
+
+def experts_split(rng, m):
+    w, a, route = normal(rng, 8, 16, 12), normal(rng, 10, 16), routes(rng, 8, 10)
+    return {"w": w, "a": a, "route": route}, [(routed(w, a, route), "f32")]
+
+
+def experts_transposed(rng, m):
+    w, a, route = normal(rng, 6, 12, 16), normal(rng, 10, 16), routes(rng, 6, 10)
+    return {"w": w, "a": a, "route": route}, [(routed(w.transpose(0, 2, 1), a, route), "f32")]
+
+
+def top2(rng, m):
+    w, a, route = normal(rng, 8, 16, 12), normal(rng, 10, 16), routes(rng, 8, 10, 2)
+    return {"w": w, "a": a, "route": route}, [(routed(w, a, route), "f32")]
+
+
+def experts_bf16(rng, m):
+    w, a, route = quantize(normal(rng, 4, 8, 6), "bf16"), quantize(normal(rng, 6, 8), "bf16"), routes(rng, 4, 6)
+    return {"w": w, "a": a, "route": route}, [(routed(w, a, route), "bf16")]
+
+
+def shared(rng, m):
+    w, a, route = normal(rng, 4, 8, 6), normal(rng, 5, 8), routes(rng, 4, 5)
+    return {"w": w, "a": a, "route": route}, [(routed(w, a, route), "f32"),
+                                              (d(w)[np.clip(route, 0, 3)], "f32")]
+
+
+for _fn in (experts_split, experts_transposed, top2, experts_bf16, shared):
+    case("moe " + _fn.__name__, prog("moe.tdsl"), _fn.__name__, _fn, interp=[None, (3, 2)])
+
+
 # ---- argmax, argmin, top_k (tests/interp/progs/topk.tdsl) ----
 # Values are a few multiples of 1/2, so rows have many ties: the indices of
 # equal values must come lowest first, which a stable argsort of -x gives.
@@ -982,6 +1025,43 @@ def gpt(rng, m):
     return inputs, [((lse - picked).mean(), "f32")]
 
 
+# samples/moe.tdsl, moe_topk.tdsl, embedding.tdsl at small sizes (routed()
+# and top_k() are the mixture-of-experts and top-k oracles above).
+def sample_moe(rng, m):
+    w, a, route = normal(rng, 8, 16, 12), normal(rng, 10, 16), routes(rng, 8, 10)
+    return {"w": w, "a": a, "route": route}, [(routed(w, a, route), "f32")]
+
+
+def sample_moe_topk(rng, m):
+    w, router, a = normal(rng, 8, 16, 12), normal(rng, 16, 8), normal(rng, 10, 16)
+    top, route = top_k(d(a) @ d(router), 2)
+    gate = np.exp(top - top.max(-1, keepdims=True))
+    gate /= gate.sum(-1, keepdims=True)
+    out = np.einsum("sjf,sj->sf", routed(w, a, route), gate)
+    return {"w": w, "router": router, "a": a}, [(out, "f32")]
+
+
+def sample_embed(rng, m):
+    wte, tokens = normal(rng, 64, 16), rng.integers(0, 64, (4, 8)).astype(np.int32)
+    return {"wte": wte, "tokens": tokens}, [(d(wte)[tokens], "f32")]
+
+
+def sample_xent(rng, m):
+    logits, labels = normal(rng, 4, 8, 64), rng.integers(0, 64, (4, 8)).astype(np.int32)
+    x = d(logits)
+    peak = x.max(-1)
+    lse = np.log(np.exp(x - peak[..., None]).sum(-1)) + peak
+    picked = np.take_along_axis(x, labels[..., None], -1)[..., 0]
+    return {"logits": logits, "labels": labels}, [((lse - picked).mean(), "f32")]
+
+
+case("sample moe", sample("moe.tdsl"), "moe", sample_moe, consts="E=8,S=10,D=16,F=12", scaled=True)
+case("sample moe_topk", sample("moe_topk.tdsl"), "moe_topk", sample_moe_topk, consts="E=8,S=10,D=16,F=12,K=2",
+     scaled=True)
+case("sample embedding embed", sample("embedding.tdsl"), "embed", sample_embed, consts="B=4,S=8,V=64,D=16",
+     exact=True)
+case("sample embedding xent", sample("embedding.tdsl"), "xent", sample_xent, consts="B=4,S=8,V=64,D=16",
+     scaled=True)
 case("sample gpt_block", sample("gpt_block.tdsl"), ["gpt_block", "block_inlined"], gpt_block,
      consts=gpt_consts("B", "S", "D", "H", "K", "F"), scaled=True, interp=[None, (1, 2)])
 case("sample gpt", sample("gpt.tdsl"), "gpt", gpt, consts=gpt_consts(*GPT), scaled=True, interp=[None])

@@ -89,8 +89,16 @@ static void test_layout(void) {
             int64_t ti3[3] = {g[2], r, g[3]};
             st(t, want, o, ld(t, x, offset(s, ti3)));
         }
-        check(sk_gather(t, s, x, 1, SC_SHAPE(2, 2), idx, 0, NULL, got) == 0 && equal(t, got, want, 32),
+        check(sk_gather(t, s, x, 1, SK_CLAMP, SC_SHAPE(2, 2), idx, 0, NULL, got) == 0 && equal(t, got, want, 32),
               "gather dim 1, indices clamped %s", n);
+        for (int64_t o = 0; o < 32; o++) {       /* fill mode: -1 and 9 read zeros */
+            int64_t g[4];
+            unravel(gs, o, g);
+            int64_t r = idx[g[0] * 2 + g[1]], ti3[3] = {g[2], r, g[3]};
+            st(t, want, o, r < 0 || r > 2 ? 0.0 : ld(t, x, offset(s, ti3)));
+        }
+        check(sk_gather(t, s, x, 1, SK_FILL, SC_SHAPE(2, 2), idx, 0, NULL, got) == 0 && equal(t, got, want, 32),
+              "gather dim 1, indices outside filled with zeros %s", n);
 
         /* Batched: table dim 0 read at the index's dim 1 (after the gathered
          * dim, a contiguous tail), then at its dim 0 with the gathered dim
@@ -103,7 +111,7 @@ static void test_layout(void) {
             int64_t ti3[3] = {g[1], r < 0 ? 0 : r > 2 ? 2 : r, g[2]};
             st(t, want, o, ld(t, x, offset(s, ti3)));
         }
-        check(sk_gather(t, s, x, 1, SC_SHAPE(5, 2), bidx, 1, (int[]){0, 1}, got) == 0 && equal(t, got, want, 40),
+        check(sk_gather(t, s, x, 1, SK_CLAMP, SC_SHAPE(5, 2), bidx, 1, (int[]){0, 1}, got) == 0 && equal(t, got, want, 40),
               "gather dim 1, batch dims {0} and {1} %s", n);
         for (int64_t o = 0; o < 30; o++) {
             int64_t g[3];
@@ -112,7 +120,7 @@ static void test_layout(void) {
             int64_t ti3[3] = {g[0], g[2], r < 0 ? 0 : r > 3 ? 3 : r};
             st(t, want, o, ld(t, x, offset(s, ti3)));
         }
-        check(sk_gather(t, s, x, 2, SC_SHAPE(2, 5), bidx, 1, (int[]){0, 0}, got) == 0 && equal(t, got, want, 30),
+        check(sk_gather(t, s, x, 2, SK_CLAMP, SC_SHAPE(2, 5), bidx, 1, (int[]){0, 0}, got) == 0 && equal(t, got, want, 30),
               "gather dim 2, batch dims {0} and {0} %s", n);
 
         for (int64_t o = 0; o < 24; o++) {
@@ -124,9 +132,9 @@ static void test_layout(void) {
     }
     check(sk_transpose(SK_F32, SC_SHAPE(2, 2), NULL, (int[]){0, 0}, NULL) == SC_ERR, "transpose: not a permutation");
     check(sk_slice(SK_F32, SC_SHAPE(2), NULL, (int64_t[]){1}, (int64_t[]){3}, NULL) == SC_ERR, "slice: out of bounds");
-    check(sk_gather(SK_F32, SC_SHAPE(2, 3), NULL, 1, SC_SHAPE(3), NULL, 1, (int[]){0, 0}, NULL) == SC_ERR,
+    check(sk_gather(SK_F32, SC_SHAPE(2, 3), NULL, 1, SK_CLAMP, SC_SHAPE(3), NULL, 1, (int[]){0, 0}, NULL) == SC_ERR,
           "gather: batch dims of different extents");
-    check(sk_gather(SK_F32, SC_SHAPE(2, 2), NULL, 1, SC_SHAPE(2), NULL, 1, (int[]){1, 0}, NULL) == SC_ERR,
+    check(sk_gather(SK_F32, SC_SHAPE(2, 2), NULL, 1, SK_CLAMP, SC_SHAPE(2), NULL, 1, (int[]){1, 0}, NULL) == SC_ERR,
           "gather: the gathered dim as a batch dim");
 }
 

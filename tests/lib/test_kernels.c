@@ -334,7 +334,50 @@ static void test_top_k(void) {
           "top_k rejects k past the dim and bool");
 }
 
+/* out[p, j] = sum_c x[p / rep, c] * w[idx[p], c, j] (trans: w[idx[p], j, c]),
+ * the row of an index outside [0, e) clamped, or zeros with fill. */
+static void ref_gather_dot(sk_dtype t, const void *w, int64_t e, int64_t k, int64_t n, int trans, int fill,
+                           const int32_t *idx, int64_t rows, int64_t rep, const void *x, void *out) {
+    for (int64_t p = 0; p < rows; p++) {
+        int64_t i = idx[p] < 0 ? 0 : idx[p] >= e ? e - 1 : idx[p];
+        int outside = idx[p] != i;
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0;
+            for (int64_t c = 0; c < k; c++)
+                sum += ld(t, x, p / rep * k + c) * ld(t, w, i * k * n + (trans ? j * k + c : c * n + j));
+            st(t, out, p * n + j, fill && outside ? 0 : sum);
+        }
+    }
+}
+
+static void test_gather_dot(void) {
+    const int64_t e = 3, k = 5, n = 4, rows = 6;
+    const int32_t idx[6] = {2, -1, 0, 3, 2, 0};   /* 1 unused, 2 and 0 twice, -1 and 3 outside */
+    for (int ti = 0; ti < COUNT(NUMERIC); ti++) {
+        sk_dtype t = NUMERIC[ti];
+        void *w = fill(t, e * k * n, 3u + (unsigned)ti), *x = fill(t, rows * k, 5u + (unsigned)ti);
+        char got[6 * 4 * 8], want[6 * 4 * 8];
+        for (int trans = 0; trans < 2; trans++)
+            for (int fill_mode = 0; fill_mode < 2; fill_mode++)
+                for (int64_t rep = 1; rep <= 2; rep++) {
+                    sk_index_mode mode = fill_mode ? SK_FILL : SK_CLAMP;
+                    int rc = sk_gather_dot(t, w, e, k, n, trans, mode, idx, rows, rep, x, got);
+                    ref_gather_dot(t, w, e, k, n, trans, fill_mode, idx, rows, rep, x, want);
+                    check(rc == 0 && equal(t, got, want, rows * n), "gather_dot %s trans=%d %s rep=%lld", NAME[t],
+                          trans, fill_mode ? "fill" : "clamp", (long long)rep);
+                }
+        free(w);
+        free(x);
+    }
+    float w1[1] = {1}, x1[1] = {1}, out1[1];
+    check(sk_gather_dot(SK_F32, w1, 1, 1, 1, 0, SK_CLAMP, idx, 5, 2, x1, out1) == SC_ERR &&
+              sk_gather_dot(SK_BOOL, w1, 1, 1, 1, 0, SK_CLAMP, idx, 1, 1, x1, out1) == SC_ERR &&
+              sk_gather_dot(SK_F32, w1, 0, 1, 1, 0, SK_CLAMP, idx, 1, 1, x1, out1) == SC_ERR,
+          "gather_dot rejects rows not a multiple of rep, bool and an empty table");
+}
+
 int main(void) {
+    test_gather_dot();
     test_dot();
     test_dot_epilogue();
     test_reduce();

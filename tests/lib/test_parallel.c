@@ -59,7 +59,7 @@ static int run(const Case *c, void *out) {
     case SELECT: return sk_select(c->t, n, c->z, c->x, c->y, out);
     case CONCAT: return sk_concat(c->t, 2, (sc_shape[]){c->s, c->s2}, (const void *[]){c->x, c->y}, c->n, out);
     case ROLL: return sk_roll(c->t, c->s, c->x, 77, c->n, out);
-    case GATHER: return sk_gather(c->t, c->s, c->x, c->n, c->s2, c->y, c->dims[0], c->dims + 1, out);
+    case GATHER: return sk_gather(c->t, c->s, c->x, c->n, SK_CLAMP, c->s2, c->y, c->dims[0], c->dims + 1, out);
     case IOTA: return sk_iota(c->t, c->s, c->n, out);
     default: {
         sk_dot_dims dd = {0, 1, {0}, {0}, {c->s.rank - 1}, {0}};

@@ -127,7 +127,7 @@ static void test_gather_batch(void) {
     int t = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){0}, 1, NULL, (Loc){0, 0});
     int ix = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){1}, 1, NULL, (Loc){0, 0});
     int short_ix = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){2}, 1, NULL, (Loc){0, 0});
-    int g = ir_emit(&f.m, fn, OP_GATHER, (int32_t[]){t, ix}, 2, (int64_t[]){1, 0, 0}, 3, NULL, (Loc){0, 0});
+    int g = ir_emit(&f.m, fn, OP_GATHER, (int32_t[]){t, ix}, 2, (int64_t[]){1, GATHER_CLAMP, 0, 0}, 4, NULL, (Loc){0, 0});
     check(fn->insts[g].type.rank == 1 && fn->insts[g].type.dims[0] == 8, "batched gather of [8,16] by [8] infers f32[8]");
     Rule rule;
     op_rule(fn, &fn->insts[g], &rule);
@@ -136,10 +136,10 @@ static void test_gather_batch(void) {
           "the batch dim is one PASS factor of table, indices and result");
     check(rule.kind[rule.f[0][1][0]] == FACTOR_REPLICATE, "the gathered dim replicates");
     const char *err = NULL;
-    ir_emit_checked(&f.m, fn, OP_GATHER, (int32_t[]){t, ix}, 2, (int64_t[]){1, 1, 0}, 3, NULL, (Loc){0, 0}, &err);
+    ir_emit_checked(&f.m, fn, OP_GATHER, (int32_t[]){t, ix}, 2, (int64_t[]){1, GATHER_CLAMP, 1, 0}, 4, NULL, (Loc){0, 0}, &err);
     check(err != NULL, "the gathered dim cannot be a batch dim");
     err = NULL;
-    ir_emit_checked(&f.m, fn, OP_GATHER, (int32_t[]){t, short_ix}, 2, (int64_t[]){1, 0, 0}, 3, NULL, (Loc){0, 0}, &err);
+    ir_emit_checked(&f.m, fn, OP_GATHER, (int32_t[]){t, short_ix}, 2, (int64_t[]){1, GATHER_CLAMP, 0, 0}, 4, NULL, (Loc){0, 0}, &err);
     check(err != NULL, "batch dims of different extents are rejected");
     arena_free(&f.arena);
 }

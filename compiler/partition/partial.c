@@ -1,0 +1,92 @@
+/* Partial sums kept past a dot.
+ *
+ * A value holding unreduced partial sums along some axes (a masked gather
+ * from a table split on the gathered dim, a dot whose contracting dim is
+ * split) is normally reduced right away, to its own sharding.  When its
+ * only user is a dot, the dot can run on the partial blocks instead: it is
+ * linear in each operand, so its result holds the partial sums of the
+ * product, and the reduction moves the product, which is often far smaller
+ * (GSPMD does the same).  A mixture of experts' gathered [S, D, F] weights
+ * become an [S, F] reduction this way.  The other operand must then be
+ * whole along those axes; the choice is the one that sends fewer bytes. */
+#include "part.h"
+
+void find_only_users(Part *p) {
+    const Fn *src = p->src;
+    p->only_user = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)(src->ninsts + 1));
+    for (int v = 0; v < src->ninsts; v++)
+        p->only_user[v] = -1;
+    for (int u = 0; u < src->ninsts; u++)
+        for (int i = 0; i < src->insts[u].nargs; i++) {
+            int v = ir_arg(src, &src->insts[u], i);
+            p->only_user[v] = p->only_user[v] == -1 ? u : -2;
+        }
+}
+
+uint32_t partial_axes(const Sharding *sh) {
+    uint32_t axes = 0;
+    for (int a = 0; a < MAX_AXES; a++)
+        if (sh->dim[a] == SH_PARTIAL)
+            axes |= 1u << a;
+    return axes;
+}
+
+Sharding sharding_without(const Sharding *sh, uint32_t axes, int8_t to) {
+    Sharding out = *sh;
+    for (int a = 0; a < MAX_AXES; a++)
+        if (axes >> a & 1) {
+            out.dim[a] = to;
+            out.pos[a] = 0;
+        }
+    for (int d = 0; d < MAX_RANK; d++) {    /* the axes left on each dim, renumbered major first */
+        int left[MAX_AXES], n = sharding_dim_axes(&out, d, left);
+        for (int i = 0; i < n; i++)
+            out.pos[left[i]] = (uint8_t)i;
+    }
+    return out;
+}
+
+/* The dot that would take src value v's partial sums along `partial`'s
+ * axes, or -1: v's only user, a dot at the same place, with v once. */
+static int absorbing_dot(const Part *p, int v, const Sharding *partial) {
+    int u = p->only_user[v];
+    if (u < 0 || partial->reducer != RED_SUM || !partial_axes(partial))
+        return -1;
+    const Inst *dot = &p->src->insts[u];
+    if (dot->op != OP_DOT || dot->place != p->src->insts[v].place || ir_arg(p->src, dot, 0) == ir_arg(p->src, dot, 1))
+        return -1;
+    return u;
+}
+
+/* Bytes per device to reduce v (with `partial`'s sharding) after its dot
+ * instead: the other operand made whole along the partial axes, then the
+ * dot's result reduced to its own sharding; -1 when no dot takes it. */
+static int64_t deferred_bytes(const Part *p, int v, const Sharding *partial) {
+    int u = absorbing_dot(p, v, partial);
+    if (u < 0)
+        return -1;
+    const Fn *src = p->src;
+    const Inst *dot = &src->insts[u];
+    uint32_t axes = partial_axes(partial);
+    int o = ir_arg(src, dot, ir_arg(src, dot, 0) == v ? 1 : 0);
+    Piece other = {.sh = src->insts[o].sh, .global = src->insts[o].type};
+    Sharding other_whole = sharding_without(&other.sh, axes, SH_REPLICATED);
+    Piece result = {.sh = sharding_without(&dot->sh, axes, SH_PARTIAL), .global = dot->type};
+    result.sh.reducer = RED_SUM;
+    return reshard_min_bytes(p, &other, &other_whole) + reshard_min_bytes(p, &result, &dot->sh);
+}
+
+static int64_t reduce_now_bytes(const Part *p, int v, const Sharding *partial) {
+    Piece x = {.sh = *partial, .global = p->src->insts[v].type};
+    return reshard_min_bytes(p, &x, &p->src->insts[v].sh);
+}
+
+int64_t partial_sum_bytes(const Part *p, int v, const Sharding *partial) {
+    int64_t now = reduce_now_bytes(p, v, partial), later = deferred_bytes(p, v, partial);
+    return later >= 0 && later < now ? later : now;
+}
+
+int keeps_partial(const Part *p, int v, const Piece *x) {
+    int64_t later = deferred_bytes(p, v, &x->sh);
+    return later >= 0 && later < reduce_now_bytes(p, v, &x->sh);
+}
