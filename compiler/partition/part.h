@@ -110,5 +110,6 @@ Piece arrive(Part *p, int v);
 int lower_split_roll(Part *p, const Inst *in, Piece *out);
 int lower_split_slice(Part *p, const Inst *in, Piece *out);
 int lower_split_concat(Part *p, const Inst *in, Piece *out);
+int lower_split_cumsum(Part *p, const Inst *in, Piece *out);
 
 #endif

@@ -5,7 +5,7 @@
 #include <string.h>
 
 enum {
-    SP_WHERE, SP_ZEROS, SP_FULL, SP_IOTA, SP_RESHAPE, SP_CONCAT, SP_ROLL, SP_SIZE, SP_AXIS_INDEX,
+    SP_WHERE, SP_ZEROS, SP_FULL, SP_IOTA, SP_RESHAPE, SP_CONCAT, SP_ROLL, SP_CUMSUM, SP_SIZE, SP_AXIS_INDEX,
 };
 enum { CO_PSUM, CO_PMEAN, CO_PMAX, CO_PMIN, CO_ALL_GATHER, CO_PSUM_SCATTER, CO_ALL_TO_ALL, CO_PPERMUTE };
 
@@ -24,7 +24,8 @@ static const Builtin builtins[] = {
     {"where", BK_SPECIAL, SP_WHERE, 3, 3}, {"zeros", BK_SPECIAL, SP_ZEROS, 1, 1},
     {"full", BK_SPECIAL, SP_FULL, 2, 2},   {"iota", BK_SPECIAL, SP_IOTA, 2, 2},
     {"reshape", BK_SPECIAL, SP_RESHAPE, 2, 2}, {"concat", BK_SPECIAL, SP_CONCAT, 2, 2},
-    {"roll", BK_SPECIAL, SP_ROLL, 3, 3},   {"size", BK_SPECIAL, SP_SIZE, 1, 1},
+    {"roll", BK_SPECIAL, SP_ROLL, 3, 3},   {"cumsum", BK_SPECIAL, SP_CUMSUM, 2, 2},
+    {"size", BK_SPECIAL, SP_SIZE, 1, 1},
     {"axis_index", BK_SPECIAL, SP_AXIS_INDEX, 1, 1},
     {"psum", BK_COLLECTIVE, CO_PSUM, 2, 2}, {"pmean", BK_COLLECTIVE, CO_PMEAN, 2, 2},
     {"pmax", BK_COLLECTIVE, CO_PMAX, 2, 2}, {"pmin", BK_COLLECTIVE, CO_PMIN, 2, 2},
@@ -180,6 +181,15 @@ static Val roll(Sema *s, const Expr *e) {
     return tensor(emit(s, OP_ROLL, (int32_t[]){x}, 1, attrs, 2, NULL, e->loc));
 }
 
+/* cumsum(x, dim): the inclusive prefix sum along dim (numeric dtypes). */
+static Val cumsum(Sema *s, const Expr *e) {
+    int x = tensor_arg(s, e, 0, "cumsum's operand");
+    if (shape_of(s, x)->dtype == DT_BOOL)
+        sema_error(s, arg(e, 0)->loc, "cumsum needs a numeric operand, not bool; cast it with i32(...) or f32(...)");
+    int64_t d = dim_arg(s, arg(e, 1), shape_of(s, x)->rank);
+    return tensor(emit(s, OP_CUMSUM, (int32_t[]){x}, 1, &d, 1, NULL, e->loc));
+}
+
 static Val special(Sema *s, const Expr *e, int which) {
     int64_t axes[MAX_AXES];
     int n;
@@ -194,6 +204,7 @@ static Val special(Sema *s, const Expr *e, int which) {
     case SP_RESHAPE: return reshape(s, e);
     case SP_CONCAT: return concat(s, e);
     case SP_ROLL: return roll(s, e);
+    case SP_CUMSUM: return cumsum(s, e);
     case SP_SIZE:
         return int_val(axes_size(s->m, axes_arg(s, arg(e, 0), axes, &n)));
     case SP_AXIS_INDEX: {
