@@ -59,12 +59,13 @@ static int tensor_arg(Sema *s, const Expr *e, int i, const char *what) {
 
 static const Shape *shape_of(Sema *s, int v) { return &s->fn->insts[v].type; }
 
+/* A dim argument, negative ones counting from the end; the message names
+ * the dim as written. */
 static int64_t dim_arg(Sema *s, const Expr *e, int rank) {
-    int64_t d = eval_const_int(s, e, "a dim");
-    if (d < 0)
-        d += rank;
+    int64_t written = eval_const_int(s, e, "a dim"), d = written < 0 ? written + rank : written;
     if (d < 0 || d >= rank)
-        sema_error(s, e->loc, "dim %lld is out of range for a tensor with %s", (long long)d, count_of(s, rank, "dim"));
+        sema_error(s, e->loc, "dim %lld is out of range for a tensor with %s", (long long)written,
+                   count_of(s, rank, "dim"));
     return d;
 }
 
