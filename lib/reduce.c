@@ -213,10 +213,11 @@ int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims
 
 /* ---- cumsum ----
  * Rows along the scanned dim are `inner` elements apart.  Each outer slab
- * (n rows) is one work item: f32, f64 and i32 add the previous output row
- * to the next input row (the output is the accumulator, and the inner loop
- * runs over contiguous elements); bf16 and f16 keep an f32 accumulator per
- * column, as their sums do, and round each prefix to the dtype. */
+ * (n rows) is one work item: f32, f64 and i32 copy the first row and add
+ * each next input row to the output row before it (the output is the
+ * accumulator, and the inner loop runs over contiguous elements); bf16 and
+ * f16 keep an f32 accumulator per column, as their sums do, and round each
+ * prefix to the dtype. */
 typedef struct {
     sk_dtype t;
     int64_t n, inner;
@@ -224,32 +225,25 @@ typedef struct {
     void *out;
 } Scan;
 
+#define ADD(a, b) ((a) + (b))
+#define ADD_WRAP(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
+
+/* The slab at `base` in dtype T: the dispatch stays out of the loops. */
+#define SCAN_SLAB(T, OP)                                     \
+    do {                                                     \
+        const T *x = (const T *)c->x + base;                 \
+        T *y = (T *)c->out + base;                           \
+        memcpy(y, x, (size_t)in * sizeof(T));                \
+        for (int64_t i = in; i < c->n * in; i++)             \
+            y[i] = OP(y[i - in], x[i]);                      \
+    } while (0)
+
 static void scan_slab(const Scan *c, int64_t o) {
-    int64_t base = o * c->n * c->inner, in = c->inner;
-    for (int64_t j = 0; j < c->n; j++) {
-        int64_t row = base + j * in, prev = row - in;
-        for (int64_t i = 0; i < in; i++) {
-            switch (c->t) {
-            case SK_F32: {
-                const float *x = c->x;
-                float *y = c->out;
-                y[row + i] = j ? y[prev + i] + x[row + i] : x[row + i];
-                break;
-            }
-            case SK_F64: {
-                const double *x = c->x;
-                double *y = c->out;
-                y[row + i] = j ? y[prev + i] + x[row + i] : x[row + i];
-                break;
-            }
-            default: {               /* i32: wraps */
-                const int32_t *x = c->x;
-                int32_t *y = c->out;
-                y[row + i] = j ? (int32_t)((uint32_t)y[prev + i] + (uint32_t)x[row + i]) : x[row + i];
-                break;
-            }
-            }
-        }
+    int64_t in = c->inner, base = o * c->n * in;
+    switch (c->t) {
+    case SK_F32: SCAN_SLAB(float, ADD); break;
+    case SK_F64: SCAN_SLAB(double, ADD); break;
+    default: SCAN_SLAB(int32_t, ADD_WRAP); break;    /* i32: wraps */
     }
 }
 
