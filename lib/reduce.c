@@ -210,3 +210,78 @@ int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims
         free(r.acc);
     return 0;
 }
+
+/* ---- cumsum ----
+ * Rows along the scanned dim are `inner` elements apart.  Each outer slab
+ * (n rows) is one work item: f32, f64 and i32 copy the first row and add
+ * each next input row to the output row before it (the output is the
+ * accumulator, and the inner loop runs over contiguous elements); bf16 and
+ * f16 keep an f32 accumulator per column, as their sums do, and round each
+ * prefix to the dtype. */
+typedef struct {
+    sk_dtype t;
+    int64_t n, inner;
+    const void *x;
+    void *out;
+} Scan;
+
+#define ADD(a, b) ((a) + (b))
+#define ADD_WRAP(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
+
+/* The slab at `base` in dtype T: the dispatch stays out of the loops. */
+#define SCAN_SLAB(T, OP)                                     \
+    do {                                                     \
+        const T *x = (const T *)c->x + base;                 \
+        T *y = (T *)c->out + base;                           \
+        memcpy(y, x, (size_t)in * sizeof(T));                \
+        for (int64_t i = in; i < c->n * in; i++)             \
+            y[i] = OP(y[i - in], x[i]);                      \
+    } while (0)
+
+static void scan_slab(const Scan *c, int64_t o) {
+    int64_t in = c->inner, base = o * c->n * in;
+    switch (c->t) {
+    case SK_F32: SCAN_SLAB(float, ADD); break;
+    case SK_F64: SCAN_SLAB(double, ADD); break;
+    default: SCAN_SLAB(int32_t, ADD_WRAP); break;    /* i32: wraps */
+    }
+}
+
+static void scan_slab_narrow(const Scan *c, int64_t o) {
+    int64_t base = o * c->n * c->inner;
+    for (int64_t i = 0; i < c->inner; i++) {
+        float acc = 0;
+        for (int64_t j = 0; j < c->n; j++) {
+            int64_t e = base + j * c->inner + i;
+            acc += sk_load_f(c->t, c->x, e);
+            sk_store_f(c->t, c->out, e, acc);
+        }
+    }
+}
+
+static void scan_range(void *ctx, int64_t lo, int64_t hi) {
+    const Scan *c = ctx;
+    for (int64_t o = lo; o < hi; o++) {
+        if (c->t == SK_BF16 || c->t == SK_F16)
+            scan_slab_narrow(c, o);
+        else
+            scan_slab(c, o);
+    }
+}
+
+int sk_cumsum(sk_dtype t, sc_shape in, const void *x, int dim, void *out) {
+    if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(in) || dim < 0 || dim >= in.rank)
+        return SC_ERR;
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < in.rank; d++) {
+        if (d < dim)
+            outer *= in.dims[d];
+        else if (d > dim)
+            inner *= in.dims[d];
+    }
+    Scan c = {t, in.dims[dim], inner, x, out};
+    if (c.n == 0 || inner == 0)
+        return 0;
+    sk_parallel_ranges(outer, outer * c.n * inner, scan_range, &c);
+    return 0;
+}

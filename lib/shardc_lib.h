@@ -130,6 +130,9 @@ const char *sk_isa_name(sk_isa isa);
  * max (any) and min (all). */
 int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims, sc_reduce op,
               void *out);
+/* cumsum: the inclusive prefix sum along `dim` (not bool); accumulates as
+ * sk_reduce's sums do (bf16 and f16 in f32, each prefix rounded; i32 wraps). */
+int sk_cumsum(sk_dtype t, sc_shape in, const void *x, int dim, void *out);
 
 /* ---- selection ----
  * top_k: out[R..., j] (i32, shape [..., k]) is the index along the last dim

@@ -446,6 +446,13 @@ static void emit_roll(Gen *g, const Inst *in, const char *r) {
     fprintf(g->out, ", %s, %lld, %d, %s));\n", A(0), (long long)ir_attr(fn, in, 0), inst_dim(fn, in), r);
 }
 
+static void emit_cumsum(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    fprintf(g->out, "    TRY(sk_cumsum(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(g->out, T(ir_arg(fn, in, 0)));
+    fprintf(g->out, ", %s, %d, %s));\n", A(0), inst_dim(fn, in), r);
+}
+
 static void emit_gather(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;

@@ -500,6 +500,26 @@ static int kernel_reduce(const Kernel *k, double *out) {
     return 0;
 }
 
+/* The inclusive prefix sum along dim: each output is the sum of its row's
+ * elements up to and including it, accumulated as reduce's sums are. */
+static int kernel_cumsum(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0);
+    int64_t dim = attr(k, 0), n = x->dims[dim], xs[MAX_RANK];
+    row_major_strides(x, xs);
+    int64_t inner = xs[dim], outer = n ? shape_elems(x) / (n * inner) : 0;
+    const double *v = arg(k, 0);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            Acc acc = {0, 0};
+            for (int64_t j = 0; j < n; j++) {
+                int64_t e = (o * n + j) * inner + i;
+                acc_add(&acc, v[e], x->dtype);
+                out[e] = acc_result(&acc, x->dtype);
+            }
+        }
+    return 0;
+}
+
 /* ---- collectives: operands of the whole group ---- */
 
 static int64_t member(const Kernel *k, int64_t j) {

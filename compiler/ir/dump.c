@@ -219,6 +219,7 @@ static void print_attrs(Printer *p, const Inst *in) {
         print_int_list(out, "dynamic_slice_sizes", in->type.dims, in->type.rank);
         break;
     case OP_CONCAT: fprintf(out, " dimensions={%lld}", (long long)at[0]); break;
+    case OP_CUMSUM: fprintf(out, " dimension=%lld", (long long)at[0]); break;
     case OP_ROLL: fprintf(out, " shift=%lld, dimension=%lld", (long long)at[0], (long long)at[1]); break;
     case OP_GATHER: print_gather_dims(p, in); break;
     case OP_TOP_K: fprintf(out, " k=%lld, largest=%s", (long long)at[0], at[1] ? "true" : "false"); break;

@@ -26,7 +26,7 @@ int op_accepts(int op, int dt) {
 typedef enum {
     C_LEAF, C_ELEMENTWISE, C_CONVERT, C_COMPARE, C_SELECT, C_BROADCAST,
     C_TRANSPOSE, C_RESHAPE, C_DOT, C_REDUCE, C_SLICE, C_DYNAMIC_SLICE, C_CONCAT,
-    C_ROLL, C_GATHER, C_TOP_K, C_CALL, C_TUPLE_ELEMENT, C_RETURN, C_ALL_REDUCE,
+    C_ROLL, C_CUMSUM, C_GATHER, C_TOP_K, C_CALL, C_TUPLE_ELEMENT, C_RETURN, C_ALL_REDUCE,
     C_ALL_GATHER, C_REDUCE_SCATTER, C_ALL_TO_ALL, C_PERMUTE, C_DONE,
 } OpClass;
 
@@ -266,6 +266,13 @@ static const char *infer_top_k(InferCtx *c, Shape *out) {
     return NULL;
 }
 
+static const char *infer_cumsum(InferCtx *c, Shape *out) {
+    *out = *c->arg[0];
+    if (c->in->nattrs != 1 || ir_attr(c->fn, c->in, 0) < 0 || ir_attr(c->fn, c->in, 0) >= out->rank)
+        return "cumsum dim out of range";
+    return NULL;
+}
+
 /* Table dims that a gather's result does not have: the gathered dim, and
  * the batch dims (the result has them once, as index dims).  Returns NULL,
  * or what is wrong with the attributes. */
@@ -421,6 +428,7 @@ const char *op_infer(const Module *m, const Fn *fn, const Inst *in, Shape *out) 
     case C_DYNAMIC_SLICE: return infer_dynamic_slice(&c, out);
     case C_CONCAT: return infer_concat(&c, out);
     case C_ROLL: return infer_roll(&c, out);
+    case C_CUMSUM: return infer_cumsum(&c, out);
     case C_GATHER: return infer_gather(&c, out);
     case C_TOP_K: return infer_top_k(&c, out);
     case C_CALL: return infer_call(&c, out);
@@ -626,6 +634,11 @@ int op_rule(const Fn *fn, const Inst *in, Rule *r) {
     case C_TOP_K:
         /* Leading dims pass through; the selected dim must be whole. */
         rule_aligned(r, fn, in, 1u << (in->type.rank - 1));
+        return 1;
+    case C_CUMSUM:
+        /* Every element of the scanned dim depends on the rows before it:
+         * the dim is never split by propagation. */
+        rule_aligned(r, fn, in, 1u << ir_attr(fn, in, 0));
         return 1;
     case C_SLICE: case C_CONCAT:
         rule_aligned(r, fn, in, dims_changed(fn, in));

@@ -476,3 +476,63 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
     *out = (Piece){acc, in->sh, in->type, p->place};
     return 1;
 }
+
+/* ---- cumsum along a split dim ---- */
+
+/* The sum of the blocks before this device's along `axes`: `totals` holds
+ * one row per block (all-gathered along dim, in device order), and rows at
+ * or after the device's index are masked to 0 before summing them. */
+static int earlier_blocks_sum(Part *p, int totals, int dim, const int *axes, int n) {
+    Shape s = p->dst->insts[totals].type, pos = s;
+    pos.dtype = DT_I32;
+    int64_t d = dim;
+    int iota = emit_local(p, OP_IOTA, NULL, 0, &d, 1, &pos);
+    int me = emit_local(p, OP_BROADCAST, (int32_t[]){linear_index(p, axes, n)}, 1, NULL, 0, &pos);
+    int before = emit_local(p, OP_COMPARE, (int32_t[]){iota, me}, 2, (int64_t[]){CMP_LT}, 1, NULL);
+    Shape scalar = {s.dtype, 0, {0}};
+    int zero = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &scalar);
+    p->dst->insts[zero].value = 0;
+    int zeros = emit_local(p, OP_BROADCAST, (int32_t[]){zero}, 1, NULL, 0, &s);
+    int masked = emit_local(p, OP_SELECT, (int32_t[]){before, totals, zeros}, 3, NULL, 0, NULL);
+    return emit_local(p, OP_REDUCE, (int32_t[]){masked}, 1, (int64_t[]){RED_SUM, dim}, 2, NULL);
+}
+
+/* cumsum along a split dim: each device scans its block, then adds the sum
+ * of the blocks before it.  Only the blocks' totals (their last rows)
+ * move, in one all-gather of a row per device: a permute chain would send
+ * less (one row) but take k - 1 steps in sequence.  The padding of uneven
+ * blocks is zeroed first, so a last row is its block's total.  bf16 and f16
+ * are scanned in f32 and rounded once, as their sums accumulate. */
+int lower_split_cumsum(Part *p, const Inst *in, Piece *out) {
+    int dim = (int)p->src->ints[in->attrs];
+    int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, dim, axes);
+    if (!n)
+        return 0;
+    Piece x = reshard(p, p->value[ir_arg(p->src, in, 0)], &in->sh);
+    int first = p->dst->ninsts, operand = x.v, narrow = in->type.dtype == DT_BF16 || in->type.dtype == DT_F16;
+    Shape local = p->dst->insts[x.v].type, wide = local;
+    if (narrow) {
+        wide.dtype = DT_F32;
+        x.v = emit_local(p, OP_CONVERT, (int32_t[]){x.v}, 1, NULL, 0, &wide);
+    }
+    if (!dim_is_even(p->m, &in->type, &in->sh, dim))
+        x.v = mask_padding(p, x, dim, RED_SUM);
+    int64_t d = dim, b = local.dims[dim], map[MAX_RANK];
+    int scan = emit_local(p, OP_CUMSUM, (int32_t[]){x.v}, 1, &d, 1, NULL);
+    int64_t gather[1 + MAX_AXES] = {dim};
+    for (int i = 0; i < n; i++)
+        gather[1 + i] = axes[i];
+    int totals = emit_local(p, OP_ALL_GATHER, (int32_t[]){slice_along(p, scan, dim, b - 1, b)}, 1, gather, 1 + n, NULL);
+    int offset = earlier_blocks_sum(p, totals, dim, axes, n);
+    for (int i = 0; i < local.rank - 1; i++)
+        map[i] = i < dim ? i : i + 1;
+    offset = emit_local(p, OP_BROADCAST, (int32_t[]){offset}, 1, map, local.rank - 1, &wide);
+    int y = emit_local(p, OP_ADD, (int32_t[]){scan, offset}, 2, NULL, 0, NULL);
+    if (narrow)
+        y = emit_local(p, OP_CONVERT, (int32_t[]){y}, 1, NULL, 0, &local);
+    if (new_collectives(p, first))
+        note_move(p, first, operand, OP_CUMSUM, row_bytes(p, scan, dim));
+    p->dst->insts[y].sh = in->sh;
+    *out = (Piece){y, in->sh, in->type, p->place};
+    return 1;
+}

@@ -130,5 +130,6 @@ int keeps_partial(const Part *p, int v, const Piece *x);
 int lower_split_roll(Part *p, const Inst *in, Piece *out);
 int lower_split_slice(Part *p, const Inst *in, Piece *out);
 int lower_split_concat(Part *p, const Inst *in, Piece *out);
+int lower_split_cumsum(Part *p, const Inst *in, Piece *out);
 
 #endif

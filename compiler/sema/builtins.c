@@ -5,7 +5,7 @@
 #include <string.h>
 
 enum {
-    SP_WHERE, SP_ZEROS, SP_FULL, SP_IOTA, SP_RESHAPE, SP_CONCAT, SP_ROLL, SP_SIZE, SP_AXIS_INDEX,
+    SP_WHERE, SP_ZEROS, SP_FULL, SP_IOTA, SP_RESHAPE, SP_CONCAT, SP_ROLL, SP_CUMSUM, SP_SIZE, SP_AXIS_INDEX,
     SP_ARGMAX, SP_ARGMIN, SP_TOP_K,
 };
 enum { CO_PSUM, CO_PMEAN, CO_PMAX, CO_PMIN, CO_ALL_GATHER, CO_PSUM_SCATTER, CO_ALL_TO_ALL, CO_PPERMUTE };
@@ -25,7 +25,8 @@ static const Builtin builtins[] = {
     {"where", BK_SPECIAL, SP_WHERE, 3, 3}, {"zeros", BK_SPECIAL, SP_ZEROS, 1, 1},
     {"full", BK_SPECIAL, SP_FULL, 2, 2},   {"iota", BK_SPECIAL, SP_IOTA, 2, 2},
     {"reshape", BK_SPECIAL, SP_RESHAPE, 2, 2}, {"concat", BK_SPECIAL, SP_CONCAT, 2, 2},
-    {"roll", BK_SPECIAL, SP_ROLL, 3, 3},   {"size", BK_SPECIAL, SP_SIZE, 1, 1},
+    {"roll", BK_SPECIAL, SP_ROLL, 3, 3},   {"cumsum", BK_SPECIAL, SP_CUMSUM, 2, 2},
+    {"size", BK_SPECIAL, SP_SIZE, 1, 1},
     {"axis_index", BK_SPECIAL, SP_AXIS_INDEX, 1, 1},
     {"argmax", BK_SPECIAL, SP_ARGMAX, 1, 1}, {"argmin", BK_SPECIAL, SP_ARGMIN, 1, 1},
     {"top_k", BK_SPECIAL, SP_TOP_K, 2, 2},
@@ -61,12 +62,13 @@ static int tensor_arg(Sema *s, const Expr *e, int i, const char *what) {
 
 static const Shape *shape_of(Sema *s, int v) { return &s->fn->insts[v].type; }
 
+/* A dim argument, negative ones counting from the end; the message names
+ * the dim as written. */
 static int64_t dim_arg(Sema *s, const Expr *e, int rank) {
-    int64_t d = eval_const_int(s, e, "a dim");
-    if (d < 0)
-        d += rank;
+    int64_t written = eval_const_int(s, e, "a dim"), d = written < 0 ? written + rank : written;
     if (d < 0 || d >= rank)
-        sema_error(s, e->loc, "dim %lld is out of range for a tensor with %s", (long long)d, count_of(s, rank, "dim"));
+        sema_error(s, e->loc, "dim %lld is out of range for a tensor with %s", (long long)written,
+                   count_of(s, rank, "dim"));
     return d;
 }
 
@@ -183,6 +185,15 @@ static Val roll(Sema *s, const Expr *e) {
     return tensor(emit(s, OP_ROLL, (int32_t[]){x}, 1, attrs, 2, NULL, e->loc));
 }
 
+/* cumsum(x, dim): the inclusive prefix sum along dim (numeric dtypes). */
+static Val cumsum(Sema *s, const Expr *e) {
+    int x = tensor_arg(s, e, 0, "cumsum's operand");
+    if (shape_of(s, x)->dtype == DT_BOOL)
+        sema_error(s, arg(e, 0)->loc, "cumsum needs a numeric operand, not bool; cast it with i32(...) or f32(...)");
+    int64_t d = dim_arg(s, arg(e, 1), shape_of(s, x)->rank);
+    return tensor(emit(s, OP_CUMSUM, (int32_t[]){x}, 1, &d, 1, NULL, e->loc));
+}
+
 /* The one IR op behind argmax, argmin and top_k: the i32 indices of the k
  * best elements along x's last dim (docs/ir.md, top-k). */
 static int top_k_indices(Sema *s, const Expr *e, int x, int64_t k, int largest) {
@@ -236,6 +247,7 @@ static Val special(Sema *s, const Expr *e, int which) {
     case SP_RESHAPE: return reshape(s, e);
     case SP_CONCAT: return concat(s, e);
     case SP_ROLL: return roll(s, e);
+    case SP_CUMSUM: return cumsum(s, e);
     case SP_SIZE:
         return int_val(axes_size(s->m, axes_arg(s, arg(e, 0), axes, &n)));
     case SP_ARGMAX: case SP_ARGMIN: return arg_best(s, e, which == SP_ARGMAX);

@@ -566,6 +566,39 @@ case("concat of three split operands", prog("concat_split.tdsl"), "join3", join3
 case("periodic padding by concat", prog("concat_split.tdsl"), "periodic", periodic, exact=True)
 
 
+# ---- cumsum (tests/interp/progs/cumsum.tdsl) ----
+# Inclusive prefix sums; the values are small multiples of 1/8, so every
+# prefix is exact in f32 and bf16 rounds the same prefix on any mesh.
+
+def cumsum_of(dt, shape, dim, scale=1.0):
+    def make(rng, m):
+        x = quantize(rng.integers(-16, 17, shape) * scale, dt)
+        return {"x": x}, [(np.cumsum(d(x), dim), dt)]
+    return make
+
+
+def onehot(rng, n, e):
+    return np.eye(e, dtype=np.int32)[rng.integers(0, e, n)]
+
+
+def positions(dt):
+    def make(rng, m):
+        h = onehot(rng, 22, 4)
+        return {"onehot": quantize(h, dt)}, [(np.cumsum(h, 0) - 1, dt)]
+    return make
+
+
+_cs = prog("cumsum.tdsl")
+case("cumsum.along", _cs, "along", cumsum_of("f32", (22, 5), 0, 0.125), exact=True)
+case("cumsum.across", _cs, "across", cumsum_of("f32", (22, 5), 1, 0.125), exact=True)
+case("cumsum.inner", _cs, "inner", cumsum_of("f32", (3, 22), 1, 0.125), exact=True)
+case("cumsum.ints", _cs, "ints", cumsum_of("i32", (22, 3), 0))
+case("cumsum.narrow", _cs, "narrow", cumsum_of("bf16", (22, 4), 0, 0.125), exact=True)
+case("cumsum.two_axes", _cs, "two_axes", cumsum_of("f32", (30, 3), 0, 0.125), exact=True)
+case("cumsum.positions", _cs, "positions", positions("i32"))
+case("cumsum.positions_f32", _cs, "positions_f32", positions("f32"), exact=True)
+
+
 # ---- batched gathers, take_along_axis (tests/interp/progs/gather_batch.tdsl) ----
 # Indices outside the gathered dim are clamped into it (docs/language.md),
 # which np.clip gives; the labels of the cross-entropy cases stay in range.

@@ -1,6 +1,7 @@
-/* Tests of the kernel library's contraction and reduction (lib/dot.c,
- * lib/reduce.c; docs/kernels.md): many dot layouts and every reduction, for
- * every dtype, against reference loops written from the definitions.
+/* Tests of the kernel library's contraction, reduction and prefix sum
+ * (lib/dot.c, lib/reduce.c; docs/kernels.md): many dot layouts, every
+ * reduction and cumsum along every dim, for every dtype, against reference
+ * loops written from the definitions.
  * TAP-like output: "ok N - ...", then "# done: N tests". */
 #include "ktest.h"
 
@@ -376,11 +377,67 @@ static void test_gather_dot(void) {
           "gather_dot rejects rows not a multiple of rep, bool and an empty table");
 }
 
+/* ---- cumsum ---- */
+
+/* Each element's prefix: the sum, in double, of its row's elements up to
+ * and including it (exact for ktest.h's inputs), rounded to t. */
+static void ref_cumsum(sk_dtype t, sc_shape s, const void *x, int dim, void *want) {
+    for (int64_t i = 0; i < elems(s); i++) {
+        int64_t ix[SC_MAX_RANK];
+        unravel(s, i, ix);
+        double sum = 0;
+        for (int64_t j = ix[dim]; j >= 0; j--) {
+            ix[dim] = j;
+            sum += ld(t, x, offset(s, ix));
+        }
+        st(t, want, i, sum);
+    }
+}
+
+static void test_cumsum(void) {
+    static const sc_shape shapes[] = {SC_SHAPE(3, 4, 5), SC_SHAPE(7), SC_SHAPE(1, 9), SC_SHAPE(6, 1), SC_SHAPE(0, 3),
+                                      SC_SHAPE(2, 0)};
+    for (int ti = 0; ti < COUNT(NUMERIC); ti++) {
+        sk_dtype t = NUMERIC[ti];
+        int ok = 1;
+        for (int si = 0; si < COUNT(shapes) && ok; si++)
+            for (int dim = 0; dim < shapes[si].rank && ok; dim++) {
+                sc_shape s = shapes[si];
+                void *x = fill(t, elems(s), 5 + ti + si), *want = fill(t, elems(s), 99), *got = fill(t, elems(s), 98);
+                ref_cumsum(t, s, x, dim, want);
+                ok = sk_cumsum(t, s, x, dim, got) == 0 && equal(t, got, want, elems(s));
+                if (!ok)
+                    printf("# shape %d of %lld, dim %d\n", si, (long long)elems(s), dim);
+                free(x);
+                free(want);
+                free(got);
+            }
+        check(ok, "cumsum %s along every dim of [3,4,5], [7], [1,9], [6,1], [0,3], [2,0]", NAME[t]);
+    }
+    int32_t big[2] = {INT32_MAX, 2}, s32[2];
+    check(sk_cumsum(SK_I32, SC_SHAPE(2), big, 0, s32) == 0 && s32[0] == INT32_MAX && s32[1] == INT32_MIN + 1,
+          "cumsum i32 wraps");
+    /* bf16 prefixes accumulate in f32, each rounded once: 256 + 1 is 256 in
+     * bf16, but the prefix of 256 and 256 ones is 512, not 256. */
+    uint16_t h[257], hs[257];
+    h[0] = sc_bf16_from_float(256);
+    for (int i = 1; i < 257; i++) h[i] = sc_bf16_from_float(1);
+    int rc = sk_cumsum(SK_BF16, SC_SHAPE(257), h, 0, hs);
+    check(rc == 0 && sc_bf16_to_float(hs[1]) == 256 && sc_bf16_to_float(hs[256]) == 512,
+          "cumsum bf16 accumulates in f32 (%g, %g)", sc_bf16_to_float(hs[1]), sc_bf16_to_float(hs[256]));
+    uint8_t b[4] = {1, 0, 1, 1}, bo[4];
+    float f[4] = {1, 2, 3, 4}, fo[4];
+    check(sk_cumsum(SK_BOOL, SC_SHAPE(4), b, 0, bo) == SC_ERR && sk_cumsum(SK_F32, SC_SHAPE(2, 2), f, 2, fo) == SC_ERR &&
+              sk_cumsum(SK_F32, SC_SHAPE(2, 2), f, -1, fo) == SC_ERR,
+          "cumsum of bool, or along a dim out of range, is an error");
+}
+
 int main(void) {
     test_gather_dot();
     test_dot();
     test_dot_epilogue();
     test_reduce();
     test_top_k();
+    test_cumsum();
     return tap_done();
 }

@@ -25,7 +25,7 @@ static void *rnd(sk_dtype t, int64_t n, unsigned seed) {
 }
 
 typedef enum { REDUCE, TRANSPOSE, BROADCAST, SLICE, UNARY, BINARY, CONVERT, COMPARE, SELECT, CONCAT, ROLL, GATHER,
-               IOTA, DOT } kind;
+               IOTA, CUMSUM, DOT } kind;
 
 typedef struct {
     const char *what;
@@ -61,6 +61,7 @@ static int run(const Case *c, void *out) {
     case ROLL: return sk_roll(c->t, c->s, c->x, 77, c->n, out);
     case GATHER: return sk_gather(c->t, c->s, c->x, c->n, SK_CLAMP, c->s2, c->y, c->dims[0], c->dims + 1, out);
     case IOTA: return sk_iota(c->t, c->s, c->n, out);
+    case CUMSUM: return sk_cumsum(c->t, c->s, c->x, c->n, out);
     default: {
         sk_dot_dims dd = {0, 1, {0}, {0}, {c->s.rank - 1}, {0}};
         return sk_dot(c->t, c->s, c->x, c->s2, c->y, &dd, out, NULL);
@@ -239,6 +240,8 @@ static void test_moves(void) {
         {"gather f32 [100,64,50] dim 1 by [100,10], batch dims {0} {0}", GATHER, SK_F32, SC_SHAPE(100, 64, 50), 1, {1, 0, 0}, 0, SC_SHAPE(100, 10), f, idx, NULL, 100 * 10 * 50, SK_F32},
         {"iota i32 [300,400] dim 1", IOTA, SK_I32, SC_SHAPE(300, 400), 1, {0}, 0, {0, {0}}, NULL, NULL, NULL, 120000, SK_I32},
         {"iota bf16 [70000] dim 0", IOTA, SK_BF16, SC_SHAPE(70000), 0, {0}, 0, {0, {0}}, NULL, NULL, NULL, 70000, SK_BF16},
+        {"cumsum f32 [40,1000,3] dim 1", CUMSUM, SK_F32, SC_SHAPE(40, 1000, 3), 1, {0}, 0, {0, {0}}, f, NULL, NULL, 120000, SK_F32},
+        {"cumsum bf16 [300,400] dim 1", CUMSUM, SK_BF16, SC_SHAPE(300, 400), 1, {0}, 0, {0, {0}}, h, NULL, NULL, 120000, SK_BF16},
     };
     for (int i = 0; i < COUNT(cs); i++)
         check_case(&cs[i], NULL);
