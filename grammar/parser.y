@@ -117,6 +117,20 @@ static AstAxes axes_list(ParseCtx *ctx, PtrVec names, Loc loc) {
     return a;
 }
 
+/* `t[i, j] = e`, or with add `t[...] += e`: the left's subscripts are
+ * index names, and after `+=` also accesses `idx[s]` (a scatter). */
+static Stmt *index_stmt(ParseCtx *ctx, Expr *name, PtrVec indices, Expr *value, int add, Loc loc) {
+    Stmt *st = stmt(ctx, S_INDEX, loc);
+    st->sym = name->sym;
+    st->value = value;
+    st->add = add;
+    st->nindices = indices.n;
+    st->indices = node(ctx, sizeof(AstIndex) * (size_t)(indices.n + 1));
+    for (int i = 0; i < indices.n; i++)
+        st->indices[i] = *(AstIndex *)indices.items[i];
+    return st;
+}
+
 static PtrVec one(ParseCtx *ctx, void *p) {
     PtrVec v = {0};
     ptrvec_push(ctx->arena, &v, p);
@@ -141,7 +155,7 @@ static PtrVec one(ParseCtx *ctx, void *p) {
 %token T_NL "end of line"
 %token T_MESH "mesh" T_CONST "const" T_FN "fn" T_SPMD "spmd" T_RETURN "return"
 %token T_FOR "for" T_IN "in" T_SUBMESH "submesh" T_ON "on"
-%token T_ARROW "->" T_DOTDOT ".." T_LE "<=" T_GE ">=" T_EQ "==" T_NE "!="
+%token T_ARROW "->" T_DOTDOT ".." T_LE "<=" T_GE ">=" T_EQ "==" T_NE "!=" T_PLUSEQ "+="
 %token <ival> T_INT "integer" T_IDENT "name" T_DTYPE "dtype"
 %token <fval> T_FLOAT "number"
 %token T_ERROR "invalid token"
@@ -283,15 +297,9 @@ stmts:
 stmt:
     name '=' expr                   { $$ = stmt(ctx, S_ASSIGN, @1); $$->sym = $1->sym; $$->value = $3; }
   | name '[' ']' '=' expr           { $$ = stmt(ctx, S_INDEX, @1); $$->sym = $1->sym; $$->value = $5; }
-  | name '[' indices ']' '=' expr   {
-        $$ = stmt(ctx, S_INDEX, @1);
-        $$->sym = $1->sym;
-        $$->value = $6;
-        $$->nindices = $3.n;
-        $$->indices = node(ctx, sizeof(AstIndex) * (size_t)$3.n);
-        for (int i = 0; i < $3.n; i++)
-            $$->indices[i] = *(AstIndex *)$3.items[i];
-    }
+  | name '[' indices ']' '=' expr   { $$ = index_stmt(ctx, $1, $3, $6, 0, @1); }
+  | name '[' ']' "+=" expr          { $$ = index_stmt(ctx, $1, (PtrVec){0}, $5, 1, @1); }
+  | name '[' indices ']' "+=" expr  { $$ = index_stmt(ctx, $1, $3, $6, 1, @1); }
   | name ',' names '=' expr         {
         $$ = stmt(ctx, S_MULTI, @1);
         $$->names = one(ctx, $1);
@@ -317,6 +325,15 @@ indices:
 index:
     name                            { $$ = node(ctx, sizeof *$$); $$->sym = $1->sym; $$->loc = @1; }
   | name '@' axes                   { $$ = node(ctx, sizeof *$$); $$->sym = $1->sym; $$->loc = @1; $$->axes = $3; }
+  | name '[' subscripts ']'         {
+        $$ = node(ctx, sizeof *$$);
+        $$->sym = $1->sym;
+        $$->loc = @1;
+        $$->gather = expr(ctx, E_INDEX, @2);
+        $$->gather->lhs = $1;
+        $$->gather->args = $3;
+        if (!nest(ctx, $$->gather)) YYABORT;
+    }
   ;
 
 exprs:

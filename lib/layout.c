@@ -278,6 +278,90 @@ int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sk_index_mode 
 
 typedef struct {
     sk_dtype t;
+    int nidx, nrest;
+    const int32_t *const *idx;
+    int64_t ni, per;                     /* index positions; update elements per position */
+    int64_t n[SC_MAX_RANK], stride[SC_MAX_RANK];         /* the scattered dims */
+    int64_t rdims[SC_MAX_RANK], rstride[SC_MAX_RANK];    /* the others, in order */
+    const void *u;
+    void *out;
+} Scatter;
+
+/* out[k] += u[i]; i32 wraps (in unsigned arithmetic: no overflow). */
+static void add_at(sk_dtype t, void *out, int64_t k, const void *u, int64_t i) {
+    switch (t) {
+    case SK_F64: ((double *)out)[k] += ((const double *)u)[i]; break;
+    case SK_I32:
+        ((int32_t *)out)[k] = (int32_t)((uint32_t)((int32_t *)out)[k] + (uint32_t)((const int32_t *)u)[i]);
+        break;
+    default: sk_store_f(t, out, k, sk_load_f(t, out, k) + sk_load_f(t, u, i)); break;
+    }
+}
+
+/* Update elements [lo, hi) of every index position, in position order: a
+ * thread owns those elements' places in every row it scatters into, so
+ * duplicates add up race-free and in the same order on any thread count. */
+static void scatter_range(void *ctx, int64_t lo, int64_t hi) {
+    const Scatter *s = ctx;
+    int64_t first = 0, at[SC_MAX_RANK], q = lo;
+    for (int d = s->nrest - 1; d >= 0; d--) {
+        at[d] = q % s->rdims[d];
+        first += at[d] * s->rstride[d];
+        q /= s->rdims[d];
+    }
+    for (int64_t i = 0; i < s->ni; i++) {
+        int64_t base = 0;
+        int j = 0;
+        for (; j < s->nidx && s->idx[j][i] >= 0 && s->idx[j][i] < s->n[j]; j++)
+            base += s->idx[j][i] * s->stride[j];
+        if (j < s->nidx)
+            continue;                    /* out of range in some dim: dropped */
+        int64_t off = first, pos[SC_MAX_RANK];
+        memcpy(pos, at, sizeof(int64_t) * (size_t)s->nrest);
+        for (int64_t r = lo; r < hi; r++) {
+            add_at(s->t, s->out, base + off, s->u, i * s->per + r);
+            for (int d = s->nrest - 1; d >= 0; d--) {        /* odometer over the other dims */
+                off += s->rstride[d];
+                if (++pos[d] < s->rdims[d])
+                    break;
+                off -= s->rstride[d] * s->rdims[d];
+                pos[d] = 0;
+            }
+        }
+    }
+}
+
+int sk_scatter_add(sk_dtype t, sc_shape x_shape, const void *x, int nidx, const int *dims, sc_shape idx_shape,
+                   const int32_t *const *idx, const void *updates, void *out) {
+    if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(x_shape) || !sk_valid_shape(idx_shape) || nidx < 1 ||
+        nidx > x_shape.rank || idx_shape.rank + x_shape.rank - nidx > SC_MAX_RANK)
+        return SC_ERR;
+    Scatter s = {.t = t, .nidx = nidx, .idx = idx, .ni = sk_elems(idx_shape), .per = 1, .u = updates, .out = out};
+    int64_t xs[SC_MAX_RANK];
+    uint32_t scattered = 0;
+    sk_strides(x_shape, xs);
+    for (int j = 0; j < nidx; j++) {
+        if (dims[j] < 0 || dims[j] >= x_shape.rank || (scattered >> dims[j] & 1))
+            return SC_ERR;
+        scattered |= 1u << dims[j];
+        s.n[j] = x_shape.dims[dims[j]];
+        s.stride[j] = xs[dims[j]];
+    }
+    for (int d = 0; d < x_shape.rank; d++)
+        if (!(scattered >> d & 1)) {
+            s.rdims[s.nrest] = x_shape.dims[d];
+            s.rstride[s.nrest++] = xs[d];
+            s.per *= x_shape.dims[d];
+        }
+    if (out != x)
+        memmove(out, x, (size_t)sk_elems(x_shape) * sk_dtype_size(t));
+    if (s.per > 0)
+        sk_parallel_ranges(s.per, s.ni * s.per, scatter_range, &s);
+    return 0;
+}
+
+typedef struct {
+    sk_dtype t;
     int64_t n, inner;
     void *out;
 } Iota;

@@ -155,6 +155,11 @@ int sk_top_k(sk_dtype t, sc_shape in, const void *x, int64_t k, int largest, int
  *   with nbatch > 0, batch holds nbatch (table dim, index dim) pairs of equal
  *   extent: table dim batch[2j] is read at I's coordinate along index dim
  *   batch[2j + 1] (take_along_axis), and R skips the batch dims too.
+ * scatter_add: out = x, then out[P with idx[j][I...] at dims[j] for each j]
+ *   += updates[I..., P...] for every position I of the nidx index tensors
+ *   (all of shape idx_shape), P running over x's other dims in order; a
+ *   position outside x in any scattered dim is dropped (negative ones too).
+ *   Duplicates add in position order.  Not bool; out may be x.
  * iota: each element is its index along `dim`. */
 int sk_transpose(sk_dtype t, sc_shape in, const void *x, const int *perm, void *out);
 int sk_broadcast(sk_dtype t, sc_shape in, const void *x, sc_shape out_shape, const int *map,
@@ -168,6 +173,8 @@ int sk_roll(sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void
 typedef enum { SK_CLAMP, SK_FILL } sk_index_mode;
 int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sk_index_mode mode, sc_shape idx_shape,
               const int32_t *idx, int nbatch, const int *batch, void *out);
+int sk_scatter_add(sk_dtype t, sc_shape x_shape, const void *x, int nidx, const int *dims, sc_shape idx_shape,
+                   const int32_t *const *idx, const void *updates, void *out);
 int sk_iota(sk_dtype t, sc_shape s, int dim, void *out);
 /* gather-dot: out[p, :] = x[p / rep, :] @ w[idx[p]] for p < rows, where
  * w holds e matrices [k, n] (trans: [n, k], contracted on their last dim)

@@ -83,6 +83,7 @@ typedef struct {
     int sym;
     AstAxes axes;
     Loc loc;
+    Expr *gather;           /* `idx[s]` on the left of `+=` (a scatter), else NULL */
 } AstIndex;
 
 typedef enum { S_ASSIGN, S_INDEX, S_MULTI, S_RETURN, S_FOR } StmtKind;
@@ -94,6 +95,7 @@ struct Stmt {
     PtrVec names;           /* S_MULTI: Expr* (E_NAME) targets */
     AstIndex *indices;      /* S_INDEX left side */
     int nindices;
+    int add;                /* S_INDEX with `+=` */
     Expr *value;            /* right side */
     PtrVec values;          /* S_RETURN: Expr* */
     Expr *lo, *hi;          /* S_FOR bounds */

@@ -471,6 +471,22 @@ static void emit_gather(Gen *g, const Inst *in, const char *r) {
     fprintf(o, ", %s));\n", r);
 }
 
+static void emit_scatter(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    int n = in->nargs - 2;
+    fprintf(o, "    TRY(sk_scatter_add(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(o, T(ir_arg(fn, in, 0)));
+    fprintf(o, ", %s, %d, ", A(0), n);
+    emit_ints(o, "const int", ir_attrs(fn, in), n);
+    fputs(", ", o);
+    emit_shape(o, T(ir_arg(fn, in, 1)));
+    fputs(", (const int32_t *const[]){", o);
+    for (int i = 1; i <= n; i++)
+        fprintf(o, "%s%s", i > 1 ? ", " : "", A(i));
+    fprintf(o, "}, %s, %s));\n", A(n + 1), r);
+}
+
 static void emit_top_k(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     fprintf(g->out, "    TRY(sk_top_k(%s, ", sk_dtype_of[T(ir_arg(fn, in, 0))->dtype]);

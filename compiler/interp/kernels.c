@@ -359,6 +359,46 @@ static int kernel_gather(const Kernel *k, double *out) {
     return 0;
 }
 
+/* The operand with updates[I..., R...] added at R with indices_j[I...] at
+ * scattered dim j; a position outside the operand in any scattered dim is
+ * dropped.  Each add is rounded to the dtype, as the kernel library adds in
+ * the element type, in position order. */
+static int kernel_scatter(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0), *xs = arg_type(k, 1);
+    int n = k->in->nargs - 2;
+    int64_t ts[MAX_RANK], rest_stride[MAX_RANK], rest_dims[MAX_RANK], nrest = 0, per = 1;
+    uint32_t scattered = 0;
+    row_major_strides(x, ts);
+    for (int j = 0; j < n; j++)
+        scattered |= 1u << attr(k, j);
+    for (int d = 0; d < x->rank; d++)
+        if (!(scattered >> d & 1)) {
+            rest_stride[nrest] = ts[d];
+            rest_dims[nrest++] = x->dims[d];
+            per *= x->dims[d];
+        }
+    memcpy(out, arg(k, 0), sizeof(double) * (size_t)shape_elems(x));
+    const double *u = arg(k, n + 1);
+    for (int64_t i = 0; i < shape_elems(xs); i++) {
+        int64_t base = 0, j = 0;
+        for (; j < n; j++) {
+            int64_t p = as_int(arg(k, 1 + (int)j)[i]), d = attr(k, (int)j);
+            if (p < 0 || p >= x->dims[d])
+                break;
+            base += p * ts[d];
+        }
+        for (int64_t r = 0; j == n && r < per; r++) {
+            int64_t off = base, q = r;
+            for (int64_t d = nrest - 1; d >= 0; d--) {
+                off += q % rest_dims[d] * rest_stride[d];
+                q /= rest_dims[d];
+            }
+            out[off] = num_round(out[off] + u[i * per + r], x->dtype);
+        }
+    }
+    return 0;
+}
+
 /* ---- contractions ---- */
 
 /* Offsets, in two operands, of every combination of the summed dims: the

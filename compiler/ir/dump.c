@@ -222,6 +222,10 @@ static void print_attrs(Printer *p, const Inst *in) {
     case OP_CUMSUM: fprintf(out, " dimension=%lld", (long long)at[0]); break;
     case OP_ROLL: fprintf(out, " shift=%lld, dimension=%lld", (long long)at[0], (long long)at[1]); break;
     case OP_GATHER: print_gather_dims(p, in); break;
+    case OP_SCATTER:
+        print_int_list(out, " scatter_dims", at, in->nattrs);
+        fprintf(out, ", to_apply=%s", reducer_name[RED_SUM]);
+        break;
     case OP_TOP_K: fprintf(out, " k=%lld, largest=%s", (long long)at[0], at[1] ? "true" : "false"); break;
     case OP_CALL: fprintf(out, " to_apply=%s", sym_name(p->m->syms, p->m->fns[at[0]].sym)); break;
     case OP_GET_TUPLE_ELEMENT: fprintf(out, " index=%lld", (long long)at[0]); break;

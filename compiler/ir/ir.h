@@ -268,6 +268,9 @@ static inline const int64_t *inst_gather_batch(const Fn *fn, const Inst *in, int
     *n = (in->nattrs - 2) / 2;
     return &fn->ints[in->attrs + 2];
 }
+/* A scatter's index tensors are operands 1 .. n; the operand dim each
+ * scatters into is attribute i. */
+static inline int inst_scatter_nidx(const Inst *in) { return in->nargs - 2; }
 /* A collective-permute's (source, target) pairs, coordinates in the group. */
 static inline const int64_t *inst_pairs(const Fn *fn, const Inst *in, int *npairs) {
     int naxes;

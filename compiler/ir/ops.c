@@ -26,7 +26,7 @@ int op_accepts(int op, int dt) {
 typedef enum {
     C_LEAF, C_ELEMENTWISE, C_CONVERT, C_COMPARE, C_SELECT, C_BROADCAST,
     C_TRANSPOSE, C_RESHAPE, C_DOT, C_REDUCE, C_SLICE, C_DYNAMIC_SLICE, C_CONCAT,
-    C_ROLL, C_CUMSUM, C_GATHER, C_TOP_K, C_CALL, C_TUPLE_ELEMENT, C_RETURN, C_ALL_REDUCE,
+    C_ROLL, C_CUMSUM, C_GATHER, C_SCATTER, C_TOP_K, C_CALL, C_TUPLE_ELEMENT, C_RETURN, C_ALL_REDUCE,
     C_ALL_GATHER, C_REDUCE_SCATTER, C_ALL_TO_ALL, C_PERMUTE, C_DONE,
 } OpClass;
 
@@ -312,6 +312,45 @@ static const char *infer_gather(InferCtx *c, Shape *out) {
     return NULL;
 }
 
+/* Operand dims the scatter's index tensors scatter into, as a mask;
+ * 0 when the attributes are not distinct dims of the operand. */
+static uint32_t scattered_dims(const Fn *fn, const Inst *in, const Shape *x) {
+    uint32_t dims = 0;
+    for (int i = 0; i < in->nattrs; i++) {
+        int64_t d = ir_attr(fn, in, i);
+        if (d < 0 || d >= x->rank || (dims >> d & 1))
+            return 0;
+        dims |= 1u << d;
+    }
+    return dims;
+}
+
+/* scatter(operand, indices..., updates): the updates have the indices'
+ * dims, then the operand's dims that are not scattered into. */
+static const char *infer_scatter(InferCtx *c, Shape *out) {
+    const Inst *in = c->in;
+    int n = in->nargs - 2;
+    const Shape *x = arg_shape(c->fn, in, 0), *ix = arg_shape(c->fn, in, 1), *u = arg_shape(c->fn, in, n + 1);
+    uint32_t dims = n >= 1 && in->nattrs == n ? scattered_dims(c->fn, in, x) : 0;
+    if (!dims)
+        return "scatter needs one distinct operand dim per index tensor";
+    for (int i = 1; i <= n; i++)
+        if (!shape_eq(arg_shape(c->fn, in, i), ix) || ix->dtype != DT_I32)
+            return "scatter index tensors are i32 of one shape";
+    Shape want = *ix;
+    want.dtype = x->dtype;
+    for (int d = 0; d < x->rank; d++)
+        if (!(dims >> d & 1)) {
+            if (want.rank == MAX_RANK)
+                return "scatter updates have too many dims";
+            want.dims[want.rank++] = x->dims[d];
+        }
+    if (!shape_eq(u, &want))
+        return "scatter updates are not the indices' dims then the operand's other dims";
+    *out = *x;
+    return op_accepts(in->op, x->dtype) ? NULL : "arithmetic on bool";
+}
+
 static const Fn *callee_of(const Module *m, const Fn *fn, const Inst *call) {
     int64_t f = call->nattrs == 1 ? ir_attr(fn, call, 0) : -1;
     return call->op == OP_CALL && f >= 0 && f < m->nfns ? &m->fns[f] : NULL;
@@ -430,6 +469,7 @@ const char *op_infer(const Module *m, const Fn *fn, const Inst *in, Shape *out) 
     case C_ROLL: return infer_roll(&c, out);
     case C_CUMSUM: return infer_cumsum(&c, out);
     case C_GATHER: return infer_gather(&c, out);
+    case C_SCATTER: return infer_scatter(&c, out);
     case C_TOP_K: return infer_top_k(&c, out);
     case C_CALL: return infer_call(&c, out);
     case C_TUPLE_ELEMENT: return infer_tuple_element(&c, out);
@@ -604,6 +644,31 @@ static void rule_gather(Rule *r, const Fn *fn, const Inst *in) {
     }
 }
 
+/* The transpose of rule_gather: the index dims are summed away (REDUCTION
+ * factors of the indices and the updates' leading dims), the operand's
+ * other dims pass between it, the updates' trailing dims and the result,
+ * and the scattered dims between the operand and the result only. */
+static void rule_scatter(Rule *r, const Fn *fn, const Inst *in) {
+    int n = in->nargs - 2, upd = n + 1, res = n + 2, at;
+    const Shape *x = arg_shape(fn, in, 0), *ix = arg_shape(fn, in, 1);
+    uint32_t dims = scattered_dims(fn, in, x);
+    for (int t = 0; t <= res; t++)
+        set_rank(r, t, arg_shape(fn, in, t < res ? t : 0)->rank);   /* the result has the operand's shape */
+    for (int d = 0; d < ix->rank; d++) {
+        int f = add_factor(r, ix->dims[d], FACTOR_REDUCTION);
+        for (int t = 1; t <= upd; t++)
+            map_dim(r, t, d, f);
+    }
+    at = ix->rank;
+    for (int d = 0; d < x->rank; d++) {
+        int f = add_factor(r, x->dims[d], FACTOR_PASS);
+        map_dim(r, 0, d, f);
+        map_dim(r, res, d, f);
+        if (!(dims >> d & 1))
+            map_dim(r, upd, at++, f);
+    }
+}
+
 static uint32_t dims_changed(const Fn *fn, const Inst *in) {
     uint32_t odd = 0;
     for (int t = 0; t < in->nargs; t++) {
@@ -653,6 +718,7 @@ int op_rule(const Fn *fn, const Inst *in, Rule *r) {
     case C_REDUCE: rule_reduce(r, fn, in); return 1;
     case C_RESHAPE: rule_reshape(r, fn, in); return 1;
     case C_GATHER: rule_gather(r, fn, in); return 1;
+    case C_SCATTER: rule_scatter(r, fn, in); return 1;
     default:
         return 0;
     }

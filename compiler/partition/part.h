@@ -132,4 +132,7 @@ int lower_split_slice(Part *p, const Inst *in, Piece *out);
 int lower_split_concat(Part *p, const Inst *in, Piece *out);
 int lower_split_cumsum(Part *p, const Inst *in, Piece *out);
 
+/* scatter.c: a scatter-add on the devices' blocks; always applies. */
+int lower_scatter(Part *p, const Inst *in, Piece *out);
+
 #endif

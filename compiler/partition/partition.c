@@ -561,7 +561,8 @@ static void lower_placed(Part *p, int v) {
         if ((in->op == OP_ROLL && lower_split_roll(p, in, &out)) ||
             (in->op == OP_SLICE && lower_split_slice(p, in, &out)) ||
             (in->op == OP_CONCAT && lower_split_concat(p, in, &out)) ||
-            (in->op == OP_CUMSUM && lower_split_cumsum(p, in, &out)))
+            (in->op == OP_CUMSUM && lower_split_cumsum(p, in, &out)) ||
+            (in->op == OP_SCATTER && lower_scatter(p, in, &out)))
             break;
         if (op_rule(p->src, in, &rule) && local_op_is_exact(p, in, &rule))
             out = lower_with_rule(p, in, &rule);

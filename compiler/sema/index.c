@@ -20,6 +20,7 @@ typedef struct {
     int label_sym[MAX_INDEX_LABELS];
     int64_t extent[MAX_INDEX_LABELS];
     Loc where[MAX_INDEX_LABELS];         /* first use, for extent errors */
+    Loc decl[MAX_INDEX_LABELS];          /* where the name first occurs */
     uint64_t lhs;                        /* labels of the left side */
     uint64_t bound;                      /* labels bound by sum[k](...) and friends */
     int *label_of;                       /* symbol -> label + 1 */
@@ -60,6 +61,7 @@ static int label_for(Ix *ix, const Expr *name, int create) {
         sema_error(s, name->loc, "more than %d index names in one statement", MAX_INDEX_LABELS);
     int l = ix->nlabels++;
     ix->label_sym[l] = name->sym;
+    ix->decl[l] = name->loc;
     ix->extent[l] = -1;
     ix->label_of[name->sym] = l + 1;
     return l;
@@ -554,49 +556,155 @@ static void constrain(Ix *ix, const Stmt *st, int *v, int first_new) {
     s->fn->insts[*v].flags |= INST_CONSTRAINED;
 }
 
-void lower_index_stmt(Sema *s, const Stmt *st) {
-    Ix ix = {s, 0, {0}, {0}, {{0, 0}}, 0, 0, s->label_of};
-    for (int i = 0; i < st->nindices; i++) {
-        const AstIndex *in = &st->indices[i];
-        Binding *b = lookup(s, in->sym);
-        Expr name = {.kind = E_NAME, .sym = in->sym, .loc = in->loc};
-        if (b && b->kind == B_VALUE)
-            sema_error(s, in->loc, "'%s' is already bound to a value; index names must be fresh names", sym(s, in->sym));
-        if (ix.label_of[in->sym])
-            sema_error(s, in->loc, "index '%s' appears twice on the left", sym(s, in->sym));
-        ix.lhs |= bit(label_for(&ix, &name, 1));
-    }
-    if (st->nindices > MAX_RANK)
-        sema_error(s, st->loc, "a tensor has at most %d dims", MAX_RANK);
+/* Lower the right side, whose labels 0 .. nleft-1 are the left side's:
+ * the value with those dims, in that order. */
+static int lower_right(Ix *ix, const Stmt *st, int nleft) {
+    Sema *s = ix->s;
     Expr *rhs = st->value;
-    uint64_t occ = scan(&ix, rhs);
-    for (int i = 0; i < st->nindices; i++)
-        if (!(occ & bit(i)))
-            sema_error(s, st->indices[i].loc, "index '%s' on the left does not appear on the right", sym(s, st->indices[i].sym));
-    for (int l = 0; l < ix.nlabels; l++)
-        if ((occ & bit(l)) && (ix.bound & bit(l)))
-            sema_error(s, st->value->loc, "index '%s' is bound by a reduction and cannot also appear outside it", sym(s, ix.label_sym[l]));
-    for (int l = 0; l < ix.nlabels; l++)
-        if ((occ & ~ix.lhs) & bit(l))
-            place_sum(&ix, rhs, l);
-    int first_new = s->fn->ninsts;
-    Term t = lower(&ix, rhs);
+    uint64_t occ = scan(ix, rhs);
+    for (int l = 0; l < nleft; l++)
+        if (!(occ & bit(l)))
+            sema_error(s, ix->decl[l], "index '%s' on the left does not appear on the right", sym(s, ix->label_sym[l]));
+    for (int l = 0; l < ix->nlabels; l++)
+        if ((occ & bit(l)) && (ix->bound & bit(l)))
+            sema_error(s, st->value->loc, "index '%s' is bound by a reduction and cannot also appear outside it", sym(s, ix->label_sym[l]));
+    for (int l = 0; l < ix->nlabels; l++)
+        if ((occ & ~ix->lhs) & bit(l))
+            place_sum(ix, rhs, l);
+    Term t = lower(ix, rhs);
     if (t.v < 0)
         sema_error(s, rhs->loc, "an index statement needs a tensor on the right");
-    /* Transpose to the left side's order: labels 0..n-1 are the left side. */
     int identity = 1;
     int64_t perm[MAX_RANK];
     for (int i = 0; i < t.n; i++) {
         perm[t.label[i]] = i;
         identity &= t.label[i] == i;
     }
-    int v = t.v;
-    if (!identity)
-        v = emit(s, OP_TRANSPOSE, (int32_t[]){v}, 1, perm, t.n, NULL, st->loc);
+    return identity ? t.v : emit(s, OP_TRANSPOSE, (int32_t[]){t.v}, 1, perm, t.n, NULL, st->loc);
+}
+
+/* A left-side index name: fresh, and once on the left. */
+static int left_label(Ix *ix, const AstIndex *in) {
+    Sema *s = ix->s;
+    Binding *b = lookup(s, in->sym);
+    Expr name = {.kind = E_NAME, .sym = in->sym, .loc = in->loc};
+    if (b && b->kind == B_VALUE)
+        sema_error(s, in->loc, "'%s' is already bound to a value; index names must be fresh names", sym(s, in->sym));
+    if (ix->label_of[in->sym])
+        sema_error(s, in->loc, "index '%s' appears twice on the left", sym(s, in->sym));
+    int l = label_for(ix, &name, 1);
+    ix->lhs |= bit(l);
+    return l;
+}
+
+static void forget_labels(Ix *ix) {
+    for (int l = 0; l < ix->nlabels; l++)
+        ix->label_of[ix->label_sym[l]] = 0;
+}
+
+/* The index tensor of left subscript `in` of a scatter, whose subscripts
+ * name the scatter's index dims: the first one creates their labels, the
+ * others must repeat them. */
+static int scatter_indices(Ix *ix, const AstIndex *in, const Expr *first) {
+    Sema *s = ix->s;
+    const Expr *g = in->gather;
+    int t = tensor_named(ix, g->lhs);
+    const Shape *shape = &s->fn->insts[t].type;
+    if (shape->dtype != DT_I32)
+        sema_error(s, g->loc, "a scatter's index tensor must be i32, not %s", dtype_name[shape->dtype]);
+    if (g->args.n != shape->rank)
+        sema_error(s, g->loc, "'%s' has %s but %s", sym(s, g->lhs->sym), count_of(s, shape->rank, "dim"),
+                   count_of(s, g->args.n, "subscript"));
+    for (int d = 0; d < g->args.n; d++) {
+        Expr *sub = g->args.items[d];
+        if (sub->kind == E_INDEX)
+            sema_error(s, sub->loc, "gathers and scatters do not nest");
+        if (!is_label_name(ix, sub))
+            sema_error(s, sub->loc, "the subscripts of a scatter's index tensor must be index names");
+        const Expr *same = first ? first->args.items[d] : NULL;
+        if (first && (first->args.n != g->args.n || same->sym != sub->sym))
+            sema_error(s, sub->loc, "every index tensor on the left takes the same index names in the same order ('%s' at %d:%d)",
+                       sym(s, same->sym), same->loc.line, same->loc.col);
+        if (!first && ix->label_of[sub->sym])
+            sema_error(s, sub->loc, "index '%s' appears twice in one subscript list (diagonals are not supported)", sym(s, sub->sym));
+        int l = label_for(ix, sub, 1);
+        ix->lhs |= bit(l);
+        use_extent(ix, l, shape->dims[d], sub->loc);
+    }
+    return t;
+}
+
+/* `t[subs] += e`: t + e, or with index tensors among the subscripts a
+ * scatter-add of e into t.  Its updates have the index tensors' dims, then
+ * t's other dims (the IR's order), so the right side is lowered with the
+ * index names as its first labels. */
+static void lower_add_stmt(Ix *ix, const Stmt *st) {
+    Sema *s = ix->s;
+    Binding *b = lookup(s, st->sym);
+    if (!b || b->kind != B_VALUE || b->val.kind != VAL_TENSOR)
+        sema_error(s, st->loc, "'+=' needs '%s' to be a tensor bound before", sym(s, st->sym));
+    int acc = b->val.v, n = 0;
+    Shape shape = s->fn->insts[acc].type;
+    if (st->nindices != shape.rank)
+        sema_error(s, st->loc, "'%s' has %s but %s", sym(s, st->sym), count_of(s, shape.rank, "dim"),
+                   count_of(s, st->nindices, "subscript"));
+    if (shape.dtype == DT_BOOL)
+        sema_error(s, st->loc, "'+=' adds numbers, and '%s' is bool", sym(s, st->sym));
+    int32_t args[MAX_RANK + 2] = {acc};
+    int64_t dims[MAX_RANK];
+    const Expr *first = NULL;
+    for (int i = 0; i < st->nindices; i++) {
+        const AstIndex *in = &st->indices[i];
+        if (in->axes.kind != AXES_NONE)
+            sema_error(s, in->axes.loc, "the left side of '+=' takes no sharding; constrain the result in a statement of its own");
+        if (!in->gather)
+            continue;
+        args[1 + n] = scatter_indices(ix, in, first);
+        dims[n++] = i;
+        first = first ? first : in->gather;
+    }
+    for (int i = 0; i < st->nindices; i++) {
+        const AstIndex *in = &st->indices[i];
+        if (in->gather)
+            continue;
+        if (ix->label_of[in->sym] && n)
+            sema_error(s, in->loc, "'%s' is both an index of a scatter's index tensor and a dim of '%s': batch dims in a scatter are not yet implemented",
+                       sym(s, in->sym), sym(s, st->sym));
+        use_extent(ix, left_label(ix, in), shape.dims[i], in->loc);
+    }
+    int v = lower_right(ix, st, ix->nlabels);
+    int dt = s->fn->insts[v].type.dtype;
+    if (dt != shape.dtype)
+        sema_error(s, st->value->loc, "the right side is %s but '%s' is %s; cast it with %s(...)", dtype_name[dt],
+                   sym(s, st->sym), dtype_name[shape.dtype], dtype_name[shape.dtype]);
+    if (n) {
+        args[n + 1] = v;
+        v = emit(s, OP_SCATTER, args, n + 2, dims, n, NULL, st->loc);
+    } else
+        v = binary_op(s, '+', tensor(acc), tensor(v), st->loc).v;
+    s->fn->insts[v].sym = st->sym;
+    forget_labels(ix);
+    bind_local(s, st->sym, tensor(v), st->loc);
+}
+
+void lower_index_stmt(Sema *s, const Stmt *st) {
+    Ix ix = {s, .label_of = s->label_of};
+    if (st->add) {
+        lower_add_stmt(&ix, st);
+        return;
+    }
+    for (int i = 0; i < st->nindices; i++) {
+        if (st->indices[i].gather)
+            sema_error(s, st->indices[i].loc, "an index tensor on the left needs '+=' (a scatter-add)");
+        left_label(&ix, &st->indices[i]);
+    }
+    if (st->nindices > MAX_RANK)
+        sema_error(s, st->loc, "a tensor has at most %d dims", MAX_RANK);
+    int first_new = s->fn->ninsts;
+    int v = lower_right(&ix, st, st->nindices);
     constrain(&ix, st, &v, first_new);
     if (v >= first_new)
         s->fn->insts[v].sym = st->sym;
-    for (int l = 0; l < ix.nlabels; l++)
-        ix.label_of[ix.label_sym[l]] = 0;
+    forget_labels(&ix);
     bind_local(s, st->sym, tensor(v), st->loc);
 }

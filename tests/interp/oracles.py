@@ -689,6 +689,60 @@ for _fn in (experts_split, experts_transposed, top2, experts_bf16, shared):
     case("moe " + _fn.__name__, prog("moe.tdsl"), _fn.__name__, _fn, interp=[None, (3, 2)])
 
 
+# ---- scatter-add (tests/interp/progs/scatter.tdsl) ----
+# Positions outside the operand in any scattered dim are dropped (negative
+# ones too), duplicates add up: np.add.at on the positions that survive.
+
+def scatter_add(buf, dims, idxs, upd):
+    """buf with upd[I, ...] added at idxs[j][I] along dims[j], in range only."""
+    out, n = d(buf).copy(), idxs[0].size
+    keep = np.ones(n, bool)
+    for dim, idx in zip(dims, idxs):
+        keep &= (idx.ravel() >= 0) & (idx.ravel() < buf.shape[dim])
+    rest = [a for a in range(buf.ndim) if a not in dims]
+    moved = np.moveaxis(out, list(dims) + rest, range(buf.ndim))      # a view: scattered dims first
+    np.add.at(moved, tuple(idx.ravel()[keep] for idx in idxs), d(upd).reshape((n,) + moved.shape[len(dims):])[keep])
+    return out
+
+
+def positions(rng, n, size):
+    """Indices into a dim of n with duplicates and a few out of range."""
+    return rng.integers(-1, n + 2, size).astype(np.int32)
+
+
+def sc_plain(rng, m):
+    buf, x, route = normal(rng, 5, 4), normal(rng, 4, 7), positions(rng, 5, 7)
+    return {"buf": buf, "route": route, "x": x}, [(scatter_add(buf, [0], [route], 2 * d(x).T), "f32")]
+
+
+def sc_dispatch(rng, m):
+    x, route, pos = normal(rng, 12, 8), positions(rng, 4, 12), positions(rng, 3, 12)
+    return {"x": x, "route": route, "pos": pos}, [(scatter_add(np.zeros((4, 3, 8)), [0, 1], [route, pos], x), "f32")]
+
+
+def sc_tokens(rng, m):
+    buf, x, route = normal(rng, 5, 6), normal(rng, 10, 6), positions(rng, 5, 10)
+    return {"buf": buf, "x": x, "route": route}, [(scatter_add(buf, [0], [route], x), "f32")]
+
+
+def sc_features(rng, m):
+    buf, x, route = normal(rng, 6, 8), normal(rng, 10, 8), positions(rng, 6, 10)
+    return {"buf": buf, "x": x, "route": route}, [(scatter_add(buf, [0], [route], x), "f32")]
+
+
+def sc_counts(rng, m):
+    route, ones = positions(rng, 6, (3, 4)), rng.integers(1, 4, (3, 4)).astype(np.int32)
+    acc, w, v = normal(rng, 3, 5), normal(rng, 3, 2), normal(rng, 2, 5)
+    return ({"route": route, "ones": ones, "acc": acc, "w": w, "v": v},
+            [(scatter_add(np.zeros(6), [0], [route], ones), "i32"), (d(acc) + d(w) @ d(v), "f32")])
+
+
+for _name, _fns, _fn in (("plain", "plain", sc_plain), ("dispatch", ("dispatch", "experts_split"), sc_dispatch),
+                         ("tokens split", "tokens_split", sc_tokens), ("features split", "features_split", sc_features),
+                         ("counts", "counts", sc_counts)):
+    case("scatter " + _name, prog("scatter.tdsl"), _fns, _fn, interp=[None, (3, 2)])
+
+
 # ---- argmax, argmin, top_k (tests/interp/progs/topk.tdsl) ----
 # Values are a few multiples of 1/2, so rows have many ties: the indices of
 # equal values must come lowest first, which a stable argsort of -x gives.

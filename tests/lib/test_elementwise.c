@@ -123,6 +123,26 @@ static void test_layout(void) {
         check(sk_gather(t, s, x, 2, SK_CLAMP, SC_SHAPE(2, 5), bidx, 1, (int[]){0, 0}, got) == 0 && equal(t, got, want, 30),
               "gather dim 2, batch dims {0} and {0} %s", n);
 
+        if (t != SK_BOOL) {
+            /* scatter-add into dims 2 and 0 of x[2,3,4] by two i32[5]: updates
+             * [5, 3]; positions 1 and 4 are out of range (-1, then 2 in dim 0)
+             * and dropped; positions 0 and 3 are the same place and add up. */
+            int32_t pa[5] = {3, -1, 0, 3, 1}, pb[5] = {1, 0, 0, 1, 2};
+            void *u = fill(t, 15, 7 + ti);
+            double acc[24];
+            for (int64_t o = 0; o < 24; o++)
+                acc[o] = ld(t, x, o);
+            for (int i = 0; i < 5; i++)
+                for (int c = 0; c < 3 && pa[i] >= 0 && pa[i] < 4 && pb[i] < 2; c++)
+                    acc[offset(s, (int64_t[]){pb[i], c, pa[i]})] += ld(t, u, i * 3 + c);
+            for (int64_t o = 0; o < 24; o++)
+                st(t, want, o, acc[o]);
+            check(sk_scatter_add(t, s, x, 2, (int[]){2, 0}, SC_SHAPE(5), (const int32_t *const[]){pa, pb}, u, got) == 0 &&
+                      equal(t, got, want, 24),
+                  "scatter_add into dims {2,0}: out of range dropped, duplicates added %s", n);
+            free(u);
+        }
+
         for (int64_t o = 0; o < 24; o++) {
             unravel(s, o, ix);
             st(t, want, o, (double)ix[2]);
@@ -136,6 +156,10 @@ static void test_layout(void) {
           "gather: batch dims of different extents");
     check(sk_gather(SK_F32, SC_SHAPE(2, 2), NULL, 1, SK_CLAMP, SC_SHAPE(2), NULL, 1, (int[]){1, 0}, NULL) == SC_ERR,
           "gather: the gathered dim as a batch dim");
+    check(sk_scatter_add(SK_F32, SC_SHAPE(2, 2), NULL, 2, (int[]){1, 1}, SC_SHAPE(1), NULL, NULL, NULL) == SC_ERR,
+          "scatter_add: one dim scattered twice");
+    check(sk_scatter_add(SK_BOOL, SC_SHAPE(2), NULL, 1, (int[]){0}, SC_SHAPE(1), NULL, NULL, NULL) == SC_ERR,
+          "scatter_add: bool");
 }
 
 /* ---- elementwise ---- */

@@ -1,0 +1,107 @@
+/* Lowering a scatter-add (docs/partitioning.md, "Scatters").  Each device
+ * scatters into its block of the result:
+ *   - the operand's dims that are not scattered keep the result's splits,
+ *     and the updates' trailing dims are split the same way: local;
+ *   - a scattered dim split over axes A: each device shifts the indices by
+ *     its block's start, and the kernel drops the positions that fall
+ *     outside its block (the indices are whole along A): local;
+ *   - axes B splitting the updates' index dims (the tokens) stay there:
+ *     each device scatters its own updates into zeros, the sum over B is
+ *     reduced as the result's sharding asks, and then the operand is added.
+ * Anything else is resharded to these first. */
+#include "part.h"
+
+/* sh without `axes`; the axes after one on its dim move up a place. */
+static Sharding without_axes(Sharding sh, uint32_t axes) {
+    for (int a = 0; a < MAX_AXES; a++) {
+        if (!(axes >> a & 1) || sh.dim[a] < 0)
+            continue;
+        for (int b = 0; b < MAX_AXES; b++)
+            if (sh.dim[b] == sh.dim[a] && sh.pos[b] > sh.pos[a])
+                sh.pos[b]--;
+        sh.dim[a] = SH_REPLICATED;
+    }
+    sh.open = 0;
+    return sh;
+}
+
+/* Is src value v zeros (sema's zeros(...), a broadcast 0)? */
+static int is_zeros(const Fn *src, int v) {
+    const Inst *in = &src->insts[v];
+    if (in->op == OP_BROADCAST)
+        in = &src->insts[ir_arg(src, in, 0)];
+    return in->op == OP_CONSTANT && in->value == 0;
+}
+
+/* Index tensor `idx` (local) shifted to the device's block of operand dim
+ * d, when `local` splits it: position minus the block's start. */
+static int shift_into_block(Part *p, int idx, const Sharding *local, int d, int64_t block) {
+    int axes[MAX_AXES], n = sharding_dim_axes(local, d, axes);
+    if (!n)
+        return idx;
+    Shape s = p->dst->insts[idx].type;
+    int start = emit_local(p, OP_MUL, (int32_t[]){linear_index(p, axes, n), i32_constant(p, block)}, 2, NULL, 0, NULL);
+    return emit_local(p, OP_SUB, (int32_t[]){idx, emit_local(p, OP_BROADCAST, (int32_t[]){start}, 1, NULL, 0, &s)}, 2,
+                      NULL, 0, NULL);
+}
+
+int lower_scatter(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    int n = in->nargs - 2, nix = src->insts[ir_arg(src, in, 1)].type.rank;
+    Piece x = p->value[ir_arg(src, in, 0)], u = p->value[ir_arg(src, in, n + 1)];
+    /* The tokens' axes B, as the updates split their index dims. */
+    Sharding tokens = sharding_replicated(), want_u;
+    uint32_t b = 0;
+    for (int a = 0; a < p->m->naxes; a++)
+        if (u.sh.dim[a] >= 0 && u.sh.dim[a] < nix) {
+            tokens.dim[a] = u.sh.dim[a];
+            tokens.pos[a] = u.sh.pos[a];
+            b |= 1u << a;
+        }
+    Sharding local = without_axes(in->sh, b);
+    want_u = tokens;
+    for (int d = 0, at = nix; d < in->type.rank; d++) {
+        int scattered = 0;
+        for (int j = 0; j < n; j++)
+            scattered |= ir_attr(src, in, j) == d;
+        for (int a = 0; a < p->m->naxes && !scattered; a++)
+            if (local.dim[a] == d) {
+                want_u.dim[a] = (int8_t)at;
+                want_u.pos[a] = local.pos[a];
+            }
+        at += !scattered;
+    }
+    u = reshard(p, u, &want_u);
+    for (int d = 0; d < nix; d++) {      /* padding tokens add zeros wherever their indices point */
+        int axes[MAX_AXES];
+        if (sharding_dim_axes(&u.sh, d, axes) && !dim_is_even(p->m, &u.global, &u.sh, d))
+            u.v = mask_padding(p, u, d, RED_SUM);
+    }
+    Shape block = shape_local(p->m, &in->type, &local);
+    int32_t args[MAX_RULE_TENSORS];
+    int zeros = is_zeros(src, ir_arg(src, in, 0));
+    args[0] = b || zeros ? splat(p, 0, &block) : reshard(p, x, &local).v;
+    for (int j = 0; j < n; j++) {
+        int d = (int)ir_attr(src, in, j);
+        Piece idx = reshard(p, p->value[ir_arg(src, in, 1 + j)], &tokens);
+        args[1 + j] = shift_into_block(p, idx.v, &local, d, block.dims[d]);
+    }
+    args[n + 1] = u.v;
+    Sharding sh = local;
+    for (int a = 0; a < p->m->naxes; a++)
+        if (b >> a & 1)
+            sh.dim[a] = SH_PARTIAL;      /* each device's tokens only */
+    sh.reducer = RED_SUM;
+    int v = emit_local(p, OP_SCATTER, args, n + 2, ir_attrs(src, in), n, NULL);
+    p->dst->insts[v].sh = sh;
+    *out = (Piece){v, sh, in->type, p->place};
+    if (!b)
+        return 1;
+    *out = reshard(p, *out, &in->sh);
+    if (!zeros) {                        /* the operand once, after the sum */
+        v = emit_local(p, OP_ADD, (int32_t[]){out->v, reshard(p, x, &in->sh).v}, 2, NULL, 0, NULL);
+        p->dst->insts[v].sh = out->sh;
+        out->v = v;
+    }
+    return 1;
+}
