@@ -494,7 +494,8 @@ static Term lower_call(Ix *ix, Expr *e) {
     case BK_UNARY: return from_val(unary_op(s, (Op)bi->op, bi->name, val_of(&t[0]), e->loc), &t[0]);
     case BK_BINARY: return from_val(elementwise2(s, (Op)bi->op, val_of(&t[0]), val_of(&t[1]), e->loc), &t[0]);
     case BK_CAST: return cast_term(ix, t[0], bi->op, e->loc);
-    default: return from_val(select_op(s, val_of(&t[0]), val_of(&t[1]), val_of(&t[2]), e->loc), &t[1]);
+    default:        /* where(c[i], 0, 1): numbers stay untyped; the labels are the condition's */
+        return from_val(select_op(s, val_of(&t[0]), val_of(&t[1]), val_of(&t[2]), e->loc), t[1].v >= 0 ? &t[1] : &t[0]);
     }
 }
 
