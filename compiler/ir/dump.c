@@ -596,7 +596,7 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
             fputc('\n', out);
         }
         fputs("}\n", out);
-        if (p.fn->partitioned)
+        if (p.fn->partitioned || (p.fn->spmd && p.fn->scheduled))   /* an spmd fn's own collectives too */
             print_summary(&p, sent);
         if (p.fn->scheduled)
             fprintf(out, "# peak bytes per device of %s: %lld in %d buffers (parameters not included)\n",

@@ -1142,6 +1142,52 @@ def sample_xent(rng, m):
     return {"logits": logits, "labels": labels}, [((lse - picked).mean(), "f32")]
 
 
+def capacity_slots(dest, c):
+    """Each token's place among the tokens before it with the same dest, and
+    whether it is below the capacity c."""
+    slot = np.array([np.sum(dest[:i] == dest[i]) for i in range(len(dest))])
+    return slot, slot < c
+
+
+def sample_moe_local(rng, m):
+    e, s, dm, f, c = 4, 12, 8, 6, 2
+    w, a, route = normal(rng, e, dm, f), normal(rng, s, dm), rng.integers(0, e, s).astype(np.int32)
+    _, kept = capacity_slots(route, c)
+    out = routed(w, a, route) * kept[:, None]
+    return {"w": w, "a": a, "route": route}, [(out, "f32"), (np.int32(np.sum(~kept)), "i32")]
+
+
+def moe_spmd_consts(m):
+    x, y = m.get("X", 1), m.get("Y", 1)
+    return "E=%d,S=%d,D=%d,F=%d,C=3" % (2 * x, 6 * x, 4 * y, 3 * y)
+
+
+def moe_spmd_inputs(rng, m):
+    x, y = m.get("X", 1), m.get("Y", 1)
+    w, a = normal(rng, 2 * x, 4 * y, 3 * y), normal(rng, 6 * x, 4 * y)
+    return w, a, rng.integers(0, 2 * x, 6 * x).astype(np.int32)
+
+
+def sample_moe_gather(rng, m):
+    w, a, route = moe_spmd_inputs(rng, m)
+    return {"w": w, "a": a, "route": route}, [(routed(w, a, route), "f32")]
+
+
+def sample_moe_dispatch(rng, m):
+    """Each device's 6 tokens go to their experts' devices, at most C = 3 to
+    each: per source block, the first 3 tokens for each destination."""
+    w, a, route = moe_spmd_inputs(rng, m)
+    kept = np.concatenate([capacity_slots(block // 2, 3)[1] for block in np.split(route, m.get("X", 1))])
+    return {"w": w, "a": a, "route": route}, [(routed(w, a, route) * kept[:, None], "f32"),
+                                              (np.int32(np.sum(~kept)), "i32")]
+
+
+case("sample moe_local", sample("moe_local.tdsl"), "moe_local", sample_moe_local, consts="E=4,S=12,D=8,F=6,C=2",
+     scaled=True)
+case("sample moe_spmd gather", sample("moe_spmd.tdsl"), ["moe_gather", "moe"], sample_moe_gather,
+     consts=moe_spmd_consts, scaled=True)
+case("sample moe_spmd dispatch", sample("moe_spmd.tdsl"), "moe_dispatch", sample_moe_dispatch,
+     consts=moe_spmd_consts, scaled=True)
 case("sample moe", sample("moe.tdsl"), "moe", sample_moe, consts="E=8,S=10,D=16,F=12", scaled=True)
 case("sample moe_topk", sample("moe_topk.tdsl"), "moe_topk", sample_moe_topk, consts="E=8,S=10,D=16,F=12,K=2",
      scaled=True)
