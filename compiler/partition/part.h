@@ -76,6 +76,10 @@ int same_split(const Sharding *a, const Sharding *b, int rank);
 void reshard_forget(Part *p, int n);
 int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d);
 int linear_index(Part *p, const int *axes, int n);
+/* i32 tensor idx of positions along a dim split over `axes` into blocks
+ * of `block`, made positions in the device's own block (idx minus the
+ * block's start; outside it, they fall outside [0, block)). */
+int shift_to_block(Part *p, int idx, const int *axes, int n, int64_t block);
 int i32_constant(Part *p, int64_t value);
 /* A tensor of shape s holding `value` everywhere (a constant, broadcast). */
 int splat(Part *p, double value, const Shape *s);

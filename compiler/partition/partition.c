@@ -254,11 +254,7 @@ static int clamp(Part *p, int x, int64_t lo, int64_t hi) {
  * whole dim first, as the gather clamps): those outside the block read
  * zeros from the fill-mode local gather. */
 static int local_indices(Part *p, int idx, int64_t whole, int64_t block, const int *axes, int n) {
-    Shape s = p->dst->insts[idx].type;
-    int lo = emit_local(p, OP_MUL, (int32_t[]){linear_index(p, axes, n), i32_constant(p, block)}, 2, NULL, 0, NULL);
-    return emit_local(p, OP_SUB, (int32_t[]){clamp(p, idx, 0, whole - 1),
-                                             emit_local(p, OP_BROADCAST, (int32_t[]){lo}, 1, NULL, 0, &s)},
-                      2, NULL, 0, NULL);
+    return shift_to_block(p, clamp(p, idx, 0, whole - 1), axes, n, block);
 }
 
 /* ---- a dot of partial sums ---- */

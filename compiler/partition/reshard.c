@@ -60,6 +60,13 @@ int linear_index(Part *p, const int *axes, int n) {
     return emit_local(p, OP_AXIS_INDEX, NULL, 0, attrs, n, NULL);
 }
 
+int shift_to_block(Part *p, int idx, const int *axes, int n, int64_t block) {
+    Shape s = p->dst->insts[idx].type;
+    int start = emit_local(p, OP_MUL, (int32_t[]){linear_index(p, axes, n), i32_constant(p, block)}, 2, NULL, 0, NULL);
+    return emit_local(p, OP_SUB, (int32_t[]){idx, emit_local(p, OP_BROADCAST, (int32_t[]){start}, 1, NULL, 0, &s)}, 2,
+                      NULL, 0, NULL);
+}
+
 int i32_constant(Part *p, int64_t value) {
     Shape s = {DT_I32, 0, {0}};
     int k = emit_local(p, OP_CONSTANT, NULL, 0, NULL, 0, &s);

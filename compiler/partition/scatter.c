@@ -11,20 +11,6 @@
  * Anything else is resharded to these first. */
 #include "part.h"
 
-/* sh without `axes`; the axes after one on its dim move up a place. */
-static Sharding without_axes(Sharding sh, uint32_t axes) {
-    for (int a = 0; a < MAX_AXES; a++) {
-        if (!(axes >> a & 1) || sh.dim[a] < 0)
-            continue;
-        for (int b = 0; b < MAX_AXES; b++)
-            if (sh.dim[b] == sh.dim[a] && sh.pos[b] > sh.pos[a])
-                sh.pos[b]--;
-        sh.dim[a] = SH_REPLICATED;
-    }
-    sh.open = 0;
-    return sh;
-}
-
 /* Is src value v zeros (sema's zeros(...), a broadcast 0)? */
 static int is_zeros(const Fn *src, int v) {
     const Inst *in = &src->insts[v];
@@ -37,12 +23,7 @@ static int is_zeros(const Fn *src, int v) {
  * d, when `local` splits it: position minus the block's start. */
 static int shift_into_block(Part *p, int idx, const Sharding *local, int d, int64_t block) {
     int axes[MAX_AXES], n = sharding_dim_axes(local, d, axes);
-    if (!n)
-        return idx;
-    Shape s = p->dst->insts[idx].type;
-    int start = emit_local(p, OP_MUL, (int32_t[]){linear_index(p, axes, n), i32_constant(p, block)}, 2, NULL, 0, NULL);
-    return emit_local(p, OP_SUB, (int32_t[]){idx, emit_local(p, OP_BROADCAST, (int32_t[]){start}, 1, NULL, 0, &s)}, 2,
-                      NULL, 0, NULL);
+    return n ? shift_to_block(p, idx, axes, n, block) : idx;
 }
 
 int lower_scatter(Part *p, const Inst *in, Piece *out) {
@@ -58,7 +39,8 @@ int lower_scatter(Part *p, const Inst *in, Piece *out) {
             tokens.pos[a] = u.sh.pos[a];
             b |= 1u << a;
         }
-    Sharding local = without_axes(in->sh, b);
+    Sharding local = sharding_without(&in->sh, b, SH_REPLICATED);
+    local.open = 0;
     want_u = tokens;
     for (int d = 0, at = nix; d < in->type.rank; d++) {
         int scattered = 0;
