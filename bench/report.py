@@ -20,7 +20,12 @@
       SMALL_ROUNDS, on 8 devices and on as many devices as cores;
   (d) compile time: generated programs of about 1,000, 10,000 and 100,000
       IR instructions through `shardc dump --stage scheduled` and
-      `shardc compile`.
+      `shardc compile`;
+  (e) collective matmuls against their auto-partitioned twins;
+  (g) mixture of experts: samples/moe.tdsl (partitioned by the compiler)
+      against moe_spmd's all-gather and all-to-all versions, moe_topk and
+      moe_local (one device): time on both backends, bytes sent and peak
+      bytes per device; its own section of the document ("bench/moe").
 
 Prints every table and whether each target is met, and rewrites the
 "bench/machine" and "bench/report" sections of the document (the machine
@@ -28,7 +33,7 @@ the numbers came from, then the results).  Timings are informative: the
 exit status is 0 whatever they are, and nonzero only when a benchmark fails
 to run or computes a wrong result.
 
-Usage: bench/report.py [--build DIR] [--doc FILE] [--quick]
+Usage: bench/report.py [--build DIR] [--doc FILE] [--quick] [--only LETTERS]
 """
 import argparse
 import datetime
@@ -389,21 +394,34 @@ COLLMM = [
 ]
 
 
+def mesh_flags(mesh):
+    return ["--mesh", mesh] if mesh else []
+
+
+def scheduled_numbers(shardc, sample, fn, const, mesh=MLP_MESH):
+    """(peak bytes per device, bytes sent per device or None) from the
+    scheduled dump of fn."""
+    _, out, _ = run([shardc, "dump", sample, "--stage", "scheduled", "--fn", fn, "--const", const] + mesh_flags(mesh))
+    sent = re.search(r"total bytes sent per device by \S+: (\d+)", out)
+    return int(re.search(r"peak bytes per device of \S+: (\d+)", out).group(1)), int(sent.group(1)) if sent else None
+
+
 def peak_bytes(shardc, sample, fn, const):
-    _, out, _ = run([shardc, "dump", sample, "--stage", "scheduled", "--fn", fn, "--const", const, "--mesh", MLP_MESH])
-    return int(re.search(r"peak bytes per device of \S+: (\d+)", out).group(1))
+    return scheduled_numbers(shardc, sample, fn, const)[0]
 
 
 def time_program(shardc, work, sample, fn, const, mesh, backend, ins):
-    """(best time of the device phase, its result) of fn built for the mesh
-    and backend."""
+    """(best time of the device phase, its results) of fn built for the mesh
+    (None: a program without one) and backend."""
     import numpy as np
     prog = os.path.join(work, "%s-%s" % (fn, backend))
-    run([shardc, "build", sample, "--fn", fn, "--const", const, "--mesh", mesh, "--backend", backend, "-o", prog])
+    run([shardc, "build", sample, "--fn", fn, "--const", const, "--backend", backend, "-o", prog] + mesh_flags(mesh))
     out = os.path.join(work, "out-%s-%s" % (fn, backend))
     cmd = ([prog] if backend == "threads" else mpirun_cmd(NDEV) + [prog]) + ins + ["--out", out, "--repeat", "3"]
     _, _, err = run(cmd, timeout=900)
-    return parse_time(err)[0], np.load(os.path.join(out, "result0.npy"))
+    results = sorted(f for f in os.listdir(out) if re.match(r"result\d+\.npy$", f))
+    got = [np.load(os.path.join(out, f)) for f in results]
+    return parse_time(err)[0], got[0] if len(got) == 1 else got
 
 
 # ---- (f) the attention sample ----
@@ -502,6 +520,124 @@ def collmm_section(r):
             "memory is higher where each step copies its slice of the weights (a dynamic slice) and keeps "
             "the step's product apart from the accumulator; the reduce-scatter versions, which never hold "
             "the full partial product, use less.\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
+
+
+# ---- (g) mixture of experts: the MoE samples against the auto-partitioned moe ----
+
+MOE_CONST = "E=8,S=4096,D=1024,F=2048"
+MOE_QUICK = "E=8,S=128,D=64,F=128"
+
+# (sample, fn, extra consts given S as s, E as e; whether its result is moe's)
+MOE_VARIANTS = [
+    ("moe", "moe", "", "same"),
+    ("moe_spmd", "moe_gather", "", "same"),
+    ("moe_spmd", "moe_dispatch", "C=%(half)d", "same"),   # C = S / X: nothing drops
+    ("moe_topk", "moe_topk", "K=2", None),
+    ("moe_local", "moe_local", "C=%(cap)d", "kept"),      # capacity factor 2: drops some
+]
+
+
+def moe_inputs(work, size, rng):
+    import numpy as np
+    e, s, d, f = (size[k] for k in "ESDF")
+    arrays = {"w": rng.standard_normal((e, d, f), dtype=np.float32) * np.float32(d ** -0.5),
+              "a": rng.standard_normal((s, d), dtype=np.float32),
+              "route": rng.integers(0, e, s).astype(np.int32),
+              "router": rng.standard_normal((d, e), dtype=np.float32) * np.float32(d ** -0.5)}
+    files = {}
+    for name, a in arrays.items():
+        files[name] = os.path.join(work, name + ".npy")
+        np.save(files[name], a)
+    return files
+
+
+def moe_check(fn, how, got, want):
+    """moe_gather and moe_dispatch compute moe's result; moe_local the rows
+    it kept (the others are zeros), as many dropped as it counts."""
+    import numpy as np
+    out = got[0] if isinstance(got, list) else got
+    rows = np.abs(out).max(axis=1) > 0 if how == "kept" else np.ones(len(out), bool)
+    if how == "kept" and int(got[1]) != int(np.sum(~rows)):
+        raise RuntimeError("%s counts %d dropped tokens, but %d rows are zeros" % (fn, int(got[1]), np.sum(~rows)))
+    err = float(np.abs(out[rows] - want[rows]).max() / max(1.0, float(np.abs(want).max())))
+    if not err < 1e-4:
+        raise RuntimeError("%s differs from moe by %.1e (relative)" % (fn, err))
+
+
+def bench_moe(build, work, quick):
+    """Each MoE variant on the 2x4 mesh (moe_local on one device): time on
+    each backend, bytes sent and peak bytes per device, checked against moe."""
+    import numpy as np
+    shardc = os.path.join(build, "shardc")
+    base = MOE_QUICK if quick else MOE_CONST
+    size = {k: int(v) for k, v in (kv.split("=") for kv in base.split(","))}
+    params = {"half": size["S"] // 2, "cap": 2 * size["S"] // size["E"]}
+    files = moe_inputs(work, size, np.random.default_rng(3))
+    backends = ["threads"] + (["mpi"] if os.path.exists(os.path.join(build, "libshardc_rt_mpi.a")) else [])
+    rows, want = [], None
+    for name, fn, extra, how in MOE_VARIANTS:
+        sample = os.path.join(ROOT, "samples", name + ".tdsl")
+        const = base + ("," + extra % params if extra else "")
+        mesh = None if fn == "moe_local" else MLP_MESH
+        names = ("w", "router", "a") if fn == "moe_topk" else ("w", "a", "route")
+        ins = [x for n in names for x in ("--in", "%s=%s" % (n, files[n]))]
+        peak, sent = scheduled_numbers(shardc, sample, fn, const, mesh)
+        row = {"fn": fn, "const": const, "peak": peak, "sent": sent or 0, "devices": 1 if mesh is None else NDEV}
+        for b in (backends if mesh else ["threads"]):
+            t, got = time_program(shardc, work, sample, fn, const, mesh, b, ins)
+            if fn == "moe" and b == "threads":
+                want = got
+            elif how:
+                moe_check(fn, how, got, want)
+            row[b] = t
+        log("%s: %s, %s sent, peak %s" % (fn, ", ".join("%s %s" % (b, fmt_time(row[b])) for b in backends if b in row),
+                                          fmt_bytes(row["sent"]), fmt_bytes(peak)))
+        rows.append(row)
+    _, out, _ = run([shardc, "dump", os.path.join(ROOT, "samples", "moe.tdsl"), "--stage", "partitioned",
+                     "--const", base, "--mesh", MLP_MESH])
+    m = re.search(r"all-gathering the table would send (\d+)", out)
+    return {"const": base, "size": size, "backends": backends, "rows": rows, "params": params,
+            "allgather": int(m.group(1)) if m else None}
+
+
+def moe_section(r, lim):
+    twin = r["rows"][0]
+    trows = []
+    for row in r["rows"]:
+        cells = ["`%s`%s" % (row["fn"], " (1 device)" if row["devices"] == 1 else "")]
+        for b in r["backends"]:
+            cells += [fmt_time(row[b]) if b in row else "-",
+                      "%.2f" % (twin[b] / row[b]) if b in row else "-"]
+        cells += [fmt_bytes(row["sent"]), "%.2f" % (twin["sent"] / row["sent"]) if row["sent"] else "-",
+                  fmt_bytes(row["peak"]), "%.2f" % (twin["peak"] / row["peak"])]
+        trows.append(cells)
+    head = ["variant"]
+    for b in r["backends"]:
+        head += [b, "moe / variant"]
+    head += ["sent per device", "moe / variant", "peak per device", "moe / variant"]
+    tab = table(head, trows)
+    log(tab)
+    s = r["size"]
+    flop = 2.0 * s["S"] * s["D"] * s["F"]
+    rate = flop / twin["threads"] * 1e-9
+    return ("## Mixture of experts\n\n"
+            "The MoE samples (docs/partitioning.md, \"Partial sums kept past a dot\") at `--const %s` on "
+            "`--mesh %s`, routes uniform over the experts, built with `shardc build --backend B` and run with "
+            "`--repeat 3` (best time of the device phase; MPI under `%s`): `moe`, partitioned by the compiler "
+            "(each device multiplies the tokens routed to its experts, `sk_gather_dot`, and the products are "
+            "reduce-scattered); `moe_gather` and `moe_dispatch`, the same written as `spmd fn`s (all-gathering "
+            "the tokens; sending them to their experts' devices and back with `all_to_all` at capacity "
+            "`C=%d`, so nothing drops); `moe_topk` (a router, two experts per token: twice the products); "
+            "`moe_local` on one device (one-hot, `cumsum`, scatter into `[E, C, D]` with `C=%d`, twice the "
+            "fair share, one batched matmul: the way capacity-based layers are written, doing `E * C / S` = "
+            "%.0fx the products of `moe`, and dropping the tokens past capacity). Every result is checked "
+            "against `moe`'s (for `moe_local`, the rows it kept). Bytes and peaks are the scheduled dump's "
+            "(parameters not included). Ratios above 1 favour the variant. All-gathering the experts instead "
+            "would send %s per device (the partitioned dump's note). `moe` runs the %.1f GFLOP of its products "
+            "at %.1f GFLOP/s on the threads backend, %.2f of every core's FMA peak (%.1f GFLOP/s).\n\n%s\n"
+            % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), r["params"]["half"], r["params"]["cap"],
+               s["E"] * r["params"]["cap"] / s["S"], fmt_bytes(r["allgather"]) if r["allgather"] else "-",
+               flop * 1e-9, rate, rate / lim["fma_peak_all"], lim["fma_peak_all"], tab))
 
 
 # ---- (d) compile time ----
@@ -612,7 +748,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--doc", default=None, help="the document to rewrite (docs/performance.md)")
     ap.add_argument("--quick", action="store_true", help="small sizes, for testing the script")
-    ap.add_argument("--only", default="abcdef", help="which benchmarks: letters of abcdef")
+    ap.add_argument("--only", default="abcdefg", help="which benchmarks: letters of abcdefg (g: mixture of experts, "
+                    "its own section of the document, so `--only g` refreshes just that)")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     doc = args.doc
@@ -809,6 +946,10 @@ def main():
             log("\n== (e) collective matmuls against their auto-partitioned twins")
             os.makedirs(os.path.join(work, "collmm"))
             sections.append(collmm_section(bench_collmm(build, os.path.join(work, "collmm"), args.quick)))
+        if "g" in args.only:
+            log("\n== (g) mixture of experts: the MoE samples against the auto-partitioned moe")
+            os.makedirs(os.path.join(work, "moe"))
+            moe_text = moe_section(bench_moe(build, os.path.join(work, "moe"), args.quick), lim)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -829,9 +970,13 @@ def main():
                  % (m["date"], m["cpu"], m["cores"], m["memory"], m["kernel"], lim["isa"], lim["kernels"],
                     lim["fma_peak_1"], lim["fma_peak_all"], lim["cores"], lim["stream_triad_all"], m["cc"],
                     m["blas"], m["mpi"], m["load"]))
-        update_doc(doc, "bench/machine", prose(mtext), before="bench/report")
-        stext = "## Targets\n\n" + table(("measure", "value", "target"), summary) + "\n"
-        update_doc(doc, "bench/report", stext + "".join(prose(x) for x in sections))
+        if sections:
+            update_doc(doc, "bench/machine", prose(mtext), before="bench/report")
+            stext = "## Targets\n\n" + table(("measure", "value", "target"), summary) + "\n"
+            update_doc(doc, "bench/report", stext + "".join(prose(x) for x in sections))
+        if "g" in args.only:
+            update_doc(doc, "bench/moe", prose(moe_text + "Measured %s, load average %s when the run started.\n\n"
+                                               % (m["date"], m["load"])))
         log("updated %s" % doc)
     return 0
 
