@@ -58,9 +58,26 @@ static int absorbing_dot(const Part *p, int v, const Sharding *partial) {
     return u;
 }
 
+/* The axes splitting the dims the dot contracts of its operand o. */
+static uint32_t contracted_axes(const Fn *src, const Inst *dot, int o, const Sharding *sh) {
+    DotDims dd;
+    dot_dims(src, dot, &dd);
+    const int64_t *dims = ir_arg(src, dot, 0) == o ? dd.lhs_contract : dd.rhs_contract;
+    uint32_t mask = 0;
+    for (int i = 0; i < dd.ncontract; i++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(sh, (int)dims[i], axes);
+        for (int j = 0; j < n; j++)
+            mask |= 1u << axes[j];
+    }
+    return mask;
+}
+
 /* Bytes per device to reduce v (with `partial`'s sharding) after its dot
- * instead: the other operand made whole along the partial axes, then the
- * dot's result reduced to its own sharding; -1 when no dot takes it. */
+ * instead: what making the other operand whole along the partial axes
+ * adds to what the dot moves of it anyway (taken as its contracted dims
+ * gathered: a whole block there costs more to gather over the other axes
+ * too), then the dot's result reduced to its own sharding; -1 when no dot
+ * takes it. */
 static int64_t deferred_bytes(const Part *p, int v, const Sharding *partial) {
     int u = absorbing_dot(p, v, partial);
     if (u < 0)
@@ -70,10 +87,12 @@ static int64_t deferred_bytes(const Part *p, int v, const Sharding *partial) {
     uint32_t axes = partial_axes(partial);
     int o = ir_arg(src, dot, ir_arg(src, dot, 0) == v ? 1 : 0);
     Piece other = {.sh = src->insts[o].sh, .global = src->insts[o].type};
-    Sharding other_whole = sharding_without(&other.sh, axes, SH_REPLICATED);
+    Sharding need = sharding_without(&other.sh, contracted_axes(src, dot, o, &other.sh), SH_REPLICATED);
+    Sharding need_whole = sharding_without(&need, axes, SH_REPLICATED);
     Piece result = {.sh = sharding_without(&dot->sh, axes, SH_PARTIAL), .global = dot->type};
     result.sh.reducer = RED_SUM;
-    return reshard_min_bytes(p, &other, &other_whole) + reshard_min_bytes(p, &result, &dot->sh);
+    int64_t more = reshard_min_bytes(p, &other, &need_whole) - reshard_min_bytes(p, &other, &need);
+    return (more > 0 ? more : 0) + reshard_min_bytes(p, &result, &dot->sh);
 }
 
 static int64_t reduce_now_bytes(const Part *p, int v, const Sharding *partial) {
