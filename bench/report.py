@@ -595,9 +595,9 @@ def bench_moe(build, work, quick):
         rows.append(row)
     _, out, _ = run([shardc, "dump", os.path.join(ROOT, "samples", "moe.tdsl"), "--stage", "partitioned",
                      "--const", base, "--mesh", MLP_MESH])
-    m = re.search(r"all-gathering the table would send (\d+)", out)
+    note = re.search(r"  # ((?:a masked gather|the table all-gathered).*)", out)
     return {"const": base, "size": size, "backends": backends, "rows": rows, "params": params,
-            "allgather": int(m.group(1)) if m else None}
+            "choice": note.group(1) if note else "no note"}
 
 
 def moe_section(r, lim):
@@ -624,20 +624,19 @@ def moe_section(r, lim):
             "The MoE samples (docs/partitioning.md, \"Partial sums kept past a dot\") at `--const %s` on "
             "`--mesh %s`, routes uniform over the experts, built with `shardc build --backend B` and run with "
             "`--repeat 3` (best time of the device phase; MPI under `%s`): `moe`, partitioned by the compiler "
-            "(each device multiplies the tokens routed to its experts, `sk_gather_dot`, and the products are "
-            "reduce-scattered); `moe_gather` and `moe_dispatch`, the same written as `spmd fn`s (all-gathering "
+            "(its dump's note on the expert gather: \"%s\"; either way the gather is folded into the dot, "
+            "`sk_gather_dot`); `moe_gather` and `moe_dispatch`, the same written as `spmd fn`s (all-gathering "
             "the tokens; sending them to their experts' devices and back with `all_to_all` at capacity "
-            "`C=%d`, so nothing drops); `moe_topk` (a router, two experts per token: twice the products); "
+            "`C=%d`, so nothing drops; both multiply more rows than `moe`: every gathered token, masked "
+            "after, and every slot, empty ones too); `moe_topk` (a router, two experts per token: twice the products); "
             "`moe_local` on one device (one-hot, `cumsum`, scatter into `[E, C, D]` with `C=%d`, twice the "
             "fair share, one batched matmul: the way capacity-based layers are written, doing `E * C / S` = "
             "%.0fx the products of `moe`, and dropping the tokens past capacity). Every result is checked "
             "against `moe`'s (for `moe_local`, the rows it kept). Bytes and peaks are the scheduled dump's "
-            "(parameters not included). Ratios above 1 favour the variant. All-gathering the experts instead "
-            "would send %s per device (the partitioned dump's note). `moe` runs the %.1f GFLOP of its products "
+            "(parameters not included). Ratios above 1 favour the variant. `moe` runs the %.1f GFLOP of its products "
             "at %.1f GFLOP/s on the threads backend, %.2f of every core's FMA peak (%.1f GFLOP/s).\n\n%s\n"
-            % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), r["params"]["half"], r["params"]["cap"],
-               s["E"] * r["params"]["cap"] / s["S"], fmt_bytes(r["allgather"]) if r["allgather"] else "-",
-               flop * 1e-9, rate, rate / lim["fma_peak_all"], lim["fma_peak_all"], tab))
+            % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), r["choice"], r["params"]["half"],
+               r["params"]["cap"], s["E"] * r["params"]["cap"] / s["S"], flop * 1e-9, rate, rate / lim["fma_peak_all"], lim["fma_peak_all"], tab))
 
 
 # ---- (d) compile time ----
