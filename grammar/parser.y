@@ -84,7 +84,8 @@ static Stmt *stmt(ParseCtx *ctx, StmtKind kind, Loc loc) {
 }
 
 /* `f(args)` or `sum[i, j](args)`: only names, or names with bracketed index
- * names, can be called. */
+ * names, can be called; and a call of a name, which sema accepts only for
+ * the transforms grad(f, [w]) and value_and_grad(f, [w]). */
 static Expr *call(ParseCtx *ctx, Expr *callee, PtrVec args, Loc loc) {
     Expr *e = expr(ctx, E_CALL, callee->kind == E_INDEX ? callee->lhs->loc : callee->loc);
     e->args = args;
@@ -98,6 +99,12 @@ static Expr *call(ParseCtx *ctx, Expr *callee, PtrVec args, Loc loc) {
                 goto bad;
         e->sym = callee->lhs->sym;
         e->binders = callee->args;
+        return e;
+    }
+    if (callee->kind == E_CALL && !callee->lhs && !callee->binders.n) {
+        e->sym = callee->sym;
+        e->lhs = callee;
+        ctx->prog->ntransforms++;
         return e;
     }
 bad:

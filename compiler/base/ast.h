@@ -52,7 +52,8 @@ typedef enum {
     E_NAME,     /* sym */
     E_UNARY,    /* op, lhs */
     E_BINARY,   /* op, lhs, rhs */
-    E_CALL,     /* sym(args); sym[binders](args) for sum[k](e) and friends */
+    E_CALL,     /* sym(args); sym[binders](args) for sum[k](e) and friends;
+                 * with lhs, a call of a function transform: grad(f, [w])(args) */
     E_INDEX,    /* lhs[args]: einsum access, integer index, slice or gather */
     E_SLICE,    /* lo:hi inside a subscript; either side may be NULL */
     E_LIST,     /* [a, b, ...] */
@@ -137,6 +138,7 @@ typedef struct {
 
 typedef struct {
     PtrVec tops;            /* AstTop*, in source order */
+    int ntransforms;        /* calls of grad(...)(...) and value_and_grad(...)(...): each may define one fn */
 } AstProgram;
 
 #endif

@@ -1,5 +1,6 @@
 #include "frontend.h"
 
+#include "../grad/grad.h"
 #include "../partition/partition.h"
 #include "../propagate/propagate.h"
 #include "../schedule/schedule.h"
@@ -78,7 +79,7 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
     if (mesh && ((mesh->n && match_mesh(c, mesh, &ov) != 0) || match_consts(c, mesh, &ov) != 0))
         return FRONTEND_USAGE_ERROR;
     module_init(&c->module, &c->arena, &c->syms);
-    if (sema_program(&c->module, &c->diag, &c->ast, &ov) != 0)
+    if (sema_program(&c->module, &c->diag, &c->ast, &ov) != 0 || grad_module(&c->module, &c->diag) != 0)
         return FRONTEND_USER_ERROR;
     int rc = verified(c, "sema", diag_out);
     if (rc != FRONTEND_OK || stage == STAGE_PARSED)

@@ -136,6 +136,41 @@ int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
     return ir_emit_checked(m, fn, op, args, nargs, attrs, nattrs, type, loc, NULL);
 }
 
+uint32_t variation_rule(const Fn *fn, int v, uint32_t *keep) {
+    const Inst *in = &fn->insts[v];
+    *keep = ~0u;
+    uint32_t adds = 0;
+    if (in->op == OP_PARAMETER) {
+        const Sig *p = &fn->params[ir_attr(fn, in, 0)];
+        for (int a = 0; a < MAX_AXES; a++)
+            if (p->sh.dim[a] >= 0)
+                adds |= 1u << a;
+        return adds;
+    }
+    if (op_info[in->op].at_axes < 0)
+        return 0;
+    int n;
+    const int64_t *axes = inst_axes(fn, in, &n);
+    uint32_t mask = 0;
+    for (int i = 0; i < n; i++)
+        mask |= 1u << axes[i];
+    if (op_info[in->op].flags & OPF_INVARIANT)
+        *keep = ~mask;
+    else
+        adds = mask;
+    return adds;
+}
+
+void fn_variation(const Fn *fn, uint32_t *varies) {
+    for (int v = 0; v < fn->ninsts; v++) {
+        uint32_t keep, adds = variation_rule(fn, v, &keep);
+        const Inst *in = &fn->insts[v];
+        varies[v] = adds;
+        for (int i = 0; i < in->nargs; i++)
+            varies[v] |= varies[ir_arg(fn, in, i)] & keep;
+    }
+}
+
 int64_t shape_elems(const Shape *s) {
     int64_t n = 1;
     for (int d = 0; d < s->rank; d++)

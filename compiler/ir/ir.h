@@ -119,6 +119,15 @@ typedef struct {
     int nnotes, notes_cap;
     int on;                      /* `fn ... on NAME`: 1 + its submesh, or 0 (the whole mesh) */
     int spec_of;                 /* a specialization (compiler/propagate/specialize.c): 1 + the generic fn, else 0 */
+    /* A derived function (compiler/grad): grad_of is 1 + the fn it
+     * differentiates, else 0.  Sema gives it a signature; the grad pass its
+     * body.  It differentiates that fn's first result with respect to the
+     * parameters grad_wrt lists, and with grad_value returns the fn's own
+     * results before the gradients (value_and_grad).  vjp_of is 1 + the fn
+     * whose vector-Jacobian product it is (a callee's backward pass), else 0. */
+    int grad_of, grad_value, vjp_of;
+    int32_t *grad_wrt;
+    int ngrad_wrt;
 } Fn;
 
 /* Is v the instruction whose kernel call computes the INST_FOLDED ones
@@ -201,6 +210,15 @@ const char *op_infer(const Module *m, const Fn *fn, const Inst *in, Shape *out);
 /* Build the factor rule; returns 0 for ops without one (leaves, calls,
  * collectives, too many operands). */
 int op_rule(const Fn *fn, const Inst *in, Rule *rule);
+
+/* How value v of an spmd fn varies across devices (JAX's replication
+ * check): returns the mesh axes along which v starts to differ (a
+ * parameter split over them, axis_index, a collective that leaves its
+ * result different per device), and sets *keep to the axes along which it
+ * differs wherever its operands differ (all but a psum's or all_gather's). */
+uint32_t variation_rule(const Fn *fn, int v, uint32_t *keep);
+/* The axes each value of spmd fn `fn` differs along, into varies[ninsts]. */
+void fn_variation(const Fn *fn, uint32_t *varies);
 
 /* ---- building (ir.c) ---- */
 Fn *module_add_fn(Module *m, int sym, int spmd, Loc loc);

@@ -345,7 +345,7 @@ static Val collective(Sema *s, const Expr *e, int which) {
 }
 
 
-static Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *results) {
+Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *results) {
     const Fn *f = &s->m->fns[callee];
     const char *name = sym(s, e->sym);
     if (s->fn->spmd && f->spmd)
@@ -381,6 +381,8 @@ static Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *resul
 }
 
 Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
+    if (e->lhs)
+        return transform_call(s, e, nwanted, results);
     const char *name = sym(s, e->sym);
     Binding *b = lookup(s, e->sym);
     if (b && b->kind == B_FN && s->fn->sym < 0)

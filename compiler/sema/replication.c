@@ -10,15 +10,6 @@ typedef struct {
     int *origin;                 /* per value and axis: the value that made it vary */
 } Variation;
 
-static uint32_t axes_mask(const Fn *fn, const Inst *in) {
-    int n;
-    const int64_t *axes = inst_axes(fn, in, &n);
-    uint32_t mask = 0;
-    for (int i = 0; i < n; i++)
-        mask |= 1u << axes[i];
-    return mask;
-}
-
 static void introduce(Variation *var, int v, uint32_t axes) {
     for (int a = 0; a < MAX_AXES; a++)
         if ((axes >> a & 1) && !(var->varies[v] >> a & 1)) {
@@ -36,30 +27,10 @@ static void inherit(Variation *var, int v, int from, uint32_t keep) {
 }
 
 static void flow(const Fn *fn, Variation *var, int v) {
-    const Inst *in = &fn->insts[v];
-    uint32_t keep = ~0u, adds = 0;
-    switch ((Op)in->op) {
-    case OP_PARAMETER: {
-        const Sig *p = &fn->params[ir_attr(fn, in, 0)];
-        for (int a = 0; a < MAX_AXES; a++)
-            if (p->sh.dim[a] >= 0)
-                adds |= 1u << a;
-        break;
-    }
-    default:
-        /* psum and all_gather make the result the same along their axes;
-         * axis_index and the other collectives make it differ. */
-        if (op_info[in->op].at_axes < 0)
-            break;
-        if (op_info[in->op].flags & OPF_INVARIANT)
-            keep = ~axes_mask(fn, in);
-        else
-            adds = axes_mask(fn, in);
-        break;
-    }
+    uint32_t keep, adds = variation_rule(fn, v, &keep);
     introduce(var, v, adds);
-    for (int i = 0; i < in->nargs; i++)
-        inherit(var, v, ir_arg(fn, in, i), keep);
+    for (int i = 0; i < fn->insts[v].nargs; i++)
+        inherit(var, v, ir_arg(fn, &fn->insts[v], i), keep);
 }
 
 static const char *origin_text(Sema *s, const Fn *fn, int v, int axis) {

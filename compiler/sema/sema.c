@@ -502,7 +502,13 @@ int sema_program(Module *m, Diag *diag, const AstProgram *prog, const MeshOverri
         s->fn = &m->fns[f];
         lower_signature(s, ast[f], &m->fns[f]);
     }
-    for (int f = 0; f < m->nfns; f++)
+    /* Room for the fns that grad(...)(...) calls define, so that adding
+     * them while a body is lowered never moves m->fns under s->fn. */
+    while (m->fns_cap < m->nfns + prog->ntransforms)
+        m->fns = vec_grow(m->arena, m->fns, &m->fns_cap, sizeof *m->fns);
+    s->ast_fns = ast;
+    s->nuser_fns = m->nfns;
+    for (int f = 0; f < s->nuser_fns; f++)
         lower_body(s, ast[f], f);
     CallGraph g = call_graph(s);
     check_recursion(s, &g);

@@ -73,6 +73,8 @@ typedef struct {
     int ntouched, touched_cap;
     int64_t stmts_left;
     int returned;
+    const AstFn **ast_fns;           /* each user fn's syntax, by index (parameter names) */
+    int nuser_fns;
 } Sema;
 
 /* sema.c */
@@ -144,6 +146,10 @@ enum { BK_UNARY, BK_BINARY, BK_CAST, BK_REDUCTION, BK_SPECIAL, BK_COLLECTIVE };
 void builtins_init(Sema *s);
 int is_reduction_name(const char *name);
 Val call_value(Sema *s, const Expr *e, int nresults_wanted, Val *results);
+
+/* grad_call.c: grad(f, [w...])(args) and value_and_grad(f, [w...])(args) */
+Val transform_call(Sema *s, const Expr *e, int nresults_wanted, Val *results);
+Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *results);
 
 /* replication.c */
 void check_replication(Sema *s, Fn *fn);

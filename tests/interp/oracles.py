@@ -1406,6 +1406,171 @@ case("uneven.gather", golden("uneven.tdsl"), "gather", same(10, 3), exact=True)
 case("uneven.split", golden("uneven.tdsl"), "split", same(3, 10), exact=True)
 
 
+# ---- gradients (tests/interp/progs/grad.tdsl) ----
+# Each loss written again in NumPy (f64); its gradient by central
+# differences, which any wrong adjoint fails by far more than the tolerance.
+
+def fd_grad(loss, inputs, name, h=1e-6):
+    """d loss / d inputs[name] by central differences in f64."""
+    args = {k: d(v) if v.dtype.kind == "f" else v for k, v in inputs.items()}
+    x = args[name]
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        old = x[i]
+        x[i] = old + h
+        up = loss(**args)
+        x[i] = old - h
+        down = loss(**args)
+        x[i] = old
+        g[i] = (up - down) / (2 * h)
+    return g
+
+
+def with_grads(loss, inputs, names, dt="f32", value=True):
+    """inputs and wants for value_and_grad(loss, names) (grad with value=False)."""
+    args = {k: d(v) if v.dtype.kind == "f" else v for k, v in inputs.items()}
+    wants = [(loss(**args), dt)] if value else []
+    return inputs, wants + [(fd_grad(loss, inputs, n), dt) for n in names]
+
+
+def mlp_np(x, y, w1, w2):
+    diff = np.tanh(x @ w1) @ w2 - y
+    return (diff * diff).sum() / 6.0
+
+
+def grad_mlp(rng, m):
+    x, y, w1, w2 = normal(rng, 6, 4), normal(rng, 6, 4), normal(rng, 4, 5), normal(rng, 5, 4)
+    return with_grads(mlp_np, {"x": x, "y": y, "w1": w1, "w2": w2}, ["w1", "w2"])
+
+
+def grad_mlp_input(rng, m):
+    x, y, w1, w2 = normal(rng, 6, 4), normal(rng, 6, 4), normal(rng, 4, 5), normal(rng, 5, 4)
+    return with_grads(mlp_np, {"x": x, "y": y, "w1": w1, "w2": w2}, ["x"], value=False)
+
+
+def away_from_zero(rng, *shape):
+    return (rng.uniform(0.2, 1.5, shape) * rng.choice([-1, 1], shape)).astype(np.float32)
+
+
+def grad_unary(rng, m):
+    def loss(x, p, c):
+        u = (np.exp(x) + np.tanh(x) + np.abs(x) + np.sin(x) + np.cos(x) + x * x + np.maximum(x, 0) + gelu(x)
+             + 1 / (1 + np.exp(-x)) - x)
+        return (c * (u + np.log(p) + np.sqrt(p) + 1 / np.sqrt(p))).sum()
+    x, p, c = away_from_zero(rng, 5, 7), rng.uniform(0.3, 2, (5, 7)).astype(np.float32), normal(rng, 5, 7)
+    return with_grads(loss, {"x": x, "p": p, "c": c}, ["x", "p"])
+
+
+def grad_binary(rng, m):
+    def loss(a, b, p, c):
+        z = a * b + a / b + np.maximum(a, b) - np.minimum(a, b) * 2 + p ** b + p ** 2.5
+        return (c * z).sum()
+    a = away_from_zero(rng, 4, 6)
+    b = (a + away_from_zero(rng, 4, 6)).astype(np.float32)
+    b[np.abs(b) < 0.2] = 0.7                   # away from 0 (a / b) and from a (max, min)
+    p, c = rng.uniform(0.5, 2, (4, 6)).astype(np.float32), normal(rng, 4, 6)
+    return with_grads(loss, {"a": a, "b": b, "p": p, "c": c}, ["a", "b", "p"])
+
+
+def grad_reduce(rng, m):
+    def loss(x, c, e):
+        mx, s = x.max(1), x.sum(0)
+        r = x - mx[:, None]
+        # one Einstein sum over i and j: the terms without j count 5 times, those without i 6 times
+        return 5 * (c * mx).sum() + 6 * (e * s * s).sum() + 5 * (x * x).mean(1).sum() + 0.1 * (r * r).sum()
+    return with_grads(loss, {"x": normal(rng, 6, 5), "c": normal(rng, 6), "e": normal(rng, 5)}, ["x"])
+
+
+def grad_ties(rng, m):
+    x = normal(rng, 4, 6)
+    for i in range(4):                         # every row's max twice: JAX splits its gradient
+        j, k = rng.choice(6, 2, replace=False)
+        x[i, k] = x[i, j] = x[i].max() + 1
+    c = normal(rng, 4)
+    hit = d(x) == d(x).max(1, keepdims=True)
+    return {"x": x, "c": c}, [((d(c) * d(x).max(1)).sum(), "f32"), (hit * d(c)[:, None] / hit.sum(1, keepdims=True), "f32")]
+
+
+def grad_shape(rng, m):
+    def loss(x, b, c):
+        r = (x + b).T.reshape(3, 8)
+        return (c * r * r).sum()
+    return with_grads(loss, {"x": normal(rng, 4, 6), "b": normal(rng, 6), "c": normal(rng, 3, 8)}, ["x", "b"])
+
+
+def grad_slices(rng, m):
+    def loss(x, c):
+        z = np.concatenate([x[1:4], np.roll(x, 2, 0)], 0)
+        return (c * z * z).sum()
+    return with_grads(loss, {"x": normal(rng, 6, 4), "c": normal(rng, 9, 4)}, ["x"])
+
+
+def grad_cumsum(rng, m):
+    def loss(x, c):
+        cs = np.cumsum(x, 1)
+        return (c * cs * cs).sum()
+    return with_grads(loss, {"x": normal(rng, 4, 6), "c": normal(rng, 4, 6)}, ["x"])
+
+
+def grad_gather(rng, m):
+    def loss(w, route, logits, labels, c):
+        e = w[np.clip(route, 0, 7)]
+        p = np.take_along_axis(logits, np.clip(labels, 0, 6)[:, :, None], 2)[:, :, 0]
+        return (c * e * e).sum() + (p * p).sum()
+    route = rng.integers(-1, 9, 6).astype(np.int32)
+    labels = rng.integers(0, 7, (3, 4)).astype(np.int32)
+    return with_grads(loss, {"w": normal(rng, 8, 5), "route": route, "logits": normal(rng, 3, 4, 7),
+                             "labels": labels, "c": normal(rng, 6, 5)}, ["w", "logits"])
+
+
+def grad_scatter(rng, m):
+    def loss(buf, route, slot, x, c):
+        out = buf.copy()
+        for s in range(6):
+            if 0 <= route[s] < 4 and 0 <= slot[s] < 3:
+                out[route[s], slot[s]] += x[s]
+        return (c * out * out).sum()
+    route, slot = rng.integers(-1, 5, 6).astype(np.int32), rng.integers(0, 4, 6).astype(np.int32)
+    return with_grads(loss, {"buf": normal(rng, 4, 3, 5), "route": route, "slot": slot, "x": normal(rng, 6, 5),
+                             "c": normal(rng, 4, 3, 5)}, ["buf", "x"])
+
+
+def grad_select(rng, m):
+    def layer(x, w):
+        h = x @ w
+        return np.where(h > 0, h, h * 0.1)
+    def loss(x, w, c):
+        return (c * layer(layer(x, w), w)).sum()
+    return with_grads(loss, {"x": normal(rng, 6, 4), "w": normal(rng, 4, 4), "c": normal(rng, 6, 4)}, ["x", "w"])
+
+
+def grad_xent(rng, m):
+    def loss(logits, labels):
+        z = logits - logits.max(1, keepdims=True)
+        lse = np.log(np.exp(z).sum(1))
+        return (lse - z[np.arange(6), labels]).sum() / 6.0
+    return with_grads(loss, {"logits": normal(rng, 6, 8) * 2, "labels": rng.integers(0, 8, 6).astype(np.int32)},
+                      ["logits"])
+
+
+def grad_bf16(rng, m):
+    x, w, c = quantize(normal(rng, 6, 4), "bf16"), quantize(normal(rng, 4, 5), "bf16"), normal(rng, 6, 5)
+    a = d(bf16(np.tanh(d(bf16(d(x) @ d(w))))))     # h and tanh(h) rounded as the program does
+    return {"x": x, "w": w, "c": c}, [((d(c) * a).sum(), "f32"), (d(x).T @ (d(c) * (1 - a * a)), "bf16")]
+
+
+def grad_f64(rng, m):
+    x, w = rng.standard_normal((6, 4)), rng.standard_normal((4, 5))
+    h = x @ w
+    return {"x": x, "w": w}, [((h * h).sum(), "f64"), (2 * x.T @ h, "f64")]
+
+
+for _fn in (grad_mlp, grad_mlp_input, grad_unary, grad_binary, grad_reduce, grad_ties, grad_shape, grad_slices,
+            grad_cumsum, grad_gather, grad_scatter, grad_select, grad_xent, grad_bf16, grad_f64):
+    case("grad " + _fn.__name__[5:], prog("grad.tdsl"), "g_" + _fn.__name__[5:], _fn, scaled=True,
+         interp=[None, (3, 2)])
+
+
 def seed(*keys):
     """A fixed seed from strings and numbers (stable across runs and Pythons)."""
     import zlib

@@ -1,0 +1,605 @@
+/* The adjoint of every IR op: given the cotangent c of the running
+ * instruction's value, hand each operand its share (docs/grad.md has the
+ * table).  Forward values are read in the cotangent dtype (g_fwd), so
+ * bf16 and f16 programs take their gradients in f32.  Where JAX defines a
+ * choice (ties of max and min, abs and relu at 0, pow at 0) the rule
+ * makes the same one. */
+#include "internal.h"
+
+#include <string.h>
+
+/* ---- emitting, briefly ---- */
+
+static int op2(Grad *g, Op op, int a, int b) { return g_emit(g, op, (int32_t[]){a, b}, 2, NULL, 0, NULL); }
+static int op1(Grad *g, Op op, int a) { return g_emit(g, op, (int32_t[]){a}, 1, NULL, 0, NULL); }
+static const Shape *dst_type(Grad *g, int x) { return &g->dst->insts[x].type; }
+static int like(Grad *g, double value, int x) { return g_const(g, value, dst_type(g, x)); }
+static int compare(Grad *g, int a, int b, Cmp cmp) {
+    int64_t attr = cmp;
+    return g_emit(g, OP_COMPARE, (int32_t[]){a, b}, 2, &attr, 1, NULL);
+}
+static int select3(Grad *g, int p, int a, int b) { return g_emit(g, OP_SELECT, (int32_t[]){p, a, b}, 3, NULL, 0, NULL); }
+static int as_float(Grad *g, int pred, int like_x) {      /* bool -> 1.0 / 0.0 */
+    return select3(g, pred, like(g, 1, like_x), like(g, 0, like_x));
+}
+static int src_arg(const Grad *g, int i) { return ir_arg(g->src, &g->src->insts[g->v], i); }
+static int wants(const Grad *g, int i) { return g->active[src_arg(g, i)]; }
+static int fwd_arg(Grad *g, int i) { return g_fwd(g, src_arg(g, i)); }
+static int64_t attr(const Grad *g, int i) { return ir_attr(g->src, &g->src->insts[g->v], i); }
+static int i32_const(Grad *g, int64_t k) { return g_const(g, (double)k, &(Shape){DT_I32, 0, {0}}); }
+
+static int reshape_to(Grad *g, int x, const Shape *to) {
+    return shape_eq(dst_type(g, x), to) ? x : g_emit(g, OP_RESHAPE, (int32_t[]){x}, 1, NULL, 0, to);
+}
+
+static int reduce_sum(Grad *g, int x, uint32_t dims) {
+    int64_t attrs[1 + MAX_RANK];
+    int n = 0;
+    attrs[n++] = RED_SUM;
+    for (int d = 0; d < dst_type(g, x)->rank; d++)
+        if (dims >> d & 1)
+            attrs[n++] = d;
+    return n == 1 ? x : g_emit(g, OP_REDUCE, (int32_t[]){x}, 1, attrs, n, NULL);
+}
+
+/* x broadcast to `to`, its dim i becoming dim map[i]. */
+static int broadcast(Grad *g, int x, const Shape *to, const int64_t *map) {
+    Shape s = *to;
+    s.dtype = dst_type(g, x)->dtype;
+    return g_emit(g, OP_BROADCAST, (int32_t[]){x}, 1, map, dst_type(g, x)->rank, &s);
+}
+
+/* i32 x clamped into [lo, hi]. */
+static int clamp(Grad *g, int x, int64_t lo, int64_t hi) {
+    int l = g_const(g, (double)lo, dst_type(g, x)), h = g_const(g, (double)hi, dst_type(g, x));
+    return op2(g, OP_MIN, op2(g, OP_MAX, x, l), h);
+}
+
+/* ---- elementwise ---- */
+
+/* d/dx of the unary op at x (ct dtype), its result y, times c. */
+static int unary_adjoint(Grad *g, Op op, int c, int x, int y) {
+    switch (op) {
+    case OP_COPY: return c;
+    case OP_NEGATE: return op1(g, OP_NEGATE, c);
+    case OP_ABS: {           /* sign(x), 0 at 0 */
+        int z = like(g, 0, x);
+        int sign = select3(g, compare(g, x, z, CMP_GT), like(g, 1, x),
+                           select3(g, compare(g, x, z, CMP_LT), like(g, -1, x), z));
+        return op2(g, OP_MUL, c, sign);
+    }
+    case OP_SQUARE: return op2(g, OP_MUL, c, op2(g, OP_MUL, x, like(g, 2, x)));
+    case OP_RELU: return select3(g, compare(g, x, like(g, 0, x), CMP_GT), c, like(g, 0, c));
+    case OP_EXP: return op2(g, OP_MUL, c, y);
+    case OP_LOG: return op2(g, OP_DIV, c, x);
+    case OP_TANH: return op2(g, OP_MUL, c, op2(g, OP_SUB, like(g, 1, y), op2(g, OP_MUL, y, y)));
+    case OP_SQRT: return op2(g, OP_DIV, op2(g, OP_MUL, c, like(g, 0.5, c)), y);
+    case OP_RSQRT:           /* -x^(-3/2) / 2 = -y / (2x) */
+        return op2(g, OP_MUL, c, op2(g, OP_DIV, op2(g, OP_MUL, y, like(g, -0.5, y)), x));
+    case OP_SIN: return op2(g, OP_MUL, c, op1(g, OP_COS, x));
+    case OP_COS: return op1(g, OP_NEGATE, op2(g, OP_MUL, c, op1(g, OP_SIN, x)));
+    case OP_LOGISTIC: return op2(g, OP_MUL, c, op2(g, OP_MUL, y, op2(g, OP_SUB, like(g, 1, y), y)));
+    case OP_GELU: {
+        /* The library's tanh form: x * s(u), u = k (x + a x^3), s the
+         * logistic; d/dx = s(u) + x s(u) (1 - s(u)) k (1 + 3 a x^2). */
+        const double k = 1.5957691216057308, a = 0.044715;
+        int x2 = op2(g, OP_MUL, x, x);
+        int u = op2(g, OP_MUL, like(g, k, x), op2(g, OP_ADD, x, op2(g, OP_MUL, like(g, a, x), op2(g, OP_MUL, x2, x))));
+        int s = op1(g, OP_LOGISTIC, u);
+        int du = op2(g, OP_MUL, like(g, k, x), op2(g, OP_ADD, like(g, 1, x), op2(g, OP_MUL, like(g, 3 * a, x), x2)));
+        int ds = op2(g, OP_MUL, op2(g, OP_MUL, x, s), op2(g, OP_MUL, op2(g, OP_SUB, like(g, 1, s), s), du));
+        return op2(g, OP_MUL, c, op2(g, OP_ADD, s, ds));
+    }
+    default: no_gradient(g, "an elementwise op without a derivative");
+    }
+}
+
+/* The share of x in max(x, y) (or min): 1 where it wins, 1/2 on ties, as
+ * JAX's lax.max. */
+static int winner_share(Grad *g, int x, int y, Cmp wins) {
+    int half = select3(g, compare(g, x, y, CMP_EQ), like(g, 0.5, x), like(g, 0, x));
+    return select3(g, compare(g, x, y, wins), like(g, 1, x), half);
+}
+
+static void binary_adjoint(Grad *g, Op op, int c) {
+    int a = g->fwd[src_arg(g, 0)], b = g->fwd[src_arg(g, 1)];
+    if (op != OP_ADD && op != OP_SUB) {      /* read in the cotangent dtype */
+        a = fwd_arg(g, 0);
+        b = fwd_arg(g, 1);
+    }
+    switch (op) {
+    case OP_ADD:
+        give(g, 0, c);
+        give(g, 1, c);
+        return;
+    case OP_SUB:
+        give(g, 0, c);
+        if (wants(g, 1))
+            give(g, 1, op1(g, OP_NEGATE, c));
+        return;
+    case OP_MUL:
+        if (wants(g, 0))
+            give(g, 0, op2(g, OP_MUL, c, b));
+        if (wants(g, 1))
+            give(g, 1, op2(g, OP_MUL, c, a));
+        return;
+    case OP_DIV: {
+        int ca = op2(g, OP_DIV, c, b);
+        give(g, 0, ca);
+        if (wants(g, 1))
+            give(g, 1, op1(g, OP_NEGATE, op2(g, OP_MUL, ca, g_fwd(g, g->v))));
+        return;
+    }
+    case OP_MAX: case OP_MIN: {
+        Cmp wins = op == OP_MAX ? CMP_GT : CMP_LT;
+        if (wants(g, 0))
+            give(g, 0, op2(g, OP_MUL, c, winner_share(g, a, b, wins)));
+        if (wants(g, 1))
+            give(g, 1, op2(g, OP_MUL, c, winner_share(g, b, a, wins)));
+        return;
+    }
+    case OP_POW: {           /* d/da = b a^(b-1); d/db = log(a) a^b, with log(0) taken as 0 */
+        if (wants(g, 0))
+            give(g, 0, op2(g, OP_MUL, c, op2(g, OP_MUL, b, op2(g, OP_POW, a, op2(g, OP_SUB, b, like(g, 1, b))))));
+        if (wants(g, 1)) {
+            int safe = select3(g, compare(g, a, like(g, 0, a), CMP_EQ), like(g, 1, a), a);
+            give(g, 1, op2(g, OP_MUL, c, op2(g, OP_MUL, op1(g, OP_LOG, safe), g_fwd(g, g->v))));
+        }
+        return;
+    }
+    case OP_REM:
+        give(g, 0, c);
+        if (wants(g, 1))
+            no_gradient(g, "the remainder with respect to its divisor");
+        return;
+    default: no_gradient(g, "an elementwise op without a derivative");
+    }
+}
+
+/* ---- structure ---- */
+
+static void broadcast_adjoint(Grad *g, int c) {
+    const Inst *in = &g->src->insts[g->v];
+    int r = src_type(g, src_arg(g, 0))->rank;
+    uint32_t image = 0;
+    for (int i = 0; i < r; i++)
+        image |= 1u << attr(g, i);
+    int x = reduce_sum(g, c, ~image & ((1u << in->type.rank) - 1));
+    int64_t perm[MAX_RANK];      /* operand dim i is the reduced value's dim rank(map[i]) */
+    int sorted = 1;
+    for (int i = 0; i < r; i++) {
+        perm[i] = 0;
+        for (int j = 0; j < r; j++)
+            perm[i] += attr(g, j) < attr(g, i);
+        sorted &= perm[i] == i;
+    }
+    if (!sorted)
+        x = g_emit(g, OP_TRANSPOSE, (int32_t[]){x}, 1, perm, r, NULL);
+    give(g, 0, x);
+}
+
+static void transpose_adjoint(Grad *g, int c) {
+    int r = src_type(g, g->v)->rank;
+    int64_t inverse[MAX_RANK];
+    for (int i = 0; i < r; i++)
+        inverse[attr(g, i)] = i;
+    give(g, 0, g_emit(g, OP_TRANSPOSE, (int32_t[]){c}, 1, inverse, r, NULL));
+}
+
+static void reduce_adjoint(Grad *g, int c) {
+    const Inst *in = &g->src->insts[g->v];
+    int x = src_arg(g, 0);
+    Shape xs = ct_shape(g, x);
+    uint32_t reduced = 0;
+    for (int i = 1; i < in->nattrs; i++)
+        reduced |= 1u << attr(g, i);
+    int64_t map[MAX_RANK];
+    for (int d = 0, j = 0; d < xs.rank; d++)
+        if (!(reduced >> d & 1))
+            map[j++] = d;
+    int spread = broadcast(g, c, &xs, map);
+    if ((Reducer)attr(g, 0) == RED_SUM) {
+        give(g, 0, spread);
+        return;
+    }
+    /* max and min: shared equally by the elements that attain it (JAX). */
+    int hit = as_float(g, compare(g, g_fwd(g, x), broadcast(g, g_fwd(g, g->v), &xs, map), CMP_EQ), spread);
+    int count = broadcast(g, reduce_sum(g, hit, reduced), &xs, map);
+    give(g, 0, op2(g, OP_MUL, op2(g, OP_DIV, spread, count), hit));
+}
+
+static int has_label(const int64_t *labels, int n, int64_t l) {
+    for (int i = 0; i < n; i++)
+        if (labels[i] == l)
+            return 1;
+    return 0;
+}
+
+/* The dot of c (labels lc) and x (labels lx) whose result has the labels
+ * `want`, in that order: dots keep HLO's result order (batch, then c's,
+ * then x's free dims; compiler/ir/verify.c), so a transpose may follow. */
+static int dot_labelled(Grad *g, int c, const int64_t *lc, int rc, int x, const int64_t *lx, int rx,
+                        const int64_t *want, int nwant) {
+    /* (c and x are just the two operands, in order) */
+    int64_t attrs[3 * MAX_RANK], order[MAX_RANK], perm[MAX_RANK];
+    int n = 0, k = 0;
+    for (int i = 0; i < rc; i++)
+        attrs[n++] = lc[i];
+    for (int i = 0; i < rx; i++)
+        attrs[n++] = lx[i];
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = 0; i < (pass == 2 ? rx : rc); i++) {
+            int64_t l = pass == 2 ? lx[i] : lc[i];
+            int in_x = has_label(lx, rx, l), in_c = has_label(lc, rc, l);
+            if (has_label(want, nwant, l) && (pass == 0 ? in_x : pass == 1 ? !in_x : !in_c))
+                order[k++] = l;
+        }
+    memcpy(attrs + n, order, sizeof(int64_t) * (size_t)k);
+    int y = g_emit(g, OP_DOT, (int32_t[]){c, x}, 2, attrs, n + k, NULL);
+    int identity = 1;
+    for (int i = 0; i < nwant; i++) {
+        for (int j = 0; j < k; j++)
+            if (order[j] == want[i])
+                perm[i] = j;
+        identity &= perm[i] == i;
+    }
+    return identity ? y : g_emit(g, OP_TRANSPOSE, (int32_t[]){y}, 1, perm, nwant, NULL);
+}
+
+/* The cotangent of a dot's operand `side` is the dot of c with the other
+ * operand, keeping the side's labels; labels the side sums alone are
+ * spread back by a broadcast. */
+static void dot_adjoint(Grad *g, int c, int side) {
+    const Inst *in = &g->src->insts[g->v];
+    if (!wants(g, side))
+        return;
+    int ra = src_type(g, src_arg(g, 0))->rank, rb = src_type(g, src_arg(g, 1))->rank, ro = in->type.rank;
+    const int64_t *labels = ir_attrs(g->src, in), *out = labels + ra + rb;
+    const int64_t *mine = side ? labels + ra : labels, *other = side ? labels : labels + ra;
+    int rm = side ? rb : ra, rt = side ? ra : rb;
+    int64_t want[MAX_RANK], map[MAX_RANK];
+    int kept = 0;
+    for (int i = 0; i < rm; i++) {
+        if (has_label(mine, i, mine[i]))
+            no_gradient(g, "a dot that repeats a label in one operand");
+        if (has_label(out, ro, mine[i]) || has_label(other, rt, mine[i])) {
+            want[kept] = mine[i];
+            map[kept++] = i;
+        }
+    }
+    /* c first for the lhs, second for the rhs: a matmul's gradients need
+     * no transpose then. */
+    int x = side ? dot_labelled(g, fwd_arg(g, 0), other, rt, c, out, ro, want, kept)
+                 : dot_labelled(g, c, out, ro, fwd_arg(g, 1), other, rt, want, kept);
+    if (kept < rm) {
+        Shape s = ct_shape(g, src_arg(g, side));
+        x = broadcast(g, x, &s, map);
+    }
+    give(g, side, x);
+}
+
+/* c padded with zeros to the operand's shape: rows [lo, hi) of dim d. */
+static int pad(Grad *g, int c, int d, int64_t lo, int64_t hi, int64_t n) {
+    int32_t parts[3];
+    int k = 0;
+    Shape s = *dst_type(g, c);
+    if (lo > 0) {
+        s.dims[d] = lo;
+        parts[k++] = g_const(g, 0, &s);
+    }
+    parts[k++] = c;
+    if (hi < n) {
+        s.dims[d] = n - hi;
+        parts[k++] = g_const(g, 0, &s);
+    }
+    int64_t dim = d;
+    return k == 1 ? c : g_emit(g, OP_CONCAT, parts, k, &dim, 1, NULL);
+}
+
+static void slice_adjoint(Grad *g, int c) {
+    const Shape *x = src_type(g, src_arg(g, 0));
+    for (int d = 0; d < x->rank; d++)
+        c = pad(g, c, d, attr(g, d), attr(g, x->rank + d), x->dims[d]);
+    give(g, 0, c);
+}
+
+/* Positions iota(shape, d) + offset: the index tensors of a scatter. */
+static int positions(Grad *g, const Shape *shape, int d, int offset) {
+    Shape s = *shape;
+    s.dtype = DT_I32;
+    int64_t dim = d;
+    int iota = g_emit(g, OP_IOTA, NULL, 0, &dim, 1, &s);
+    return offset < 0 ? iota : op2(g, OP_ADD, iota, g_emit(g, OP_BROADCAST, (int32_t[]){offset}, 1, NULL, 0, &s));
+}
+
+/* The offsets clamp as the forward slice's do; the window is scattered
+ * into zeros. */
+static void dynamic_slice_adjoint(Grad *g, int c) {
+    const Shape *x = src_type(g, src_arg(g, 0)), *r = src_type(g, g->v);
+    if (!x->rank) {
+        give(g, 0, c);
+        return;
+    }
+    int32_t args[2 + MAX_RANK];
+    int64_t dims[MAX_RANK];
+    Shape xs = ct_shape(g, src_arg(g, 0));
+    args[0] = g_const(g, 0, &xs);
+    for (int d = 0; d < x->rank; d++) {
+        args[1 + d] = positions(g, r, d, clamp(g, g->fwd[src_arg(g, 1 + d)], 0, x->dims[d] - r->dims[d]));
+        dims[d] = d;
+    }
+    args[1 + x->rank] = c;
+    give(g, 0, g_emit(g, OP_SCATTER, args, 2 + x->rank, dims, x->rank, NULL));
+}
+
+static void concat_adjoint(Grad *g, int c) {
+    const Inst *in = &g->src->insts[g->v];
+    int dim = (int)attr(g, 0);
+    const Shape *r = &in->type;
+    int64_t at = 0;
+    for (int i = 0; i < in->nargs; i++) {
+        int64_t len = src_type(g, src_arg(g, i))->dims[dim], bounds[2 * MAX_RANK];
+        for (int d = 0; d < r->rank; d++) {
+            bounds[d] = d == dim ? at : 0;
+            bounds[r->rank + d] = d == dim ? at + len : r->dims[d];
+        }
+        give(g, i, g_emit(g, OP_SLICE, (int32_t[]){c}, 1, bounds, 2 * r->rank, NULL));
+        at += len;
+    }
+}
+
+static void roll_adjoint(Grad *g, int c) {
+    int64_t n = src_type(g, g->v)->dims[attr(g, 1)];
+    int64_t back[2] = {((-attr(g, 0)) % n + n) % n, attr(g, 1)};
+    give(g, 0, back[0] ? g_emit(g, OP_ROLL, (int32_t[]){c}, 1, back, 2, NULL) : c);
+}
+
+/* The transpose of a prefix sum is the suffix sum: total - prefix + c. */
+static void cumsum_adjoint(Grad *g, int c) {
+    int dim = (int)attr(g, 0);
+    const Shape *s = dst_type(g, c);
+    int64_t map[MAX_RANK];
+    for (int d = 0, j = 0; d < s->rank; d++)
+        if (d != dim)
+            map[j++] = d;
+    int total = broadcast(g, reduce_sum(g, c, 1u << dim), s, map);
+    int64_t at = dim;
+    int prefix = g_emit(g, OP_CUMSUM, (int32_t[]){c}, 1, &at, 1, NULL);
+    give(g, 0, op2(g, OP_ADD, op2(g, OP_SUB, total, prefix), c));
+}
+
+/* The transpose of a gather is a scatter-add of c into zeros at the same
+ * (clamped) positions; a batch dim scatters along its own iota. */
+static void gather_adjoint(Grad *g, int c) {
+    const Inst *in = &g->src->insts[g->v];
+    int t = src_arg(g, 0), ix = src_arg(g, 1), dim = inst_dim(g->src, in), nb;
+    const int64_t *pair = inst_gather_batch(g->src, in, &nb);
+    const Shape *ts = src_type(g, t), *is = src_type(g, ix);
+    Shape zs = ct_shape(g, t);
+    int32_t args[3 + MAX_RANK];
+    int64_t dims[1 + MAX_RANK];
+    int n = 0;
+    args[n++] = g_const(g, 0, &zs);
+    args[n++] = inst_gather_mode(g->src, in) == GATHER_CLAMP ? clamp(g, g->fwd[ix], 0, ts->dims[dim] - 1) : g->fwd[ix];
+    dims[0] = dim;
+    for (int i = 0; i < nb; i++) {
+        dims[1 + i] = pair[2 * i];
+        args[n++] = positions(g, is, (int)pair[2 * i + 1], -1);
+    }
+    args[n++] = c;
+    give(g, 0, g_emit(g, OP_SCATTER, args, n, dims, 1 + nb, NULL));
+}
+
+/* The updates' cotangent is c read at the scattered positions, zero
+ * where a position was dropped: c's scattered dims are moved first and
+ * flattened, so one gather of the linear positions reads them all. */
+static void scatter_adjoint(Grad *g, int c) {
+    const Inst *in = &g->src->insts[g->v];
+    int nidx = inst_scatter_nidx(in);
+    give(g, 0, c);
+    if (!wants(g, nidx + 1))
+        return;
+    const Shape *x = &in->type;
+    uint32_t scattered = 0;
+    int64_t perm[MAX_RANK];
+    int np = 0, identity = 1;
+    for (int k = 0; k < nidx; k++) {
+        scattered |= 1u << attr(g, k);
+        perm[np++] = attr(g, k);
+    }
+    for (int d = 0; d < x->rank; d++)
+        if (!(scattered >> d & 1))
+            perm[np++] = d;
+    for (int d = 0; d < x->rank; d++)
+        identity &= perm[d] == d;
+    int t = identity ? c : g_emit(g, OP_TRANSPOSE, (int32_t[]){c}, 1, perm, x->rank, NULL);
+    Shape flat = {dst_type(g, c)->dtype, (uint8_t)(x->rank - nidx + 1), {1}};
+    for (int k = 0; k < nidx; k++)
+        flat.dims[0] *= x->dims[attr(g, k)];
+    for (int d = nidx; d < x->rank; d++)
+        flat.dims[d - nidx + 1] = dst_type(g, t)->dims[d];
+    t = reshape_to(g, t, &flat);
+    int lin = -1;
+    for (int k = 0; k < nidx; k++) {
+        int64_t n = x->dims[attr(g, k)];
+        int ik = clamp(g, g->fwd[src_arg(g, 1 + k)], 0, n - 1);
+        lin = lin < 0 ? ik : op2(g, OP_ADD, op2(g, OP_MUL, lin, like(g, (double)n, ik)), ik);
+    }
+    int64_t gattrs[2] = {0, GATHER_CLAMP};
+    int u = g_emit(g, OP_GATHER, (int32_t[]){t, lin}, 2, gattrs, 2, NULL);
+    const Shape *us = dst_type(g, u), *is = src_type(g, src_arg(g, 1));
+    int64_t map[MAX_RANK];
+    for (int d = 0; d < is->rank; d++)
+        map[d] = d;
+    int zero = like(g, 0, u);
+    for (int k = 0; k < nidx; k++) {         /* dropped positions read nothing */
+        int ik = g->fwd[src_arg(g, 1 + k)];
+        int lo = compare(g, ik, like(g, 0, ik), CMP_GE);
+        int hi = compare(g, ik, like(g, (double)x->dims[attr(g, k)], ik), CMP_LT);
+        u = select3(g, broadcast(g, lo, us, map), u, zero);
+        u = select3(g, broadcast(g, hi, us, map), u, zero);
+    }
+    give(g, nidx + 1, u);
+}
+
+/* A call: the callee's backward fn, given the arguments and the
+ * cotangent of each result (zeros for those nothing reached). */
+static void call_adjoint(Grad *g, int c) {
+    const Inst *in = &g->src->insts[g->v];
+    int f = (int)attr(g, 0), back = g->vjp[f];
+    const Fn *callee = &g->m->fns[f], *bf = &g->m->fns[back];
+    if (!bf->nresults || (c < 0 && !g->tuple_ct[g->v]))
+        return;
+    int n = 0;
+    int32_t *args = arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)(bf->nparams + 1));
+    for (int i = 0; i < in->nargs; i++)
+        args[n++] = g->fwd[src_arg(g, i)];
+    int local = fn_is_local(g->src) && fn_is_local(callee);
+    for (int i = 0; i < callee->nresults; i++) {
+        int r = callee->nresults == 1 ? c : g->tuple_ct[g->v] ? g->tuple_ct[g->v][i] : -1;
+        if (r < 0) {
+            const Sig *p = &bf->params[callee->nparams + i];
+            Shape s = local ? shape_local(g->m, &p->type, &p->sh) : p->type;
+            r = g_const(g, 0, &s);
+        }
+        args[n++] = r;
+    }
+    int64_t which = back;
+    int call = g_emit(g, OP_CALL, args, n, &which, 1, NULL);
+    for (int i = 0, k = 0; i < callee->nparams; i++) {
+        if (!dtype_is_float(callee->params[i].type.dtype))
+            continue;
+        int64_t at = k++;
+        give(g, i, bf->nresults == 1 ? call : g_emit(g, OP_GET_TUPLE_ELEMENT, (int32_t[]){call}, 1, &at, 1, NULL));
+    }
+}
+
+/* ---- collectives (spmd fns) ---- */
+
+static uint32_t op_axes(const Grad *g) {
+    int n;
+    const int64_t *axes = inst_axes(g->src, &g->src->insts[g->v], &n);
+    uint32_t mask = 0;
+    for (int i = 0; i < n; i++)
+        mask |= 1u << axes[i];
+    return mask;
+}
+
+/* psum and all_gather leave their result the same along their axes: an
+ * operand that already was (psum of a replicated value) takes the sum of
+ * every device's share, which the rules below give one device at a time. */
+static void give_invariant(Grad *g, int c) {
+    give_exact(g, 0, g_psum(g, c, op_axes(g) & ~g->varies[src_arg(g, 0)]));
+}
+
+static void all_reduce_adjoint(Grad *g, int c) {
+    Reducer red = (Reducer)attr(g, 0);
+    if (red == RED_SUM) {
+        give_invariant(g, c);
+        return;
+    }
+    /* pmax, pmin: shared by the devices that hold the extreme */
+    int hit = as_float(g, compare(g, fwd_arg(g, 0), g_fwd(g, g->v), CMP_EQ), c);
+    int count = g_psum(g, hit, op_axes(g));
+    give_invariant(g, op2(g, OP_MUL, op2(g, OP_DIV, c, count), hit));
+}
+
+/* all_gather: the device's own block of c, at axis_index * block. */
+static void all_gather_adjoint(Grad *g, int c) {
+    int n, dim = (int)attr(g, 0);
+    const int64_t *axes = inst_axes(g->src, &g->src->insts[g->v], &n);
+    Shape xs = ct_shape(g, src_arg(g, 0));
+    int index = g_emit(g, OP_AXIS_INDEX, NULL, 0, axes, n, NULL);
+    int32_t args[1 + MAX_RANK];
+    args[0] = c;
+    for (int d = 0; d < xs.rank; d++)
+        args[1 + d] = d == dim ? op2(g, OP_MUL, index, i32_const(g, xs.dims[d])) : i32_const(g, 0);
+    give_invariant(g, g_emit(g, OP_DYNAMIC_SLICE, args, 1 + xs.rank, NULL, 0, &xs));
+}
+
+static void reduce_scatter_adjoint(Grad *g, int c) {
+    int n;
+    const int64_t *axes = inst_axes(g->src, &g->src->insts[g->v], &n);
+    int64_t attrs[1 + MAX_AXES];
+    attrs[0] = attr(g, 1);
+    memcpy(attrs + 1, axes, sizeof(int64_t) * (size_t)n);
+    give(g, 0, g_emit(g, OP_ALL_GATHER, (int32_t[]){c}, 1, attrs, 1 + n, NULL));
+}
+
+static void all_to_all_adjoint(Grad *g, int c) {
+    const Inst *in = &g->src->insts[g->v];
+    int64_t attrs[2 + MAX_AXES];
+    memcpy(attrs, ir_attrs(g->src, in), sizeof(int64_t) * (size_t)in->nattrs);
+    attrs[0] = attr(g, 1);       /* split where it concatenated, and back */
+    attrs[1] = attr(g, 0);
+    give(g, 0, g_emit(g, OP_ALL_TO_ALL, (int32_t[]){c}, 1, attrs, in->nattrs, NULL));
+}
+
+static void permute_adjoint(Grad *g, int c) {
+    const Inst *in = &g->src->insts[g->v];
+    int64_t *attrs = arena_alloc(g->m->arena, sizeof(int64_t) * (size_t)in->nattrs);
+    memcpy(attrs, ir_attrs(g->src, in), sizeof(int64_t) * (size_t)in->nattrs);
+    for (int i = 1 + (int)attrs[0]; i + 1 < in->nattrs; i += 2) {    /* each pair reversed */
+        int64_t t = attrs[i];
+        attrs[i] = attrs[i + 1];
+        attrs[i + 1] = t;
+    }
+    give(g, 0, g_emit(g, OP_COLLECTIVE_PERMUTE, (int32_t[]){c}, 1, attrs, in->nattrs, NULL));
+}
+
+void adjoint(Grad *g, int c) {
+    const Inst *in = &g->src->insts[g->v];
+    Op op = (Op)in->op;
+    switch (op) {
+    case OP_PARAMETER: case OP_CONSTANT: case OP_IOTA: case OP_AXIS_INDEX:
+        return;
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) case OP_##ID:
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi)
+#include "../../lib/shardc_elementwise.def"
+#undef SK_UNARY
+#undef SK_BINARY
+        give(g, 0, unary_adjoint(g, op, c, fwd_arg(g, 0), g_fwd(g, g->v)));
+        return;
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) case OP_##ID:
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi)
+#include "../../lib/shardc_elementwise.def"
+#undef SK_UNARY
+#undef SK_BINARY
+        binary_adjoint(g, op, c);
+        return;
+    case OP_CONVERT: give(g, 0, g_cast(g, c, ct_dtype(src_type(g, src_arg(g, 0))->dtype))); return;
+    case OP_SELECT: {
+        int p = g->fwd[src_arg(g, 0)], z = like(g, 0, c);
+        if (wants(g, 1))
+            give(g, 1, select3(g, p, c, z));
+        if (wants(g, 2))
+            give(g, 2, select3(g, p, z, c));
+        return;
+    }
+    case OP_BROADCAST: broadcast_adjoint(g, c); return;
+    case OP_TRANSPOSE: transpose_adjoint(g, c); return;
+    case OP_RESHAPE: {
+        Shape s = ct_shape(g, src_arg(g, 0));
+        give(g, 0, reshape_to(g, c, &s));
+        return;
+    }
+    case OP_DOT: dot_adjoint(g, c, 0); dot_adjoint(g, c, 1); return;
+    case OP_REDUCE: reduce_adjoint(g, c); return;
+    case OP_SLICE: slice_adjoint(g, c); return;
+    case OP_DYNAMIC_SLICE: dynamic_slice_adjoint(g, c); return;
+    case OP_CONCAT: concat_adjoint(g, c); return;
+    case OP_ROLL: roll_adjoint(g, c); return;
+    case OP_CUMSUM: cumsum_adjoint(g, c); return;
+    case OP_GATHER: gather_adjoint(g, c); return;
+    case OP_SCATTER: scatter_adjoint(g, c); return;
+    case OP_CALL: call_adjoint(g, c); return;
+    case OP_ALL_REDUCE: all_reduce_adjoint(g, c); return;
+    case OP_ALL_GATHER: all_gather_adjoint(g, c); return;
+    case OP_REDUCE_SCATTER: reduce_scatter_adjoint(g, c); return;
+    case OP_ALL_TO_ALL: all_to_all_adjoint(g, c); return;
+    case OP_COLLECTIVE_PERMUTE: permute_adjoint(g, c); return;
+    case OP_COMPARE: case OP_TOP_K: case OP_GET_TUPLE_ELEMENT: case OP_RETURN: case OP_DONE: case OP_COUNT:
+        break;
+    }
+    no_gradient(g, "an op without a gradient");
+}

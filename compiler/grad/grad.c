@@ -1,0 +1,366 @@
+/* Reverse-mode differentiation of the global program (docs/grad.md).
+ *
+ * A derived fn (grad_of) is its source fn's instructions copied, then the
+ * same instructions walked backwards: each value that depends on a
+ * differentiated parameter and reaches the loss (an active value) hands
+ * its cotangent to its operands by its op's rule (adjoint.c), summing
+ * where a value has several users.  A call inside is differentiated by a
+ * call of the callee's backward fn (vjp_of), which runs the callee again
+ * and then its backward pass, so every fn is differentiated once however
+ * often it is called.  The result is an ordinary fn: propagation gives
+ * gradients their shardings and the partitioner their collectives, the
+ * transposes of the forward ones.
+ *
+ * In an spmd fn the cotangent of a value that is the same on every device
+ * along an axis (a replicated parameter, a psum) is that same full value on
+ * every device; where such a value meets one that differs along the axis,
+ * the devices' contributions to its cotangent are summed over the axis
+ * (give): JAX's pvary, whose transpose is psum. */
+#include "internal.h"
+
+#include <setjmp.h>
+#include <string.h>
+
+int ct_dtype(int dtype) { return dtype == DT_BF16 || dtype == DT_F16 ? DT_F32 : dtype; }
+
+const Shape *src_type(const Grad *g, int v) { return &g->src->insts[v].type; }
+
+Shape ct_shape(const Grad *g, int v) {
+    Shape s = *src_type(g, v);
+    s.dtype = (uint8_t)ct_dtype(s.dtype);
+    return s;
+}
+
+int g_emit(Grad *g, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs, const Shape *type) {
+    const Inst *at = &g->src->insts[g->v];
+    int x = ir_emit(g->m, g->dst, op, args, nargs, attrs, nattrs, type, at->loc);
+    g->dst->insts[x].place = op == OP_CALL ? (uint8_t)g->m->fns[attrs[0]].on : at->place;
+    return x;
+}
+
+int g_const(Grad *g, double value, const Shape *shape) {
+    Shape scalar = {shape->dtype, 0, {0}};
+    int k = g_emit(g, OP_CONSTANT, NULL, 0, NULL, 0, &scalar);
+    g->dst->insts[k].value = value;
+    return shape->rank ? g_emit(g, OP_BROADCAST, (int32_t[]){k}, 1, NULL, 0, shape) : k;
+}
+
+int g_cast(Grad *g, int x, int dtype) {
+    Shape s = g->dst->insts[x].type;
+    if (s.dtype == dtype)
+        return x;
+    s.dtype = (uint8_t)dtype;
+    return g_emit(g, OP_CONVERT, (int32_t[]){x}, 1, NULL, 0, &s);
+}
+
+int g_fwd(Grad *g, int v) {
+    int dt = src_type(g, v)->dtype;
+    if (ct_dtype(dt) == dt)
+        return g->fwd[v];
+    if (g->fwd_ct[v] < 0)
+        g->fwd_ct[v] = g_cast(g, g->fwd[v], ct_dtype(dt));
+    return g->fwd_ct[v];
+}
+
+int g_psum(Grad *g, int x, uint32_t axes) {
+    int64_t attrs[1 + MAX_AXES];
+    int n = 0;
+    attrs[n++] = RED_SUM;
+    for (int a = 0; a < MAX_AXES; a++)
+        if (axes >> a & 1)
+            attrs[n++] = a;
+    return n == 1 ? x : g_emit(g, OP_ALL_REDUCE, (int32_t[]){x}, 1, attrs, n, NULL);
+}
+
+static void add_ct(Grad *g, int o, int c) {
+    g->ct[o] = g->ct[o] < 0 ? c : g_emit(g, OP_ADD, (int32_t[]){g->ct[o], c}, 2, NULL, 0, NULL);
+}
+
+void give_exact(Grad *g, int i, int c) {
+    int o = ir_arg(g->src, &g->src->insts[g->v], i);
+    if (g->active[o])
+        add_ct(g, o, c);
+}
+
+void give(Grad *g, int i, int c) {
+    int o = ir_arg(g->src, &g->src->insts[g->v], i);
+    if (!g->active[o])
+        return;
+    if (g->varies)
+        c = g_psum(g, c, g->varies[g->v] & ~g->varies[o]);
+    add_ct(g, o, c);
+}
+
+_Noreturn void no_gradient(Grad *g, const char *what) {
+    diag_fatal(g->diag, g->src->insts[g->v].loc, "cannot differentiate '%s' with respect to its parameters: %s",
+               sym_name(g->m->syms, g->src->sym), what);
+}
+
+/* ---- which values take part ---- */
+
+/* active[v]: v is a float value computed from a differentiated parameter
+ * (wrt[p] for parameter p) and used, through such values, by a seed. */
+static void find_active(Grad *g, const uint8_t *wrt, const uint8_t *seed) {
+    const Fn *src = g->src;
+    uint8_t *depends = arena_alloc(g->m->arena, (size_t)src->ninsts + 1);
+    for (int v = 0; v < src->ninsts; v++) {
+        const Inst *in = &src->insts[v];
+        int fl = in->type.dtype == DT_TUPLE || dtype_is_float(in->type.dtype);
+        if (in->op == OP_PARAMETER)
+            depends[v] = fl && wrt[ir_attr(src, in, 0)];
+        for (int i = 0; i < in->nargs && fl && in->op != OP_RETURN; i++)
+            depends[v] |= depends[ir_arg(src, in, i)];
+    }
+    for (int v = src->ninsts - 1; v >= 0; v--) {
+        const Inst *in = &src->insts[v];
+        g->active[v] = (uint8_t)(g->active[v] | seed[v]) & depends[v];
+        for (int i = 0; i < in->nargs && g->active[v]; i++)
+            g->active[ir_arg(src, in, i)] = 1;     /* masked by depends when it is reached */
+    }
+}
+
+/* ---- building one fn ---- */
+
+static Grad begin(Module *m, Diag *diag, int d, int s, const int32_t *vjp) {
+    Grad g = {.m = m, .diag = diag, .src = &m->fns[s], .dst = &m->fns[d], .vjp = vjp};
+    size_t n = (size_t)g.src->ninsts + 1;
+    g.fwd = arena_alloc(m->arena, sizeof(int32_t) * n);
+    g.fwd_ct = arena_alloc(m->arena, sizeof(int32_t) * n);
+    g.ct = arena_alloc(m->arena, sizeof(int32_t) * n);
+    g.tuple_ct = arena_alloc(m->arena, sizeof(int32_t *) * n);
+    g.active = arena_alloc(m->arena, n);
+    for (size_t v = 0; v < n; v++)
+        g.fwd_ct[v] = g.ct[v] = -1;
+    if (g.src->spmd) {
+        g.varies = arena_alloc(m->arena, sizeof(uint32_t) * n);
+        fn_variation(g.src, g.varies);
+    }
+    return g;
+}
+
+/* The source's instructions, but its return. */
+static void copy_forward(Grad *g) {
+    const Fn *src = g->src;
+    for (int v = 0; v < src->ninsts - 1; v++) {
+        const Inst *in = &src->insts[v];
+        int32_t args[MAX_RULE_TENSORS + 64], *a = in->nargs <= (int)(sizeof args / sizeof *args) ? args
+            : arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)in->nargs);
+        for (int i = 0; i < in->nargs; i++)
+            a[i] = g->fwd[ir_arg(src, in, i)];
+        g->v = v;
+        int x = g_emit(g, (Op)in->op, a, in->nargs, ir_attrs(src, in), in->nattrs, &in->type);
+        Inst *out = &g->dst->insts[x];
+        out->value = in->value;
+        out->sym = in->sym;
+        out->flags = in->flags;
+        out->sh = in->sh;
+        out->place = in->place;
+        g->fwd[v] = x;
+    }
+}
+
+/* A cotangent whose value carries a sharding constraint keeps it: the
+ * transpose of with_sharding_constraint is the same constraint. */
+static int constrained_like(Grad *g, int v, int c) {
+    const Inst *in = &g->src->insts[v];
+    if (!(in->flags & INST_CONSTRAINED))
+        return c;
+    int x = g_emit(g, OP_COPY, (int32_t[]){c}, 1, NULL, 0, NULL);
+    g->dst->insts[x].flags |= INST_CONSTRAINED;
+    g->dst->insts[x].sh = in->sh;
+    return x;
+}
+
+static void run_backward(Grad *g) {
+    const Fn *src = g->src;
+    for (int v = src->ninsts - 2; v >= 0; v--) {
+        const Inst *in = &src->insts[v];
+        g->v = v;
+        if (!g->active[v] || (g->ct[v] < 0 && in->op != OP_CALL))
+            continue;
+        if (in->op == OP_GET_TUPLE_ELEMENT) {     /* the call's rule reads it */
+            int call = ir_arg(src, in, 0);
+            int nres = g->m->fns[ir_attr(src, &src->insts[call], 0)].nresults;
+            if (!g->tuple_ct[call]) {
+                g->tuple_ct[call] = arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)nres);
+                for (int i = 0; i < nres; i++)
+                    g->tuple_ct[call][i] = -1;
+            }
+            int32_t *slot = &g->tuple_ct[call][ir_attr(src, in, 0)];
+            *slot = *slot < 0 ? g->ct[v] : g_emit(g, OP_ADD, (int32_t[]){*slot, g->ct[v]}, 2, NULL, 0, NULL);
+            continue;
+        }
+        adjoint(g, in->op == OP_CALL && g->ct[v] < 0 ? -1 : constrained_like(g, v, g->ct[v]));
+    }
+}
+
+static int param_inst(const Fn *src, int p) {
+    for (int v = 0; v < src->ninsts; v++)
+        if (src->insts[v].op == OP_PARAMETER && ir_attr(src, &src->insts[v], 0) == p)
+            return v;
+    return -1;
+}
+
+/* Parameter p's gradient as dtype `dtype`: zeros when nothing reaches it. */
+static int param_grad(Grad *g, int p, int dtype) {
+    int v = param_inst(g->src, p);
+    if (v >= 0 && g->ct[v] >= 0)
+        return g_cast(g, g->ct[v], dtype);
+    Shape s = g->src->params[p].type;
+    if (fn_is_local(g->src))
+        s = shape_local(g->m, &s, &g->src->params[p].sh);
+    s.dtype = (uint8_t)dtype;
+    return g_const(g, 0, &s);
+}
+
+static void finish(Grad *g, const int32_t *results, int n) {
+    g->v = g->src->ninsts - 1;
+    g_emit(g, OP_RETURN, results, n, NULL, 0, NULL);
+}
+
+/* fn d = grad or value_and_grad of its source. */
+static void build_grad(Module *m, Diag *diag, int d, const int32_t *vjp) {
+    Grad g = begin(m, diag, d, m->fns[d].grad_of - 1, vjp);
+    const Fn *src = g.src;
+    uint8_t *wrt = arena_alloc(m->arena, (size_t)src->nparams + 1), *seed = arena_alloc(m->arena, (size_t)src->ninsts);
+    for (int i = 0; i < g.dst->ngrad_wrt; i++)
+        wrt[g.dst->grad_wrt[i]] = 1;
+    const Inst *ret = &src->insts[src->ninsts - 1];
+    int loss = ir_arg(src, ret, 0);
+    seed[loss] = 1;
+    find_active(&g, wrt, seed);
+    copy_forward(&g);
+    g.v = loss;
+    if (g.active[loss])
+        g.ct[loss] = g_const(&g, 1, &(Shape){(uint8_t)ct_dtype(src_type(&g, loss)->dtype), 0, {0}});
+    run_backward(&g);
+    int32_t *results = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(g.dst->nresults + 1));
+    int n = 0;
+    for (int i = 0; g.dst->grad_value && i < src->nresults; i++)
+        results[n++] = g.fwd[ir_arg(src, ret, i)];
+    for (int i = 0; i < g.dst->ngrad_wrt; i++) {
+        int p = g.dst->grad_wrt[i];
+        results[n++] = param_grad(&g, p, src->params[p].type.dtype);
+    }
+    finish(&g, results, n);
+}
+
+/* fn d = the backward fn of its source: the source's parameters and a
+ * cotangent per result in, a gradient per float parameter out. */
+static void build_vjp(Module *m, Diag *diag, int d, const int32_t *vjp) {
+    Grad g = begin(m, diag, d, m->fns[d].vjp_of - 1, vjp);
+    const Fn *src = g.src;
+    uint8_t *wrt = arena_alloc(m->arena, (size_t)src->nparams + 1), *seed = arena_alloc(m->arena, (size_t)src->ninsts);
+    for (int p = 0; p < src->nparams; p++)
+        wrt[p] = (uint8_t)dtype_is_float(src->params[p].type.dtype);
+    const Inst *ret = &src->insts[src->ninsts - 1];
+    for (int i = 0; i < src->nresults; i++)
+        seed[ir_arg(src, ret, i)] = 1;
+    find_active(&g, wrt, seed);
+    copy_forward(&g);
+    for (int i = 0; i < src->nresults; i++) {
+        int v = ir_arg(src, ret, i);
+        g.v = src->ninsts - 1;
+        int64_t index = src->nparams + i;
+        int c = g_emit(&g, OP_PARAMETER, NULL, 0, &index, 1, NULL);
+        if (!src->spmd)
+            g.dst->insts[c].sh = g.dst->params[index].sh;
+        if (g.active[v]) {
+            g.v = v;
+            add_ct(&g, v, c);
+        }
+    }
+    run_backward(&g);
+    int32_t *results = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(g.dst->nresults + 1));
+    int n = 0;
+    for (int p = 0; p < src->nparams; p++)
+        if (dtype_is_float(src->params[p].type.dtype))
+            results[n++] = param_grad(&g, p, ct_dtype(src->params[p].type.dtype));
+    finish(&g, results, n);
+}
+
+/* ---- the backward fns the derived fns call ---- */
+
+static Sig ct_sig(Sig s) {
+    s.type.dtype = (uint8_t)ct_dtype(s.type.dtype);
+    s.sh.open = 0;
+    return s;
+}
+
+static int add_vjp_fn(Module *m, int f) {
+    const char *base = arena_printf(m->arena, "%s_vjp", sym_name(m->syms, m->fns[f].sym));
+    const char *name = base;
+    for (int k = 2;; k++) {
+        int id = sym_intern(m->syms, name, strlen(name)), taken = 0;
+        for (int i = 0; i < m->nfns && !taken; i++)
+            taken = m->fns[i].sym == id;
+        if (!taken)
+            break;
+        name = arena_printf(m->arena, "%s_%d", base, k);
+    }
+    Fn *d = module_add_fn(m, sym_intern(m->syms, name, strlen(name)), m->fns[f].spmd, m->fns[f].loc);
+    const Fn *src = &m->fns[f];
+    d->on = src->on;
+    d->vjp_of = f + 1;
+    d->nparams = src->nparams + src->nresults;
+    d->params = arena_alloc(m->arena, sizeof(Sig) * (size_t)(d->nparams + 1));
+    memcpy(d->params, src->params, sizeof(Sig) * (size_t)src->nparams);
+    for (int i = 0; i < src->nresults; i++)
+        d->params[src->nparams + i] = ct_sig(src->results[i]);
+    d->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(src->nparams + 1));
+    for (int p = 0; p < src->nparams; p++)
+        if (dtype_is_float(src->params[p].type.dtype))
+            d->results[d->nresults++] = ct_sig(src->params[p]);
+    return (int)(d - m->fns);
+}
+
+/* vjp[f] for every fn that a derived fn's source calls, directly or not. */
+static void add_vjp_fns(Module *m, Diag *diag, int32_t *vjp) {
+    int nfns = m->nfns;
+    int *stack = arena_alloc(m->arena, sizeof(int) * (size_t)(nfns + 1)), top = 0;
+    for (int d = 0; d < nfns; d++)
+        if (m->fns[d].grad_of)
+            stack[top++] = m->fns[d].grad_of - 1;
+    uint8_t *seen = arena_alloc(m->arena, (size_t)nfns + 1);
+    while (top) {
+        int f = stack[--top];
+        if (seen[f])
+            continue;
+        seen[f] = 1;
+        for (int v = 0; v < m->fns[f].ninsts; v++) {
+            const Inst *in = &m->fns[f].insts[v];
+            int c = in->op == OP_CALL ? (int)ir_attr(&m->fns[f], in, 0) : -1;
+            if (c >= 0 && m->fns[c].grad_of)
+                diag_fatal(diag, in->loc, "'%s' calls a gradient ('%s'); gradients of gradients are not supported",
+                           sym_name(m->syms, m->fns[f].sym), sym_name(m->syms, m->fns[c].sym));
+            if (c >= 0 && vjp[c] < 0) {
+                vjp[c] = add_vjp_fn(m, c);
+                stack[top++] = c;
+            }
+        }
+    }
+}
+
+int grad_module(Module *m, Diag *diag) {
+    int any = 0;
+    for (int f = 0; f < m->nfns; f++)
+        any |= m->fns[f].grad_of != 0;
+    if (!any)
+        return 0;
+    jmp_buf bail;
+    diag->bail = &bail;
+    if (setjmp(bail))
+        return -1;
+    int nfns = m->nfns;
+    int32_t *vjp = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(2 * nfns + 1));
+    for (int f = 0; f < 2 * nfns + 1; f++)
+        vjp[f] = -1;
+    add_vjp_fns(m, diag, vjp);            /* adds fns: m->fns may move, so first */
+    for (int d = 0; d < m->nfns; d++) {
+        if (m->fns[d].grad_of)
+            build_grad(m, diag, d, vjp);
+        else if (m->fns[d].vjp_of)
+            build_vjp(m, diag, d, vjp);
+    }
+    return 0;
+}
