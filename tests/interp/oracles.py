@@ -1571,6 +1571,71 @@ for _fn in (grad_mlp, grad_mlp_input, grad_unary, grad_binary, grad_reduce, grad
          interp=[None, (3, 2)])
 
 
+# ---- gradients of spmd fns (tests/interp/progs/grad_spmd.tdsl) ----
+# Each loss as the global function its devices compute together, emulated
+# block by block where the collectives move blocks around.
+
+def grad_spmd_consts(m):
+    x, y = m.get("X", 1), m.get("Y", 1)
+    return "B=%d,D=%d,F=%d" % (2 * x * x, 2 * x, 2 * y)
+
+
+def sq_sum(a):
+    return (a * a).sum()
+
+
+def grad_dp(rng, m):
+    b = 2 * m["X"] ** 2
+    return with_grads(lambda x, w: sq_sum(x @ w), {"x": normal(rng, b, 2 * m["X"]), "w": normal(rng, 2 * m["X"], 2 * m["Y"])},
+                      ["w"])
+
+
+def grad_tp(rng, m):
+    b, dd, f = 2 * m["X"] ** 2, 2 * m["X"], 2 * m["Y"]
+    return with_grads(lambda x, w1, w2: sq_sum(np.tanh(x @ w1) @ w2),
+                      {"x": normal(rng, b, dd), "w1": normal(rng, dd, f), "w2": normal(rng, f, dd)}, ["w1", "w2", "x"])
+
+
+def grad_fsdp(rng, m):
+    b, dd, f = 2 * m["X"] ** 2, 2 * m["X"], 2 * m["Y"]
+    return with_grads(lambda x, w: sq_sum(x @ w), {"x": normal(rng, b, dd), "w": normal(rng, dd, f)}, ["w"])
+
+
+def grad_chain(rng, m):
+    n = m["X"]
+    def loss(x):
+        b = x.shape[0] // n
+        total = sum(x[i * b:(i + 1) * b] for i in range(n))        # psum_scatter over X along dim 1 ...
+        s = [total[:, j * (x.shape[1] // n):(j + 1) * (x.shape[1] // n)] for j in range(n)]
+        c = b // n                                                  # ... all_to_all split 0, concat 1 ...
+        t = [np.concatenate([s[j][k * c:(k + 1) * c] for j in range(n)], 1) for k in range(n)]
+        u = [t[(k - 1) % n] for k in range(n)]                      # ... ppermute by 1
+        return sum(sq_sum(u[k]) * (k + 1) for k in range(n))
+    return with_grads(loss, {"x": normal(rng, 2 * n * n, 2 * n)}, ["x"])
+
+
+def grad_pmax(rng, m):
+    n = m["X"]
+    b, dd = 2 * n * n, 2 * n
+    def loss(x, r, c):
+        k = b // n
+        mx = np.max([x[i * k:(i + 1) * k] for i in range(n)], 0)
+        return np.mean([(c * mx + r[i * k:(i + 1) * k] ** 2 * mx).sum() for i in range(n)])
+    return with_grads(loss, {"x": normal(rng, b, dd), "r": normal(rng, b, dd), "c": normal(rng, b // n, dd)},
+                      ["x", "r"])
+
+
+def grad_outer(rng, m):
+    b, dd, f = 2 * m["X"] ** 2, 2 * m["X"], 2 * m["Y"]
+    return with_grads(lambda x, w: 0.5 * sq_sum(x @ w) + sq_sum(x @ (w * w)),
+                      {"x": normal(rng, b, dd), "w": normal(rng, dd, f)}, ["w", "x"])
+
+
+for _fn in (grad_dp, grad_tp, grad_fsdp, grad_chain, grad_pmax, grad_outer):
+    case("grad spmd " + _fn.__name__[5:], prog("grad_spmd.tdsl"), "g_" + _fn.__name__[5:], _fn,
+         consts=grad_spmd_consts, scaled=True, interp=[None, (2, 4), (3, 1)])
+
+
 def seed(*keys):
     """A fixed seed from strings and numbers (stable across runs and Pythons)."""
     import zlib
