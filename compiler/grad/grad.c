@@ -263,6 +263,8 @@ static void build_vjp(Module *m, Diag *diag, int d, const int32_t *vjp) {
         g.v = src->ninsts - 1;
         int64_t index = src->nparams + i;
         int c = g_emit(&g, OP_PARAMETER, NULL, 0, &index, 1, NULL);
+        const char *name = src->nresults == 1 ? "ct" : arena_printf(m->arena, "ct%d", i);
+        g.dst->insts[c].sym = sym_intern(m->syms, name, strlen(name));     /* the cotangent of result i */
         if (!src->spmd)
             g.dst->insts[c].sh = g.dst->params[index].sh;
         if (g.active[v]) {
@@ -283,8 +285,7 @@ static void build_vjp(Module *m, Diag *diag, int d, const int32_t *vjp) {
 
 static Sig ct_sig(Sig s) {
     s.type.dtype = (uint8_t)ct_dtype(s.type.dtype);
-    s.sh.open = 0;
-    return s;
+    return s;                    /* open dims stay open: a generic fn's backward is generic too */
 }
 
 static int add_vjp_fn(Module *m, int f) {
