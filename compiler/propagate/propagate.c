@@ -232,12 +232,23 @@ static void apply(Prop *p, int v, const Inst *op, int t, const Rule *r, const Ax
     }
 }
 
-/* Visit op v if its priority (ops.def) is at most `prio`. */
+/* An op's priority (ops.def), but that a broadcast that adds dims to a
+ * tensor waits for the ops around it: its operand (a bias, a scale) is
+ * small, and its split would otherwise spread into the large values it
+ * meets, which then move instead of the operand (an FSDP bias split over
+ * the data axis would split the activations' features). */
+static int priority(const Fn *fn, const Inst *in) {
+    if (in->op == OP_BROADCAST && in->nattrs && fn->insts[ir_arg(fn, in, 0)].type.rank < in->type.rank)
+        return 1;
+    return op_info[in->op].prio;
+}
+
+/* Visit op v if its priority is at most `prio`. */
 static void propagate_op(Prop *p, int v, int prio) {
     const Inst *in = &p->fn->insts[v];
     p->step++;
     Rule r;
-    if (op_info[in->op].prio > prio || !op_rule(p->fn, in, &r))
+    if (priority(p->fn, in) > prio || !op_rule(p->fn, in, &r))
         return;
     FactorVotes votes[MAX_FACTORS];
     memset(votes, 0, sizeof(FactorVotes) * (size_t)r.nfactors);

@@ -1636,6 +1636,73 @@ for _fn in (grad_dp, grad_tp, grad_fsdp, grad_chain, grad_pmax, grad_outer):
          consts=grad_spmd_consts, scaled=True, interp=[None, (2, 4), (3, 1)])
 
 
+# ---- training steps (samples/train_mlp.tdsl) ----
+# The MLP regressor's gradient by hand (backpropagation in f64), and the
+# optimizers as PyTorch and optax write them.
+
+def mlp_grads(x, y, w1, b1, w2, b2):
+    """loss and (g_w1, g_b1, g_w2, g_b2) of mean((tanh(x w1 + b1) w2 + b2 - y)^2)."""
+    a = np.tanh(x @ w1 + b1)
+    e = a @ w2 + b2 - y
+    de = 2 * e / e.size
+    dh = (de @ w2.T) * (1 - a * a)
+    return (e * e).mean(), (x.T @ dh, dh.sum(0), a.T @ de, de.sum(0))
+
+
+def sgd_momentum(ws, vs, gs, lr=0.05, mu=0.9):
+    vs = [mu * v + g for v, g in zip(vs, gs)]
+    return [w - lr * v for w, v in zip(ws, vs)], vs
+
+
+def adam(ws, ms, vs, gs, t, lr=0.01, b1=0.9, b2=0.999, eps=1e-8):
+    t = t + 1
+    ms = [b1 * m + (1 - b1) * g for m, g in zip(ms, gs)]
+    vs = [b2 * v + (1 - b2) * g * g for v, g in zip(vs, gs)]
+    ws = [w - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps) for w, m, v in zip(ws, ms, vs)]
+    return ws, ms, vs, t
+
+
+TRAIN_CONSTS = "B=16,D=4,H=8,O=2"
+MLP_SHAPES = [("w1", (4, 8)), ("b1", (8,)), ("w2", (8, 2)), ("b2", (2,))]
+
+
+def train_data(rng):
+    x = normal(rng, 16, 4)
+    y = np.sin(x @ rng.standard_normal((4, 2))).astype(np.float32)
+    ws = [(normal(rng, *shape) * 0.5).astype(np.float32) for _, shape in MLP_SHAPES]
+    return x, y, ws
+
+
+def train_sgd(rng, m):
+    x, y, ws = train_data(rng)
+    vs = [(normal(rng, *w.shape) * 0.1).astype(np.float32) for w in ws]
+    loss, gs = mlp_grads(d(x), d(y), *map(d, ws))
+    nws, nvs = sgd_momentum(list(map(d, ws)), list(map(d, vs)), gs)
+    inputs = {"x": x, "y": y}
+    inputs.update({n: w for (n, _), w in zip(MLP_SHAPES, ws)})
+    inputs.update({"v_" + n: v for (n, _), v in zip(MLP_SHAPES, vs)})
+    return inputs, [(loss, "f32")] + [(w, "f32") for w in nws] + [(v, "f32") for v in nvs]
+
+
+def train_adam(rng, m):
+    x, y, ws = train_data(rng)
+    ms = [(normal(rng, *w.shape) * 0.1).astype(np.float32) for w in ws]
+    vs = [(rng.uniform(0.01, 0.1, w.shape)).astype(np.float32) for w in ws]
+    t = np.float32(4)
+    loss, gs = mlp_grads(d(x), d(y), *map(d, ws))
+    nws, nms, nvs, nt = adam(list(map(d, ws)), list(map(d, ms)), list(map(d, vs)), gs, 4.0)
+    inputs = {"x": x, "y": y, "t": np.array(t, np.float32)}
+    for pre, arrs in (("", ws), ("m_", ms), ("v_", vs)):
+        inputs.update({pre + n: a for (n, _), a in zip(MLP_SHAPES, arrs)})
+    wants = [(loss, "f32")] + [(a, "f32") for a in nws + nms + nvs] + [(nt, "f32")]
+    return inputs, wants
+
+
+case("train sgd_dp", sample("train_mlp.tdsl"), "sgd_dp", train_sgd, consts=TRAIN_CONSTS, scaled=True)
+case("train adam", sample("train_mlp.tdsl"), ["adam_dp", "adam_tp", "adam_fsdp"], train_adam, consts=TRAIN_CONSTS,
+     scaled=True)
+
+
 def seed(*keys):
     """A fixed seed from strings and numbers (stable across runs and Pythons)."""
     import zlib
