@@ -442,23 +442,27 @@ static void scatter_adjoint(Grad *g, int c) {
     give(g, nidx + 1, u);
 }
 
-/* A call: the callee's backward fn, given the arguments and the
- * cotangent of each result (zeros for those nothing reached). */
+/* A call: the callee's backward fn, given the arguments (and the
+ * residuals its fwd fn returned) and the cotangent of each result (zeros
+ * for those nothing reached). */
 static void call_adjoint(Grad *g, int c) {
     const Inst *in = &g->src->insts[g->v];
-    int f = (int)attr(g, 0), back = g->vjp[f];
+    int f = (int)attr(g, 0), spmd = g->bk->vjp[f] >= 0;
+    int back = spmd ? g->bk->vjp[f] : g->bk->bwd[f];
     const Fn *callee = &g->m->fns[f], *bf = &g->m->fns[back];
     if (!bf->nresults || (c < 0 && !g->tuple_ct[g->v]))
         return;
-    int n = 0;
+    int n = 0, nres = spmd ? 0 : bf->nparams - callee->nparams - callee->nresults;
     int32_t *args = arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)(bf->nparams + 1));
     for (int i = 0; i < in->nargs; i++)
         args[n++] = g->fwd[src_arg(g, i)];
+    for (int k = 0; k < nres; k++)
+        args[n++] = g->res_at[g->v] + k;
     int local = fn_is_local(g->src) && fn_is_local(callee);
     for (int i = 0; i < callee->nresults; i++) {
         int r = callee->nresults == 1 ? c : g->tuple_ct[g->v] ? g->tuple_ct[g->v][i] : -1;
         if (r < 0) {
-            const Sig *p = &bf->params[callee->nparams + i];
+            const Sig *p = &bf->params[callee->nparams + nres + i];
             Shape s = local ? shape_local(g->m, &p->type, &p->sh) : p->type;
             r = g_const(g, 0, &s);
         }

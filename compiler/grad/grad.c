@@ -4,12 +4,11 @@
  * same instructions walked backwards: each value that depends on a
  * differentiated parameter and reaches the loss (an active value) hands
  * its cotangent to its operands by its op's rule (adjoint.c), summing
- * where a value has several users.  A call inside is differentiated by a
- * call of the callee's backward fn (vjp_of), which runs the callee again
- * and then its backward pass, so every fn is differentiated once however
- * often it is called.  The result is an ordinary fn: propagation gives
- * gradients their shardings and the partitioner their collectives, the
- * transposes of the forward ones.
+ * where a value has several users.  A call inside is differentiated by the
+ * callee's backward fns (callees.c), so every fn is differentiated once
+ * however often it is called.  The result is an ordinary fn: propagation
+ * gives gradients their shardings and the partitioner their collectives,
+ * the transposes of the forward ones.
  *
  * In an spmd fn the cotangent of a value that is the same on every device
  * along an axis (a replicated parameter, a psum) is that same full value on
@@ -19,7 +18,6 @@
 #include "internal.h"
 
 #include <setjmp.h>
-#include <string.h>
 
 int ct_dtype(int dtype) { return dtype == DT_BF16 || dtype == DT_F16 ? DT_F32 : dtype; }
 
@@ -72,7 +70,7 @@ int g_psum(Grad *g, int x, uint32_t axes) {
     return n == 1 ? x : g_emit(g, OP_ALL_REDUCE, (int32_t[]){x}, 1, attrs, n, NULL);
 }
 
-static void add_ct(Grad *g, int o, int c) {
+static void add_ct(Grad *g, int o, int c) {   /* o: a src value */
     g->ct[o] = g->ct[o] < 0 ? c : g_emit(g, OP_ADD, (int32_t[]){g->ct[o], c}, 2, NULL, 0, NULL);
 }
 
@@ -100,7 +98,7 @@ _Noreturn void no_gradient(Grad *g, const char *what) {
 
 /* active[v]: v is a float value computed from a differentiated parameter
  * (wrt[p] for parameter p) and used, through such values, by a seed. */
-static void find_active(Grad *g, const uint8_t *wrt, const uint8_t *seed) {
+void find_active(Grad *g, const uint8_t *wrt, const uint8_t *seed) {
     const Fn *src = g->src;
     uint8_t *depends = arena_alloc(g->m->arena, (size_t)src->ninsts + 1);
     for (int v = 0; v < src->ninsts; v++) {
@@ -119,27 +117,62 @@ static void find_active(Grad *g, const uint8_t *wrt, const uint8_t *seed) {
     }
 }
 
-/* ---- building one fn ---- */
+/* ---- one body ---- */
 
-static Grad begin(Module *m, Diag *diag, int d, int s, const int32_t *vjp) {
-    Grad g = {.m = m, .diag = diag, .src = &m->fns[s], .dst = &m->fns[d], .vjp = vjp};
-    size_t n = (size_t)g.src->ninsts + 1;
+Grad grad_begin(Module *m, Diag *diag, const Fn *src, Fn *dst, const Backward *bk) {
+    Grad g = {.m = m, .diag = diag, .src = src, .dst = dst, .bk = bk};
+    size_t n = (size_t)src->ninsts + 1;
     g.fwd = arena_alloc(m->arena, sizeof(int32_t) * n);
     g.fwd_ct = arena_alloc(m->arena, sizeof(int32_t) * n);
     g.ct = arena_alloc(m->arena, sizeof(int32_t) * n);
+    g.call_at = arena_alloc(m->arena, sizeof(int32_t) * n);
+    g.res_at = arena_alloc(m->arena, sizeof(int32_t) * n);
     g.tuple_ct = arena_alloc(m->arena, sizeof(int32_t *) * n);
     g.active = arena_alloc(m->arena, n);
     for (size_t v = 0; v < n; v++)
-        g.fwd_ct[v] = g.ct[v] = -1;
-    if (g.src->spmd) {
+        g.fwd_ct[v] = g.ct[v] = g.call_at[v] = -1;
+    if (src->spmd) {
         g.varies = arena_alloc(m->arena, sizeof(uint32_t) * n);
-        fn_variation(g.src, g.varies);
+        fn_variation(src, g.varies);
     }
     return g;
 }
 
+static int copy_inst(Grad *g, Op op, const int32_t *args, const Inst *in) {
+    int x = g_emit(g, op, args, in->nargs, ir_attrs(g->src, in), in->nattrs, &in->type);
+    Inst *out = &g->dst->insts[x];
+    out->value = in->value;
+    out->sym = in->sym;
+    out->flags = in->flags;
+    out->sh = in->sh;
+    out->place = in->place;
+    return x;
+}
+
+/* An active call of an fn runs its fwd fn instead: the callee's results,
+ * then its residuals, which stay for the backward pass. */
+static int call_forward(Grad *g, int v, const int32_t *args) {
+    const Inst *in = &g->src->insts[v];
+    int callee = (int)ir_attr(g->src, in, 0), nres = g->m->fns[callee].nresults;
+    int64_t which = g->bk->fwd[callee];
+    const Fn *f = &g->m->fns[which];
+    if (f->nresults == nres)                     /* no residuals: the plain call */
+        return copy_inst(g, OP_CALL, args, in);
+    int call = g_emit(g, OP_CALL, args, in->nargs, &which, 1, NULL);
+    g->dst->insts[call].sym = in->sym;
+    g->call_at[v] = call;
+    int first = -1;
+    for (int64_t i = nres; i < f->nresults; i++) {
+        int r = g_emit(g, OP_GET_TUPLE_ELEMENT, (int32_t[]){call}, 1, &i, 1, NULL);
+        first = first < 0 ? r : first;
+    }
+    g->res_at[v] = first;
+    int64_t zero = 0;
+    return nres == 1 ? g_emit(g, OP_GET_TUPLE_ELEMENT, (int32_t[]){call}, 1, &zero, 1, NULL) : call;
+}
+
 /* The source's instructions, but its return. */
-static void copy_forward(Grad *g) {
+void copy_forward(Grad *g) {
     const Fn *src = g->src;
     for (int v = 0; v < src->ninsts - 1; v++) {
         const Inst *in = &src->insts[v];
@@ -148,14 +181,8 @@ static void copy_forward(Grad *g) {
         for (int i = 0; i < in->nargs; i++)
             a[i] = g->fwd[ir_arg(src, in, i)];
         g->v = v;
-        int x = g_emit(g, (Op)in->op, a, in->nargs, ir_attrs(src, in), in->nattrs, &in->type);
-        Inst *out = &g->dst->insts[x];
-        out->value = in->value;
-        out->sym = in->sym;
-        out->flags = in->flags;
-        out->sh = in->sh;
-        out->place = in->place;
-        g->fwd[v] = x;
+        int fwd_fn = in->op == OP_CALL && g->active[v] ? g->bk->fwd[ir_attr(src, in, 0)] : -1;
+        g->fwd[v] = fwd_fn >= 0 ? call_forward(g, v, a) : copy_inst(g, (Op)in->op, a, in);
     }
 }
 
@@ -171,7 +198,9 @@ static int constrained_like(Grad *g, int v, int c) {
     return x;
 }
 
-static void run_backward(Grad *g) {
+void seed_ct(Grad *g, int v, int c) { add_ct(g, v, c); }
+
+void run_backward(Grad *g) {
     const Fn *src = g->src;
     for (int v = src->ninsts - 2; v >= 0; v--) {
         const Inst *in = &src->insts[v];
@@ -201,8 +230,7 @@ static int param_inst(const Fn *src, int p) {
     return -1;
 }
 
-/* Parameter p's gradient as dtype `dtype`: zeros when nothing reaches it. */
-static int param_grad(Grad *g, int p, int dtype) {
+int param_grad(Grad *g, int p, int dtype) {
     int v = param_inst(g->src, p);
     if (v >= 0 && g->ct[v] >= 0)
         return g_cast(g, g->ct[v], dtype);
@@ -213,15 +241,10 @@ static int param_grad(Grad *g, int p, int dtype) {
     return g_const(g, 0, &s);
 }
 
-static void finish(Grad *g, const int32_t *results, int n) {
-    g->v = g->src->ninsts - 1;
-    g_emit(g, OP_RETURN, results, n, NULL, 0, NULL);
-}
-
 /* fn d = grad or value_and_grad of its source. */
-static void build_grad(Module *m, Diag *diag, int d, const int32_t *vjp) {
-    Grad g = begin(m, diag, d, m->fns[d].grad_of - 1, vjp);
-    const Fn *src = g.src;
+static void build_grad(Module *m, Diag *diag, int d, const Backward *bk) {
+    const Fn *src = &m->fns[m->fns[d].grad_of - 1];
+    Grad g = grad_begin(m, diag, src, &m->fns[d], bk);
     uint8_t *wrt = arena_alloc(m->arena, (size_t)src->nparams + 1), *seed = arena_alloc(m->arena, (size_t)src->ninsts);
     for (int i = 0; i < g.dst->ngrad_wrt; i++)
         wrt[g.dst->grad_wrt[i]] = 1;
@@ -232,7 +255,7 @@ static void build_grad(Module *m, Diag *diag, int d, const int32_t *vjp) {
     copy_forward(&g);
     g.v = loss;
     if (g.active[loss])
-        g.ct[loss] = g_const(&g, 1, &(Shape){(uint8_t)ct_dtype(src_type(&g, loss)->dtype), 0, {0}});
+        seed_ct(&g, loss, g_const(&g, 1, &(Shape){(uint8_t)ct_dtype(src_type(&g, loss)->dtype), 0, {0}}));
     run_backward(&g);
     int32_t *results = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(g.dst->nresults + 1));
     int n = 0;
@@ -242,104 +265,8 @@ static void build_grad(Module *m, Diag *diag, int d, const int32_t *vjp) {
         int p = g.dst->grad_wrt[i];
         results[n++] = param_grad(&g, p, src->params[p].type.dtype);
     }
-    finish(&g, results, n);
-}
-
-/* fn d = the backward fn of its source: the source's parameters and a
- * cotangent per result in, a gradient per float parameter out. */
-static void build_vjp(Module *m, Diag *diag, int d, const int32_t *vjp) {
-    Grad g = begin(m, diag, d, m->fns[d].vjp_of - 1, vjp);
-    const Fn *src = g.src;
-    uint8_t *wrt = arena_alloc(m->arena, (size_t)src->nparams + 1), *seed = arena_alloc(m->arena, (size_t)src->ninsts);
-    for (int p = 0; p < src->nparams; p++)
-        wrt[p] = (uint8_t)dtype_is_float(src->params[p].type.dtype);
-    const Inst *ret = &src->insts[src->ninsts - 1];
-    for (int i = 0; i < src->nresults; i++)
-        seed[ir_arg(src, ret, i)] = 1;
-    find_active(&g, wrt, seed);
-    copy_forward(&g);
-    for (int i = 0; i < src->nresults; i++) {
-        int v = ir_arg(src, ret, i);
-        g.v = src->ninsts - 1;
-        int64_t index = src->nparams + i;
-        int c = g_emit(&g, OP_PARAMETER, NULL, 0, &index, 1, NULL);
-        const char *name = src->nresults == 1 ? "ct" : arena_printf(m->arena, "ct%d", i);
-        g.dst->insts[c].sym = sym_intern(m->syms, name, strlen(name));     /* the cotangent of result i */
-        if (!src->spmd)
-            g.dst->insts[c].sh = g.dst->params[index].sh;
-        if (g.active[v]) {
-            g.v = v;
-            add_ct(&g, v, c);
-        }
-    }
-    run_backward(&g);
-    int32_t *results = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(g.dst->nresults + 1));
-    int n = 0;
-    for (int p = 0; p < src->nparams; p++)
-        if (dtype_is_float(src->params[p].type.dtype))
-            results[n++] = param_grad(&g, p, ct_dtype(src->params[p].type.dtype));
-    finish(&g, results, n);
-}
-
-/* ---- the backward fns the derived fns call ---- */
-
-static Sig ct_sig(Sig s) {
-    s.type.dtype = (uint8_t)ct_dtype(s.type.dtype);
-    return s;                    /* open dims stay open: a generic fn's backward is generic too */
-}
-
-static int add_vjp_fn(Module *m, int f) {
-    const char *base = arena_printf(m->arena, "%s_vjp", sym_name(m->syms, m->fns[f].sym));
-    const char *name = base;
-    for (int k = 2;; k++) {
-        int id = sym_intern(m->syms, name, strlen(name)), taken = 0;
-        for (int i = 0; i < m->nfns && !taken; i++)
-            taken = m->fns[i].sym == id;
-        if (!taken)
-            break;
-        name = arena_printf(m->arena, "%s_%d", base, k);
-    }
-    Fn *d = module_add_fn(m, sym_intern(m->syms, name, strlen(name)), m->fns[f].spmd, m->fns[f].loc);
-    const Fn *src = &m->fns[f];
-    d->on = src->on;
-    d->vjp_of = f + 1;
-    d->nparams = src->nparams + src->nresults;
-    d->params = arena_alloc(m->arena, sizeof(Sig) * (size_t)(d->nparams + 1));
-    memcpy(d->params, src->params, sizeof(Sig) * (size_t)src->nparams);
-    for (int i = 0; i < src->nresults; i++)
-        d->params[src->nparams + i] = ct_sig(src->results[i]);
-    d->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(src->nparams + 1));
-    for (int p = 0; p < src->nparams; p++)
-        if (dtype_is_float(src->params[p].type.dtype))
-            d->results[d->nresults++] = ct_sig(src->params[p]);
-    return (int)(d - m->fns);
-}
-
-/* vjp[f] for every fn that a derived fn's source calls, directly or not. */
-static void add_vjp_fns(Module *m, Diag *diag, int32_t *vjp) {
-    int nfns = m->nfns;
-    int *stack = arena_alloc(m->arena, sizeof(int) * (size_t)(nfns + 1)), top = 0;
-    for (int d = 0; d < nfns; d++)
-        if (m->fns[d].grad_of)
-            stack[top++] = m->fns[d].grad_of - 1;
-    uint8_t *seen = arena_alloc(m->arena, (size_t)nfns + 1);
-    while (top) {
-        int f = stack[--top];
-        if (seen[f])
-            continue;
-        seen[f] = 1;
-        for (int v = 0; v < m->fns[f].ninsts; v++) {
-            const Inst *in = &m->fns[f].insts[v];
-            int c = in->op == OP_CALL ? (int)ir_attr(&m->fns[f], in, 0) : -1;
-            if (c >= 0 && m->fns[c].grad_of)
-                diag_fatal(diag, in->loc, "'%s' calls a gradient ('%s'); gradients of gradients are not supported",
-                           sym_name(m->syms, m->fns[f].sym), sym_name(m->syms, m->fns[c].sym));
-            if (c >= 0 && vjp[c] < 0) {
-                vjp[c] = add_vjp_fn(m, c);
-                stack[top++] = c;
-            }
-        }
-    }
+    g.v = src->ninsts - 1;
+    g_emit(&g, OP_RETURN, results, n, NULL, 0, NULL);
 }
 
 int grad_module(Module *m, Diag *diag) {
@@ -352,16 +279,18 @@ int grad_module(Module *m, Diag *diag) {
     diag->bail = &bail;
     if (setjmp(bail))
         return -1;
-    int nfns = m->nfns;
-    int32_t *vjp = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(2 * nfns + 1));
-    for (int f = 0; f < 2 * nfns + 1; f++)
-        vjp[f] = -1;
-    add_vjp_fns(m, diag, vjp);            /* adds fns: m->fns may move, so first */
-    for (int d = 0; d < m->nfns; d++) {
-        if (m->fns[d].grad_of)
-            build_grad(m, diag, d, vjp);
-        else if (m->fns[d].vjp_of)
-            build_vjp(m, diag, d, vjp);
+    int nfns = m->nfns, room = 3 * nfns + 1;     /* add_backward_fns adds at most two per fn */
+    Backward bk;
+    int32_t **tables[3] = {&bk.vjp, &bk.fwd, &bk.bwd};
+    for (int t = 0; t < 3; t++) {
+        *tables[t] = arena_alloc(m->arena, sizeof(int32_t) * (size_t)room);
+        for (int f = 0; f < room; f++)
+            (*tables[t])[f] = -1;
     }
+    add_backward_fns(m, diag, &bk);       /* adds fns: m->fns may move, so first */
+    build_backward_fns(m, diag, &bk);     /* callees first: a caller's needs its callees' signatures */
+    for (int d = 0; d < nfns; d++)
+        if (m->fns[d].grad_of)
+            build_grad(m, diag, d, &bk);
     return 0;
 }

@@ -5,6 +5,15 @@
 
 #include "grad.h"
 
+/* How a call is differentiated, by callee (fn index, -1 where not needed).
+ * An fn callee gets a pair: fwd runs it and also returns the values its
+ * backward pass reads (its residuals), bwd takes them with the cotangents,
+ * so nothing runs twice.  An spmd callee, whose per-device values have no
+ * global type to return, gets one vjp fn that runs it again, then backward. */
+typedef struct {
+    int32_t *vjp, *fwd, *bwd;
+} Backward;
+
 /* Building one derived fn: the source's instructions are copied (the
  * forward pass), then walked backwards, each active value's cotangent
  * handed to its operands by the op's rule. */
@@ -13,13 +22,15 @@ typedef struct {
     Diag *diag;
     const Fn *src;
     Fn *dst;
-    const int32_t *vjp;          /* fn index -> its backward fn, or -1 */
+    const Backward *bk;
     int32_t *fwd;                /* src value -> its copy in dst */
     int32_t *fwd_ct;             /* src value -> its copy in the cotangent dtype (made once), or -1 */
     int32_t *ct;                 /* src value -> dst value of its cotangent so far, or -1 (zero) */
     int32_t **tuple_ct;          /* a src call with several results -> each result's cotangent */
     uint8_t *active;             /* src value: depends on a differentiated parameter and reaches a seed */
     uint32_t *varies;            /* spmd: the mesh axes each src value differs along */
+    int32_t *call_at;            /* a src call of a fwd fn -> the dst call (its results, then residuals), or -1 */
+    int32_t *res_at;             /* ... -> the first of the dst values holding its residuals */
     int v;                       /* the src instruction whose rule runs */
 } Grad;
 
@@ -40,6 +51,20 @@ void give(Grad *g, int i, int c);
 void give_exact(Grad *g, int i, int c);
 int g_psum(Grad *g, int x, uint32_t axes);
 _Noreturn void no_gradient(Grad *g, const char *what);
+
+/* The pass over one body (grad.c): start on src into dst; mark what takes
+ * part; copy the forward instructions; walk them backwards. */
+Grad grad_begin(Module *m, Diag *diag, const Fn *src, Fn *dst, const Backward *bk);
+void find_active(Grad *g, const uint8_t *wrt, const uint8_t *seed);
+void copy_forward(Grad *g);
+void run_backward(Grad *g);
+int param_grad(Grad *g, int p, int dtype);
+/* Seed the cotangent of src value v (active) with dst value c. */
+void seed_ct(Grad *g, int v, int c);
+
+/* callees.c: the backward fns of the fns the derived fns call */
+void add_backward_fns(Module *m, Diag *diag, Backward *bk);
+void build_backward_fns(Module *m, Diag *diag, const Backward *bk);
 
 /* adjoint.c: hand cotangent c of src value g->v to its operands. */
 void adjoint(Grad *g, int c);

@@ -59,8 +59,9 @@ static int derived_fn(Sema *s, const Expr *t, int f, int value, const int32_t *w
     Fn *d = module_add_fn(m, id, src->spmd, t->loc);
     src = &m->fns[f];
     d->on = src->on;
-    d->nparams = src->nparams;
-    d->params = src->params;
+    d->nparams = src->nparams;      /* a copy: propagation writes the open dims it chooses */
+    d->params = arena_alloc(s->arena, sizeof(Sig) * (size_t)(src->nparams + 1));
+    memcpy(d->params, src->params, sizeof(Sig) * (size_t)src->nparams);
     d->nresults = (value ? src->nresults : 0) + n;
     d->results = arena_alloc(s->arena, sizeof(Sig) * (size_t)(d->nresults + 1));
     for (int i = 0; value && i < src->nresults; i++)

@@ -1,0 +1,287 @@
+/* The backward fns of the fns that derived fns call (docs/grad.md, "The
+ * pass").
+ *
+ * An fn callee f is built once as one body, forward then backward, as a
+ * derived fn is, with a cotangent parameter per result as the seed; that
+ * body is then cut in two.  f_fwd is the forward part, returning f's
+ * results and the values the backward part reads (the residuals, as JAX's
+ * linearize keeps them); f_bwd is the backward part, taking f's
+ * parameters, the residuals and the cotangents, returning a gradient per
+ * float parameter.  A caller runs f_fwd where it ran f and f_bwd in its
+ * backward pass, so nothing runs twice.  The residuals' shardings are left
+ * open (`@?`): f_fwd and f_bwd are sharding-generic, specialized to their
+ * call sites like f.
+ *
+ * An spmd callee's values are per-device blocks without a global type to
+ * return, so it gets one vjp fn instead: f's parameters and the
+ * cotangents in, f run again and then its backward pass. */
+#include "internal.h"
+
+#include <string.h>
+
+static Sig ct_sig(Sig s) {
+    s.type.dtype = (uint8_t)ct_dtype(s.type.dtype);
+    return s;                    /* open dims stay open: a generic fn's backward is generic too */
+}
+
+static int sym_of(Module *m, const char *name) { return sym_intern(m->syms, name, strlen(name)); }
+
+/* A new fn named after fn f with `suffix`, unique in the module. */
+static int add_fn(Module *m, int f, const char *suffix) {
+    const char *base = arena_printf(m->arena, "%s_%s", sym_name(m->syms, m->fns[f].sym), suffix), *name = base;
+    for (int k = 2;; k++) {
+        int id = sym_of(m, name), taken = 0;
+        for (int i = 0; i < m->nfns && !taken; i++)
+            taken = m->fns[i].sym == id;
+        if (!taken)
+            break;
+        name = arena_printf(m->arena, "%s_%d", base, k);
+    }
+    Fn *d = module_add_fn(m, sym_of(m, name), m->fns[f].spmd, m->fns[f].loc);
+    const Fn *src = &m->fns[f];
+    d->on = src->on;
+    d->vjp_of = f + 1;
+    return (int)(d - m->fns);
+}
+
+/* The vjp fn's signature: f's parameters, a cotangent per result; a
+ * gradient per float parameter. */
+static void vjp_signature(Module *m, Fn *d, const Fn *src) {
+    d->nresults = 0;
+    d->nparams = src->nparams + src->nresults;
+    d->params = arena_alloc(m->arena, sizeof(Sig) * (size_t)(d->nparams + 1));
+    memcpy(d->params, src->params, sizeof(Sig) * (size_t)src->nparams);
+    for (int i = 0; i < src->nresults; i++)
+        d->params[src->nparams + i] = ct_sig(src->results[i]);
+    d->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(src->nparams + 1));
+    for (int p = 0; p < src->nparams; p++)
+        if (dtype_is_float(src->params[p].type.dtype))
+            d->results[d->nresults++] = ct_sig(src->params[p]);
+}
+
+void add_backward_fns(Module *m, Diag *diag, Backward *bk) {
+    int nfns = m->nfns;
+    int *stack = arena_alloc(m->arena, sizeof(int) * (size_t)(nfns + 1)), top = 0;
+    for (int d = 0; d < nfns; d++)
+        if (m->fns[d].grad_of)
+            stack[top++] = m->fns[d].grad_of - 1;
+    uint8_t *seen = arena_alloc(m->arena, (size_t)nfns + 1);
+    while (top) {
+        int f = stack[--top];
+        if (seen[f])
+            continue;
+        seen[f] = 1;
+        for (int v = 0; v < m->fns[f].ninsts; v++) {
+            const Inst *in = &m->fns[f].insts[v];
+            int c = in->op == OP_CALL ? (int)ir_attr(&m->fns[f], in, 0) : -1;
+            if (c < 0 || bk->vjp[c] >= 0 || bk->fwd[c] >= 0)
+                continue;
+            if (m->fns[c].grad_of)
+                diag_fatal(diag, in->loc, "'%s' calls a gradient ('%s'); gradients of gradients are not supported",
+                           sym_name(m->syms, m->fns[f].sym), sym_name(m->syms, m->fns[c].sym));
+            if (m->fns[c].spmd) {
+                bk->vjp[c] = add_fn(m, c, "vjp");
+                vjp_signature(m, &m->fns[bk->vjp[c]], &m->fns[c]);
+            } else {
+                bk->fwd[c] = add_fn(m, c, "fwd");
+                bk->bwd[c] = add_fn(m, c, "bwd");
+            }
+            stack[top++] = c;
+        }
+    }
+}
+
+/* The cotangent parameters of f's results, seeding the backward pass. */
+static void seed_results(Grad *g, int first_param) {
+    const Fn *src = g->src;
+    const Inst *ret = &src->insts[src->ninsts - 1];
+    for (int i = 0; i < src->nresults; i++) {
+        g->v = src->ninsts - 1;
+        int64_t index = first_param + i;
+        int c = g_emit(g, OP_PARAMETER, NULL, 0, &index, 1, NULL);
+        const char *name = src->nresults == 1 ? "ct" : arena_printf(g->m->arena, "ct%d", i);
+        g->dst->insts[c].sym = sym_of(g->m, name);     /* the cotangent of result i */
+        if (!src->spmd)
+            g->dst->insts[c].sh = g->dst->params[index].sh;
+        int v = ir_arg(src, ret, i);
+        if (g->active[v]) {
+            g->v = v;
+            seed_ct(g, v, c);
+        }
+    }
+}
+
+/* One body, forward then backward, of fn f into dst (whose parameters are
+ * f's, then one cotangent per result); the gradients into grads[]. */
+static Grad forward_backward(Module *m, Diag *diag, int f, Fn *dst, const Backward *bk, int32_t *grads, int *ngrads) {
+    const Fn *src = &m->fns[f];
+    Grad g = grad_begin(m, diag, src, dst, bk);
+    uint8_t *wrt = arena_alloc(m->arena, (size_t)src->nparams + 1), *seed = arena_alloc(m->arena, (size_t)src->ninsts);
+    for (int p = 0; p < src->nparams; p++)
+        wrt[p] = (uint8_t)dtype_is_float(src->params[p].type.dtype);
+    const Inst *ret = &src->insts[src->ninsts - 1];
+    for (int i = 0; i < src->nresults; i++)
+        seed[ir_arg(src, ret, i)] = 1;
+    find_active(&g, wrt, seed);
+    copy_forward(&g);
+    seed_results(&g, src->nparams);
+    run_backward(&g);
+    *ngrads = 0;
+    for (int p = 0; p < src->nparams; p++)
+        if (dtype_is_float(src->params[p].type.dtype))
+            grads[(*ngrads)++] = param_grad(&g, p, ct_dtype(src->params[p].type.dtype));
+    return g;
+}
+
+static void build_vjp(Module *m, Diag *diag, int f, const Backward *bk) {
+    Fn *d = &m->fns[bk->vjp[f]];
+    int32_t *grads = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(m->fns[f].nparams + 1));
+    int n;
+    Grad g = forward_backward(m, diag, f, d, bk, grads, &n);
+    g.v = g.src->ninsts - 1;
+    g_emit(&g, OP_RETURN, grads, n, NULL, 0, NULL);
+}
+
+/* ---- cutting one body in two ---- */
+
+/* Instruction u of `from` re-emitted into `to`, its operands through map. */
+static int reemit(Module *m, Fn *to, const Fn *from, int u, const int32_t *map) {
+    const Inst *in = &from->insts[u];
+    int32_t *args = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(in->nargs + 1));
+    for (int i = 0; i < in->nargs; i++)
+        args[i] = map[ir_arg(from, in, i)];
+    int x = ir_emit(m, to, (Op)in->op, args, in->nargs, ir_attrs(from, in), in->nattrs, &in->type, in->loc);
+    Inst *out = &to->insts[x];
+    out->value = in->value;
+    out->sym = in->sym;
+    out->flags = in->flags;
+    out->sh = in->sh;
+    out->place = in->place;
+    return x;
+}
+
+static int param(Module *m, Fn *to, int index, int sym, Loc loc) {
+    int64_t at = index;
+    int x = ir_emit(m, to, OP_PARAMETER, NULL, 0, &at, 1, NULL, loc);
+    to->insts[x].sym = sym;
+    to->insts[x].sh = to->params[index].sh;
+    return x;
+}
+
+static Sig open_sig(const Shape *type) {
+    Sig s = {*type, sharding_replicated()};
+    s.sh.open = (uint8_t)((1u << type->rank) - 1);
+    return s;
+}
+
+/* body's values [0, nf) are the forward part, [nf, nf + nct) the
+ * cotangent parameters, the rest the backward part. */
+typedef struct {
+    Fn *body;
+    int nf, nct;
+    const int32_t *results;      /* f's results, in body */
+    const int32_t *grads;
+    int ngrads;
+} Cut;
+
+static void build_fwd(Module *m, const Fn *f, Fn *fwd, const Cut *c, const int32_t *res, int nres) {
+    fwd->nparams = f->nparams;      /* a copy: propagation writes the open dims it chooses */
+    fwd->params = arena_alloc(m->arena, sizeof(Sig) * (size_t)(f->nparams + 1));
+    memcpy(fwd->params, f->params, sizeof(Sig) * (size_t)f->nparams);
+    fwd->nresults = f->nresults + nres;
+    fwd->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(fwd->nresults + 1));
+    memcpy(fwd->results, f->results, sizeof(Sig) * (size_t)f->nresults);
+    for (int k = 0; k < nres; k++)
+        fwd->results[f->nresults + k] = open_sig(&c->body->insts[res[k]].type);
+    int32_t *map = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(c->nf + 1));
+    for (int u = 0; u < c->nf; u++)
+        map[u] = reemit(m, fwd, c->body, u, map);
+    int32_t *out = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(fwd->nresults + 1));
+    for (int i = 0; i < f->nresults; i++)
+        out[i] = map[c->results[i]];
+    for (int k = 0; k < nres; k++)
+        out[f->nresults + k] = map[res[k]];
+    ir_emit(m, fwd, OP_RETURN, out, fwd->nresults, NULL, 0, NULL, f->insts[f->ninsts - 1].loc);
+}
+
+static void build_bwd(Module *m, const Fn *f, Fn *bwd, const Cut *c, const int32_t *res, int nres) {
+    const Fn *body = c->body;
+    bwd->nparams = f->nparams + nres + c->nct;
+    bwd->params = arena_alloc(m->arena, sizeof(Sig) * (size_t)(bwd->nparams + 1));
+    memcpy(bwd->params, f->params, sizeof(Sig) * (size_t)f->nparams);
+    for (int k = 0; k < nres; k++)
+        bwd->params[f->nparams + k] = open_sig(&body->insts[res[k]].type);
+    memcpy(bwd->params + f->nparams + nres, body->params + f->nparams, sizeof(Sig) * (size_t)c->nct);
+    bwd->nresults = 0;
+    bwd->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(c->ngrads + 1));
+    for (int p = 0; p < f->nparams; p++)
+        if (dtype_is_float(f->params[p].type.dtype))
+            bwd->results[bwd->nresults++] = ct_sig(f->params[p]);
+    int32_t *map = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(body->ninsts + 1));
+    for (int u = 0; u < body->ninsts; u++)
+        map[u] = -1;
+    Loc loc = f->loc;
+    for (int u = 0; u < c->nf; u++)            /* f's parameters keep their indices */
+        if (body->insts[u].op == OP_PARAMETER)
+            map[u] = param(m, bwd, (int)ir_attr(body, &body->insts[u], 0), body->insts[u].sym, loc);
+    for (int k = 0; k < nres; k++)
+        map[res[k]] = param(m, bwd, f->nparams + k, sym_of(m, arena_printf(m->arena, "res%d", k)), loc);
+    for (int i = 0; i < c->nct; i++)
+        map[c->nf + i] = param(m, bwd, f->nparams + nres + i, body->insts[c->nf + i].sym, loc);
+    for (int u = c->nf + c->nct; u < body->ninsts; u++)
+        map[u] = reemit(m, bwd, body, u, map);
+    int32_t *out = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(c->ngrads + 1));
+    for (int i = 0; i < c->ngrads; i++)
+        out[i] = map[c->grads[i]];
+    ir_emit(m, bwd, OP_RETURN, out, c->ngrads, NULL, 0, NULL, f->insts[f->ninsts - 1].loc);
+}
+
+static void build_pair(Module *m, Diag *diag, int fi, const Backward *bk) {
+    const Fn *f = &m->fns[fi];
+    Fn body = fn_without_body(f);
+    body.vjp_of = fi + 1;
+    vjp_signature(m, &body, f);
+    int32_t *grads = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(f->nparams + 1));
+    Cut c = {.body = &body, .grads = grads, .nct = f->nresults};
+    Grad g = forward_backward(m, diag, fi, &body, bk, grads, &c.ngrads);
+    /* forward_backward emits the cotangent parameters right after the
+     * forward copy: find where they start. */
+    c.nf = 0;
+    while (c.nf < body.ninsts && !(body.insts[c.nf].op == OP_PARAMETER &&
+                                   ir_attr(&body, &body.insts[c.nf], 0) >= f->nparams))
+        c.nf++;
+    int32_t *results = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(f->nresults + 1));
+    for (int i = 0; i < f->nresults; i++)
+        results[i] = g.fwd[ir_arg(f, &f->insts[f->ninsts - 1], i)];
+    c.results = results;
+    /* The residuals: forward values, not parameters, that the backward part reads. */
+    uint8_t *used = arena_alloc(m->arena, (size_t)c.nf + 1);
+    for (int u = c.nf + c.nct; u < body.ninsts; u++)
+        for (int i = 0; i < body.insts[u].nargs; i++) {
+            int a = ir_arg(&body, &body.insts[u], i);
+            if (a < c.nf && body.insts[a].op != OP_PARAMETER)
+                used[a] = 1;
+        }
+    for (int i = 0; i < c.ngrads; i++)
+        if (grads[i] < c.nf && body.insts[grads[i]].op != OP_PARAMETER)
+            used[grads[i]] = 1;
+    int32_t *res = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(c.nf + 1));
+    int nres = 0;
+    for (int u = 0; u < c.nf; u++)
+        if (used[u])
+            res[nres++] = u;
+    build_fwd(m, f, &m->fns[bk->fwd[fi]], &c, res, nres);
+    build_bwd(m, f, &m->fns[bk->bwd[fi]], &c, res, nres);
+}
+
+void build_backward_fns(Module *m, Diag *diag, const Backward *bk) {
+    int *order = arena_alloc(m->arena, sizeof(int) * (size_t)(m->nfns + 1));
+    module_callees_first(m, order);
+    for (int i = 0; i < m->nfns; i++) {
+        int f = order[i];
+        if (bk->vjp[f] >= 0)
+            build_vjp(m, diag, f, bk);
+        else if (bk->fwd[f] >= 0)
+            build_pair(m, diag, f, bk);
+    }
+}
