@@ -26,6 +26,11 @@
       against moe_spmd's all-gather and all-to-all versions, moe_topk and
       moe_local (one device): time on both backends, bytes sent and peak
       bytes per device; its own section of the document ("bench/moe").
+  (h) training: one step of samples/train_mlp.tdsl (data parallel and
+      FSDP, Adam) and of samples/gpt.tdsl's train_step against their
+      forward passes (the ratio should be near 3), as a fraction of the FMA
+      peak, and FSDP's memory per device against data parallel's; its own
+      section of the document ("bench/training").
 
 Prints every table and whether each target is met, and rewrites the
 "bench/machine" and "bench/report" sections of the document (the machine
@@ -639,6 +644,118 @@ def moe_section(r, lim):
                r["params"]["cap"], s["E"] * r["params"]["cap"] / s["S"], flop * 1e-9, rate, rate / lim["fma_peak_all"], lim["fma_peak_all"], tab))
 
 
+# ---- (h) training steps against their forward passes ----
+
+TRAIN_CONST = "B=8192,D=512,H=2048,O=512"
+TRAIN_QUICK = "B=256,D=32,H=128,O=32"
+GPT_CONST = "B=8,S=128,D=512,H=8,K=64,F=2048,V=4096,L=4"
+GPT_QUICK = "B=2,S=16,D=32,H=4,K=8,F=64,V=64,L=2"
+# (sample, step, forward, FLOP of the forward, FLOP of the step as the
+# ideal backward pass needs them)
+def mlp_flop(c):
+    fwd = 2.0 * c["B"] * (c["D"] * c["H"] + c["H"] * c["O"])
+    return fwd, fwd + 2.0 * c["B"] * (c["D"] * c["H"] + 2 * c["H"] * c["O"])   # no gradient of x
+
+
+def gpt_flop(c):
+    b, s, d, h, k, f, v, l = (c[x] for x in "BSDHKFVL")
+    per_layer = 2.0 * b * s * (4 * d * h * k + 2 * d * f) + 4.0 * b * h * s * s * k
+    fwd = l * per_layer + 2.0 * b * s * d * v
+    return fwd, 3 * fwd
+
+
+def signature_inputs(shardc, work, sample, fn, const, rng, ints):
+    """Random .npy inputs for fn's parameters (--in flags), and the bytes of
+    parameters per device (global shapes divided by their shardings)."""
+    import numpy as np
+    _, out, _ = run([shardc, "dump", sample, "--stage", "partitioned", "--fn", fn, "--const", const,
+                     "--mesh", MLP_MESH])
+    sig = [l for l in out.splitlines() if l.startswith("partitioned fn %s(" % fn)][0].split(" -> ")[0]
+    sizes = dict(kv.split("=") for kv in MLP_MESH.split(","))
+    flags, local = [], 0
+    for name, dtype, dims, sh in re.findall(r"(\w+): (\w+)\[([\d,]*)\](?: \{([^}]*)\})?", sig):
+        shape = tuple(int(x) for x in dims.split(",") if x)
+        path = os.path.join(work, "%s-%s.npy" % (fn, name))
+        if dtype == "i32":
+            a = rng.integers(0, ints, shape).astype(np.int32)
+        elif name == "t":
+            a = np.zeros(shape, np.float32)
+        elif name.startswith("v_") and "adam" in fn:
+            a = np.full(shape, 1e-3, np.float32)         # Adam's second moments: positive
+        else:
+            a = (rng.standard_normal(shape) * (0.02 if len(shape) > 1 else 1.0)).astype(np.float32)
+        np.save(path, a)
+        flags += ["--in", "%s=%s" % (name, path)]
+        n = a.nbytes
+        for d, part in enumerate(re.findall(r"\([^)]*\)|[^,]+", sh) if shape else []):
+            for axis in re.findall(r"\w+", part):
+                n //= int(sizes.get(axis, 1))
+        local += n
+    return flags, local
+
+
+def bench_training(build, work, quick):
+    import numpy as np
+    shardc = os.path.join(build, "shardc")
+    rng = np.random.default_rng(5)
+    rows = []
+    mlp_const, gpt_const = (TRAIN_QUICK, GPT_QUICK) if quick else (TRAIN_CONST, GPT_CONST)
+    runs = (("train_mlp", "adam_dp", "dp_forward", mlp_const, mlp_flop),
+            ("train_mlp", "adam_fsdp", "fsdp_forward", mlp_const, mlp_flop),
+            ("gpt", "train_step", "gpt", gpt_const, gpt_flop))
+    for name, step, fwd, const, flop in runs:
+        sample = os.path.join(ROOT, "samples", name + ".tdsl")
+        c = {k: int(v) for k, v in (kv.split("=") for kv in const.split(","))}
+        row = {"step": step, "fwd": fwd, "const": const, "flop": flop(c)}
+        for fn in (fwd, step):
+            ins, local = signature_inputs(shardc, work, sample, fn, const, rng, c.get("V", 2))
+            t, got = time_program(shardc, work, sample, fn, const, MLP_MESH, "threads", ins)
+            loss = float(np.asarray(got[0] if isinstance(got, list) else got))
+            if not np.isfinite(loss):
+                raise RuntimeError("%s computes a loss of %r" % (fn, loss))
+            peak, _ = scheduled_numbers(shardc, sample, fn, const)
+            _, out, _ = run([shardc, "dump", sample, "--stage", "scheduled", "--fn", fn, "--const", const,
+                             "--mesh", MLP_MESH])
+            sent = re.search(r"with the fns it calls: \d+ collectives, (\d+) bytes", out)
+            row[fn] = {"time": t, "params": local, "peak": peak, "sent": int(sent.group(1)) if sent else 0}
+        log("%s: forward %s, step %s (%.2fx)" % (step, fmt_time(row[fwd]["time"]), fmt_time(row[step]["time"]),
+                                                 row[step]["time"] / row[fwd]["time"]))
+        rows.append(row)
+    return rows
+
+
+def training_section(rows, lim, summary):
+    trows = []
+    for r in rows:
+        s, f = r[r["step"]], r[r["fwd"]]
+        rate = r["flop"][1] / s["time"] * 1e-9
+        trows.append(("`%s` / `%s`" % (r["step"], r["fwd"]), fmt_time(f["time"]), fmt_time(s["time"]),
+                      "%.2f" % (s["time"] / f["time"]), "%.2f" % (r["flop"][1] / r["flop"][0]),
+                      "%.1f (%.2f)" % (rate, rate / lim["fma_peak_all"]), fmt_bytes(s["sent"]),
+                      fmt_bytes(s["params"]), fmt_bytes(s["peak"])))
+    tab = table(("step / forward", "forward", "step", "step / forward", "ideal (FLOP)", "step GFLOP/s (of peak)",
+                 "step sent per device", "parameters and state per device", "peak per device"), trows)
+    log(tab)
+    dp, fsdp = rows[0][rows[0]["step"]], rows[1][rows[1]["step"]]
+    mem = (dp["params"] + dp["peak"]) / float(fsdp["params"] + fsdp["peak"])
+    summary.append(("(h) FSDP memory per device: data parallel / FSDP (target > 1)", "%.2f" % mem, met(mem > 1)))
+    for r in rows:
+        ratio = r[r["step"]]["time"] / r[r["fwd"]]["time"]
+        summary.append(("(h) %s / %s time (target near 3, at most 4)" % (r["step"], r["fwd"]), "%.2f" % ratio,
+                        met(ratio <= 4)))
+    return ("## Training\n\n"
+            "One training step (`value_and_grad` of the loss and the optimizer, docs/grad.md) against the "
+            "forward pass sharded the same way, each built with `shardc build --backend threads` for "
+            "`--mesh %s` and run with `--repeat 3` (best time of the device phase): `samples/train_mlp.tdsl` "
+            "at `--const %s` (Adam; data parallel over both axes, and FSDP over X), and `samples/gpt.tdsl`'s "
+            "`train_step` (SGD with momentum, Megatron over Y, batch over X) at `--const %s`. \"ideal\" is the "
+            "step's FLOP over the forward's (the MLP needs no gradient of its input: 2.5; the GPT about 3). "
+            "GFLOP/s count the ideal step's FLOP, against every core's FMA peak (%.1f GFLOP/s). Parameters "
+            "and optimizer state per device come from the signature's shardings; the peak is the scheduled "
+            "dump's (parameters not included). FSDP holds %.2fx less than data parallel per device.\n\n%s\n"
+            % (MLP_MESH, rows[0]["const"], rows[2]["const"], lim["fma_peak_all"], mem, tab))
+
+
 # ---- (d) compile time ----
 
 def chain_program(layers):
@@ -747,8 +864,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--doc", default=None, help="the document to rewrite (docs/performance.md)")
     ap.add_argument("--quick", action="store_true", help="small sizes, for testing the script")
-    ap.add_argument("--only", default="abcdefg", help="which benchmarks: letters of abcdefg (g: mixture of experts, "
-                    "its own section of the document, so `--only g` refreshes just that)")
+    ap.add_argument("--only", default="abcdefgh", help="which benchmarks: letters of abcdefgh (g: mixture of experts, "
+                    "h: training, each its own section of the document, so `--only g` refreshes just that)")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     doc = args.doc
@@ -949,6 +1066,10 @@ def main():
             log("\n== (g) mixture of experts: the MoE samples against the auto-partitioned moe")
             os.makedirs(os.path.join(work, "moe"))
             moe_text = moe_section(bench_moe(build, os.path.join(work, "moe"), args.quick), lim)
+        if "h" in args.only:
+            log("\n== (h) training steps against their forward passes")
+            os.makedirs(os.path.join(work, "train"))
+            train_text = training_section(bench_training(build, os.path.join(work, "train"), args.quick), lim, summary)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -973,6 +1094,9 @@ def main():
             update_doc(doc, "bench/machine", prose(mtext), before="bench/report")
             stext = "## Targets\n\n" + table(("measure", "value", "target"), summary) + "\n"
             update_doc(doc, "bench/report", stext + "".join(prose(x) for x in sections))
+        if "h" in args.only:
+            update_doc(doc, "bench/training", prose(train_text + "Measured %s, load average %s when the run started.\n\n"
+                                                    % (m["date"], m["load"])))
         if "g" in args.only:
             update_doc(doc, "bench/moe", prose(moe_text + "Measured %s, load average %s when the run started.\n\n"
                                                % (m["date"], m["load"])))

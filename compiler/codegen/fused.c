@@ -414,8 +414,14 @@ static void emit_row_values(Loop *L, Str *e, int stage) {
         int dt = fn->insts[v].type.dtype;
         const char *nm = g->name[v], *ct = ctype_of[dt];
         e->n = 0;
-        if (kind(L, v) != COMPUTED)   /* a literal, or a broadcast of one element: set before the loop */
+        if (kind(L, v) != COMPUTED) {   /* a literal, or a broadcast of one element: no statement */
+            if (fu->stored[v] && kind(L, v) == LITERAL) {
+                literal(e, dt, fn->insts[ir_arg(fn, &fn->insts[v], 0)].value);
+                fprintf(g->out, "        %s[row] = %s;\n", nm, e->s);
+            } else if (fu->stored[v])          /* its local is set before the loop */
+                fprintf(g->out, "        %s[row] = %si;\n", nm, nm);
             continue;
+        }
         if (is_reduction(fn->insts[v].op)) {
             Reducer r = reducer_of(fn, v);
             fprintf(g->out, "        %s %si = %s;\n", ct, nm, r == RED_SUM ? "0" : r == RED_MAX ? "-INFINITY" : "INFINITY");

@@ -103,6 +103,7 @@ typedef struct {
     int kept_global;             /* a copy that spmd fns call on local blocks: never partitioned */
     int scheduled;               /* collectives split into start/done, buffers assigned */
     int64_t peak_bytes;          /* after scheduling: bytes of all buffers of one device */
+    int collectives_started;     /* after scheduling: how many a call starts, its callees' included */
     int nbuffers;
     Loc loc;
     Inst *insts;

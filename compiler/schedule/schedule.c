@@ -45,6 +45,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The runtime lets a device start a group's collective only once the one
+ * it started SC_MAX_PENDING before is done (runtime/shardc_rt.h): a
+ * collective must be done before this many more start after it, counting
+ * those its calls start, whatever their groups. */
+enum { WINDOW = 8 };
+
 typedef struct {
     Module *m;
     const Fn *src;
@@ -58,6 +64,10 @@ typedef struct {
     uint8_t *into_dot;           /* src value: a gather its dot computes, emitted with the dot */
     int32_t *queue, *flight;     /* values held back, in order; collectives started, not overlapped */
     int nwaiting, queue_cap, nflight, flight_cap;
+    int32_t *open;               /* collectives started, in start order (some done since) */
+    int nopen, open_cap, first_open;
+    int32_t *seq;                /* src collective -> how many started before it (calls' own included) */
+    int nstarted;
 } Sched;
 
 static int copy_inst(Sched *s, int v, uint8_t extra_flags) {
@@ -103,9 +113,24 @@ static void finish(Sched *s, int c) {
         wait_for(s, chain[i]);
 }
 
+/* Wait for the collectives still running that `more` starts (a
+ * collective: 1; a call: all its callee starts) would leave behind. */
+static void make_room(Sched *s, int more) {
+    for (; s->first_open < s->nopen; s->first_open++) {
+        int c = s->open[s->first_open];
+        if (s->new_of[c] < 0 && s->nstarted + more - s->seq[c] <= WINDOW)
+            break;
+        finish(s, c);
+    }
+    s->nstarted += more;
+}
+
 /* Start the collectives whose operand, src value v, now exists. */
 static void start_ready(Sched *s, int v) {
     for (int c = s->first_after[v]; c >= 0; c = s->next_after[c]) {
+        s->seq[c] = s->nstarted;
+        make_room(s, 1);
+        *VEC_PUSH(s->m->arena, s->open, s->nopen, s->open_cap) = c;
         s->started_by[c] = copy_inst(s, c, INST_ASYNC);
         s->dst->insts[s->started_by[c]].sym = -1;
         *VEC_PUSH(s->m->arena, s->flight, s->nflight, s->flight_cap) = c;
@@ -164,6 +189,8 @@ static void emit(Sched *s, int v) {
         finish_operands(s, &s->src->insts[folded]);
         s->new_of[folded] = copy_inst(s, folded, INST_FOLDED);
     }
+    if (in->op == OP_CALL)
+        make_room(s, s->m->fns[ir_attr(s->src, in, 0)].collectives_started);
     s->new_of[v] = copy_inst(s, v, 0);
     if (is_compute(in->op)) {
         int kept = 0;
@@ -534,6 +561,7 @@ static void schedule_fn(Module *m, int f) {
     s.overlapped = arena_alloc(m->arena, n);
     s.waiting = arena_alloc(m->arena, n);
     s.into_dot = arena_alloc(m->arena, n);
+    s.seq = arena_alloc(m->arena, sizeof(int32_t) * n);
     memset(s.overlapped, 0, n);
     memset(s.waiting, 0, n);
     memset(s.into_dot, 0, n);
@@ -550,13 +578,18 @@ static void schedule_fn(Module *m, int f) {
     mark_gathers_into_dots(&s, &scratch);
     arena_free(&scratch);
     order(&s);
+    dst->collectives_started = s.nstarted;
     fold_epilogues(dst);
     mark_views(dst);
     assign_buffers(dst);
 }
 
+/* Callees first: a call makes room for what its callee keeps running. */
 void schedule_module(Module *m) {
-    for (int f = 0; f < m->nfns; f++)
-        if (!m->fns[f].kept_global && fn_is_local(&m->fns[f]))
-            schedule_fn(m, f);
+    int *order = malloc(sizeof(int) * (size_t)(m->nfns + 1));
+    module_callees_first(m, order);
+    for (int i = 0; i < m->nfns; i++)
+        if (!m->fns[order[i]].kept_global && fn_is_local(&m->fns[order[i]]))
+            schedule_fn(m, order[i]);
+    free(order);
 }
