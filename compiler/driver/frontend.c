@@ -78,6 +78,7 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
     if (mesh && ((mesh->n && match_mesh(c, mesh, &ov) != 0) || match_consts(c, mesh, &ov) != 0))
         return FRONTEND_USAGE_ERROR;
     module_init(&c->module, &c->arena, &c->syms);
+    c->module.device_memory = mesh ? mesh->device_memory : 0;
     if (sema_program(&c->module, &c->diag, &c->ast, &ov) != 0)
         return FRONTEND_USER_ERROR;
     int rc = verified(c, "sema", diag_out);
