@@ -145,14 +145,31 @@ Sharding sharding_without(const Sharding *sh, uint32_t axes, int8_t to);
 int64_t partial_sum_bytes(const Part *p, int v, const Sharding *partial);
 /* Should src value v, lowered to x, stay partial for its dot? */
 int keeps_partial(const Part *p, int v, const Piece *x);
+/* What dot u does with its operand v (read once) holding partial sums
+ * along `axes` (none: 0): its other operand, the sharding it reads that
+ * one with (its contracted dims whole, and whole along the axes), and its
+ * result's (partial sums along them), as propagation left the program. */
+typedef struct {
+    int other;
+    Sharding other_sh, result_sh;
+} DotReads;
+DotReads dot_reads(const Part *p, int u, int v, uint32_t axes);
 
 /* gather.c: a gather from a table split along its gathered dim, lowered
  * by all-gathering the table or by a masked local gather (GATHER_*). */
 enum { GATHER_ALL, GATHER_MASKED };
+/* Why the scheme was chosen: it sends fewer bytes; as many, with a lower
+ * peak; as many with the same peak (the all-gather); or the other exceeds
+ * Module.device_memory and it does not. */
+typedef enum { CHOSEN_FEWER_BYTES, CHOSEN_LOWER_PEAK, CHOSEN_TIE, CHOSEN_WITHIN_BUDGET } ChosenBecause;
 typedef struct {
     int scheme;                  /* the one chosen */
     int naxes, axes[MAX_AXES];   /* the axes splitting the table's gathered dim, major first */
     double sent[2];              /* bytes per device each scheme sends */
+    double peak[2];              /* bytes a device holds for the op under each scheme */
+    ChosenBecause because;
+    int fits;                    /* the chosen scheme's peak is within Module.device_memory (or no limit) */
+    int64_t budget;              /* Module.device_memory */
     int after_dot;               /* the masked scheme sums its results after the dot that reads them */
 } GatherChoice;
 /* The choice for src value v, a gather, from the propagated program alone
