@@ -86,6 +86,8 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
         return rc;
     propagate_module(&c->module);
     rc = verified(c, "sharding propagation", diag_out);
+    if (rc == FRONTEND_OK && stage == STAGE_SHARDED)
+        partition_note_choices(&c->module);  /* the sharded program says what partitioning will choose */
     if (rc != FRONTEND_OK || stage == STAGE_SHARDED)
         return rc;
     partition_module(&c->module, &c->diag);

@@ -191,6 +191,12 @@ void plan_without(Plan *pl, uint32_t axes) {
 
 /* ---- a gather from a table split along the gathered dim ---- */
 
+/* A comment the dump prints after instruction v of fn: a choice and its cost. */
+static void add_note(Module *m, Fn *fn, int v, const char *note) {
+    *VEC_PUSH(m->arena, fn->notes, fn->nnotes, fn->notes_cap) = note;
+    fn->insts[v].note = fn->nnotes;
+}
+
 /* The axes splitting the gathered dim of the table that a masked local
  * gather keeps (*n of them), or 0 to all-gather the table, as gather.c
  * chooses; the kept axes leave the plan: indices and result are whole
@@ -320,33 +326,32 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     }
     p->dst->insts[v].value = in->value;
     p->dst->insts[v].sh = out;
-    if (note) {
-        *VEC_PUSH(p->m->arena, p->dst->notes, p->dst->nnotes, p->dst->notes_cap) = note;
-        p->dst->insts[v].note = p->dst->nnotes;
-    }
+    if (note)
+        add_note(p->m, p->dst, v, note);
     return (Piece){v, out, in->type, p->place};
 }
 
 /* Would the local op compute the right blocks?  Not when a dim whose
  * extent changes (a slice, roll or concat dim) is split, when a reshape
- * cuts through a split, or when an op sums over padded blocks. */
-static int local_op_is_exact(Part *p, const Inst *in, const Rule *r) {
-    for (int t = 0; t <= in->nargs; t++) {
-        const Sharding *sh = t < in->nargs ? &p->value[ir_arg(p->src, in, t)].sh : &in->sh;
-        for (int d = 0; d < r->rank[t]; d++) {
-            int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
-            if (!n || t < in->nargs)
-                continue;            /* operands are resharded to what the plan asks */
-            if (r->ndf[t][d] == 0 || r->kind[r->f[t][d][0]] == FACTOR_REPLICATE)
+ * cuts through a split, or when an op sums over padded blocks.  Only the
+ * result's sharding matters: operands are resharded to what the plan asks,
+ * so the propagated program alone answers (partition_note_choices asks
+ * before anything is lowered). */
+static int local_op_is_exact(const Module *m, const Inst *in, const Rule *r) {
+    int t = in->nargs;
+    for (int d = 0; d < r->rank[t]; d++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, d, axes);
+        if (!n)
+            continue;
+        if (r->ndf[t][d] == 0 || r->kind[r->f[t][d][0]] == FACTOR_REPLICATE)
+            return 0;
+        if (in->op == OP_RESHAPE) {
+            int f = r->f[t][d][0];
+            int64_t k = 1;
+            for (int i = 0; i < n; i++)
+                k *= m->axis_size[axes[i]];
+            if (r->size[f] % k)
                 return 0;
-            if (in->op == OP_RESHAPE) {
-                int f = r->f[t][d][0];
-                int64_t k = 1;
-                for (int i = 0; i < n; i++)
-                    k *= p->m->axis_size[axes[i]];
-                if (r->size[f] % k)
-                    return 0;
-            }
         }
     }
     return 1;
@@ -529,7 +534,7 @@ static void lower_placed(Part *p, int v) {
             (in->op == OP_CUMSUM && lower_split_cumsum(p, in, &out)) ||
             (in->op == OP_SCATTER && lower_scatter(p, in, &out)))
             break;
-        if (op_rule(p->src, in, &rule) && local_op_is_exact(p, in, &rule))
+        if (op_rule(p->src, in, &rule) && local_op_is_exact(p->m, in, &rule))
             out = lower_with_rule(p, in, &rule);
         else
             out = lower_replicated(p, in, 1);
@@ -615,6 +620,28 @@ static void clone_for_spmd_callers(Module *m) {
     for (int f = 0; f < m->nfns; f++)
         if (m->fns[f].spmd || m->fns[f].kept_global)
             redirect_calls(m, &m->fns[f], clone);
+}
+
+/* Is src instruction v a gather that lower_with_rule will lower, and so
+ * choose a scheme for (lower_placed's path)? */
+static int gather_with_rule(const Module *m, const Fn *src, int v) {
+    const Inst *in = &src->insts[v];
+    Rule rule;
+    return in->op == OP_GATHER && op_rule(src, in, &rule) && local_op_is_exact(m, in, &rule);
+}
+
+void partition_note_choices(Module *m) {
+    for (int f = 0; f < m->nfns; f++) {
+        Fn *fn = &m->fns[f];
+        if (fn->spmd)
+            continue;                /* never partitioned */
+        Part p = {.m = m, .src = fn};
+        find_only_users(&p);
+        GatherChoice c;
+        for (int v = 0; v < fn->ninsts; v++)
+            if (gather_with_rule(m, fn, v) && gather_choice(&p, v, &c))
+                add_note(m, fn, v, gather_choice_note(m->arena, &c));
+    }
 }
 
 /* Callees first: a call passes local blocks of the callee's parameters. */
