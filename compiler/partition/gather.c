@@ -153,6 +153,8 @@ int gather_choice(const Part *p, int v, GatherChoice *c) {
         kept |= 1u << c->axes[i];
         k *= (double)m->axis_size[c->axes[i]];
     }
+    if (k == 1)
+        return 0;                /* axes of one device: every device holds the whole dim */
     Plan masked = whole;
     plan_without(&masked, kept);
     /* The masked gather's result: partial sums along the kept axes. */
