@@ -113,6 +113,24 @@ static double masked_peak(const GatherOp *g, const Plan *masked, const Sharding 
     return bytes + dot_part(g, kept) + block_bytes(m, &src->insts[g->u].type, &src->insts[g->u].sh);
 }
 
+/* Both schemes' peaks for gather v: the all-gather's under plan `whole`,
+ * the masked gather's under `masked` with the table kept split by the
+ * chosen axes and a result partial along them. */
+static void scheme_peaks(const Part *p, int v, const Plan *whole, const Plan *masked, const Sharding *partial,
+                         GatherChoice *c) {
+    int fold = folding_dot(p, v), dim = inst_dim(p->src, &p->src->insts[v]);
+    GatherOp op = {p, v, fold >= 0 ? fold : c->after_dot ? p->only_user[v] : -1, fold >= 0};
+    Sharding table = plan_wanted(masked, 0);
+    uint32_t kept = 0;
+    for (int i = 0; i < c->naxes; i++) {
+        table.dim[c->axes[i]] = (int8_t)dim;
+        table.pos[c->axes[i]] = (uint8_t)i;
+        kept |= 1u << c->axes[i];
+    }
+    c->peak[GATHER_ALL] = all_gather_peak(&op, whole);
+    c->peak[GATHER_MASKED] = masked_peak(&op, masked, &table, partial, kept, c->after_dot);
+}
+
 /* Fewer bytes, then the lower peak; the other scheme instead when this
  * one's peak is over the budget and the other's is not. */
 static void choose(GatherChoice *c) {
@@ -166,17 +184,10 @@ int gather_choice(const Part *p, int v, GatherChoice *c) {
     Sharding idx_all = plan_wanted(&whole, 1), idx_masked = plan_wanted(&masked, 1);
     c->sent[GATHER_ALL] = (k - 1) * block_bytes(m, &table->type, &table->sh) +
                           (double)reshard_min_bytes(p, &indices, &idx_all);
-    c->sent[GATHER_MASKED] = (double)reshard_min_bytes(p, &indices, &idx_masked) + (double)partial_sum_bytes(p, v, &partial);
+    c->sent[GATHER_MASKED] =
+        (double)reshard_min_bytes(p, &indices, &idx_masked) + (double)partial_sum_bytes(p, v, &partial);
     c->after_dot = keeps_partial(p, v, &(Piece){.sh = partial, .global = in->type});
-    int fold = folding_dot(p, v);
-    GatherOp op = {p, v, fold >= 0 ? fold : c->after_dot ? p->only_user[v] : -1, fold >= 0};
-    Sharding table_masked = plan_wanted(&masked, 0);
-    for (int i = 0; i < c->naxes; i++) {
-        table_masked.dim[c->axes[i]] = (int8_t)inst_dim(src, in);
-        table_masked.pos[c->axes[i]] = (uint8_t)i;
-    }
-    c->peak[GATHER_ALL] = all_gather_peak(&op, &whole);
-    c->peak[GATHER_MASKED] = masked_peak(&op, &masked, &table_masked, &partial, kept, c->after_dot);
+    scheme_peaks(p, v, &whole, &masked, &partial, c);
     c->budget = m->device_memory;
     choose(c);
     return 1;
@@ -191,7 +202,8 @@ static const char *because_text(Arena *arena, const GatherChoice *c) {
     if (c->because == CHOSEN_WITHIN_BUDGET)
         return arena_printf(arena, "%s of %lld bytes", why, (long long)c->budget);
     if (!c->fits)
-        return arena_printf(arena, "%s; neither fits the device memory budget of %lld bytes", why, (long long)c->budget);
+        return arena_printf(arena, "%s; neither fits the device memory budget of %lld bytes", why,
+                            (long long)c->budget);
     return why;
 }
 
