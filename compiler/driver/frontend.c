@@ -79,6 +79,7 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
     if (mesh && ((mesh->n && match_mesh(c, mesh, &ov) != 0) || match_consts(c, mesh, &ov) != 0))
         return FRONTEND_USAGE_ERROR;
     module_init(&c->module, &c->arena, &c->syms);
+    c->module.device_memory = mesh ? mesh->device_memory : 0;
     if (sema_program(&c->module, &c->diag, &c->ast, &ov) != 0 || grad_module(&c->module, &c->diag) != 0)
         return FRONTEND_USER_ERROR;
     int rc = verified(c, "sema", diag_out);
@@ -86,6 +87,8 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
         return rc;
     propagate_module(&c->module);
     rc = verified(c, "sharding propagation", diag_out);
+    if (rc == FRONTEND_OK && stage == STAGE_SHARDED)
+        partition_note_choices(&c->module);  /* the sharded program says what partitioning will choose */
     if (rc != FRONTEND_OK || stage == STAGE_SHARDED)
         return rc;
     partition_module(&c->module, &c->diag);

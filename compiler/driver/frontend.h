@@ -14,7 +14,8 @@ typedef struct {
     char const_name[MAX_CONST_OVERRIDES][64];
     double const_value[MAX_CONST_OVERRIDES];
     uint8_t const_is_int[MAX_CONST_OVERRIDES];
-} MeshFlag;                     /* --mesh A=4,B=2 as written */
+    int64_t device_memory;      /* --device-memory in bytes, 0: unlimited (Module.device_memory) */
+} MeshFlag;                     /* --mesh A=4,B=2 as written, and the other flags that change the program */
 
 typedef struct {
     Arena arena;

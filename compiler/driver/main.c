@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define SHARDC_VERSION "0.1.0"
@@ -32,6 +33,9 @@ static const char usage[] =
     "options:\n"
     "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
     "  --const N=v,...  override constants defined with const\n"
+    "  --device-memory SIZE  the bytes one device may hold (64M, 2G, 512KiB, ...;\n"
+    "                   default unlimited): the partitioner avoids a lowering that\n"
+    "                   would need more when another fits\n"
     "  --stage STAGE    with dump: parsed, sharded, partitioned or scheduled; with show and\n"
     "                   interp: the stage whose program they read\n"
     "  --fn NAME        with dump: print only this function (and the specializations it calls);\n"
@@ -129,6 +133,55 @@ static const char *parse_const_flag(const char *spec, MeshFlag *f) {
     return f->nconsts ? NULL : "expected NAME=NUMBER,...";
 }
 
+/* A size in bytes: a number (a fraction allowed) and a unit: none or B,
+ * K M G T or KiB MiB GiB TiB (powers of 1024, as memory sizes are usually
+ * meant), KB MB GB TB (powers of 1000), any case.  Returns NULL or what
+ * is wrong. */
+static const char *parse_size(const char *spec, int64_t *bytes) {
+    static const struct {
+        const char *name;
+        double unit;
+    } units[] = {{"", 1}, {"b", 1}, {"k", 0x1p10}, {"kib", 0x1p10}, {"kb", 1e3}, {"m", 0x1p20}, {"mib", 0x1p20},
+                 {"mb", 1e6}, {"g", 0x1p30}, {"gib", 0x1p30}, {"gb", 1e9}, {"t", 0x1p40}, {"tib", 0x1p40},
+                 {"tb", 1e12}};
+    const char *p = spec;
+    double x = 0, scale = 1;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++)
+        x = x * 10 + (*p - '0');
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+            x += (*p - '0') * (scale /= 10);
+    for (size_t i = 0; digits && i < sizeof units / sizeof units[0]; i++)
+        if (strcasecmp(p, units[i].name) == 0) {
+            x *= units[i].unit;
+            if (x < 1 || x >= 0x1p62)
+                return "a size from 1 byte to 4 EiB";
+            *bytes = (int64_t)x;
+            return NULL;
+        }
+    return "expected a size in bytes such as 1048576, 64M, 2G or 512KiB";
+}
+
+/* --device-memory SIZE or --device-memory=SIZE at argv[*i]: 0 when it is
+ * not that option, 1 when it is and was read (*i at its value), 2 after a
+ * usage error. */
+static int device_memory_flag(int argc, char **argv, int *i, MeshFlag *f) {
+    static const char name[] = "--device-memory";
+    const char *a = argv[*i];
+    if (strncmp(a, name, sizeof name - 1) != 0 || (a[sizeof name - 1] && a[sizeof name - 1] != '='))
+        return 0;
+    const char *v = a[sizeof name - 1] ? a + sizeof name : *i + 1 < argc ? argv[++*i] : NULL;
+    if (!v)
+        return usage_error("%s needs a value", name);
+    const char *err = parse_size(v, &f->device_memory);
+    if (err) {
+        fprintf(stderr, "shardc: error: bad %s '%s': %s\n", name, v, err);
+        return 2;
+    }
+    return 1;
+}
+
 /* Returns 0, 2 after a usage error, or -1 after answering --help/--version. */
 static int parse_args(int argc, char **argv, Options *o) {
     for (int i = 1; i < argc; i++) {
@@ -144,7 +197,11 @@ static int parse_args(int argc, char **argv, Options *o) {
                           : strcmp(a, "--out") == 0 ? &o->out
                           : strcmp(a, "--backend") == 0 ? &o->backend
                           : strcmp(a, "--np") == 0 ? &o->np : NULL;
-        int is_const = strcmp(a, "--const") == 0;
+        int is_const = strcmp(a, "--const") == 0, memory = device_memory_flag(argc, argv, &i, &o->mesh);
+        if (memory == 2)
+            return 2;
+        if (memory)
+            continue;
         if (slot || is_const || strcmp(a, "--mesh") == 0) {
             if (i + 1 == argc)
                 return usage_error("%s needs a value", a);

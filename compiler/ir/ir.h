@@ -71,7 +71,7 @@ typedef struct {
      * per-device program only those devices run the instruction. */
     uint8_t place;
     int32_t move;                /* after partitioning, a collective: 1 + its Move in Fn.moves, or 0 */
-    int32_t note;                /* after partitioning: 1 + its line in Fn.notes (a choice and its cost), or 0 */
+    int32_t note;                /* 1 + its line in Fn.notes (a partitioner's choice and its cost), or 0 */
 } Inst;
 
 typedef enum {
@@ -116,7 +116,7 @@ typedef struct {
     int nparams, nresults;
     Move *moves;                 /* after partitioning (Inst.move) */
     int nmoves, moves_cap;
-    const char **notes;          /* after partitioning (Inst.note), printed after the instruction */
+    const char **notes;          /* (Inst.note) printed after the instruction: a partitioner's choice */
     int nnotes, notes_cap;
     int on;                      /* `fn ... on NAME`: 1 + its submesh, or 0 (the whole mesh) */
     int spec_of;                 /* a specialization (compiler/propagate/specialize.c): 1 + the generic fn, else 0 */
@@ -164,6 +164,10 @@ typedef struct {
     Fn *fns;
     int nfns, fns_cap;
     int op_sym[OP_COUNT];        /* op names interned, to name temporaries */
+    /* Bytes one device may hold (--device-memory), 0 for no limit: the
+     * partitioner avoids a lowering whose peak exceeds it when another fits
+     * (docs/partitioning.md, "Gathers"). */
+    int64_t device_memory;
 } Module;
 
 void module_init(Module *m, Arena *arena, Symtab *syms);

@@ -64,6 +64,22 @@ typedef struct {
     int ncall_reshards, call_reshards_cap;
 } Part;
 
+/* partition.c: the factor shardings an op's lowering asks for. */
+typedef struct {
+    const Rule *rule;
+    int nfactor_axes[MAX_FACTORS];
+    int factor_axes[MAX_FACTORS][MAX_AXES];
+    uint32_t summed_axes;        /* axes splitting factors the result does not have */
+} Plan;
+/* Give tensor t's (the result's) axes to the major factor of each of its
+ * dims, except axes a summed factor keeps. */
+void plan_result_axes(Plan *pl, int t, const Sharding *sh);
+/* The sharding tensor t of the op must have under the plan. */
+Sharding plan_wanted(const Plan *pl, int t);
+/* Drop `axes` from every factor of the plan: the op computes those dims
+ * whole along them. */
+void plan_without(Plan *pl, uint32_t axes);
+
 int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                const Shape *type);
 int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
@@ -129,6 +145,38 @@ Sharding sharding_without(const Sharding *sh, uint32_t axes, int8_t to);
 int64_t partial_sum_bytes(const Part *p, int v, const Sharding *partial);
 /* Should src value v, lowered to x, stay partial for its dot? */
 int keeps_partial(const Part *p, int v, const Piece *x);
+/* What dot u does with its operand v (read once) holding partial sums
+ * along `axes` (none: 0): its other operand, the sharding it reads that
+ * one with (its contracted dims whole, and whole along the axes), and its
+ * result's (partial sums along them), as propagation left the program. */
+typedef struct {
+    int other;
+    Sharding other_sh, result_sh;
+} DotReads;
+DotReads dot_reads(const Part *p, int u, int v, uint32_t axes);
+
+/* gather.c: a gather from a table split along its gathered dim, lowered
+ * by all-gathering the table or by a masked local gather (GATHER_*). */
+enum { GATHER_ALL, GATHER_MASKED };
+/* Why the scheme was chosen: it sends fewer bytes; as many, with a lower
+ * peak; as many with the same peak (the all-gather); or the other exceeds
+ * Module.device_memory and it does not. */
+typedef enum { CHOSEN_FEWER_BYTES, CHOSEN_LOWER_PEAK, CHOSEN_TIE, CHOSEN_WITHIN_BUDGET } ChosenBecause;
+typedef struct {
+    int scheme;                  /* the one chosen */
+    int naxes, axes[MAX_AXES];   /* the axes splitting the table's gathered dim, major first */
+    double sent[2];              /* bytes per device each scheme sends */
+    double peak[2];              /* bytes a device holds for the op under each scheme */
+    ChosenBecause because;
+    int fits;                    /* the chosen scheme's peak is within Module.device_memory (or no limit) */
+    int64_t budget;              /* Module.device_memory */
+    int after_dot;               /* the masked scheme sums its results after the dot that reads them */
+} GatherChoice;
+/* The choice for src value v, a gather, from the propagated program alone
+ * (its operands' and its own shardings): 0 when there is none to make. */
+int gather_choice(const Part *p, int v, GatherChoice *c);
+/* The choice and both costs, as the dumps print them after the gather. */
+const char *gather_choice_note(Arena *arena, const GatherChoice *c);
 
 /* halo.c: each returns 0 when its exchange does not apply. */
 int lower_split_roll(Part *p, const Inst *in, Piece *out);

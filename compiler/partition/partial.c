@@ -72,6 +72,17 @@ static uint32_t contracted_axes(const Fn *src, const Inst *dot, int o, const Sha
     return mask;
 }
 
+DotReads dot_reads(const Part *p, int u, int v, uint32_t axes) {
+    const Fn *src = p->src;
+    const Inst *dot = &src->insts[u];
+    int o = ir_arg(src, dot, ir_arg(src, dot, 0) == v ? 1 : 0);
+    const Sharding *sh = &src->insts[o].sh;
+    Sharding need = sharding_without(sh, contracted_axes(src, dot, o, sh), SH_REPLICATED);
+    DotReads r = {o, sharding_without(&need, axes, SH_REPLICATED), sharding_without(&dot->sh, axes, SH_PARTIAL)};
+    r.result_sh.reducer = RED_SUM;
+    return r;
+}
+
 /* Bytes per device to reduce v (with `partial`'s sharding) after its dot
  * instead: what making the other operand whole along the partial axes
  * adds to what the dot moves of it anyway (taken as its contracted dims
@@ -83,16 +94,11 @@ static int64_t deferred_bytes(const Part *p, int v, const Sharding *partial) {
     if (u < 0)
         return -1;
     const Fn *src = p->src;
-    const Inst *dot = &src->insts[u];
-    uint32_t axes = partial_axes(partial);
-    int o = ir_arg(src, dot, ir_arg(src, dot, 0) == v ? 1 : 0);
-    Piece other = {.sh = src->insts[o].sh, .global = src->insts[o].type};
-    Sharding need = sharding_without(&other.sh, contracted_axes(src, dot, o, &other.sh), SH_REPLICATED);
-    Sharding need_whole = sharding_without(&need, axes, SH_REPLICATED);
-    Piece result = {.sh = sharding_without(&dot->sh, axes, SH_PARTIAL), .global = dot->type};
-    result.sh.reducer = RED_SUM;
-    int64_t more = reshard_min_bytes(p, &other, &need_whole) - reshard_min_bytes(p, &other, &need);
-    return (more > 0 ? more : 0) + reshard_min_bytes(p, &result, &dot->sh);
+    DotReads now = dot_reads(p, u, v, 0), later = dot_reads(p, u, v, partial_axes(partial));
+    Piece other = {.sh = src->insts[now.other].sh, .global = src->insts[now.other].type};
+    Piece result = {.sh = later.result_sh, .global = src->insts[u].type};
+    int64_t more = reshard_min_bytes(p, &other, &later.other_sh) - reshard_min_bytes(p, &other, &now.other_sh);
+    return (more > 0 ? more : 0) + reshard_min_bytes(p, &result, &src->insts[u].sh);
 }
 
 static int64_t reduce_now_bytes(const Part *p, int v, const Sharding *partial) {

@@ -21,18 +21,11 @@
 
 /* ---- the factor shardings an op's result asks for ---- */
 
-typedef struct {
-    const Rule *rule;
-    int nfactor_axes[MAX_FACTORS];
-    int factor_axes[MAX_FACTORS][MAX_AXES];
-    uint32_t summed_axes;        /* axes splitting factors the result does not have */
-} Plan;
-
 /* The result's axes go to the major factor of each dim (a later factor
  * would need the major one whole, which local ops cannot express).  An axis
  * already kept by a summed factor stays there: the partial sums are then
  * reduce-scattered onto the result's dim instead of gathering operands. */
-static void result_factor_axes(Plan *pl, int t, const Sharding *sh) {
+void plan_result_axes(Plan *pl, int t, const Sharding *sh) {
     const Rule *r = pl->rule;
     for (int d = 0; d < r->rank[t]; d++) {
         int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
@@ -44,7 +37,7 @@ static void result_factor_axes(Plan *pl, int t, const Sharding *sh) {
     }
 }
 
-static int64_t piece_bytes(Part *p, const Piece *x) {
+static int64_t piece_bytes(const Part *p, const Piece *x) {
     const Shape *s = &p->dst->insts[x->v].type;
     return shape_elems(s) * dtype_size(s->dtype);
 }
@@ -111,8 +104,7 @@ static void plan_summed(Part *p, Plan *pl, const Inst *in, const Piece *args) {
     }
 }
 
-/* The sharding tensor t of the op must have under the plan. */
-static Sharding wanted(const Plan *pl, int t) {
+Sharding plan_wanted(const Plan *pl, int t) {
     const Rule *r = pl->rule;
     Sharding sh = sharding_replicated();
     for (int d = 0; d < r->rank[t]; d++) {
@@ -186,9 +178,7 @@ static void rollback(Part *p, Mark k) {
     reshard_forget(p, k.nreshards);
 }
 
-/* Drop `axes` from every factor of the plan: the op computes those dims
- * whole along them. */
-static void plan_without(Plan *pl, uint32_t axes) {
+void plan_without(Plan *pl, uint32_t axes) {
     for (int f = 0; f < pl->rule->nfactors; f++) {
         int n = 0;
         for (int j = 0; j < pl->nfactor_axes[f]; j++)
@@ -201,45 +191,30 @@ static void plan_without(Plan *pl, uint32_t axes) {
 
 /* ---- a gather from a table split along the gathered dim ---- */
 
+/* A comment the dump prints after instruction v of fn: a choice and its cost. */
+static void add_note(Module *m, Fn *fn, int v, const char *note) {
+    *VEC_PUSH(m->arena, fn->notes, fn->nnotes, fn->notes_cap) = note;
+    fn->insts[v].note = fn->nnotes;
+}
+
 /* The axes splitting the gathered dim of the table that a masked local
- * gather keeps (*n of them), or 0 to all-gather the table: each device
- * gathers from its own block the indices that fall in it, zeros elsewhere
- * (fill mode), and the partial results are summed, after the dot that
- * reads them when that moves less (partial.c).  This is GSPMD's lowering
- * of embedding lookups; it is chosen when it moves fewer bytes than the
- * table.  The kept axes leave the plan: indices and result are whole
- * along them, and the sum's reduce-scatter splits the result again. */
-static int masked_gather_axes(Part *p, const Inst *in, Plan *pl, const Piece *args, int *axes, const char **note) {
-    int dim = inst_dim(p->src, in);
-    int n = sharding_dim_axes(&args[0].sh, dim, axes);
-    if (!n || in->type.dtype == DT_BOOL)
+ * gather keeps (*n of them), or 0 to all-gather the table, as gather.c
+ * chooses; the kept axes leave the plan: indices and result are whole
+ * along them, and the sum's reduce-scatter splits the result again.  The
+ * choice and its costs become the gather's note. */
+static int masked_gather_axes(Part *p, const Inst *in, Plan *pl, int *axes, const char **note) {
+    GatherChoice c;
+    if (!gather_choice(p, (int)(in - p->src->insts), &c))
+        return 0;
+    *note = gather_choice_note(p->m->arena, &c);
+    if (c.scheme != GATHER_MASKED)
         return 0;
     uint32_t kept = 0;
-    int64_t k = 1;
-    for (int i = 0; i < n; i++) {
-        kept |= 1u << axes[i];
-        k *= p->m->axis_size[axes[i]];
-    }
-    Plan masked = *pl;
-    plan_without(&masked, kept);
-    Sharding idx_now = wanted(pl, 1), idx_masked = wanted(&masked, 1);
-    Sharding partial = wanted(&masked, in->nargs);
-    for (int i = 0; i < n; i++)
-        partial.dim[axes[i]] = SH_PARTIAL;
-    partial.reducer = RED_SUM;
-    int v = (int)(in - p->src->insts);
-    double sum = (double)reshard_min_bytes(p, &args[1], &idx_masked) + (double)partial_sum_bytes(p, v, &partial);
-    double gather = (double)(k - 1) * (double)piece_bytes(p, &args[0]) + (double)reshard_min_bytes(p, &args[1], &idx_now);
-    const char *after = keeps_partial(p, v, &(Piece){.sh = partial, .global = in->type}) ? " after the dot" : "";
-    if (sum >= gather) {
-        *note = arena_printf(p->m->arena, "the table all-gathered: %.0f bytes per device; a masked gather "
-                             "summing its results%s would send %.0f", gather, after, sum);
-        return 0;
-    }
-    *note = arena_printf(p->m->arena, "a masked gather: %.0f bytes per device to sum its results%s; "
-                         "all-gathering the table would send %.0f", sum, after, gather);
-    *pl = masked;
-    return n;
+    for (int i = 0; i < c.naxes; i++)
+        kept |= 1u << c.axes[i];
+    plan_without(pl, kept);
+    memcpy(axes, c.axes, sizeof(int) * (size_t)c.naxes);
+    return c.naxes;
 }
 
 /* i32 tensor x clamped into [lo, hi]. */
@@ -271,7 +246,7 @@ static uint32_t absorbed_partials(Plan *pl, const Piece *args) {
     Plan without = *pl;
     plan_without(&without, a0 | a1);
     for (int i = 0; i < 2; i++) {
-        Sharding want = wanted(&without, i), have = sharding_without(&args[i].sh, a0 | a1, SH_REPLICATED);
+        Sharding want = plan_wanted(&without, i), have = sharding_without(&args[i].sh, a0 | a1, SH_REPLICATED);
         if (partial_axes(&args[i].sh) && !same_split(&have, &want, args[i].global.rank))
             return 0;
     }
@@ -290,16 +265,16 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     for (int i = 0; i < in->nargs; i++)
         args[i] = p->value[ir_arg(src, in, i)];
     plan_summed(p, &pl, in, args);
-    result_factor_axes(&pl, in->nargs, &in->sh);
+    plan_result_axes(&pl, in->nargs, &in->sh);
     const char *note = NULL;
-    int kept[MAX_AXES], nkept = in->op == OP_GATHER ? masked_gather_axes(p, in, &pl, args, kept, &note) : 0;
+    int kept[MAX_AXES], nkept = in->op == OP_GATHER ? masked_gather_axes(p, in, &pl, kept, &note) : 0;
     uint32_t absorbed = in->op == OP_DOT ? absorbed_partials(&pl, args) : 0;
     int32_t locals[MAX_RULE_TENSORS];
     for (int i = 0; i < in->nargs; i++) {
         locals[i] = args[i].v;
         if (partial_axes(&args[i].sh) & absorbed)
             continue;                /* its blocks are the ones the dot needs */
-        Sharding want = wanted(&pl, i);
+        Sharding want = plan_wanted(&pl, i);
         if (args[i].global.rank == 0)
             want = sharding_replicated();
         for (int j = 0; i == 0 && j < nkept; j++) {      /* the table keeps its blocks of the gathered dim */
@@ -322,7 +297,7 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
             if (summed && sharding_dim_axes(&args[i].sh, d, axes) && !dim_is_even(p->m, &args[i].global, &args[i].sh, d))
                 args[i].v = locals[i] = mask_padding(p, args[i], d, reducer);
         }
-    Sharding out = wanted(&pl, in->nargs);
+    Sharding out = plan_wanted(&pl, in->nargs);
     for (int a = 0; a < MAX_AXES; a++)
         if (pl.summed_axes >> a & 1)
             out.dim[a] = SH_PARTIAL;
@@ -351,33 +326,32 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     }
     p->dst->insts[v].value = in->value;
     p->dst->insts[v].sh = out;
-    if (note) {
-        *VEC_PUSH(p->m->arena, p->dst->notes, p->dst->nnotes, p->dst->notes_cap) = note;
-        p->dst->insts[v].note = p->dst->nnotes;
-    }
+    if (note)
+        add_note(p->m, p->dst, v, note);
     return (Piece){v, out, in->type, p->place};
 }
 
 /* Would the local op compute the right blocks?  Not when a dim whose
  * extent changes (a slice, roll or concat dim) is split, when a reshape
- * cuts through a split, or when an op sums over padded blocks. */
-static int local_op_is_exact(Part *p, const Inst *in, const Rule *r) {
-    for (int t = 0; t <= in->nargs; t++) {
-        const Sharding *sh = t < in->nargs ? &p->value[ir_arg(p->src, in, t)].sh : &in->sh;
-        for (int d = 0; d < r->rank[t]; d++) {
-            int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
-            if (!n || t < in->nargs)
-                continue;            /* operands are resharded to what the plan asks */
-            if (r->ndf[t][d] == 0 || r->kind[r->f[t][d][0]] == FACTOR_REPLICATE)
+ * cuts through a split, or when an op sums over padded blocks.  Only the
+ * result's sharding matters: operands are resharded to what the plan asks,
+ * so the propagated program alone answers (partition_note_choices asks
+ * before anything is lowered). */
+static int local_op_is_exact(const Module *m, const Inst *in, const Rule *r) {
+    int t = in->nargs;
+    for (int d = 0; d < r->rank[t]; d++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, d, axes);
+        if (!n)
+            continue;
+        if (r->ndf[t][d] == 0 || r->kind[r->f[t][d][0]] == FACTOR_REPLICATE)
+            return 0;
+        if (in->op == OP_RESHAPE) {
+            int f = r->f[t][d][0];
+            int64_t k = 1;
+            for (int i = 0; i < n; i++)
+                k *= m->axis_size[axes[i]];
+            if (r->size[f] % k)
                 return 0;
-            if (in->op == OP_RESHAPE) {
-                int f = r->f[t][d][0];
-                int64_t k = 1;
-                for (int i = 0; i < n; i++)
-                    k *= p->m->axis_size[axes[i]];
-                if (r->size[f] % k)
-                    return 0;
-            }
         }
     }
     return 1;
@@ -560,7 +534,7 @@ static void lower_placed(Part *p, int v) {
             (in->op == OP_CUMSUM && lower_split_cumsum(p, in, &out)) ||
             (in->op == OP_SCATTER && lower_scatter(p, in, &out)))
             break;
-        if (op_rule(p->src, in, &rule) && local_op_is_exact(p, in, &rule))
+        if (op_rule(p->src, in, &rule) && local_op_is_exact(p->m, in, &rule))
             out = lower_with_rule(p, in, &rule);
         else
             out = lower_replicated(p, in, 1);
@@ -646,6 +620,28 @@ static void clone_for_spmd_callers(Module *m) {
     for (int f = 0; f < m->nfns; f++)
         if (m->fns[f].spmd || m->fns[f].kept_global)
             redirect_calls(m, &m->fns[f], clone);
+}
+
+/* Is src instruction v a gather that lower_with_rule will lower, and so
+ * choose a scheme for (lower_placed's path)? */
+static int gather_with_rule(const Module *m, const Fn *src, int v) {
+    const Inst *in = &src->insts[v];
+    Rule rule;
+    return in->op == OP_GATHER && op_rule(src, in, &rule) && local_op_is_exact(m, in, &rule);
+}
+
+void partition_note_choices(Module *m) {
+    for (int f = 0; f < m->nfns; f++) {
+        Fn *fn = &m->fns[f];
+        if (fn->spmd)
+            continue;                /* never partitioned */
+        Part p = {.m = m, .src = fn};
+        find_only_users(&p);
+        GatherChoice c;
+        for (int v = 0; v < fn->ninsts; v++)
+            if (gather_with_rule(m, fn, v) && gather_choice(&p, v, &c))
+                add_note(m, fn, v, gather_choice_note(m->arena, &c));
+    }
 }
 
 /* Callees first: a call passes local blocks of the callee's parameters. */

@@ -10,4 +10,11 @@
  * `diag`, at its source location. */
 void partition_module(Module *m, Diag *diag);
 
+/* Note on every fn of the propagated module, for the sharded dump, the
+ * choices partition_module will make and their costs, as the partitioned
+ * dump notes them: each gather from a table split along its gathered dim
+ * gets its scheme, with both schemes' bytes and peaks (gather.c decides
+ * from the propagated program alone, so both dumps say the same). */
+void partition_note_choices(Module *m);
+
 #endif

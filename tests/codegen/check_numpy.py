@@ -11,7 +11,7 @@ tests/interp/check_partition.py picks them; a case's `codegen` may name fewer.  
 (`shardc dump --stage scheduled` fails with an error in the program, status
 1) is skipped and counted, with the reason in the log.
 
-Each (program, fn, mesh, consts) is built once and run on each of the case's
+Each (program, fn, mesh, consts, flags) is built once and run on each of the case's
 input sets (random, fixed seeds):
 `shardc build --backend B` (what `shardc run` does in a temporary directory),
 then the executable per input set: itself on the threads backend, under
@@ -151,23 +151,23 @@ class Harness:
             self.mesh_cache[path] = [(a, int(n)) for a, n in re.findall(r"(\w+)=(\d+)", first)]
         return self.mesh_cache[path]
 
-    def flags(self, spec, consts):
-        return (["--mesh", spec] if spec else []) + (["--const", consts] if consts else [])
+    def flags(self, spec, consts, extra=()):
+        return (["--mesh", spec] if spec else []) + (["--const", consts] if consts else []) + list(extra)
 
-    def schedulable(self, path, spec, consts):
+    def schedulable(self, path, spec, consts, extra=()):
         """None when the program compiles for the mesh; otherwise (skip, why):
         skip for an error in the program (the mesh does not fit it), not
         skip (a failure) for anything else (an internal error, a crash)."""
-        key = (path, spec, consts)
+        key = (path, spec, consts, tuple(extra))
         if key not in self.sched_cache:
-            st, err = sh([self.shardc, "dump", path, "--stage", "scheduled"] + self.flags(spec, consts), 120)
+            st, err = sh([self.shardc, "dump", path, "--stage", "scheduled"] + self.flags(spec, consts, extra), 120)
             lines = [l for l in err.splitlines() if "error" in l]
             self.sched_cache[key] = None if st == 0 else (st == 1 and bool(lines),
                                                           "status %d: %s" % (st, (lines or [err.strip()])[0][:300]))
         return self.sched_cache[key]
 
     def plan(self, only):
-        """Groups: (path, fn, spec, consts) -> [(case, k, m)], one build each."""
+        """Groups: (path, fn, spec, consts, flags) -> [(case, k, m)], one build each."""
         groups = {}
         for case in CASES:
             if only and not re.search(only, "%s %s %s" % (case.name, os.path.relpath(case.prog, ROOT),
@@ -190,10 +190,10 @@ class Harness:
             for spec in specs:
                 sizes = [int(n) for n in re.findall(r"=(\d+)", spec)] if spec else [n for _, n in axes]
                 m = dict(zip(names, sizes))
-                consts = case.consts(m)
+                consts, extra = case.consts(m), tuple(case.flags(m))
                 what = "%s --fn %s%s" % (os.path.relpath(case.prog, ROOT), "/".join(case.fns),
-                                         "".join(" " + f for f in self.flags(spec, consts)))
-                bad = self.schedulable(case.prog, spec, consts)
+                                         "".join(" " + f for f in self.flags(spec, consts, extra)))
+                bad = self.schedulable(case.prog, spec, consts, extra)
                 n = len(case.fns) * sum(len(self.backends_for(k)) for k in range(self.runs(case)))
                 if bad and bad[0]:
                     self.skip(what, "the program does not take this mesh (%s)" % bad[1], n)
@@ -202,7 +202,7 @@ class Harness:
                     self.fail(what, "shardc dump --stage scheduled: " + bad[1])
                     continue
                 for fn in case.fns:
-                    g = groups.setdefault((case.prog, fn, spec, consts), [])
+                    g = groups.setdefault((case.prog, fn, spec, consts, extra), [])
                     g += [(case, k, m, sizes) for k in range(self.runs(case))]
         return groups
 
@@ -245,8 +245,8 @@ class Harness:
         return mpirun(np_) + ["-x", "SHARDC_LOCAL_DEVICES=%d" % (ndev // np_), exe]
 
     def group(self, i, key, items):
-        path, fn, spec, consts = key
-        flags = self.flags(spec, consts)
+        path, fn, spec, consts, extra = key
+        flags = self.flags(spec, consts, extra)
         what = "%s --fn %s%s" % (os.path.relpath(path, ROOT), fn, "".join(" " + f for f in flags))
         d = os.path.join(self.tmp, "g%d" % i)
         os.makedirs(d)

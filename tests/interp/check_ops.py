@@ -56,7 +56,7 @@ class Checker:
             self.meshes[path] = [(a, int(n)) for a, n in re.findall(r"(\w+)=(\d+)", first)]
         return self.meshes[path]
 
-    def interp(self, prog, fn, inputs, mesh=None, consts=None):
+    def interp(self, prog, fn, inputs, mesh=None, consts=None, flags=()):
         """Run fn of prog on inputs (name -> array); returns (results, error).
         mesh: a --mesh value, or sizes for the program's axes in order."""
         d = os.path.join(self.tmp, "run%d" % self.runs)
@@ -72,7 +72,7 @@ class Checker:
             args += ["--mesh", mesh]
         if consts:
             args += ["--const", consts]
-        p = self.run(args)
+        p = self.run(args + list(flags))
         if p.returncode != 0:
             return None, "exit %d: %s" % (p.returncode, p.stderr.strip())
         out = []
@@ -84,9 +84,9 @@ class Checker:
         ok, detail = compare(got, want, dt, exact, scaled)
         self.check(name, ok, detail)
 
-    def expect(self, name, prog, fn, inputs, wants, mesh=None, exact=False, consts=None, scaled=False):
+    def expect(self, name, prog, fn, inputs, wants, mesh=None, exact=False, consts=None, scaled=False, flags=()):
         """wants: list of (array, dtype); one check per result."""
-        got, err = self.interp(prog, fn, inputs, mesh, consts)
+        got, err = self.interp(prog, fn, inputs, mesh, consts, flags)
         label = name + ("" if mesh is None else " mesh %s" % (mesh if isinstance(mesh, str) else
                                                               "x".join(str(n) for n in mesh)))
         if err or len(got) != len(wants):
@@ -123,7 +123,7 @@ def check_table(c, only=None):
                 for fn in case.fns:
                     name = case.name if len(case.fns) == 1 else "%s (%s)" % (case.name, fn)
                     got.append(c.expect(name, case.prog, fn, inputs, wants, mesh, case.exact, case.consts(m),
-                                        case.scaled))
+                                        case.scaled, case.flags(m)))
                 for fn, g in zip(case.fns[1:], got[1:]):
                     if g is not None and got[0] is not None:
                         for i, (_, dt) in enumerate(wants):

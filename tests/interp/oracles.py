@@ -17,6 +17,8 @@ a list of (array, dtype), one per result, compared within a tolerance per
 dtype (TOL) or exactly.  `consts` is a --const string or a function of m
 giving one, so that sizes fit the mesh (an spmd fn's blocks must divide
 evenly; an fn's may not, and the uneven meshes are there to test that).
+`flags`, likewise a list or a function of m, are more shardc options that
+change how the program compiles (--device-memory SIZE).
 
 To add a case: write its function (under tests/interp/progs/ or elsewhere),
 then a `make` below that builds inputs and the results NumPy computes, and a
@@ -109,14 +111,18 @@ class Case:
     3: eight, 4: uneven) check_numpy.py builds it for; None for all."""
 
     def __init__(self, name, prog, fns, make, consts=None, exact=False, scaled=False, interp=(None,), runs=2,
-                 codegen=None):
+                 codegen=None, flags=()):
         self.name, self.prog, self.make = name, prog, make
         self.fns = [fns] if isinstance(fns, str) else list(fns)
         self._consts, self.exact, self.scaled = consts, exact, scaled
         self.interp, self.runs, self.codegen = list(interp), runs, codegen
+        self._flags = flags
 
     def consts(self, m):
         return self._consts(m) if callable(self._consts) else self._consts
+
+    def flags(self, m):
+        return list(self._flags(m) if callable(self._flags) else self._flags)
 
 
 def up(n, k):
@@ -1195,6 +1201,26 @@ case("sample embedding embed", sample("embedding.tdsl"), "embed", sample_embed, 
      exact=True)
 case("sample embedding xent", sample("embedding.tdsl"), "xent", sample_xent, consts="B=4,S=8,V=64,D=16",
      scaled=True)
+# The same under --device-memory budgets that turn the expert and vocabulary
+# gathers from all-gathers (fewer bytes) into masked gathers (lower peaks):
+# the moe at these sizes on the 8-device mesh (a masked gather's peak of
+# 2176 bytes against 2400), the embedding on the meshes that split the
+# vocabulary, 2x2, 2x4 and 3x2 (docs/partitioning.md, "Gathers";
+# tests/lit/samples/moe.device_memory.test).
+def sample_moe_budget(rng, m):
+    w, a, route = normal(rng, 4, 16, 16), normal(rng, 16, 16), routes(rng, 4, 16)
+    return {"w": w, "a": a, "route": route}, [(routed(w, a, route), "f32")]
+
+
+def sample_embed_budget(rng, m):
+    wte, tokens = normal(rng, 24, 16), rng.integers(0, 24, (4, 8)).astype(np.int32)
+    return {"wte": wte, "tokens": tokens}, [(d(wte)[tokens], "f32")]
+
+
+case("sample moe (device memory)", sample("moe.tdsl"), "moe", sample_moe_budget, consts="E=4,S=16,D=16,F=16",
+     flags=["--device-memory", "2300"], scaled=True, interp=[])
+case("sample embedding embed (device memory)", sample("embedding.tdsl"), "embed", sample_embed_budget,
+     consts="B=4,S=8,V=24,D=16", flags=["--device-memory", "2980"], exact=True, interp=[])
 case("sample gpt_block", sample("gpt_block.tdsl"), ["gpt_block", "block_inlined"], gpt_block,
      consts=gpt_consts("B", "S", "D", "H", "K", "F"), scaled=True, interp=[None, (1, 2)])
 case("sample gpt", sample("gpt.tdsl"), "gpt", gpt, consts=gpt_consts(*GPT), scaled=True, interp=[None])
@@ -1246,6 +1272,23 @@ def take_along_rows(n):
 for _fn, _n in (("take_along", 8), ("labels_replicated", 8), ("uneven", 5), ("gathered_dim_split", 8)):
     case("gather_batch." + _fn, golden("gather_batch.tdsl"), _fn, take_along_rows(_n), exact=True,
          codegen=VARIANT_MESHES)
+
+
+def lookup_rows(n):
+    """h[s] = wte[tokens[s]], tokens clamped into the table."""
+    def make(rng, m):
+        wte, tokens = normal(rng, 64, 16), rng.integers(-2, 66, n).astype(np.int32)
+        return {"wte": wte, "tokens": tokens}, [(d(wte)[np.clip(tokens, 0, 63)], "f32")]
+    return make
+
+
+# lookup all-gathers the table by bytes, and under 8.5K per device gathers
+# masked on 2 devices; tie (as many bytes) takes the masked gather's lower
+# peak on every mesh.
+case("gather_memory.lookup", golden("gather_memory.tdsl"), "lookup", lookup_rows(48), exact=True)
+case("gather_memory.lookup (device memory)", golden("gather_memory.tdsl"), "lookup", lookup_rows(48), exact=True,
+     flags=["--device-memory", "8.5K"], interp=[])
+case("gather_memory.tie", golden("gather_memory.tdsl"), "tie", lookup_rows(32), exact=True)
 
 
 def conflict_add(rng, m):
