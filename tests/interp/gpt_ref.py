@@ -12,7 +12,8 @@ x / (1 + exp(-1.5957691216057308 (x + 0.044715 x^3))); the loss
 sum over b, s of (lse - picked) / (B S); gathers clamp their indices.
 
     /usr/bin/python3 tests/interp/gpt_ref.py            # self-test
-    /usr/bin/python3 tests/interp/gpt_ref.py --train    # the training measurement
+    /usr/bin/python3 tests/interp/gpt_ref.py --train [DIR]   # the training measurement
+                                                 # (DIR: its inputs and losses as .npy)
 
 The self-test compares every weight's hand-written gradient with central
 differences on a tiny config, prints the largest relative error (per weight:
@@ -65,7 +66,7 @@ def causal_mask(n):
 
 def attention(x, wq, wk, wv, wo, bo):
     q, k, v = (np.einsum("bsd,dhk->bshk", x, w) for w in (wq, wk, wv))
-    logits = np.einsum("bshk,bthk->bhst", q, k) * SCALE + causal_mask(x.shape[1])
+    logits = np.einsum("bshk,bthk->bhst", q, k) * SCALE + causal_mask(x.shape[1]).astype(x.dtype)
     e = np.exp(logits - logits.max(3, keepdims=True))
     p = e / e.sum(3, keepdims=True)
     o = np.einsum("bhst,bthk->bshk", p, v)
@@ -184,18 +185,19 @@ def train_step(tokens, labels, w, v, lr=0.1, mu=0.9):
     return loss, {k: w[k] - lr * nv[k] for k in NAMES}, nv
 
 
-def train(cfg, inputs, steps, lr=0.1):
+def train(cfg, inputs, steps, lr=0.1, dtype=np.float64):
     """`steps` train_steps from inputs (train_step's parameters by name:
     tokens, labels, the weights and v_<weight>), each feeding its new weights
     and velocities to the next, as `shardc run --steps N` does.  Returns the
     per-step losses (each step's loss, before its update) and the final
-    weights and velocities by name."""
+    weights and velocities by name.  dtype=np.float32 runs the steps in f32,
+    as the sample does (to see how far rounding moves the trajectory)."""
     assert inputs["wte"].shape == shapes(cfg)["wte"]
-    w = {k: np.asarray(inputs[k], np.float64) for k in NAMES}
-    v = {k: np.asarray(inputs["v_" + k], np.float64) for k in NAMES}
+    w = {k: np.asarray(inputs[k], dtype) for k in NAMES}
+    v = {k: np.asarray(inputs["v_" + k], dtype) for k in NAMES}
     losses = []
     for _ in range(steps):
-        loss, w, v = train_step(inputs["tokens"], inputs["labels"], w, v, lr)
+        loss, w, v = train_step(inputs["tokens"], inputs["labels"], w, v, dtype(lr), dtype(0.9))
         losses.append(loss)
     return np.array(losses), w, v
 
@@ -273,12 +275,18 @@ def self_test(h=1e-5):
 TRAIN_CFG = dict(B=8, S=16, D=16, H=2, K=8, F=32, V=16, L=2)
 
 
-def measure(cfg=TRAIN_CFG, steps=200, seed=1, every=10):
+def measure(cfg=TRAIN_CFG, steps=200, seed=1, every=10, save=None):
     """Train on learnable data from fresh weights (the loss starts near
     log V); print the loss every `every` steps and when it first falls below
-    log V / 2, 0.1 and 0.01."""
+    log V / 2, 0.1 and 0.01.  save: a directory for train_step's inputs
+    (NAME.npy, for `shardc run --steps`) and the losses (losses.npy)."""
     inputs = train_inputs(np.random.default_rng(seed), cfg)
     losses, _, _ = train(cfg, inputs, steps)
+    if save:
+        import os
+        os.makedirs(save, exist_ok=True)
+        for k, a in list(inputs.items()) + [("losses", losses)]:
+            np.save(os.path.join(save, k + ".npy"), a)
     for i in range(0, steps, every):
         print("step %4d loss %.6f" % (i, losses[i]))
     print("cfg %s, lr 0.1, momentum 0.9, seed %d: loss %.4f (log V = %.4f) -> %.6f after %d steps"
@@ -286,11 +294,16 @@ def measure(cfg=TRAIN_CFG, steps=200, seed=1, every=10):
     for level in (np.log(cfg["V"]) / 2, 0.1, 0.01):
         below = np.nonzero(losses < level)[0]
         print("  first below %.4f at step %s" % (level, below[0] if below.size else "never"))
+    # The same steps in f32: how far rounding alone moves the losses.
+    l32, _, _ = train(cfg, inputs, steps, dtype=np.float32)
+    print("  in f32: losses differ by at most %.1e (relative %.1e)"
+          % (np.abs(l32 - losses).max(), (np.abs(l32 - losses) / losses).max()))
     return losses
 
 
 if __name__ == "__main__":
     if "--train" in sys.argv:
-        measure()
+        at = sys.argv.index("--train")
+        measure(save=sys.argv[at + 1] if len(sys.argv) > at + 1 else None)
         sys.exit(0)
     sys.exit(self_test())
