@@ -29,6 +29,8 @@ import os
 
 import numpy as np
 
+import gpt_ref
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGS = os.path.join(ROOT, "tests", "interp", "progs")
 SAMPLES = os.path.join(ROOT, "samples")
@@ -1224,6 +1226,31 @@ case("sample embedding embed (device memory)", sample("embedding.tdsl"), "embed"
 case("sample gpt_block", sample("gpt_block.tdsl"), ["gpt_block", "block_inlined"], gpt_block,
      consts=gpt_consts("B", "S", "D", "H", "K", "F"), scaled=True, interp=[None, (1, 2)])
 case("sample gpt", sample("gpt.tdsl"), "gpt", gpt, consts=gpt_consts(*GPT), scaled=True, interp=[None])
+
+
+# train_step: the loss, every weight's gradient by the backward pass written
+# by hand in gpt_ref.py (checked there against central differences), and SGD
+# with momentum.  Uneven splits on the meshes: F=30 and V=18 over Y=4, B=4
+# over X=3 (an empty block).  Velocities smaller than the gradients, so that
+# each new velocity is mostly its gradient.
+GPT_TRAIN = dict(B=4, S=8, D=16, H=4, K=8, F=30, V=18, L=2)
+
+
+def gpt_train_step(rng, m):
+    cfg = GPT_TRAIN
+    w = gpt_ref.init_weights(rng, cfg, scale=1.0, jitter=0.2)          # loss about log V + 0.4
+    v = {k: (normal(rng, *a.shape) * 0.01).astype(np.float32) for k, a in w.items()}
+    tokens = rng.integers(0, cfg["V"], (cfg["B"], cfg["S"])).astype(np.int32)
+    labels = rng.integers(0, cfg["V"], (cfg["B"], cfg["S"])).astype(np.int32)
+    loss, nw, nv = gpt_ref.train_step(tokens, labels, {k: d(a) for k, a in w.items()},
+                                      {k: d(a) for k, a in v.items()})
+    inputs = dict(tokens=tokens, labels=labels, **w)
+    inputs.update({"v_" + k: a for k, a in v.items()})
+    return inputs, [(loss, "f32")] + [(nw[k], "f32") for k in gpt_ref.NAMES] + [(nv[k], "f32") for k in gpt_ref.NAMES]
+
+
+case("sample gpt train_step", sample("gpt.tdsl"), "train_step", gpt_train_step,
+     consts=",".join("%s=%d" % kv for kv in GPT_TRAIN.items()), scaled=True, interp=[None, (3, 2)])
 
 
 # ---- the partitioning golden programs (tests/lit/partitioned/*.tdsl) ----
