@@ -1773,6 +1773,30 @@ case("train adam", sample("train_mlp.tdsl"), ["adam_dp", "adam_tp", "adam_fsdp"]
      scaled=True)
 
 
+# ---- collectives in flight (tests/interp/progs/collective_window.tdsl) ----
+
+def flight(rng, m):
+    x = normal(rng, 8, 4)
+    xd = d(x)
+    s = xd.sum(0)                # exp(x[i, j]) sums i inside: the smallest expression holding it
+    total = s + (xd * xd).sum(0) + np.exp(s) + np.sin(s) + np.cos(s) + np.tanh(s) + np.abs(s) + 3 * s + 5 * s
+    return {"x": x}, [(total, "f32")]
+
+
+def flight_call(rng, m):
+    x, y = normal(rng, 8, 4), normal(rng, 8, 4)
+    xd, b = d(x), 0
+    a = xd.sum(0)
+    for _ in range(7):
+        b = a * 2
+        a = (xd * b).sum(0)
+    return {"x": x, "y": y}, [(a + d(y).sum(0), "f32")]
+
+
+for _fn in (flight, flight_call):
+    case("collective_window." + _fn.__name__, prog("collective_window.tdsl"), _fn.__name__, _fn, scaled=True)
+
+
 def seed(*keys):
     """A fixed seed from strings and numbers (stable across runs and Pythons)."""
     import zlib
