@@ -43,11 +43,16 @@ extern "C" {
 #endif
 
 typedef struct {
-    const char *name;
+    const char *name;               /* a parameter's name; a result's "result0", "result1", ... */
     sk_npy_shape global;            /* dtype and global dims */
     int64_t local[SC_MAX_RANK];     /* the block on one device */
     int8_t dim[SC_MAX_AXES];        /* per mesh axis: the dim it splits, or -1 */
     uint8_t pos[SC_MAX_AXES];       /* order of the axes splitting one dim, major first */
+    /* A result's name: the local name its return statement returns
+     * (`return l, w, v`), or NULL for an expression (`return l * 2.0`);
+     * NULL for parameters.  --steps carries a result named like a
+     * parameter into that parameter. */
+    const char *var;
 } sk_arg_desc;
 
 typedef struct {

@@ -285,6 +285,7 @@ static void build_vjp(Module *m, Diag *diag, int d, const int32_t *vjp) {
 
 static Sig ct_sig(Sig s) {
     s.type.dtype = (uint8_t)ct_dtype(s.type.dtype);
+    s.name = 0;
     return s;                    /* open dims stay open: a generic fn's backward is generic too */
 }
 
