@@ -1,8 +1,9 @@
 /* The main() of generated programs (shardc_main.h): the command line, then
  * the run: the world made, every process's inputs read and checked
  * (driver_io.c), the processes agreeing before the devices run (--repeat
- * times, timed, when asked), the results written (driver_io.c), and the
- * first error reported where it is needed. */
+ * times, timed, when asked; or --steps times, the carried results fed back
+ * into their parameters), the results written (driver_io.c), and the first
+ * error reported where it is needed. */
 #include "driver.h"
 
 #include <errno.h>
@@ -13,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define STEPS_MAX 2000000000L             /* --steps and --log-every: at most this */
+
 void sk_run_fail(Run *r, const char *fmt, ...) {
     if (r->err[0])
         return;
@@ -22,18 +25,77 @@ void sk_run_fail(Run *r, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* --steps: after step s of n, device 0 (on process 0) prints the scalar
+ * results that are not carried, every log_every steps and after the last:
+ * "step 100: l 0.0123457 result2 3".  Every device holds a copy of a
+ * scalar, so no other device's block is needed. */
+static void log_step(const Run *r, long s) {
+    const sk_program *p = r->p;
+    char line[1024];
+    int w = snprintf(line, sizeof line, "step %ld:", s), any = 0;
+    for (int i = 0; i < p->nresults && w < (int)sizeof line - 96; i++) {
+        const sk_arg_desc *a = &p->results[i];
+        const void *x = r->results[0][i];
+        if (a->global.rank || r->carry[i] >= 0)
+            continue;
+        w += snprintf(line + w, sizeof line - (size_t)w, " %s ", a->var ? a->var : a->name);
+        switch (a->global.dtype) {
+        case SK_F32: w += snprintf(line + w, sizeof line - (size_t)w, "%.6g", *(const float *)x); break;
+        case SK_F64: w += snprintf(line + w, sizeof line - (size_t)w, "%.6g", *(const double *)x); break;
+        case SK_BF16:
+            w += snprintf(line + w, sizeof line - (size_t)w, "%.6g", sc_bf16_to_float(*(const uint16_t *)x));
+            break;
+        case SK_F16:
+            w += snprintf(line + w, sizeof line - (size_t)w, "%.6g", sc_f16_to_float(*(const uint16_t *)x));
+            break;
+        case SK_I32: w += snprintf(line + w, sizeof line - (size_t)w, "%d", (int)*(const int32_t *)x); break;
+        default: w += snprintf(line + w, sizeof line - (size_t)w, "%d", *(const uint8_t *)x != 0); break;
+        }
+        any = 1;
+    }
+    if (any) {
+        puts(line);
+        fflush(stdout);
+    }
+}
+
+/* --steps: each carried result's block becomes its parameter's for the
+ * next step, and the parameter's old block takes the next step's result
+ * (double buffering: a step reads one while it writes the other). */
+static void carry_results(Run *r, int d) {
+    for (int i = 0; i < r->p->nresults; i++)
+        if (r->carry[i] >= 0) {
+            void *old = r->params[d][r->carry[i]];
+            r->params[d][r->carry[i]] = r->results[d][i];
+            r->results[d][i] = old;
+        }
+}
+
 /* One device's run, on its own thread (or the process's main thread when
- * it is the process's only device).  OpenMP's thread count is a setting of
+ * it is the process's only device): the function once, or with --steps N
+ * times, the carried results fed back in between.  Each device swaps its
+ * own blocks, so the devices need not wait for each other between steps
+ * (the collectives of step s + 1 follow those of step s, as two calls of
+ * one function in a program do).  OpenMP's thread count is a setting of
  * each calling thread, so every device's thread sets its own share of the
  * cores before its loops and oneDNN's GEMMs run. */
 static int body(sc_device *dev, void *arg) {
     Run *r = arg;
-    int d = sc_device_id(dev);
+    int d = sc_device_id(dev), rc = 0;
+    long n = r->steps ? r->steps : 1;
     if (r->threads > 0)
         sk_set_threads(r->threads);
     sk_parallel_stats s0 = sk_parallel_stats_get();
-    sk_workspace_bind(r->workspace[d]);   /* the device's buffers, kept between runs */
-    int rc = r->p->entry(dev, (const void *const *)r->params[d], r->results[d]);
+    sk_workspace_bind(r->workspace[d]);   /* the device's buffers, kept between runs and steps */
+    for (long s = 1; s <= n && rc == 0; s++) {
+        rc = r->p->entry(dev, (const void *const *)r->params[d], r->results[d]);
+        if (rc)
+            r->step_failed[d] = s;
+        else if (r->steps && d == 0 && (s % r->log_every == 0 || s == n))
+            log_step(r, s);
+        if (rc == 0 && s < n)
+            carry_results(r, d);
+    }
     sk_workspace_bind(NULL);
     sk_parallel_stats s1 = sk_parallel_stats_get();
     sk_parallel_stats *st = &r->stats[d];
@@ -50,8 +112,9 @@ static int body(sc_device *dev, void *arg) {
 static void usage(const char *prog) {
     fprintf(stderr,
             "usage: %s (--in NAME=FILE.npy | --local-in NAME=FILE.npy) ... --out DIR\n"
-            "           [--outputs gather|local] [--local-devices L] [--repeat N]\n"
-            "  --local-in: FILE holds this process's part of NAME; %%p in FILE is the process index\n",
+            "           [--outputs gather|local] [--local-devices L] [--repeat N | --steps N [--log-every K]]\n"
+            "  --local-in: FILE holds this process's part of NAME; %%p in FILE is the process index\n"
+            "  --steps: run N times, each result named like a parameter becoming it for the next step\n",
             prog);
 }
 
@@ -91,7 +154,8 @@ static long number(const char *v, long lo, long hi) {
  * nothing is printed here.  0, 1 for an error (in r->err) or 2 for a usage
  * error. */
 static int parse_args(Run *r, int argc, char **argv) {
-    static const char *const opts[] = {"--in", "--local-in", "--out", "--outputs", "--repeat", "--local-devices"};
+    static const char *const opts[] = {"--in", "--local-in", "--out", "--outputs", "--repeat", "--local-devices",
+                                       "--steps", "--log-every"};
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i];
         size_t o = 0;
@@ -112,8 +176,76 @@ static int parse_args(Run *r, int argc, char **argv) {
             return 2;
         if (o == 5 && (r->local_devices = (int)number(v, 1, SC_MAX_DEVICES)) < 0)
             return 2;
+        if (o >= 6 && (*(o == 6 ? &r->steps : &r->log_every) = number(v, 1, STEPS_MAX)) < 0) {
+            sk_run_fail(r, "%s '%s': a whole number of steps from 1 to %ld", opt, v, STEPS_MAX);
+            return 2;
+        }
     }
+    if (r->log_every && !r->steps) {
+        sk_run_fail(r, "--log-every goes with --steps");
+        return 2;
+    }
+    if (r->repeat && r->steps) {
+        sk_run_fail(r, "--repeat and --steps do not combine: --repeat times one run of the function");
+        return 2;
+    }
+    if (r->steps && !r->log_every)
+        r->log_every = r->steps / 10 > 1 ? r->steps / 10 : 1;     /* about 10 lines */
     return r->out ? 0 : 2;
+}
+
+/* --steps: which parameter each result carries into (r->carry), checked
+ * before anything runs: a result named like a parameter needs its global
+ * type and sharding, one result at least must carry, and a carried
+ * parameter's file DIR/NAME.npy must not be a result's.  0, or 2 (a
+ * usage error) with r->err set.  A second result of the same name (return
+ * w, w) is not carried: the first is. */
+static int check_steps(Run *r) {
+    const sk_program *p = r->p;
+    int carried = 0;
+    for (int i = 0; i < p->nresults; i++) {
+        const sk_arg_desc *a = &p->results[i];
+        int k = -1;
+        for (int j = 0; a->var && j < p->nparams && k < 0; j++)
+            k = strcmp(p->params[j].name, a->var) == 0 ? j : -1;
+        for (int e = 0; e < i && k >= 0; e++)
+            k = r->carry[e] == k ? -1 : k;
+        r->carry[i] = r->steps ? k : -1;
+        if (!r->steps || k < 0)
+            continue;
+        const sk_arg_desc *b = &p->params[k];
+        int same = a->global.dtype == b->global.dtype && a->global.rank == b->global.rank;
+        for (int d = 0; same && d < a->global.rank; d++)
+            same = a->global.dims[d] == b->global.dims[d] && a->local[d] == b->local[d];
+        for (int ax = 0; same && ax < p->mesh.naxes; ax++)
+            same = a->dim[ax] == b->dim[ax] && (a->dim[ax] < 0 || a->pos[ax] == b->pos[ax]);
+        if (!same) {
+            char rt[256], pt[256];
+            sk_arg_text(p, a, rt, sizeof rt);
+            sk_arg_text(p, b, pt, sizeof pt);
+            sk_run_fail(r, "--steps: '%s' returns %s as %s, of type %s, but its parameter %s is %s: a result carried "
+                           "into the parameter of its name needs the parameter's type and sharding",
+                        p->fn, a->var, a->name, rt, b->name, pt);
+            return 2;
+        }
+        for (int e = 0; e < p->nresults; e++)
+            if (strcmp(p->results[e].name, b->name) == 0) {
+                sk_run_fail(r, "--steps: parameter '%s' is carried, and its final value would go to %s/%s.npy, "
+                               "the file of '%s''s %s", b->name, r->out, b->name, p->fn, b->name);
+                return 2;
+            }
+        carried++;
+    }
+    if (r->steps && !carried) {
+        char names[512] = "";
+        for (int j = 0, w = 0; j < p->nparams && w < (int)sizeof names - 64; j++)
+            w += snprintf(names + w, sizeof names - (size_t)w, "%s%s", j ? ", " : "", p->params[j].name);
+        sk_run_fail(r, "--steps: no result of '%s' is named like one of its parameters (%s), so nothing would carry "
+                       "from one step to the next: return the updated parameters by name (return loss, w)",
+                    p->fn, p->nparams ? names : "it has none");
+        return 2;
+    }
+    return 0;
 }
 
 /* One process on its own runs every device: on the threads backend always,
@@ -191,7 +323,13 @@ static int run_devices(Run *r) {
             sc_world_agree(r->w, 1, NULL);  /* start every process's run together */
         double t0 = seconds();
         if (sc_run(r->w, body, r) != 0) {
-            sk_run_fail(r, "running '%s': %s", r->p->fn, sc_world_error(r->w));
+            long step = 0;
+            for (int d = 0; d < r->ndev; d++)
+                step = r->step_failed[d] && (!step || r->step_failed[d] < step) ? r->step_failed[d] : step;
+            if (r->steps && step)
+                sk_run_fail(r, "running '%s' (step %ld of %ld): %s", r->p->fn, step, r->steps, sc_world_error(r->w));
+            else
+                sk_run_fail(r, "running '%s': %s", r->p->fn, sc_world_error(r->w));
             free(t);
             return 1;
         }
@@ -222,7 +360,8 @@ static int alloc_tables(Run *r) {
     r->stats = calloc((size_t)r->ndev, sizeof *r->stats);
     r->device_threads = calloc((size_t)r->ndev, sizeof *r->device_threads);
     r->workspace = calloc((size_t)r->ndev, sizeof(sk_workspace *));
-    int rc = !r->params || !r->results || !r->stats || !r->device_threads || !r->workspace;
+    r->step_failed = calloc((size_t)r->ndev, sizeof *r->step_failed);
+    int rc = !r->params || !r->results || !r->stats || !r->device_threads || !r->workspace || !r->step_failed;
     for (int d = 0; d < r->ndev && !rc; d++) {
         r->params[d] = calloc((size_t)np + 1, sizeof(void *));
         r->results[d] = calloc((size_t)nr + 1, sizeof(void *));
@@ -253,6 +392,8 @@ static void free_run(Run *r) {
     free(r->results);
     free(r->stats);
     free(r->device_threads);
+    free(r->step_failed);
+    free(r->carry);
     free(r->file);
     free(r->local_in);
 }
@@ -304,7 +445,8 @@ int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create creat
     sc_options opt = {0};
     r.file = calloc((size_t)p->nparams + 1, sizeof(char *));
     r.local_in = calloc((size_t)p->nparams + 1, 1);
-    int rc = !r.file || !r.local_in, root_ok = 1;
+    r.carry = calloc((size_t)p->nresults + 1, sizeof *r.carry);
+    int rc = !r.file || !r.local_in || !r.carry, root_ok = 1;
     if (rc)
         sk_run_fail(&r, "out of memory");
     rc = rc ? rc : parse_args(&r, argc, argv);
@@ -319,6 +461,7 @@ int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create creat
     r.ndev = sc_device_count(r.w);
     if (rc == 2 && r.root)
         usage(argc > 0 ? argv[0] : "prog");
+    rc = rc ? rc : check_steps(&r);
     rc = rc ? rc : check_local_devices(&r);
     rc = rc ? rc : alloc_tables(&r);
     rc = rc ? rc : sk_read_inputs(&r);

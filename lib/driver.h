@@ -19,12 +19,19 @@ typedef struct {
     sk_parallel_stats *stats;        /* [device]: what ran on several threads, over every --repeat */
     int *device_threads;             /* [device]: the OpenMP threads its loops had */
     sk_workspace **workspace;        /* [device]: local devices' buffers, kept between runs */
+    long steps, log_every;           /* --steps N (0: one run, nothing carried), --log-every K */
+    int *carry;                      /* [result]: with --steps, the parameter it becomes, or -1 */
+    long *step_failed;               /* [device]: the step whose run failed, or 0 */
     char err[1024];
 } Run;
 
 /* Sets r->err unless an earlier error did: the first cause is the one
  * reported. */
 void sk_run_fail(Run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* "f32[8@X, 4]", "i32[6@(X,Y)]": an argument's global type and sharding
+ * as the language writes them, for messages. */
+void sk_arg_text(const sk_program *p, const sk_arg_desc *a, char *buf, size_t n);
 
 /* Each returns 0, or 1 with r->err set. */
 
@@ -37,7 +44,8 @@ int sk_read_inputs(Run *r);
 int sk_prepare_outputs(Run *r);
 
 /* After the run: results gathered or kept local, replicas checked, files
- * written. */
+ * written; with --steps, each carried result also as DIR/NAME.npy (or
+ * DIR/NAME.process{p}.npy), NAME the parameter it carries into. */
 int sk_write_outputs(Run *r);
 
 #endif

@@ -219,6 +219,28 @@ static void type_text(const sk_arg_desc *a, char *buf, size_t n) {
     snprintf(buf + w, n - (size_t)w, "]");
 }
 
+void sk_arg_text(const sk_program *p, const sk_arg_desc *a, char *buf, size_t n) {
+    static const char *const names[] = {
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [SK_##ID] = name,
+#include "../compiler/ir/dtypes.def"
+#undef DTYPE
+    };
+    const sc_mesh *m = &p->mesh;
+    int w = snprintf(buf, n, "%s[", names[a->global.dtype]);
+    for (int d = 0; d < a->global.rank && w < (int)n - 64; d++) {
+        int axes = 0;
+        w += snprintf(buf + w, n - (size_t)w, "%s%lld", d ? ", " : "", (long long)a->global.dims[d]);
+        for (int ax = 0; ax < m->naxes; ax++)
+            axes += a->dim[ax] == d;
+        for (int k = 0; k < axes && w < (int)n - 64; k++)     /* the axes splitting d, major first */
+            for (int ax = 0; ax < m->naxes; ax++)
+                if (a->dim[ax] == d && a->pos[ax] == k)
+                    w += snprintf(buf + w, n - (size_t)w, "%s%s%s", k ? "," : axes > 1 ? "@(" : "@",
+                                  m->names[ax] ? m->names[ax] : "?", k == axes - 1 && axes > 1 ? ")" : "");
+    }
+    snprintf(buf + w, n - (size_t)w, "]");
+}
+
 /* NumPy's index of a box: "x[4:8, 0:6]". */
 static void box_text(const char *name, int rank, const Box *b, char *buf, size_t n) {
     int w = snprintf(buf, n, "%s[", name);
@@ -530,6 +552,8 @@ static int result_part(Run *r, int i, Box *part, int *use, char *path, size_t n)
     return 0;
 }
 
+/* The results, then (with --steps) each carried one again as the final
+ * value of its parameter: DIR/NAME.npy, or DIR/NAME.process{p}.npy. */
 static int write_results(Run *r) {
     int *use = malloc((size_t)r->ndev * sizeof *use), rc = !use || make_out_dir(r);
     if (!use)
@@ -538,6 +562,18 @@ static int write_results(Run *r) {
         Box part;
         char path[4096];
         rc = result_part(r, i, &part, use, path, sizeof path) || write_part(r, i, &part, use, path);
+    }
+    for (int i = 0; r->steps && i < r->p->nresults && !rc; i++) {
+        Box part;
+        char path[4096];
+        const char *name = r->p->params[r->carry[i] >= 0 ? r->carry[i] : 0].name;
+        if (r->carry[i] < 0 || (rc = result_part(r, i, &part, use, path, sizeof path)))
+            continue;
+        if (r->local_outputs)
+            snprintf(path, sizeof path, "%s/%s.process%d.npy", r->out, name, r->process);
+        else
+            snprintf(path, sizeof path, "%s/%s.npy", r->out, name);
+        rc = write_part(r, i, &part, use, path);
     }
     free(use);
     return rc;

@@ -4,7 +4,8 @@
  * with zeros), runs every device, and writes the results (padding trimmed):
  *
  *     prog (--in x=x.npy | --local-in x=x.%p.npy) ... --out DIR
- *          [--outputs gather|local] [--local-devices L] [--repeat N]
+ *          [--outputs gather|local] [--local-devices L]
+ *          [--repeat N | --steps N [--log-every K]]
  *
  * --in FILE is the global array: each process reads from it only the
  * blocks of its own devices.  --local-in FILE holds this process's part
@@ -15,9 +16,17 @@
  * replicated result agree, and writes DIR/result0.npy, ...; --outputs local:
  * every process writes its part of each result as DIR/resultN.process{p}.npy.
  * --repeat N runs the devices N times and prints the best and median time
- * of that phase (without file input and output) on standard error.  With
- * SHARDC_IO_STATS=1 in the environment, each process prints on standard
- * error how many bytes of each input file it read.
+ * of that phase (without file input and output) on standard error.
+ * --steps N runs the function N times, as a training loop: after each
+ * step, every result named like a parameter (sk_arg_desc.var: `return l,
+ * w`) becomes that parameter's value for the next step, each device's
+ * result block taking the place of its parameter block (no copy, no file,
+ * no gather); the other scalar results are printed on standard output
+ * every K steps (--log-every, default N / 10) and after the last, as
+ * "step 100: l 0.0123457"; DIR then gets the last step's results and each
+ * carried parameter as DIR/NAME.npy.  With SHARDC_IO_STATS=1 in the
+ * environment, each process prints on standard error how many bytes of
+ * each input file it read.
  *
  * The backend is the threads one (one process holding every device), or
  * MPI when the generated C is compiled with -DSHARDC_MPI and linked with
@@ -43,11 +52,16 @@ extern "C" {
 #endif
 
 typedef struct {
-    const char *name;
+    const char *name;               /* a parameter's name; a result's "result0", "result1", ... */
     sk_npy_shape global;            /* dtype and global dims */
     int64_t local[SC_MAX_RANK];     /* the block on one device */
     int8_t dim[SC_MAX_AXES];        /* per mesh axis: the dim it splits, or -1 */
     uint8_t pos[SC_MAX_AXES];       /* order of the axes splitting one dim, major first */
+    /* A result's name: the local name its return statement returns
+     * (`return l, w, v`), or NULL for an expression (`return l * 2.0`);
+     * NULL for parameters.  --steps carries a result named like a
+     * parameter into that parameter. */
+    const char *var;
 } sk_arg_desc;
 
 typedef struct {

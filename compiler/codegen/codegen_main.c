@@ -6,6 +6,7 @@
 
 /* One parameter's or result's place in the global array (lib/shardc_main.h). */
 static void emit_arg_desc(const Module *m, FILE *o, const char *name, const Sig *sig) {
+    const char *var = sig->name ? sym_name(m->syms, sig->name - 1) : NULL;
     Shape local = shape_local(m, &sig->type, &sig->sh);
     fprintf(o, "    {\"%s\", {%s, %d, ", name, sk_dtype_of[sig->type.dtype], sig->type.rank);
     emit_list(o, sig->type.dims, sig->type.rank);
@@ -20,7 +21,10 @@ static void emit_arg_desc(const Module *m, FILE *o, const char *name, const Sig 
     emit_list(o, dim, m->naxes ? m->naxes : 1);
     fputs(", ", o);
     emit_list(o, pos, m->naxes ? m->naxes : 1);
-    fputs("},\n", o);
+    if (var)
+        fprintf(o, ", \"%s\"},\n", var);
+    else
+        fputs(", NULL},\n", o);
 }
 
 void emit_main(const Module *m, const Fn *fn, FILE *o, Arena *arena) {
@@ -34,7 +38,7 @@ void emit_main(const Module *m, const Fn *fn, FILE *o, Arena *arena) {
         emit_arg_desc(m, o, pn, &fn->params[i]);
     }
     if (!fn->nparams)
-        fputs("    {\"\", {0, 0, {0}}, {0}, {-1}, {0}},\n", o);
+        fputs("    {\"\", {0, 0, {0}}, {0}, {-1}, {0}, NULL},\n", o);
     fputs("};\n\nstatic const sk_arg_desc results_[] = {\n", o);
     for (int i = 0; i < fn->nresults; i++) {
         char name[32];

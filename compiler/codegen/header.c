@@ -89,7 +89,8 @@ void emit_abi_comment(FILE *o, const Module *m, const Fn *fn, char **names, cons
     for (int i = 0; i < fn->nresults; i++) {
         char rn[32];
         snprintf(rn, sizeof rn, "result%d", i);
-        abi_line(o, m, rn, width, result_type(fn, i), NULL, &fn->results[i]);
+        const Sig *r = &fn->results[i];      /* `return l, w`: the block of w */
+        abi_line(o, m, rn, width, result_type(fn, i), r->name ? sym_name(m->syms, r->name - 1) : NULL, r);
     }
     fputs(" */\n", o);
 }

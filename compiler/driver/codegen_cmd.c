@@ -9,6 +9,7 @@
 
 #include "../../lib/shardc_npy.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -67,12 +68,15 @@ static int locate(char *inc1, char *inc2, char *libdir, size_t cap) {
     return -1;
 }
 
-static int spawn(char *const *argv) {
+/* Run argv and wait; `quiet`: its standard output goes to /dev/null. */
+static int spawn_to(char *const *argv, int quiet) {
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        if (quiet && !freopen("/dev/null", "w", stdout))
+            _exit(127);
         execvp(argv[0], argv);
         fprintf(stderr, "shardc: error: cannot run '%s': %s\n", argv[0], strerror(errno));
         _exit(127);
@@ -83,6 +87,8 @@ static int spawn(char *const *argv) {
             return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
+
+static int spawn(char *const *argv) { return spawn_to(argv, 0); }
 
 typedef struct {
     const Module *m;
@@ -186,6 +192,22 @@ static char *make_temp_dir(Arena *arena) {
     return dir;
 }
 
+/* The one-device run's output directory and its files: result0.npy, ...,
+ * and with --steps the carried parameters' NAME.npy. */
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    char path[PATH_MAX + 300];
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            fmt(path, sizeof path, "%s/%s", dir, e->d_name);
+            remove(path);
+        }
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
 static void remove_temp(const char *dir, const char *const *names, int n) {
     char path[PATH_MAX + 64];
     for (int i = 0; i < n; i++) {
@@ -218,9 +240,9 @@ static int device_count(const Module *m) {
  * self,vader), with more processes than cores allowed (--oversubscribe:
  * otherwise idle ranks spin) and not bound. */
 static int run_program(const char *prog, const char *const *ins, int nins, const char *out_dir, int mpi, int np,
-                       int ndev) {
+                       int ndev, const RunOptions *ro, int quiet) {
     Arena arena = {0};
-    char **argv = arena_alloc(&arena, sizeof(char *) * (size_t)(2 * nins + 20)), nps[16], local[16];
+    char **argv = arena_alloc(&arena, sizeof(char *) * (size_t)(2 * nins + 24)), nps[16], local[16];
     int k = 0;
     if (mpi) {
         argv[k++] = getenv("MPIRUN") && *getenv("MPIRUN") ? getenv("MPIRUN") : "mpirun";
@@ -243,7 +265,13 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
     }
     argv[k++] = "--out";
     argv[k++] = (char *)out_dir;
-    int rc = spawn(argv);
+    const char *const steps[] = {"--steps", ro->steps, "--log-every", ro->log_every};
+    for (int i = 0; i < 4; i += 2)
+        if (steps[i + 1]) {
+            argv[k++] = (char *)steps[i];
+            argv[k++] = (char *)steps[i + 1];
+        }
+    int rc = spawn_to(argv, quiet);
     arena_free(&arena);
     return rc == 0 ? 0 : rc == 2 ? 2 : 1;
 }
@@ -310,18 +338,13 @@ int run_command(const Module *m, int f, const char *const *ins, int nins, const 
     fmt(ref_out, sizeof ref_out, "%s/one-out", dir);
     int rc = build_in(m, f, dir, prog, ro->mpi);
     if (!rc)
-        rc = run_program(prog, ins, nins, out_dir, ro->mpi, np, ndev);
+        rc = run_program(prog, ins, nins, out_dir, ro->mpi, np, ndev, ro, 0);
     if (!rc && ro->check) {               /* the same function, compiled for one device */
         int g = ro->check_fn;
         rc = build_in(ro->check, g, dir, ref, 0);
-        rc = rc ? rc : run_program(ref, ins, nins, ref_out, 0, 1, 1);
+        rc = rc ? rc : run_program(ref, ins, nins, ref_out, 0, 1, 1, ro, 1);   /* its --steps log unprinted */
         rc = rc ? rc : compare_results(m, f, out_dir, ref_out);
-        for (int i = 0; i < m->fns[f].nresults; i++) {
-            char path[PATH_MAX + 32];
-            fmt(path, sizeof path, "%s/result%d.npy", ref_out, i);
-            remove(path);
-        }
-        rmdir(ref_out);
+        remove_dir(ref_out);
     }
     remove_temp(dir, (const char *[]){"prog.c", "prog", "one"}, 3);
     arena_free(&arena);

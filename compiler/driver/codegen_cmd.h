@@ -13,6 +13,8 @@ typedef struct {
     int np;                 /* mpi: processes (0: one per device) */
     const Module *check;    /* run --check: the program compiled for one device */
     int check_fn;           /* the function in it */
+    const char *steps;      /* run --steps N and --log-every K, passed to the program (NULL: not given) */
+    const char *log_every;
 } RunOptions;
 
 /* Emit C for function f and link it into the executable `out`. */

@@ -29,6 +29,7 @@ static const char usage[] =
     "  build   emit C and link an executable: -o prog --fn F [--backend threads|mpi]\n"
     "  run     build and run a function:\n"
     "          --fn F --in NAME=FILE.npy ... --out DIR [--backend threads|mpi] [--np P] [--check]\n"
+    "          [--steps N [--log-every K]]\n"
     "\n"
     "options:\n"
     "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
@@ -50,6 +51,10 @@ static const char usage[] =
     "                   device); each runs devices/P devices\n"
     "  --check          with run: also run the function unpartitioned on one device and\n"
     "                   print the largest absolute and relative error\n"
+    "  --steps N        with run: run the function N times, each result named like a\n"
+    "                   parameter (return loss, w) becoming that parameter for the next step;\n"
+    "                   the scalar results are printed, and DIR/NAME.npy is the final parameter\n"
+    "  --log-every K    with run --steps: print the scalar results every K steps (default N/10)\n"
     "  -o FILE          output file (dump, compile, build)\n"
     "  -h, --help       show this help\n"
     "  --version        show the version\n";
@@ -57,7 +62,7 @@ static const char usage[] =
 enum { MAX_INS = 1024 };           /* --in options, a bound instead of an allocation */
 
 typedef struct {
-    const char *command, *input, *stage, *fn, *output, *value, *format, *backend, *np;
+    const char *command, *input, *stage, *fn, *output, *value, *format, *backend, *np, *steps, *log_every;
     int check;                       /* run --check */
     MeshFlag mesh;
     const char *ins[MAX_INS], *out;  /* interp */
@@ -196,7 +201,9 @@ static int parse_args(int argc, char **argv, Options *o) {
                           : strcmp(a, "--in") == 0 ? &o->ins[o->nins++]
                           : strcmp(a, "--out") == 0 ? &o->out
                           : strcmp(a, "--backend") == 0 ? &o->backend
-                          : strcmp(a, "--np") == 0 ? &o->np : NULL;
+                          : strcmp(a, "--np") == 0 ? &o->np
+                          : strcmp(a, "--steps") == 0 ? &o->steps
+                          : strcmp(a, "--log-every") == 0 ? &o->log_every : NULL;
         int is_const = strcmp(a, "--const") == 0, memory = device_memory_flag(argc, argv, &i, &o->mesh);
         if (memory == 2)
             return 2;
@@ -342,6 +349,23 @@ int main(int argc, char **argv) {
     }
     if (o.check && !is_run)
         return usage_error("%s", "--check goes with run");
+    if ((o.steps || o.log_every) && !is_run)
+        return usage_error("%s", "--steps and --log-every go with run (a program built by build takes them too)");
+    if (o.log_every && !o.steps)
+        return usage_error("%s", "--log-every goes with --steps");
+    const char *const counts[] = {o.steps, o.log_every};
+    for (int i = 0; i < 2; i++) {
+        char *end;
+        errno = 0;
+        long n = counts[i] ? strtol(counts[i], &end, 10) : 1;
+        if (counts[i] && (!*counts[i] || *end || errno || n < 1 || n > 2000000000L)) {
+            fprintf(stderr, "shardc: error: bad %s '%s': a whole number of steps from 1 to 2000000000\n",
+                    i ? "--log-every" : "--steps", counts[i]);
+            return 2;
+        }
+    }
+    ro.steps = o.steps;
+    ro.log_every = o.log_every;
     if (is_codegen && o.stage)
         return usage_error("%s takes no --stage", o.command);
     if (is_build && (!o.fn || !o.output))

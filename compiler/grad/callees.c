@@ -21,6 +21,7 @@
 
 static Sig ct_sig(Sig s) {
     s.type.dtype = (uint8_t)ct_dtype(s.type.dtype);
+    s.name = 0;                  /* a cotangent carries no result's name */
     return s;                    /* open dims stay open: a generic fn's backward is generic too */
 }
 
@@ -169,7 +170,7 @@ static int param(Module *m, Fn *to, int index, int sym, Loc loc) {
 }
 
 static Sig open_sig(const Shape *type) {
-    Sig s = {*type, sharding_replicated()};
+    Sig s = {*type, sharding_replicated(), 0};
     s.sh.open = (uint8_t)((1u << type->rank) - 1);
     return s;
 }

@@ -82,6 +82,11 @@ typedef enum {
 typedef struct {
     Shape type;                  /* global */
     Sharding sh;
+    /* A result's name: 1 + the symbol of the local name the return
+     * statement returns (`return l, w`), 0 for an expression (`return l *
+     * 2.0`).  Set by sema, kept by every stage; 0 for parameters (their
+     * OP_PARAMETER instruction has the name). */
+    int32_t name;
 } Sig;
 
 /* One move of a value in a partitioned function: a reshard, an exchange of

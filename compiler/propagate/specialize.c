@@ -276,7 +276,7 @@ static void classify(Flat *f) {
 static Sig *sigs_from(const Flat *f, const Sig *decl, int n, const int32_t *values) {
     Sig *s = arena_alloc(f->m->arena, sizeof(Sig) * (size_t)(n + 1));
     for (int i = 0; i < n; i++) {
-        s[i].type = decl[i].type;
+        s[i] = decl[i];
         s[i].sh = *flat_sh(f, values[i]);
     }
     return s;

@@ -68,6 +68,8 @@ static int derived_fn(Sema *s, const Expr *t, int f, int value, const int32_t *w
         d->results[i] = src->results[i];
     for (int i = 0; i < n; i++)
         d->results[d->nresults - n + i] = src->params[wrt[i]];
+    for (int i = 0; i < d->nresults; i++)
+        d->results[i].name = 0;          /* no return statement names them */
     d->grad_of = f + 1;
     d->grad_value = value;
     d->grad_wrt = arena_alloc(s->arena, sizeof(int32_t) * (size_t)(n + 1));

@@ -262,6 +262,8 @@ static void lower_return(Sema *s, const Stmt *st) {
         const Sig *r = &fn->results[i];
         Shape want = fn->spmd ? shape_local(s->m, &r->type, &r->sh) : r->type;
         vals[i] = to_tensor(s, eval(s, e), want.dtype, e->loc);
+        if (e->kind == E_NAME && s->local[e->sym].kind == B_VALUE)      /* a plain local name: the result's */
+            fn->results[i].name = 1 + e->sym;
         const Shape *got = &fn->insts[vals[i]].type;
         if (!shape_eq(got, &want))
             sema_error(s, e->loc, "result %d is %s, but the function declares %s%s", i + 1, shape_str(s, got),

@@ -38,9 +38,9 @@ static int build_matmul(Fixture *f) {
     fn->nresults = 1;
     fn->params = arena_alloc(&f->arena, 2 * sizeof(Sig));
     fn->results = arena_alloc(&f->arena, sizeof(Sig));
-    fn->params[0] = (Sig){{DT_F32, 2, {4, 6}}, sharding_replicated()};
-    fn->params[1] = (Sig){{DT_F32, 2, {6, 8}}, sharding_replicated()};
-    fn->results[0] = (Sig){{DT_F32, 2, {4, 8}}, sharding_replicated()};
+    fn->params[0] = (Sig){{DT_F32, 2, {4, 6}}, sharding_replicated(), 0};
+    fn->params[1] = (Sig){{DT_F32, 2, {6, 8}}, sharding_replicated(), 0};
+    fn->results[0] = (Sig){{DT_F32, 2, {4, 8}}, sharding_replicated(), 0};
     int a = ir_emit(&f->m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){0}, 1, NULL, (Loc){0, 0});
     int b = ir_emit(&f->m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){1}, 1, NULL, (Loc){0, 0});
     int d = ir_emit(&f->m, fn, OP_DOT, (int32_t[]){a, b}, 2, (int64_t[]){0, 1, 1, 2, 0, 2}, 6, NULL, (Loc){0, 0});
@@ -85,7 +85,7 @@ static void test_rules(void) {
     Fn *fn = f.fn;
     fn->nparams = 1;
     fn->params = arena_alloc(&f.arena, sizeof(Sig));
-    fn->params[0] = (Sig){{DT_F32, 2, {8, 6}}, sharding_replicated()};
+    fn->params[0] = (Sig){{DT_F32, 2, {8, 6}}, sharding_replicated(), 0};
     int x = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){0}, 1, NULL, (Loc){0, 0});
     Shape to = {DT_F32, 2, {4, 12}};
     int r = ir_emit(&f.m, fn, OP_RESHAPE, (int32_t[]){x}, 1, NULL, 0, &to, (Loc){0, 0});
@@ -121,9 +121,9 @@ static void test_gather_batch(void) {
     Fn *fn = f.fn;
     fn->nparams = 3;
     fn->params = arena_alloc(&f.arena, 3 * sizeof(Sig));
-    fn->params[0] = (Sig){{DT_F32, 2, {8, 16}}, sharding_replicated()};
-    fn->params[1] = (Sig){{DT_I32, 1, {8}}, sharding_replicated()};
-    fn->params[2] = (Sig){{DT_I32, 1, {7}}, sharding_replicated()};
+    fn->params[0] = (Sig){{DT_F32, 2, {8, 16}}, sharding_replicated(), 0};
+    fn->params[1] = (Sig){{DT_I32, 1, {8}}, sharding_replicated(), 0};
+    fn->params[2] = (Sig){{DT_I32, 1, {7}}, sharding_replicated(), 0};
     int t = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){0}, 1, NULL, (Loc){0, 0});
     int ix = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){1}, 1, NULL, (Loc){0, 0});
     int short_ix = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){2}, 1, NULL, (Loc){0, 0});
@@ -196,7 +196,7 @@ static void test_attribute_layouts(void) {
     fn->spmd = 1;
     fn->nparams = 1;
     fn->params = arena_alloc(&f.arena, sizeof(Sig));
-    fn->params[0] = (Sig){{DT_F32, 2, {4, 8}}, sharding_replicated()};
+    fn->params[0] = (Sig){{DT_F32, 2, {4, 8}}, sharding_replicated(), 0};
     int x = ir_emit(&f.m, fn, OP_PARAMETER, NULL, 0, (int64_t[]){0}, 1, NULL, (Loc){0, 0});
     int ar = ir_emit(&f.m, fn, OP_ALL_REDUCE, (int32_t[]){x}, 1, (int64_t[]){RED_MAX, 1, 0}, 3, NULL, (Loc){0, 0});
     int ag = ir_emit(&f.m, fn, OP_ALL_GATHER, (int32_t[]){x}, 1, (int64_t[]){1, 0}, 2, NULL, (Loc){0, 0});

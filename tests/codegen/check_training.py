@@ -1,0 +1,184 @@
+#!/usr/bin/python3
+"""Training end to end (docs/grad.md, "Training"): the samples' training steps
+run many times in one process with `shardc run --steps N`, on generated data,
+against the same training in NumPy (f64).
+
+  - samples/train_mlp.tdsl: an MLP regressor, y = sin(x A), trained with
+    SGD with momentum (sgd_dp, data parallel) and with Adam (adam_fsdp,
+    FSDP), 300 steps;
+  - samples/gpt.tdsl's train_step: a small GPT on token sequences that follow
+    a rule (tests/interp/gpt_ref.py), 200 steps.
+
+Each run must learn (its last loss below the stated fraction of its first)
+and match NumPy: every printed loss and the last one within 1e-3 (absolute,
+or relative where the loss is above 1), the final parameters within 1e-3 of
+their largest element.  Each run is on the threads backend and on MPI (two
+processes of two devices); each check is a line, and the last line is
+"N passed, N failed".
+
+    tests/codegen/check_training.py [--shardc build/shardc] [--tmp DIR] [--only REGEX]
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
+import gpt_ref  # noqa: E402
+from oracles import adam, mlp_grads, sgd_momentum  # noqa: E402
+
+MESH = "X=2,Y=2"
+MPIRUN = ["--backend", "mpi", "--np", "2"]
+TOL = 1e-3
+
+# ---- the MLP regressor ----
+
+MLP_CONST = dict(B=64, D=8, H=32, O=4)
+MLP_NAMES = ["w1", "b1", "w2", "b2"]
+
+
+def mlp_inputs(rng, adam_state):
+    b, d, h, o = (MLP_CONST[k] for k in "BDHO")
+    x = rng.standard_normal((b, d))
+    y = np.sin(x @ (rng.standard_normal((d, o)) / np.sqrt(d)))
+    ws = [rng.standard_normal((d, h)) * 0.5 / np.sqrt(d), np.zeros(h), rng.standard_normal((h, o)) * 0.5 / np.sqrt(h),
+          np.zeros(o)]
+    inputs = {"x": x, "y": y}
+    inputs.update(zip(MLP_NAMES, ws))
+    for pre in (("m_", "v_") if adam_state else ("v_",)):
+        inputs.update({pre + n: np.zeros_like(w) for n, w in zip(MLP_NAMES, ws)})
+    if adam_state:
+        inputs["t"] = np.zeros(())
+    return {k: np.asarray(v, np.float32) for k, v in inputs.items()}
+
+
+def mlp_train(inputs, steps, optimizer):
+    """Per-step losses and the final state by name, in f64."""
+    st = {k: np.asarray(v, np.float64) for k, v in inputs.items()}
+    losses = []
+    for _ in range(steps):
+        ws = [st[n] for n in MLP_NAMES]
+        loss, gs = mlp_grads(st["x"], st["y"], *ws)
+        losses.append(loss)
+        if optimizer == "sgd":
+            ws, vs = sgd_momentum(ws, [st["v_" + n] for n in MLP_NAMES], gs)
+            st.update(zip(["v_" + n for n in MLP_NAMES], vs))
+        else:
+            ws, ms, vs, st["t"] = adam(ws, [st["m_" + n] for n in MLP_NAMES], [st["v_" + n] for n in MLP_NAMES], gs,
+                                       st["t"])
+            st.update(zip(["m_" + n for n in MLP_NAMES], ms))
+            st.update(zip(["v_" + n for n in MLP_NAMES], vs))
+        st.update(zip(MLP_NAMES, ws))
+    return np.array(losses), st
+
+
+def mlp_case(fn, optimizer, steps=300, learn=0.3):
+    def make():
+        inputs = mlp_inputs(np.random.default_rng(7), optimizer == "adam")
+        losses, final = mlp_train(inputs, steps, optimizer)
+        return inputs, losses, final
+    const = ",".join("%s=%d" % kv for kv in MLP_CONST.items())
+    return ("train_mlp " + fn, os.path.join(ROOT, "samples", "train_mlp.tdsl"), fn, const, steps, learn, make)
+
+
+# ---- the GPT ----
+
+GPT_CFG = gpt_ref.TRAIN_CFG
+
+
+def gpt_case(steps=200, learn=0.5):
+    def make():
+        inputs = gpt_ref.train_inputs(np.random.default_rng(1), GPT_CFG)
+        losses, w, v = gpt_ref.train(GPT_CFG, inputs, steps)
+        final = dict(w)
+        final.update({"v_" + k: a for k, a in v.items()})
+        return inputs, losses, final
+    const = ",".join("%s=%d" % kv for kv in GPT_CFG.items())
+    return ("gpt train_step", os.path.join(ROOT, "samples", "gpt.tdsl"), "train_step", const, steps, learn, make)
+
+
+CASES = [mlp_case("sgd_dp", "sgd"), mlp_case("adam_fsdp", "adam"), gpt_case()]
+
+# ---- running and judging ----
+
+
+class Checker:
+    def __init__(self, shardc, tmp):
+        self.shardc, self.tmp = shardc, tmp
+        self.passed = self.failed = 0
+
+    def check(self, name, ok, detail=""):
+        print("%s %s%s" % ("PASS" if ok else "FAIL", name, "" if ok else ": " + detail))
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+
+    def run(self, case, backend_flags, tag):
+        name, sample, fn, const, steps, learn, make = case
+        inputs, want_losses, want_final = make()
+        d = os.path.join(self.tmp, re.sub(r"\W+", "_", name + "_" + tag))
+        os.makedirs(d)
+        args = [self.shardc, "run", sample, "--fn", fn, "--const", const, "--mesh", MESH, "--steps", str(steps),
+                "--log-every", str(steps // 4), "--out", os.path.join(d, "out")] + backend_flags
+        for k, a in inputs.items():
+            path = os.path.join(d, k + ".npy")
+            np.save(path, a)
+            args += ["--in", "%s=%s" % (k, path)]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=900)
+        label = "%s (%s)" % (name, tag)
+        if p.returncode != 0:
+            self.check(label + " runs", False, "exit %d: %s" % (p.returncode, (p.stderr or p.stdout)[-800:]))
+            return
+        printed = [(int(s), float(v)) for s, v in re.findall(r"^step (\d+): loss (\S+)", p.stdout, re.M)]
+        self.check(label + " prints the loss", len(printed) >= 4, "printed: %r" % p.stdout[-400:])
+        for s, v in printed:
+            want = want_losses[s - 1]
+            self.check("%s step %d loss" % (label, s), abs(v - want) <= TOL * max(1.0, abs(want)),
+                       "%.6f, NumPy %.6f" % (v, want))
+        last = float(np.load(os.path.join(d, "out", "result0.npy")))
+        self.check(label + " last loss", abs(last - want_losses[-1]) <= TOL * max(1.0, abs(want_losses[-1])),
+                   "%.6f, NumPy %.6f" % (last, want_losses[-1]))
+        self.check(label + " learns", last < learn * want_losses[0],
+                   "last loss %.4f is not below %.2f of the first, %.4f" % (last, learn, want_losses[0]))
+        worst, where = 0.0, ""
+        for k, want in want_final.items():
+            path = os.path.join(d, "out", k + ".npy")
+            if not os.path.exists(path):
+                self.check(label + " writes " + k, False, "no %s" % path)
+                continue
+            err = float(np.abs(np.load(path) - want).max() / max(1.0, float(np.abs(want).max())))
+            if err > worst:
+                worst, where = err, k
+        self.check(label + " final parameters", worst <= TOL, "%s differs by %.2e" % (where, worst))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
+    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-training"))
+    ap.add_argument("--only", help="only the cases whose name matches this regex")
+    args = ap.parse_args()
+    shutil.rmtree(args.tmp, ignore_errors=True)
+    os.makedirs(args.tmp)
+    c = Checker(os.path.abspath(args.shardc), os.path.abspath(args.tmp))
+    mpi = os.path.exists(os.path.join(os.path.dirname(os.path.abspath(args.shardc)), "libshardc_rt_mpi.a"))
+    for case in CASES:
+        if args.only and not re.search(args.only, case[0]):
+            continue
+        c.run(case, [], "threads")
+        if mpi:
+            c.run(case, MPIRUN, "mpi 2x2")
+        else:
+            c.check(case[0] + " (mpi)", False, "the MPI backend was not built: run tools/install-deps")
+    print("%d passed, %d failed" % (c.passed, c.failed))
+    return 0 if c.failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
