@@ -74,7 +74,7 @@ def mlp_train(inputs, steps, optimizer):
             st.update(zip(["m_" + n for n in MLP_NAMES], ms))
             st.update(zip(["v_" + n for n in MLP_NAMES], vs))
         st.update(zip(MLP_NAMES, ws))
-    return np.array(losses), st
+    return np.array(losses), {k: a for k, a in st.items() if k not in ("x", "y")}   # what the steps carry
 
 
 def mlp_case(fn, optimizer, steps=300, learn=0.3):
