@@ -152,12 +152,7 @@ static int reemit(Module *m, Fn *to, const Fn *from, int u, const int32_t *map) 
     for (int i = 0; i < in->nargs; i++)
         args[i] = map[ir_arg(from, in, i)];
     int x = ir_emit(m, to, (Op)in->op, args, in->nargs, ir_attrs(from, in), in->nattrs, &in->type, in->loc);
-    Inst *out = &to->insts[x];
-    out->value = in->value;
-    out->sym = in->sym;
-    out->flags = in->flags;
-    out->sh = in->sh;
-    out->place = in->place;
+    keep_fields(&to->insts[x], in);
     return x;
 }
 

@@ -138,14 +138,17 @@ Grad grad_begin(Module *m, Diag *diag, const Fn *src, Fn *dst, const Backward *b
     return g;
 }
 
-static int copy_inst(Grad *g, Op op, const int32_t *args, const Inst *in) {
-    int x = g_emit(g, op, args, in->nargs, ir_attrs(g->src, in), in->nattrs, &in->type);
-    Inst *out = &g->dst->insts[x];
+void keep_fields(Inst *out, const Inst *in) {
     out->value = in->value;
     out->sym = in->sym;
     out->flags = in->flags;
     out->sh = in->sh;
     out->place = in->place;
+}
+
+static int copy_inst(Grad *g, Op op, const int32_t *args, const Inst *in) {
+    int x = g_emit(g, op, args, in->nargs, ir_attrs(g->src, in), in->nattrs, &in->type);
+    keep_fields(&g->dst->insts[x], in);
     return x;
 }
 

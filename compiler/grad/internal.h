@@ -59,6 +59,8 @@ void find_active(Grad *g, const uint8_t *wrt, const uint8_t *seed);
 void copy_forward(Grad *g);
 void run_backward(Grad *g);
 int param_grad(Grad *g, int p, int dtype);
+/* A copied instruction keeps its value, name, flags, sharding and place. */
+void keep_fields(Inst *out, const Inst *in);
 /* Seed the cotangent of src value v (active) with dst value c. */
 void seed_ct(Grad *g, int v, int c);
 
