@@ -182,6 +182,19 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
         offset[b] = span;
         span += used[b] ? (size[b] + 63) / 64 * 64 : 0;   /* each buffer on a cache line */
     }
+    /* The results of calls with several, one array each, follow the buffers
+     * in the block (kept between calls with it: a training step's call of
+     * its value_and_grad allocates nothing). */
+    int64_t buffers_span = span;
+    for (int v = 0; v < n; v++)
+        if (fn->insts[v].op == OP_CALL && fn->insts[v].type.dtype == DT_TUPLE) {
+            const Fn *callee = &m->fns[ir_attr(fn, &fn->insts[v], 0)];
+            for (int i = 0; i < callee->nresults; i++) {
+                const Shape *t = result_type(callee, i);
+                span += (shape_elems(t) * dtype_size(t->dtype) + 63) / 64 * 64 + (shape_elems(t) ? 0 : 64);
+            }
+        }
+    int take = span > 0;
     fprintf(o, "\n/* %s%s %s: %d instructions, %d buffers, %lld bytes */\n", fn->spmd ? "spmd fn" : "fn",
             fn->kept_global ? " (a copy called on local blocks)" : "", sym_name(m->syms, fn->sym), n, nalloc,
             (long long)total);
@@ -194,19 +207,23 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
         fputs("SK_ISA_CLONES\n", o);
     emit_signature(o, m, fn, g.name, g.param);
     fputs(" {\n    int rc = SC_ERR;\n", o);
-    if (nalloc) {
+    if (take) {
         fprintf(o, "    char *workspace = sk_workspace_take(%lld);   /* the buffers, one block */\n"
                    "    if (!workspace)\n        return SC_ERR;\n", (long long)span);
         for (int b = 0; b < nbuf; b++)
             if (used[b])
                 fprintf(o, "    void *buf%d = workspace + %lld;\n", b, (long long)offset[b]);
     }
+    int64_t at = buffers_span;
     for (int v = 0; v < n; v++)          /* the results of calls with several */
         if (fn->insts[v].op == OP_CALL && fn->insts[v].type.dtype == DT_TUPLE) {
             const Fn *callee = &m->fns[ir_attr(fn, &fn->insts[v], 0)];
-            for (int i = 0; i < callee->nresults; i++)
-                fprintf(o, "    %s *%s_%d = malloc(%lld);\n", ctype_of[result_type(callee, i)->dtype], g.name[v], i,
-                        (long long)(shape_elems(result_type(callee, i)) * dtype_size(result_type(callee, i)->dtype)) + 1);
+            for (int i = 0; i < callee->nresults; i++) {
+                const Shape *t = result_type(callee, i);
+                fprintf(o, "    %s *%s_%d = (%s *)(workspace + %lld);\n", ctype_of[t->dtype], g.name[v], i,
+                        ctype_of[t->dtype], (long long)at);
+                at += (shape_elems(t) * dtype_size(t->dtype) + 63) / 64 * 64 + (shape_elems(t) ? 0 : 64);
+            }
         }
     fputs("    (void)dev;\n", o);
     for (int v = 0; v < n; v++)
@@ -230,12 +247,8 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     for (int v = 0; v < n; v++)
         jumps |= g.fu.role[v] == FUSE_NONE && may_fail(&fn->insts[v]);
     fputs(jumps ? "    rc = 0;\nfail:\n" : "    rc = 0;\n", o);
-    if (nalloc)
+    if (take)
         fprintf(o, "    sk_workspace_give(workspace, %lld);\n", (long long)span);
-    for (int v = 0; v < n; v++)
-        if (fn->insts[v].op == OP_CALL && fn->insts[v].type.dtype == DT_TUPLE)
-            for (int i = 0; i < m->fns[ir_attr(fn, &fn->insts[v], 0)].nresults; i++)
-                fprintf(o, "    free(%s_%d);\n", g.name[v], i);
     fputs("    return rc;\n}\n", o);
     *err = g.err;
     arena_free(&arena);

@@ -9,7 +9,9 @@ against the same loop in NumPy (f64; f32 tolerances):
   "step S: l V" for S = 7, 14, ..., 35 and 40, V NumPy's loss before step
   S's update; DIR holds result0..2 (the last step's results) and w.npy,
   v.npy (the final parameters, bit for bit the carried results) and
-  nothing else, w and v NumPy's after 40 steps;
+  nothing else, w and v NumPy's after 40 steps; with --check, the
+  one-device run takes the same steps without printing, and its last
+  results agree;
 - the built programs (`shardc build`) in every layout of processes x local
   devices, threads 1x4 and MPI 4x1, 2x2 (--local-devices 2), 1x4: a bias
   (replicated), a carried scalar step counter t that is not printed, an
@@ -238,6 +240,19 @@ class Harness:
             elif got is not None:
                 self.tap.check(all(same(got[k], base[k]) for k in base), tag + ": the threads run's bits")
 
+    def run_check(self):
+        """shardc run --check --steps: the one-device run takes the same
+        steps, its lines unprinted, and the last results agree."""
+        out_dir = os.path.join(self.tmp, "run-check", "out")
+        os.makedirs(os.path.dirname(out_dir), exist_ok=True)
+        rc, out, err = self.run([self.shardc, "run", PROG, "--fn", "momentum", "--steps", "12", "--log-every", "6",
+                                 "--check", "--out", out_dir] + self.ins("momentum", self.data), "run-check")
+        errors = [float(e) for e in re.findall(r"^check: result\d: largest absolute error (\S+),", out, re.M)]
+        steps = re.findall(r"^step \d+:", out, re.M)
+        self.tap.check(rc == 0 and steps == ["step 6:", "step 12:"] and len(errors) == 3 and max(errors) < 1e-4,
+                       "shardc run --check --steps 12: one log, the one-device run's last results",
+                       "status %d: %s%s" % (rc, out, err[-1000:]))
+
     def layouts(self):
         """The built programs in each layout, the biased step, default --log-every."""
         layouts = [("threads", 1, 4)] + [("mpi", P, 4 // P) for P in (4, 2, 1) if "mpi" in self.backends]
@@ -357,6 +372,8 @@ class Harness:
         for s in self.skipped:
             print("skip %s" % s)
         self.shardc_run()
+        if "threads" in self.backends:
+            self.run_check()
         self.layouts()
         self.local_outputs()
         self.errors()
