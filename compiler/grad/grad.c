@@ -272,6 +272,32 @@ static void build_grad(Module *m, Diag *diag, int d, const Backward *bk) {
     g_emit(&g, OP_RETURN, results, n, NULL, 0, NULL);
 }
 
+/* Drop fn's values that nothing returned reads (a loss the backward fn
+ * does not return, a psum of it, a forward value no rule needed): every op
+ * is pure, so they are dead; parameters stay.  One pass back, one forward. */
+static void drop_dead(Module *m, Fn *fn) {
+    uint8_t *live = arena_alloc(m->arena, (size_t)fn->ninsts + 1);
+    for (int v = fn->ninsts - 1; v >= 0; v--) {
+        const Inst *in = &fn->insts[v];
+        live[v] |= in->op == OP_RETURN || in->op == OP_PARAMETER;
+        for (int i = 0; i < in->nargs && live[v]; i++)
+            live[ir_arg(fn, in, i)] = 1;
+    }
+    Fn old = *fn;
+    *fn = fn_without_body(&old);
+    int32_t *map = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(old.ninsts + 1));
+    for (int v = 0; v < old.ninsts; v++) {
+        if (!live[v])
+            continue;
+        const Inst *in = &old.insts[v];
+        int32_t *args = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(in->nargs + 1));
+        for (int i = 0; i < in->nargs; i++)
+            args[i] = map[ir_arg(&old, in, i)];
+        map[v] = ir_emit(m, fn, (Op)in->op, args, in->nargs, ir_attrs(&old, in), in->nattrs, &in->type, in->loc);
+        keep_fields(&fn->insts[map[v]], in);
+    }
+}
+
 int grad_module(Module *m, Diag *diag) {
     int any = 0;
     for (int f = 0; f < m->nfns; f++)
@@ -295,5 +321,8 @@ int grad_module(Module *m, Diag *diag) {
     for (int d = 0; d < nfns; d++)
         if (m->fns[d].grad_of)
             build_grad(m, diag, d, &bk);
+    for (int d = 0; d < m->nfns; d++)
+        if (m->fns[d].grad_of || m->fns[d].vjp_of)
+            drop_dead(m, &m->fns[d]);
     return 0;
 }
