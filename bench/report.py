@@ -713,10 +713,10 @@ def bench_training(build, work, quick):
             loss = float(np.asarray(got[0] if isinstance(got, list) else got))
             if not np.isfinite(loss):
                 raise RuntimeError("%s computes a loss of %r" % (fn, loss))
-            peak, _ = scheduled_numbers(shardc, sample, fn, const)
             _, out, _ = run([shardc, "dump", sample, "--stage", "scheduled", "--fn", fn, "--const", const,
                              "--mesh", MLP_MESH])
-            sent = re.search(r"with the fns it calls: \d+ collectives, (\d+) bytes", out)
+            peak = int(re.search(r"peak bytes per device of \S+: (\d+)", out).group(1))
+            sent = re.search(r"with the fns it calls: \d+ collectives, (\d+) bytes", out)   # the callees' too
             row[fn] = {"time": t, "params": local, "peak": peak, "sent": int(sent.group(1)) if sent else 0}
         log("%s: forward %s, step %s (%.2fx)" % (step, fmt_time(row[fwd]["time"]), fmt_time(row[step]["time"]),
                                                  row[step]["time"] / row[fwd]["time"]))

@@ -301,6 +301,23 @@ static Reducer reducer_of(const Fn *fn, int v) {
     return fn->insts[v].op == OP_DOT ? RED_SUM : inst_reducer(fn, &fn->insts[v]);
 }
 
+/* Member v's store, when it is stored and has no statement of its own: a
+ * literal, or a value whose local is set before the loop (e: scratch). */
+static void store_unstated(Loop *L, Str *e, int v, const char *ind, const char *idx) {
+    Gen *g = L->g;
+    const Fn *fn = g->fn;
+    const char *nm = g->name[v];
+    if (!g->fu.stored[v])
+        return;
+    if (kind(L, v) != LITERAL) {
+        fprintf(g->out, "%s%s[%s] = %si;\n", ind, nm, idx, nm);
+        return;
+    }
+    e->n = 0;
+    literal(e, fn->insts[v].type.dtype, fn->insts[ir_arg(fn, &fn->insts[v], 0)].value);
+    fprintf(g->out, "%s%s[%s] = %s;\n", ind, nm, idx, e->s);
+}
+
 /* Writes member v's statements in the inner loop (e: scratch). */
 static void emit_member(Loop *L, Str *e, int v) {
     Gen *g = L->g;
@@ -310,16 +327,8 @@ static void emit_member(Loop *L, Str *e, int v) {
     int dt = fn->insts[v].type.dtype, k = kind(L, v);
     const char *nm = g->name[v];
     e->n = 0;
-    if (k == LITERAL) {
-        if (fu->stored[v]) {
-            literal(e, dt, fn->insts[ir_arg(fn, &fn->insts[v], 0)].value);
-            fprintf(o, "%s%s[%s] = %s;\n", L->ind, nm, L->idx, e->s);
-        }
-        return;
-    }
-    if (k == BEFORE || along_rows(L, v)) {              /* its local is set before the loop */
-        if (fu->stored[v])
-            fprintf(o, "%s%s[%s] = %si;\n", L->ind, nm, L->idx, nm);
+    if (k == LITERAL || k == BEFORE || along_rows(L, v)) {
+        store_unstated(L, e, v, L->ind, L->idx);
         return;
     }
     if (is_reduction(fn->insts[v].op)) {                /* accumulate the row's */
@@ -415,11 +424,7 @@ static void emit_row_values(Loop *L, Str *e, int stage) {
         const char *nm = g->name[v], *ct = ctype_of[dt];
         e->n = 0;
         if (kind(L, v) != COMPUTED) {   /* a literal, or a broadcast of one element: no statement */
-            if (fu->stored[v] && kind(L, v) == LITERAL) {
-                literal(e, dt, fn->insts[ir_arg(fn, &fn->insts[v], 0)].value);
-                fprintf(g->out, "        %s[row] = %s;\n", nm, e->s);
-            } else if (fu->stored[v])          /* its local is set before the loop */
-                fprintf(g->out, "        %s[row] = %si;\n", nm, nm);
+            store_unstated(L, e, v, "        ", "row");
             continue;
         }
         if (is_reduction(fn->insts[v].op)) {

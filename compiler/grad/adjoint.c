@@ -102,21 +102,18 @@ static int winner_share(Grad *g, int x, int y, Cmp wins) {
 }
 
 static void binary_adjoint(Grad *g, Op op, int c) {
-    int a = g->fwd[src_arg(g, 0)], b = g->fwd[src_arg(g, 1)];
-    if (op != OP_ADD && op != OP_SUB) {      /* read in the cotangent dtype */
-        a = fwd_arg(g, 0);
-        b = fwd_arg(g, 1);
-    }
-    switch (op) {
-    case OP_ADD:
+    if (op == OP_ADD || op == OP_SUB || op == OP_REM) {      /* the operands' values are not needed */
         give(g, 0, c);
-        give(g, 1, c);
-        return;
-    case OP_SUB:
-        give(g, 0, c);
-        if (wants(g, 1))
+        if (op == OP_ADD)
+            give(g, 1, c);
+        else if (wants(g, 1) && op == OP_SUB)
             give(g, 1, op1(g, OP_NEGATE, c));
+        else if (wants(g, 1))
+            no_gradient(g, "the remainder with respect to its divisor");
         return;
+    }
+    int a = fwd_arg(g, 0), b = fwd_arg(g, 1);     /* in the cotangent dtype */
+    switch (op) {
     case OP_MUL:
         if (wants(g, 0))
             give(g, 0, op2(g, OP_MUL, c, b));
@@ -147,11 +144,6 @@ static void binary_adjoint(Grad *g, Op op, int c) {
         }
         return;
     }
-    case OP_REM:
-        give(g, 0, c);
-        if (wants(g, 1))
-            no_gradient(g, "the remainder with respect to its divisor");
-        return;
     default: no_gradient(g, "an elementwise op without a derivative");
     }
 }

@@ -107,7 +107,7 @@ static void seed_results(Grad *g, int first_param) {
         int v = ir_arg(src, ret, i);
         if (g->active[v]) {
             g->v = v;
-            seed_ct(g, v, c);
+            add_ct(g, v, c);
         }
     }
 }
@@ -144,17 +144,6 @@ static void build_vjp(Module *m, Diag *diag, int f, const Backward *bk) {
 }
 
 /* ---- cutting one body in two ---- */
-
-/* Instruction u of `from` re-emitted into `to`, its operands through map. */
-static int reemit(Module *m, Fn *to, const Fn *from, int u, const int32_t *map) {
-    const Inst *in = &from->insts[u];
-    int32_t *args = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(in->nargs + 1));
-    for (int i = 0; i < in->nargs; i++)
-        args[i] = map[ir_arg(from, in, i)];
-    int x = ir_emit(m, to, (Op)in->op, args, in->nargs, ir_attrs(from, in), in->nattrs, &in->type, in->loc);
-    keep_fields(&to->insts[x], in);
-    return x;
-}
 
 static int param(Module *m, Fn *to, int index, int sym, Loc loc) {
     int64_t at = index;

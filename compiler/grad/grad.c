@@ -70,7 +70,7 @@ int g_psum(Grad *g, int x, uint32_t axes) {
     return n == 1 ? x : g_emit(g, OP_ALL_REDUCE, (int32_t[]){x}, 1, attrs, n, NULL);
 }
 
-static void add_ct(Grad *g, int o, int c) {   /* o: a src value */
+void add_ct(Grad *g, int o, int c) {
     g->ct[o] = g->ct[o] < 0 ? c : g_emit(g, OP_ADD, (int32_t[]){g->ct[o], c}, 2, NULL, 0, NULL);
 }
 
@@ -125,12 +125,11 @@ Grad grad_begin(Module *m, Diag *diag, const Fn *src, Fn *dst, const Backward *b
     g.fwd = arena_alloc(m->arena, sizeof(int32_t) * n);
     g.fwd_ct = arena_alloc(m->arena, sizeof(int32_t) * n);
     g.ct = arena_alloc(m->arena, sizeof(int32_t) * n);
-    g.call_at = arena_alloc(m->arena, sizeof(int32_t) * n);
     g.res_at = arena_alloc(m->arena, sizeof(int32_t) * n);
     g.tuple_ct = arena_alloc(m->arena, sizeof(int32_t *) * n);
     g.active = arena_alloc(m->arena, n);
     for (size_t v = 0; v < n; v++)
-        g.fwd_ct[v] = g.ct[v] = g.call_at[v] = -1;
+        g.fwd_ct[v] = g.ct[v] = -1;
     if (src->spmd) {
         g.varies = arena_alloc(m->arena, sizeof(uint32_t) * n);
         fn_variation(src, g.varies);
@@ -144,6 +143,16 @@ void keep_fields(Inst *out, const Inst *in) {
     out->flags = in->flags;
     out->sh = in->sh;
     out->place = in->place;
+}
+
+int reemit(Module *m, Fn *to, const Fn *from, int u, const int32_t *map) {
+    const Inst *in = &from->insts[u];
+    int32_t *args = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(in->nargs + 1));
+    for (int i = 0; i < in->nargs; i++)
+        args[i] = map[ir_arg(from, in, i)];
+    int x = ir_emit(m, to, (Op)in->op, args, in->nargs, ir_attrs(from, in), in->nattrs, &in->type, in->loc);
+    keep_fields(&to->insts[x], in);
+    return x;
 }
 
 static int copy_inst(Grad *g, Op op, const int32_t *args, const Inst *in) {
@@ -163,7 +172,6 @@ static int call_forward(Grad *g, int v, const int32_t *args) {
         return copy_inst(g, OP_CALL, args, in);
     int call = g_emit(g, OP_CALL, args, in->nargs, &which, 1, NULL);
     g->dst->insts[call].sym = in->sym;
-    g->call_at[v] = call;
     int first = -1;
     for (int64_t i = nres; i < f->nresults; i++) {
         int r = g_emit(g, OP_GET_TUPLE_ELEMENT, (int32_t[]){call}, 1, &i, 1, NULL);
@@ -200,8 +208,6 @@ static int constrained_like(Grad *g, int v, int c) {
     g->dst->insts[x].sh = in->sh;
     return x;
 }
-
-void seed_ct(Grad *g, int v, int c) { add_ct(g, v, c); }
 
 void run_backward(Grad *g) {
     const Fn *src = g->src;
@@ -258,7 +264,7 @@ static void build_grad(Module *m, Diag *diag, int d, const Backward *bk) {
     copy_forward(&g);
     g.v = loss;
     if (g.active[loss])
-        seed_ct(&g, loss, g_const(&g, 1, &(Shape){(uint8_t)ct_dtype(src_type(&g, loss)->dtype), 0, {0}}));
+        add_ct(&g, loss, g_const(&g, 1, &(Shape){(uint8_t)ct_dtype(src_type(&g, loss)->dtype), 0, {0}}));
     run_backward(&g);
     int32_t *results = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(g.dst->nresults + 1));
     int n = 0;
@@ -286,16 +292,9 @@ static void drop_dead(Module *m, Fn *fn) {
     Fn old = *fn;
     *fn = fn_without_body(&old);
     int32_t *map = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(old.ninsts + 1));
-    for (int v = 0; v < old.ninsts; v++) {
-        if (!live[v])
-            continue;
-        const Inst *in = &old.insts[v];
-        int32_t *args = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(in->nargs + 1));
-        for (int i = 0; i < in->nargs; i++)
-            args[i] = map[ir_arg(&old, in, i)];
-        map[v] = ir_emit(m, fn, (Op)in->op, args, in->nargs, ir_attrs(&old, in), in->nattrs, &in->type, in->loc);
-        keep_fields(&fn->insts[map[v]], in);
-    }
+    for (int v = 0; v < old.ninsts; v++)
+        if (live[v])
+            map[v] = reemit(m, fn, &old, v, map);
 }
 
 int grad_module(Module *m, Diag *diag) {

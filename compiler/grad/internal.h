@@ -29,8 +29,7 @@ typedef struct {
     int32_t **tuple_ct;          /* a src call with several results -> each result's cotangent */
     uint8_t *active;             /* src value: depends on a differentiated parameter and reaches a seed */
     uint32_t *varies;            /* spmd: the mesh axes each src value differs along */
-    int32_t *call_at;            /* a src call of a fwd fn -> the dst call (its results, then residuals), or -1 */
-    int32_t *res_at;             /* ... -> the first of the dst values holding its residuals */
+    int32_t *res_at;             /* a src call of a fwd fn -> the first dst value holding its residuals */
     int v;                       /* the src instruction whose rule runs */
 } Grad;
 
@@ -61,8 +60,10 @@ void run_backward(Grad *g);
 int param_grad(Grad *g, int p, int dtype);
 /* A copied instruction keeps its value, name, flags, sharding and place. */
 void keep_fields(Inst *out, const Inst *in);
-/* Seed the cotangent of src value v (active) with dst value c. */
-void seed_ct(Grad *g, int v, int c);
+/* Instruction u of `from` re-emitted into `to`, its operands through map. */
+int reemit(Module *m, Fn *to, const Fn *from, int u, const int32_t *map);
+/* Add dst value c to the cotangent of src value v (a seed, or a share). */
+void add_ct(Grad *g, int v, int c);
 
 /* callees.c: the backward fns of the fns the derived fns call */
 void add_backward_fns(Module *m, Diag *diag, Backward *bk);

@@ -30,6 +30,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
 import gpt_ref  # noqa: E402
+from check_ops import Checker  # noqa: E402
 from oracles import adam, mlp_grads, sgd_momentum  # noqa: E402
 
 MESH = "X=2,Y=2"
@@ -107,19 +108,10 @@ CASES = [mlp_case("sgd_dp", "sgd"), mlp_case("adam_fsdp", "adam"), gpt_case()]
 # ---- running and judging ----
 
 
-class Checker:
-    def __init__(self, shardc, tmp):
-        self.shardc, self.tmp = shardc, tmp
-        self.passed = self.failed = 0
+class Trainer(Checker):
+    """check_ops.py's checker (a line and a count per check), with a training run."""
 
-    def check(self, name, ok, detail=""):
-        print("%s %s%s" % ("PASS" if ok else "FAIL", name, "" if ok else ": " + detail))
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-
-    def run(self, case, backend_flags, tag):
+    def train(self, case, backend_flags, tag):
         name, sample, fn, const, steps, learn, make = case
         inputs, want_losses, want_final = make()
         d = os.path.join(self.tmp, re.sub(r"\W+", "_", name + "_" + tag))
@@ -166,14 +158,14 @@ def main():
     args = ap.parse_args()
     shutil.rmtree(args.tmp, ignore_errors=True)
     os.makedirs(args.tmp)
-    c = Checker(os.path.abspath(args.shardc), os.path.abspath(args.tmp))
+    c = Trainer(os.path.abspath(args.shardc), os.path.abspath(args.tmp))
     mpi = os.path.exists(os.path.join(os.path.dirname(os.path.abspath(args.shardc)), "libshardc_rt_mpi.a"))
     for case in CASES:
         if args.only and not re.search(args.only, case[0]):
             continue
-        c.run(case, [], "threads")
+        c.train(case, [], "threads")
         if mpi:
-            c.run(case, MPIRUN, "mpi 2x2")
+            c.train(case, MPIRUN, "mpi 2x2")
         else:
             c.check(case[0] + " (mpi)", False, "the MPI backend was not built: run tools/install-deps")
     print("%d passed, %d failed" % (c.passed, c.failed))
