@@ -11,13 +11,13 @@
 #include <stdio.h>
 
 /* Emit the program; `main_fn` (a function index, or -1 for none) gets a
- * main().  Returns 0, or -1 with a message in err (an op or function that
+ * main(), and the file then holds only it and the fns it calls.  Returns 0, or -1 with a message in err (an op or function that
  * cannot be emitted). */
 int codegen_emit(const Module *m, int main_fn, FILE *out, char *err, size_t errlen);
-/* Emit the header that declares the program's entry points (shardc_NAME,
- * one per fn and spmd fn) with their ABI; `path` is the header's file name,
+/* Emit the header that declares the entry points (shardc_NAME, one per fn
+ * and spmd fn the C file holds: see codegen_emit's main_fn) with their ABI; `path` is the header's file name,
  * for its include guard (prog.h: SHARDC_PROG_H).  Returns 0: err is there
  * for a failure like codegen_emit's, which the header has none of today. */
-int codegen_emit_header(const Module *m, const char *path, FILE *out, char *err, size_t errlen);
+int codegen_emit_header(const Module *m, int main_fn, const char *path, FILE *out, char *err, size_t errlen);
 
 #endif

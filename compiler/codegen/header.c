@@ -95,7 +95,7 @@ void emit_abi_comment(FILE *o, const Module *m, const Fn *fn, char **names, cons
     fputs(" */\n", o);
 }
 
-int codegen_emit_header(const Module *m, const char *path, FILE *o, char *err, size_t errlen) {
+int codegen_emit_header(const Module *m, int main_fn, const char *path, FILE *o, char *err, size_t errlen) {
     (void)err, (void)errlen;                 /* nothing here fails: out of memory aborts (arena.c) */
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     Arena arena = {0};
@@ -132,9 +132,10 @@ int codegen_emit_header(const Module *m, const char *path, FILE *o, char *err, s
           " * nothing is kept between calls. */\n", o);
     fprintf(o, "#ifndef %s\n#define %s\n\n#include <shardc_rt.h>\n#include <stdint.h>\n\n"
                "#ifdef __cplusplus\nextern \"C\" {\n#endif\n", guard, guard);
+    char *in_file = fns_in_file(m, main_fn, &arena);
     for (int f = 0; f < m->nfns; f++) {
         const Fn *fn = &m->fns[f];
-        if (!fn_exported(fn))
+        if (!in_file[f] || !fn_exported(fn))
             continue;
         char **names = c_value_names(fn, irnames[f], &arena);
         int *param = param_insts(fn, &arena);

@@ -97,6 +97,8 @@ const Shape *result_type(const Fn *fn, int i);
 int emit_fn_cname(FILE *o, const Module *m, const Fn *fn);
 int fn_exported(const Fn *fn);
 int fn_emittable(const Fn *fn);
+/* in[f] for each fn: is it in the file (codegen.c)? */
+char *fns_in_file(const Module *m, int main_fn, Arena *arena);
 /* `int shardc_f(sc_device *dev, const float *x_, float *result0)`; `names`
  * are the C names of fn's values (NULL: param0, ...). */
 void emit_signature(FILE *o, const Module *m, const Fn *fn, char **names, const int *param);

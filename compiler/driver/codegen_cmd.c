@@ -90,6 +90,20 @@ static int spawn_to(char *const *argv, int quiet) {
 
 static int spawn(char *const *argv) { return spawn_to(argv, 0); }
 
+/* Whether `name` is an executable in a directory of $PATH. */
+static int on_path(const char *name) {
+    const char *path = getenv("PATH");
+    char probe[PATH_MAX];
+    for (const char *p = path ? path : ""; *p;) {
+        size_t n = strcspn(p, ":");
+        fmt(probe, sizeof probe, "%.*s/%s", (int)n, p, name);
+        if (n && access(probe, X_OK) == 0)
+            return 1;
+        p += n + (p[n] == ':');
+    }
+    return 0;
+}
+
 typedef struct {
     const Module *m;
     int fn;
@@ -109,13 +123,14 @@ static int write_c(const Module *m, int f, const char *path) { return write_outp
 
 typedef struct {
     const Module *m;
+    int fn;
     const char *path;
 } HArgs;
 
 static int write_h_to(FILE *out, void *ctx) {
     const HArgs *a = ctx;
     char err[512];
-    if (codegen_emit_header(a->m, a->path, out, err, sizeof err)) {
+    if (codegen_emit_header(a->m, a->fn, a->path, out, err, sizeof err)) {
         fprintf(stderr, "shardc: error: %s\n", err);
         return 1;
     }
@@ -133,7 +148,7 @@ int compile_command(const Module *m, int f, const char *out) {
     size_t n = strlen(out), stem = n >= 2 && strcmp(out + n - 2, ".c") == 0 ? n - 2 : n;
     Arena arena = {0};
     char *h = arena_printf(&arena, "%.*s.h", (int)stem, out);
-    rc = write_output(h, write_h_to, &(HArgs){m, h});
+    rc = write_output(h, write_h_to, &(HArgs){m, f, h});
     arena_free(&arena);
     return rc;
 }
@@ -171,9 +186,12 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     /* -fopenmp: the loops run on each device's share of the cores
      * (docs/kernels.md, "Threads inside a device"); the kernel library is
      * built with it too, and oneDNN runs on the same OpenMP runtime. */
+    /* GNU ld spends ~0.25 s reading libdnnl.so's symbols, five times what
+     * the compile of a generated program takes; gold links it in 0.05 s. */
+    const char *linker = on_path("ld.gold") ? "-fuse-ld=gold" : "-O2";
     char *argv[] = {(char *)cc, "-std=c11", "-O2", "-fopenmp", "-o", (char *)out, src, i1, i2, l, "-lshardc_lib",
                     mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt", "-ldnnl", "-lopenblas", "-lm", "-pthread",
-                    mpi ? "-DSHARDC_MPI" : NULL, NULL};
+                    (char *)linker, mpi ? "-DSHARDC_MPI" : NULL, NULL};
     rc = spawn(argv);
     if (rc) {
         fprintf(stderr, "shardc: error: the C compiler '%s' failed on the generated %s (status %d)\n", cc, src, rc);
