@@ -17,7 +17,10 @@ OBJ := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/parser.o $(BUILD)/obj/gen/le
 # The reference interpreter and `shardc interp` go into shardc only.
 INTERP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/interp/*.c) compiler/driver/interp_cmd.c)
 # C code generation (docs/codegen.md) and `shardc compile/build/run`.
-CODEGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/codegen/*.c) compiler/driver/codegen_cmd.c)
+# The build cache (cache.c, sha256.c) and the progress line (status.c) serve
+# `shardc build` and `run`.
+CODEGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/codegen/*.c) compiler/driver/codegen_cmd.c \
+	compiler/driver/cache.c compiler/driver/sha256.c compiler/driver/status.c)
 
 # The communication runtime (docs/runtime.md): a static library of its own,
 # built with -pthread, and its tests (tests/runtime/*.c, TAP-like output).
