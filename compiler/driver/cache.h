@@ -1,7 +1,7 @@
 /* The build cache of `shardc build` and `run` (docs/cli.md, "The build
  * cache"): executables kept under the SHA-256 of everything that went into
  * them (the generated C, the C compiler's command line, environment and
- * identity, the headers and libraries, shardc itself), so that building an
+ * identity, the headers and libraries, shardc's version), so that building an
  * unchanged program again copies the executable instead of running cc.
  *
  * Layout: DIR/v1/KEY, one executable per entry, written to a temporary
