@@ -1,6 +1,7 @@
 # lit configuration for shardc's golden IR and diagnostic tests.
 # Run through tests/run-tests, which passes -Dshardc=PATH.
 import os
+import shutil
 import lit.formats
 
 config.name = 'shardc'
@@ -19,3 +20,7 @@ config.environment['PATH'] = os.pathsep.join(['/usr/lib/llvm-14/bin', config.env
 for var in ('ASAN_OPTIONS', 'UBSAN_OPTIONS'):
     if var in os.environ:
         config.environment[var] = os.environ[var]
+# Graphviz's dot (tools/install-deps installs it): the tests that draw
+# `shardc show --format dot` need it.
+if shutil.which('dot'):
+    config.available_features.add('graphviz')
