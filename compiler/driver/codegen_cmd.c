@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <limits.h>
@@ -80,7 +81,10 @@ static int spawn_to(char *const *argv, int quiet, const char *errors) {
     if (pid == 0) {
         if (quiet && !freopen("/dev/null", "w", stdout))
             _exit(127);
-        if (errors && !freopen(errors, "w", stderr))
+        /* dup2, not freopen: stderr stays unbuffered, so the message
+         * below reaches the file before _exit. */
+        int fd = errors ? open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+        if (errors && (fd < 0 || dup2(fd, STDERR_FILENO) < 0))
             _exit(127);
         execvp(argv[0], argv);
         fprintf(stderr, "shardc: error: cannot run '%s': %s\n", argv[0], strerror(errno));

@@ -19,7 +19,8 @@ cache"), each point a check:
 - `cache info` counts the entries, `cache clean` removes them and nothing
   else; $XDG_CACHE_HOME/shardc and ~/.cache/shardc are the defaults;
 - the progress line: on a pseudo-terminal, "\\r"-redrawn, ending in "cc N s"
-  on a miss and "cached" on a hit; on a pipe, standard error stays empty.
+  on a miss and "cached" on a hit, a failing cc's messages after it; on a
+  pipe, standard error stays empty.
 
     tests/codegen/check_cache.py [--shardc build/shardc] [--tmp DIR]
 
@@ -258,10 +259,10 @@ def check_commands(c):
                   "without SHARDC_CACHE_DIR the cache is under %s" % where, "%s %s" % (did, os.listdir(home)))
 
 
-def pty_build(c, cache, args):
+def pty_build(c, cache, args, **extra):
     """shardc build with standard error on a pseudo-terminal: what it drew."""
     master, slave = pty.openpty()
-    env = {k: v for k, v in c.env(cache).items() if k != "SHARDC_CACHE_STATS"}
+    env = {k: v for k, v in c.env(cache, **extra).items() if k != "SHARDC_CACHE_STATS"}
     p = subprocess.run([c.shardc, "build", MLP, "--fn", "mlp", "--const", CONST, "-o", c.out()] + args,
                        stderr=slave, stdout=subprocess.DEVNULL, env=env, timeout=TIMEOUT)
     os.close(slave)
@@ -289,6 +290,10 @@ def check_status(c):
               "on a terminal: the progress line of a miss ends in 'cc N s'", repr(miss[-200:]))
     c.t.check(rc2 == 0 and re.search(r"C \d+ lines, cached\n$", last(hit)),
               "on a terminal: the progress line of a hit ends in 'cached'", repr(hit[-200:]))
+    rc3, bad = pty_build(c, cache, args, CC="/nonexistent/cc")
+    c.t.check(rc3 == 1 and re.search(r", cc \d+\.\d\d s\r?\nshardc: error: cannot run '/nonexistent/cc'.*\n"
+                                     r"shardc: error: the C compiler", bad),
+              "on a terminal: a failing cc's messages come after the finished line", repr(bad[-300:]))
     p = subprocess.run([c.shardc, "build", MLP, "--fn", "mlp", "--const", CONST, "-o", c.out()] + args,
                        capture_output=True, text=True, env={k: v for k, v in c.env(cache).items()
                                                             if k != "SHARDC_CACHE_STATS"})
