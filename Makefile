@@ -17,7 +17,10 @@ OBJ := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/parser.o $(BUILD)/obj/gen/le
 # The reference interpreter and `shardc interp` go into shardc only.
 INTERP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/interp/*.c) compiler/driver/interp_cmd.c)
 # C code generation (docs/codegen.md) and `shardc compile/build/run`.
-CODEGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/codegen/*.c) compiler/driver/codegen_cmd.c)
+# The build cache (cache.c, sha256.c) and the progress line (status.c) serve
+# `shardc build` and `run`.
+CODEGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/codegen/*.c) compiler/driver/codegen_cmd.c \
+	compiler/driver/cache.c compiler/driver/sha256.c compiler/driver/status.c)
 
 # The communication runtime (docs/runtime.md): a static library of its own,
 # built with -pthread, and its tests (tests/runtime/*.c, TAP-like output).
@@ -45,7 +48,7 @@ LIB_HDR   := $(wildcard lib/*.h lib/*.def compiler/ir/*.def) runtime/shardc_rt.h
 LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -ldnnl -lopenblas -lm -pthread $(OPENMP)
 LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/*.c))
 
-.PHONY: all check check-fast check-asan fuzz install clean deps runtime-tests mpi-tests lib-tests bench
+.PHONY: all check check-fast check-asan fuzz install clean deps runtime-tests mpi-tests lib-tests bench bench-doc
 
 all: $(BUILD)/shardc $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a $(RT_MPI)
 
@@ -115,8 +118,11 @@ $(BUILD)/tests/lib/%: tests/lib/%.c tests/lib/ktest.h tests/runtime/tap.h $(BUIL
 lib-tests: $(LIB_TESTS)
 
 # The benchmarks of `make bench` (not part of check; bench/report.py runs
-# them all in one go, prints each target met or not, and rewrites
-# docs/performance.md): the machine's limits (FMA peak, STREAM), GEMM engines
+# them all in one go, prints each target met or not, and writes the report
+# to $(BUILD)/bench/performance.md: docs/performance.md with its measured
+# sections rewritten; `make bench-doc` or `make bench DOC=1` rewrites
+# docs/performance.md itself, so that benchmarking leaves a clone clean
+# unless asked): the machine's limits (FMA peak, STREAM), GEMM engines
 # against each other, collectives of the threads backend and of OpenMPI,
 # the samples against plain BLAS, compile time.  bench/coll_mpi needs mpicc;
 # without it the report has no MPI column.  bench/threads (loops on a
@@ -140,8 +146,14 @@ $(BUILD)/bench/coll_mpi: bench/coll_mpi.c
 	OMPI_CC=$(CC) $(MPICC) -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) $(WARN) -o $@ $<
 
 
+# BENCH_ARGS: more options for report.py (--quick, --only LETTERS).
+BENCH_OUT = $(if $(DOC),docs/performance.md,$(BUILD)/bench/performance.md)
+
 bench: all $(BENCH_BIN)
-	$(BENCH_PYTHON) bench/report.py --build $(BUILD) --doc docs/performance.md
+	$(BENCH_PYTHON) bench/report.py --build $(BUILD) --doc docs/performance.md --out $(BENCH_OUT) $(BENCH_ARGS)
+
+bench-doc:
+	$(MAKE) bench DOC=1
 
 $(BUILD)/libfrontend.a: $(OBJ)
 	rm -f $@
@@ -183,7 +195,7 @@ fuzz: $(BUILD)/fuzz_frontend
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/shardc $(DESTDIR)$(PREFIX)/share/shardc/samples
 	install -m 755 $(BUILD)/shardc $(DESTDIR)$(PREFIX)/bin/shardc
-	install -m 644 docs/*.md $(DESTDIR)$(PREFIX)/share/doc/shardc
+	install -m 644 docs/*.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/shardc
 	install -m 644 samples/*.tdsl $(DESTDIR)$(PREFIX)/share/shardc/samples
 	install -d $(DESTDIR)$(PREFIX)/include/shardc $(DESTDIR)$(PREFIX)/lib
 	install -m 644 runtime/shardc_rt.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_rt.h

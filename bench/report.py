@@ -34,11 +34,14 @@
 
 Prints every table and whether each target is met, and rewrites the
 "bench/machine" and "bench/report" sections of the document (the machine
-the numbers came from, then the results).  Timings are informative: the
+the numbers came from, then the results): --doc in place, or, with --out,
+a copy of --doc written to --out (`make bench` writes
+build/bench/performance.md so that a clone stays clean; `make bench-doc`
+rewrites docs/performance.md).  Timings are informative: the
 exit status is 0 whatever they are, and nonzero only when a benchmark fails
 to run or computes a wrong result.
 
-Usage: bench/report.py [--build DIR] [--doc FILE] [--quick] [--only LETTERS]
+Usage: bench/report.py [--build DIR] [--doc FILE [--out FILE]] [--quick] [--only LETTERS]
 """
 import argparse
 import datetime
@@ -863,12 +866,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--doc", default=None, help="the document to rewrite (docs/performance.md)")
+    ap.add_argument("--out", default=None, help="write the rewritten document here, leaving --doc as it is")
     ap.add_argument("--quick", action="store_true", help="small sizes, for testing the script")
     ap.add_argument("--only", default="abcdefgh", help="which benchmarks: letters of abcdefgh (g: mixture of experts, "
                     "h: training, each its own section of the document, so `--only g` refreshes just that)")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     doc = args.doc
+    if doc and args.out and os.path.abspath(args.out) != os.path.abspath(doc):
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        shutil.copyfile(doc, args.out)     # the sections not measured this run stay as --doc has them
+        doc = args.out
     t_start = time.monotonic()
     m = machine()
     log("machine: %s, %d cores, %s; %s; %s; %s" % (m["cpu"], m["cores"], m["memory"], m["cc"], m["blas"], m["mpi"]))
@@ -1100,7 +1108,8 @@ def main():
         if "g" in args.only:
             update_doc(doc, "bench/moe", prose(moe_text + "Measured %s, load average %s when the run started.\n\n"
                                                % (m["date"], m["load"])))
-        log("updated %s" % doc)
+        log("updated %s%s" % (doc, "" if doc == args.doc else " (%s is unchanged: `make bench-doc` rewrites it)"
+                                                          % args.doc))
     return 0
 
 

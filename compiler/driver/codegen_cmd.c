@@ -4,6 +4,7 @@
  * PREFIX (bin/shardc, include/shardc/, lib/). */
 #include "codegen_cmd.h"
 #include "output.h"
+#include "version.h"
 
 #include "../codegen/codegen.h"
 
@@ -11,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <limits.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* snprintf through a function, so that paths of any length are fine: a
@@ -68,14 +71,20 @@ static int locate(char *inc1, char *inc2, char *libdir, size_t cap) {
     return -1;
 }
 
-/* Run argv and wait; `quiet`: its standard output goes to /dev/null. */
-static int spawn_to(char *const *argv, int quiet) {
+/* Run argv and wait; `quiet`: its standard output goes to /dev/null;
+ * `errors` (unless NULL): its standard error goes to that file. */
+static int spawn_to(char *const *argv, int quiet, const char *errors) {
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
         if (quiet && !freopen("/dev/null", "w", stdout))
+            _exit(127);
+        /* dup2, not freopen: stderr stays unbuffered, so the message
+         * below reaches the file before _exit. */
+        int fd = errors ? open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+        if (errors && (fd < 0 || dup2(fd, STDERR_FILENO) < 0))
             _exit(127);
         execvp(argv[0], argv);
         fprintf(stderr, "shardc: error: cannot run '%s': %s\n", argv[0], strerror(errno));
@@ -88,20 +97,28 @@ static int spawn_to(char *const *argv, int quiet) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
-static int spawn(char *const *argv) { return spawn_to(argv, 0); }
 
-/* Whether `name` is an executable in a directory of $PATH. */
-static int on_path(const char *name) {
+/* Where execvp finds the command `name`: `name` itself when it has a
+ * slash, else its directory of $PATH.  Returns 0, or -1 when not found. */
+static int resolve(const char *name, char *found, size_t cap) {
+    if (strchr(name, '/')) {
+        fmt(found, cap, "%s", name);
+        return access(found, X_OK);
+    }
     const char *path = getenv("PATH");
-    char probe[PATH_MAX];
     for (const char *p = path ? path : ""; *p;) {
         size_t n = strcspn(p, ":");
-        fmt(probe, sizeof probe, "%.*s/%s", (int)n, p, name);
-        if (n && access(probe, X_OK) == 0)
-            return 1;
+        fmt(found, cap, "%.*s/%s", (int)n, p, name);
+        if (n && access(found, X_OK) == 0)
+            return 0;
         p += n + (p[n] == ':');
     }
-    return 0;
+    return -1;
+}
+
+static int on_path(const char *name) {
+    char found[PATH_MAX];
+    return resolve(name, found, sizeof found) == 0;
 }
 
 typedef struct {
@@ -153,18 +170,132 @@ int compile_command(const Module *m, int f, const char *out) {
     return rc;
 }
 
+/* Where the headers and libraries are, and what a build links. */
+typedef struct {
+    char inc1[PATH_MAX], inc2[PATH_MAX], libdir[PATH_MAX];
+    int mpi;
+} BuildInputs;
+
+/* The environment that changes what cc and mpicc do with the same command
+ * line: include and library search paths, and OpenMPI's wrapper settings. */
+static const char *const cc_environment[] = {"CPATH", "C_INCLUDE_PATH", "LIBRARY_PATH", "GCC_EXEC_PREFIX",
+                                             "COMPILER_PATH", "OMPI_CC", "OMPI_CFLAGS", "OMPI_CPPFLAGS",
+                                             "OMPI_LDFLAGS", "OMPI_LIBS"};
+
+/* The compiler named `cc`: where it is (size, modification time) and what
+ * it says it is; with MPI, the compiler mpicc wraps as well. */
+static void key_compiler(Sha256 *key, const char *cc, int mpi) {
+    char found[PATH_MAX];
+    cache_key_file_identity(key, "cc", resolve(cc, found, sizeof found) == 0 ? found : cc);
+    if (mpi && getenv("OMPI_CC"))
+        cache_key_file_identity(key, "ompi-cc", resolve(getenv("OMPI_CC"), found, sizeof found) == 0 ? found : "");
+    if (cache_key_command_output(key, "cc --version", (char *const[]){(char *)cc, "--version", NULL}))
+        cache_key_str(key, "cc --version", "failed");
+}
+
+/* The cache key of linking `src` by `argv` into `out`: everything that
+ * decides the executable's bytes.  `lines` gets the C's line count. */
+static int build_key(char *const *argv, const char *src, const char *out, const BuildInputs *in, char key[65],
+                     long *lines) {
+    Sha256 s;
+    sha256_init(&s);
+    /* Not shardc's binary: a rebuilt shardc that generates the same C and
+     * calls cc the same way makes the same executable, and its tests then
+     * rebuild only the programs whose C changed. */
+    cache_key_str(&s, "shardc", SHARDC_VERSION);
+    for (int i = 0; argv[i]; i++)      /* the temporary paths vary from build to build */
+        cache_key_str(&s, "argv", argv[i] == src ? "<prog.c>" : argv[i] == out ? "<out>" : argv[i]);
+    for (size_t i = 0; i < sizeof cc_environment / sizeof *cc_environment; i++)
+        cache_key_str(&s, cc_environment[i], getenv(cc_environment[i]));
+    key_compiler(&s, argv[0], in->mpi);
+    cache_key_headers(&s, in->inc1);
+    if (strcmp(in->inc1, in->inc2) != 0)
+        cache_key_headers(&s, in->inc2);
+    static const char *const libs[] = {"libshardc_lib.a", "libshardc_rt.a", "libshardc_rt_mpi.a"};
+    for (int i = 0; i < 2 + in->mpi; i++) {
+        char path[PATH_MAX + 32];
+        fmt(path, sizeof path, "%s/%s", in->libdir, libs[i]);
+        cache_key_file_identity(&s, "library", path);
+    }
+    int rc = cache_key_file_content(&s, "prog.c", src, lines);
+    sha256_hex(&s, key);
+    return rc;
+}
+
+/* The C's line count, for the progress line when there is no key to
+ * compute. */
+static long count_lines(const char *src) {
+    Sha256 s;
+    long lines = 0;
+    sha256_init(&s);
+    cache_key_file_content(&s, "prog.c", src, &lines);
+    return lines;
+}
+
+static double seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Run cc; on a terminal its messages wait in `dir`/cc-errors until the
+ * progress line is finished, so that they do not land inside it. */
+static int run_cc(char *const *argv, const char *dir, Status *status) {
+    char errors[PATH_MAX + 16];
+    fmt(errors, sizeof errors, "%s/cc-errors", dir);
+    int on = status && status->on;
+    double t0 = seconds();
+    int rc = spawn_to(argv, 0, on ? errors : NULL);
+    status_add(status, "cc %.2f s", seconds() - t0);
+    FILE *f = on ? fopen(errors, "r") : NULL;
+    if (f && fgetc(f) != EOF) {
+        status_end(status);
+        rewind(f);
+        char buf[4096];
+        for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;)
+            fwrite(buf, 1, n, stderr);
+    }
+    if (f)
+        fclose(f);
+    if (on)
+        remove(errors);
+    return rc;
+}
+
+/* Compile and link by `argv`, or take the executable from the cache.
+ * `may_link`: `out` is shardc's own (run's temporary directory), so it may
+ * share the cache entry's inode. */
+static int cached_cc(char *const *argv, const char *src, const char *out, const char *dir, const BuildInputs *in,
+                     const RunOptions *ro, int may_link) {
+    char key[65];
+    long lines = 0;
+    int keyed = ro->cache.enabled && build_key(argv, src, out, in, key, &lines) == 0;
+    status_add(ro->status, "C %ld lines", keyed ? lines : count_lines(src));
+    if (keyed && cache_fetch(&ro->cache, key, out, may_link)) {
+        status_add(ro->status, "cached");
+        return 0;
+    }
+    int rc = run_cc(argv, dir, ro->status);
+    if (rc == 0 && keyed)
+        cache_store(&ro->cache, key, out, may_link);
+    return rc;
+}
+
 /* Emit `dir`/prog.c and link `out`; for MPI with mpicc (-DSHARDC_MPI picks
  * the backend in shardc_main.h) and libshardc_rt_mpi.a. */
-static int build_in(const Module *m, int f, const char *dir, const char *out, int mpi) {
-    char inc1[PATH_MAX], inc2[PATH_MAX], libdir[PATH_MAX];
-    if (locate(inc1, inc2, libdir, PATH_MAX)) {
+static int build_in(const Module *m, int f, const char *dir, const char *out, int mpi, const RunOptions *ro,
+                    int may_link) {
+    BuildInputs in = {.mpi = mpi};
+    if (locate(in.inc1, in.inc2, in.libdir, PATH_MAX)) {
+        status_end(ro->status);
         fprintf(stderr, "shardc: error: cannot find shardc_rt.h and libshardc_lib.a next to the shardc binary "
                         "(a build tree or PREFIX/include/shardc and PREFIX/lib)\n");
         return 1;
     }
     char probe[PATH_MAX + 32];
-    fmt(probe, sizeof probe, "%s/libshardc_rt_mpi.a", libdir);
+    fmt(probe, sizeof probe, "%s/libshardc_rt_mpi.a", in.libdir);
     if (mpi && !exists(probe)) {
+        status_end(ro->status);
         fprintf(stderr, "shardc: error: the MPI backend's library %s is missing: build shardc where OpenMPI's "
                         "mpicc is installed (tools/install-deps installs it)\n", probe);
         return 1;
@@ -175,9 +306,9 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     if (rc)
         return rc;
     char i1[PATH_MAX + 4], i2[PATH_MAX + 4], l[PATH_MAX + 4];
-    fmt(i1, sizeof i1, "-I%s", inc1);
-    fmt(i2, sizeof i2, "-I%s", inc2);
-    fmt(l, sizeof l, "-L%s", libdir);
+    fmt(i1, sizeof i1, "-I%s", in.inc1);
+    fmt(i2, sizeof i2, "-I%s", in.inc2);
+    fmt(l, sizeof l, "-L%s", in.libdir);
     const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
     if (mpi) {                  /* mpicc wraps $CC (OpenMPI reads OMPI_CC) */
         setenv("OMPI_CC", cc, 0);
@@ -192,8 +323,9 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     char *argv[] = {(char *)cc, "-std=c11", "-O2", "-fopenmp", "-o", (char *)out, src, i1, i2, l, "-lshardc_lib",
                     mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt", "-ldnnl", "-lopenblas", "-lm", "-pthread",
                     (char *)linker, mpi ? "-DSHARDC_MPI" : NULL, NULL};
-    rc = spawn(argv);
+    rc = cached_cc(argv, src, out, dir, &in, ro, may_link);
     if (rc) {
+        status_end(ro->status);
         fprintf(stderr, "shardc: error: the C compiler '%s' failed on the generated %s (status %d)\n", cc, src, rc);
         return 1;
     }
@@ -238,7 +370,8 @@ static void remove_temp(const char *dir, const char *const *names, int n) {
 int build_command(const Module *m, int f, const char *out, const RunOptions *ro) {
     Arena arena = {0};
     char *dir = make_temp_dir(&arena);
-    int rc = dir ? build_in(m, f, dir, out, ro->mpi) : 1;
+    int rc = dir ? build_in(m, f, dir, out, ro->mpi, ro, 0) : 1;
+    status_end(ro->status);
     if (dir)
         remove_temp(dir, (const char *[]){"prog.c"}, 1);
     arena_free(&arena);
@@ -289,7 +422,7 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
             argv[k++] = (char *)steps[i];
             argv[k++] = (char *)steps[i + 1];
         }
-    int rc = spawn_to(argv, quiet);
+    int rc = spawn_to(argv, quiet, NULL);
     arena_free(&arena);
     return rc == 0 ? 0 : rc == 2 ? 2 : 1;
 }
@@ -354,12 +487,15 @@ int run_command(const Module *m, int f, const char *const *ins, int nins, const 
     fmt(prog, sizeof prog, "%s/prog", dir);
     fmt(ref, sizeof ref, "%s/one", dir);
     fmt(ref_out, sizeof ref_out, "%s/one-out", dir);
-    int rc = build_in(m, f, dir, prog, ro->mpi);
+    int rc = build_in(m, f, dir, prog, ro->mpi, ro, 1);
+    status_end(ro->status);            /* the program prints next */
     if (!rc)
         rc = run_program(prog, ins, nins, out_dir, ro->mpi, np, ndev, ro, 0);
     if (!rc && ro->check) {               /* the same function, compiled for one device */
         int g = ro->check_fn;
-        rc = build_in(ro->check, g, dir, ref, 0);
+        status_begin(ro->status, "shardc: --check: '%s' on one device", sym_name(m->syms, m->fns[f].sym));
+        rc = build_in(ro->check, g, dir, ref, 0, ro, 1);
+        status_end(ro->status);
         rc = rc ? rc : run_program(ref, ins, nins, ref_out, 0, 1, 1, ro, 1);   /* its --steps log unprinted */
         rc = rc ? rc : compare_results(m, f, out_dir, ref_out);
         remove_dir(ref_out);

@@ -4,6 +4,8 @@
 #define SHARDC_CODEGEN_CMD_H
 
 #include "../ir/ir.h"
+#include "cache.h"
+#include "status.h"
 
 /* Write the C for module m (with a main() for function `f`, or none when
  * f < 0) to `out` (NULL: standard output).  Returns an exit status. */
@@ -15,6 +17,8 @@ typedef struct {
     int check_fn;           /* the function in it */
     const char *steps;      /* run --steps N and --log-every K, passed to the program (NULL: not given) */
     const char *log_every;
+    CacheOptions cache;     /* the build cache (cache.h) */
+    Status *status;         /* the progress line on a terminal (status.h) */
 } RunOptions;
 
 /* Emit C for function f and link it into the executable `out`. */

@@ -5,6 +5,7 @@
 #include "codegen_cmd.h"
 #include "interp_cmd.h"
 #include "show.h"
+#include "version.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -12,7 +13,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-#define SHARDC_VERSION "0.1.0"
 
 static const char usage[] =
     "usage: shardc COMMAND prog.tdsl [options]\n"
@@ -30,6 +30,7 @@ static const char usage[] =
     "  run     build and run a function:\n"
     "          --fn F --in NAME=FILE.npy ... --out DIR [--backend threads|mpi] [--np P] [--check]\n"
     "          [--steps N [--log-every K]]\n"
+    "  cache   the build cache of build and run: shardc cache info | clean\n"
     "\n"
     "options:\n"
     "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
@@ -55,6 +56,7 @@ static const char usage[] =
     "                   parameter (return loss, w) becoming that parameter for the next step;\n"
     "                   the scalar results are printed, and DIR/NAME.npy is the final parameter\n"
     "  --log-every K    with run --steps: print the scalar results every K steps (default N/10)\n"
+    "  --no-cache       with build and run: neither use nor fill the build cache\n"
     "  -o FILE          output file (dump, compile, build)\n"
     "  -h, --help       show this help\n"
     "  --version        show the version\n";
@@ -64,6 +66,8 @@ enum { MAX_INS = 1024 };           /* --in options, a bound instead of an alloca
 typedef struct {
     const char *command, *input, *stage, *fn, *output, *value, *format, *backend, *np, *steps, *log_every;
     int check;                       /* run --check */
+    int no_cache;                    /* build and run --no-cache */
+    const char *file;                /* cache hash FILE */
     MeshFlag mesh;
     const char *ins[MAX_INS], *out;  /* interp */
     int nins;
@@ -222,6 +226,8 @@ static int parse_args(int argc, char **argv, Options *o) {
             }
         } else if (strcmp(a, "--check") == 0) {
             o->check = 1;
+        } else if (strcmp(a, "--no-cache") == 0) {
+            o->no_cache = 1;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage, stdout);
             return -1;
@@ -234,6 +240,8 @@ static int parse_args(int argc, char **argv, Options *o) {
             o->command = a;
         else if (!o->input)
             o->input = a;
+        else if (!o->file && strcmp(o->command, "cache") == 0)
+            o->file = a;
         else
             return usage_error("unexpected argument '%s'", a);
     }
@@ -318,6 +326,59 @@ static int fn_index(const Compilation *c, int sym) {
     return -1;
 }
 
+/* The build cache's settings from the environment: SHARDC_CACHE=0 turns
+ * it off, SHARDC_CACHE_DIR, else $XDG_CACHE_HOME/shardc, else
+ * ~/.cache/shardc holds it, SHARDC_CACHE_MAX bounds it (default 1 GiB).
+ * Returns 0, or 2 after a bad value. */
+static int cache_options(CacheOptions *c, char *dir, size_t cap) {
+    const char *on = getenv("SHARDC_CACHE"), *d = getenv("SHARDC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME"), *max = getenv("SHARDC_CACHE_MAX"), *stats = getenv("SHARDC_CACHE_STATS");
+    c->enabled = !on || strcmp(on, "0") != 0;
+    c->stats = stats && *stats && strcmp(stats, "0") != 0;
+    c->max_bytes = (int64_t)1 << 30;
+    if (d && *d)
+        snprintf(dir, cap, "%s", d);
+    else if (xdg && *xdg == '/')           /* the XDG spec: a relative path is to be ignored */
+        snprintf(dir, cap, "%s/shardc", xdg);
+    else if (home && *home)
+        snprintf(dir, cap, "%s/.cache/shardc", home);
+    else
+        c->enabled = 0;                    /* nowhere to keep it */
+    c->dir = dir;
+    const char *err = max && *max ? parse_size(max, &c->max_bytes) : NULL;
+    if (err)
+        fprintf(stderr, "shardc: error: bad SHARDC_CACHE_MAX '%s': %s\n", max, err);
+    return err ? 2 : 0;
+}
+
+/* shardc cache info | clean | hash FILE */
+static int cache_main(const Options *o) {
+    char dir[4096];
+    CacheOptions c;
+    int rc = cache_options(&c, dir, sizeof dir);
+    if (rc)
+        return rc;
+    const char *what = o->input ? o->input : "";
+    int hash = strcmp(what, "hash") == 0;
+    if (strcmp(what, "info") != 0 && strcmp(what, "clean") != 0 && !hash)
+        return usage_error("%s", "cache takes info or clean");
+    if (hash != !!o->file)
+        return usage_error("%s", hash ? "cache hash needs a file" : "cache info and clean take no file");
+    return cache_command(&c, what, o->file);
+}
+
+/* The progress line's head: the file and the mesh it was compiled for. */
+static void status_head(Status *s, const char *input, const Module *m) {
+    char mesh[256] = "";
+    for (int a = 0; a < m->naxes; a++) {
+        size_t n = strlen(mesh);
+        snprintf(mesh + n, sizeof mesh - n, "%s%s=%lld", a ? "," : "", sym_name(m->syms, m->axis_sym[a]),
+                 (long long)m->axis_size[a]);
+    }
+    status_begin(s, "shardc: %s (mesh %s)", input, m->naxes ? mesh : "of one device");
+    status_add(s, "partitioned, scheduled");
+}
+
 int main(int argc, char **argv) {
     Options o = {0};
     int rc = parse_args(argc, argv, &o);
@@ -325,6 +386,8 @@ int main(int argc, char **argv) {
         return rc < 0 ? 0 : rc;     /* -1: --help or --version answered */
     if (!o.command)
         return usage_error("%s", "no command given");
+    if (strcmp(o.command, "cache") == 0)
+        return cache_main(&o);
     int is_check = strcmp(o.command, "check") == 0, is_dump = strcmp(o.command, "dump") == 0;
     int is_show = strcmp(o.command, "show") == 0, is_interp = strcmp(o.command, "interp") == 0;
     int is_compile = strcmp(o.command, "compile") == 0, is_build = strcmp(o.command, "build") == 0;
@@ -338,6 +401,15 @@ int main(int argc, char **argv) {
     if (o.backend && strcmp(o.backend, "threads") != 0 && strcmp(o.backend, "mpi") != 0)
         return usage_error("unknown --backend '%s': threads or mpi", o.backend);
     RunOptions ro = {.mpi = o.backend && strcmp(o.backend, "mpi") == 0};
+    if (o.no_cache && !is_run && !is_build)
+        return usage_error("%s", "--no-cache goes with build and run");
+    char cache_dir[4096];
+    Status status;
+    status_init(&status);
+    ro.status = is_build || is_run ? &status : NULL;
+    if ((is_build || is_run) && cache_options(&ro.cache, cache_dir, sizeof cache_dir))
+        return 2;
+    ro.cache.enabled &= !o.no_cache;
     if (o.np && (!is_run || !ro.mpi))
         return usage_error("%s", "--np goes with run --backend mpi");
     if (o.np) {
@@ -419,9 +491,12 @@ int main(int argc, char **argv) {
                 : strcmp(o.stage, "sharded") == 0 ? STAGE_SHARDED
                 : strcmp(o.stage, "partitioned") == 0 ? STAGE_PARTITIONED : STAGE_SCHEDULED;
     rc = frontend_compile(&c, o.input, text, len, stderr, &o.mesh, stage);
+    if (rc == FRONTEND_OK && ro.status)
+        status_head(ro.status, o.input, &c.module);
     if (rc == FRONTEND_OK && !is_check) {
         int only = -1;
         if (o.fn && (only = fn_symbol(&c, o.fn)) < 0) {
+            status_end(ro.status);
             fprintf(stderr, "shardc: error: no function named '%s' in %s\n", o.fn, o.input);
             rc = 2;
         } else if (is_dump)

@@ -1,6 +1,7 @@
 # lit configuration for shardc's golden IR and diagnostic tests.
 # Run through tests/run-tests, which passes -Dshardc=PATH.
 import os
+import shutil
 import lit.formats
 
 config.name = 'shardc'
@@ -16,6 +17,12 @@ config.substitutions.append(('%shardc', shardc))
 config.substitutions.append(('%samples', os.path.join(root, 'samples')))
 config.substitutions.append(('%expect-exit', os.path.join(root, 'tests', 'tools', 'expect-exit')))
 config.environment['PATH'] = os.pathsep.join(['/usr/lib/llvm-14/bin', config.environment.get('PATH', os.environ.get('PATH', ''))])
-for var in ('ASAN_OPTIONS', 'UBSAN_OPTIONS'):
+# The build cache's settings: tests/run-tests points SHARDC_CACHE_DIR at the
+# build tree, and lit passes on only what it is told to.
+for var in ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'SHARDC_CACHE', 'SHARDC_CACHE_DIR', 'SHARDC_CACHE_MAX'):
     if var in os.environ:
         config.environment[var] = os.environ[var]
+# Graphviz's dot (tools/install-deps installs it): the tests that draw
+# `shardc show --format dot` need it.
+if shutil.which('dot'):
+    config.available_features.add('graphviz')
