@@ -19,7 +19,7 @@
  * device's workspace (its buffers, allocated once), and each function's
  * device blocks.  A call then costs the copies in and out and the run.
  * s == NULL makes a session for that one call and frees it after (the
- * world's threads started and stopped, the buffers faulted in again).
+ * world made and destroyed, the buffers allocated and faulted in again).
  *
  * One host thread uses a session at a time; every function it calls must
  * be of one mesh (one program).  With MPI (the generated C compiled with
