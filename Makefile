@@ -192,21 +192,29 @@ fuzz: $(BUILD)/fuzz_frontend
 	    -artifact_prefix=$(BUILD)/fuzz-artifacts/ \
 	    -max_len=4096 -dict=tests/fuzz/tdsl.dict $(BUILD)/fuzz-corpus samples tests/lit
 
+# Headers go straight into PREFIX/include (every name starts with shardc_),
+# where the generated C and prog.h find them with `-I PREFIX/include`, or
+# with none for /usr/local; PREFIX/lib/pkgconfig/shardc.pc (and
+# shardc-mpi.pc with the MPI backend) give a host program's flags
+# (docs/codegen.md, "Linking a host program").
+PUB_HDR := runtime/shardc_rt.h lib/shardc_lib.h lib/shardc_elementwise.h lib/shardc_elementwise.def \
+	lib/shardc_parallel.h lib/shardc_npy.h lib/shardc_main.h lib/shardc_trace.h lib/shardc_session.h
+VERSION := $(shell sed -n 's/^\#define SHARDC_VERSION "\(.*\)"/\1/p' compiler/driver/main.c)
+PC_SED   = sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|'
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/shardc $(DESTDIR)$(PREFIX)/share/shardc/samples
 	install -m 755 $(BUILD)/shardc $(DESTDIR)$(PREFIX)/bin/shardc
 	install -m 644 docs/*.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/shardc
 	install -m 644 samples/*.tdsl $(DESTDIR)$(PREFIX)/share/shardc/samples
-	install -d $(DESTDIR)$(PREFIX)/include/shardc $(DESTDIR)$(PREFIX)/lib
-	install -m 644 runtime/shardc_rt.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_rt.h
-	install -m 644 $(BUILD)/libshardc_rt.a $(DESTDIR)$(PREFIX)/lib/libshardc_rt.a
+	install -d $(DESTDIR)$(PREFIX)/share/shardc/samples/host
+	install -m 644 samples/host/* $(DESTDIR)$(PREFIX)/share/shardc/samples/host
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(PUB_HDR) $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a $(DESTDIR)$(PREFIX)/lib/
 	$(if $(RT_MPI),install -m 644 $(RT_MPI) $(DESTDIR)$(PREFIX)/lib/libshardc_rt_mpi.a)
-	install -m 644 lib/shardc_lib.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_lib.h
-	install -m 644 lib/shardc_elementwise.h lib/shardc_elementwise.def lib/shardc_parallel.h $(DESTDIR)$(PREFIX)/include/shardc/
-	install -m 644 lib/shardc_npy.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_npy.h
-	install -m 644 lib/shardc_main.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_main.h
-	install -m 644 lib/shardc_trace.h $(DESTDIR)$(PREFIX)/include/shardc/shardc_trace.h
-	install -m 644 $(BUILD)/libshardc_lib.a $(DESTDIR)$(PREFIX)/lib/libshardc_lib.a
+	$(PC_SED) tools/pkgconfig/shardc.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/shardc.pc
+	$(if $(RT_MPI),$(PC_SED) tools/pkgconfig/shardc-mpi.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/shardc-mpi.pc)
 
 deps:
 	tools/install-deps

@@ -310,7 +310,7 @@ static void print_thread_stats(const Run *r) {
 }
 
 /* Run the devices (r->repeat times, timed, when asked). */
-static int run_devices(Run *r) {
+int sk_run_devices(Run *r) {
     int n = r->repeat ? r->repeat : 1;
     double *t = calloc((size_t)n, sizeof *t);
     share_cores(r);
@@ -353,19 +353,21 @@ static int run_devices(Run *r) {
 
 /* ---- main ---- */
 
-static int alloc_tables(Run *r) {
+int sk_run_alloc(Run *r) {
     int np = r->p->nparams, nr = r->p->nresults;
     r->params = calloc((size_t)r->ndev, sizeof(void **));
     r->results = calloc((size_t)r->ndev, sizeof(void **));
     r->stats = calloc((size_t)r->ndev, sizeof *r->stats);
     r->device_threads = calloc((size_t)r->ndev, sizeof *r->device_threads);
-    r->workspace = calloc((size_t)r->ndev, sizeof(sk_workspace *));
+    if (!r->borrowed_workspace)
+        r->workspace = calloc((size_t)r->ndev, sizeof(sk_workspace *));
     r->step_failed = calloc((size_t)r->ndev, sizeof *r->step_failed);
     int rc = !r->params || !r->results || !r->stats || !r->device_threads || !r->workspace || !r->step_failed;
     for (int d = 0; d < r->ndev && !rc; d++) {
         r->params[d] = calloc((size_t)np + 1, sizeof(void *));
         r->results[d] = calloc((size_t)nr + 1, sizeof(void *));
-        r->workspace[d] = sc_world_is_local(r->w, d) ? sk_workspace_new() : NULL;
+        if (!r->borrowed_workspace)
+            r->workspace[d] = sc_world_is_local(r->w, d) ? sk_workspace_new() : NULL;
         rc = !r->params[d] || !r->results[d] || (sc_world_is_local(r->w, d) && !r->workspace[d]);
     }
     if (rc)
@@ -373,7 +375,7 @@ static int alloc_tables(Run *r) {
     return rc;
 }
 
-static void free_run(Run *r) {
+void sk_run_free(Run *r) {
     const sk_program *p = r->p;
     for (int d = 0; d < r->ndev; d++) {
         for (int i = 0; r->params && r->params[d] && i < p->nparams; i++)
@@ -384,10 +386,11 @@ static void free_run(Run *r) {
             free(r->params[d]);
         if (r->results)
             free(r->results[d]);
-        if (r->workspace)
+        if (r->workspace && !r->borrowed_workspace)
             sk_workspace_free(r->workspace[d]);
     }
-    free(r->workspace);
+    if (!r->borrowed_workspace)
+        free(r->workspace);
     free(r->params);
     free(r->results);
     free(r->stats);
@@ -453,7 +456,7 @@ int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create creat
     int env_bad = world_options(&r, &opt);
     rc = rc ? rc : env_bad;
     if (!(r.w = make_world(&r, create, &opt, env_bad))) {
-        free_run(&r);
+        sk_run_free(&r);
         return 1;
     }
     r.process = sc_world_process(r.w);
@@ -463,18 +466,18 @@ int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create creat
         usage(argc > 0 ? argv[0] : "prog");
     rc = rc ? rc : check_steps(&r);
     rc = rc ? rc : check_local_devices(&r);
-    rc = rc ? rc : alloc_tables(&r);
+    rc = rc ? rc : sk_run_alloc(&r);
     rc = rc ? rc : sk_read_inputs(&r);
     rc = rc ? rc : sk_prepare_outputs(&r);
     /* Every process checks its inputs and layout: they agree before any runs
      * (a process that failed says why; the others stop with status 1). */
     if (sc_world_agree(r.w, rc == 0, &root_ok))
-        rc = run_devices(&r);
+        rc = sk_run_devices(&r);
     else if (!rc)
         rc = 1;
     rc = rc ? rc : sk_write_outputs(&r);
     rc = report(&r, rc, root_ok);
-    free_run(&r);
+    sk_run_free(&r);
     sc_world_destroy(r.w);     /* after a failed run, on MPI: aborts every process */
     return rc;
 }

@@ -1,7 +1,9 @@
-/* driver.h: what the two halves of sk_main share (not installed).
- * driver.c parses the command line and runs the devices; driver_io.c maps
- * arrays to device blocks and moves them between .npy files and those
- * blocks.  Both work on one Run, and report errors into it. */
+/* driver.h: what the two halves of sk_main share, and the sessions of the
+ * global API (not installed).  driver.c parses the command line and runs
+ * the devices; driver_io.c maps arrays to device blocks and moves them
+ * between .npy files, or global arrays in memory, and those blocks;
+ * session.c keeps a world and a Run per function across calls.  All work
+ * on a Run, and report errors into it. */
 #ifndef SHARDC_DRIVER_H
 #define SHARDC_DRIVER_H
 
@@ -19,6 +21,7 @@ typedef struct {
     sk_parallel_stats *stats;        /* [device]: what ran on several threads, over every --repeat */
     int *device_threads;             /* [device]: the OpenMP threads its loops had */
     sk_workspace **workspace;        /* [device]: local devices' buffers, kept between runs */
+    int borrowed_workspace;          /* workspace is a session's, which frees it (sk_run_free does not) */
     long steps, log_every;           /* --steps N (0: one run, nothing carried), --log-every K */
     int *carry;                      /* [result]: with --steps, the parameter it becomes, or -1 */
     long *step_failed;               /* [device]: the step whose run failed, or 0 */
@@ -35,6 +38,15 @@ void sk_arg_text(const sk_program *p, const sk_arg_desc *a, char *buf, size_t n)
 
 /* Each returns 0, or 1 with r->err set. */
 
+/* r's tables for r->p on r->w (r->ndev set): block pointers, per-device
+ * stats, workspaces unless r->workspace is already given. */
+int sk_run_alloc(Run *r);
+/* Every local device runs r->p (r->repeat times, timed, when asked; with
+ * --steps, r->steps times). */
+int sk_run_devices(Run *r);
+/* What sk_run_alloc and the blocks took (not the world). */
+void sk_run_free(Run *r);
+
 /* Every parameter's blocks for this process's devices, from its file. */
 int sk_read_inputs(Run *r);
 
@@ -47,5 +59,13 @@ int sk_prepare_outputs(Run *r);
  * written; with --steps, each carried result also as DIR/NAME.npy (or
  * DIR/NAME.process{p}.npy), NAME the parameter it carries into. */
 int sk_write_outputs(Run *r);
+
+/* The global API (session.c): parameter i's blocks of this process's
+ * devices from the global array global[i] (allocated, zero padded, at the
+ * first call; then only the data rewritten); and, after the run, each
+ * result gathered to process 0, which writes it to global[i] from each
+ * block's owner (padding trimmed). */
+int sk_params_from(Run *r, const void *const *global);
+int sk_results_to(Run *r, void *const *global);
 
 #endif

@@ -610,3 +610,82 @@ int sk_write_outputs(Run *r) {
     return write_results(r);
 }
 
+
+/* ---- global arrays in memory (the global API, session.c) ---- */
+
+/* Box b of an array between the global array (row-major, of a's global
+ * dims, in a's dtype) and a device's block (of a's local dims): a run of
+ * the last dim at a time, so that a row is one memcpy.  to_block: from the
+ * global array into the block; else back. */
+static void copy_box(const sk_arg_desc *a, const Box *b, void *global, void *block, int to_block) {
+    int rank = a->global.rank;
+    size_t es = sk_dtype_size((sk_dtype)a->global.dtype);
+    int64_t idx[SC_MAX_RANK] = {0}, rows = rank ? box_elems(rank - 1, b->count) : 1;
+    size_t run = (size_t)(rank ? b->count[rank - 1] : 1) * es;
+    for (int64_t k = 0; k < rows; k++) {
+        int64_t g = 0, l = 0;
+        for (int d = 0; d < rank; d++) {
+            int64_t i = d < rank - 1 ? idx[d] : 0;
+            g = g * a->global.dims[d] + b->start[d] + i;
+            l = l * a->local[d] + i;
+        }
+        char *gp = (char *)global + (size_t)g * es, *lp = (char *)block + (size_t)l * es;
+        memcpy(to_block ? lp : gp, to_block ? gp : lp, run);
+        for (int d = rank - 2; d >= 0 && ++idx[d] == b->count[d]; d--)
+            idx[d] = 0;
+    }
+}
+
+/* Parameter i's blocks of this process's devices from global: each block
+ * copied once per process, by its holder, and the replicas copied whole
+ * from it.  Blocks are allocated zeroed at the first call, so the padding
+ * of an uneven dim is zeros; later calls rewrite only the data. */
+static int param_from(Run *r, int i, const void *global) {
+    const sk_arg_desc *a = &r->p->params[i];
+    int *holder = local_holders(r, a);
+    if (!holder)
+        return 1;
+    int rc = 0;
+    for (int d = 0; d < r->ndev && !rc; d++) {
+        Box b;
+        if (!sc_world_is_local(r->w, d))
+            continue;
+        if (!r->params[d][i] && !(r->params[d][i] = sk_alloc_zeroed((size_t)local_bytes(a) + 1))) {
+            sk_run_fail(r, "out of memory");
+            rc = 1;
+            break;
+        }
+        int e = holder[block_key(&r->p->mesh, a, d)];
+        if (e != d)
+            memcpy(r->params[d][i], r->params[e][i], (size_t)local_bytes(a));
+        else if (block_of(&r->p->mesh, a, d, &b))
+            copy_box(a, &b, (void *)global, r->params[d][i], 1);
+    }
+    free(holder);
+    return rc;
+}
+
+int sk_params_from(Run *r, const void *const *global) {
+    for (int i = 0; i < r->p->nparams; i++)
+        if (param_from(r, i, global[i]))
+            return 1;
+    return 0;
+}
+
+/* Process 0 assembles each result from the block of the device at
+ * coordinate 0 of the axes that do not split it, as sk_main writes its
+ * files; the replicas are not compared (sk_main does that: here it would
+ * cost every call a pass over every copy). */
+int sk_results_to(Run *r, void *const *global) {
+    if (sc_world_process_count(r->w) > 1 && gather_results(r))
+        return 1;
+    for (int i = 0; r->root && i < r->p->nresults; i++) {
+        const sk_arg_desc *a = &r->p->results[i];
+        for (int d = 0; d < r->ndev; d++) {
+            Box b;
+            if (owner_of(&r->p->mesh, a, d) == d && block_of(&r->p->mesh, a, d, &b))
+                copy_box(a, &b, global[i], r->results[d][i], 0);
+        }
+    }
+    return 0;
+}

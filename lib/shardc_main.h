@@ -46,6 +46,7 @@
 #define SHARDC_MAIN_H
 
 #include "shardc_npy.h"
+#include "shardc_session.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -87,6 +88,15 @@ int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create creat
 static inline int sk_main(int argc, char **argv, const sk_program *p) {
     return sk_main_on(argc, argv, p, SK_BACKEND);
 }
+
+/* p on global arrays (shardc_session.h): params[i] and results[i] point to
+ * whole arrays of the global shapes p lists.  What the generated
+ * shardc_NAME_global wrappers call, with the backend chosen where the
+ * generated C is compiled (SK_BACKEND).  s == NULL: a session for this
+ * call only, whose error is printed on stderr.  Returns 0, or SC_ERR with
+ * the reason in sk_session_error(s). */
+int sk_session_call(sk_session *s, const sk_program *p, sk_world_create create, const void *const *params,
+                    void *const *results);
 
 #ifdef __cplusplus
 }

@@ -36,12 +36,13 @@ static void emit_param(FILE *o, int *col, int indent, const char *text) {
     }
 }
 
-void emit_signature(FILE *o, const Module *m, const Fn *fn, char **names, const int *param) {
+/* The signature after `first` (the device, or the session): fn's
+ * parameters and results, as pointers to their element type. */
+static void emit_args(FILE *o, const Fn *fn, char **names, const int *param, int col,
+                      const char *first) {
     char text[256];
-    int col = fprintf(o, "%sint ", fn_exported(fn) ? "" : "SC_MAYBE_UNUSED static ");
-    col += emit_fn_cname(o, m, fn);
-    col += fprintf(o, "(sc_device *dev");
-    int indent = col - (int)strlen("sc_device *dev");
+    col += fprintf(o, "(%s", first);
+    int indent = col - (int)strlen(first);
     if (indent > 40)
         indent = 8;
     for (int i = 0; i < fn->nparams; i++) {
@@ -57,6 +58,43 @@ void emit_signature(FILE *o, const Module *m, const Fn *fn, char **names, const 
         emit_param(o, &col, indent, text);
     }
     fputc(')', o);
+}
+
+void emit_signature(FILE *o, const Module *m, const Fn *fn, char **names, const int *param) {
+    int col = fprintf(o, "%sint ", fn_exported(fn) ? "" : "SC_MAYBE_UNUSED static ");
+    col += emit_fn_cname(o, m, fn);
+    emit_args(o, fn, names, param, col, "sc_device *dev");
+}
+
+void emit_global_signature(FILE *o, const Module *m, const Fn *fn, char **names, const int *param) {
+    int col = fprintf(o, "int ");
+    col += emit_fn_cname(o, m, fn);
+    col += fprintf(o, "_global");
+    emit_args(o, fn, names, param, col, "sk_session *s");
+}
+
+/* sym's C spelling, as emit_fn_cname writes it, equals name + "_global". */
+static int is_global_of(const char *sym, const char *name) {
+    size_t n = strlen(name);
+    if (strlen(sym) != n + 7 || strcmp(sym + n, "_global") != 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char a = isalnum((unsigned char)sym[i]) ? sym[i] : '_', b = isalnum((unsigned char)name[i]) ? name[i] : '_';
+        if (a != b)
+            return 0;
+    }
+    return 1;
+}
+
+const char *global_name_clash(const Module *m, const char *in_file, Arena *arena) {
+    for (int f = 0; f < m->nfns; f++)
+        for (int g = 0; in_file[f] && fn_exported(&m->fns[f]) && g < m->nfns; g++) {
+            const char *fs = sym_name(m->syms, m->fns[f].sym), *gs = sym_name(m->syms, m->fns[g].sym);
+            if (in_file[g] && fn_exported(&m->fns[g]) && is_global_of(gs, fs))
+                return arena_printf(arena, "'%s' is named like the global entry point of '%s' (shardc_%s_global): "
+                                           "rename one", gs, fs, fs);
+        }
+    return NULL;
 }
 
 /* One line per parameter and result: its C name, its local block, and the
@@ -95,6 +133,50 @@ void emit_abi_comment(FILE *o, const Module *m, const Fn *fn, char **names, cons
     fputs(" */\n", o);
 }
 
+/* One line per parameter and result of fn on global arrays: its C name,
+ * and the global array with its sharding. */
+void emit_global_comment(FILE *o, const Module *m, const Fn *fn, char **names, const int *param) {
+    fprintf(o, "/* %s %s on global arrays\n", fn->spmd ? "spmd fn" : "fn", sym_name(m->syms, fn->sym));
+    int width = 7;                           /* "result0" */
+    for (int i = 0; i < fn->nparams; i++)
+        if (param[i] >= 0 && (int)strlen(names[param[i]]) > width)
+            width = (int)strlen(names[param[i]]);
+    for (int i = 0; i < fn->nparams + fn->nresults; i++) {
+        char cn[32];
+        const Sig *sig = i < fn->nparams ? &fn->params[i] : &fn->results[i - fn->nparams];
+        int v = i < fn->nparams ? param[i] : -1;
+        snprintf(cn, sizeof cn, i < fn->nparams ? "param%d" : "result%d", i < fn->nparams ? i : i - fn->nparams);
+        fprintf(o, " *   %-*s ", width, v >= 0 ? names[v] : cn);
+        if (i >= fn->nparams && sig->name)   /* `return l, w`: w */
+            fprintf(o, "%s: ", sym_name(m->syms, sig->name - 1));
+        ir_print_shape(o, &sig->type);
+        ir_print_sharding(o, m, &sig->type, &sig->sh);
+        fputc('\n', o);
+    }
+    fputs(" */\n", o);
+}
+
+/* The wrappers on global arrays, after the entry points. */
+static void emit_globals(FILE *o, const Module *m, const char *in_file, const char ***irnames, Arena *arena) {
+    fputs("\n/* ---- on global arrays (shardc_session.h) ----\n"
+          " * shardc_NAME_global runs shardc_NAME on every device: it splits each\n"
+          " * global parameter (dense, row-major, of the global shape listed) into the\n"
+          " * devices' blocks, runs them, and writes each whole result.  s: a session\n"
+          " * (sk_session_new), which keeps the world and the buffers between calls, or\n"
+          " * NULL for one call.  Returns 0, or SC_ERR (sk_session_error(s) says why). */\n", o);
+    for (int f = 0; f < m->nfns; f++) {
+        const Fn *fn = &m->fns[f];
+        if (!in_file[f] || !fn_exported(fn))
+            continue;
+        char **names = c_value_names(fn, irnames[f], arena);
+        int *param = param_insts(fn, arena);
+        fputc('\n', o);
+        emit_global_comment(o, m, fn, names, param);
+        emit_global_signature(o, m, fn, names, param);
+        fputs(";\n", o);
+    }
+}
+
 int codegen_emit_header(const Module *m, int main_fn, const char *path, FILE *o, char *err, size_t errlen) {
     (void)err, (void)errlen;                 /* nothing here fails: out of memory aborts (arena.c) */
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
@@ -130,7 +212,7 @@ int codegen_emit_header(const Module *m, int main_fn, const char *path, FILE *o,
           " * i32 int32_t, bool uint8_t (0 or 1).  Returns 0, or SC_ERR after printing the\n"
           " * failing call on stderr.  Scratch memory is allocated and freed in the call;\n"
           " * nothing is kept between calls. */\n", o);
-    fprintf(o, "#ifndef %s\n#define %s\n\n#include <shardc_rt.h>\n#include <stdint.h>\n\n"
+    fprintf(o, "#ifndef %s\n#define %s\n\n#include <shardc_rt.h>\n#include <shardc_session.h>\n#include <stdint.h>\n\n"
                "#ifdef __cplusplus\nextern \"C\" {\n#endif\n", guard, guard);
     char *in_file = fns_in_file(m, main_fn, &arena);
     for (int f = 0; f < m->nfns; f++) {
@@ -144,6 +226,7 @@ int codegen_emit_header(const Module *m, int main_fn, const char *path, FILE *o,
         emit_signature(o, m, fn, names, param);
         fputs(";\n", o);
     }
+    emit_globals(o, m, in_file, irnames, &arena);
     fprintf(o, "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* %s */\n", guard);
     arena_free(&arena);
     return 0;

@@ -110,7 +110,19 @@ void emit_list(FILE *o, const int64_t *x, int n);   /* {1, 2} */
 void emit_ir_comment(Gen *g, int v);
 void emit_inst(Gen *g, int v);                       /* kernels.c */
 void emit_fused(Gen *g, int group);                  /* fused.c */
-/* main() for function fn: the sk_program table lib/driver.c reads. */
-void emit_main(const Module *m, const Fn *fn, FILE *o, Arena *arena);
+/* `int shardc_f_global(sk_session *s, const float *x_, float *result0)`:
+ * fn on global arrays. */
+void emit_global_signature(FILE *o, const Module *m, const Fn *fn, char **names, const int *param);
+/* The ABI comment of shardc_f_global: the global arrays. */
+void emit_global_comment(FILE *o, const Module *m, const Fn *fn, char **names, const int *param);
+/* The sk_program table of every exported fn in the file, which lib/ reads,
+ * and its shardc_NAME_global wrapper (codegen_main.c). */
+void emit_programs(const Module *m, const char *in_file, const char ***irnames, FILE *o,
+                   Arena *arena);
+/* main() for function fn: sk_main on its table. */
+void emit_main(const Module *m, const Fn *fn, FILE *o);
+/* Why the file cannot have its global wrappers (a fn named like another's
+ * shardc_NAME_global), or NULL. */
+const char *global_name_clash(const Module *m, const char *in_file, Arena *arena);
 
 #endif

@@ -1,7 +1,7 @@
 /* `shardc compile`, `build` and `run`.  The headers and libraries are found
  * relative to the shardc binary: in the build tree (BUILD/shardc next to
  * libshardc_*.a, runtime/ and lib/ one or two levels up) or in an installed
- * PREFIX (bin/shardc, include/shardc/, lib/). */
+ * PREFIX (bin/shardc, include/, lib/). */
 #include "codegen_cmd.h"
 #include "output.h"
 #include "version.h"
@@ -60,11 +60,11 @@ static int locate(char *inc1, char *inc2, char *libdir, size_t cap) {
         if (strcmp(up, "../..") == 0)
             break;
     }
-    fmt(probe, sizeof probe, "%s/../include/shardc/shardc_main.h", self);
+    fmt(probe, sizeof probe, "%s/../include/shardc_main.h", self);
     fmt(libdir, cap, "%s/../lib/libshardc_lib.a", self);
     if (exists(probe) && exists(libdir)) {           /* PREFIX/bin/shardc */
-        fmt(inc1, cap, "%s/../include/shardc", self);
-        fmt(inc2, cap, "%s/../include/shardc", self);
+        fmt(inc1, cap, "%s/../include", self);
+        fmt(inc2, cap, "%s/../include", self);
         fmt(libdir, cap, "%s/../lib", self);
         return 0;
     }
@@ -289,7 +289,7 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     if (locate(in.inc1, in.inc2, in.libdir, PATH_MAX)) {
         status_end(ro->status);
         fprintf(stderr, "shardc: error: cannot find shardc_rt.h and libshardc_lib.a next to the shardc binary "
-                        "(a build tree or PREFIX/include/shardc and PREFIX/lib)\n");
+                        "(a build tree or PREFIX/include and PREFIX/lib)\n");
         return 1;
     }
     char probe[PATH_MAX + 32];
