@@ -17,7 +17,10 @@ input sets (random, fixed seeds):
 then the executable per input set: itself on the threads backend, under
 `mpirun -np P` (one process per device, with `shardc run`'s options) on the
 mpi backend.  The threads backend runs every input set (case.runs, 2 by
-default), the mpi backend the first (mpirun takes about 0.5 s to start).
+default), the mpi backend the first, on meshes of 3 or more devices (2x2,
+2x4 and the uneven one: one and two devices add nothing that the threads
+backend and the larger meshes do not cover, and an MPI run costs half a
+second to start).
 Backends: --backend LIST (comma-separated), or by default threads, and mpi
 when the MPI runtime library (libshardc_rt_mpi.a, next to shardc) exists;
 a backend that is not available is reported as such, never as passed.
@@ -196,7 +199,7 @@ class Harness:
                 what = "%s --fn %s%s" % (os.path.relpath(case.prog, ROOT), "/".join(case.fns),
                                          "".join(" " + f for f in self.flags(spec, consts, extra)))
                 bad = self.schedulable(case.prog, spec, consts, extra)
-                n = len(case.fns) * sum(len(self.backends_for(k)) for k in range(self.runs(case)))
+                n = len(case.fns) * sum(len(self.backends_for(k, sizes)) for k in range(self.runs(case)))
                 if bad and bad[0]:
                     self.skip(what, "the program does not take this mesh (%s)" % bad[1], n)
                     continue
@@ -208,12 +211,14 @@ class Harness:
                     g += [(case, k, m, sizes) for k in range(self.runs(case))]
         return groups
 
-    def backends_for(self, k):
-        """The backends that run input set k: all the first, threads the others;
-        with --layouts, threads and then mpi in each layout."""
+    def backends_for(self, k, sizes):
+        """The backends that run input set k on a mesh of `sizes`: all the
+        first (mpi on 3 or more devices), threads the others; with --layouts,
+        threads and then mpi in each layout."""
         if self.layouts:
             return ["threads"] + ["mpi:%d" % p for p in LAYOUTS if "mpi" in self.backends]
-        return self.backends if k == 0 else [b for b in self.backends if b == "threads"]
+        many = int(np.prod(sizes)) >= 3
+        return [b for b in self.backends if b == "threads" or (k == 0 and many)]
 
     def runs(self, case):
         return 1 if self.sanitize or self.layouts else case.runs
@@ -252,13 +257,14 @@ class Harness:
         what = "%s --fn %s%s" % (os.path.relpath(path, ROOT), fn, "".join(" " + f for f in flags))
         d = os.path.join(self.tmp, "g%d" % i)
         os.makedirs(d)
-        exes = {b: self.build(d, path, fn, flags, b) for b in self.backends}
+        used = {b.split(":")[0] for _, k, _, sizes in items for b in self.backends_for(k, sizes)}
+        exes = {b: self.build(d, path, fn, flags, b) for b in self.backends if b in used}
         kept = False
         for case, k, m, sizes in items:
             label = "%s (case '%s', input %d)" % (what, case.name, k)
             made = case.make(np.random.default_rng(seed(case.name, *sizes, k)), m)
             if made is None:
-                self.skip(label, "the case does not apply to this mesh", len(self.backends_for(k)))
+                self.skip(label, "the case does not apply to this mesh", len(self.backends_for(k, sizes)))
                 continue
             inputs, wants = made
             run_dir = os.path.join(d, "in%d-%s" % (k, re.sub(r"\W", "_", case.name)))
@@ -269,7 +275,7 @@ class Harness:
                 np.save(f, a)
                 ins += ["--in", "%s=%s" % (name, f)]
             first = None                        # --layouts: the threads run's results
-            for backend in self.backends_for(k):
+            for backend in self.backends_for(k, sizes):
                 tag = backend + ("+" + self.sanitize if self.sanitize else "")
                 out = os.path.join(run_dir, "out-" + backend.replace(":", "-"))
                 exe, why = exes[backend.split(":")[0]]
