@@ -1,7 +1,8 @@
 /* Semantic analysis: checks a parsed program against docs/language.md and
- * lowers it to the IR, one function at a time.  Loops are unrolled here, and
- * compile-time integers are folded here, so the IR is straight-line code over
- * tensors.  Internal to compiler/sema. */
+ * lowers it to the IR, one function at a time.  Loops are unrolled here, or
+ * kept as one loop instruction over a body fn (loop.c), and compile-time
+ * integers are folded here, so each fn is straight-line code over tensors.
+ * Internal to compiler/sema. */
 #ifndef SHARDC_SEMA_H
 #define SHARDC_SEMA_H
 
