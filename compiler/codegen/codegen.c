@@ -28,7 +28,7 @@ const char *const sk_dtype_of[] = {
 };
 
 int fn_emittable(const Fn *fn) { return fn_is_local(fn) || fn->kept_global; }
-int fn_exported(const Fn *fn) { return fn_emittable(fn) && !fn->kept_global && !fn->spec_of; }
+int fn_exported(const Fn *fn) { return fn_emittable(fn) && !fn->kept_global && !fn->spec_of && !fn->loop_of; }
 
 /* A file with a main() holds only `main_fn` and what it calls, not every fn
  * of its program: gcc took 9 s on a gradient program's 6500 lines where one
@@ -48,7 +48,7 @@ char *fns_in_file(const Module *m, int main_fn, Arena *arena) {
     while (top) {
         const Fn *fn = &m->fns[stack[--top]];
         for (int v = 0; v < fn->ninsts; v++) {
-            int callee = fn->insts[v].op == OP_CALL ? (int)ir_attr(fn, &fn->insts[v], 0) : -1;
+            int callee = op_calls(fn->insts[v].op) ? (int)ir_attr(fn, &fn->insts[v], 0) : -1;
             if (callee >= 0 && !in[callee] && fn_emittable(&m->fns[callee])) {
                 in[callee] = 1;
                 stack[top++] = callee;
@@ -150,6 +150,31 @@ char **c_value_names(const Fn *fn, const char *const *irname, Arena *arena) {
 
 /* ---- one function ---- */
 
+/* Arrays in the workspace beside the buffers: one per result of a call
+ * with several, and for a loop also two per carried value (the ping-pong
+ * of emit_loop) and one per other result. */
+static int call_arrays(const Module *m, const Fn *fn, int v) {
+    const Inst *in = &fn->insts[v];
+    if (!op_calls(in->op))
+        return 0;
+    const Fn *callee = &m->fns[ir_attr(fn, in, 0)];
+    int tuple = in->type.dtype == DT_TUPLE ? callee->nresults : 0;
+    return tuple + (in->op == OP_LOOP ? callee->nresults + loop_carried(fn, in) : 0);
+}
+
+/* The type of array k (call_arrays): the tuple's results, then a loop's
+ * pairs of carried values, then its other results. */
+static const Shape *call_array_type(const Module *m, const Fn *fn, int v, int k) {
+    const Inst *in = &fn->insts[v];
+    const Fn *callee = &m->fns[ir_attr(fn, in, 0)];
+    int tuple = in->type.dtype == DT_TUPLE ? callee->nresults : 0;
+    if (k < tuple)
+        return result_type(callee, k);
+    k -= tuple;
+    int nc = loop_carried(fn, in);
+    return result_type(callee, k < 2 * nc ? k / 2 : k - nc);
+}
+
 typedef struct {
     const Module *m;
     const char ***irnames;       /* per function: its IR names */
@@ -215,12 +240,9 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
      * its value_and_grad allocates nothing). */
     int64_t buffers_span = span;
     for (int v = 0; v < n; v++)
-        if (fn->insts[v].op == OP_CALL && fn->insts[v].type.dtype == DT_TUPLE) {
-            const Fn *callee = &m->fns[ir_attr(fn, &fn->insts[v], 0)];
-            for (int i = 0; i < callee->nresults; i++) {
-                const Shape *t = result_type(callee, i);
-                span += (shape_elems(t) * dtype_size(t->dtype) + 63) / 64 * 64 + (shape_elems(t) ? 0 : 64);
-            }
+        for (int k = 0; k < call_arrays(m, fn, v); k++) {
+            const Shape *t = call_array_type(m, fn, v, k);
+            span += (shape_elems(t) * dtype_size(t->dtype) + 63) / 64 * 64 + (shape_elems(t) ? 0 : 64);
         }
     int take = span > 0;
     fprintf(o, "\n/* %s%s %s: %d instructions, %d buffers, %lld bytes */\n", fn->spmd ? "spmd fn" : "fn",
@@ -243,15 +265,13 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
                 fprintf(o, "    void *buf%d = workspace + %lld;\n", b, (long long)offset[b]);
     }
     int64_t at = buffers_span;
-    for (int v = 0; v < n; v++)          /* the results of calls with several */
-        if (fn->insts[v].op == OP_CALL && fn->insts[v].type.dtype == DT_TUPLE) {
-            const Fn *callee = &m->fns[ir_attr(fn, &fn->insts[v], 0)];
-            for (int i = 0; i < callee->nresults; i++) {
-                const Shape *t = result_type(callee, i);
-                fprintf(o, "    %s *%s_%d = (%s *)(workspace + %lld);\n", ctype_of[t->dtype], g.name[v], i,
-                        ctype_of[t->dtype], (long long)at);
-                at += (shape_elems(t) * dtype_size(t->dtype) + 63) / 64 * 64 + (shape_elems(t) ? 0 : 64);
-            }
+    for (int v = 0; v < n; v++)          /* the results of calls with several, loops' arrays */
+        for (int k = 0; k < call_arrays(m, fn, v); k++) {
+            const Shape *t = call_array_type(m, fn, v, k);
+            int tuple = fn->insts[v].type.dtype == DT_TUPLE, results = tuple ? m->fns[ir_attr(fn, &fn->insts[v], 0)].nresults : 0;
+            fprintf(o, "    %s *%s%s%d = (%s *)(workspace + %lld);\n", ctype_of[t->dtype], g.name[v], k < results ? "_" : "l",
+                    k < results ? k : k - results, ctype_of[t->dtype], (long long)at);
+            at += (shape_elems(t) * dtype_size(t->dtype) + 63) / 64 * 64 + (shape_elems(t) ? 0 : 64);
         }
     fputs("    (void)dev;\n", o);
     for (int v = 0; v < n; v++)
@@ -267,7 +287,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
         }
         if (g.fu.role[v] != FUSE_NONE)
             continue;
-        if (in->op == OP_CALL && !fn_emittable(&m->fns[ir_attr(fn, in, 0)]))
+        if (op_calls(in->op) && !fn_emittable(&m->fns[ir_attr(fn, in, 0)]))
             g.err = "a call of a global function from a per-device one";
         emit_inst(&g, v);
     }
@@ -291,7 +311,7 @@ static int calls_on_fns(const Module *m, const char *in_file) {
     for (int f = 0; f < m->nfns; f++)
         for (int v = 0; in_file[f] && v < m->fns[f].ninsts; v++) {
             const Inst *in = &m->fns[f].insts[v];
-            if (in->op == OP_CALL && m->fns[ir_attr(&m->fns[f], in, 0)].on)
+            if (op_calls(in->op) && m->fns[ir_attr(&m->fns[f], in, 0)].on)
                 return 1;
         }
     return 0;

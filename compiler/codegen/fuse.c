@@ -319,7 +319,7 @@ static int can_pass(const Fuser *s, int g, int v) {
     const Inst *in = &s->fn->insts[v];
     if (in->op == OP_PARAMETER || in->flags & INST_VIEW)
         return 1;
-    if (op_is_collective(in->op) || in->op == OP_DONE || in->op == OP_CALL || in->op == OP_RETURN ||
+    if (op_is_collective(in->op) || in->op == OP_DONE || op_calls(in->op) || in->op == OP_RETURN ||
         in->flags & INST_ASYNC)
         return 0;
     for (int i = 0; i < in->nargs; i++)

@@ -522,6 +522,55 @@ static void emit_call(Gen *g, const Inst *in, const char *r) {
         fprintf(o, "        sk_trace_end(dev, \"%s\", trace_t0);\n    }\n", sym_name(g->m->syms, callee->sym));
 }
 
+/* A loop: the carried values ping-pong between two arrays of the workspace
+ * (the body reads one while it writes the other, NAME_lJ in codegen.c) and
+ * are copied to the loop's results once it ends, so nothing the body may
+ * still read (an operand whose buffer the result reuses) is written early. */
+static void emit_loop(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    const Fn *body = &g->m->fns[inst_callee(fn, in)];
+    int nc = loop_carried(fn, in), nres = body->nresults;
+    fprintf(o, "    {\n        int32_t %si = *%s;\n", r, A(0));
+    for (int j = 0; j < nc; j++) {
+        const char *ct = ctype_of[result_type(body, j)->dtype];
+        fprintf(o, "        %s *%sc%d = %sl%d, *%sn%d = %sl%d;\n", ct, r, j, r, 2 * j, r, j, r, 2 * j + 1);
+        if (bytes_of(result_type(body, j)))
+            fprintf(o, "        memcpy(%sc%d, %s, %lld);\n", r, j, A(1 + j), (long long)bytes_of(result_type(body, j)));
+    }
+    fprintf(o, "        for (int64_t %st = 0; %st < %lld; %st++, %si++) {\n            TRY(", r, r,
+            (long long)loop_trips(fn, in), r, r);
+    emit_fn_cname(o, g->m, body);
+    fprintf(o, "(dev, &%si", r);
+    for (int j = 0; j < nc; j++)
+        fprintf(o, ", %sc%d", r, j);
+    for (int i = 1 + nc; i < in->nargs; i++)
+        fprintf(o, ", %s", A(i));
+    for (int j = 0; j < nc; j++)
+        fprintf(o, ", %sn%d", r, j);
+    for (int k = nc; k < nres; k++)
+        fprintf(o, ", %sl%d", r, nc + k);
+    fputs("));\n", o);
+    for (int j = 0; j < nc; j++)
+        fprintf(o, "            { %s *t = %sc%d; %sc%d = %sn%d; %sn%d = t; }\n", ctype_of[result_type(body, j)->dtype], r, j,
+                r, j, r, j, r, j);
+    fputs("        }\n", o);
+    for (int k = 0; k < nres; k++) {
+        int64_t bytes = bytes_of(result_type(body, k));
+        if (!bytes)
+            continue;
+        if (in->type.dtype == DT_TUPLE)
+            fprintf(o, "        memcpy(%s_%d, ", r, k);
+        else
+            fprintf(o, "        memcpy(%s, ", r);
+        if (k < nc)
+            fprintf(o, "%sc%d, %lld);\n", r, k, (long long)bytes);
+        else
+            fprintf(o, "%sl%d, %lld);\n", r, nc + k, (long long)bytes);
+    }
+    fputs("    }\n", o);
+}
+
 static void emit_return(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     (void)r;

@@ -589,6 +589,8 @@ void adjoint(Grad *g, int c) {
     case OP_GATHER: gather_adjoint(g, c); return;
     case OP_SCATTER: scatter_adjoint(g, c); return;
     case OP_CALL: call_adjoint(g, c); return;
+    case OP_LOOP:        /* sema unrolls the loops of the fns gradients run (sema/loop.c) */
+        no_gradient(g, "a loop that stays a loop (value_and_grad through one is not supported yet)");
     case OP_ALL_REDUCE: all_reduce_adjoint(g, c); return;
     case OP_ALL_GATHER: all_gather_adjoint(g, c); return;
     case OP_REDUCE_SCATTER: reduce_scatter_adjoint(g, c); return;

@@ -312,6 +312,53 @@ static int exec_call(Frame *f, int v) {
 }
 
 /* Collectives and axis-index run on the groups of their mesh axes. */
+/* Run a loop's body trip-count times: each iteration's carried results
+ * become the next one's parameters 1 ..; the loop's value is the last
+ * iteration's results (with no iteration, the initial carried values). */
+static int exec_loop(Frame *f, int v) {
+    const Inst *in = &f->fn->insts[v];
+    const Fn *body = &f->ip->m->fns[inst_callee(f->fn, in)];
+    int64_t nd = f->ndev, trips = loop_trips(f->fn, in), nres = body->nresults;
+    int nc = loop_carried(f->fn, in), rc = 0;
+    double **args = arena_alloc(&f->arena, sizeof(double *) * (size_t)(in->nargs * nd + 1));
+    double **res = arena_alloc(&f->arena, sizeof(double *) * (size_t)(nres * nd + 1));
+    double **next = arena_alloc(&f->arena, sizeof(double *) * (size_t)(nres * nd + 1));
+    for (int i = 0; i < in->nargs; i++)
+        for (int64_t d = 0; d < nd; d++)
+            args[i * nd + d] = f->val[ir_arg(f->fn, in, i)][d];
+    double first = args[0][0];
+    for (int64_t d = 0; d < nd; d++)           /* the index, one per device: parameter 0 */
+        if (!(args[d] = alloc_elems(f->ip, 1)))
+            rc = -1;
+    for (int j = 0; !rc && j < nc; j++)         /* owned copies: each iteration frees the last */
+        for (int64_t d = 0; d < nd; d++)
+            if (!(res[j * nd + d] = copy_elems(f->ip, args[(1 + j) * nd + d],
+                                               shape_elems(&f->fn->insts[ir_arg(f->fn, in, 1 + j)].type))))
+                rc = -1;
+    for (int64_t t = 0; !rc && t < trips; t++) {
+        for (int64_t d = 0; d < nd; d++)
+            args[d][0] = first + (double)t;
+        for (int j = 0; j < nc; j++)
+            for (int64_t d = 0; d < nd; d++)
+                args[(1 + j) * nd + d] = res[j * nd + d];
+        if (run_fn(f->ip, body, nd, f->lockstep, call_mask(f, in), args, next)) {
+            rc = fail_at(f, v, "iteration %lld of the loop failed", (long long)t);
+            break;
+        }
+        free_bufs(res, (t == 0 ? nc : nres) * nd);
+        memcpy(res, next, sizeof(double *) * (size_t)(nres * nd));
+    }
+    for (int64_t d = 0; d < nd; d++)
+        free(args[d]);
+    if (rc) {
+        free_bufs(res, nc * nd);
+        return rc;
+    }
+    f->val[v] = res;
+    f->nbufs[v] = (trips ? nres : nc) * nd;
+    return 0;
+}
+
 static int needs_groups(Op op) { return op_info[op].at_axes >= 0; }
 
 static int make_groups(Frame *f, int v, Arena *scratch, Groups *g) {
@@ -367,7 +414,7 @@ static int exec_op(Frame *f, int v) {
 
 static int exec_inst(Frame *f, int v, double *const *args, double **results) {
     const Inst *in = &f->fn->insts[v];
-    if (in->op != OP_RETURN && in->op != OP_CALL) {
+    if (in->op != OP_RETURN && !op_calls(in->op)) {
         f->val[v] = arena_alloc(&f->arena, sizeof(double *) * (size_t)f->ndev);
         f->nbufs[v] = f->ndev;
     }
@@ -375,6 +422,7 @@ static int exec_inst(Frame *f, int v, double *const *args, double **results) {
     case OP_PARAMETER: return exec_parameter(f, v, args);
     case OP_RETURN: return exec_return(f, v, results);
     case OP_CALL: return exec_call(f, v);
+    case OP_LOOP: return exec_loop(f, v);
     case OP_GET_TUPLE_ELEMENT: return exec_tuple_element(f, v);
     default: return exec_op(f, v);
     }

@@ -658,6 +658,7 @@ static int kernel_frame(const Kernel *k, double *out) {
 }
 #define kernel_parameter kernel_frame
 #define kernel_call kernel_frame
+#define kernel_loop kernel_frame
 #define kernel_tuple_element kernel_frame
 #define kernel_return kernel_frame
 #define kernel_done kernel_frame

@@ -228,6 +228,10 @@ static void print_attrs(Printer *p, const Inst *in) {
         break;
     case OP_TOP_K: fprintf(out, " k=%lld, largest=%s", (long long)at[0], at[1] ? "true" : "false"); break;
     case OP_CALL: fprintf(out, " to_apply=%s", sym_name(p->m->syms, p->m->fns[at[0]].sym)); break;
+    case OP_LOOP:
+        fprintf(out, " trip_count=%lld, carried=%lld, body=%s", (long long)at[1], (long long)at[2],
+                sym_name(p->m->syms, p->m->fns[at[0]].sym));
+        break;
     case OP_GET_TUPLE_ELEMENT: fprintf(out, " index=%lld", (long long)at[0]); break;
     case OP_COLLECTIVE_PERMUTE: {
         int naxes, npairs;
@@ -485,12 +489,14 @@ static void count_with_calls(Printer *p, int f) {
         if (op_is_collective(in->op)) {
             add_saturated(&bytes, collective_bytes(p->m, fn, in));
             count++;
-        } else if (in->op == OP_CALL && fn_is_local(&p->m->fns[ir_attr(fn, in, 0)]) &&
+        } else if (op_calls(in->op) && fn_is_local(&p->m->fns[ir_attr(fn, in, 0)]) &&
                    p->m->fns[ir_attr(fn, in, 0)].on == fn->on) {
             int c = (int)ir_attr(fn, in, 0);
             count_with_calls(p, c);
-            add_saturated(&bytes, p->call_bytes[c]);
-            add_saturated(&count, p->call_count[c]);
+            /* a loop's body runs trip-count times */
+            int64_t k = in->op == OP_LOOP ? loop_trips(fn, in) : 1, b, q;
+            add_saturated(&bytes, __builtin_mul_overflow(p->call_bytes[c], k, &b) ? INT64_MAX : b);
+            add_saturated(&count, __builtin_mul_overflow(p->call_count[c], k, &q) ? INT64_MAX : q);
         }
     }
     p->call_bytes[f] = bytes;
@@ -551,8 +557,8 @@ static void mark_shown(const Module *m, int f, uint8_t *shown) {
     shown[f] = 1;
     const Fn *fn = &m->fns[f];
     for (int v = 0; v < fn->ninsts; v++) {
-        int c = fn->insts[v].op == OP_CALL ? (int)ir_attr(fn, &fn->insts[v], 0) : -1;
-        if (c >= 0 && m->fns[c].spec_of && !shown[c])
+        int c = op_calls(fn->insts[v].op) ? (int)ir_attr(fn, &fn->insts[v], 0) : -1;
+        if (c >= 0 && (m->fns[c].spec_of || m->fns[c].loop_of) && !shown[c])
             mark_shown(m, c, shown);
     }
 }

@@ -74,7 +74,7 @@ static void visit_callees(const Module *m, int f, uint8_t *seen, int *order, int
     seen[f] = 1;
     const Fn *fn = &m->fns[f];
     for (int v = 0; v < fn->ninsts; v++)
-        if (fn->insts[v].op == OP_CALL && !seen[ir_attr(fn, &fn->insts[v], 0)])
+        if (op_calls(fn->insts[v].op) && !seen[ir_attr(fn, &fn->insts[v], 0)])
             visit_callees(m, (int)ir_attr(fn, &fn->insts[v], 0), seen, order, n);
     order[(*n)++] = f;
 }

@@ -2,7 +2,8 @@
  *
  * A function is an array of instructions; an instruction's index is the
  * value it defines, and operands are earlier indices (a straight-line
- * program: loops are unrolled by sema).  Every value carries a shape and a
+ * program; a loop that sema does not unroll is one OP_LOOP instruction that
+ * calls its body, a derived fn, once per iteration).  Every value carries a shape and a
  * sharding, so the same structures serve every stage from `parsed` (global
  * shapes, user shardings) to `partitioned` (per-device shapes, collectives). */
 #ifndef SHARDC_IR_H
@@ -134,6 +135,11 @@ typedef struct {
     int grad_of, grad_value, vjp_of;
     int32_t *grad_wrt;
     int ngrad_wrt;
+    /* A loop body (compiler/sema/loop.c): loop_of is 1 + the fn whose `for`
+     * it is, else 0.  Parameter 0 is the index, parameters 1 .. loop_carried
+     * and the first loop_carried results are the carried values, which keep
+     * one type and, after propagation, one sharding across iterations. */
+    int loop_of, loop_carried;
 } Fn;
 
 /* Is v the instruction whose kernel call computes the INST_FOLDED ones
@@ -269,6 +275,15 @@ int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in);
 static inline Inst *ir_inst(const Fn *fn, int v) { return &fn->insts[v]; }
 static inline int32_t ir_arg(const Fn *fn, const Inst *in, int i) { return fn->args[in->args + i]; }
 static inline int64_t ir_attr(const Fn *fn, const Inst *in, int i) { return fn->ints[in->attrs + i]; }
+
+/* Ops that run another fn: a call, and a loop (its body once per
+ * iteration).  Both hold the callee in attrs[0] and pass their operands as
+ * its parameters, so the passes that follow calls follow loops alike. */
+static inline int op_calls(int op) { return op == OP_CALL || op == OP_LOOP; }
+static inline int inst_callee(const Fn *fn, const Inst *in) { return (int)ir_attr(fn, in, 0); }
+/* A loop's trip count and how many of its body's results are carried. */
+static inline int64_t loop_trips(const Fn *fn, const Inst *in) { return ir_attr(fn, in, 1); }
+static inline int loop_carried(const Fn *fn, const Inst *in) { return (int)ir_attr(fn, in, 2); }
 
 /* Typed attributes, at the places ops.def's layout gives them. */
 static inline Reducer inst_reducer(const Fn *fn, const Inst *in) {

@@ -352,14 +352,33 @@ static const char *infer_scatter(InferCtx *c, Shape *out) {
 }
 
 static const Fn *callee_of(const Module *m, const Fn *fn, const Inst *call) {
-    int64_t f = call->nattrs == 1 ? ir_attr(fn, call, 0) : -1;
-    return call->op == OP_CALL && f >= 0 && f < m->nfns ? &m->fns[f] : NULL;
+    int64_t f = call->nattrs == (call->op == OP_LOOP ? 3 : 1) ? ir_attr(fn, call, 0) : -1;
+    return op_calls(call->op) && f >= 0 && f < m->nfns ? &m->fns[f] : NULL;
+}
+
+/* A loop's body takes the index, then gives back its carried parameters'
+ * types: what one iteration returns, the next one takes. */
+static const char *check_loop(InferCtx *c, const Fn *body) {
+    const Inst *in = c->in;
+    int nc = loop_carried(c->fn, in);
+    if (body->loop_carried != nc || nc > body->nresults || nc + 1 > body->nparams || loop_trips(c->fn, in) < 0)
+        return "loop does not match its body";
+    const Shape *first = arg_shape(c->fn, in, 0);
+    if (first->dtype != DT_I32 || first->rank != 0)
+        return "a loop's first operand is its first index, an i32 scalar";
+    for (int j = 0; j < nc; j++)
+        if (!shape_eq(&body->params[1 + j].type, &body->results[j].type))
+            return "a loop body's carried result differs from its parameter";
+    return NULL;
 }
 
 static const char *infer_call(InferCtx *c, Shape *out) {
     const Fn *callee = callee_of(c->m, c->fn, c->in);
     if (!callee || callee->nparams != c->in->nargs)
         return "call does not match its callee";
+    const char *err = c->in->op == OP_LOOP ? check_loop(c, callee) : NULL;
+    if (err)
+        return err;
     /* A local caller passes local blocks to a local callee; otherwise values
      * cross the call whole (a global caller splits them for an spmd callee,
      * an spmd caller runs an fn on its blocks). */

@@ -442,7 +442,7 @@ static Piece lower_call(Part *p, const Inst *in) {
         locals[i] = reshard(p, arg, &callee->params[i].sh).v;
         note_call_reshard(p, in, i, &arg, first_new);
     }
-    int v = emit_local(p, OP_CALL, locals, in->nargs, &p->src->ints[in->attrs], 1, NULL);
+    int v = emit_local(p, (Op)in->op, locals, in->nargs, &p->src->ints[in->attrs], in->nattrs, NULL);
     Sharding sh = callee->nresults == 1 ? callee->results[0].sh : sharding_replicated();
     p->dst->insts[v].sh = sh;
     return (Piece){v, sh, in->type, p->place};
@@ -524,7 +524,7 @@ static void lower_placed(Part *p, int v) {
         break;
     }
     case OP_IOTA: out = lower_iota(p, in); break;
-    case OP_CALL: out = lower_call(p, in); break;
+    case OP_CALL: case OP_LOOP: out = lower_call(p, in); break;
     case OP_GET_TUPLE_ELEMENT: out = lower_tuple_element(p, in); break;
     case OP_RETURN: lower_return(p, in); return;
     default:
@@ -582,7 +582,7 @@ static void mark_callees(const Module *m, int f, uint8_t *needed) {
     const Fn *fn = &m->fns[f];
     for (int v = 0; v < fn->ninsts; v++) {
         const Inst *in = &fn->insts[v];
-        int c = in->op == OP_CALL ? unspecialized(m, (int)fn->ints[in->attrs]) : -1;
+        int c = op_calls(in->op) ? unspecialized(m, (int)fn->ints[in->attrs]) : -1;
         if (c >= 0 && !m->fns[c].spmd && !needed[c]) {
             needed[c] = 1;
             mark_callees(m, c, needed);     /* depth is bounded: calls form no cycle */
@@ -593,7 +593,7 @@ static void mark_callees(const Module *m, int f, uint8_t *needed) {
 static void redirect_calls(const Module *m, Fn *fn, const int *clone) {
     for (int v = 0; v < fn->ninsts; v++) {
         const Inst *in = &fn->insts[v];
-        if (in->op == OP_CALL && clone[unspecialized(m, (int)fn->ints[in->attrs])] >= 0)
+        if (op_calls(in->op) && clone[unspecialized(m, (int)fn->ints[in->attrs])] >= 0)
             fn->ints[in->attrs] = clone[unspecialized(m, (int)fn->ints[in->attrs])];
     }
 }

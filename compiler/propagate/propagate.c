@@ -304,10 +304,10 @@ static void init_roots(Prop *p) {
             in->why = WHY_PARAMETER;
         } else if (in->flags & INST_CONSTRAINED) {
             in->why = WHY_CONSTRAINT;
-        } else if (in->op == OP_CALL || in->op == OP_GET_TUPLE_ELEMENT) {
-            const Inst *call = in->op == OP_CALL ? in : &fn->insts[ir_arg(fn, in, 0)];
+        } else if (op_calls(in->op) || in->op == OP_GET_TUPLE_ELEMENT) {
+            const Inst *call = op_calls(in->op) ? in : &fn->insts[ir_arg(fn, in, 0)];
             const Fn *callee = &p->m->fns[ir_attr(fn, call, 0)];
-            int which = in->op == OP_CALL ? 0 : (int)ir_attr(fn, in, 0);
+            int which = op_calls(in->op) ? 0 : (int)ir_attr(fn, in, 0);
             if (in->type.dtype == DT_TUPLE)
                 continue;
             in->sh = callee->results[which].sh;

@@ -56,7 +56,7 @@ int fn_is_generic(const Fn *fn) {
 /* Calls that are inlined: of a generic fn on the caller's own devices (a
  * call of a pipeline stage from the whole mesh keeps its boundary). */
 static int inlined_call(const Module *m, const Fn *caller, const Inst *in) {
-    if (in->op != OP_CALL || caller->spmd)
+    if (!op_calls(in->op) || caller->spmd)
         return 0;
     const Fn *callee = &m->fns[ir_attr(caller, in, 0)];
     return !callee->spmd && callee->on == caller->on && fn_is_generic(callee);
@@ -115,6 +115,21 @@ static int boundary_value(Flat *f, int value, const Sig *sig, const Inst *at_ins
 
 static void inline_body(Flat *f, const Fn *src, int region, const int32_t *args, int32_t *at, int *child);
 
+/* A loop's body is inlined once, as one iteration.  What it returns as a
+ * carried value the next iteration takes as that parameter, so the two
+ * should get one sharding: a scratch elementwise op over both (its result
+ * unused) lets propagation carry a sharding between them either way. */
+static void tie_carried(Flat *f, int r, int parent, int v, const Inst *loop) {
+    const Fn *g = &f->m->fns[f->regions[r].callee];
+    for (int j = 0; j < g->loop_carried; j++) {
+        int32_t both[2] = {f->regions[r].param[1 + j], f->regions[r].result[j]};
+        int64_t cmp = CMP_EQ;
+        int w = ir_emit(f->m, &f->flat, OP_COMPARE, both, 2, &cmp, 1, NULL, loop->loc);
+        f->flat.insts[w].place = loop->place;
+        own(f, w, parent, v);
+    }
+}
+
 static int inline_call(Flat *f, const Fn *caller, int v, int parent, const int32_t *caller_at) {
     const Inst *in = &caller->insts[v];
     int callee = (int)ir_attr(caller, in, 0);
@@ -131,6 +146,8 @@ static int inline_call(Flat *f, const Fn *caller, int v, int parent, const int32
     for (int i = 0; i < in->nargs; i++)
         args[i] = caller_at[ir_arg(caller, in, i)];
     inline_body(f, g, r, args, reg->at, reg->child);    /* moves f->regions: reg is stale after */
+    if (in->op == OP_LOOP)
+        tie_carried(f, r, parent, v, in);
     return r;
 }
 
@@ -300,6 +317,8 @@ static int make_spec(Flat *f, int r) {
     s->spec_of = 1 + reg->callee;
     s->params = sigs_from(f, s->params, s->nparams, reg->param);
     s->results = sigs_from(f, s->results, s->nresults, reg->result);
+    for (int j = 0; j < s->loop_carried; j++)    /* where propagation left them apart, the body's return reshards */
+        s->results[j].sh = s->params[1 + j].sh;
     for (int v = 0; v < s->ninsts; v++) {
         Inst *in = &s->insts[v];
         if (reg->at[v] >= 0)
@@ -318,13 +337,13 @@ static void retarget_calls(const Flat *f, Fn *fn, const int *child, const int *s
     for (int v = 0; v < fn->ninsts; v++) {
         Inst *in = &fn->insts[v];
         int call = in->op == OP_GET_TUPLE_ELEMENT ? ir_arg(fn, in, 0) : v;
-        if ((in->op != OP_CALL && in->op != OP_GET_TUPLE_ELEMENT) || child[call] < 0)
+        if ((!op_calls(in->op) && in->op != OP_GET_TUPLE_ELEMENT) || child[call] < 0)
             continue;
         int s = spec_fn[f->regions[child[call]].cls];
-        if (in->op == OP_CALL)
+        if (op_calls(in->op))
             fn->ints[in->attrs] = s;
         if (in->type.dtype != DT_TUPLE)
-            in->sh = f->m->fns[s].results[in->op == OP_CALL ? 0 : ir_attr(fn, in, 0)].sh;
+            in->sh = f->m->fns[s].results[op_calls(in->op) ? 0 : ir_attr(fn, in, 0)].sh;
         in->why = WHY_CALL;
         in->why_from = in->why_from2 = -1;
         in->why_root = v;
@@ -340,11 +359,11 @@ static int existing_spec(const Flat *f, int c, const int *spec_fn) {
         for (int v = 0; same && v < fn->ninsts; v++) {
             const Inst *in = &fn->insts[v];
             if (reg->child[v] >= 0)
-                same = in->op != OP_CALL || fn->ints[in->attrs] == spec_fn[f->regions[reg->child[v]].cls];
+                same = !op_calls(in->op) || fn->ints[in->attrs] == spec_fn[f->regions[reg->child[v]].cls];
             else if (reg->at[v] >= 0)
                 same = sharding_eq(&in->sh, flat_sh(f, reg->at[v]));
         }
-        for (int i = 0; same && i < fn->nresults; i++)
+        for (int i = fn->loop_carried; same && i < fn->nresults; i++)   /* carried results: their parameters' */
             same = sharding_eq(&fn->results[i].sh, flat_sh(f, reg->result[i]));
         if (same)
             return s;

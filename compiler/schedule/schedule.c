@@ -153,7 +153,16 @@ static int must_wait(const Sched *s, int v) {
     return 0;
 }
 
-static int is_compute(int op) { return op == OP_DOT || op == OP_CALL; }
+static int is_compute(int op) { return op == OP_DOT || op_calls(op); }
+
+/* How many collectives a call starts; a loop's body starts its own in
+ * every iteration (capped: past the window, any count finishes all). */
+static int started_by_call(const Sched *s, const Inst *in) {
+    int64_t k = s->m->fns[ir_attr(s->src, in, 0)].collectives_started;
+    if (in->op == OP_LOOP && k)
+        k = loop_trips(s->src, in) > (1 << 20) / k ? 1 << 20 : k * loop_trips(s->src, in);
+    return (int)k;
+}
 
 /* Does compute `in` overlap collective c?  Compute on one submesh does not
  * overlap a transfer whose data comes from another: the transfer of a
@@ -189,8 +198,8 @@ static void emit(Sched *s, int v) {
         finish_operands(s, &s->src->insts[folded]);
         s->new_of[folded] = copy_inst(s, folded, INST_FOLDED);
     }
-    if (in->op == OP_CALL)
-        make_room(s, s->m->fns[ir_attr(s->src, in, 0)].collectives_started);
+    if (op_calls(in->op))
+        make_room(s, started_by_call(s, in));
     s->new_of[v] = copy_inst(s, v, 0);
     if (is_compute(in->op)) {
         int kept = 0;

@@ -71,7 +71,7 @@ static uint8_t placement(Sema *s, Op op, const int32_t *args, int nargs, const i
     const Fn *fn = s->fn;
     if (fn->spmd || fn->on || fn->sym < 0 || op == OP_RETURN)
         return 0;
-    if (op == OP_CALL)
+    if (op_calls(op))
         return (uint8_t)s->m->fns[attrs[0]].on;
     uint8_t place = 0;
     for (int i = 0; i < nargs; i++) {
@@ -122,7 +122,7 @@ static void define_global(Sema *s, int symbol, BindKind kind, Loc loc) {
     g->loc = loc;
 }
 
-static void check_local_name(Sema *s, int symbol, Loc loc) {
+void check_local_name(Sema *s, int symbol, Loc loc) {
     Binding *g = &s->global[symbol];
     static const char *what[] = {"", "constant", "mesh axis", "function", "submesh"};
     if (g->kind != B_NONE)
@@ -296,37 +296,12 @@ static void lower_multi(Sema *s, const Stmt *st) {
     }
 }
 
-/* Checked on the syntax, so a loop that runs zero times is checked too. */
-static void check_no_return(Sema *s, const PtrVec *body) {
-    for (int i = 0; i < body->n; i++) {
-        const Stmt *st = body->items[i];
-        if (st->kind == S_RETURN)
-            sema_error(s, st->loc, "return is not allowed inside a loop");
-        if (st->kind == S_FOR)
-            check_no_return(s, &st->body);
-    }
-}
-
-static void lower_for(Sema *s, const Stmt *st) {
-    check_local_name(s, st->sym, st->loc);
-    check_no_return(s, &st->body);
-    int64_t lo = eval_const_int(s, st->lo, "a loop bound"), hi = eval_const_int(s, st->hi, "a loop bound");
-    Binding saved = s->local[st->sym];
-    for (int64_t i = lo; i < hi; i++) {
-        if (--s->stmts_left < 0)    /* an empty body still costs its iterations */
-            sema_error(s, st->loc, "loops unroll to more than %d statements", MAX_STMTS_RUN);
-        bind_local(s, st->sym, int_val(i), st->loc);
-        lower_stmts(s, &st->body);
-    }
-    if (saved.kind != B_NONE)
-        s->local[st->sym] = saved;
-    else
-        s->local[st->sym].kind = B_NONE;
-}
-
-void lower_stmts(Sema *s, const PtrVec *stmts) {
+void lower_stmts(Sema *s, const PtrVec *stmts, int loop_body) {
+    Block block = {stmts, 0, loop_body, s->block};
+    s->block = &block;
     for (int i = 0; i < stmts->n; i++) {
         const Stmt *st = stmts->items[i];
+        block.at = i;
         if (--s->stmts_left < 0)
             sema_error(s, st->loc, "loops unroll to more than %d statements", MAX_STMTS_RUN);
         switch (st->kind) {
@@ -340,6 +315,7 @@ void lower_stmts(Sema *s, const PtrVec *stmts) {
         case S_FOR: lower_for(s, st); break;
         }
     }
+    s->block = block.up;
 }
 
 static void lower_body(Sema *s, const AstFn *af, int index) {
@@ -347,6 +323,7 @@ static void lower_body(Sema *s, const AstFn *af, int index) {
     s->fn = fn;
     s->fn_index = index;
     s->returned = 0;
+    s->unroll_all = s->differentiated[index];
     for (int i = 0; i < s->ntouched; i++)
         s->local[s->touched[i]].kind = B_NONE;
     s->ntouched = 0;
@@ -368,7 +345,8 @@ static void lower_body(Sema *s, const AstFn *af, int index) {
         if (st->kind == S_RETURN && i != af->body.n - 1)
             sema_error(s, st->loc, "return must be the last statement of a function");
     }
-    lower_stmts(s, &af->body);
+    lower_stmts(s, &af->body, 0);
+    fn = &s->m->fns[index];          /* loop bodies (loop.c) may have moved m->fns */
     if (!s->returned)
         sema_error(s, af->end, "function '%s' ends without a return", sym(s, fn->sym));
     if (fn->spmd)
@@ -510,6 +488,9 @@ int sema_program(Module *m, Diag *diag, const AstProgram *prog, const MeshOverri
         m->fns = vec_grow(m->arena, m->fns, &m->fns_cap, sizeof *m->fns);
     s->ast_fns = ast;
     s->nuser_fns = m->nfns;
+    s->ntransforms = prog->ntransforms;
+    s->name_mark = arena_alloc(s->arena, (size_t)s->nsyms + 1);
+    find_differentiated(s);
     for (int f = 0; f < s->nuser_fns; f++)
         lower_body(s, ast[f], f);
     CallGraph g = call_graph(s);

@@ -1,7 +1,8 @@
 /* Semantic analysis: checks a parsed program against docs/language.md and
- * lowers it to the IR, one function at a time.  Loops are unrolled here, and
- * compile-time integers are folded here, so the IR is straight-line code over
- * tensors.  Internal to compiler/sema. */
+ * lowers it to the IR, one function at a time.  Loops are unrolled here, or
+ * kept as one loop instruction over a body fn (loop.c), and compile-time
+ * integers are folded here, so each fn is straight-line code over tensors.
+ * Internal to compiler/sema. */
 #ifndef SHARDC_SEMA_H
 #define SHARDC_SEMA_H
 
@@ -55,6 +56,15 @@ typedef struct {
     Loc loc;
 } CallEdge;
 
+/* The statement lists being lowered, innermost first: what a loop that
+ * stays a loop scans for the names read after it (loop.c). */
+typedef struct Block {
+    const PtrVec *stmts;
+    int at;                          /* the statement being lowered */
+    int loop;                        /* a loop's body: all of it runs again after any statement */
+    struct Block *up;
+} Block;
+
 typedef struct {
     Module *m;
     Diag *diag;
@@ -75,6 +85,11 @@ typedef struct {
     int returned;
     const AstFn **ast_fns;           /* each user fn's syntax, by index (parameter names) */
     int nuser_fns;
+    int ntransforms;                 /* the program's grad calls: room kept in m->fns for their fns */
+    Block *block;
+    uint8_t *name_mark;              /* loop.c scratch: symbol -> 1, all 0 between uses */
+    uint8_t *differentiated;         /* user fn -> a gradient runs it (its loops unroll) */
+    int unroll_all;                  /* the fn being lowered unrolls every loop */
 } Sema;
 
 /* sema.c */
@@ -86,7 +101,12 @@ Binding *lookup(Sema *s, int symbol);
 void bind_local(Sema *s, int symbol, Val v, Loc loc);
 int emit(Sema *s, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
          const Shape *type, Loc loc);
-void lower_stmts(Sema *s, const PtrVec *stmts);
+void lower_stmts(Sema *s, const PtrVec *stmts, int loop_body);
+void check_local_name(Sema *s, int symbol, Loc loc);
+
+/* loop.c: `for`, unrolled or kept as a loop */
+void lower_for(Sema *s, const Stmt *st);
+void find_differentiated(Sema *s);
 const char *shape_str(Sema *s, const Shape *shape);
 const char *count_of(Sema *s, int64_t n, const char *noun);
 

@@ -181,11 +181,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
     ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-partition"))
+    ap.add_argument("--only", help="check only the programs whose path matches this regex")
     args = ap.parse_args()
     shutil.rmtree(args.tmp, ignore_errors=True)
     os.makedirs(args.tmp)
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     for path, consts in programs():
+        if args.only and not re.search(args.only, os.path.relpath(path, ROOT)):
+            continue
         check_program(os.path.abspath(args.shardc), args.tmp, path, consts, counts)
     print("%d passed, %d failed, %d skipped" % (counts["passed"], counts["failed"], counts["skipped"]))
     return 1 if counts["failed"] else 0

@@ -912,6 +912,49 @@ case("generic.layers", prog("generic.tdsl"), ["layers", "plain_layers"], generic
 case("generic.split_d", prog("generic.tdsl"), "split_d", generic_split_d, scaled=True)
 
 
+# ---- loops that stay loops (tests/interp/progs/loops.tdsl) ----
+
+def loops_accum(rng, m):
+    x = normal(rng, 8)
+    acc = d(x)
+    for i in range(300):
+        acc = acc * 0.99 + d(x) * (i % 7)
+    return {"x": x}, [(acc, "f32"), (np.float64(300), "f32")]
+
+
+def loops_rnn(rng, m):
+    h0, w, xs = normal(rng, 4, 8), normal(rng, 8, 8) * 0.5, normal(rng, 100, 4, 8)
+    h = d(h0)
+    for t in range(100):
+        h = np.tanh(h @ d(w) + d(xs)[t])
+    return {"h0": h0, "w": w.astype(np.float32), "xs": xs}, [(h, "f32")]
+
+
+def loops_stacked(rng, m):
+    x, ws, bs = normal(rng, 4, 8), normal(rng, 20, 8, 8) * 0.5, normal(rng, 20, 8)
+    h = d(x)
+    for layer in range(20):
+        y = h @ d(ws)[layer] + d(bs)[layer]
+        h = np.maximum(y, 0) * 0.5 + h * 0.5
+    return {"x": x, "ws": ws.astype(np.float32), "bs": bs}, [(h, "f32"), (y, "f32")]
+
+
+def loops_nested(rng, m):
+    x = normal(rng, 8)
+    acc = d(x)
+    for a in range(12):
+        for b in range(40):
+            acc = acc * 0.9 + d(x) * (a - b)
+        acc = acc * 0.5
+    return {"x": x}, [(acc, "f32")]
+
+
+case("loops.accum", prog("loops.tdsl"), "accum", loops_accum, scaled=True, interp=[None, (1, 1), (2, 4)])
+case("loops.rnn", prog("loops.tdsl"), "rnn", loops_rnn, scaled=True, interp=[None, (1, 1), (2, 4)])
+case("loops.stacked", prog("loops.tdsl"), "stacked", loops_stacked, scaled=True, interp=[None, (1, 1), (2, 4)])
+case("loops.nested", prog("loops.tdsl"), "nested", loops_nested, scaled=True, interp=[None, (1, 1)])
+
+
 # ---- the samples, at small sizes; an spmd fn and its twin share a case ----
 # Sizes: an fn's dims may split unevenly (on 3x2, 8 rows over X=3 do); an
 # spmd fn's must divide, so they are rounded up to fit the mesh.
