@@ -20,8 +20,9 @@
  *   - any other PATH: one line per record, "device begin end name".
  *
  * When the world has more than one process (MPI), process N writes
- * PATH.pN, or for PATH = BASE.json, BASE.pN.json.  Off, sk_trace_begin is
- * one load and a branch, and sk_trace_end one more branch on its result. */
+ * PATH.pN, or for PATH = BASE.json, BASE.pN.json (tools/merge-traces
+ * joins those).  Off, sk_trace_begin is one load and a branch, and
+ * sk_trace_end one more branch on its result. */
 #ifndef SHARDC_TRACE_H
 #define SHARDC_TRACE_H
 
@@ -41,8 +42,14 @@ extern int sk_trace_on;
 int64_t sk_trace_now(void);
 void sk_trace_record(sc_device *dev, const char *name, int64_t bytes, int64_t begin);
 
-/* The time a call begins, or -1 when tracing is off. */
+/* The time a call begins, or -1 when tracing is off.  Compiled with
+ * -DSHARDC_NO_TRACE, always -1, and the compiler drops the timing: the
+ * baseline that the cost of tracing off is measured against. */
+#ifdef SHARDC_NO_TRACE
+static inline int64_t sk_trace_begin(void) { return -1; }
+#else
 static inline int64_t sk_trace_begin(void) { return sk_trace_on ? sk_trace_now() : -1; }
+#endif
 
 /* Records that `name` (a string that outlives the program, such as a
  * literal) ran on dev from `begin` until now, writing `bytes`; nothing when

@@ -3,10 +3,16 @@
  *
  * The variable is read before main (a constructor), so the flag the inline
  * sk_trace_begin tests is never written while device threads read it.
- * Records go to a buffer per thread (a device's code runs on one thread at
- * a time), so recording takes no lock: only a thread's first record does,
- * to link its buffer into the list that the exit handler writes, after
- * sc_run has joined the devices, so timing never waits on file I/O. */
+ * Records go to a buffer per device, which only the thread running the
+ * device writes (one at a time: sc_run joins a run's threads before the
+ * next run starts others), so recording takes no lock: only a device's
+ * first record does, to link its buffer into the list that the exit
+ * handler writes, after sc_run has joined the devices, so timing never
+ * waits on file I/O.  Per device rather than per thread, because each
+ * sc_run starts new threads: a buffer per thread cost every run of a
+ * program that runs many (--repeat, --steps) an allocation per device.
+ * Two worlds running at once in one process would share their devices'
+ * buffers: only one is traced at a time. */
 #include "shardc_trace.h"
 
 #include <pthread.h>
@@ -25,7 +31,7 @@ typedef struct Buf {
     Record *rec;
     size_t n, cap;
     int failed;                  /* out of memory: records were lost */
-    int process, processes;      /* of the world of the thread's first record */
+    int process, processes;      /* of the device's world */
     int first_local, nlocal;     /* that process's devices */
     struct Buf *next;
 } Buf;
@@ -34,8 +40,8 @@ int sk_trace_on;
 
 static const char *trace_path;
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
-static Buf *buffers;             /* every thread's, newest first */
-static _Thread_local Buf *mine;
+static Buf *buffers;             /* every device's, newest first */
+static Buf *device_buf[SC_MAX_DEVICES];
 
 static void write_trace(void);
 
@@ -56,10 +62,10 @@ int64_t sk_trace_now(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The calling thread's buffer, made and listed at its first record. */
-static Buf *thread_buf(sc_device *dev) {
-    if (mine)
-        return mine;
+/* The device's buffer, made and listed at its first record. */
+static Buf *device_buffer(sc_device *dev, int id) {
+    if (device_buf[id])
+        return device_buf[id];
     Buf *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
@@ -72,12 +78,13 @@ static Buf *thread_buf(sc_device *dev) {
     b->next = buffers;
     buffers = b;
     pthread_mutex_unlock(&list_lock);
-    return mine = b;
+    return device_buf[id] = b;
 }
 
 void sk_trace_record(sc_device *dev, const char *name, int64_t bytes, int64_t begin) {
     int64_t end = sk_trace_now();
-    Buf *b = thread_buf(dev);
+    int id = sc_device_id(dev);
+    Buf *b = device_buffer(dev, id);
     if (!b)
         return;
     if (b->n == b->cap) {
@@ -90,7 +97,7 @@ void sk_trace_record(sc_device *dev, const char *name, int64_t bytes, int64_t be
         b->rec = r;
         b->cap = cap;
     }
-    b->rec[b->n++] = (Record){sc_device_id(dev), name, bytes, begin, end};
+    b->rec[b->n++] = (Record){id, name, bytes, begin, end};
 }
 
 /* ---- writing at exit ---- */
@@ -106,7 +113,7 @@ static int by_device_time(const void *pa, const void *pb) {
     return (a->end < b->end) - (a->end > b->end);
 }
 
-/* Every thread's records in one sorted array (*n of them), or NULL. */
+/* Every device's records in one sorted array (*n of them), or NULL. */
 static Record *gather(size_t *n, int *failed) {
     size_t total = 0;
     for (Buf *b = buffers; b; b = b->next)
