@@ -16,7 +16,8 @@
  *
  *   - PATH ending in ".json": Chrome's Trace Event Format, for
  *     https://ui.perfetto.dev or chrome://tracing: one "X" event per
- *     record, pid the process, tid the device, ts and dur in microseconds;
+ *     record, pid the process, tid the device, ts and dur in microseconds,
+ *     and an async span ("b", "e") from each collective start to its done;
  *   - any other PATH: one line per record, "device begin end name".
  *
  * When the world has more than one process (MPI), process N writes

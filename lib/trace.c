@@ -187,6 +187,73 @@ static void json_metadata(FILE *f, const Buf *b) {
     }
 }
 
+/* Does `name` begin with an op word ending in `phase` ("-start", "-done")?
+ * Then *op is the op's length without it. */
+static int has_phase(const char *name, const char *phase, size_t *op) {
+    size_t word = strcspn(name, " "), k = strlen(phase);
+    *op = word - k;
+    return word > k && strncmp(name + *op, phase, k) == 0;
+}
+
+/* Is done the done of start: the same op, and the same words after it? */
+static int is_done_of(const char *done, const char *start) {
+    size_t d, s;
+    return has_phase(done, "-done", &d) && has_phase(start, "-start", &s) && d == s &&
+           strncmp(done, start, d) == 0 && strcmp(done + d + 5, start + s + 6) == 0;
+}
+
+/* One async span ("b" and "e" events, id `id`) from a start's begin to its
+ * done's end, named by the device and the collective without the phase
+ * ("device 3: all-reduce f32 sum [32,128] over {Y}"): the time the
+ * collective was in flight, which viewers draw on a track of its own (one
+ * per name, under the process), over the compute it overlaps. */
+static void json_span(FILE *f, const Record *start, const Record *done, const Buf *b, long id) {
+    size_t op;
+    char name[512];
+    has_phase(start->name, "-start", &op);
+    snprintf(name, sizeof name, "device %d: %.*s%s", start->device, (int)op, start->name, start->name + op + 6);
+    for (int end = 0; end < 2; end++) {
+        fputs(",\n{\"name\": ", f);
+        json_string(f, name);
+        fprintf(f, ", \"cat\": \"in flight\", \"ph\": \"%s\", \"id\": %ld, \"pid\": %d, \"tid\": %d, \"ts\": ",
+                end ? "e" : "b", id, b->process, start->device);
+        micros(f, end ? done->end : start->begin);
+        fprintf(f, ", \"args\": {\"bytes\": %lld}}", (long long)start->bytes);
+    }
+}
+
+/* The spans of the started collectives in r[0 .. n) (sorted by device and
+ * begin): each done pairs with its device's earliest start of the same
+ * collective not yet done, as the members of a group call done in start
+ * order.  `pending` holds the unpaired starts, a few at a time. */
+static void json_spans(FILE *f, const Record *r, size_t n, const Buf *b) {
+    size_t *pending = NULL, npending = 0, cap = 0;
+    long id = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t op;
+        if (i && r[i].device != r[i - 1].device)
+            npending = 0;            /* a start left without its done: none to draw */
+        if (has_phase(r[i].name, "-start", &op)) {
+            if (npending == cap) {
+                size_t *p = realloc(pending, (cap = cap ? 2 * cap : 16) * sizeof *p);
+                if (!p)
+                    break;
+                pending = p;
+            }
+            pending[npending++] = i;
+            continue;
+        }
+        for (size_t k = 0; k < npending && has_phase(r[i].name, "-done", &op); k++)
+            if (is_done_of(r[i].name, r[pending[k]].name)) {
+                json_span(f, &r[pending[k]], &r[i], b, id++);
+                memmove(pending + k, pending + k + 1, (npending - k - 1) * sizeof *pending);
+                npending--;
+                break;
+            }
+    }
+    free(pending);
+}
+
 static void write_json(FILE *f, const Record *r, size_t n, const Buf *b) {
     fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", f);
     json_metadata(f, b);
@@ -200,6 +267,7 @@ static void write_json(FILE *f, const Record *r, size_t n, const Buf *b) {
         micros(f, r[i].end - r[i].begin);
         fprintf(f, ", \"args\": {\"bytes\": %lld}}", (long long)r[i].bytes);
     }
+    json_spans(f, r, n, b);
     fputs("\n]}\n", f);
 }
 

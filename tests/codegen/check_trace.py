@@ -105,14 +105,16 @@ def check_format(t, doc, what):
         return None
     bad = []
     for e in doc["traceEvents"]:
-        ok = isinstance(e, dict) and isinstance(e.get("name"), str) and e.get("ph") in ("X", "M") \
+        ok = isinstance(e, dict) and isinstance(e.get("name"), str) and e.get("ph") in ("X", "M", "b", "e") \
             and isinstance(e.get("pid"), int) and isinstance(e.get("tid"), int)
         if ok and e["ph"] == "X":
             ok = all(isinstance(e.get(k), (int, float)) for k in ("ts", "dur")) and e["dur"] >= 0 \
                 and isinstance(e.get("cat"), str) and isinstance(e.get("args", {}).get("bytes"), int)
+        if ok and e["ph"] in ("b", "e"):
+            ok = isinstance(e.get("ts"), (int, float)) and isinstance(e.get("id"), int) and isinstance(e.get("cat"), str)
         if not ok:
             bad.append(e)
-    t.check(not bad, "%s: every event has name, ph X (ts, dur >= 0, cat, args.bytes) or M, pid and tid" % what,
+    t.check(not bad, "%s: every event has name, ph X (ts, dur >= 0, cat, args.bytes), b/e (ts, id, cat) or M, pid and tid" % what,
             "%d bad, the first %s" % (len(bad), bad[:1]))
     return doc["traceEvents"]
 
@@ -158,9 +160,38 @@ def check_device_events(t, events, what, expect, wall_us):
             % (what, len(names), "; ".join(names)), "device: events %s" % wrong)
     t.check(not bytes_wrong, "%s: a collective's args.bytes is its operand's size" % what, str(bytes_wrong[:3]))
     t.check(not overlaps, "%s: a device's events do not overlap" % what, str(overlaps[:3]))
+    check_spans(t, events, what, per_dev)
     xs = [e for e in events if e["ph"] == "X"]
     span = max(e["ts"] + e["dur"] for e in xs) - min(e["ts"] for e in xs) if xs else -1
     t.check(0 <= span <= wall_us, "%s: the events span %.0f us, within the run's %.0f us" % (what, span, wall_us))
+
+
+def check_spans(t, events, what, per_dev):
+    """Each start and its done make one async span (b, e with one id) from
+    the start's begin to the done's end, named "device N: " and the
+    collective without -start."""
+    spans = collections.defaultdict(dict)        # (pid, id) -> ph -> event
+    for e in events:
+        if e["ph"] in ("b", "e"):
+            spans[(e["pid"], e["id"])][e["ph"]] = e
+    bad = []
+    for d in range(DEVICES):
+        evs = sorted(per_dev.get(d, []), key=lambda e: e["ts"])
+        starts = [e for e in evs if e["name"].split(" ")[0].endswith("-start")]
+        dones = [e for e in evs if e["name"].split(" ")[0].endswith("-done")]
+        mine = sorted((s for s in spans.values() if s.get("b", {}).get("tid") == d), key=lambda s: s["b"]["ts"])
+        if len(starts) != len(dones) or len(mine) != len(starts):
+            bad.append((d, "%d starts, %d dones, %d spans" % (len(starts), len(dones), len(mine))))
+            continue
+        for s, dn, sp in zip(starts, dones, mine):
+            op = s["name"].split(" ")[0][:-len("-start")]
+            name = "device %d: %s" % (d, s["name"].replace(op + "-start", op, 1))
+            ok = "e" in sp and sp["b"]["name"] == name == sp["e"]["name"] and abs(sp["b"]["ts"] - s["ts"]) < 1e-3 \
+                and abs(sp["e"]["ts"] - (dn["ts"] + dn["dur"])) < 1e-3
+            if not ok:
+                bad.append((d, sp))
+    t.check(not bad, "%s: each start and its done make an async span (b, e) from the start to the done's end"
+            % what, str(bad[:2]))
 
 
 class Check:
