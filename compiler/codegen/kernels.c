@@ -1,6 +1,8 @@
 /* One kernel (lib/shardc_lib.h) or collective (runtime/shardc_rt.h) call per
  * IR instruction, with the instruction's IR as a comment above it:
- * everything but the elementwise instructions that fuse.c puts into loops. */
+ * everything but the elementwise instructions that fuse.c puts into loops.
+ * Each call is a TRY_TRACED under the event name trace.c gives it (try_open),
+ * a collective start is timed by the clock reads around it: SHARDC_TRACE. */
 #include "internal.h"
 
 #include <stddef.h>
