@@ -203,7 +203,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     int n = fn->ninsts;
     Arena arena = {0};
     Gen g = {m, fn, o, &arena, fg->irnames[f], c_value_names(fn, fg->irnames[f], &arena),
-             arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), param_insts(fn, &arena), {0}, NULL};
+             arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), param_insts(fn, &arena), {0}, NULL, -1};
     /* Buffers: the scheduler's, or one per value in a function it did not schedule. */
     for (int v = 0, k = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
@@ -305,18 +305,6 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
 
 /* ---- the file ---- */
 
-/* Does generated code call an `on` fn?  Those calls are timed
- * (lib/shardc_trace.h), and only then is the header included. */
-static int calls_on_fns(const Module *m, const char *in_file) {
-    for (int f = 0; f < m->nfns; f++)
-        for (int v = 0; in_file[f] && v < m->fns[f].ninsts; v++) {
-            const Inst *in = &m->fns[f].insts[v];
-            if (op_calls(in->op) && m->fns[ir_attr(&m->fns[f], in, 0)].on)
-                return 1;
-        }
-    return 0;
-}
-
 int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen) {
     if (main_fn >= 0 && !fn_emittable(&m->fns[main_fn])) {
         snprintf(err, errlen, "'%s' is not a per-device function", sym_name(m->syms, m->fns[main_fn].sym));
@@ -354,8 +342,7 @@ int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen
               " * instructions.  The entry points (shardc_NAME) are declared in the header\n"
               " * `shardc compile -o prog.c` writes next to this file, prog.h.  Link with\n"
               " * -fopenmp -lshardc_lib -lshardc_rt -ldnnl -lopenblas -lm -pthread. */\n", o);
-        fputs("#include <shardc_lib.h>\n#include <shardc_main.h>\n#include <shardc_rt.h>\n", o);
-        fputs(calls_on_fns(m, in_file) ? "#include <shardc_trace.h>\n\n" : "\n", o);
+        fputs("#include <shardc_lib.h>\n#include <shardc_main.h>\n#include <shardc_rt.h>\n#include <shardc_trace.h>\n\n", o);
         fputs("#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
               "#if defined(__GNUC__)\n#define SC_MAYBE_UNUSED __attribute__((unused))\n#else\n#define SC_MAYBE_UNUSED\n#endif\n\n"
               "/* A failed kernel or collective ends the device's function. */\n"
@@ -365,6 +352,14 @@ int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen
               "            fprintf(stderr, \"error: %s: line %d failed\\n\", __func__, __LINE__); \\\n"
               "            goto fail;                                                    \\\n"
               "        }                                                                 \\\n"
+              "    } while (0)\n\n"
+              "/* TRY, timed as one SHARDC_TRACE event (shardc_trace.h): NAME says what\n"
+              " * ran, BYTES what it wrote or sent.  Tracing off, one load and a branch. */\n"
+              "#define TRY_TRACED(name, bytes, call)                                     \\\n"
+              "    do {                                                                  \\\n"
+              "        int64_t trace_t0_ = sk_trace_begin();                             \\\n"
+              "        TRY(call);                                                        \\\n"
+              "        sk_trace_end(dev, name, bytes, trace_t0_);                        \\\n"
               "    } while (0)\n\n", o);
         fwrite(protos, 1, nprotos, o);
         fwrite(bodies, 1, nbodies, o);

@@ -503,7 +503,7 @@ static void emit_stage(Loop *L, Str *e, int stage) {
     }
 }
 
-void emit_fused(Gen *g, int group) {
+static void emit_loop(Gen *g, int group) {
     const Fn *fn = g->fn;
     Fusion *fu = &g->fu;
     FILE *o = g->out;
@@ -552,6 +552,7 @@ void emit_fused(Gen *g, int group) {
         if (fu->frefs[v])
             fprintf(o, "    const float %sf = %s(%si);\n", g->name[v], to_float(dt), g->name[v]);
     }
+    fprintf(o, "    int64_t %st = sk_trace_begin();\n", g->name[fu->last_member[group]]);   /* emit_fused */
     int par = n >= SK_PARALLEL_MIN;     /* long enough for a device's OpenMP threads */
     if (n == 1)
         fputs("    {\n", o);
@@ -598,4 +599,15 @@ void emit_fused(Gen *g, int group) {
             emit_member(&L, &e, v);
     fputs(row ? (par ? "        }\n    });\n" : "        }\n    }\n") : par ? "    });\n" : "    }\n", o);
     clear_refs(&L);
+}
+
+/* The loop, timed for SHARDC_TRACE as one event (lib/shardc_trace.h): its
+ * begin time, read right before the loop, is a variable named after its
+ * last member, as a start's handle is. */
+void emit_fused(Gen *g, int group) {
+    int64_t bytes;
+    const char *name = trace_loop_name(g, group, &bytes);
+    const char *t = g->name[g->fu.last_member[group]];
+    emit_loop(g, group);         /* begins with the clock's read */
+    fprintf(g->out, "    sk_trace_end(dev, \"%s\", %lld, %st);\n", name, (long long)bytes, t);
 }

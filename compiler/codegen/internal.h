@@ -4,7 +4,8 @@
  *   fuse.c         which elementwise instructions share one loop
  *   fused.c        the loop of such a group
  *   header.c       prog.h and the entry points' signatures
- *   codegen_main.c main() for one function */
+ *   codegen_main.c main() for one function
+ *   trace.c        the SHARDC_TRACE event of each instruction */
 #ifndef SHARDC_CODEGEN_INTERNAL_H
 #define SHARDC_CODEGEN_INTERNAL_H
 
@@ -81,6 +82,7 @@ typedef struct {
     int *param;                  /* the parameter(i) instruction, or -1 */
     Fusion fu;
     const char *err;
+    int at;                      /* the instruction being emitted, whose event TRY_TRACED names */
 } Gen;
 
 /* C names of a function's values, from their IR names (ir_value_names),
@@ -124,5 +126,17 @@ void emit_main(const Module *m, const Fn *fn, FILE *o);
 /* Why the file cannot have its global wrappers (a fn named like another's
  * shardc_NAME_global), or NULL. */
 const char *global_name_clash(const Module *m, const char *in_file, Arena *arena);
+/* ---- SHARDC_TRACE events (trace.c) ---- */
+/* What instruction v runs, as its event's name ("dot f32 [32,128]x[128,64]",
+ * "all-reduce-start f32 sum [32,128] over {Y}", "call stage1"), and the
+ * bytes it writes (a collective, start or done: sends). */
+const char *trace_name(Gen *g, int v);
+int64_t trace_bytes(Gen *g, int v);
+/* The event of a group's loop: "loop multiply,add,gelu f32 [4,4]", and the
+ * bytes it stores. */
+const char *trace_loop_name(Gen *g, int group, int64_t *bytes);
+/* Writes `    TRY_TRACED("NAME", BYTES, ` for instruction g->at, the opening
+ * of its kernel or collective call; returns the characters written. */
+int try_open(Gen *g);
 
 #endif

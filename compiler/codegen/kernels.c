@@ -1,6 +1,8 @@
 /* One kernel (lib/shardc_lib.h) or collective (runtime/shardc_rt.h) call per
  * IR instruction, with the instruction's IR as a comment above it:
- * everything but the elementwise instructions that fuse.c puts into loops. */
+ * everything but the elementwise instructions that fuse.c puts into loops.
+ * Each call is a TRY_TRACED under the event name trace.c gives it (try_open),
+ * a collective start is timed by the clock reads around it: SHARDC_TRACE. */
 #include "internal.h"
 
 #include <stddef.h>
@@ -75,8 +77,11 @@ static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *
     if ((a->rank - nb - nc) + (b->rank - nb - nc) + nb != in->type.rank)
         g->err = "a dot that sums a dim on one side only";
     FILE *o = g->out;
-    const char *indent = ep ? "                        " : "               ";
-    fprintf(o, "    TRY(sk_dot%s(%s, ", ep ? "_epilogue" : "", sk_dtype_of[in->type.dtype]);
+    /* The continuation lines line up with sk_dot's first argument. */
+    int at = try_open(g) + fprintf(o, "sk_dot%s(", ep ? "_epilogue" : "");
+    char indent[512];
+    snprintf(indent, sizeof indent, "%*s", at < 500 ? at : 500, "");
+    fprintf(o, "%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, a);
     fprintf(o, ", %s, ", A(0));
     emit_shape(o, b);
@@ -108,7 +113,8 @@ static void emit_gather_dot(Gen *g, int v, const char *r) {
         return;
     }
     const Inst *gather = &fn->insts[gd.gather];
-    fprintf(g->out, "    TRY(sk_gather_dot(%s, %s, %lld, %lld, %lld, %d, %s, %s, %lld, %lld, %s, %s));\n",
+    try_open(g);
+    fprintf(g->out, "sk_gather_dot(%s, %s, %lld, %lld, %lld, %d, %s, %s, %lld, %lld, %s, %s));\n",
             sk_dtype_of[dot->type.dtype], g->name[ir_arg(fn, gather, 0)], (long long)gd.e, (long long)gd.k,
             (long long)gd.n, gd.trans, inst_gather_mode(fn, gather) == GATHER_FILL ? "SK_FILL" : "SK_CLAMP",
             g->name[ir_arg(fn, gather, 1)], (long long)gd.rows, (long long)gd.rep, g->name[ir_arg(fn, dot, 1 - side)],
@@ -166,10 +172,13 @@ static void collective_head(Gen *g, const Inst *in, const char *r) {
     int naxes;
     const int64_t *axes = inst_axes(g->fn, in, &naxes);
     const char *t = sc_dtype(g, g->fn->insts[ir_arg(g->fn, in, 0)].type.dtype);
-    if (in->flags & INST_ASYNC)  /* a guarded one's handle is declared before its guard */
+    if (in->flags & INST_ASYNC) {    /* a guarded one's handle is declared before its guard */
+        fprintf(o, "    int64_t %st = sk_trace_begin();\n", r);
         fprintf(o, in->place ? "    %sh = sc_start_" : "    sc_handle *%sh = sc_start_", r);
-    else
-        fputs("    TRY(sc_", o);
+    } else {
+        try_open(g);
+        fputs("sc_", o);
+    }
     fprintf(o, "%s(dev, ", kernel_name[in->op]);
     emit_axes(o, axes, naxes);
     fprintf(o, ", %s, ", t);
@@ -177,7 +186,8 @@ static void collective_head(Gen *g, const Inst *in, const char *r) {
 
 static void collective_tail(Gen *g, const Inst *in, const char *r) {
     if (in->flags & INST_ASYNC)
-        fprintf(g->out, ");\n    if (!%sh)\n        goto fail;\n", r);
+        fprintf(g->out, ");\n    sk_trace_end(dev, \"%s\", %lld, %st);\n    if (!%sh)\n        goto fail;\n",
+                trace_name(g, g->at), (long long)trace_bytes(g, g->at), r, r);
     else
         fputs("));\n", g->out);
 }
@@ -247,6 +257,7 @@ void emit_inst(Gen *g, int v) {
     FILE *o = g->out;
     const char *r = g->name[v];
     int dt = in->type.dtype;
+    g->at = v;
     emit_ir_comment(g, v);
     if (in->flags & INST_FOLDED)         /* computed by the call of a later instruction */
         return;
@@ -305,18 +316,21 @@ static void emit_parameter(Gen *g, const Inst *in, const char *r) { (void)g, (vo
 
 static void emit_unary(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
-    fprintf(g->out, "    TRY(sk_unary(%s, %s, %lld, %s, %s));\n", sk_op_name[in->op], sk_dtype_of[in->type.dtype],
+    try_open(g);
+    fprintf(g->out, "sk_unary(%s, %s, %lld, %s, %s));\n", sk_op_name[in->op], sk_dtype_of[in->type.dtype],
             elems_of(in), A(0), r);
 }
 
 static void emit_binary(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
-    fprintf(g->out, "    TRY(sk_binary(%s, %s, %lld, %s, %s, %s));\n", sk_op_name[in->op],
+    try_open(g);
+    fprintf(g->out, "sk_binary(%s, %s, %lld, %s, %s, %s));\n", sk_op_name[in->op],
             sk_dtype_of[in->type.dtype], elems_of(in), A(0), A(1), r);
 }
 
 static void emit_iota(Gen *g, const Inst *in, const char *r) {
-    fprintf(g->out, "    TRY(sk_iota(%s, ", sk_dtype_of[in->type.dtype]);
+    try_open(g);
+    fprintf(g->out, "sk_iota(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(g->out, &in->type);
     fprintf(g->out, ", %d, %s));\n", inst_dim(g->fn, in), r);
 }
@@ -337,27 +351,31 @@ static void emit_axis_index(Gen *g, const Inst *in, const char *r) {
 
 static void emit_convert(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
-    fprintf(g->out, "    TRY(sk_convert(%s, %s, %lld, %s, %s));\n", sk_dtype_at(g, in, 0), sk_dtype_of[in->type.dtype],
+    try_open(g);
+    fprintf(g->out, "sk_convert(%s, %s, %lld, %s, %s));\n", sk_dtype_at(g, in, 0), sk_dtype_of[in->type.dtype],
             elems_of(in), A(0), r);
 }
 
 static void emit_compare(Gen *g, const Inst *in, const char *r) {
     static const char *const dir[] = {"SK_LT", "SK_LE", "SK_GT", "SK_GE", "SK_EQ", "SK_NE"};
     const Fn *fn = g->fn;
-    fprintf(g->out, "    TRY(sk_compare(%s, %s, %lld, %s, %s, %s));\n", dir[ir_attr(fn, in, 0)], sk_dtype_at(g, in, 0),
+    try_open(g);
+    fprintf(g->out, "sk_compare(%s, %s, %lld, %s, %s, %s));\n", dir[ir_attr(fn, in, 0)], sk_dtype_at(g, in, 0),
             elems_of(in), A(0), A(1), r);
 }
 
 static void emit_select(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
-    fprintf(g->out, "    TRY(sk_select(%s, %lld, %s, %s, %s, %s));\n", sk_dtype_of[in->type.dtype], elems_of(in), A(0),
+    try_open(g);
+    fprintf(g->out, "sk_select(%s, %lld, %s, %s, %s, %s));\n", sk_dtype_of[in->type.dtype], elems_of(in), A(0),
             A(1), A(2), r);
 }
 
 static void emit_broadcast(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
-    fprintf(o, "    TRY(sk_broadcast(%s, ", sk_dtype_of[in->type.dtype]);
+    try_open(g);
+    fprintf(o, "sk_broadcast(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, ", A(0));
     emit_shape(o, &in->type);
@@ -369,7 +387,8 @@ static void emit_broadcast(Gen *g, const Inst *in, const char *r) {
 static void emit_transpose(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
-    fprintf(o, "    TRY(sk_transpose(%s, ", sk_dtype_of[in->type.dtype]);
+    try_open(g);
+    fprintf(o, "sk_transpose(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, ", A(0));
     emit_ints(o, "const int", ir_attrs(fn, in), in->nattrs);
@@ -392,7 +411,8 @@ static void emit_tuple_element(Gen *g, const Inst *in, const char *r) {
 static void emit_reduce(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
-    fprintf(o, "    TRY(sk_reduce(%s, ", sk_dtype_of[in->type.dtype]);
+    try_open(g);
+    fprintf(o, "sk_reduce(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, %d, ", A(0), in->nattrs - 1);
     emit_ints(o, "const int", ir_attrs(fn, in) + 1, in->nattrs - 1);
@@ -403,7 +423,8 @@ static void emit_slice(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
     const Shape *s = T(ir_arg(fn, in, 0));
-    fprintf(o, "    TRY(sk_slice(%s, ", sk_dtype_of[in->type.dtype]);
+    try_open(g);
+    fprintf(o, "sk_slice(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, s);
     fprintf(o, ", %s, ", A(0));
     emit_ints(o, "const int64_t", ir_attrs(fn, in), s->rank);
@@ -415,7 +436,8 @@ static void emit_slice(Gen *g, const Inst *in, const char *r) {
 static void emit_dynamic_slice(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
-    fprintf(o, "    TRY(sk_dynamic_slice(%s, ", sk_dtype_of[in->type.dtype]);
+    try_open(g);
+    fprintf(o, "sk_dynamic_slice(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, (const int32_t[]){", A(0));
     for (int i = 1; i < in->nargs; i++)
@@ -428,7 +450,8 @@ static void emit_dynamic_slice(Gen *g, const Inst *in, const char *r) {
 static void emit_concat(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
-    fprintf(o, "    TRY(sk_concat(%s, %d, (const sc_shape[]){", sk_dtype_of[in->type.dtype], in->nargs);
+    try_open(g);
+    fprintf(o, "sk_concat(%s, %d, (const sc_shape[]){", sk_dtype_of[in->type.dtype], in->nargs);
     for (int i = 0; i < in->nargs; i++) {
         fputs(i ? ", " : "", o);
         emit_shape(o, T(ir_arg(fn, in, i)));
@@ -441,14 +464,16 @@ static void emit_concat(Gen *g, const Inst *in, const char *r) {
 
 static void emit_roll(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
-    fprintf(g->out, "    TRY(sk_roll(%s, ", sk_dtype_of[in->type.dtype]);
+    try_open(g);
+    fprintf(g->out, "sk_roll(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(g->out, T(ir_arg(fn, in, 0)));
     fprintf(g->out, ", %s, %lld, %d, %s));\n", A(0), (long long)ir_attr(fn, in, 0), inst_dim(fn, in), r);
 }
 
 static void emit_cumsum(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
-    fprintf(g->out, "    TRY(sk_cumsum(%s, ", sk_dtype_of[in->type.dtype]);
+    try_open(g);
+    fprintf(g->out, "sk_cumsum(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(g->out, T(ir_arg(fn, in, 0)));
     fprintf(g->out, ", %s, %d, %s));\n", A(0), inst_dim(fn, in), r);
 }
@@ -456,7 +481,8 @@ static void emit_cumsum(Gen *g, const Inst *in, const char *r) {
 static void emit_gather(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
-    fprintf(o, "    TRY(sk_gather(%s, ", sk_dtype_of[in->type.dtype]);
+    try_open(g);
+    fprintf(o, "sk_gather(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, %d, %s, ", A(0), inst_dim(fn, in),
             inst_gather_mode(fn, in) == GATHER_FILL ? "SK_FILL" : "SK_CLAMP");
@@ -475,7 +501,8 @@ static void emit_scatter(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
     int n = in->nargs - 2;
-    fprintf(o, "    TRY(sk_scatter_add(%s, ", sk_dtype_of[in->type.dtype]);
+    try_open(g);
+    fprintf(o, "sk_scatter_add(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, %d, ", A(0), n);
     emit_ints(o, "const int", ir_attrs(fn, in), n);
@@ -489,7 +516,8 @@ static void emit_scatter(Gen *g, const Inst *in, const char *r) {
 
 static void emit_top_k(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
-    fprintf(g->out, "    TRY(sk_top_k(%s, ", sk_dtype_of[T(ir_arg(fn, in, 0))->dtype]);
+    try_open(g);
+    fprintf(g->out, "sk_top_k(%s, ", sk_dtype_of[T(ir_arg(fn, in, 0))->dtype]);
     emit_shape(g->out, T(ir_arg(fn, in, 0)));
     fprintf(g->out, ", %s, %lld, %d, %s));\n", A(0), (long long)ir_attr(fn, in, 0), (int)ir_attr(fn, in, 1), r);
 }
@@ -497,17 +525,15 @@ static void emit_top_k(Gen *g, const Inst *in, const char *r) {
 static void emit_done(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     (void)r;
-    fprintf(g->out, "    TRY(sc_done(%sh));\n", A(0));
+    try_open(g);
+    fprintf(g->out, "sc_done(%sh));\n", A(0));
 }
 
 static void emit_call(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
     const Fn *callee = &g->m->fns[ir_attr(fn, in, 0)];
-    if (callee->on)              /* timed for SHARDC_TRACE (lib/shardc_trace.h) */
-        fputs("    {\n        int64_t trace_t0 = sk_trace_begin();\n        TRY(", o);
-    else
-        fputs("    TRY(", o);
+    try_open(g);
     emit_fn_cname(o, g->m, callee);
     fputs("(dev", o);
     for (int i = 0; i < in->nargs; i++)
@@ -518,8 +544,6 @@ static void emit_call(Gen *g, const Inst *in, const char *r) {
     else
         fprintf(o, ", %s", r);
     fputs("));\n", o);
-    if (callee->on)
-        fprintf(o, "        sk_trace_end(dev, \"%s\", trace_t0);\n    }\n", sym_name(g->m->syms, callee->sym));
 }
 
 /* A loop: the carried values ping-pong between two arrays of the workspace

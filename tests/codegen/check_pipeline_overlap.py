@@ -3,8 +3,9 @@
 
 Builds the sample (`shardc build --fn pipeline`, threads backend) with
 constants large enough that one stage call takes tens of milliseconds, runs
-it with SHARDC_TRACE set (lib/shardc_trace.h: every call of an `on` fn,
-per device, with CLOCK_MONOTONIC begin and end times), and checks from the
+it with SHARDC_TRACE set to a plain-text path (lib/shardc_trace.h: every
+kernel, collective and fn call, per device, with CLOCK_MONOTONIC begin and
+end times; the stages are the calls "call stage1" and "call stage2"), and checks from the
 trace that for every microbatch m, stage 1's call on microbatch m + 1
 begins before stage 2's call on microbatch m ends, on every pair of
 devices (the latest begin against the earliest end).  The device program
@@ -39,12 +40,14 @@ def gelu(x):
 
 
 def read_trace(path):
-    """device -> [(begin, end, name)] in order of begin."""
+    """device -> [(begin, end, name)] in order of begin, of the calls of
+    stage fns ("call stage1"; the kernels they run are events too)."""
     calls = {}
     with open(path) as f:
         for line in f:
-            dev, begin, end, name = line.split()
-            calls.setdefault(int(dev), []).append((int(begin), int(end), name))
+            dev, begin, end, name = line.rstrip("\n").split(" ", 3)
+            if name.startswith("call "):
+                calls.setdefault(int(dev), []).append((int(begin), int(end), name[5:]))
     for d in calls:
         calls[d].sort()
     return calls
