@@ -148,7 +148,7 @@ $(BUILD)/libfrontend.a: $(OBJ)
 	ar rcs $@ $^
 
 # shardc uses the kernel library's .npy reader (lib/npy.c).
-$(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/obj/compiler/driver/show.o \
+$(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/obj/compiler/driver/usage.o $(BUILD)/obj/compiler/driver/show.o \
 		$(BUILD)/obj/compiler/driver/output.o $(INTERP_OBJ) $(CODEGEN_OBJ) \
 		$(BUILD)/libfrontend.a $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -lm -pthread

@@ -15,6 +15,7 @@ typedef struct {
     int check_fn;           /* the function in it */
     const char *steps;      /* run --steps N and --log-every K, passed to the program (NULL: not given) */
     const char *log_every;
+    int cast;               /* run --cast, passed to the program */
 } RunOptions;
 
 /* Emit C for function f and link it into the executable `out`. */
