@@ -209,37 +209,34 @@ static int parse_args(int argc, char **argv, Options *o) {
 }
 
 /* --help, -h, --version and --man are answered wherever they appear, before
- * anything else is checked: after a command (shardc run --help), with that
- * command's help.  Returns 1 when one was answered. */
+ * anything else is checked; with a command anywhere (shardc run --help,
+ * shardc --help run), --help gives that command's help.  Returns 1 when
+ * one was answered. */
 static int answer_help(int argc, char **argv) {
     const CommandSpec *cmd = NULL;
+    const OptionSpec *asked = NULL;
     int positional = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const OptionSpec *s = a[0] == '-' && a[1] ? find_option(a, strcspn(a, "=")) : NULL;
-        if (a[0] != '-' || !a[1]) {
+        if (a[0] != '-' || !a[1])
             cmd = positional++ ? cmd : find_command(a);
-            continue;
-        }
-        if (s && s->arg && !strchr(a, '='))
+        else if (s && s->arg && !strchr(a, '='))
             i++;                        /* its value */
-        if (s && s->id == OPT_HELP) {
-            if (cmd && cmd->bit != CMD_HELP)
-                print_command_help(cmd, stdout);
-            else
-                print_usage(stdout);
-            return 1;
-        }
-        if (s && s->id == OPT_VERSION) {
-            printf("shardc %s\n", SHARDC_VERSION);
-            return 1;
-        }
-        if (s && s->id == OPT_MAN) {
-            print_man(stdout, SHARDC_VERSION);
-            return 1;
-        }
+        else if (s && !asked && (s->id == OPT_HELP || s->id == OPT_VERSION || s->id == OPT_MAN))
+            asked = s;
     }
-    return 0;
+    if (!asked)
+        return 0;
+    if (asked->id == OPT_VERSION)
+        printf("shardc %s\n", SHARDC_VERSION);
+    else if (asked->id == OPT_MAN)
+        print_man(stdout, SHARDC_VERSION);
+    else if (cmd && cmd->bit != CMD_HELP)
+        print_command_help(cmd, stdout);
+    else
+        print_usage(stdout);
+    return 1;
 }
 
 /* An unknown command, with the nearest known one. */

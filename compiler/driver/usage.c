@@ -162,8 +162,9 @@ void print_usage(FILE *out) {
         fprintf(out, "  %-7s ", shardc_commands[i].name);
         print_indented(out, shardc_commands[i].summary, 10);
     }
-    fputs("\noptions (--opt VALUE or --opt=VALUE):\n", out);
+    fputs("\noptions:\n", out);
     print_options(out, CMD_ALL);
+    fputs("\nAn option's value follows it (--stage parsed) or an = (--stage=parsed).\n", out);
 }
 
 /* A paragraph wrapped at 78 columns after `indent` spaces. */
@@ -189,7 +190,7 @@ void print_command_help(const CommandSpec *c, FILE *out) {
     fprintf(out, "usage: shardc %s\n\n", c->synopsis);
     print_wrapped(out, c->details, 0);
     if (c->bit != CMD_HELP) {
-        fputs("\noptions (--opt VALUE or --opt=VALUE):\n", out);
+        fputs("\noptions (a value as --opt VALUE or --opt=VALUE):\n", out);
         print_options(out, c->bit);
     }
     fprintf(out, "\nexample:\n  %s\n", c->example);
@@ -250,6 +251,14 @@ void print_man(FILE *out, const char *version) {
         roff(out, c->synopsis);
         fputs("\n.fi\n", out);
         roff(out, c->details);
+        fputs("\n.PP\nOptions:", out);
+        for (int k = 0; k < shardc_noptions; k++)
+            if (shardc_options[k].cmds & c->bit && shardc_options[k].id != OPT_HELP && shardc_options[k].id != OPT_VERSION) {
+                fputs(" \\fB", out);
+                roff(out, shardc_options[k].name);
+                fputs("\\fR", out);
+            }
+        fputs(c->bit == CMD_HELP ? " none" : "", out);
         fputs("\n.PP\nExample:\n.PP\n.nf\n.RS\n", out);
         roff(out, c->example);
         fputs("\n.RE\n.fi\n", out);
