@@ -1105,8 +1105,10 @@ static int write_member(FILE *f, Member *m, const sk_npz_entry *e, int64_t *at, 
     const NpyType *t = type_of_dtype(e->shape.dtype);
     size_t len = 0, nlen = strlen(e->name) + 4;
     unsigned char *b = t ? npy_bytes(&e->shape, e->data, t, &len) : NULL, h[64];
+    if (!t)
+        return fail(err, errlen, "%s has no .npy dtype", dtype_names[e->shape.dtype]);
     if (!b)
-        return fail(err, errlen, t ? "out of memory" : "%s has no .npy dtype", t ? "" : dtype_names[e->shape.dtype]);
+        return fail(err, errlen, "out of memory");
     if (*at + (int64_t)len + 64 + (int64_t)nlen >= 0xffffffffll) {
         free(b);
         return fail(err, errlen, "the results are over 4 GiB, more than a .npz archive without zip64 holds: "
