@@ -39,11 +39,13 @@ static inline int suggest_distance(const char *a, int n, const char *b, int m) {
     return d[n][m];
 }
 
-/* Consider the candidate c[0..len) (len < 0: NUL-terminated).  The first of
+/* Consider the candidate c[0..len) (len < 0: NUL-terminated; NULL: none).  The first of
  * equally near candidates wins, so suggestions follow the caller's order. */
 static inline void suggest_add(Suggest *s, const char *c, int len) {
+    if (!c)
+        return;
     int n = (int)strlen(s->word), m = len < 0 ? (int)strlen(c) : len;
-    if (!c || n > SUGGEST_MAX_LEN || m > SUGGEST_MAX_LEN || (n == m && memcmp(s->word, c, (size_t)n) == 0))
+    if (n > SUGGEST_MAX_LEN || m > SUGGEST_MAX_LEN || (n == m && memcmp(s->word, c, (size_t)n) == 0))
         return;
     /* A third of the word's letters may be wrong (at least one): 'rnu' is
      * 'run', 'mpl' is 'mlp', but 'x' is not 'stage'. */
