@@ -17,7 +17,10 @@ built by `shardc build`, against NumPy:
   (the array x), `--in x=data.npz:KEY`; a missing array names the archive's
   arrays; np.savez_compressed's archive is refused, naming np.savez;
 - .npz out: `--out results.npz` holds result0, result1, result2 and the
-  named results y and n, which np.load reads; with --check too.
+  named results y and n, which np.load reads; with --check too;
+- a built program's command line: --in=NAME=FILE, --out=DIR, --help, and
+  "did you mean" for a misspelled option or --in parameter (also through
+  shardc run).
 
 - on MPI (2 processes x 2 devices, when built): each process converts
   only its part, an inexact value in process 1's rows is named by process
@@ -64,7 +67,7 @@ class Checker:
             cmd = [self.prog] + args
         else:
             cmd = [self.shardc, how, PROG, "--fn", "mix"] + args
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300)
 
 
 def inputs(rng):
@@ -207,6 +210,32 @@ def check_npz(c, how, d):
             "status %d, stderr %r" % (p.returncode, p.stderr))
 
 
+def check_cli(c, d):
+    """A generated program's command line: --opt=VALUE, --help, and the
+    nearest name for a misspelled option or --in parameter (shardc run's
+    --in goes to the program)."""
+    a = inputs(np.random.default_rng(5))
+    args = ins_args(d, "cli", a)
+    out = os.path.join(d, "cli-out")
+    p = c.run("prog", ["--in=x=" + args[1].split("=", 1)[1]] + args[2:] + ["--out=" + out, "--cast"])
+    ok = p.returncode == 0 and same(results_of(out)[0], expected(a))
+    c.check("prog: --in=NAME=FILE and --out=DIR", ok, "status %d, stderr %r" % (p.returncode, p.stderr))
+    p = c.run("prog", ["--help"])
+    ok = p.returncode == 0 and p.stdout.startswith("usage: ") and "--in FILE.npz" in p.stdout and "--cast" in p.stdout
+    c.check("prog: --help", ok, "status %d, stdout %r" % (p.returncode, p.stdout))
+    p = c.run("prog", args + ["--ot", out])
+    ok = p.returncode == 2 and "error: unknown option '--ot'; did you mean '--out'?" in p.stderr
+    c.check("prog: a misspelled option names the nearest", ok, "status %d, stderr %r" % (p.returncode, p.stderr))
+    for how in ("prog", "run"):
+        bad = ["--in", "X=" + args[1].split("=", 1)[1]] + args[2:]
+        out = os.path.join(d, how + "-cli-bad")
+        p = c.run(how, bad + ["--out", out])
+        ok = (p.returncode == 1 and "has no parameter named 'X'; did you mean 'x'?" in p.stderr
+              and not os.path.exists(out))
+        c.check("%s: a misspelled --in parameter names the nearest" % how, ok,
+                "status %d, stderr %r" % (p.returncode, p.stderr))
+
+
 def check_run_check(c, d):
     """shardc run --check with --out results.npz reads the archive back."""
     a = inputs(np.random.default_rng(3))
@@ -235,7 +264,7 @@ def check_mpi(c, d):
     os.makedirs(env["OMPI_MCA_orte_tmpdir_base"], exist_ok=True)
 
     def mpi(args):
-        return subprocess.run(mpirun(2) + [exe, "--local-devices", "2"] + args, capture_output=True, text=True,
+        return subprocess.run(mpirun(2) + [exe, "--local-devices", "2"] + args, capture_output=True, text=True, errors="replace",
                               timeout=300, env=env)
     out = os.path.join(d, "mpi-wide")
     p = mpi(ins_args(d, "mpi-wide", wide) + ["--out", out])
@@ -266,10 +295,14 @@ def main():
     os.makedirs(args.tmp)
     c = Checker(os.path.abspath(args.shardc), os.path.abspath(args.tmp), args.only)
     c.prog = os.path.join(c.tmp, "mix")
-    p = subprocess.run([c.shardc, "build", PROG, "--fn", "mix", "-o", c.prog], capture_output=True, text=True)
-    c.check("build mix", p.returncode == 0, p.stderr)
+    built = False
+    if c.only.search("prog"):
+        p = subprocess.run([c.shardc, "build", PROG, "--fn", "mix", "-o", c.prog], capture_output=True, text=True,
+                           errors="replace")
+        c.check("build mix", p.returncode == 0, p.stderr)
+        built = p.returncode == 0
     for how in ("interp", "run", "prog"):
-        if not c.only.search(how) or (how == "prog" and p.returncode):
+        if not c.only.search(how) or (how == "prog" and not built):
             continue
         d = os.path.join(c.tmp, how)
         os.makedirs(d)
@@ -280,6 +313,8 @@ def main():
                 c.check("%s %s" % (how, step.__name__), False, "%s: %s" % (type(e).__name__, e))
     if c.only.search("run"):
         check_run_check(c, c.tmp)
+    if built:
+        check_cli(c, c.tmp)
     have_mpi = os.path.exists(os.path.join(os.path.dirname(c.shardc), "libshardc_rt_mpi.a")) and \
         shutil.which((os.environ.get("MPIRUN") or "mpirun").split()[0])
     if c.only.search("mpi") and have_mpi:
