@@ -50,7 +50,12 @@ LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/
 
 .PHONY: all check check-fast check-asan fuzz install clean deps runtime-tests mpi-tests lib-tests bench bench-doc
 
-all: $(BUILD)/shardc $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a $(RT_MPI)
+all: $(BUILD)/shardc $(BUILD)/shardc.1 $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a $(RT_MPI)
+
+# The man page, printed by shardc from the same tables as its --help
+# (compiler/driver/usage.c).
+$(BUILD)/shardc.1: $(BUILD)/shardc
+	$(BUILD)/shardc --man > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/gen/parser.c $(BUILD)/gen/parser.h: grammar/parser.y
 	@mkdir -p $(BUILD)/gen
@@ -160,7 +165,7 @@ $(BUILD)/libfrontend.a: $(OBJ)
 	ar rcs $@ $^
 
 # shardc uses the kernel library's .npy reader (lib/npy.c).
-$(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/obj/compiler/driver/show.o \
+$(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/obj/compiler/driver/usage.o $(BUILD)/obj/compiler/driver/show.o \
 		$(BUILD)/obj/compiler/driver/output.o $(INTERP_OBJ) $(CODEGEN_OBJ) \
 		$(BUILD)/libfrontend.a $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -lm -pthread
@@ -205,6 +210,9 @@ PC_SED   = sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/shardc $(DESTDIR)$(PREFIX)/share/shardc/samples
 	install -m 755 $(BUILD)/shardc $(DESTDIR)$(PREFIX)/bin/shardc
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 $(BUILD)/shardc.1 $(DESTDIR)$(PREFIX)/share/man/man1/shardc.1
+	install -m 644 tools/shardc-completion.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/shardc
 	install -m 644 docs/*.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/shardc
 	install -m 644 samples/*.tdsl $(DESTDIR)$(PREFIX)/share/shardc/samples
 	install -d $(DESTDIR)$(PREFIX)/share/shardc/samples/host

@@ -6,6 +6,8 @@
  * error reported where it is needed. */
 #include "driver.h"
 
+#include "../compiler/base/suggest.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -109,12 +111,18 @@ static int body(sc_device *dev, void *arg) {
 
 /* ---- the command line ---- */
 
-static void usage(const char *prog) {
-    fprintf(stderr,
-            "usage: %s (--in NAME=FILE.npy | --local-in NAME=FILE.npy) ... --out DIR\n"
+static void usage(FILE *out, const char *prog) {
+    fprintf(out,
+            "usage: %s (--in NAME=FILE.npy | --local-in NAME=FILE.npy | --in FILE.npz) ... --out DIR\n"
             "           [--outputs gather|local] [--local-devices L] [--repeat N | --steps N [--log-every K]]\n"
+            "           [--cast]\n"
+            "  --in: NAME=FILE.npz reads the archive's array NAME, NAME=FILE.npz:KEY its array KEY,\n"
+            "        FILE.npz every parameter by name\n"
             "  --local-in: FILE holds this process's part of NAME; %%p in FILE is the process index\n"
-            "  --steps: run N times, each result named like a parameter becoming it for the next step\n",
+            "  --out: a path ending in .npz writes one archive (result0, result1, ... and named results)\n"
+            "  --cast: convert float64 inputs to f32, bf16 or f16 by rounding, int64 to i32\n"
+            "  --steps: run N times, each result named like a parameter becoming it for the next step\n"
+            "  options take their value as --opt VALUE or --opt=VALUE\n",
             prog);
 }
 
@@ -125,12 +133,25 @@ static int find_param(const sk_program *p, const char *v, int len) {
     return -1;
 }
 
+/* A .npz archive given alone (--in data.npz): every parameter not named by
+ * another --in, by its name. */
+static int is_archive(const char *v) {
+    size_t n = strlen(v);
+    return !strchr(v, '=') && n > 4 && strcmp(v + n - 4, ".npz") == 0;
+}
+
 /* --in / --local-in NAME=FILE.  0, or 1 for an error (in r->err). */
 static int parse_input(Run *r, const char *opt, const char *v) {
     const char *eq = strchr(v, '=');
     int len = eq ? (int)(eq - v) : (int)strlen(v), which = eq ? find_param(r->p, v, len) : -1;
     if (which < 0) {
-        sk_run_fail(r, "%s '%s': '%s' has no parameter named '%.*s'", opt, v, r->p->fn, len, v);
+        char want[128], hint[160];
+        snprintf(want, sizeof want, "%.*s", len < 100 ? len : 100, v);
+        Suggest sg = suggest_begin(want);
+        for (int k = 0; k < r->p->nparams; k++)
+            suggest_add(&sg, r->p->params[k].name, -1);
+        sk_run_fail(r, "%s '%s': '%s' has no parameter named '%.*s'%s", opt, v, r->p->fn, len, v,
+                    suggest_text(&sg, hint, sizeof hint));
         return 1;
     }
     if (r->file[which]) {
@@ -155,15 +176,36 @@ static long number(const char *v, long lo, long hi) {
  * error. */
 static int parse_args(Run *r, int argc, char **argv) {
     static const char *const opts[] = {"--in", "--local-in", "--out", "--outputs", "--repeat", "--local-devices",
-                                       "--steps", "--log-every"};
+                                       "--steps", "--log-every", "--cast"};
+    const char *archive = NULL;
     for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i];
-        size_t o = 0;
+        char opt[32];
+        const char *a = argv[i], *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        size_t o = 0, len = eq ? (size_t)(eq - a) : strlen(a);
+        snprintf(opt, sizeof opt, "%.*s", (int)(len < 31 ? len : 31), a);
         while (o < sizeof opts / sizeof *opts && strcmp(opt, opts[o]))
             o++;
-        if (i + 1 == argc || o == sizeof opts / sizeof *opts)
+        if (o == sizeof opts / sizeof *opts) {
+            char hint[160];
+            Suggest sg = suggest_begin(opt);
+            for (size_t k = 0; k < sizeof opts / sizeof *opts; k++)
+                suggest_add(&sg, opts[k], -1);
+            sk_run_fail(r, "unknown option '%s'%s", a, suggest_text(&sg, hint, sizeof hint));
             return 2;
-        const char *v = argv[++i];
+        }
+        if (o == 8) {                                  /* --cast, a switch */
+            r->cast = 1;
+            if (eq)
+                return 2;
+            continue;
+        }
+        if (!eq && i + 1 == argc)
+            return 2;
+        const char *v = eq ? eq + 1 : argv[++i];
+        if (o == 0 && is_archive(v)) {
+            archive = v;
+            continue;
+        }
         if (o <= 1 && parse_input(r, opt, v))
             return 1;
         if (o == 2)
@@ -191,6 +233,15 @@ static int parse_args(Run *r, int argc, char **argv) {
     }
     if (r->steps && !r->log_every)
         r->log_every = r->steps / 10 > 1 ? r->steps / 10 : 1;     /* about 10 lines */
+    for (int k = 0; archive && k < r->p->nparams; k++)
+        r->file[k] = r->file[k] ? r->file[k] : archive;
+    size_t n = r->out ? strlen(r->out) : 0;
+    r->npz_out = n > 4 && strcmp(r->out + n - 4, ".npz") == 0;
+    if (r->npz_out && r->local_outputs) {
+        sk_run_fail(r, "--out %s writes one archive, which only --outputs gather makes: with --outputs local, "
+                       "give a directory", r->out);
+        return 2;
+    }
     return r->out ? 0 : 2;
 }
 
@@ -443,7 +494,19 @@ static sc_world *make_world(Run *r, sk_world_create create, const sc_options *op
     return w;
 }
 
+/* --help or -h anywhere: the usage on standard output, nothing run. */
+static int wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+    return 0;
+}
+
 int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create create) {
+    if (wants_help(argc, argv)) {
+        usage(stdout, argc > 0 ? argv[0] : "prog");
+        return 0;
+    }
     Run r = {.p = p, .io_stats = wanted("SHARDC_IO_STATS"), .thread_stats = wanted("SHARDC_THREAD_STATS")};
     sc_options opt = {0};
     r.file = calloc((size_t)p->nparams + 1, sizeof(char *));
@@ -463,7 +526,7 @@ int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create creat
     r.root = r.process == 0;
     r.ndev = sc_device_count(r.w);
     if (rc == 2 && r.root)
-        usage(argc > 0 ? argv[0] : "prog");
+        usage(stderr, argc > 0 ? argv[0] : "prog");
     rc = rc ? rc : check_steps(&r);
     rc = rc ? rc : check_local_devices(&r);
     rc = rc ? rc : sk_run_alloc(&r);

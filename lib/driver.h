@@ -25,6 +25,8 @@ typedef struct {
     long steps, log_every;           /* --steps N (0: one run, nothing carried), --log-every K */
     int *carry;                      /* [result]: with --steps, the parameter it becomes, or -1 */
     long *step_failed;               /* [device]: the step whose run failed, or 0 */
+    int cast;                        /* --cast: round float64 inputs to the parameters' float dtypes */
+    int npz_out;                     /* --out FILE.npz: one archive instead of a directory */
     char err[1024];
 } Run;
 

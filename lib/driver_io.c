@@ -341,16 +341,19 @@ static int read_blocks(Run *r, int i, sk_npy_file *f, const Box *origin, const B
 static sk_npy_file *open_param(Run *r, int i, const Box *part, char *path, size_t n) {
     const sk_arg_desc *a = &r->p->params[i];
     const char *opt = in_opt(r, i);
-    char err[512], have[160], need[160], type[128], where[256];
+    char err[512], have[160], need[160], type[128], where[256], file[4096];
     sk_npy_shape want = a->global, got;
+    sk_npy_source src = {path, NULL, r->cast};
     if (r->local_in[i])
         memcpy(want.dims, part->count, sizeof want.dims);
-    if (r->local_in[i] ? expand_path(r->file[i], r->process, path, n) != 0
-                       : snprintf(path, n, "%s", r->file[i]) >= (int)n) {
+    /* NAME=FILE.npz and NAME=FILE.npz:KEY name an array of an archive. */
+    if ((r->local_in[i] ? expand_path(r->file[i], r->process, file, sizeof file) != 0
+                        : snprintf(file, sizeof file, "%s", r->file[i]) >= (int)sizeof file) ||
+        sk_npy_split_npz(file, a->name, path, n, &src.member) < 0) {
         sk_run_fail(r, "%s %s: the file name '%s' is too long", opt, a->name, r->file[i]);
         return NULL;
     }
-    sk_npy_file *f = sk_npy_open(path, a->global.dtype, &got, err, sizeof err);
+    sk_npy_file *f = sk_npy_open_source(&src, a->global.dtype, &got, err, sizeof err);
     if (!f) {
         sk_run_fail(r, "%s %s: %s", opt, a->name, err);
         return NULL;
@@ -389,6 +392,12 @@ static int read_param(Run *r, int i) {
         origin = part;
     if (f)
         rc = read_blocks(r, i, f, &origin, is_box ? &part : NULL, holder);
+    if (f && !rc && !r->cast && r->root && sk_npy_file_converted(f)) {
+        char type[128];
+        type_text(a, type, sizeof type);
+        fprintf(stderr, "warning: %s %s: '%s' holds %s data, read as %s (every value is exact); --cast says so and "
+                        "silences this\n", in_opt(r, i), a->name, path, sk_npy_file_converted(f), type);
+    }
     if (f && r->io_stats)
         fprintf(stderr, "io: process %d: %s %s: read %lld of %lld bytes of '%s'\n", r->process, in_opt(r, i),
                 a->name, (long long)sk_npy_bytes_read(f), (long long)sk_npy_file_bytes(f), path);
@@ -492,7 +501,7 @@ static int check_replicas(Run *r) {
 }
 
 static int make_out_dir(Run *r) {
-    if (mkdir(r->out, 0777) != 0 && errno != EEXIST) {
+    if (!r->npz_out && mkdir(r->out, 0777) != 0 && errno != EEXIST) {
         sk_run_fail(r, "cannot create '%s': %s", r->out, strerror(errno));
         return 1;
     }
@@ -502,15 +511,12 @@ static int make_out_dir(Run *r) {
 /* Result i's box `part` of the global array (the whole of it, or this
  * process's part), from the blocks of the devices that `use` picks, written
  * to `path`. */
-static int write_part(Run *r, int i, const Box *part, const int *use, const char *path) {
+static double *assemble_part(Run *r, int i, const Box *part, const int *use) {
     const sk_arg_desc *a = &r->p->results[i];
-    sk_npy_shape shape = a->global;
-    char err[512];
-    memcpy(shape.dims, part->count, sizeof shape.dims);
     double *g = calloc((size_t)box_elems(a->global.rank, part->count) + 1, sizeof(double));
     if (!g) {
         sk_run_fail(r, "out of memory");
-        return 1;
+        return NULL;
     }
     for (int d = 0; d < r->ndev; d++) {
         Box b;
@@ -519,6 +525,17 @@ static int write_part(Run *r, int i, const Box *part, const int *use, const char
         Copy c = {a->global.dtype, g, r->results[d][i], NULL, -1};
         each_in_box(a, part, &b, from_block, &c);
     }
+    return g;
+}
+
+static int write_part(Run *r, int i, const Box *part, const int *use, const char *path) {
+    const sk_arg_desc *a = &r->p->results[i];
+    sk_npy_shape shape = a->global;
+    char err[512];
+    memcpy(shape.dims, part->count, sizeof shape.dims);
+    double *g = assemble_part(r, i, part, use);
+    if (!g)
+        return 1;
     int rc = sk_npy_write(path, &shape, g, err, sizeof err);
     if (rc)
         sk_run_fail(r, "%s", err);
@@ -552,9 +569,51 @@ static int result_part(Run *r, int i, Box *part, int *use, char *path, size_t n)
     return 0;
 }
 
+/* --out FILE.npz (on process 0, gathering): one archive holding result0,
+ * result1, ..., and each result again under the name it is returned as
+ * (return loss, w: loss, w), the first of a name; with --steps a carried
+ * result's name is its parameter's, so the final parameters are there. */
+static int write_archive(Run *r) {
+    const sk_program *p = r->p;
+    int n = p->nresults, k = 0, rc = 0;
+    sk_npz_entry *e = calloc(2 * (size_t)n + 1, sizeof *e);
+    char (*names)[32] = calloc((size_t)n + 1, sizeof *names), err[512];
+    double **g = calloc((size_t)n + 1, sizeof *g);
+    int *use = malloc(((size_t)r->ndev + 1) * sizeof *use);
+    rc = !e || !names || !g || !use;
+    if (rc)
+        sk_run_fail(r, "out of memory");
+    for (int i = 0; i < n && !rc; i++) {
+        Box part;
+        char path[16];
+        rc = result_part(r, i, &part, use, path, sizeof path) || !(g[i] = assemble_part(r, i, &part, use));
+        snprintf(names[i], sizeof names[i], "result%d", i);
+        e[k++] = (sk_npz_entry){names[i], p->results[i].global, g[i]};
+    }
+    for (int i = 0; i < n && !rc; i++) {
+        const char *name = p->results[i].var;
+        int taken = !name;
+        for (int j = 0; j < k && !taken; j++)
+            taken = strcmp(e[j].name, name) == 0;
+        if (!taken)
+            e[k++] = (sk_npz_entry){name, p->results[i].global, g[i]};
+    }
+    if (!rc && (rc = sk_npz_write(r->out, e, k, err, sizeof err) != 0))
+        sk_run_fail(r, "%s", err);
+    for (int i = 0; g && i < n; i++)
+        free(g[i]);
+    free(g);
+    free(e);
+    free(names);
+    free(use);
+    return rc;
+}
+
 /* The results, then (with --steps) each carried one again as the final
  * value of its parameter: DIR/NAME.npy, or DIR/NAME.process{p}.npy. */
 static int write_results(Run *r) {
+    if (r->npz_out)
+        return write_archive(r);
     int *use = malloc((size_t)r->ndev * sizeof *use), rc = !use || make_out_dir(r);
     if (!use)
         sk_run_fail(r, "out of memory");

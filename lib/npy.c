@@ -8,6 +8,7 @@
 #include "shardc_npy.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -57,15 +58,36 @@ typedef struct {
     const char *descr;
     int dtype;
     int size;                        /* bytes per element */
+    const char *numpy;               /* NumPy's name, for messages */
 } NpyType;
 
 /* By dtype.  A file's descr is looked up in order, so '<f4' reads as f32;
  * bf16 files hold '<f4' too. */
 static const NpyType npy_types[] = {
-#define DTYPE(ID, name, bytes, ctype, npy, is_float) {npy, SK_##ID, bytes},
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) {npy, SK_##ID, bytes, NULL},
 #include "../compiler/ir/dtypes.def"
 #undef DTYPE
+    /* NumPy's default integers: read as i32 when every value fits. */
+    {"<i8", SK_I32, 8, "int64"},
 };
+
+/* NumPy's name of a dtype's array type, for the fix a message suggests. */
+static const char *numpy_name(int dtype) {
+    switch (dtype) {
+    case SK_F64: return "float64";
+    case SK_F16: return "float16";
+    case SK_I32: return "int32";
+    case SK_BOOL: return "bool_";
+    default: return "float32";                  /* f32, and bf16 (stored as '<f4') */
+    }
+}
+
+/* The file's type when it is one of NumPy's defaults, float64 or int64,
+ * that converts to `want` (f64 to the narrower floats, i64 to i32). */
+static int converts(const NpyType *t, int want) {
+    return (strcmp(t->descr, "<f8") == 0 && (want == SK_F32 || want == SK_BF16 || want == SK_F16)) ||
+           (strcmp(t->descr, "<i8") == 0 && want == SK_I32);
+}
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -247,6 +269,42 @@ static uint64_t load_le(const unsigned char *b, int size) {
     return v;
 }
 
+/* Converting NumPy's float64 or int64 data to the dtype wanted.  Without
+ * --cast only exact conversions are made; an int64 value outside i32's
+ * range never converts.  The first element that does not is kept, to be
+ * named in the error. */
+typedef struct {
+    const NpyType *file;
+    int dtype, cast;
+    int64_t bad;                     /* flat index of the first bad element, or -1 */
+    double bad_value;
+} Conv;
+
+static double decode(const unsigned char *b, int dtype);
+
+static double round_any(double x, int dtype) {
+    return dtype == SK_F16 ? (double)sc_f16_to_float(sc_f16_from_float((float)x)) : round_to(x, dtype);
+}
+
+static double convert(Conv *c, const unsigned char *b, int64_t index) {
+    if (!c || c->file->size != 8 || c->dtype == SK_F64)
+        return decode(b, c ? c->dtype : SK_F32);
+    if (c->file->dtype == SK_I32) {                 /* int64 */
+        int64_t v = (int64_t)load_le(b, 8);
+        if ((v < INT32_MIN || v > INT32_MAX) && c->bad < 0) {
+            c->bad = index;
+            c->bad_value = (double)v;
+        }
+        return v < INT32_MIN || v > INT32_MAX ? 0 : (double)v;
+    }
+    double x = decode(b, SK_F64), y = round_any(x, c->dtype);
+    if (!c->cast && y != x && x == x && c->bad < 0) {
+        c->bad = index;
+        c->bad_value = x;
+    }
+    return y;
+}
+
 static double decode(const unsigned char *b, int dtype) {
     switch (dtype) {
     case SK_F32: case SK_BF16: {
@@ -325,7 +383,7 @@ static const NpyType *check_type(const char *path, Header *h, int want, int64_t 
     const NpyType *t = type_of_descr(h->descr);
     char descr[80];
     if (!t) {
-        fail(err, errlen, "'%s' has dtype '%s'; supported are '<f4', '<f8', '<i4', '|b1' and '<f2' "
+        fail(err, errlen, "'%s' has dtype '%s'; supported are '<f4', '<f8', '<i4', '<i8', '|b1' and '<f2' "
              "(little-endian)", path, printable(h->descr, descr, sizeof descr));
         return NULL;
     }
@@ -342,17 +400,18 @@ static const NpyType *check_type(const char *path, Header *h, int want, int64_t 
         n *= h->shape.dims[d];
     }
     *elems = n;
-    h->shape.dtype = (uint8_t)(want == SK_BF16 && t->dtype == SK_F32 ? SK_BF16 : t->dtype);
+    h->shape.dtype = (uint8_t)((want == SK_BF16 && t->dtype == SK_F32) || converts(t, want) ? want : t->dtype);
     return t;
 }
 
 /* The file's .npy type must be the one that holds dtype `want`. */
 static int check_dtype(const char *path, const NpyType *t, int want, char *err, size_t errlen) {
     const NpyType *need = type_of_dtype(want);
-    if (!need || need != t)
-        return fail(err, errlen, "'%s' holds %s (%s) data, but %s is needed%s", path, t->descr,
-                    dtype_names[t->dtype], dtype_names[want], want == SK_BF16 ? " (bf16 is stored as '<f4')" : "");
-    return 0;
+    if (need && (need == t || converts(t, want)))
+        return 0;
+    return fail(err, errlen, "'%s' holds %s (%s) data, but %s is needed%s: save arr.astype(np.%s)", path, t->descr,
+                t->numpy ? t->numpy : dtype_names[t->dtype], dtype_names[want],
+                want == SK_BF16 ? " (bf16 is stored as '<f4')" : "", numpy_name(want));
 }
 
 /* The dtype and shape the caller asked for, if any. */
@@ -373,8 +432,38 @@ static int check_wanted(const char *path, const NpyType *t, const sk_npy_shape *
     return 0;
 }
 
-static int read_data(FILE *f, const char *path, const NpyType *t, int dtype, int64_t n, double **data,
+/* The flat index i in a shape as NumPy's index: "[1, 2]". */
+static void index_text(const sk_npy_shape *s, int64_t i, char *buf, size_t cap) {
+    int64_t idx[SC_MAX_RANK];
+    for (int d = s->rank - 1; d >= 0; d--) {
+        idx[d] = s->dims[d] ? i % s->dims[d] : 0;
+        i = s->dims[d] ? i / s->dims[d] : 0;
+    }
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < s->rank && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+}
+
+/* After a conversion: the first element that did not convert, named. */
+static int conv_check(const Conv *c, const char *path, const sk_npy_shape *s, char *err, size_t errlen) {
+    if (c->bad < 0)
+        return 0;
+    char at[200];
+    index_text(s, c->bad, at, sizeof at);
+    if (c->file->dtype == SK_I32)
+        return fail(err, errlen, "'%s' holds int64 data, and element %s (%.0f) is outside i32's range "
+                    "(-2147483648 to 2147483647), so it cannot be read as i32", path, at, c->bad_value);
+    return fail(err, errlen, "'%s' holds float64 data, but %s is needed, and element %s (%.17g) is not exact in %s: "
+                "save arr.astype(np.%s), or pass --cast to round", path, dtype_names[c->dtype], at, c->bad_value,
+                dtype_names[c->dtype], numpy_name(c->dtype));
+}
+
+static int read_data(FILE *f, const char *path, const NpyType *t, const sk_npy_shape *s, int cast, double **data,
                      char *err, size_t errlen) {
+    int64_t n = elems_of(s);
+    int dtype = s->dtype;
     size_t bytes = (size_t)n * (size_t)t->size;
     unsigned char *raw = malloc(bytes ? bytes : 1);
     double *out = malloc(sizeof(double) * (size_t)(n ? n : 1));
@@ -392,8 +481,11 @@ static int read_data(FILE *f, const char *path, const NpyType *t, int dtype, int
         else if (extra)
             rc = fail(err, errlen, "'%s' has bytes after the %zu bytes of data its shape needs", path, bytes);
     }
+    Conv c = {t, dtype, cast, -1, 0};
     for (int64_t i = 0; rc == 0 && i < n; i++)
-        out[i] = decode(raw + i * t->size, dtype);
+        out[i] = convert(&c, raw + i * t->size, i);
+    if (rc == 0)
+        rc = conv_check(&c, path, s, err, errlen);
     free(raw);
     if (rc)
         free(out);
@@ -402,7 +494,13 @@ static int read_data(FILE *f, const char *path, const NpyType *t, int dtype, int
     return rc;
 }
 
-int sk_npy_read(const char *path, const sk_npy_shape *want, sk_npy_shape *shape, double **data, char *err, size_t errlen) {
+/* The name of a file type that was converted to `dtype`, else NULL. */
+static const char *converted_from(const NpyType *t, int dtype) {
+    return t && t->size == 8 && dtype != SK_F64 ? (t->numpy ? t->numpy : "float64") : NULL;
+}
+
+static int read_plain(const char *path, int cast, const sk_npy_shape *want, sk_npy_shape *shape, double **data,
+                      const char **from, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return fail(err, errlen, "cannot read '%s': %s", path, strerror(errno));
@@ -415,11 +513,17 @@ int sk_npy_read(const char *path, const sk_npy_shape *want, sk_npy_shape *shape,
     if (!rc)
         rc = check_wanted(path, t, &h.shape, want, err, errlen);
     if (!rc)
-        rc = read_data(f, path, t, h.shape.dtype, n, data, err, errlen);
+        rc = read_data(f, path, t, &h.shape, cast, data, err, errlen);
     fclose(f);
     if (!rc)
         *shape = h.shape;
+    if (!rc && from)
+        *from = converted_from(t, h.shape.dtype);
     return rc;
+}
+
+int sk_npy_read(const char *path, const sk_npy_shape *want, sk_npy_shape *shape, double **data, char *err, size_t errlen) {
+    return read_plain(path, 0, want, shape, data, NULL, err, errlen);
 }
 
 void sk_npy_shape_text(const sk_npy_shape *s, char *buf, size_t cap) {
@@ -444,6 +548,8 @@ struct sk_npy_file {
     int64_t data_at;                 /* the offset of the first element */
     unsigned char *mem;              /* a pipe's data, read whole; else NULL */
     int64_t bytes_read, file_bytes;
+    int64_t member_end;              /* a .npz member: where its bytes end in the archive; else -1 */
+    int cast;                        /* --cast: round float64 data to the dtype */
 };
 
 typedef struct {
@@ -506,7 +612,7 @@ static int check_size(sk_npy_file *f, int64_t elems, char *err, size_t errlen) {
         got += (int64_t)fd_read(&src, &probe, got == need);
         f->file_bytes = f->data_at + got;
     }
-    int64_t have = f->file_bytes - f->data_at;
+    int64_t have = (f->member_end >= 0 ? f->member_end : f->file_bytes) - f->data_at;
     if (have < need)
         return fail(err, errlen, "'%s' is truncated: its shape needs %lld bytes of data, it has %lld", f->path,
                     (long long)need, (long long)(have < 0 ? 0 : have));
@@ -516,7 +622,12 @@ static int check_size(sk_npy_file *f, int64_t elems, char *err, size_t errlen) {
     return 0;
 }
 
-sk_npy_file *sk_npy_open(const char *path, int dtype, sk_npy_shape *shape, char *err, size_t errlen) {
+/* `member` of the archive f->fd: the descriptor is left at its first
+ * byte, and f->member_end set.  The zip reader is below. */
+static int seek_member(sk_npy_file *f, const char *member, char *err, size_t errlen);
+
+static sk_npy_file *open_file(const char *path, const char *member, int cast, int dtype, sk_npy_shape *shape,
+                              char *err, size_t errlen) {
     sk_npy_file *f = calloc(1, sizeof *f);
     size_t plen = strlen(path) + 1;
     if (!f || !(f->path = malloc(plen))) {
@@ -526,14 +637,19 @@ sk_npy_file *sk_npy_open(const char *path, int dtype, sk_npy_shape *shape, char 
     }
     memcpy(f->path, path, plen);
     f->fd = open(path, O_RDONLY);
+    f->member_end = -1;
+    f->cast = cast;
     Header h = {0};
     FdSrc src = {f->fd, &f->bytes_read};
-    int64_t n = 0;
-    int rc = f->fd < 0 ? fail(err, errlen, "cannot read '%s': %s", path, strerror(errno))
-                       : read_header(fd_read, &src, path, &h, &f->data_at, err, errlen);
+    int64_t n = 0, base = 0;
+    int rc = f->fd < 0 ? fail(err, errlen, "cannot read '%s': %s", path, strerror(errno)) : 0;
+    if (!rc && member && !(rc = seek_member(f, member, err, errlen)))
+        base = f->data_at;                             /* seek_member leaves the member's offset there */
+    rc = rc ? rc : read_header(fd_read, &src, path, &h, &f->data_at, err, errlen);
+    f->data_at += base;
     if (!rc && !(f->type = check_type(path, &h, dtype, MAX_FILE_ELEMS, &n, err, errlen)))
         rc = -1;
-    if (!rc)
+    if (!rc && dtype >= 0)                             /* -1: any dtype (reading results back) */
         rc = check_dtype(path, f->type, dtype, err, errlen);
     if (!rc)
         rc = check_size(f, n, err, errlen);
@@ -544,6 +660,16 @@ sk_npy_file *sk_npy_open(const char *path, int dtype, sk_npy_shape *shape, char 
     f->shape = *shape = h.shape;
     return f;
 }
+
+sk_npy_file *sk_npy_open(const char *path, int dtype, sk_npy_shape *shape, char *err, size_t errlen) {
+    return open_file(path, NULL, 0, dtype, shape, err, errlen);
+}
+
+sk_npy_file *sk_npy_open_source(const sk_npy_source *src, int dtype, sk_npy_shape *shape, char *err, size_t errlen) {
+    return open_file(src->path, src->member, src->cast, dtype, shape, err, errlen);
+}
+
+const char *sk_npy_file_converted(const sk_npy_file *f) { return converted_from(f->type, f->shape.dtype); }
 
 void sk_npy_close(sk_npy_file *f) {
     if (!f)
@@ -601,12 +727,12 @@ static int64_t run_at(const Runs *r, int64_t j) {
 /* Decode the bytes [lo, hi) of the data, held in buf from `base`, into the
  * runs [first, last) that they overlap. */
 static void decode_span(const Runs *r, int64_t first, int64_t last, const unsigned char *buf, int64_t base,
-                        int64_t lo, int64_t hi, int dtype, double *out) {
+                        int64_t lo, int64_t hi, Conv *c, double *out) {
     int64_t run_bytes = r->run_elems * r->size;
     for (int64_t j = first; j < last; j++) {
         int64_t at = run_at(r, j), a = at > lo ? at : lo, b = at + run_bytes < hi ? at + run_bytes : hi;
         for (int64_t x = a; x < b; x += r->size)
-            out[j * r->run_elems + (x - at) / r->size] = decode(buf + (x - base), dtype);
+            out[j * r->run_elems + (x - at) / r->size] = convert(c, buf + (x - base), x / r->size);
     }
 }
 
@@ -622,6 +748,7 @@ int sk_npy_read_box(sk_npy_file *f, const int64_t *start, const int64_t *count, 
     if (!buf)
         return fail(err, errlen, "out of memory reading '%s'", f->path);
     int rc = 0;
+    Conv c = {f->type, f->shape.dtype, f->cast, -1, 0};
     for (int64_t j = 0; rc == 0 && j < r.nruns;) {
         /* Runs j .. k-1 close together are one span, read at once; a run
          * longer than the buffer is read in pieces. */
@@ -636,12 +763,12 @@ int sk_npy_read_box(sk_npy_file *f, const int64_t *start, const int64_t *count, 
             int64_t end = hi - piece < SPAN_BYTES ? hi : piece + SPAN_BYTES;
             rc = read_at(f, buf, (size_t)(end - piece), f->data_at + piece, err, errlen);
             if (rc == 0)
-                decode_span(&r, j, k, buf, piece, piece, end, f->shape.dtype, out);
+                decode_span(&r, j, k, buf, piece, piece, end, &c, out);
         }
         j = k;
     }
     free(buf);
-    return rc;
+    return rc ? rc : conv_check(&c, f->path, &f->shape, err, errlen);
 }
 
 /* ---- writing ---- */
@@ -730,5 +857,321 @@ int sk_npy_write(const char *path, const sk_npy_shape *shape, const double *data
         remove(tmp);
     }
     free(tmp);
+    return rc;
+}
+
+/* ---- .npz archives ----
+ * np.savez writes a zip archive of NAME.npy members, stored (not
+ * compressed), with zip64 extra fields; np.savez_compressed deflates them,
+ * which would need zlib: those are refused with the fix.  Reading finds
+ * the central directory from the end record, then the member's local
+ * header, whose data is read as a .npy file at that offset. */
+
+enum {
+    ZIP_EOCD = 0x06054b50, ZIP64_LOCATOR = 0x07064b50, ZIP64_EOCD = 0x06064b50, ZIP_CENTRAL = 0x02014b50,
+    ZIP_LOCAL = 0x04034b50, ZIP_EOCD_MAX = 22 + 65535, ZIP_CD_MAX = 64 << 20,
+};
+
+static int pread_all(int fd, void *buf, size_t n, int64_t at) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(at + (int64_t)got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+typedef struct {
+    int64_t cd_at, cd_size, entries;
+} ZipDir;
+
+/* The end of central directory record (and its zip64 twin). */
+static int zip_dir(int fd, int64_t size, ZipDir *z) {
+    int64_t tail = size < ZIP_EOCD_MAX ? size : ZIP_EOCD_MAX;
+    unsigned char *b = malloc((size_t)tail + 1);
+    int64_t at = -1;
+    if (b && pread_all(fd, b, (size_t)tail, size - tail) == 0)
+        for (int64_t i = tail - 22; i >= 0 && at < 0; i--)
+            at = load_le(b + i, 4) == ZIP_EOCD ? i : -1;
+    if (at < 0) {
+        free(b);
+        return -1;
+    }
+    z->entries = (int64_t)load_le(b + at + 10, 2);
+    z->cd_size = (int64_t)load_le(b + at + 12, 4);
+    z->cd_at = (int64_t)load_le(b + at + 16, 4);
+    unsigned char loc[20], e64[56];
+    int zip64 = at >= 20 && load_le(b + at - 20, 4) == ZIP64_LOCATOR;
+    if (zip64)
+        memcpy(loc, b + at - 20, 20);
+    free(b);
+    if (zip64) {
+        if (pread_all(fd, e64, 56, (int64_t)load_le(loc + 8, 8)) || load_le(e64, 4) != ZIP64_EOCD)
+            return -1;
+        z->entries = (int64_t)load_le(e64 + 32, 8);
+        z->cd_size = (int64_t)load_le(e64 + 40, 8);
+        z->cd_at = (int64_t)load_le(e64 + 48, 8);
+    }
+    return z->cd_at >= 0 && z->cd_size >= 0 && z->cd_at + z->cd_size <= size && z->cd_size <= ZIP_CD_MAX ? 0 : -1;
+}
+
+typedef struct {
+    int method;
+    int64_t size, local_at;
+} ZipEntry;
+
+/* A central directory entry's sizes and offset, from its zip64 extra field
+ * where the 32-bit ones are 0xffffffff. */
+static void zip_entry(const unsigned char *e, const unsigned char *extra, size_t extra_len, ZipEntry *z) {
+    uint64_t csize = load_le(e + 20, 4), usize = load_le(e + 24, 4), off = load_le(e + 42, 4);
+    for (size_t p = 0; p + 4 <= extra_len;) {
+        size_t id = (size_t)load_le(extra + p, 2), n = (size_t)load_le(extra + p + 2, 2), q = p + 4;
+        if (id == 1) {
+            if (usize == 0xffffffffu && q + 8 <= p + 4 + n && q + 8 <= extra_len)
+                usize = load_le(extra + q, 8), q += 8;
+            if (csize == 0xffffffffu && q + 8 <= p + 4 + n && q + 8 <= extra_len)
+                csize = load_le(extra + q, 8), q += 8;
+            if (off == 0xffffffffu && q + 8 <= p + 4 + n && q + 8 <= extra_len)
+                off = load_le(extra + q, 8);
+        }
+        p += 4 + n;
+    }
+    (void)usize;
+    z->method = (int)load_le(e + 10, 2);
+    z->size = (int64_t)csize;
+    z->local_at = (int64_t)off;
+}
+
+/* Find NAME.npy (or NAME) in the central directory; `names` gets the
+ * archive's array names for the message when it is missing. */
+static int zip_lookup(const unsigned char *cd, int64_t cd_size, int64_t entries, const char *member, ZipEntry *z,
+                      char *names, size_t cap) {
+    size_t mlen = strlen(member), w = 0;
+    names[0] = '\0';
+    int64_t p = 0;
+    for (int64_t k = 0; k < entries && p + 46 <= cd_size && load_le(cd + p, 4) == ZIP_CENTRAL; k++) {
+        size_t nlen = (size_t)load_le(cd + p + 28, 2), xlen = (size_t)load_le(cd + p + 30, 2),
+               clen = (size_t)load_le(cd + p + 32, 2);
+        if (p + 46 + (int64_t)(nlen + xlen + clen) > cd_size)
+            break;
+        const char *name = (const char *)cd + p + 46;
+        size_t stem = nlen >= 4 && memcmp(name + nlen - 4, ".npy", 4) == 0 ? nlen - 4 : nlen;
+        if (stem == mlen && memcmp(name, member, mlen) == 0) {
+            zip_entry(cd + p, cd + p + 46 + nlen, xlen, z);
+            return 0;
+        }
+        if (w + stem + 4 < cap)
+            w += (size_t)snprintf(names + w, cap - w, "%s%.*s", w ? ", " : "", (int)stem, name);
+        p += 46 + (int64_t)(nlen + xlen + clen);
+    }
+    return -1;
+}
+
+static int seek_member(sk_npy_file *f, const char *member, char *err, size_t errlen) {
+    struct stat st;
+    ZipDir zd;
+    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return fail(err, errlen, "cannot read the .npz archive '%s': not a regular file", f->path);
+    if (zip_dir(f->fd, (int64_t)st.st_size, &zd))
+        return fail(err, errlen, "'%s' is not a .npz archive (no zip directory at its end)", f->path);
+    unsigned char *cd = malloc((size_t)zd.cd_size + 1), local[30];
+    char names[512];
+    ZipEntry z = {0, 0, 0};
+    int rc = !cd || pread_all(f->fd, cd, (size_t)zd.cd_size, zd.cd_at)
+                 ? fail(err, errlen, "cannot read '%s': %s", f->path, cd ? strerror(errno ? errno : EIO) : "out of memory")
+             : zip_lookup(cd, zd.cd_size, zd.entries, member, &z, names, sizeof names)
+                 ? fail(err, errlen, "'%s' has no array named '%s' (it has: %s)", f->path, member,
+                        names[0] ? names : "none")
+             : 0;
+    free(cd);
+    if (rc)
+        return rc;
+    if (z.method != 0)
+        return fail(err, errlen, "'%s': array '%s' is compressed (zip method %d); shardc reads archives written by "
+                    "np.savez, not np.savez_compressed", f->path, member, z.method);
+    if (pread_all(f->fd, local, 30, z.local_at) || load_le(local, 4) != ZIP_LOCAL)
+        return fail(err, errlen, "'%s' is a damaged .npz archive (array '%s')", f->path, member);
+    int64_t at = z.local_at + 30 + (int64_t)load_le(local + 26, 2) + (int64_t)load_le(local + 28, 2);
+    if (at + z.size > (int64_t)st.st_size || lseek(f->fd, (off_t)at, SEEK_SET) < 0)
+        return fail(err, errlen, "'%s' is a damaged .npz archive (array '%s')", f->path, member);
+    f->data_at = at;
+    f->member_end = at + z.size;
+    return 0;
+}
+
+int sk_npy_read_source(const sk_npy_source *src, const sk_npy_shape *want, sk_npy_shape *shape, double **data,
+                       const char **from, char *err, size_t errlen) {
+    if (!src->member)
+        return read_plain(src->path, src->cast, want, shape, data, from, err, errlen);
+    sk_npy_shape got;
+    sk_npy_file *f = open_file(src->path, src->member, src->cast, want ? want->dtype : -1, &got, err, errlen);
+    if (!f)
+        return -1;
+    int rc = 0;
+    if (want) {
+        sk_npy_shape w = *want;
+        w.dtype = got.dtype;
+        if (!same_shape(&got, &w)) {
+            char have[160], need[160];
+            describe_shape(&got, have, sizeof have);
+            describe_shape(want, need, sizeof need);
+            rc = fail(err, errlen, "'%s' array '%s' has shape %s, but %s is needed", src->path, src->member, have,
+                      need);
+        }
+    }
+    int64_t start[SC_MAX_RANK] = {0}, n = elems_of(&got);
+    double *out = rc ? NULL : malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!rc && !out)
+        rc = fail(err, errlen, "out of memory reading '%s'", src->path);
+    if (!rc && (rc = sk_npy_read_box(f, start, got.dims, out, err, errlen)) != 0)
+        free(out);
+    if (!rc && from)
+        *from = sk_npy_file_converted(f);
+    sk_npy_close(f);
+    if (!rc) {
+        *data = out;
+        *shape = got;
+    }
+    return rc;
+}
+
+int sk_npy_split_npz(const char *file, const char *name, char *path, size_t cap, const char **member) {
+    size_t n = strlen(file);
+    const char *colon = NULL;
+    for (const char *p = strstr(file, ".npz:"); p; p = strstr(p + 1, ".npz:"))
+        colon = p + 4;
+    *member = NULL;
+    if (n >= 4 && strcmp(file + n - 4, ".npz") == 0)
+        *member = name;
+    else if (colon && colon[1])
+        *member = colon + 1, n = (size_t)(colon - file);
+    if ((size_t)snprintf(path, cap, "%.*s", (int)n, file) >= cap)
+        return -1;
+    return *member != NULL;
+}
+
+/* ---- writing .npz ---- */
+
+static uint32_t crc32_of(const unsigned char *p, size_t n) {
+    uint32_t table[256];                 /* the reflected CRC-32 of zip (polynomial 0xedb88320) */
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        table[i] = c;
+    }
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++)
+        c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+    return c ^ 0xffffffffu;
+}
+
+/* A .npy file's bytes in memory (malloc'd), for a member. */
+static unsigned char *npy_bytes(const sk_npy_shape *s, const double *data, const NpyType *t, size_t *len) {
+    char header[512];
+    size_t hlen = format_header(header, sizeof header, t, s);
+    int64_t n = elems_of(s);
+    unsigned char *b = malloc(hlen + (size_t)(n * t->size) + 1);
+    if (!b)
+        return NULL;
+    memcpy(b, header, hlen);
+    for (int64_t i = 0; i < n; i++)
+        encode(b + hlen + i * t->size, data[i], s->dtype);
+    *len = hlen + (size_t)(n * t->size);
+    return b;
+}
+
+/* A zip header: the fields after the signature, each 2 or 4 bytes. */
+static size_t zip_header(unsigned char *b, uint32_t sig, const uint32_t *fields, const int *sizes, int n) {
+    size_t w = 4;
+    store_le(b, sig, 4);
+    for (int i = 0; i < n; i++) {
+        store_le(b + w, fields[i], sizes[i]);
+        w += (size_t)sizes[i];
+    }
+    return w;
+}
+
+typedef struct {
+    uint32_t crc, size, at;
+    const char *name;
+} Member;
+
+static int write_member(FILE *f, Member *m, const sk_npz_entry *e, int64_t *at, char *err, size_t errlen) {
+    const NpyType *t = type_of_dtype(e->shape.dtype);
+    size_t len = 0, nlen = strlen(e->name) + 4;
+    unsigned char *b = t ? npy_bytes(&e->shape, e->data, t, &len) : NULL, h[64];
+    if (!t)
+        return fail(err, errlen, "%s has no .npy dtype", dtype_names[e->shape.dtype]);
+    if (!b)
+        return fail(err, errlen, "out of memory");
+    if (*at + (int64_t)len + 64 + (int64_t)nlen >= 0xffffffffll) {
+        free(b);
+        return fail(err, errlen, "the results are over 4 GiB, more than a .npz archive without zip64 holds: "
+                    "write a directory instead");
+    }
+    *m = (Member){crc32_of(b, len), (uint32_t)len, (uint32_t)*at, e->name};
+    /* version 20, no flags, stored, no time (1980-01-01), crc, sizes, name length, no extra */
+    static const int sizes[] = {2, 2, 2, 2, 2, 4, 4, 4, 2, 2};
+    uint32_t fields[] = {20, 0, 0, 0, 0x21, m->crc, m->size, m->size, (uint32_t)nlen, 0};
+    size_t hl = zip_header(h, ZIP_LOCAL, fields, sizes, 10);
+    int ok = fwrite(h, 1, hl, f) == hl && fprintf(f, "%s.npy", e->name) == (int)nlen && fwrite(b, 1, len, f) == len;
+    free(b);
+    *at += (int64_t)(hl + nlen + len);
+    return ok ? 0 : fail(err, errlen, "%s", strerror(errno ? errno : EIO));
+}
+
+static int write_directory(FILE *f, const Member *m, int n, int64_t at) {
+    static const int cs[] = {2, 2, 2, 2, 2, 2, 4, 4, 4, 2, 2, 2, 2, 2, 4, 4};
+    static const int es[] = {2, 2, 2, 2, 4, 4, 2};
+    unsigned char h[64];
+    uint32_t cd_size = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t nlen = (uint32_t)strlen(m[i].name) + 4;
+        uint32_t fields[] = {20, 20, 0, 0, 0, 0x21, m[i].crc, m[i].size, m[i].size, nlen, 0, 0, 0, 0, 0, m[i].at};
+        size_t hl = zip_header(h, ZIP_CENTRAL, fields, cs, 16);
+        if (fwrite(h, 1, hl, f) != hl || fprintf(f, "%s.npy", m[i].name) != (int)nlen)
+            return -1;
+        cd_size += (uint32_t)(hl + nlen);
+    }
+    uint32_t end[] = {0, 0, (uint32_t)n, (uint32_t)n, cd_size, (uint32_t)at, 0};
+    size_t hl = zip_header(h, ZIP_EOCD, end, es, 7);
+    return fwrite(h, 1, hl, f) == hl ? 0 : -1;
+}
+
+int sk_npz_write(const char *path, const sk_npz_entry *e, int n, char *err, size_t errlen) {
+    size_t plen = strlen(path) + 32;
+    char *tmp = malloc(plen), why[256] = "";
+    Member *m = calloc((size_t)n + 1, sizeof *m);
+    if (!tmp || !m) {
+        free(tmp);
+        free(m);
+        return fail(err, errlen, "out of memory writing '%s'", path);
+    }
+    snprintf(tmp, plen, "%s.tmp%ld", path, (long)getpid());
+    errno = 0;
+    FILE *f = fopen(tmp, "wb");
+    int64_t at = 0;
+    int rc = f ? 0 : fail(why, sizeof why, "%s", strerror(errno));
+    for (int i = 0; i < n && !rc; i++)
+        rc = write_member(f, &m[i], &e[i], &at, why, sizeof why);
+    if (!rc && write_directory(f, m, n, at))
+        rc = fail(why, sizeof why, "%s", strerror(errno ? errno : EIO));
+    int bad_close = f && (fflush(f) != 0 || ferror(f));
+    bad_close |= f && fclose(f) != 0;
+    if (bad_close && !rc)
+        rc = fail(why, sizeof why, "%s", strerror(errno ? errno : EIO));
+    if (!rc && rename(tmp, path) != 0)
+        rc = fail(why, sizeof why, "%s", strerror(errno));
+    if (rc) {
+        fail(err, errlen, "cannot write '%s': %s", path, why);
+        remove(tmp);
+    }
+    free(tmp);
+    free(m);
     return rc;
 }

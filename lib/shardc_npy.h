@@ -54,6 +54,38 @@ int64_t sk_npy_bytes_read(const sk_npy_file *f);
 int64_t sk_npy_file_bytes(const sk_npy_file *f);
 void sk_npy_close(sk_npy_file *f);
 
+/* Where an array is read from, and how: a .npy file, or an array of a .npz
+ * archive (np.savez's zip of NAME.npy files, stored uncompressed). */
+typedef struct {
+    const char *path;
+    const char *member;          /* the archive's array of this name; NULL: path is a .npy file */
+    int cast;                    /* convert '<f8' data to f32, bf16 or f16 by rounding (else only when exact) */
+} sk_npy_source;
+/* NumPy's defaults convert: '<f8' data to a wanted f32, bf16 or f16 when
+ * every value is exact there (any value with src->cast), '<i8' to i32 when
+ * every value fits; otherwise an error naming the first element that does
+ * not.  *from (when not NULL) gets "float64" or "int64" after such a
+ * conversion, else NULL, so that the caller can warn. */
+int sk_npy_read_source(const sk_npy_source *src, const sk_npy_shape *want, sk_npy_shape *shape, double **data,
+                       const char **from, char *err, size_t errlen);
+sk_npy_file *sk_npy_open_source(const sk_npy_source *src, int dtype, sk_npy_shape *shape, char *err, size_t errlen);
+/* "float64" or "int64" when the file's data is converted to its dtype. */
+const char *sk_npy_file_converted(const sk_npy_file *f);
+/* An --in FILE for parameter `name`: "a.npz" is a's array `name`, and
+ * "a.npz:KEY" its array KEY.  The file's path goes to path; returns 1 with
+ * *member set for an archive, 0 for a .npy file, -1 when path is too long. */
+int sk_npy_split_npz(const char *file, const char *name, char *path, size_t cap, const char **member);
+
+/* One array of an archive being written: NAME.npy. */
+typedef struct {
+    const char *name;
+    sk_npy_shape shape;
+    const double *data;
+} sk_npz_entry;
+/* Write the arrays as one .npz archive (stored, as np.savez writes them)
+ * through a temporary file renamed into place.  0, or -1 with err. */
+int sk_npz_write(const char *path, const sk_npz_entry *e, int n, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -422,6 +422,8 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
             argv[k++] = (char *)steps[i];
             argv[k++] = (char *)steps[i + 1];
         }
+    if (ro->cast)
+        argv[k++] = "--cast";
     int rc = spawn_to(argv, quiet, NULL);
     arena_free(&arena);
     return rc == 0 ? 0 : rc == 2 ? 2 : 1;
@@ -431,12 +433,17 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
 static int compare_results(const Module *m, int f, const char *out_dir, const char *ref_dir) {
     int bad = 0;
     for (int i = 0; i < m->fns[f].nresults; i++) {
-        char a_path[PATH_MAX + 32], b_path[PATH_MAX + 32], err[512];
-        fmt(a_path, sizeof a_path, "%s/result%d.npy", out_dir, i);
+        char a_path[PATH_MAX + 32], b_path[PATH_MAX + 32], err[512], member[32];
+        size_t len = strlen(out_dir);
+        int npz = len > 4 && strcmp(out_dir + len - 4, ".npz") == 0;   /* --out results.npz */
+        fmt(member, sizeof member, "result%d", i);
+        fmt(a_path, sizeof a_path, npz ? "%s" : "%s/result%d.npy", out_dir, i);
         fmt(b_path, sizeof b_path, "%s/result%d.npy", ref_dir, i);
         sk_npy_shape as, bs;
         double *a = NULL, *b = NULL;         /* elements, malloc'd by lib/npy.c */
-        if (sk_npy_read(a_path, NULL, &as, &a, err, sizeof err) || sk_npy_read(b_path, &as, &bs, &b, err, sizeof err)) {
+        sk_npy_source src = {a_path, npz ? member : NULL, 0};
+        if (sk_npy_read_source(&src, NULL, &as, &a, NULL, err, sizeof err) ||
+            sk_npy_read(b_path, &as, &bs, &b, err, sizeof err)) {
             fprintf(stderr, "shardc: error: --check: %s\n", err);
             free(a);
             bad = 1;

@@ -19,6 +19,7 @@ typedef struct {
     const char *log_every;
     CacheOptions cache;     /* the build cache (cache.h) */
     Status *status;         /* the progress line on a terminal (status.h) */
+    int cast;               /* run --cast, passed to the program */
 } RunOptions;
 
 /* Emit C for function f and link it into the executable `out`. */

@@ -5,7 +5,33 @@
 #include "../propagate/propagate.h"
 #include "../schedule/schedule.h"
 
+#include "../base/suggest.h"
+
 #include <string.h>
+
+/* For the first --mesh name that is not an axis of the program: the
+ * nearest axis. */
+static const char *suggest_axis(const Compilation *c, const AstTop *mesh, const MeshFlag *flag, char *buf,
+                                size_t cap) {
+    int n = mesh ? mesh->bindings.n : 0;
+    for (int k = 0; k < flag->n; k++) {
+        Suggest sg = suggest_begin(flag->name[k]);
+        int known = 0;
+        for (int i = 0; i < n; i++) {
+            const char *axis = sym_name(&c->syms, ((AstBinding *)mesh->bindings.items[i])->sym);
+            int named = 0;              /* an axis the flag names already is not the one meant */
+            for (int j = 0; j < flag->n; j++)
+                named |= strcmp(axis, flag->name[j]) == 0;
+            known |= strcmp(axis, flag->name[k]) == 0;
+            if (!named)
+                suggest_add(&sg, axis, -1);
+        }
+        if (!known)
+            return suggest_text(&sg, buf, cap);
+    }
+    buf[0] = '\0';
+    return buf;
+}
 
 /* Match `--mesh` to the program's mesh line: same axes, same order. */
 static int match_mesh(Compilation *c, const MeshFlag *flag, MeshOverride *ov) {
@@ -25,7 +51,8 @@ static int match_mesh(Compilation *c, const MeshFlag *flag, MeshOverride *ov) {
             fprintf(out, " but the program's mesh has %s", n ? "" : "none");
             for (int i = 0; i < n; i++)
                 fprintf(out, "%s%s", i ? "," : "", sym_name(&c->syms, ((AstBinding *)mesh->bindings.items[i])->sym));
-            fputc('\n', out);
+            char hint[160];
+            fprintf(out, "%s\n", suggest_axis(c, mesh, flag, hint, sizeof hint));
         }
         return -1;
     }
@@ -47,9 +74,16 @@ static int match_consts(Compilation *c, const MeshFlag *flag, MeshOverride *ov) 
             }
         }
         if (found < 0) {
+            Suggest sg = suggest_begin(flag->const_name[k]);
+            char hint[160];
+            for (int i = 0; i < c->ast.tops.n; i++) {
+                const AstTop *top = c->ast.tops.items[i];
+                for (int j = 0; top->kind == TOP_CONST && j < top->bindings.n; j++)
+                    suggest_add(&sg, sym_name(&c->syms, ((AstBinding *)top->bindings.items[j])->sym), -1);
+            }
             if (c->diag.out)
-                fprintf(c->diag.out, "shardc: error: --const names '%s', which the program does not define with const\n",
-                        flag->const_name[k]);
+                fprintf(c->diag.out, "shardc: error: --const names '%s', which the program does not define with const%s\n",
+                        flag->const_name[k], suggest_text(&sg, hint, sizeof hint));
             return -1;
         }
         ov->const_sym[ov->nconsts] = found;

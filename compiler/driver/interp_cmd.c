@@ -6,6 +6,7 @@
 
 #include "../interp/interp.h"
 #include "../interp/npy.h"
+#include "../base/suggest.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -26,37 +27,51 @@ static void print_type(const Shape *s) {
     fputc(']', stderr);
 }
 
-/* Which parameter each --in names; -1 for none.  Returns an exit status. */
-static int match_ins(const Module *m, const Fn *fn, const char *const *ins, int nins, int *which) {
-    const char *fname = sym_name(m->syms, fn->sym);
+/* The parameter named name[0..len), or -1; with the nearest name in hint. */
+static int find_param(const Module *m, const Fn *fn, const char *name, size_t len, char *hint, size_t cap) {
+    char want[128];
+    snprintf(want, sizeof want, "%.*s", (int)(len < 100 ? len : 100), name);
+    Suggest sg = suggest_begin(want);
+    for (int i = 0; i < fn->nparams; i++) {
+        const char *p = param_name(m, fn, i);
+        if (p && strlen(p) == len && memcmp(p, name, len) == 0)
+            return i;
+        suggest_add(&sg, p, -1);
+    }
+    suggest_text(&sg, hint, cap);
+    return -1;
+}
+
+/* Each parameter's file (`file`, NAME=FILE's FILE, or an archive given
+ * alone for every parameter not named otherwise).  Returns an exit status. */
+static int match_ins(const Module *m, const Fn *fn, const char *const *ins, int nins, const char **file) {
+    const char *fname = sym_name(m->syms, fn->sym), *archive = NULL;
     for (int k = 0; k < nins; k++) {
-        const char *eq = strchr(ins[k], '=');
+        const char *eq = strchr(ins[k], '='), *npz = strstr(ins[k], ".npz");
+        if (!eq && npz && !npz[4] && npz != ins[k]) {
+            archive = ins[k];              /* --in data.npz: every parameter by name */
+            continue;
+        }
         if (!eq || eq == ins[k] || !eq[1]) {
             fprintf(stderr, "shardc: error: --in '%s': expected NAME=FILE.npy\nrun 'shardc --help' for usage\n", ins[k]);
             return 2;
         }
-        which[k] = -1;
-        for (int i = 0; i < fn->nparams && which[k] < 0; i++) {
-            const char *name = param_name(m, fn, i);
-            if (name && strlen(name) == (size_t)(eq - ins[k]) && memcmp(name, ins[k], (size_t)(eq - ins[k])) == 0)
-                which[k] = i;
-        }
-        if (which[k] < 0) {
-            fprintf(stderr, "shardc: error: --in '%s': '%s' has no parameter named '%.*s'\n", ins[k], fname,
-                    (int)(eq - ins[k]), ins[k]);
+        char hint[160];
+        int i = find_param(m, fn, ins[k], (size_t)(eq - ins[k]), hint, sizeof hint);
+        if (i < 0) {
+            fprintf(stderr, "shardc: error: --in '%s': '%s' has no parameter named '%.*s'%s\n", ins[k], fname,
+                    (int)(eq - ins[k]), ins[k], hint);
             return 1;
         }
-        for (int j = 0; j < k; j++)
-            if (which[j] == which[k]) {
-                fprintf(stderr, "shardc: error: --in gives parameter '%s' twice\n", param_name(m, fn, which[k]));
-                return 1;
-            }
+        if (file[i]) {
+            fprintf(stderr, "shardc: error: --in gives parameter '%s' twice\n", param_name(m, fn, i));
+            return 1;
+        }
+        file[i] = eq + 1;
     }
     for (int i = 0; i < fn->nparams; i++) {
-        int given = 0;
-        for (int k = 0; k < nins; k++)
-            given |= which[k] == i;
-        if (!given) {
+        file[i] = file[i] ? file[i] : archive;
+        if (!file[i]) {
             const char *name = param_name(m, fn, i);
             fprintf(stderr, "shardc: error: no --in for parameter '%s' of '%s', which needs a .npy file of ",
                     name ? name : "?", fname);
@@ -68,19 +83,67 @@ static int match_ins(const Module *m, const Fn *fn, const char *const *ins, int 
     return 0;
 }
 
-static int read_inputs(const Fn *fn, const char *const *ins, int nins, const int *which, InterpValue *args) {
-    char err[512];
-    for (int k = 0; k < nins; k++) {
-        InterpValue *a = &args[which[k]];
-        if (npy_read(strchr(ins[k], '=') + 1, &fn->params[which[k]].type, &a->shape, &a->data, err, sizeof err)) {
-            fprintf(stderr, "shardc: error: --in %.*s: %s\n", (int)(strchr(ins[k], '=') - ins[k]), ins[k], err);
-            return 1;
-        }
+/* Parameter i from its .npy file or .npz archive; NumPy's float64 and
+ * int64 arrays convert when exact (with a warning, which --cast silences)
+ * or, with --cast, by rounding. */
+static int read_input(const Module *m, const Fn *fn, int i, const char *file, int cast, InterpValue *a) {
+    char err[512], path[4096];
+    const char *name = param_name(m, fn, i), *from = NULL;
+    sk_npy_source src = {path, NULL, cast};
+    sk_npy_shape want = npy_shape_of(&fn->params[i].type), got;
+    name = name ? name : "?";
+    if (sk_npy_split_npz(file, name, path, sizeof path, &src.member) < 0) {
+        fprintf(stderr, "shardc: error: --in %s: the file name is too long\n", name);
+        return 1;
     }
+    if (sk_npy_read_source(&src, &want, &got, &a->data, &from, err, sizeof err)) {
+        fprintf(stderr, "shardc: error: --in %s: %s\n", name, err);
+        return 1;
+    }
+    a->shape = (Shape){got.dtype, got.rank, {0}};
+    for (int d = 0; d < got.rank; d++)
+        a->shape.dims[d] = got.dims[d];
+    if (from && !cast)
+        fprintf(stderr, "shardc: warning: --in %s: '%s' holds %s data, read as %s (every value is exact); "
+                        "--cast says so and silences this\n", name, path, from, dtype_name[got.dtype]);
     return 0;
 }
 
-static int write_results(const char *dir, const InterpValue *res, int n) {
+static int read_inputs(const Module *m, const Fn *fn, const char **file, int cast, InterpValue *args) {
+    for (int i = 0; i < fn->nparams; i++)
+        if (read_input(m, fn, i, file[i], cast, &args[i]))
+            return 1;
+    return 0;
+}
+
+/* The results and, for an archive, the names they are returned as. */
+static int write_npz(const Module *m, const Fn *fn, const char *path, const InterpValue *res, int n) {
+    Arena arena = {0};
+    sk_npz_entry *e = arena_alloc(&arena, sizeof *e * (2 * (size_t)n + 1));
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        e[k++] = (sk_npz_entry){arena_printf(&arena, "result%d", i), npy_shape_of(&res[i].shape), res[i].data};
+    for (int i = 0; i < n; i++) {
+        const char *name = fn->results[i].name ? sym_name(m->syms, fn->results[i].name - 1) : NULL;
+        int taken = !name;
+        for (int j = 0; j < k && !taken; j++)
+            taken = strcmp(e[j].name, name) == 0;
+        if (!taken)
+            e[k++] = (sk_npz_entry){name, npy_shape_of(&res[i].shape), res[i].data};
+    }
+    char err[512];
+    int rc = sk_npz_write(path, e, k, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "shardc: error: %s\n", err);
+    arena_free(&arena);
+    return rc ? 1 : 0;
+}
+
+/* DIR/result0.npy, ..., or one archive when the path ends in .npz. */
+static int write_results(const Module *m, const Fn *fn, const char *dir, const InterpValue *res, int n) {
+    size_t len = strlen(dir);
+    if (len > 4 && strcmp(dir + len - 4, ".npz") == 0)
+        return write_npz(m, fn, dir, res, n);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "shardc: error: cannot create '%s': %s\n", dir, strerror(errno));
         return 1;
@@ -97,22 +160,22 @@ static int write_results(const char *dir, const InterpValue *res, int n) {
     return rc ? 1 : 0;
 }
 
-int interp_command(const Module *m, int f, const char *const *ins, int nins, const char *out_dir) {
+int interp_command(const Module *m, int f, const char *const *ins, int nins, const char *out_dir, int cast) {
     const Fn *fn = &m->fns[f];
     Arena arena = {0};
-    int *which = arena_alloc(&arena, sizeof(int) * ((size_t)nins + 1));
+    const char **file = arena_alloc(&arena, sizeof(char *) * ((size_t)fn->nparams + 1));
     InterpValue *args = arena_alloc(&arena, sizeof *args * ((size_t)fn->nparams + 1));
     InterpValue *res = arena_alloc(&arena, sizeof *res * ((size_t)fn->nresults + 1));
-    int rc = match_ins(m, fn, ins, nins, which);
+    int rc = match_ins(m, fn, ins, nins, file);
     if (!rc)
-        rc = read_inputs(fn, ins, nins, which, args);
+        rc = read_inputs(m, fn, file, cast, args);
     char err[512];
     if (!rc && interp_call(m, f, args, res, err, sizeof err)) {
         fprintf(stderr, "shardc: error: interpreting '%s': %s\n", sym_name(m->syms, fn->sym), err);
         rc = 1;
     }
     if (!rc)
-        rc = write_results(out_dir, res, fn->nresults);
+        rc = write_results(m, fn, out_dir, res, fn->nresults);
     interp_free_values(args, fn->nparams);     /* the elements: malloc'd (interp.h) */
     interp_free_values(res, fn->nresults);
     arena_free(&arena);

@@ -8,6 +8,6 @@
 /* `ins` are the --in NAME=FILE values; results go to out_dir/resultK.npy.
  * Returns the exit status: 0, 1 for a bad input or a failed run, 2 for a
  * malformed --in. */
-int interp_command(const Module *m, int fn, const char *const *ins, int nins, const char *out_dir);
+int interp_command(const Module *m, int fn, const char *const *ins, int nins, const char *out_dir, int cast);
 
 #endif

@@ -6,6 +6,9 @@
 #include "interp_cmd.h"
 #include "show.h"
 #include "version.h"
+#include "usage.h"
+
+#include "../base/suggest.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -14,58 +17,11 @@
 #include <unistd.h>
 
 
-static const char usage[] =
-    "usage: shardc COMMAND prog.tdsl [options]\n"
-    "\n"
-    "commands:\n"
-    "  check   parse, type-check and lower; print errors only\n"
-    "  dump    print the IR after a stage (--stage parsed|sharded|partitioned|scheduled)\n"
-    "  show    draw which device holds which block of a value (--fn F --value V),\n"
-    "          or the dataflow graph of a function for Graphviz (--fn F --format dot)\n"
-    "  interp  run a function with the reference interpreter (slow; for testing):\n"
-    "          --fn F --in NAME=FILE.npy ... --out DIR writes DIR/result0.npy, ...;\n"
-    "          --stage partitioned runs the partitioned program on simulated devices\n"
-    "  compile emit C for the per-device functions: -o prog.c [--fn F adds a main()]\n"
-    "  build   emit C and link an executable: -o prog --fn F [--backend threads|mpi]\n"
-    "  run     build and run a function:\n"
-    "          --fn F --in NAME=FILE.npy ... --out DIR [--backend threads|mpi] [--np P] [--check]\n"
-    "          [--steps N [--log-every K]]\n"
-    "  cache   the build cache of build and run: shardc cache info | clean\n"
-    "\n"
-    "options:\n"
-    "  --mesh A=n,B=m   override the mesh axis sizes (names must match the program)\n"
-    "  --const N=v,...  override constants defined with const\n"
-    "  --device-memory SIZE  the bytes one device may hold (64M, 2G, 512KiB, ...;\n"
-    "                   default unlimited): the partitioner avoids a lowering that\n"
-    "                   would need more when another fits\n"
-    "  --stage STAGE    with dump: parsed, sharded, partitioned or scheduled; with show and\n"
-    "                   interp: the stage whose program they read\n"
-    "  --fn NAME        with dump: print only this function (and the specializations it calls);\n"
-    "                   with show, interp, build and run: the function; with compile: add a main()\n"
-    "  --value NAME     with show: the value to draw, named as dump names it\n"
-    "  --format FORMAT  with show: text (default) or dot\n"
-    "  --in NAME=FILE   with interp and run: parameter NAME from a .npy file (one per parameter)\n"
-    "  --out DIR        with interp and run: where the results are written\n"
-    "  --backend B      with build and run: threads (default, one thread per device) or mpi\n"
-    "                   (processes launched with mpirun or srun, each with local devices)\n"
-    "  --np P           with run --backend mpi: the number of processes (default: one per\n"
-    "                   device); each runs devices/P devices\n"
-    "  --check          with run: also run the function unpartitioned on one device and\n"
-    "                   print the largest absolute and relative error\n"
-    "  --steps N        with run: run the function N times, each result named like a\n"
-    "                   parameter (return loss, w) becoming that parameter for the next step;\n"
-    "                   the scalar results are printed, and DIR/NAME.npy is the final parameter\n"
-    "  --log-every K    with run --steps: print the scalar results every K steps (default N/10)\n"
-    "  --no-cache       with build and run: neither use nor fill the build cache\n"
-    "  -o FILE          output file (dump, compile, build)\n"
-    "  -h, --help       show this help\n"
-    "  --version        show the version\n";
-
 enum { MAX_INS = 1024 };           /* --in options, a bound instead of an allocation */
 
 typedef struct {
     const char *command, *input, *stage, *fn, *output, *value, *format, *backend, *np, *steps, *log_every;
-    int check;                       /* run --check */
+    int check, cast;                 /* run --check; interp and run --cast */
     int no_cache;                    /* build and run --no-cache */
     const char *file;                /* cache hash FILE */
     MeshFlag mesh;
@@ -172,80 +128,130 @@ static const char *parse_size(const char *spec, int64_t *bytes) {
     return "expected a size in bytes such as 1048576, 64M, 2G or 512KiB";
 }
 
-/* --device-memory SIZE or --device-memory=SIZE at argv[*i]: 0 when it is
- * not that option, 1 when it is and was read (*i at its value), 2 after a
- * usage error. */
-static int device_memory_flag(int argc, char **argv, int *i, MeshFlag *f) {
-    static const char name[] = "--device-memory";
-    const char *a = argv[*i];
-    if (strncmp(a, name, sizeof name - 1) != 0 || (a[sizeof name - 1] && a[sizeof name - 1] != '='))
-        return 0;
-    const char *v = a[sizeof name - 1] ? a + sizeof name : *i + 1 < argc ? argv[++*i] : NULL;
-    if (!v)
-        return usage_error("%s needs a value", name);
-    const char *err = parse_size(v, &f->device_memory);
-    if (err) {
-        fprintf(stderr, "shardc: error: bad %s '%s': %s\n", name, v, err);
-        return 2;
-    }
-    return 1;
+static int bad_value(const char *name, const char *v, const char *err) {
+    fprintf(stderr, "shardc: error: bad %s '%s': %s\n", name, v, err);
+    return 2;
 }
 
-/* Returns 0, 2 after a usage error, or -1 after answering --help/--version. */
+/* An option that takes a value, with its value.  Returns 0 or 2. */
+static int set_option(Options *o, const OptionSpec *s, const char *v) {
+    const char *err;
+    switch (s->id) {
+    case OPT_MESH: return (err = parse_mesh_flag(v, &o->mesh)) ? bad_value(s->name, v, err) : 0;
+    case OPT_CONST: return (err = parse_const_flag(v, &o->mesh)) ? bad_value(s->name, v, err) : 0;
+    case OPT_DEVICE_MEMORY: return (err = parse_size(v, &o->mesh.device_memory)) ? bad_value(s->name, v, err) : 0;
+    case OPT_STAGE: o->stage = v; break;
+    case OPT_FN: o->fn = v; break;
+    case OPT_VALUE: o->value = v; break;
+    case OPT_FORMAT: o->format = v; break;
+    case OPT_IN:
+        if (o->nins == MAX_INS)
+            return usage_error("at most %s --in options", "1024");
+        o->ins[o->nins++] = v;
+        break;
+    case OPT_OUT: o->out = v; break;
+    case OPT_BACKEND: o->backend = v; break;
+    case OPT_NP: o->np = v; break;
+    case OPT_STEPS: o->steps = v; break;
+    case OPT_LOG_EVERY: o->log_every = v; break;
+    case OPT_OUTPUT: o->output = v; break;
+    default: break;
+    }
+    return 0;
+}
+
+/* An unknown option, with the nearest known one. */
+static int unknown_option(const char *a, size_t len) {
+    char name[128], hint[160];
+    snprintf(name, sizeof name, "%.*s", (int)(len < 100 ? len : 100), a);
+    Suggest sg = suggest_begin(name);
+    for (int i = 0; i < shardc_noptions; i++)
+        suggest_add(&sg, shardc_options[i].name, -1);
+    fprintf(stderr, "shardc: error: unknown option '%s'%s\nrun 'shardc --help' for usage\n", a,
+            suggest_text(&sg, hint, sizeof hint));
+    return 2;
+}
+
+/* Options are --opt VALUE or --opt=VALUE (-o FILE only the first way).
+ * Returns 0 or 2 after a usage error. */
 static int parse_args(int argc, char **argv, Options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--in") == 0 && o->nins == MAX_INS)
-            return usage_error("at most %s --in options", "1024");
-        const char **slot = strcmp(a, "--stage") == 0 ? &o->stage
-                          : strcmp(a, "--fn") == 0 ? &o->fn
-                          : strcmp(a, "-o") == 0 ? &o->output
-                          : strcmp(a, "--value") == 0 ? &o->value
-                          : strcmp(a, "--format") == 0 ? &o->format
-                          : strcmp(a, "--in") == 0 ? &o->ins[o->nins++]
-                          : strcmp(a, "--out") == 0 ? &o->out
-                          : strcmp(a, "--backend") == 0 ? &o->backend
-                          : strcmp(a, "--np") == 0 ? &o->np
-                          : strcmp(a, "--steps") == 0 ? &o->steps
-                          : strcmp(a, "--log-every") == 0 ? &o->log_every : NULL;
-        int is_const = strcmp(a, "--const") == 0, memory = device_memory_flag(argc, argv, &i, &o->mesh);
-        if (memory == 2)
-            return 2;
-        if (memory)
+        if (a[0] != '-' || !a[1]) {
+            if (!o->command)
+                o->command = a;
+            else if (!o->input)
+                o->input = a;
+            else if (!o->file && strcmp(o->command, "cache") == 0)
+                o->file = a;
+            else
+                return usage_error("unexpected argument '%s'", a);
             continue;
-        if (slot || is_const || strcmp(a, "--mesh") == 0) {
-            if (i + 1 == argc)
-                return usage_error("%s needs a value", a);
-            const char *v = argv[++i];
-            const char *err = slot ? NULL : is_const ? parse_const_flag(v, &o->mesh) : parse_mesh_flag(v, &o->mesh);
-            if (slot)
-                *slot = v;
-            else if (err) {
-                fprintf(stderr, "shardc: error: bad %s '%s': %s\n", a, v, err);
-                return 2;
-            }
-        } else if (strcmp(a, "--check") == 0) {
-            o->check = 1;
-        } else if (strcmp(a, "--no-cache") == 0) {
-            o->no_cache = 1;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage, stdout);
-            return -1;
-        } else if (strcmp(a, "--version") == 0) {
-            printf("shardc %s\n", SHARDC_VERSION);
-            return -1;
-        } else if (a[0] == '-' && a[1])
-            return usage_error("unknown option '%s'", a);
-        else if (!o->command)
-            o->command = a;
-        else if (!o->input)
-            o->input = a;
-        else if (!o->file && strcmp(o->command, "cache") == 0)
-            o->file = a;
-        else
-            return usage_error("unexpected argument '%s'", a);
+        }
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const OptionSpec *s = find_option(a, len);
+        if (!s)
+            return unknown_option(a, len);
+        char name[64];
+        snprintf(name, sizeof name, "%s", s->name);
+        if (!s->arg && eq)
+            return usage_error("%s takes no value", name);
+        if (s->id == OPT_CHECK || s->id == OPT_CAST || s->id == OPT_NO_CACHE) {
+            *(s->id == OPT_CHECK ? &o->check : s->id == OPT_CAST ? &o->cast : &o->no_cache) = 1;
+            continue;
+        }
+        if (!s->arg)
+            continue;                   /* --help, --version, --man: answered before parsing */
+        const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!v)
+            return usage_error("%s needs a value", name);
+        if (set_option(o, s, v))
+            return 2;
     }
     return 0;
+}
+
+/* --help, -h, --version and --man are answered wherever they appear, before
+ * anything else is checked; with a command anywhere (shardc run --help,
+ * shardc --help run), --help gives that command's help.  Returns 1 when
+ * one was answered. */
+static int answer_help(int argc, char **argv) {
+    const CommandSpec *cmd = NULL;
+    const OptionSpec *asked = NULL;
+    int positional = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const OptionSpec *s = a[0] == '-' && a[1] ? find_option(a, strcspn(a, "=")) : NULL;
+        if (a[0] != '-' || !a[1])
+            cmd = positional++ ? cmd : find_command(a);
+        else if (s && s->arg && !strchr(a, '='))
+            i++;                        /* its value */
+        else if (s && !asked && (s->id == OPT_HELP || s->id == OPT_VERSION || s->id == OPT_MAN))
+            asked = s;
+    }
+    if (!asked)
+        return 0;
+    if (asked->id == OPT_VERSION)
+        printf("shardc %s\n", SHARDC_VERSION);
+    else if (asked->id == OPT_MAN)
+        print_man(stdout, SHARDC_VERSION);
+    else if (cmd && cmd->bit != CMD_HELP)
+        print_command_help(cmd, stdout);
+    else
+        print_usage(stdout);
+    return 1;
+}
+
+/* An unknown command, with the nearest known one. */
+static int unknown_command(const char *name) {
+    char hint[160];
+    Suggest sg = suggest_begin(name);
+    for (int i = 0; i < shardc_ncommands; i++)
+        suggest_add(&sg, shardc_commands[i].name, -1);
+    fprintf(stderr, "shardc: error: unknown command '%s'%s\nrun 'shardc --help' for usage\n", name,
+            suggest_text(&sg, hint, sizeof hint));
+    return 2;
 }
 
 /* The source, in the compilation's arena: it lives as long as the
@@ -379,27 +385,85 @@ static void status_head(Status *s, const char *input, const Module *m) {
     status_add(s, "partitioned, scheduled");
 }
 
+/* A usage error about a value that must be one of `values` (space
+ * separated), with the nearest of them. */
+static int stage_error(const char *fmt, const char *v, const char *values) {
+    char hint[160];
+    Suggest sg = suggest_begin(v);
+    for (const char *p = values; *p; p += strcspn(p, " "), p += *p == ' ')
+        suggest_add(&sg, p, (int)strcspn(p, " "));
+    fputs("shardc: error: ", stderr);
+    fprintf(stderr, fmt, v);
+    fprintf(stderr, "%s\nrun 'shardc --help' for usage\n", suggest_text(&sg, hint, sizeof hint));
+    return 2;
+}
+
+static const char *suggest_fn(const Compilation *c, const char *name, char *buf, size_t cap) {
+    Suggest sg = suggest_begin(name);
+    for (int f = 0; f < c->module.nfns; f++)
+        if (!c->module.fns[f].spec_of)
+            suggest_add(&sg, sym_name(&c->syms, c->module.fns[f].sym), -1);
+    return suggest_text(&sg, buf, cap);
+}
+
+/* shardc help [COMMAND] */
+static int help_command(const char *name) {
+    const CommandSpec *c = find_command(name);
+    if (name && !c)
+        return unknown_command(name);
+    if (c && c->bit != CMD_HELP)
+        print_command_help(c, stdout);
+    else
+        print_usage(stdout);
+    return 0;
+}
+
+/* shardc complete-fns prog.tdsl: the names --fn takes, one a line, for
+ * bash completion; nothing (and status 1) when the program does not
+ * compile. */
+static int complete_fns(const Options *o) {
+    size_t len;
+    Compilation c = {0};
+    char *text = o->input ? read_file(&c.arena, o->input, &len) : NULL;
+    int rc = text ? frontend_compile(&c, o->input, text, len, NULL, &o->mesh, STAGE_PARSED) : 1;
+    for (int f = 0; rc == FRONTEND_OK && f < c.module.nfns; f++)
+        if (!c.module.fns[f].spec_of)
+            printf("%s\n", sym_name(&c.syms, c.module.fns[f].sym));
+    compilation_free(&c);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     Options o = {0};
+    if (answer_help(argc, argv))
+        return 0;
     int rc = parse_args(argc, argv, &o);
     if (rc)
-        return rc < 0 ? 0 : rc;     /* -1: --help or --version answered */
+        return rc;
     if (!o.command)
         return usage_error("%s", "no command given");
     if (strcmp(o.command, "cache") == 0)
         return cache_main(&o);
+    if (strcmp(o.command, "help") == 0)
+        return help_command(o.input);
+    if (strcmp(o.command, "complete-options") == 0) {       /* for tools/shardc-completion.bash */
+        print_completion(find_command(o.input), stdout);
+        return 0;
+    }
+    if (strcmp(o.command, "complete-fns") == 0)
+        return complete_fns(&o);
     int is_check = strcmp(o.command, "check") == 0, is_dump = strcmp(o.command, "dump") == 0;
     int is_show = strcmp(o.command, "show") == 0, is_interp = strcmp(o.command, "interp") == 0;
     int is_compile = strcmp(o.command, "compile") == 0, is_build = strcmp(o.command, "build") == 0;
     int is_run = strcmp(o.command, "run") == 0, is_codegen = is_compile || is_build || is_run;
     if (!is_check && !is_dump && !is_show && !is_interp && !is_codegen)
-        return usage_error("unknown command '%s'", o.command);
+        return unknown_command(o.command);
     if (!o.input)
         return usage_error("%s needs an input file", o.command);
     if (o.backend && !is_run && !is_build)
         return usage_error("%s", "--backend goes with build and run");
     if (o.backend && strcmp(o.backend, "threads") != 0 && strcmp(o.backend, "mpi") != 0)
-        return usage_error("unknown --backend '%s': threads or mpi", o.backend);
+        return stage_error("unknown --backend '%s': threads or mpi", o.backend, "threads mpi");
     RunOptions ro = {.mpi = o.backend && strcmp(o.backend, "mpi") == 0};
     if (o.no_cache && !is_run && !is_build)
         return usage_error("%s", "--no-cache goes with build and run");
@@ -421,6 +485,9 @@ int main(int argc, char **argv) {
     }
     if (o.check && !is_run)
         return usage_error("%s", "--check goes with run");
+    if (o.cast && !is_run && !is_interp)
+        return usage_error("%s", "--cast goes with interp and run (a program built by build takes it too)");
+    ro.cast = o.cast;
     if ((o.steps || o.log_every) && !is_run)
         return usage_error("%s", "--steps and --log-every go with run (a program built by build takes them too)");
     if (o.log_every && !o.steps)
@@ -453,11 +520,11 @@ int main(int argc, char **argv) {
     if (is_interp && (!o.fn || !o.out || o.output))
         return usage_error("%s", "interp needs --fn and --out (and takes no -o)");
     if (is_interp && o.stage && strcmp(o.stage, "parsed") != 0 && strcmp(o.stage, "partitioned") != 0)
-        return usage_error("interp runs the parsed or the partitioned program, not '%s'", o.stage);
+        return stage_error("interp runs the parsed or the partitioned program, not '%s'", o.stage, "parsed partitioned");
     if (is_show) {
         int dot = o.format && strcmp(o.format, "dot") == 0;
         if (o.format && !dot && strcmp(o.format, "text") != 0)
-            return usage_error("unknown --format '%s': text or dot", o.format);
+            return stage_error("unknown --format '%s': text or dot", o.format, "text dot");
         if (!o.fn || (!dot && !o.value))
             return usage_error("%s", "show needs --fn, and --value unless --format dot");
         if (o.output)
@@ -465,14 +532,15 @@ int main(int argc, char **argv) {
         if (!o.stage)
             o.stage = "sharded";
         if (strcmp(o.stage, "sharded") != 0 && strcmp(o.stage, "partitioned") != 0)
-            return usage_error("show draws the sharded or partitioned stage, not '%s'", o.stage);
+            return stage_error("show draws the sharded or partitioned stage, not '%s'", o.stage, "sharded partitioned");
     }
     if (is_dump) {
         if (!o.stage)
             return usage_error("%s", "dump needs --stage parsed, sharded, partitioned or scheduled");
         if (strcmp(o.stage, "parsed") != 0 && strcmp(o.stage, "sharded") != 0 && strcmp(o.stage, "partitioned") != 0 &&
             strcmp(o.stage, "scheduled") != 0)
-            return usage_error("unknown stage '%s': stages are parsed, sharded, partitioned, scheduled", o.stage);
+            return stage_error("unknown stage '%s': stages are parsed, sharded, partitioned, scheduled", o.stage,
+                               "parsed sharded partitioned scheduled");
     }
     size_t len;
     Compilation c = {0};
@@ -497,7 +565,9 @@ int main(int argc, char **argv) {
         int only = -1;
         if (o.fn && (only = fn_symbol(&c, o.fn)) < 0) {
             status_end(ro.status);
-            fprintf(stderr, "shardc: error: no function named '%s' in %s\n", o.fn, o.input);
+            char hint[160];
+            fprintf(stderr, "shardc: error: no function named '%s' in %s%s\n", o.fn, o.input,
+                    suggest_fn(&c, o.fn, hint, sizeof hint));
             rc = 2;
         } else if (is_dump)
             rc = write_output(o.output, write_dump, &(DumpArgs){&c.module, only, stage == STAGE_SHARDED});
@@ -510,7 +580,7 @@ int main(int argc, char **argv) {
         else if (is_run)
             rc = run_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out, &ro);
         else if (is_interp)
-            rc = interp_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out);
+            rc = interp_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out, o.cast);
         else if (o.format && strcmp(o.format, "dot") == 0)
             show_dot(&c.module, fn_index(&c, only), stdout);
         else

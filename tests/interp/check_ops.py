@@ -167,8 +167,9 @@ def check_errors(c):
         "nine dims": (npy_bytes(hdr.replace("(4,)", "(1, 1, 1, 1, 1, 1, 1, 1, 4)"), data), "more than 8 dims"),
     }
     arrays = {
-        "wrong dtype f64": (good.astype(np.float64), "holds <f8 (f64) data, but f32 is needed"),
-        "wrong dtype i64": (good.astype(np.int64), "'<i8'"),
+        # float64 converts only when every value is exact in f32 (check_inputs.py); 0.1 is not.
+        "wrong dtype f64": (good.astype(np.float64) + 0.1, "holds float64 data, but f32 is needed, and element"),
+        "wrong dtype i64": (good.astype(np.int64), "holds <i8 (int64) data, but f32 is needed"),
         "wrong shape": (np.zeros(5, np.float32), "has shape (5,), but (4,) is needed"),
         "wrong rank": (np.zeros((4, 1), np.float32), "has shape (4, 1)"),
     }
