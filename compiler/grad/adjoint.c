@@ -272,24 +272,21 @@ static void dot_adjoint(Grad *g, int c, int side) {
 
 /* c padded with zeros to the operand's shape: rows [lo, hi) of dim d. */
 static int pad(Grad *g, int c, int d, int64_t lo, int64_t hi, int64_t n) {
-    int32_t parts[3];
-    int k = 0;
-    Shape s = *dst_type(g, c);
-    if (lo > 0) {
-        s.dims[d] = lo;
-        parts[k++] = g_const(g, 0, &s);
-    }
-    parts[k++] = c;
-    if (hi < n) {
-        s.dims[d] = n - hi;
-        parts[k++] = g_const(g, 0, &s);
-    }
-    int64_t dim = d;
-    return k == 1 ? c : g_emit(g, OP_CONCAT, parts, k, &dim, 1, NULL);
+    return g_tile(g, (int32_t[]){c}, &lo, &hi, 1, d, n);
 }
 
+/* A slice along one dim is a piece of its operand's cotangent (give_slice:
+ * w[l] for every l tile it); along several, padded here dim by dim. */
 static void slice_adjoint(Grad *g, int c) {
     const Shape *x = src_type(g, src_arg(g, 0));
+    int cut = -1, ncut = 0;
+    for (int d = 0; d < x->rank; d++)
+        if (attr(g, d) != 0 || attr(g, x->rank + d) != x->dims[d])
+            cut = d, ncut++;
+    if (ncut == 1) {
+        give_slice(g, 0, c, cut, attr(g, cut), attr(g, x->rank + cut));
+        return;
+    }
     for (int d = 0; d < x->rank; d++)
         c = pad(g, c, d, attr(g, d), attr(g, x->rank + d), x->dims[d]);
     give(g, 0, c);

@@ -89,6 +89,80 @@ void give(Grad *g, int i, int c) {
     add_ct(g, o, c);
 }
 
+/* A slice's cotangent padded with zeros to its operand's shape, added
+ * piece by piece, costs a zero fill, a copy and an add of the whole operand
+ * per piece: the L slices w[l] of a stacked weight cost L times the
+ * gradient's bytes three times over.  So the pieces wait (flush_pieces),
+ * and those that tile the dim become one concatenate. */
+void give_slice(Grad *g, int i, int c, int d, int64_t lo, int64_t hi) {
+    int o = ir_arg(g->src, &g->src->insts[g->v], i);
+    if (!g->active[o])
+        return;
+    if (g->varies)
+        c = g_psum(g, c, g->varies[g->v] & ~g->varies[o]);
+    if (g->npieces == g->cap_pieces) {
+        int cap = g->cap_pieces ? 2 * g->cap_pieces : 16;
+        g->pieces = arena_realloc(g->m->arena, g->pieces, sizeof(SlicePiece) * (size_t)g->cap_pieces,
+                                  sizeof(SlicePiece) * (size_t)cap);
+        g->cap_pieces = cap;
+    }
+    g->pieces[g->npieces] = (SlicePiece){c, g->piece_head[o], d, lo, hi};
+    g->piece_head[o] = g->npieces++;
+}
+
+int g_tile(Grad *g, const int32_t *cs, const int64_t *lo, const int64_t *hi, int k, int d, int64_t n) {
+    int32_t *parts = arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)(2 * k + 1));
+    int np = 0;
+    int64_t at = 0;
+    for (int j = 0; j <= k; j++) {
+        int64_t next = j < k ? lo[j] : n;
+        if (next > at) {                            /* zeros up to the next piece */
+            Shape s = g->dst->insts[cs[j < k ? j : k - 1]].type;
+            s.dims[d] = next - at;
+            parts[np++] = g_const(g, 0, &s);
+        }
+        if (j < k) {
+            parts[np++] = cs[j];
+            at = hi[j];
+        }
+    }
+    int64_t dim = d;
+    return np == 1 ? parts[0] : g_emit(g, OP_CONCAT, parts, np, &dim, 1, NULL);
+}
+
+/* Value o's pending pieces into its cotangent: those of one dim that do not
+ * overlap as one tile, each other one padded alone. */
+static void flush_pieces(Grad *g, int o) {
+    int k = 0;
+    for (int p = g->piece_head[o]; p >= 0; p = g->pieces[p].next)
+        k++;
+    if (!k)
+        return;
+    SlicePiece *ps = arena_alloc(g->m->arena, sizeof(SlicePiece) * (size_t)k);
+    int n = 0;
+    for (int p = g->piece_head[o]; p >= 0; p = g->pieces[p].next) {   /* sorted by (dim, lo): insertion */
+        int j = n++;
+        for (; j > 0 && (ps[j - 1].dim > g->pieces[p].dim ||
+                         (ps[j - 1].dim == g->pieces[p].dim && ps[j - 1].lo > g->pieces[p].lo)); j--)
+            ps[j] = ps[j - 1];
+        ps[j] = g->pieces[p];
+    }
+    g->piece_head[o] = -1;
+    int32_t *cs = arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)k);
+    int64_t *lo = arena_alloc(g->m->arena, sizeof(int64_t) * (size_t)k), *hi = arena_alloc(g->m->arena, sizeof(int64_t) * (size_t)k);
+    const Shape *x = src_type(g, o);
+    int tiled = 0;
+    for (int j = 0; j < k; j++) {
+        SlicePiece *p = &ps[j];
+        if (p->dim == ps[0].dim && (!tiled || p->lo >= hi[tiled - 1])) {
+            cs[tiled] = p->c, lo[tiled] = p->lo, hi[tiled] = p->hi;
+            tiled++;
+        } else
+            add_ct(g, o, g_tile(g, &p->c, &p->lo, &p->hi, 1, p->dim, x->dims[p->dim]));
+    }
+    add_ct(g, o, g_tile(g, cs, lo, hi, tiled, ps[0].dim, x->dims[ps[0].dim]));
+}
+
 _Noreturn void no_gradient(Grad *g, const char *what) {
     diag_fatal(g->diag, g->src->insts[g->v].loc, "cannot differentiate '%s' with respect to its parameters: %s",
                sym_name(g->m->syms, g->src->sym), what);
@@ -126,10 +200,11 @@ Grad grad_begin(Module *m, Diag *diag, const Fn *src, Fn *dst, const Backward *b
     g.fwd_ct = arena_alloc(m->arena, sizeof(int32_t) * n);
     g.ct = arena_alloc(m->arena, sizeof(int32_t) * n);
     g.res_at = arena_alloc(m->arena, sizeof(int32_t) * n);
+    g.piece_head = arena_alloc(m->arena, sizeof(int32_t) * n);
     g.tuple_ct = arena_alloc(m->arena, sizeof(int32_t *) * n);
     g.active = arena_alloc(m->arena, n);
     for (size_t v = 0; v < n; v++)
-        g.fwd_ct[v] = g.ct[v] = -1;
+        g.fwd_ct[v] = g.ct[v] = g.piece_head[v] = -1;
     if (src->spmd) {
         g.varies = arena_alloc(m->arena, sizeof(uint32_t) * n);
         fn_variation(src, g.varies);
@@ -214,6 +289,7 @@ void run_backward(Grad *g) {
     for (int v = src->ninsts - 2; v >= 0; v--) {
         const Inst *in = &src->insts[v];
         g->v = v;
+        flush_pieces(g, v);
         if (!g->active[v] || (g->ct[v] < 0 && in->op != OP_CALL))
             continue;
         if (in->op == OP_GET_TUPLE_ELEMENT) {     /* the call's rule reads it */
@@ -241,6 +317,10 @@ static int param_inst(const Fn *src, int p) {
 
 int param_grad(Grad *g, int p, int dtype) {
     int v = param_inst(g->src, p);
+    if (v >= 0) {
+        g->v = v;
+        flush_pieces(g, v);
+    }
     if (v >= 0 && g->ct[v] >= 0)
         return g_cast(g, g->ct[v], dtype);
     Shape s = g->src->params[p].type;

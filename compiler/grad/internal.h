@@ -17,6 +17,14 @@ typedef struct {
 /* Building one derived fn: the source's instructions are copied (the
  * forward pass), then walked backwards, each active value's cotangent
  * handed to its operands by the op's rule. */
+/* A cotangent of rows [lo, hi) of dim `dim` of a value, kept apart from
+ * the value's cotangent until its rule runs (grad.c, give_slice). */
+typedef struct {
+    int32_t c, next;             /* the piece (a dst value); the value's next piece, or -1 */
+    int dim;
+    int64_t lo, hi;
+} SlicePiece;
+
 typedef struct {
     Module *m;
     Diag *diag;
@@ -30,6 +38,9 @@ typedef struct {
     uint8_t *active;             /* src value: depends on a differentiated parameter and reaches a seed */
     uint32_t *varies;            /* spmd: the mesh axes each src value differs along */
     int32_t *res_at;             /* a src call of a fwd fn -> the first dst value holding its residuals */
+    int32_t *piece_head;         /* src value -> its first pending SlicePiece, or -1 */
+    SlicePiece *pieces;
+    int npieces, cap_pieces;
     int v;                       /* the src instruction whose rule runs */
 } Grad;
 
@@ -48,6 +59,11 @@ Shape ct_shape(const Grad *g, int v);                       /* src value v's sha
 void give(Grad *g, int i, int c);
 /* The same, without the sum: the rule has accounted for the axes. */
 void give_exact(Grad *g, int i, int c);
+/* give, for c the cotangent of rows [lo, hi) of dim d of operand i. */
+void give_slice(Grad *g, int i, int c, int d, int64_t lo, int64_t hi);
+/* The pieces cs[j], rows [lo[j], hi[j]) of dim d (sorted, disjoint), with
+ * zeros between them, to n rows: one concatenate. */
+int g_tile(Grad *g, const int32_t *cs, const int64_t *lo, const int64_t *hi, int k, int d, int64_t n);
 int g_psum(Grad *g, int x, uint32_t axes);
 _Noreturn void no_gradient(Grad *g, const char *what);
 
