@@ -145,6 +145,8 @@ Sharding sharding_without(const Sharding *sh, uint32_t axes, int8_t to);
 int64_t partial_sum_bytes(const Part *p, int v, const Sharding *partial);
 /* Should src value v, lowered to x, stay partial for its dot? */
 int keeps_partial(const Part *p, int v, const Piece *x);
+/* Whether v's partial sums are kept for the add that uses it (partition only). */
+int add_keeps_partial(const Part *p, int v, const Piece *x);
 /* What dot u does with its operand v (read once) holding partial sums
  * along `axes` (none: 0): its other operand, the sharding it reads that
  * one with (its contracted dims whole, and whole along the axes), and its

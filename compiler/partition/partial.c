@@ -111,6 +111,28 @@ int64_t partial_sum_bytes(const Part *p, int v, const Sharding *partial) {
     return later >= 0 && later < now ? later : now;
 }
 
+/* A sum of partial sums along the same axes is their partial sum: when v's
+ * only user is an add at the same place whose other operand o is partial
+ * the same way (or, not lowered yet, is a dot or an add that may be), v
+ * stays partial and the add's result is reduced once.  The backward pass
+ * of attention adds the three dots' partial sums of dx: one all-reduce,
+ * not three.  A guess that o will be partial that turns out wrong costs
+ * nothing: the add then reduces v as it would have been. */
+int add_keeps_partial(const Part *p, int v, const Piece *x) {
+    const Fn *src = p->src;
+    int u = p->only_user[v];
+    if (u < 0 || x->sh.reducer != RED_SUM || !partial_axes(&x->sh))
+        return 0;
+    const Inst *add = &src->insts[u];
+    int a = add->op == OP_ADD ? ir_arg(src, add, 0) : v, b = add->op == OP_ADD ? ir_arg(src, add, 1) : v;
+    if (a == b || add->place != src->insts[v].place)
+        return 0;
+    int o = a == v ? b : a;
+    if (o < v)                                       /* lowered before v */
+        return sharding_eq(&p->value[o].sh, &x->sh);
+    return (src->insts[o].op == OP_DOT || src->insts[o].op == OP_ADD) && p->only_user[o] == u;
+}
+
 int keeps_partial(const Part *p, int v, const Piece *x) {
     int64_t later = deferred_bytes(p, v, &x->sh);
     return later >= 0 && later < reduce_now_bytes(p, v, &x->sh);

@@ -238,10 +238,14 @@ static int local_indices(Part *p, int idx, int64_t whole, int64_t block, const i
  * dot keeps (partial.c), taken out of the plan: that operand keeps its
  * blocks and the result holds partial sums along them.  Not when both are
  * partial along an axis (a product of sums is no sum of products), nor
- * when the operand's blocks are not the ones the dot needs. */
-static uint32_t absorbed_partials(Plan *pl, const Piece *args) {
+ * when the operand's blocks are not the ones the dot needs.  An add keeps
+ * them only when both operands are partial along the same axes (a whole
+ * operand would be counted once per device). */
+static uint32_t absorbed_partials(Plan *pl, const Inst *in, const Piece *args) {
     uint32_t a0 = partial_axes(&args[0].sh), a1 = partial_axes(&args[1].sh);
-    if (!(a0 | a1) || (a0 & a1) || (a0 && args[0].sh.reducer != RED_SUM) || (a1 && args[1].sh.reducer != RED_SUM))
+    int add = in->op == OP_ADD;
+    if (!(a0 | a1) || (add ? a0 != a1 : (a0 & a1) != 0) || (a0 && args[0].sh.reducer != RED_SUM) ||
+        (a1 && args[1].sh.reducer != RED_SUM))
         return 0;
     Plan without = *pl;
     plan_without(&without, a0 | a1);
@@ -268,7 +272,7 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     plan_result_axes(&pl, in->nargs, &in->sh);
     const char *note = NULL;
     int kept[MAX_AXES], nkept = in->op == OP_GATHER ? masked_gather_axes(p, in, &pl, kept, &note) : 0;
-    uint32_t absorbed = in->op == OP_DOT ? absorbed_partials(&pl, args) : 0;
+    uint32_t absorbed = in->op == OP_DOT || in->op == OP_ADD ? absorbed_partials(&pl, in, args) : 0;
     int32_t locals[MAX_RULE_TENSORS];
     for (int i = 0; i < in->nargs; i++) {
         locals[i] = args[i].v;
@@ -540,7 +544,7 @@ static void lower_placed(Part *p, int v) {
             out = lower_replicated(p, in, 1);
         /* Bring the value to its own sharding, reducing any partial sums
          * (unless its dot takes them). */
-        if (!keeps_partial(p, v, &out))
+        if (!keeps_partial(p, v, &out) && !add_keeps_partial(p, v, &out))
             out = reshard(p, out, &in->sh);
         break;
     }
