@@ -150,16 +150,27 @@ char **c_value_names(const Fn *fn, const char *const *irname, Arena *arena) {
 
 /* ---- one function ---- */
 
-/* Arrays in the workspace beside the buffers: one per result of a call
- * with several, and for a loop also two per carried value (the ping-pong
- * of emit_loop) and one per other result. */
+/* The first of call_arrays: one per result of a call with several. */
+static int tuple_arrays(const Module *m, const Fn *fn, int v) {
+    const Inst *in = &fn->insts[v];
+    return op_calls(in->op) && in->type.dtype == DT_TUPLE ? m->fns[ir_attr(fn, in, 0)].nresults : 0;
+}
+
+/* Arrays in the workspace beside the buffers: tuple_arrays, and for a loop
+ * also two per carried value (the ping-pong of emit_loop) and one per other
+ * result. */
 static int call_arrays(const Module *m, const Fn *fn, int v) {
     const Inst *in = &fn->insts[v];
-    if (!op_calls(in->op))
-        return 0;
-    const Fn *callee = &m->fns[ir_attr(fn, in, 0)];
-    int tuple = in->type.dtype == DT_TUPLE ? callee->nresults : 0;
-    return tuple + (in->op == OP_LOOP ? callee->nresults + loop_carried(fn, in) : 0);
+    if (in->op != OP_LOOP)
+        return tuple_arrays(m, fn, v);
+    return tuple_arrays(m, fn, v) + m->fns[ir_attr(fn, in, 0)].nresults + loop_carried(fn, in);
+}
+
+/* The bytes an array of type t takes in the workspace: whole 64-byte
+ * lines, one for an empty array (so each has its own address). */
+static int64_t array_bytes(const Shape *t) {
+    int64_t n = shape_elems(t);
+    return n ? (n * dtype_size(t->dtype) + 63) / 64 * 64 : 64;
 }
 
 /* The type of array k (call_arrays): the tuple's results, then a loop's
@@ -167,7 +178,7 @@ static int call_arrays(const Module *m, const Fn *fn, int v) {
 static const Shape *call_array_type(const Module *m, const Fn *fn, int v, int k) {
     const Inst *in = &fn->insts[v];
     const Fn *callee = &m->fns[ir_attr(fn, in, 0)];
-    int tuple = in->type.dtype == DT_TUPLE ? callee->nresults : 0;
+    int tuple = tuple_arrays(m, fn, v);
     if (k < tuple)
         return result_type(callee, k);
     k -= tuple;
@@ -241,8 +252,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     int64_t buffers_span = span;
     for (int v = 0; v < n; v++)
         for (int k = 0; k < call_arrays(m, fn, v); k++) {
-            const Shape *t = call_array_type(m, fn, v, k);
-            span += (shape_elems(t) * dtype_size(t->dtype) + 63) / 64 * 64 + (shape_elems(t) ? 0 : 64);
+            span += array_bytes(call_array_type(m, fn, v, k));
         }
     int take = span > 0;
     fprintf(o, "\n/* %s%s %s: %d instructions, %d buffers, %lld bytes */\n", fn->spmd ? "spmd fn" : "fn",
@@ -268,10 +278,10 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     for (int v = 0; v < n; v++)          /* the results of calls with several, loops' arrays */
         for (int k = 0; k < call_arrays(m, fn, v); k++) {
             const Shape *t = call_array_type(m, fn, v, k);
-            int tuple = fn->insts[v].type.dtype == DT_TUPLE, results = tuple ? m->fns[ir_attr(fn, &fn->insts[v], 0)].nresults : 0;
+            int results = tuple_arrays(m, fn, v);
             fprintf(o, "    %s *%s%s%d = (%s *)(workspace + %lld);\n", ctype_of[t->dtype], g.name[v], k < results ? "_" : "l",
                     k < results ? k : k - results, ctype_of[t->dtype], (long long)at);
-            at += (shape_elems(t) * dtype_size(t->dtype) + 63) / 64 * 64 + (shape_elems(t) ? 0 : 64);
+            at += array_bytes(t);
         }
     fputs("    (void)dev;\n", o);
     for (int v = 0; v < n; v++)

@@ -156,14 +156,10 @@ void emit_global_comment(FILE *o, const Module *m, const Fn *fn, char **names, c
     fputs(" */\n", o);
 }
 
-/* The wrappers on global arrays, after the entry points. */
-static void emit_globals(FILE *o, const Module *m, const char *in_file, const char ***irnames, Arena *arena) {
-    fputs("\n/* ---- on global arrays (shardc_session.h) ----\n"
-          " * shardc_NAME_global runs shardc_NAME on every device: it splits each\n"
-          " * global parameter (dense, row-major, of the global shape listed) into the\n"
-          " * devices' blocks, runs them, and writes each whole result.  s: a session\n"
-          " * (sk_session_new), which keeps the world and the buffers between calls, or\n"
-          " * NULL for one call.  Returns 0, or SC_ERR (sk_session_error(s) says why). */\n", o);
+/* The declarations of the entry points in the file (global: their
+ * wrappers on global arrays), each after its ABI comment. */
+static void emit_decls(FILE *o, const Module *m, const char *in_file, const char ***irnames, int global,
+                       Arena *arena) {
     for (int f = 0; f < m->nfns; f++) {
         const Fn *fn = &m->fns[f];
         if (!in_file[f] || !fn_exported(fn))
@@ -171,8 +167,8 @@ static void emit_globals(FILE *o, const Module *m, const char *in_file, const ch
         char **names = c_value_names(fn, irnames[f], arena);
         int *param = param_insts(fn, arena);
         fputc('\n', o);
-        emit_global_comment(o, m, fn, names, param);
-        emit_global_signature(o, m, fn, names, param);
+        (global ? emit_global_comment : emit_abi_comment)(o, m, fn, names, param);
+        (global ? emit_global_signature : emit_signature)(o, m, fn, names, param);
         fputs(";\n", o);
     }
 }
@@ -215,18 +211,14 @@ int codegen_emit_header(const Module *m, int main_fn, const char *path, FILE *o,
     fprintf(o, "#ifndef %s\n#define %s\n\n#include <shardc_rt.h>\n#include <shardc_session.h>\n#include <stdint.h>\n\n"
                "#ifdef __cplusplus\nextern \"C\" {\n#endif\n", guard, guard);
     char *in_file = fns_in_file(m, main_fn, &arena);
-    for (int f = 0; f < m->nfns; f++) {
-        const Fn *fn = &m->fns[f];
-        if (!in_file[f] || !fn_exported(fn))
-            continue;
-        char **names = c_value_names(fn, irnames[f], &arena);
-        int *param = param_insts(fn, &arena);
-        fputc('\n', o);
-        emit_abi_comment(o, m, fn, names, param);
-        emit_signature(o, m, fn, names, param);
-        fputs(";\n", o);
-    }
-    emit_globals(o, m, in_file, irnames, &arena);
+    emit_decls(o, m, in_file, irnames, 0, &arena);
+    fputs("\n/* ---- on global arrays (shardc_session.h) ----\n"
+          " * shardc_NAME_global runs shardc_NAME on every device: it splits each\n"
+          " * global parameter (dense, row-major, of the global shape listed) into the\n"
+          " * devices' blocks, runs them, and writes each whole result.  s: a session\n"
+          " * (sk_session_new), which keeps the world and the buffers between calls, or\n"
+          " * NULL for one call.  Returns 0, or SC_ERR (sk_session_error(s) says why). */\n", o);
+    emit_decls(o, m, in_file, irnames, 1, &arena);
     fprintf(o, "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* %s */\n", guard);
     arena_free(&arena);
     return 0;

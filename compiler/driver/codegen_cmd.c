@@ -316,13 +316,18 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     }
     /* -fopenmp: the loops run on each device's share of the cores
      * (docs/kernels.md, "Threads inside a device"); the kernel library is
-     * built with it too, and oneDNN runs on the same OpenMP runtime. */
-    /* GNU ld spends ~0.25 s reading libdnnl.so's symbols, five times what
-     * the compile of a generated program takes; gold links it in 0.05 s. */
-    const char *linker = on_path("ld.gold") ? "-fuse-ld=gold" : "-O2";
-    char *argv[] = {(char *)cc, "-std=c11", "-O2", "-fopenmp", "-o", (char *)out, src, i1, i2, l, "-lshardc_lib",
-                    mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt", "-ldnnl", "-lopenblas", "-lm", "-pthread",
-                    (char *)linker, mpi ? "-DSHARDC_MPI" : NULL, NULL};
+     * built with it too, and oneDNN runs on the same OpenMP runtime.  GNU
+     * ld spends ~0.25 s reading libdnnl.so's symbols, five times what the
+     * compile of a generated program takes; gold links it in 0.05 s. */
+    char *argv[24] = {(char *)cc, "-std=c11", "-O2", "-fopenmp", "-o", (char *)out, src, i1, i2, l, "-lshardc_lib",
+                      mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt", "-ldnnl", "-lopenblas", "-lm", "-pthread"};
+    int n = 0;
+    while (argv[n])
+        n++;
+    if (on_path("ld.gold"))
+        argv[n++] = "-fuse-ld=gold";
+    if (mpi)
+        argv[n++] = "-DSHARDC_MPI";
     rc = cached_cc(argv, src, out, dir, &in, ro, may_link);
     if (rc) {
         status_end(ro->status);

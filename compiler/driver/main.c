@@ -29,12 +29,16 @@ typedef struct {
     int nins;
 } Options;
 
-static int usage_error(const char *fmt, const char *arg) {
+/* A usage error, with the nearest of sg's names when there is one. */
+static int usage_error_near(const char *fmt, const char *arg, const Suggest *sg) {
+    char hint[160] = "";
     fputs("shardc: error: ", stderr);
     fprintf(stderr, fmt, arg);
-    fputs("\nrun 'shardc --help' for usage\n", stderr);
+    fprintf(stderr, "%s\nrun 'shardc --help' for usage\n", sg ? suggest_text(sg, hint, sizeof hint) : "");
     return 2;
 }
+
+static int usage_error(const char *fmt, const char *arg) { return usage_error_near(fmt, arg, NULL); }
 
 /* One NAME=VALUE item of a comma-separated flag value: copies NAME (at most
  * `cap` bytes with its NUL) and returns where VALUE starts, or NULL. */
@@ -162,14 +166,12 @@ static int set_option(Options *o, const OptionSpec *s, const char *v) {
 
 /* An unknown option, with the nearest known one. */
 static int unknown_option(const char *a, size_t len) {
-    char name[128], hint[160];
+    char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(len < 100 ? len : 100), a);
     Suggest sg = suggest_begin(name);
     for (int i = 0; i < shardc_noptions; i++)
         suggest_add(&sg, shardc_options[i].name, -1);
-    fprintf(stderr, "shardc: error: unknown option '%s'%s\nrun 'shardc --help' for usage\n", a,
-            suggest_text(&sg, hint, sizeof hint));
-    return 2;
+    return usage_error_near("unknown option '%s'", a, &sg);
 }
 
 /* Options are --opt VALUE or --opt=VALUE (-o FILE only the first way).
@@ -245,13 +247,10 @@ static int answer_help(int argc, char **argv) {
 
 /* An unknown command, with the nearest known one. */
 static int unknown_command(const char *name) {
-    char hint[160];
     Suggest sg = suggest_begin(name);
     for (int i = 0; i < shardc_ncommands; i++)
         suggest_add(&sg, shardc_commands[i].name, -1);
-    fprintf(stderr, "shardc: error: unknown command '%s'%s\nrun 'shardc --help' for usage\n", name,
-            suggest_text(&sg, hint, sizeof hint));
-    return 2;
+    return usage_error_near("unknown command '%s'", name, &sg);
 }
 
 /* The source, in the compilation's arena: it lives as long as the
@@ -388,14 +387,10 @@ static void status_head(Status *s, const char *input, const Module *m) {
 /* A usage error about a value that must be one of `values` (space
  * separated), with the nearest of them. */
 static int stage_error(const char *fmt, const char *v, const char *values) {
-    char hint[160];
     Suggest sg = suggest_begin(v);
     for (const char *p = values; *p; p += strcspn(p, " "), p += *p == ' ')
         suggest_add(&sg, p, (int)strcspn(p, " "));
-    fputs("shardc: error: ", stderr);
-    fprintf(stderr, fmt, v);
-    fprintf(stderr, "%s\nrun 'shardc --help' for usage\n", suggest_text(&sg, hint, sizeof hint));
-    return 2;
+    return usage_error_near(fmt, v, &sg);
 }
 
 static const char *suggest_fn(const Compilation *c, const char *name, char *buf, size_t cap) {

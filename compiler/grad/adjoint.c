@@ -272,7 +272,7 @@ static void dot_adjoint(Grad *g, int c, int side) {
 
 /* c padded with zeros to the operand's shape: rows [lo, hi) of dim d. */
 static int pad(Grad *g, int c, int d, int64_t lo, int64_t hi, int64_t n) {
-    return g_tile(g, (int32_t[]){c}, &lo, &hi, 1, d, n);
+    return g_tile(g, &(SlicePiece){c, -1, d, lo, hi}, 1, n);
 }
 
 /* A slice along one dim is a piece of its operand's cotangent (give_slice:

@@ -110,20 +110,20 @@ void give_slice(Grad *g, int i, int c, int d, int64_t lo, int64_t hi) {
     g->piece_head[o] = g->npieces++;
 }
 
-int g_tile(Grad *g, const int32_t *cs, const int64_t *lo, const int64_t *hi, int k, int d, int64_t n) {
+int g_tile(Grad *g, const SlicePiece *ps, int k, int64_t n) {
     int32_t *parts = arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)(2 * k + 1));
-    int np = 0;
+    int np = 0, d = ps[0].dim;
     int64_t at = 0;
     for (int j = 0; j <= k; j++) {
-        int64_t next = j < k ? lo[j] : n;
+        int64_t next = j < k ? ps[j].lo : n;
         if (next > at) {                            /* zeros up to the next piece */
-            Shape s = g->dst->insts[cs[j < k ? j : k - 1]].type;
+            Shape s = g->dst->insts[ps[j < k ? j : k - 1].c].type;
             s.dims[d] = next - at;
             parts[np++] = g_const(g, 0, &s);
         }
         if (j < k) {
-            parts[np++] = cs[j];
-            at = hi[j];
+            parts[np++] = ps[j].c;
+            at = ps[j].hi;
         }
     }
     int64_t dim = d;
@@ -148,19 +148,15 @@ static void flush_pieces(Grad *g, int o) {
         ps[j] = g->pieces[p];
     }
     g->piece_head[o] = -1;
-    int32_t *cs = arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)k);
-    int64_t *lo = arena_alloc(g->m->arena, sizeof(int64_t) * (size_t)k), *hi = arena_alloc(g->m->arena, sizeof(int64_t) * (size_t)k);
     const Shape *x = src_type(g, o);
-    int tiled = 0;
+    int tiled = 0;                                  /* ps[0, tiled): the tile, compacted in place */
     for (int j = 0; j < k; j++) {
-        SlicePiece *p = &ps[j];
-        if (p->dim == ps[0].dim && (!tiled || p->lo >= hi[tiled - 1])) {
-            cs[tiled] = p->c, lo[tiled] = p->lo, hi[tiled] = p->hi;
-            tiled++;
-        } else
-            add_ct(g, o, g_tile(g, &p->c, &p->lo, &p->hi, 1, p->dim, x->dims[p->dim]));
+        if (ps[j].dim == ps[0].dim && (!tiled || ps[j].lo >= ps[tiled - 1].hi))
+            ps[tiled++] = ps[j];
+        else
+            add_ct(g, o, g_tile(g, &ps[j], 1, x->dims[ps[j].dim]));
     }
-    add_ct(g, o, g_tile(g, cs, lo, hi, tiled, ps[0].dim, x->dims[ps[0].dim]));
+    add_ct(g, o, g_tile(g, ps, tiled, x->dims[ps[0].dim]));
 }
 
 _Noreturn void no_gradient(Grad *g, const char *what) {

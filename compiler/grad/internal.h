@@ -61,9 +61,9 @@ void give(Grad *g, int i, int c);
 void give_exact(Grad *g, int i, int c);
 /* give, for c the cotangent of rows [lo, hi) of dim d of operand i. */
 void give_slice(Grad *g, int i, int c, int d, int64_t lo, int64_t hi);
-/* The pieces cs[j], rows [lo[j], hi[j]) of dim d (sorted, disjoint), with
- * zeros between them, to n rows: one concatenate. */
-int g_tile(Grad *g, const int32_t *cs, const int64_t *lo, const int64_t *hi, int k, int d, int64_t n);
+/* The pieces ps[0, k) of one dim (sorted, disjoint), with zeros between
+ * them, to n rows: one concatenate. */
+int g_tile(Grad *g, const SlicePiece *ps, int k, int64_t n);
 int g_psum(Grad *g, int x, uint32_t axes);
 _Noreturn void no_gradient(Grad *g, const char *what);
 

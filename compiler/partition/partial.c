@@ -124,8 +124,10 @@ int add_keeps_partial(const Part *p, int v, const Piece *x) {
     if (u < 0 || x->sh.reducer != RED_SUM || !partial_axes(&x->sh))
         return 0;
     const Inst *add = &src->insts[u];
-    int a = add->op == OP_ADD ? ir_arg(src, add, 0) : v, b = add->op == OP_ADD ? ir_arg(src, add, 1) : v;
-    if (a == b || add->place != src->insts[v].place)
+    if (add->op != OP_ADD || add->place != src->insts[v].place)
+        return 0;
+    int a = ir_arg(src, add, 0), b = ir_arg(src, add, 1);
+    if (a == b)
         return 0;
     int o = a == v ? b : a;
     if (o < v)                                       /* lowered before v */
