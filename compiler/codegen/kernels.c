@@ -556,14 +556,20 @@ static void emit_loop(Gen *g, const Inst *in, const char *r) {
     const Fn *body = &g->m->fns[inst_callee(fn, in)];
     int nc = loop_carried(fn, in), nres = body->nresults;
     fprintf(o, "    {\n        int32_t %si = *%s;\n", r, A(0));
+    if (loop_trips(fn, in) < 0)     /* from the first index to the last operand, the end */
+        fprintf(o, "        const int64_t %strips = (int64_t)*%s - %si;\n", r, A(in->nargs - 1), r);
     for (int j = 0; j < nc; j++) {
         const char *ct = ctype_of[result_type(body, j)->dtype];
         fprintf(o, "        %s *%sc%d = %sl%d, *%sn%d = %sl%d;\n", ct, r, j, r, 2 * j, r, j, r, 2 * j + 1);
         if (bytes_of(result_type(body, j)))
             fprintf(o, "        memcpy(%sc%d, %s, %lld);\n", r, j, A(1 + j), (long long)bytes_of(result_type(body, j)));
     }
-    fprintf(o, "        for (int64_t %st = 0; %st < %lld; %st++, %si++) {\n            TRY(", r, r,
-            (long long)loop_trips(fn, in), r, r);
+    fprintf(o, "        for (int64_t %st = 0; %st < ", r, r);
+    if (loop_trips(fn, in) < 0)
+        fprintf(o, "%strips", r);
+    else
+        fprintf(o, "%lld", (long long)loop_trips(fn, in));
+    fprintf(o, "; %st++, %si++) {\n            TRY(", r, r);
     emit_fn_cname(o, g->m, body);
     fprintf(o, "(dev, &%si", r);
     for (int j = 0; j < nc; j++)

@@ -314,7 +314,9 @@ static int exec_call(Frame *f, int v) {
 /* Collectives and axis-index run on the groups of their mesh axes. */
 /* Run a loop's body trip-count times: each iteration's carried results
  * become the next one's parameters 1 ..; the loop's value is the last
- * iteration's results (with no iteration, the initial carried values). */
+ * iteration's results (with no iteration, the initial carried values).  A
+ * run-time trip count is the last operand minus the first (replicated:
+ * device 0's). */
 static int exec_loop(Frame *f, int v) {
     const Inst *in = &f->fn->insts[v];
     const Fn *body = &f->ip->m->fns[inst_callee(f->fn, in)];
@@ -327,6 +329,8 @@ static int exec_loop(Frame *f, int v) {
         for (int64_t d = 0; d < nd; d++)
             args[i * nd + d] = f->val[ir_arg(f->fn, in, i)][d];
     double first = args[0][0];
+    if (trips < 0)
+        trips = (int64_t)args[(in->nargs - 1) * nd][0] - (int64_t)first;
     for (int64_t d = 0; d < nd; d++)           /* the index, one per device: parameter 0 */
         if (!(args[d] = alloc_elems(f->ip, 1)))
             rc = -1;

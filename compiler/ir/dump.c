@@ -15,6 +15,7 @@ typedef struct {
     int *uses;                   /* symbol id -> how many values took its name */
     Arena arena;
     int64_t *call_bytes, *call_count;   /* fn -> what it and its calls send (-1: not yet counted) */
+    uint8_t *call_run_time;             /* fn -> it counted a loop of run-time trip count once */
 } Printer;
 
 static const char *const cmp_name[] = {"LT", "LE", "GT", "GE", "EQ", "NE"};
@@ -229,8 +230,11 @@ static void print_attrs(Printer *p, const Inst *in) {
     case OP_TOP_K: fprintf(out, " k=%lld, largest=%s", (long long)at[0], at[1] ? "true" : "false"); break;
     case OP_CALL: fprintf(out, " to_apply=%s", sym_name(p->m->syms, p->m->fns[at[0]].sym)); break;
     case OP_LOOP:
-        fprintf(out, " trip_count=%lld, carried=%lld, body=%s", (long long)at[1], (long long)at[2],
-                sym_name(p->m->syms, p->m->fns[at[0]].sym));
+        if (at[1] < 0)
+            fputs(" trip_count=run-time", out);
+        else
+            fprintf(out, " trip_count=%lld", (long long)at[1]);
+        fprintf(out, ", carried=%lld, body=%s", (long long)at[2], sym_name(p->m->syms, p->m->fns[at[0]].sym));
         break;
     case OP_GET_TUPLE_ELEMENT: fprintf(out, " index=%lld", (long long)at[0]); break;
     case OP_COLLECTIVE_PERMUTE: {
@@ -494,7 +498,8 @@ static void count_with_calls(Printer *p, int f) {
             int c = (int)ir_attr(fn, in, 0);
             count_with_calls(p, c);
             /* a loop's body runs trip-count times */
-            int64_t k = in->op == OP_LOOP ? loop_trips(fn, in) : 1, b, q;
+            int64_t k = in->op == OP_LOOP ? loop_trips_known(fn, in) : 1, b, q;
+            p->call_run_time[f] |= p->call_run_time[c] || (in->op == OP_LOOP && loop_trips(fn, in) < 0 && p->call_count[c]);
             add_saturated(&bytes, __builtin_mul_overflow(p->call_bytes[c], k, &b) ? INT64_MAX : b);
             add_saturated(&count, __builtin_mul_overflow(p->call_count[c], k, &q) ? INT64_MAX : q);
         }
@@ -548,8 +553,9 @@ static void print_summary(Printer *p, const int64_t *sent) {
     int f = (int)(fn - p->m->fns);
     count_with_calls(p, f);
     if (p->call_count[f] > n)        /* its calls communicate too */
-        fprintf(out, "# with the fns it calls: %lld collective%s, %lld bytes sent per device\n",
-                (long long)p->call_count[f], p->call_count[f] == 1 ? "" : "s", (long long)p->call_bytes[f]);
+        fprintf(out, "# with the fns it calls: %lld collective%s, %lld bytes sent per device%s\n",
+                (long long)p->call_count[f], p->call_count[f] == 1 ? "" : "s", (long long)p->call_bytes[f],
+                p->call_run_time[f] ? " (a loop of run-time trip count counted as one iteration)" : "");
 }
 
 /* With one fn asked for, the specializations it calls are shown too. */
@@ -582,6 +588,7 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
     uint8_t *shown = arena_alloc(&p.arena, (size_t)m->nfns + 1);
     p.call_bytes = arena_alloc(&p.arena, sizeof(int64_t) * (size_t)(m->nfns + 1));
     p.call_count = arena_alloc(&p.arena, sizeof(int64_t) * (size_t)(m->nfns + 1));
+    p.call_run_time = arena_alloc(&p.arena, (size_t)m->nfns + 1);
     for (int f = 0; f < m->nfns; f++)
         p.call_bytes[f] = -1;
     for (int f = 0; f < m->nfns; f++)

@@ -138,7 +138,9 @@ typedef struct {
     /* A loop body (compiler/sema/loop.c): loop_of is 1 + the fn whose `for`
      * it is, else 0.  Parameter 0 is the index, parameters 1 .. loop_carried
      * and the first loop_carried results are the carried values, which keep
-     * one type and, after propagation, one sharding across iterations. */
+     * one type and, after propagation, one sharding across iterations.  A
+     * loop of run-time trip count passes its end as the last parameter, which
+     * the body does not read. */
     int loop_of, loop_carried;
 } Fn;
 
@@ -281,8 +283,13 @@ static inline int64_t ir_attr(const Fn *fn, const Inst *in, int i) { return fn->
  * its parameters, so the passes that follow calls follow loops alike. */
 static inline int op_calls(int op) { return op == OP_CALL || op == OP_LOOP; }
 static inline int inst_callee(const Fn *fn, const Inst *in) { return (int)ir_attr(fn, in, 0); }
-/* A loop's trip count and how many of its body's results are carried. */
+/* A loop's trip count (-1: known at run time, the index running from the
+ * first operand to the last) and how many of its body's results are carried. */
 static inline int64_t loop_trips(const Fn *fn, const Inst *in) { return ir_attr(fn, in, 1); }
+/* The trip count for cost estimates: a run-time one counts once. */
+static inline int64_t loop_trips_known(const Fn *fn, const Inst *in) {
+    return loop_trips(fn, in) < 0 ? 1 : loop_trips(fn, in);
+}
 static inline int loop_carried(const Fn *fn, const Inst *in) { return (int)ir_attr(fn, in, 2); }
 
 /* Typed attributes, at the places ops.def's layout gives them. */

@@ -361,11 +361,14 @@ static const Fn *callee_of(const Module *m, const Fn *fn, const Inst *call) {
 static const char *check_loop(InferCtx *c, const Fn *body) {
     const Inst *in = c->in;
     int nc = loop_carried(c->fn, in);
-    if (body->loop_carried != nc || nc > body->nresults || nc + 1 > body->nparams || loop_trips(c->fn, in) < 0)
+    int64_t trips = loop_trips(c->fn, in);
+    if (body->loop_carried != nc || nc > body->nresults || nc + 1 + (trips < 0) > body->nparams || trips < -1)
         return "loop does not match its body";
-    const Shape *first = arg_shape(c->fn, in, 0);
+    const Shape *first = arg_shape(c->fn, in, 0), *end = arg_shape(c->fn, in, in->nargs - 1);
     if (first->dtype != DT_I32 || first->rank != 0)
         return "a loop's first operand is its first index, an i32 scalar";
+    if (trips < 0 && (end->dtype != DT_I32 || end->rank != 0))
+        return "a loop of run-time trip count ends at its last operand, an i32 scalar";
     for (int j = 0; j < nc; j++)
         if (!shape_eq(&body->params[1 + j].type, &body->results[j].type))
             return "a loop body's carried result differs from its parameter";

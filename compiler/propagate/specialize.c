@@ -115,6 +115,15 @@ static int boundary_value(Flat *f, int value, const Sig *sig, const Inst *at_ins
 
 static void inline_body(Flat *f, const Fn *src, int region, const int32_t *args, int32_t *at, int *child);
 
+/* A loop invariant enters the body through a copy of its own that
+ * propagation shards as the body's uses want: where that differs from the
+ * caller's value, the loop's call reshards it once, not every iteration. */
+static int invariant_value(Flat *f, int value, const Inst *at_inst) {
+    int w = ir_emit(f->m, &f->flat, OP_COPY, (int32_t[]){value}, 1, NULL, 0, NULL, at_inst->loc);
+    f->flat.insts[w].place = at_inst->place;
+    return w;
+}
+
 /* A loop's body is inlined once, as one iteration.  What it returns as a
  * carried value the next iteration takes as that parameter, so the two
  * should get one sharding: a scratch elementwise op over both (its result
@@ -160,7 +169,9 @@ static void inline_body(Flat *f, const Fn *src, int region, const int32_t *args,
         child[v] = -1;
         if (region >= 0 && in->op == OP_PARAMETER) {
             int i = (int)ir_attr(src, in, 0);
-            w = f->regions[region].param[i] = boundary_value(f, args[i], &src->params[i], in);
+            w = f->regions[region].param[i] = src->loop_of && i > src->loop_carried && src->params[i].type.rank
+                                                  ? invariant_value(f, args[i], in)
+                                                  : boundary_value(f, args[i], &src->params[i], in);
             f->regions[region].param_inst[i] = v;
         } else if (region >= 0 && in->op == OP_RETURN) {
             for (int i = 0; i < in->nargs; i++) {

@@ -156,11 +156,14 @@ static int must_wait(const Sched *s, int v) {
 static int is_compute(int op) { return op == OP_DOT || op_calls(op); }
 
 /* How many collectives a call starts; a loop's body starts its own in
- * every iteration (capped: past the window, any count finishes all). */
+ * every iteration (capped: past the window, any count finishes all; a
+ * run-time trip count may be large, so it counts as the cap). */
 static int started_by_call(const Sched *s, const Inst *in) {
     int64_t k = s->m->fns[ir_attr(s->src, in, 0)].collectives_started;
-    if (in->op == OP_LOOP && k)
-        k = loop_trips(s->src, in) > (1 << 20) / k ? 1 << 20 : k * loop_trips(s->src, in);
+    if (in->op == OP_LOOP && k) {
+        int64_t trips = loop_trips(s->src, in);
+        k = trips < 0 || trips > (1 << 20) / k ? 1 << 20 : k * trips;
+    }
     return (int)k;
 }
 

@@ -137,7 +137,8 @@ typedef enum { R_NONE, R_CARRIED, R_INVARIANT, R_INVARIANT_INT, R_OUT } Role;
 
 typedef struct {
     const Stmt *st;
-    int64_t lo, trips;
+    int64_t lo, trips;           /* trips -1: the bounds are known at run time, */
+    int hi;                      /* lo and hi then their instructions */
     int caller, body;
     Names nm;
     Binding *saved;              /* per name, its binding before the loop */
@@ -152,7 +153,7 @@ static const Shape *outer_shape(Sema *s, const Loop *lp, int i) {
 
 /* Give each name its role from its binding before the loop; 0 when a
  * written integer or number name needs unrolling. */
-static int assign_roles(Loop *lp) {
+static int assign_roles(Sema *s, Loop *lp) {
     int np = 1;
     for (int pass = 0; pass < 2; pass++)      /* carried first, then invariants */
         for (int i = 0; i < lp->nm.n; i++) {
@@ -160,6 +161,9 @@ static int assign_roles(Loop *lp) {
             int written = lp->nm.bits[i] & N_WRITTEN;
             if (lp->nm.sym[i] == lp->st->sym || b->kind != B_VALUE)
                 continue;
+            if (written && b->val.kind != VAL_TENSOR && lp->trips < 0)
+                sema_error(s, lp->st->loc, "'%s' is an integer or number rebound in a loop whose bound is known only "
+                           "at run time; such a loop cannot unroll, so bind a tensor instead", sym(s, lp->nm.sym[i]));
             if (written && b->val.kind != VAL_TENSOR)
                 return 0;
             if (pass == 0 && written) {
@@ -171,7 +175,7 @@ static int assign_roles(Loop *lp) {
                 lp->role[i] = R_INVARIANT_INT, lp->param[i] = np++;
             }
         }
-    lp->nparams = np;
+    lp->nparams = np + (lp->trips < 0);    /* a run-time bound: the last parameter, which the body ignores */
     return 1;
 }
 
@@ -191,6 +195,11 @@ static int body_fn_name(Sema *s, int caller) {
     return sym_intern(s->syms, name, strlen(name));
 }
 
+static int end_name(Sema *s, int index) {
+    const char *name = arena_printf(s->arena, "%s.end", sym(s, index));
+    return sym_intern(s->syms, name, strlen(name));
+}
+
 static void body_signature(Sema *s, Loop *lp, Fn *b) {
     b->nparams = lp->nparams;
     b->params = arena_alloc(s->arena, sizeof(Sig) * (size_t)(lp->nparams + 1));
@@ -203,6 +212,8 @@ static void body_signature(Sema *s, Loop *lp, Fn *b) {
         p->sh = sharding_replicated();
         p->sh.open = (uint8_t)((1u << p->type.rank) - 1);    /* propagation chooses, as for a generic fn */
     }
+    if (lp->trips < 0)    /* named `i.end`, which no source name can be */
+        b->params[lp->nparams - 1] = (Sig){{DT_I32, 0, {0}}, sharding_replicated(), 1 + end_name(s, lp->st->sym)};
 }
 
 static int emit_param(Sema *s, int index, int symbol, const Sig *p, Loc loc) {
@@ -228,6 +239,9 @@ static void bind_params(Sema *s, Loop *lp) {
             bind_local(s, lp->nm.sym[i], lp->role[i] == R_INVARIANT_INT ? run_time_atom(v) : tensor(v),
                        lp->saved[i].loc);
         }
+    if (lp->trips < 0)
+        emit_param(s, lp->nparams - 1, s->fn->params[lp->nparams - 1].name - 1, &s->fn->params[lp->nparams - 1],
+                   st->hi->loc);
 }
 
 /* A name first bound in the body that the code after the loop reads. */
@@ -249,6 +263,10 @@ static int32_t *body_results(Sema *s, Loop *lp) {
         for (int i = 0; i < lp->nm.n; i++) {
             if (pass == 0 ? lp->role[i] != R_CARRIED : !leaves_loop(s, lp, i))
                 continue;
+            if (pass == 1 && lp->trips < 0)
+                sema_error(s, lp->st->loc, "'%s' is first bound in a loop whose bound is known only at run time and "
+                           "read after it, but the loop may run zero times; bind it before the loop",
+                           sym(s, lp->nm.sym[i]));
             const Val *now = &s->local[lp->nm.sym[i]].val;
             if (now->kind != VAL_TENSOR)
                 sema_error(s, lp->st->loc, "'%s' leaves the loop and is not a tensor", sym(s, lp->nm.sym[i]));
@@ -287,7 +305,7 @@ static void lower_body_fn(Sema *s, Loop *lp) {
     s->fn = &m->fns[lp->body];       /* a nested loop's body may have moved m->fns */
     for (int v = 0; v < s->fn->ninsts; v++)
         if (s->fn->insts[v].place)
-            sema_error(s, lp->st->loc, "a loop body that runs on a submesh is unrolled");
+            sema_error(s, lp->st->loc, "a loop that stays a loop cannot run on a submesh");
     int32_t *vals = body_results(s, lp);
     emit(s, OP_RETURN, vals, s->fn->nresults, NULL, 0, NULL, lp->st->loc);
 }
@@ -297,11 +315,13 @@ static void emit_loop(Sema *s, Loop *lp) {
     Module *m = s->m;
     const Fn *b = &m->fns[lp->body];
     int32_t *args = arena_alloc(s->arena, sizeof(int32_t) * (size_t)(lp->nparams + 1));
-    args[0] = materialize_int(s, (IntVal){lp->lo, 0, -1}, lp->st->loc);
+    args[0] = lp->trips < 0 ? (int)lp->lo : materialize_int(s, (IntVal){lp->lo, 0, -1}, lp->st->loc);
     for (int i = 0; i < lp->nm.n; i++)
         if (lp->param[i])
             args[lp->param[i]] = lp->role[i] == R_INVARIANT_INT ? materialize_int(s, lp->saved[i].val.i, lp->st->loc)
                                                                 : lp->saved[i].val.v;
+    if (lp->trips < 0)
+        args[lp->nparams - 1] = lp->hi;
     int64_t attrs[3] = {lp->body, lp->trips, lp->ncarried};
     *VEC_PUSH(s->arena, s->calls, s->ncalls, s->calls_cap) = (CallEdge){lp->caller, lp->body, lp->st->loc};
     int loop = emit(s, OP_LOOP, args, lp->nparams, attrs, 3, NULL, lp->st->loc);
@@ -317,16 +337,18 @@ static void emit_loop(Sema *s, Loop *lp) {
     }
 }
 
-/* Lower the loop as a loop; 0 (and nothing changed) when it must unroll. */
-static int keep_loop(Sema *s, const Stmt *st, int64_t lo, int64_t hi) {
+/* Lower the loop as a loop; 0 (and nothing changed) when it must unroll.
+ * With a run-time bound (trips -1, hi its instruction) it cannot unroll:
+ * the body's own error is reported, and a note at the loop says why. */
+static int keep_loop(Sema *s, const Stmt *st, int64_t lo, int64_t trips, int hi) {
     Module *m = s->m;
-    Loop lp = {st, lo, hi - lo, s->fn_index, -1, body_names(s, st), NULL, NULL, NULL, 0, 0, 0};
+    Loop lp = {st, lo, trips, hi, s->fn_index, -1, body_names(s, st), NULL, NULL, NULL, 0, 0, 0};
     lp.saved = arena_alloc(s->arena, sizeof(Binding) * (size_t)(lp.nm.n + 1));
     lp.role = arena_alloc(s->arena, (size_t)lp.nm.n + 1);
     lp.param = arena_alloc(s->arena, sizeof(int) * (size_t)(lp.nm.n + 1));
     for (int i = 0; i < lp.nm.n; i++)
         lp.saved[i] = s->local[lp.nm.sym[i]];
-    if (!assign_roles(&lp))
+    if (!assign_roles(s, &lp))
         return 0;
     mark_read_after(s, &lp.nm);
     int nfns = m->nfns, ncalls = s->ncalls;
@@ -334,13 +356,19 @@ static int keep_loop(Sema *s, const Stmt *st, int64_t lo, int64_t hi) {
     FILE *out = s->diag->out;
     jmp_buf *bail = s->diag->bail, trial;
     int errors = s->diag->errors;
-    s->diag->out = NULL;
+    if (trips >= 0)
+        s->diag->out = NULL;
     s->diag->bail = &trial;
     int failed = setjmp(trial);
     if (!failed)
         lower_body_fn(s, &lp);
     s->diag->out = out;
     s->diag->bail = bail;
+    if (failed && trips < 0) {
+        diag_report(s->diag, st->loc, "note", "this loop's bound is known only at run time, so it stays a loop: its "
+                    "body must compile once for a run-time '%s' (docs/language.md, Loops)", sym(s, st->sym));
+        longjmp(*bail, 1);
+    }
     s->diag->errors = errors;
     s->fn = &m->fns[lp.caller];
     s->fn_index = lp.caller;
@@ -384,11 +412,46 @@ static int worth_keeping(Sema *s, const Stmt *st, int64_t trips) {
     return __builtin_mul_overflow(n, trips, &work) || work > UNROLL_MAX_STMTS;
 }
 
+/* A bound: a compile-time integer (*known set), or the i32 scalar
+ * instruction that computes it at run time. */
+static int64_t eval_bound(Sema *s, const Expr *e, int *known) {
+    Val v = eval(s, e);
+    *known = v.kind == VAL_INT && int_is_const(v.i);
+    if (*known)
+        return v.i.konst;
+    if (v.kind == VAL_INT)
+        return materialize_int(s, v.i, e->loc);
+    if (v.kind == VAL_TENSOR && s->fn->insts[v.v].type.dtype == DT_I32 && s->fn->insts[v.v].type.rank == 0)
+        return v.v;
+    if (v.kind == VAL_TENSOR && s->fn->insts[v.v].type.rank == 0)
+        sema_error(s, e->loc, "a loop bound is an integer or an i32[] scalar, not %s[]; convert it with i32(...)",
+                   dtype_name[s->fn->insts[v.v].type.dtype]);
+    sema_error(s, e->loc, "a loop bound must be an integer or an i32[] scalar");
+}
+
+/* A loop whose bounds are known only at run time stays a loop: its first
+ * index and its end are instructions (lo, hi). */
+static void lower_run_time_loop(Sema *s, const Stmt *st, int lo, int hi, Loc bound) {
+    if (s->fn->spmd)
+        sema_error(s, bound, "a loop bound must be known at compile time: the loops of an spmd fn unroll");
+    if (s->unroll_all)
+        sema_error(s, st->loc, "a loop whose bound is known only at run time, in a fn that a gradient "
+                   "differentiates: gradients unroll loops, which needs compile-time bounds");
+    keep_loop(s, st, lo, -1, hi);    /* cannot fail: assign_roles and the body report their errors */
+}
+
 void lower_for(Sema *s, const Stmt *st) {
     check_local_name(s, st->sym, st->loc);
     check_no_return(s, &st->body);
-    int64_t lo = eval_const_int(s, st->lo, "a loop bound"), hi = eval_const_int(s, st->hi, "a loop bound");
-    if (hi > lo && worth_keeping(s, st, hi - lo) && keep_loop(s, st, lo, hi))
+    int lo_known, hi_known;
+    int64_t lo = eval_bound(s, st->lo, &lo_known), hi = eval_bound(s, st->hi, &hi_known);
+    if (!lo_known || !hi_known) {
+        lower_run_time_loop(s, st, lo_known ? materialize_int(s, (IntVal){lo, 0, -1}, st->lo->loc) : (int)lo,
+                            hi_known ? materialize_int(s, (IntVal){hi, 0, -1}, st->hi->loc) : (int)hi,
+                            lo_known ? st->hi->loc : st->lo->loc);
+        return;
+    }
+    if (hi > lo && worth_keeping(s, st, hi - lo) && keep_loop(s, st, lo, hi - lo, -1))
         return;
     Binding saved = s->local[st->sym];
     for (int64_t i = lo; i < hi; i++) {

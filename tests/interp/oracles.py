@@ -949,10 +949,30 @@ def loops_nested(rng, m):
     return {"x": x}, [(acc, "f32")]
 
 
+def loops_rnn_steps(rng, m):
+    h0, w, xs = normal(rng, 4, 8), normal(rng, 8, 8) * 0.5, normal(rng, 100, 4, 8)
+    n = int(rng.integers(0, 101))
+    h = d(h0)
+    for t in range(n):
+        h = np.tanh(h @ d(w) + d(xs)[t])
+    return {"h0": h0, "w": w.astype(np.float32), "xs": xs, "n": np.array(n, np.int32)}, [(h, "f32")]
+
+
+def loops_window(rng, m):
+    x, lo = normal(rng, 8), int(rng.integers(-20, 20))
+    mask = (rng.random(100) < 0.3).astype(np.int32)
+    acc = d(x)
+    for t in range(lo, lo + int(mask.sum())):
+        acc = acc * 0.9 + d(x) * (t % 7)
+    return {"x": x, "lo": np.array(lo, np.int32), "mask": mask}, [(acc, "f32"), (x, "f32")]
+
+
 case("loops.accum", prog("loops.tdsl"), "accum", loops_accum, scaled=True, interp=[None, (1, 1), (2, 4)])
 case("loops.rnn", prog("loops.tdsl"), "rnn", loops_rnn, scaled=True, interp=[None, (1, 1), (2, 4)])
 case("loops.stacked", prog("loops.tdsl"), "stacked", loops_stacked, scaled=True, interp=[None, (1, 1), (2, 4)])
 case("loops.nested", prog("loops.tdsl"), "nested", loops_nested, scaled=True, interp=[None, (1, 1)])
+case("loops.rnn_steps", prog("loops.tdsl"), "rnn_steps", loops_rnn_steps, scaled=True, interp=[None, (1, 1), (2, 4)])
+case("loops.window", prog("loops.tdsl"), "window", loops_window, scaled=True, interp=[None, (1, 1), (2, 4)])
 
 
 # ---- the samples, at small sizes; an spmd fn and its twin share a case ----
