@@ -210,6 +210,7 @@ PC_SED   = sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/shardc $(DESTDIR)$(PREFIX)/share/shardc/samples
 	install -m 755 $(BUILD)/shardc $(DESTDIR)$(PREFIX)/bin/shardc
+	install -m 755 tools/merge-traces $(DESTDIR)$(PREFIX)/bin/shardc-merge-traces
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 644 $(BUILD)/shardc.1 $(DESTDIR)$(PREFIX)/share/man/man1/shardc.1
 	install -m 644 tools/shardc-completion.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/shardc

@@ -5,8 +5,8 @@
  *
  * The rule: a loop stays a loop when it runs more than UNROLL_MAX_TRIPS
  * times, its trip count times the statements of its body exceeds
- * UNROLL_MAX_STMTS (a tiny body is cheaper unrolled), it is in an `fn` that
- * no gradient differentiates, and its body lowers once for a run-time index:
+ * UNROLL_MAX_STMTS (a tiny body is cheaper unrolled), it is in a fn that no
+ * gradient differentiates, and its body lowers once for a run-time index:
  * every shape is the same in every iteration, each value carried to the next
  * iteration keeps its type, integer and number names are not reassigned, and
  * nothing is placed on a submesh.  Whether the body lowers is found by
@@ -210,7 +210,8 @@ static void body_signature(Sema *s, Loop *lp, Fn *b) {
         Sig *p = &b->params[lp->param[i]];
         p->type = lp->role[i] == R_INVARIANT_INT ? (Shape){DT_I32, 0, {0}} : *outer_shape(s, lp, i);
         p->sh = sharding_replicated();
-        p->sh.open = (uint8_t)((1u << p->type.rank) - 1);    /* propagation chooses, as for a generic fn */
+        if (!b->spmd)       /* propagation chooses, as for a generic fn; an spmd body takes local blocks */
+            p->sh.open = (uint8_t)((1u << p->type.rank) - 1);
     }
     if (lp->trips < 0)    /* named `i.end`, which no source name can be */
         b->params[lp->nparams - 1] = (Sig){{DT_I32, 0, {0}}, sharding_replicated(), 1 + end_name(s, lp->st->sym)};
@@ -278,7 +279,8 @@ static int32_t *body_results(Sema *s, Loop *lp) {
             vals[n] = now->v;
             res[n].type = *t;
             res[n].sh = sharding_replicated();
-            res[n].sh.open = (uint8_t)((1u << t->rank) - 1);
+            if (!b->spmd)
+                res[n].sh.open = (uint8_t)((1u << t->rank) - 1);
             res[n++].name = 1 + lp->nm.sym[i];
         }
     b->results = res;
@@ -292,7 +294,7 @@ static void lower_body_fn(Sema *s, Loop *lp) {
     Module *m = s->m;
     reserve_fn(s);
     int name = body_fn_name(s, lp->caller);
-    Fn *b = module_add_fn(m, name, 0, lp->st->loc);
+    Fn *b = module_add_fn(m, name, m->fns[lp->caller].spmd, lp->st->loc);
     lp->body = m->nfns - 1;
     b->on = m->fns[lp->caller].on;
     b->loop_of = lp->caller + 1;
@@ -406,7 +408,7 @@ static void check_no_return(Sema *s, const PtrVec *body) {
 }
 
 static int worth_keeping(Sema *s, const Stmt *st, int64_t trips) {
-    if (s->fn->spmd || s->unroll_all || trips <= UNROLL_MAX_TRIPS)
+    if (s->unroll_all || trips <= UNROLL_MAX_TRIPS)
         return 0;
     int64_t n = count_stmts(&st->body), work;
     return __builtin_mul_overflow(n, trips, &work) || work > UNROLL_MAX_STMTS;
@@ -433,7 +435,8 @@ static int64_t eval_bound(Sema *s, const Expr *e, int *known) {
  * index and its end are instructions (lo, hi). */
 static void lower_run_time_loop(Sema *s, const Stmt *st, int lo, int hi, Loc bound) {
     if (s->fn->spmd)
-        sema_error(s, bound, "a loop bound must be known at compile time: the loops of an spmd fn unroll");
+        sema_error(s, bound, "a loop bound must be known at compile time in an spmd fn: a run-time one could "
+                   "differ between devices, whose collectives in the body would then not match");
     if (s->unroll_all)
         sema_error(s, st->loc, "a loop whose bound is known only at run time, in a fn that a gradient "
                    "differentiates: gradients unroll loops, which needs compile-time bounds");

@@ -422,7 +422,8 @@ static void check_spmd_nesting(Sema *s, const CallGraph *g) {
             int f = stack[--top];
             for (int k = g->start[f]; k < g->start[f + 1]; k++) {
                 const CallEdge *c = &s->calls[g->order[k]];
-                if (seen[c->to] == root + 1 || s->m->fns[f].grad_of == c->to + 1)   /* a gradient runs its fn's body */
+                if (seen[c->to] == root + 1 || s->m->fns[f].grad_of == c->to + 1 ||  /* a gradient runs its fn's body */
+                    s->m->fns[c->to].loop_of == f + 1)                                 /* a loop runs its own body */
                     continue;
                 if (s->m->fns[c->to].spmd)
                     sema_error(s, c->loc, "'%s' calls the spmd fn '%s' but runs inside the spmd fn '%s'; spmd fns do not nest",

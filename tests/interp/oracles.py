@@ -967,12 +967,25 @@ def loops_window(rng, m):
     return {"x": x, "lo": np.array(lo, np.int32), "mask": mask}, [(acc, "f32"), (x, "f32")]
 
 
+def loops_ring(rng, m):
+    x = normal(rng, 12, 8)
+    nx, ny = m["X"], m["Y"]
+    acc = d(x)
+    for r in range(40):
+        nxt = np.roll(acc, 12 // nx, axis=0)               # block k of X receives block k - 1's
+        blocks = acc.reshape(12, ny, 8 // ny)
+        total = np.tile(blocks.mean(axis=1), (1, ny))       # the mean over Y of the blocks
+        acc = acc * 0.5 + nxt * 0.25 + total * 0.125 + (r % 3)
+    return {"x": x}, [(acc, "f32")]
+
+
 case("loops.accum", prog("loops.tdsl"), "accum", loops_accum, scaled=True, interp=[None, (1, 1), (2, 4)])
 case("loops.rnn", prog("loops.tdsl"), "rnn", loops_rnn, scaled=True, interp=[None, (1, 1), (2, 4)])
 case("loops.stacked", prog("loops.tdsl"), "stacked", loops_stacked, scaled=True, interp=[None, (1, 1), (2, 4)])
 case("loops.nested", prog("loops.tdsl"), "nested", loops_nested, scaled=True, interp=[None, (1, 1)])
 case("loops.rnn_steps", prog("loops.tdsl"), "rnn_steps", loops_rnn_steps, scaled=True, interp=[None, (1, 1), (2, 4)])
 case("loops.window", prog("loops.tdsl"), "window", loops_window, scaled=True, interp=[None, (1, 1), (2, 4)])
+case("loops.ring", prog("loops.tdsl"), "ring", loops_ring, interp=[None, (1, 1), (2, 4), (3, 2)])
 
 
 # ---- the samples, at small sizes; an spmd fn and its twin share a case ----
