@@ -207,6 +207,50 @@ static int may_fail(const Inst *in) {
     }
 }
 
+/* The values written straight into the caller's result arrays, not into a
+ * buffer copied there at the return, each at its first place in the
+ * return: a value in a buffer of its own making (not a parameter, a view
+ * or a collective's done), and an element of a call's results, whose
+ * callee then writes it there (*element: per call, per result, 1 + the
+ * result, or 0).  A returned value lives to the end, so no other value
+ * shares its memory after it is written, and results never overlap the
+ * parameters (docs/codegen.md). */
+static int *returned_in_place(const Module *m, const Fn *fn, const int *buf, const Fusion *fu, int ***element,
+                              Arena *arena) {
+    int *result = arena_alloc(arena, sizeof(int) * ((size_t)fn->ninsts + 1));
+    *element = arena_alloc(arena, sizeof(int *) * ((size_t)fn->ninsts + 1));
+    const Inst *ret = &fn->insts[fn->ninsts - 1];
+    for (int i = 0; ret->op == OP_RETURN && i < ret->nargs; i++) {
+        int v = ir_arg(fn, ret, i);
+        const Inst *in = &fn->insts[v];
+        if (result[v] || in->place)
+            continue;
+        if (in->op == OP_GET_TUPLE_ELEMENT && in->flags & INST_VIEW) {
+            int call = ir_arg(fn, in, 0), k = (int)ir_attr(fn, in, 0);
+            if (fn->insts[call].place)
+                continue;
+            int **e = &(*element)[call];
+            if (!*e)
+                *e = arena_alloc(arena, sizeof(int) * ((size_t)tuple_arrays(m, fn, call) + 1));
+            if (!(*e)[k])
+                (*e)[k] = result[v] = i + 1;
+            continue;
+        }
+        if (buf[v] < 0 || in->flags & (INST_VIEW | INST_FOLDED) || fu->role[v] == FUSE_FOLDED ||
+            (fu->role[v] == FUSE_MEMBER && !fu->stored[v]))
+            continue;
+        result[v] = i + 1;
+    }
+    return result;
+}
+
+/* 1 + the result call array k of instruction v is, or 0: in the block.
+ * Only the arrays of a tuple's elements can be (a loop's ping-pong ones
+ * follow them). */
+static int array_in_result(const Module *m, const Fn *fn, int **element, int v, int k) {
+    return element[v] && k < tuple_arrays(m, fn, v) ? element[v][k] : 0;
+}
+
 static int emit_fn(FileGen *fg, int f, const char **err) {
     const Module *m = fg->m;
     const Fn *fn = &m->fns[f];
@@ -214,7 +258,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     int n = fn->ninsts;
     Arena arena = {0};
     Gen g = {m, fn, o, &arena, fg->irnames[f], c_value_names(fn, fg->irnames[f], &arena),
-             arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), param_insts(fn, &arena), {0}, NULL, -1};
+             arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), NULL, param_insts(fn, &arena), {0}, NULL, -1};
     /* Buffers: the scheduler's, or one per value in a function it did not schedule. */
     for (int v = 0, k = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
@@ -222,6 +266,8 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
         g.buf[v] = none ? -1 : fn->scheduled ? in->buffer : k++;
     }
     fuse_fn(fn, g.buf, &g.fu, &arena);
+    int **element;
+    g.result = returned_in_place(m, fn, g.buf, &g.fu, &element, &arena);
     /* Only buffers that some value is written to are allocated: a value that
      * stays inside its loop, or a folded constant, takes none. */
     int nbuf = 0, nalloc = 0;
@@ -232,7 +278,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     char *used = arena_alloc(&arena, (size_t)nbuf + 1);
     for (int v = 0; v < n; v++) {
         int r = g.fu.role[v];
-        if (g.buf[v] < 0 || r == FUSE_FOLDED || (r == FUSE_MEMBER && !g.fu.stored[v]))
+        if (g.buf[v] < 0 || r == FUSE_FOLDED || (r == FUSE_MEMBER && !g.fu.stored[v]) || g.result[v])
             continue;
         int64_t b = shape_elems(&fn->insts[v].type) * dtype_size(fn->insts[v].type.dtype);
         nalloc += !used[g.buf[v]];
@@ -251,9 +297,9 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
      * its value_and_grad allocates nothing). */
     int64_t buffers_span = span;
     for (int v = 0; v < n; v++)
-        for (int k = 0; k < call_arrays(m, fn, v); k++) {
-            span += array_bytes(call_array_type(m, fn, v, k));
-        }
+        for (int k = 0; k < call_arrays(m, fn, v); k++)
+            if (!array_in_result(m, fn, element, v, k))
+                span += array_bytes(call_array_type(m, fn, v, k));
     int take = span > 0;
     fprintf(o, "\n/* %s%s %s: %d instructions, %d buffers, %lld bytes */\n", fn->spmd ? "spmd fn" : "fn",
             fn->kept_global ? " (a copy called on local blocks)" : "", sym_name(m->syms, fn->sym), n, nalloc,
@@ -278,9 +324,13 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     for (int v = 0; v < n; v++)          /* the results of calls with several, loops' arrays */
         for (int k = 0; k < call_arrays(m, fn, v); k++) {
             const Shape *t = call_array_type(m, fn, v, k);
-            int results = tuple_arrays(m, fn, v);
-            fprintf(o, "    %s *%s%s%d = (%s *)(workspace + %lld);\n", ctype_of[t->dtype], g.name[v], k < results ? "_" : "l",
-                    k < results ? k : k - results, ctype_of[t->dtype], (long long)at);
+            int results = tuple_arrays(m, fn, v), r = array_in_result(m, fn, element, v, k);
+            fprintf(o, "    %s *%s%s%d = ", ctype_of[t->dtype], g.name[v], k < results ? "_" : "l", k < results ? k : k - results);
+            if (r) {
+                fprintf(o, "result%d;   /* returned: written in place */\n", r - 1);
+                continue;
+            }
+            fprintf(o, "(%s *)(workspace + %lld);\n", ctype_of[t->dtype], (long long)at);
             at += array_bytes(t);
         }
     fputs("    (void)dev;\n", o);

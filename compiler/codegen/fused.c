@@ -536,7 +536,7 @@ static void emit_loop(Gen *g, int group) {
             emit_ir_comment(g, v);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])
         if (fu->role[v] == FUSE_MEMBER && fu->stored[v])
-            fprintf(o, "    %s *%s = buf%d;\n", ctype_of[fn->insts[v].type.dtype], g->name[v], g->buf[v]);
+            emit_storage(g, v);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {   /* broadcast elements */
         if (fu->role[v] != FUSE_MEMBER || kind(&L, v) != BEFORE)
             continue;

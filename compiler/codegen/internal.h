@@ -79,12 +79,15 @@ typedef struct {
     const char *const *irname;   /* IR name per value, for the comments */
     char **name;                 /* C name per value: `%acc.1` is acc_1_ */
     int *buf;                    /* buffer per value, -1 none */
+    int *result;                 /* per value: 1 + the result it is written straight into, or 0 */
     int *param;                  /* the parameter(i) instruction, or -1 */
     Fusion fu;
     const char *err;
     int at;                      /* the instruction being emitted, whose event TRY_TRACED names */
 } Gen;
 
+/* Declare where value v is written: its buffer, or its result array. */
+void emit_storage(Gen *g, int v);
 /* C names of a function's values, from their IR names (ir_value_names),
  * in time linear in their number. */
 char **c_value_names(const Fn *fn, const char *const *irname, Arena *arena);

@@ -248,7 +248,11 @@ static void emit_view(Gen *g, const Inst *in, const char *r) {
         stride *= s->dims[d];
     }
     fprintf(g->out, "    const %s *%s = %s", ctype_of[in->type.dtype], r, A(0));
+    if (in->op == OP_GET_TUPLE_ELEMENT)
+        fprintf(g->out, "_%lld", (long long)ir_attr(fn, in, 0));
     fprintf(g->out, offset ? " + %lld;   /* a view: no copy */\n" : ";   /* a view: no copy */\n", (long long)offset);
+    if (g->result[g->at])      /* its callee wrote it in place: the return may be its only reader */
+        fprintf(g->out, "    (void)%s;\n", r);
 }
 
 void emit_inst(Gen *g, int v) {
@@ -270,7 +274,7 @@ void emit_inst(Gen *g, int v) {
     else if (in->op == OP_DONE)
         fprintf(o, "    %s *%s = %s;\n", ctype_of[dt], r, A(0));
     else
-        fprintf(o, "    %s *%s = buf%d;\n", ctype_of[dt], r, g->buf[v]);
+        emit_storage(g, v);
     if (ends_fold(fn, v)) {              /* never placed (schedule.c) */
         emit_epilogue(g, v, r);
         return;
@@ -601,11 +605,19 @@ static void emit_loop(Gen *g, const Inst *in, const char *r) {
     fputs("    }\n", o);
 }
 
+void emit_storage(Gen *g, int v) {
+    const char *ct = ctype_of[g->fn->insts[v].type.dtype];
+    if (g->result[v])
+        fprintf(g->out, "    %s *%s = result%d;   /* returned: written in place */\n", ct, g->name[v], g->result[v] - 1);
+    else
+        fprintf(g->out, "    %s *%s = buf%d;\n", ct, g->name[v], g->buf[v]);
+}
+
 static void emit_return(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     (void)r;
     for (int i = 0; i < in->nargs; i++)
-        if (bytes_of(T(ir_arg(fn, in, i))))
+        if (g->result[ir_arg(fn, in, i)] != i + 1 && bytes_of(T(ir_arg(fn, in, i))))
             fprintf(g->out, "    memcpy(result%d, %s, %lld);\n", i, A(i), (long long)bytes_of(T(ir_arg(fn, in, i))));
 }
 

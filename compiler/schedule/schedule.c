@@ -37,9 +37,13 @@
  * Views: a reshape of a parameter, or a slice of one that is contiguous in
  * it (a layer's block `w[l]` of stacked weights), is the parameter's memory
  * at an offset: marked INST_VIEW, it takes no buffer and copies nothing.
- * Parameters live through the whole call, so a view never outlives its
- * memory; values the function computes are not viewed, which keeps their
- * buffers' lifetimes and the fused loops as they are. */
+ * So is an element of a call's results: each call writes its results into
+ * arrays of its own in the workspace (codegen.c), which nothing else
+ * writes.  Parameters and those arrays live through the whole call, so a
+ * view never outlives its memory; values in buffers are not viewed, which
+ * keeps the buffers' lifetimes and the fused loops as they are.  (A
+ * gradient's backward pass reads the forward's saved values through such
+ * elements: copying them cost the GPT's training step a fifth of its time.) */
 #include "schedule.h"
 
 #include <stdlib.h>
@@ -479,9 +483,15 @@ static int contiguous_slice(const Fn *fn, const Inst *in, const Shape *s) {
 static void mark_views(Fn *fn) {
     for (int v = 0; v < fn->ninsts; v++) {
         Inst *in = &fn->insts[v];
-        if ((in->op != OP_RESHAPE && in->op != OP_SLICE) || in->flags || in->place)
+        if (in->flags || in->place)
             continue;
         const Inst *x = &fn->insts[ir_arg(fn, in, 0)];
+        if (in->op == OP_GET_TUPLE_ELEMENT && op_calls(x->op)) {
+            in->flags |= INST_VIEW;
+            continue;
+        }
+        if (in->op != OP_RESHAPE && in->op != OP_SLICE)
+            continue;
         if ((x->op == OP_PARAMETER || x->flags & INST_VIEW) &&
             (in->op == OP_RESHAPE || contiguous_slice(fn, in, &x->type)))
             in->flags |= INST_VIEW;
@@ -516,7 +526,25 @@ static void pool_init(Arena *a, Pool *p, const Fn *fn) {
     p->heap = arena_alloc(a, sizeof(Heap) * (size_t)(k + 1));
 }
 
-static void assign_buffers(Fn *fn) {
+/* The bytes of the arrays a call's results are written to (codegen.c's
+ * call_arrays): one per result of a call with several, and for a loop two
+ * per carried value and one per other result.  They are held for the whole
+ * call, beside the buffers. */
+static int64_t call_array_bytes(const Module *m, const Fn *fn, const Inst *in) {
+    if (!op_calls(in->op))
+        return 0;
+    const Fn *callee = &m->fns[ir_attr(fn, in, 0)];
+    const Inst *ret = &callee->insts[callee->ninsts - 1];
+    int64_t bytes = 0;
+    for (int i = 0; i < ret->nargs; i++) {
+        int64_t b = value_bytes(&callee->insts[ir_arg(callee, ret, i)]);
+        int copies = (in->type.dtype == DT_TUPLE) + (in->op == OP_LOOP) + (in->op == OP_LOOP && i < loop_carried(fn, in));
+        bytes += b * copies;
+    }
+    return bytes;
+}
+
+static void assign_buffers(const Module *m, Fn *fn) {
     int n = fn->ninsts;
     Arena scratch = {0};
     int *last = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));
@@ -555,6 +583,8 @@ static void assign_buffers(Fn *fn) {
     fn->peak_bytes = 0;
     for (int b = 0; b < pool.n; b++)
         fn->peak_bytes += pool.size[b];
+    for (int v = 0; v < n; v++)
+        fn->peak_bytes += call_array_bytes(m, fn, &fn->insts[v]);
     fn->nbuffers = pool.n;
     arena_free(&scratch);
 }
@@ -593,7 +623,7 @@ static void schedule_fn(Module *m, int f) {
     dst->collectives_started = s.nstarted;
     fold_epilogues(dst);
     mark_views(dst);
-    assign_buffers(dst);
+    assign_buffers(m, dst);
 }
 
 /* Callees first: a call makes room for what its callee keeps running. */
