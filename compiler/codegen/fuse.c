@@ -11,10 +11,12 @@
  * Between two members, an instruction that is not elementwise, reads no
  * member and writes no buffer a member has read may stay in the group's way:
  * it is emitted at its place, so before the loop (a constant, a broadcast
- * that is not of one element, a dot).  Anything else ends the group: a
- * collective start or done, a call, the return, an instruction that reads a
- * member, an elementwise one of another element count (it starts the next
- * group).  Nothing moves across a collective or a call.
+ * that is not of one element, a dot, a collective's done: a bias broadcast
+ * the scheduler put between an all-reduce's start and done joins the add
+ * after the done).  Anything else ends the group: a collective start, a
+ * call, the return, an instruction that reads a member, an elementwise one
+ * of another element count (it starts the next group).  Nothing moves
+ * across a collective's start or a call.
  *
  * Why the loop computes what the instructions did, with the scheduler's
  * buffer reuse (docs/scheduling.md: an instruction never writes a buffer it
@@ -319,8 +321,7 @@ static int can_pass(const Fuser *s, int g, int v) {
     const Inst *in = &s->fn->insts[v];
     if (in->op == OP_PARAMETER || in->flags & INST_VIEW)
         return 1;
-    if (op_is_collective(in->op) || in->op == OP_DONE || op_calls(in->op) || in->op == OP_RETURN ||
-        in->flags & INST_ASYNC)
+    if (op_is_collective(in->op) || op_calls(in->op) || in->op == OP_RETURN || in->flags & INST_ASYNC)
         return 0;
     for (int i = 0; i < in->nargs; i++)
         if (s->fu->group[ir_arg(s->fn, in, i)] == g)
