@@ -83,11 +83,6 @@ int *param_insts(const Fn *fn, Arena *arena) {
     return p;
 }
 
-const Shape *result_type(const Fn *fn, int i) {
-    const Inst *ret = &fn->insts[fn->ninsts - 1];
-    return &fn->insts[ir_arg(fn, ret, i)].type;
-}
-
 /* ---- names ---- */
 
 /* A set of names, each with the next suffix to try when it clashes:
@@ -150,40 +145,11 @@ char **c_value_names(const Fn *fn, const char *const *irname, Arena *arena) {
 
 /* ---- one function ---- */
 
-/* The first of call_arrays: one per result of a call with several. */
-static int tuple_arrays(const Module *m, const Fn *fn, int v) {
-    const Inst *in = &fn->insts[v];
-    return op_calls(in->op) && in->type.dtype == DT_TUPLE ? m->fns[ir_attr(fn, in, 0)].nresults : 0;
-}
-
-/* Arrays in the workspace beside the buffers: tuple_arrays, and for a loop
- * also two per carried value (the ping-pong of emit_loop) and one per other
- * result. */
-static int call_arrays(const Module *m, const Fn *fn, int v) {
-    const Inst *in = &fn->insts[v];
-    if (in->op != OP_LOOP)
-        return tuple_arrays(m, fn, v);
-    return tuple_arrays(m, fn, v) + m->fns[ir_attr(fn, in, 0)].nresults + loop_carried(fn, in);
-}
-
 /* The bytes an array of type t takes in the workspace: whole 64-byte
  * lines, one for an empty array (so each has its own address). */
 static int64_t array_bytes(const Shape *t) {
     int64_t n = shape_elems(t);
     return n ? (n * dtype_size(t->dtype) + 63) / 64 * 64 : 64;
-}
-
-/* The type of array k (call_arrays): the tuple's results, then a loop's
- * pairs of carried values, then its other results. */
-static const Shape *call_array_type(const Module *m, const Fn *fn, int v, int k) {
-    const Inst *in = &fn->insts[v];
-    const Fn *callee = &m->fns[ir_attr(fn, in, 0)];
-    int tuple = tuple_arrays(m, fn, v);
-    if (k < tuple)
-        return result_type(callee, k);
-    k -= tuple;
-    int nc = loop_carried(fn, in);
-    return result_type(callee, k < 2 * nc ? k / 2 : k - nc);
 }
 
 typedef struct {
@@ -231,7 +197,7 @@ static int *returned_in_place(const Module *m, const Fn *fn, const int *buf, con
                 continue;
             int **e = &(*element)[call];
             if (!*e)
-                *e = arena_alloc(arena, sizeof(int) * ((size_t)tuple_arrays(m, fn, call) + 1));
+                *e = arena_alloc(arena, sizeof(int) * ((size_t)call_tuple_arrays(m, fn, call) + 1));
             if (!(*e)[k])
                 (*e)[k] = result[v] = i + 1;
             continue;
@@ -248,7 +214,7 @@ static int *returned_in_place(const Module *m, const Fn *fn, const int *buf, con
  * Only the arrays of a tuple's elements can be (a loop's ping-pong ones
  * follow them). */
 static int array_in_result(const Module *m, const Fn *fn, int **element, int v, int k) {
-    return element[v] && k < tuple_arrays(m, fn, v) ? element[v][k] : 0;
+    return element[v] && k < call_tuple_arrays(m, fn, v) ? element[v][k] : 0;
 }
 
 static int emit_fn(FileGen *fg, int f, const char **err) {
@@ -324,7 +290,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     for (int v = 0; v < n; v++)          /* the results of calls with several, loops' arrays */
         for (int k = 0; k < call_arrays(m, fn, v); k++) {
             const Shape *t = call_array_type(m, fn, v, k);
-            int results = tuple_arrays(m, fn, v), r = array_in_result(m, fn, element, v, k);
+            int results = call_tuple_arrays(m, fn, v), r = array_in_result(m, fn, element, v, k);
             fprintf(o, "    %s *%s%s%d = ", ctype_of[t->dtype], g.name[v], k < results ? "_" : "l", k < results ? k : k - results);
             if (r) {
                 fprintf(o, "result%d;   /* returned: written in place */\n", r - 1);

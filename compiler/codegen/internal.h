@@ -93,8 +93,6 @@ void emit_storage(Gen *g, int v);
 char **c_value_names(const Fn *fn, const char *const *irname, Arena *arena);
 /* The parameter(i) instruction of each parameter (-1 if none). */
 int *param_insts(const Fn *fn, Arena *arena);
-/* The type of result i: the returned value's. */
-const Shape *result_type(const Fn *fn, int i);
 
 /* Print the C function of a per-device function: shardc_NAME for an fn or
  * spmd fn (exported), local_NAME for a `.local` copy (static); returns the

@@ -272,3 +272,31 @@ Shape shape_local(const Module *m, const Shape *global, const Sharding *sh) {
     }
     return s;
 }
+
+const Shape *result_type(const Fn *fn, int i) {
+    const Inst *ret = &fn->insts[fn->ninsts - 1];
+    return &fn->insts[ir_arg(fn, ret, i)].type;
+}
+
+int call_tuple_arrays(const Module *m, const Fn *fn, int v) {
+    const Inst *in = &fn->insts[v];
+    return op_calls(in->op) && in->type.dtype == DT_TUPLE ? m->fns[ir_attr(fn, in, 0)].nresults : 0;
+}
+
+int call_arrays(const Module *m, const Fn *fn, int v) {
+    const Inst *in = &fn->insts[v];
+    if (in->op != OP_LOOP)
+        return call_tuple_arrays(m, fn, v);
+    return call_tuple_arrays(m, fn, v) + m->fns[ir_attr(fn, in, 0)].nresults + loop_carried(fn, in);
+}
+
+const Shape *call_array_type(const Module *m, const Fn *fn, int v, int k) {
+    const Inst *in = &fn->insts[v];
+    const Fn *callee = &m->fns[ir_attr(fn, in, 0)];
+    int tuple = call_tuple_arrays(m, fn, v);
+    if (k < tuple)
+        return result_type(callee, k);
+    k -= tuple;
+    int nc = loop_carried(fn, in);
+    return result_type(callee, k < 2 * nc ? k / 2 : k - nc);
+}

@@ -250,6 +250,17 @@ int module_clone_fn(Module *m, int f, int sym);
 /* Every function of m once, each after the functions it calls (calls form
  * no cycle: sema rejects recursion); order has room for m->nfns. */
 void module_callees_first(const Module *m, int *order);
+/* The type of fn's result i: the returned value's (after partitioning,
+ * local). */
+const Shape *result_type(const Fn *fn, int i);
+/* The arrays a call's results are written to, beside the caller's buffers
+ * (scheduling counts them, codegen lays them out): one per result of a call
+ * with several (the first call_tuple_arrays), and for a loop also two per
+ * carried value (the ping-pong of its iterations) and one per other result.
+ * call_array_type gives array k's type. */
+int call_tuple_arrays(const Module *m, const Fn *fn, int v);
+int call_arrays(const Module *m, const Fn *fn, int v);
+const Shape *call_array_type(const Module *m, const Fn *fn, int v, int k);
 int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
             const int64_t *attrs, int nattrs, const Shape *type, Loc loc);
 int ir_emit_checked(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,

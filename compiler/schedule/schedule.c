@@ -526,20 +526,13 @@ static void pool_init(Arena *a, Pool *p, const Fn *fn) {
     p->heap = arena_alloc(a, sizeof(Heap) * (size_t)(k + 1));
 }
 
-/* The bytes of the arrays a call's results are written to (codegen.c's
- * call_arrays): one per result of a call with several, and for a loop two
- * per carried value and one per other result.  They are held for the whole
- * call, beside the buffers. */
-static int64_t call_array_bytes(const Module *m, const Fn *fn, const Inst *in) {
-    if (!op_calls(in->op))
-        return 0;
-    const Fn *callee = &m->fns[ir_attr(fn, in, 0)];
-    const Inst *ret = &callee->insts[callee->ninsts - 1];
+/* The bytes of the arrays a call's results are written to (call_arrays,
+ * ir.h), held for the whole call beside the buffers. */
+static int64_t call_array_bytes(const Module *m, const Fn *fn, int v) {
     int64_t bytes = 0;
-    for (int i = 0; i < ret->nargs; i++) {
-        int64_t b = value_bytes(&callee->insts[ir_arg(callee, ret, i)]);
-        int copies = (in->type.dtype == DT_TUPLE) + (in->op == OP_LOOP) + (in->op == OP_LOOP && i < loop_carried(fn, in));
-        bytes += b * copies;
+    for (int k = 0; k < call_arrays(m, fn, v); k++) {
+        const Shape *t = call_array_type(m, fn, v, k);
+        bytes += shape_elems(t) * dtype_size(t->dtype);
     }
     return bytes;
 }
@@ -584,7 +577,7 @@ static void assign_buffers(const Module *m, Fn *fn) {
     for (int b = 0; b < pool.n; b++)
         fn->peak_bytes += pool.size[b];
     for (int v = 0; v < n; v++)
-        fn->peak_bytes += call_array_bytes(m, fn, &fn->insts[v]);
+        fn->peak_bytes += call_array_bytes(m, fn, v);
     fn->nbuffers = pool.n;
     arena_free(&scratch);
 }

@@ -200,6 +200,16 @@ static int end_name(Sema *s, int index) {
     return sym_intern(s->syms, name, strlen(name));
 }
 
+/* A body's parameter or result of type t: replicated, its dims left open
+ * for propagation to choose, as for a generic fn; an spmd body's takes and
+ * gives local blocks. */
+static Sig body_sig(const Fn *b, const Shape *t) {
+    Sig sig = {*t, sharding_replicated(), 0};
+    if (!b->spmd)
+        sig.sh.open = (uint8_t)((1u << t->rank) - 1);
+    return sig;
+}
+
 static void body_signature(Sema *s, Loop *lp, Fn *b) {
     b->nparams = lp->nparams;
     b->params = arena_alloc(s->arena, sizeof(Sig) * (size_t)(lp->nparams + 1));
@@ -207,11 +217,8 @@ static void body_signature(Sema *s, Loop *lp, Fn *b) {
     for (int i = 0; i < lp->nm.n; i++) {
         if (!lp->param[i])
             continue;
-        Sig *p = &b->params[lp->param[i]];
-        p->type = lp->role[i] == R_INVARIANT_INT ? (Shape){DT_I32, 0, {0}} : *outer_shape(s, lp, i);
-        p->sh = sharding_replicated();
-        if (!b->spmd)       /* propagation chooses, as for a generic fn; an spmd body takes local blocks */
-            p->sh.open = (uint8_t)((1u << p->type.rank) - 1);
+        Shape t = lp->role[i] == R_INVARIANT_INT ? (Shape){DT_I32, 0, {0}} : *outer_shape(s, lp, i);
+        b->params[lp->param[i]] = body_sig(b, &t);
     }
     if (lp->trips < 0)    /* named `i.end`, which no source name can be */
         b->params[lp->nparams - 1] = (Sig){{DT_I32, 0, {0}}, sharding_replicated(), 1 + end_name(s, lp->st->sym)};
@@ -277,10 +284,7 @@ static int32_t *body_results(Sema *s, Loop *lp) {
             if (pass == 1)
                 lp->role[i] = R_OUT;
             vals[n] = now->v;
-            res[n].type = *t;
-            res[n].sh = sharding_replicated();
-            if (!b->spmd)
-                res[n].sh.open = (uint8_t)((1u << t->rank) - 1);
+            res[n] = body_sig(b, t);
             res[n++].name = 1 + lp->nm.sym[i];
         }
     b->results = res;
@@ -431,6 +435,11 @@ static int64_t eval_bound(Sema *s, const Expr *e, int *known) {
     sema_error(s, e->loc, "a loop bound must be an integer or an i32[] scalar");
 }
 
+/* The instruction of a bound from eval_bound. */
+static int bound_inst(Sema *s, int64_t bound, int known, const Expr *e) {
+    return known ? materialize_int(s, (IntVal){bound, 0, -1}, e->loc) : (int)bound;
+}
+
 /* A loop whose bounds are known only at run time stays a loop: its first
  * index and its end are instructions (lo, hi). */
 static void lower_run_time_loop(Sema *s, const Stmt *st, int lo, int hi, Loc bound) {
@@ -449,8 +458,7 @@ void lower_for(Sema *s, const Stmt *st) {
     int lo_known, hi_known;
     int64_t lo = eval_bound(s, st->lo, &lo_known), hi = eval_bound(s, st->hi, &hi_known);
     if (!lo_known || !hi_known) {
-        lower_run_time_loop(s, st, lo_known ? materialize_int(s, (IntVal){lo, 0, -1}, st->lo->loc) : (int)lo,
-                            hi_known ? materialize_int(s, (IntVal){hi, 0, -1}, st->hi->loc) : (int)hi,
+        lower_run_time_loop(s, st, bound_inst(s, lo, lo_known, st->lo), bound_inst(s, hi, hi_known, st->hi),
                             lo_known ? st->hi->loc : st->lo->loc);
         return;
     }
