@@ -110,6 +110,23 @@ void give_slice(Grad *g, int i, int c, int d, int64_t lo, int64_t hi) {
     g->piece_head[o] = g->npieces++;
 }
 
+/* The concatenate of parts[0, np) along dim.  An op's sharding rule covers
+ * at most MAX_RULE_TENSORS - 1 operands, so more are concatenated in groups
+ * first (a 96-layer stack's gradient: three groups, then one concatenate of
+ * them); parts is overwritten. */
+static int g_concat(Grad *g, int32_t *parts, int np, int64_t dim) {
+    enum { GROUP = MAX_RULE_TENSORS - 1 };
+    while (np > GROUP) {
+        int ngroups = 0;
+        for (int i = 0; i < np; i += GROUP) {
+            int n = np - i < GROUP ? np - i : GROUP;
+            parts[ngroups++] = n == 1 ? parts[i] : g_emit(g, OP_CONCAT, parts + i, n, &dim, 1, NULL);
+        }
+        np = ngroups;
+    }
+    return np == 1 ? parts[0] : g_emit(g, OP_CONCAT, parts, np, &dim, 1, NULL);
+}
+
 int g_tile(Grad *g, const SlicePiece *ps, int k, int64_t n) {
     int32_t *parts = arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)(2 * k + 1));
     int np = 0, d = ps[0].dim;
@@ -126,8 +143,7 @@ int g_tile(Grad *g, const SlicePiece *ps, int k, int64_t n) {
             at = ps[j].hi;
         }
     }
-    int64_t dim = d;
-    return np == 1 ? parts[0] : g_emit(g, OP_CONCAT, parts, np, &dim, 1, NULL);
+    return g_concat(g, parts, np, d);
 }
 
 /* Value o's pending pieces into its cotangent: those of one dim that do not

@@ -300,3 +300,12 @@ const Shape *call_array_type(const Module *m, const Fn *fn, int v, int k) {
     int nc = loop_carried(fn, in);
     return result_type(callee, k < 2 * nc ? k / 2 : k - nc);
 }
+
+int call_collectives(const Module *m, const Fn *fn, const Inst *in) {
+    int64_t k = m->fns[inst_callee(fn, in)].collectives_started;
+    if (in->op == OP_LOOP && k) {
+        int64_t trips = loop_trips(fn, in);
+        k = trips < 0 || trips > (1 << 20) / k ? 1 << 20 : k * trips;
+    }
+    return (int)k;
+}

@@ -303,6 +303,17 @@ static inline int64_t loop_trips_known(const Fn *fn, const Inst *in) {
 }
 static inline int loop_carried(const Fn *fn, const Inst *in) { return (int)ir_attr(fn, in, 2); }
 
+/* The runtime lets a device start a group's collective only once the one
+ * it started COLLECTIVE_WINDOW before is done (SC_MAX_PENDING,
+ * runtime/shardc_rt.h).  The scheduler keeps every fn within it, counting
+ * the collectives of all groups and those its calls start, and the
+ * verifier checks that it did. */
+enum { COLLECTIVE_WINDOW = 8 };
+/* How many collectives a scheduled call or loop starts (and finishes):
+ * a loop's body in every iteration, capped at 2^20 (past the window any
+ * count is as good; a run-time trip count counts as the cap). */
+int call_collectives(const Module *m, const Fn *fn, const Inst *in);
+
 /* Typed attributes, at the places ops.def's layout gives them. */
 static inline Reducer inst_reducer(const Fn *fn, const Inst *in) {
     return (Reducer)ir_attr(fn, in, op_info[in->op].at_reducer);

@@ -98,6 +98,37 @@ static const char *check_dones(const Verifier *vf, const Fn *fn) {
     return err;
 }
 
+/* The schedule is one the runtime accepts: a collective starts only once
+ * every one started COLLECTIVE_WINDOW or more before it is done, counting
+ * those that calls start (and finish) in between. */
+static const char *check_window(const Verifier *vf, const Fn *fn) {
+    size_t n = (size_t)fn->ninsts + 1;
+    int *nth = arena_alloc(vf->scratch, sizeof(int) * n);          /* a start -> its place among the starts */
+    int64_t *seq = arena_alloc(vf->scratch, sizeof(int64_t) * n);  /* the k-th start's count of starts before it */
+    uint8_t *open = arena_alloc(vf->scratch, n);                    /* the k-th start is not done yet */
+    int64_t nstarted = 0;
+    int nasync = 0, oldest = 0;              /* starts before the oldest are all done */
+    for (int v = 0; v < fn->ninsts; v++) {
+        const Inst *in = &fn->insts[v];
+        if (in->op == OP_DONE) {
+            open[nth[ir_arg(fn, in, 0)]] = 0;
+            continue;
+        }
+        int more = op_calls(in->op) ? call_collectives(vf->m, fn, in) : op_is_collective(in->op);
+        for (; oldest < nasync && !open[oldest]; oldest++) {
+        }
+        if (more && oldest < nasync && nstarted + more - seq[oldest] > COLLECTIVE_WINDOW)
+            return fail(vf, fn, v, "starts a collective while one started COLLECTIVE_WINDOW before is not done");
+        if (in->flags & INST_ASYNC) {
+            nth[v] = nasync;
+            seq[nasync] = nstarted;
+            open[nasync++] = 1;
+        }
+        nstarted += more;
+    }
+    return NULL;
+}
+
 static const char *verify_fn(const Verifier *vf, const Fn *fn) {
     const Module *m = vf->m;
     for (int i = 0; i < fn->nparams; i++)
@@ -131,7 +162,10 @@ static const char *verify_fn(const Verifier *vf, const Fn *fn) {
         if (err)
             return fail(vf, fn, v, err);
     }
-    return fn->ninsts ? check_dones(vf, fn) : "function has no instructions";
+    if (!fn->ninsts)
+        return "function has no instructions";
+    const char *err = check_dones(vf, fn);
+    return err || !fn->scheduled ? err : check_window(vf, fn);
 }
 
 const char *ir_verify(const Module *m, char buf[VERIFY_MSG_SIZE]) {

@@ -415,7 +415,7 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
             return 0;
     int64_t B = total / k, nruns = 0, cap = 2 * k * (in->nargs + 1);
     Run *runs = arena_alloc(p->m->arena, sizeof(Run) * (size_t)cap);
-    int32_t parts[MAX_RULE_TENSORS] = {0};
+    int32_t *parts = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)(in->nargs + 1));   /* any count */
     int64_t offset = 0;
     for (int i = 0; i < in->nargs; i++) {
         Sharding want = in->sh;
@@ -461,8 +461,8 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
         int placed = pad_zeros(p, piece, (int)dim, runs[r].at, B - runs[r].at - runs[r].len);
         acc = acc < 0 ? placed : emit_local(p, OP_ADD, (int32_t[]){acc, placed}, 2, NULL, 0, NULL);
     }
-    Segment seg[MAX_RULE_TENSORS];
-    int64_t blocks[MAX_RULE_TENSORS];
+    Segment *seg = arena_alloc(p->m->arena, sizeof(Segment) * (size_t)(in->nargs + 1));
+    int64_t *blocks = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(in->nargs + 1));
     int64_t at = 0;
     for (int i = 0; i < in->nargs; i++) {
         int64_t size = src->insts[ir_arg(src, in, i)].type.dims[dim];

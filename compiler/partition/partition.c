@@ -130,7 +130,7 @@ static void warn_replicated(Part *p) {
 
 static Piece lower_replicated(Part *p, const Inst *in, int warn) {
     const Fn *src = p->src;
-    int32_t args[MAX_RULE_TENSORS];
+    int32_t *args = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)(in->nargs + 1));   /* any count */
     Sharding rep = sharding_replicated();
     int any_split = 0;
     for (int i = 0; i < in->nargs; i++) {

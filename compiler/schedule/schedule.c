@@ -49,11 +49,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The runtime lets a device start a group's collective only once the one
- * it started SC_MAX_PENDING before is done (runtime/shardc_rt.h): a
- * collective must be done before this many more start after it, counting
- * those its calls start, whatever their groups. */
-enum { WINDOW = 8 };
+/* A collective must be done before this many more start after it,
+ * counting those its calls start, whatever their groups (ir.h). */
+enum { WINDOW = COLLECTIVE_WINDOW };
 
 typedef struct {
     Module *m;
@@ -120,9 +118,15 @@ static void finish(Sched *s, int c) {
 /* Wait for the collectives still running that `more` starts (a
  * collective: 1; a call: all its callee starts) would leave behind. */
 static void make_room(Sched *s, int more) {
-    for (; s->first_open < s->nopen; s->first_open++) {
+    /* finish(c) may start the collectives waiting on c, and so re-enter
+     * here and move first_open: it is read afresh each time round. */
+    while (s->first_open < s->nopen) {
         int c = s->open[s->first_open];
-        if (s->new_of[c] < 0 && s->nstarted + more - s->seq[c] <= WINDOW)
+        if (s->new_of[c] >= 0) {
+            s->first_open++;
+            continue;
+        }
+        if (s->nstarted + more - s->seq[c] <= WINDOW)
             break;
         finish(s, c);
     }
@@ -132,8 +136,8 @@ static void make_room(Sched *s, int more) {
 /* Start the collectives whose operand, src value v, now exists. */
 static void start_ready(Sched *s, int v) {
     for (int c = s->first_after[v]; c >= 0; c = s->next_after[c]) {
-        s->seq[c] = s->nstarted;
         make_room(s, 1);
+        s->seq[c] = s->nstarted - 1;         /* after the starts make_room's dones set off */
         *VEC_PUSH(s->m->arena, s->open, s->nopen, s->open_cap) = c;
         s->started_by[c] = copy_inst(s, c, INST_ASYNC);
         s->dst->insts[s->started_by[c]].sym = -1;
@@ -158,18 +162,6 @@ static int must_wait(const Sched *s, int v) {
 }
 
 static int is_compute(int op) { return op == OP_DOT || op_calls(op); }
-
-/* How many collectives a call starts; a loop's body starts its own in
- * every iteration (capped: past the window, any count finishes all; a
- * run-time trip count may be large, so it counts as the cap). */
-static int started_by_call(const Sched *s, const Inst *in) {
-    int64_t k = s->m->fns[ir_attr(s->src, in, 0)].collectives_started;
-    if (in->op == OP_LOOP && k) {
-        int64_t trips = loop_trips(s->src, in);
-        k = trips < 0 || trips > (1 << 20) / k ? 1 << 20 : k * trips;
-    }
-    return (int)k;
-}
 
 /* Does compute `in` overlap collective c?  Compute on one submesh does not
  * overlap a transfer whose data comes from another: the transfer of a
@@ -206,7 +198,7 @@ static void emit(Sched *s, int v) {
         s->new_of[folded] = copy_inst(s, folded, INST_FOLDED);
     }
     if (op_calls(in->op))
-        make_room(s, started_by_call(s, in));
+        make_room(s, call_collectives(s->m, s->src, in));
     s->new_of[v] = copy_inst(s, v, 0);
     if (is_compute(in->op)) {
         int kept = 0;
