@@ -75,6 +75,16 @@ SMALL_ROUNDS = 3           # alternating runs of threads and OpenMPI at small si
 COLL_KINDS = ("all-reduce", "all-gather", "all-to-all")
 TARGET_COMPILE_10K = 1.0   # seconds for `shardc compile` at 10,000 instructions
 LINEAR_SLACK = 2.0         # 10x the instructions may take at most 20x the time
+# (i) cost against depth (issue 26): GPT train_step on small dims at L = 4,
+# 48, 96; the RNN step (tests/codegen/progs/rnn.tdsl) at T = 200 and 1000.
+DEPTH_GPT = "B=2,S=8,D=16,H=4,K=4,F=32,V=32"
+DEPTH_LAYERS = (4, 48, 96)
+DEPTH_STEPS = (200, 1000)
+TARGET_DEPTH_COMPILE = 1.0  # seconds for `shardc compile` at any depth
+TARGET_DEPTH_C = 1.5        # generated C at L = 48, 96 against L = 4's
+TARGET_DEPTH_BUILD = 2.0    # `shardc build --no-cache` at L = 48, 96 against L = 4's
+TARGET_RNN_BUILD = 10.0     # seconds to build the 1000-step RNN's training step
+DEPTH_TIMEOUT = 600
 
 
 def log(msg=""):
@@ -833,6 +843,81 @@ def bench_compile(build, work, quick):
     return rows
 
 
+# ---- (i) cost against depth ----
+
+def depth_row(shardc, work, prog, fn, const):
+    """Compile time (best of 3), generated C bytes, and `shardc build
+    --no-cache` time (C compiler and link included) of fn at const."""
+    c_path, exe = os.path.join(work, "depth.c"), os.path.join(work, "depth.exe")
+    row = {"const": const, "compile": None, "c_bytes": None, "build": None}
+    try:
+        row["compile"] = best_time([shardc, "compile", prog, "--fn", fn, "--const", const, "-o", c_path], 3,
+                                   DEPTH_TIMEOUT)
+        row["c_bytes"] = os.path.getsize(c_path)
+        row["build"] = best_time([shardc, "build", prog, "--fn", fn, "--const", const, "--no-cache", "-o", exe], 1,
+                                 DEPTH_TIMEOUT)
+    except (subprocess.TimeoutExpired, RuntimeError) as e:
+        log("  %s %s: %s" % (fn, const, e))
+    log("  %s %s: compile %s, %s of C, build %s" %
+        (fn, const, "%.3f s" % row["compile"] if row["compile"] is not None else "-",
+         fmt_bytes(row["c_bytes"]) if row["c_bytes"] else "-",
+         "%.1f s" % row["build"] if row["build"] is not None else "timed out or failed"))
+    return row
+
+
+def bench_depth(build, work, quick):
+    shardc = os.path.join(build, "shardc")
+    gpt = os.path.join(ROOT, "samples", "gpt.tdsl")
+    rnn = os.path.join(ROOT, "tests", "codegen", "progs", "rnn.tdsl")
+    layers = DEPTH_LAYERS[:2] if quick else DEPTH_LAYERS
+    return {"gpt": [depth_row(shardc, work, gpt, "train_step", "%s,L=%d" % (DEPTH_GPT, n)) for n in layers],
+            "rnn": [depth_row(shardc, work, rnn, "step", "T=%d" % t) for t in (DEPTH_STEPS[:1] if quick else DEPTH_STEPS)]}
+
+
+def depth_section(r, summary):
+    def cell(x, f):
+        return f % x if x is not None else "timed out"
+    rows = []
+    for name, fn in (("gpt", "gpt.tdsl train_step"), ("rnn", "rnn.tdsl step")):
+        base = r[name][0]
+        for row in r[name]:
+            ratio_c = row["c_bytes"] / base["c_bytes"] if row["c_bytes"] and base["c_bytes"] else None
+            ratio_b = row["build"] / base["build"] if row["build"] and base["build"] else None
+            rows.append((fn, row["const"].split(",")[-1], cell(row["compile"], "%.3f"),
+                         fmt_bytes(row["c_bytes"]) if row["c_bytes"] else "-", cell(ratio_c, "%.2fx"),
+                         cell(row["build"], "%.1f"), cell(ratio_b, "%.2fx")))
+    g = r["gpt"]
+    worst_compile = max((x["compile"] for x in g + r["rnn"] if x["compile"] is not None), default=None)
+    ok = worst_compile is not None and all(x["compile"] is not None for x in g + r["rnn"])
+    summary.append(("(i) shardc compile, GPT L = %s and RNN T = %s (target < %.0f s)" %
+                    ("/".join(str(n) for n in DEPTH_LAYERS), "/".join(str(t) for t in DEPTH_STEPS),
+                     TARGET_DEPTH_COMPILE), "%.2f s at most" % worst_compile if worst_compile else "timed out",
+                    met(ok and worst_compile < TARGET_DEPTH_COMPILE)))
+    for row in g[1:]:
+        c = row["c_bytes"] / g[0]["c_bytes"] if row["c_bytes"] and g[0]["c_bytes"] else None
+        b = row["build"] / g[0]["build"] if row["build"] and g[0]["build"] else None
+        depth = row["const"].split(",")[-1]
+        summary.append(("(i) GPT train_step generated C, %s / L=4 (target <= %.1fx)" % (depth, TARGET_DEPTH_C),
+                        cell(c, "%.2fx"), met(c is not None and c <= TARGET_DEPTH_C)))
+        summary.append(("(i) GPT train_step build --no-cache, %s / L=4 (target <= %.1fx)" % (depth, TARGET_DEPTH_BUILD),
+                        cell(b, "%.2fx"), met(b is not None and b <= TARGET_DEPTH_BUILD)))
+    b1000 = r["rnn"][-1]["build"]
+    summary.append(("(i) RNN step, %s, build --no-cache (target < %.0f s)" % (r["rnn"][-1]["const"], TARGET_RNN_BUILD),
+                    cell(b1000, "%.1f s"), met(b1000 is not None and b1000 < TARGET_RNN_BUILD)))
+    tab = table(("program", "depth", "compile (s)", "generated C", "C / first", "build --no-cache (s)",
+                 "build / first"), rows)
+    log(tab)
+    return ("## Cost against depth\n\n"
+            "What a model's depth and a loop's length cost the compiler: `shardc compile --fn F --const ...` "
+            "(best of 3: parsing to C), the generated C's size, and `shardc build --no-cache` (the C compiler "
+            "and the link included), for samples/gpt.tdsl's `train_step` at `--const %s` and L layers, and the "
+            "tanh RNN's training step of tests/codegen/progs/rnn.tdsl at T steps (its gradient through the "
+            "loop). A compiler whose cost grows with depth is one users cannot take to a real model: the "
+            "targets are a compile under %.0f s at any depth, C within %.1fx and a build within %.1fx of "
+            "L = 4's, and a 1000-step RNN step built in under %.0f s.\n\n%s\n"
+            % (DEPTH_GPT, TARGET_DEPTH_COMPILE, TARGET_DEPTH_C, TARGET_DEPTH_BUILD, TARGET_RNN_BUILD, tab))
+
+
 # ---- the report ----
 
 def update_doc(path, name, text, before=None):
@@ -868,8 +953,9 @@ def main():
     ap.add_argument("--doc", default=None, help="the document to rewrite (docs/performance.md)")
     ap.add_argument("--out", default=None, help="write the rewritten document here, leaving --doc as it is")
     ap.add_argument("--quick", action="store_true", help="small sizes, for testing the script")
-    ap.add_argument("--only", default="abcdefgh", help="which benchmarks: letters of abcdefgh (g: mixture of experts, "
-                    "h: training, each its own section of the document, so `--only g` refreshes just that)")
+    ap.add_argument("--only", default="abcdefghi", help="which benchmarks: letters of abcdefghi (g: mixture of experts, "
+                    "h: training, i: cost against depth, each its own section of the document, so `--only g` "
+                    "refreshes just that)")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     doc = args.doc
@@ -1078,6 +1164,10 @@ def main():
             log("\n== (h) training steps against their forward passes")
             os.makedirs(os.path.join(work, "train"))
             train_text = training_section(bench_training(build, os.path.join(work, "train"), args.quick), lim, summary)
+        if "i" in args.only:
+            log("\n== (i) cost against depth: compile and build time of deep and long programs")
+            os.makedirs(os.path.join(work, "depth"))
+            depth_text = depth_section(bench_depth(build, os.path.join(work, "depth"), args.quick), summary)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -1105,6 +1195,9 @@ def main():
         if "h" in args.only:
             update_doc(doc, "bench/training", prose(train_text + "Measured %s, load average %s when the run started.\n\n"
                                                     % (m["date"], m["load"])))
+        if "i" in args.only:
+            update_doc(doc, "bench/depth", prose(depth_text + "Measured %s, load average %s when the run started.\n\n"
+                                                 % (m["date"], m["load"])))
         if "g" in args.only:
             update_doc(doc, "bench/moe", prose(moe_text + "Measured %s, load average %s when the run started.\n\n"
                                                % (m["date"], m["load"])))
