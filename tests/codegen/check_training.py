@@ -7,7 +7,8 @@ against the same training in NumPy (f64).
     SGD with momentum (sgd_dp, data parallel) and with Adam (adam_fsdp,
     FSDP), 300 steps;
   - samples/gpt.tdsl's train_step: a small GPT on token sequences that follow
-    a rule (tests/interp/gpt_ref.py), 200 steps.
+    a rule (tests/interp/gpt_ref.py), 200 steps; and at GPT-2 XL's depth,
+    48 layers on tiny dims, 40 steps.
 
 Each run must learn (its last loss below the stated fraction of its first)
 and match NumPy: every printed loss and the last one within 1e-3 (absolute,
@@ -92,18 +93,23 @@ def mlp_case(fn, optimizer, steps=300, learn=0.3):
 GPT_CFG = gpt_ref.TRAIN_CFG
 
 
-def gpt_case(steps=200, learn=0.5):
+# GPT-2 XL's depth on tiny dims: 48 layers, a loss that falls slowly.
+GPT_DEEP_CFG = dict(B=2, S=4, D=8, H=4, K=2, F=8, V=8, L=48)
+
+
+def gpt_case(cfg=GPT_CFG, steps=200, learn=0.5, name="gpt train_step"):
     def make():
-        inputs = gpt_ref.train_inputs(np.random.default_rng(1), GPT_CFG)
-        losses, w, v = gpt_ref.train(GPT_CFG, inputs, steps)
+        inputs = gpt_ref.train_inputs(np.random.default_rng(1), cfg)
+        losses, w, v = gpt_ref.train(cfg, inputs, steps)
         final = dict(w)
         final.update({"v_" + k: a for k, a in v.items()})
         return inputs, losses, final
-    const = ",".join("%s=%d" % kv for kv in GPT_CFG.items())
-    return ("gpt train_step", os.path.join(ROOT, "samples", "gpt.tdsl"), "train_step", const, steps, learn, make)
+    const = ",".join("%s=%d" % kv for kv in cfg.items())
+    return (name, os.path.join(ROOT, "samples", "gpt.tdsl"), "train_step", const, steps, learn, make)
 
 
-CASES = [mlp_case("sgd_dp", "sgd"), mlp_case("adam_fsdp", "adam"), gpt_case()]
+CASES = [mlp_case("sgd_dp", "sgd"), mlp_case("adam_fsdp", "adam"), gpt_case(),
+         gpt_case(GPT_DEEP_CFG, steps=40, learn=0.9, name="gpt train_step L=48")]
 
 # ---- running and judging ----
 
