@@ -180,6 +180,18 @@ static int epilogue_after(sk_dtype t, const sk_epilogue *ep, void *c, int64_t M,
     return ep->act == SK_COPY ? 0 : sk_unary(ep->act, t, M * N, c, c);
 }
 
+/* out += the dot (n elements), for the dtypes whose GEMM takes no beta:
+ * the product computed aside, then added (rounded as the unfused dot and
+ * add are). */
+static int accumulate_aside(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
+                            const sk_dot_dims *dd, void *out, int64_t n) {
+    void *product = malloc((size_t)n * sk_dtype_size(t));
+    int status = !product || sk_dot(t, lhs, a, rhs, b, dd, product, NULL) ||
+                 sk_binary(SK_ADD, t, n, out, product, out) ? SC_ERR : 0;
+    free(product);
+    return status;
+}
+
 int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
            const sk_dot_dims *dd, void *out, sc_shape *out_shape) {
     return sk_dot_epilogue(t, lhs, a, rhs, b, dd, NULL, out, out_shape);
@@ -190,11 +202,12 @@ int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const
     if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(lhs) || !sk_valid_shape(rhs) ||
         !dd || dd->nbatch < 0 || dd->ncontract < 0 || dd->nbatch + dd->ncontract > SC_MAX_RANK)
         return SC_ERR;
-    static const sk_epilogue none = {NULL, SK_COPY};
+    static const sk_epilogue none = {NULL, SK_COPY, 0};
     if (!ep)
         ep = &none;
-    if ((ep->bias || ep->act != SK_COPY) && (t == SK_I32 || !is_activation(ep->act)))
+    if ((ep->bias || ep->act != SK_COPY) && (t == SK_I32 || !is_activation(ep->act) || ep->accumulate))
         return SC_ERR;
+    float beta = ep->accumulate ? 1.0f : 0.0f;
     int nb = dd->nbatch, nc = dd->ncontract;
     int lrole[SC_MAX_RANK] = {0}, rrole[SC_MAX_RANK] = {0};   /* 0 free, 1 batch, 2 contract */
     for (int i = 0; i < nb + nc; i++) {
@@ -235,8 +248,11 @@ int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const
     size_t es = sk_dtype_size(t);
     if (nbat * M * N == 0)
         return 0;
+    if (ep->accumulate && t != SK_F32 && t != SK_F64)
+        return accumulate_aside(t, lhs, a, rhs, b, dd, out, nbat * M * N);
     if (K == 0) {   /* an empty sum: zeros, whose bits are 0 in every dtype (0 + bias is exact) */
-        memset(out, 0, (size_t)(nbat * M * N) * es);
+        if (!ep->accumulate)
+            memset(out, 0, (size_t)(nbat * M * N) * es);
         for (int64_t bi = 0; bi < nbat; bi++)
             if (epilogue_after(t, ep, (char *)out + bi * M * N * (int64_t)es, M, N))
                 return SC_ERR;
@@ -311,17 +327,17 @@ int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const
                                (char *)out + bi * M * N * (int64_t)es);
         else if (t == SK_F32 && !without_onednn())
             status = dnnl_sgemm(g.ta, g.tb, M, N, K, 1.0f, (const float *)(const void *)va.base + oa, lda,
-                            (const float *)(const void *)vb.base + ob, ldb, 0.0f, (float *)out + bi * M * N,
+                            (const float *)(const void *)vb.base + ob, ldb, beta, (float *)out + bi * M * N,
                             N) == dnnl_success ? 0 : SC_ERR;
         else if (t == SK_F32)
             cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f,
                         (const float *)(const void *)va.base + oa, (int)lda,
-                        (const float *)(const void *)vb.base + ob, (int)ldb, 0.0f,
+                        (const float *)(const void *)vb.base + ob, (int)ldb, beta,
                         (float *)out + bi * M * N, (int)N);
         else
             cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0,
                         (const double *)(const void *)va.base + oa, (int)lda,
-                        (const double *)(const void *)vb.base + ob, (int)ldb, 0.0,
+                        (const double *)(const void *)vb.base + ob, (int)ldb, (double)beta,
                         (double *)out + bi * M * N, (int)N);
         if (!mm && !status)
             status = epilogue_after(t, ep, (char *)out + bi * M * N * (int64_t)es, M, N);

@@ -225,10 +225,15 @@ int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *a, const void 
  * product of the rhs free dims, the result's trailing dims), act SK_COPY
  * (none), SK_GELU, SK_RELU, SK_TANH or SK_LOGISTIC.  Floating point only.
  * bf16/f16 add and activate in f32 and round once (the unfused
- * instructions round after each); f32 and f64 give the unfused bits. */
+ * instructions round after each); f32 and f64 give the unfused bits.
+ * accumulate (with no bias and SK_COPY): out = out + dot, in place, as
+ * BLAS's beta = 1 for f32 and f64 (an accumulator that a loop of dots
+ * adds to needs no second array); other dtypes add a product computed
+ * aside. */
 typedef struct {
     const void *bias;
     sk_unary_op act;
+    int accumulate;
 } sk_epilogue;
 int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
                     const sk_dot_dims *dims, const sk_epilogue *ep, void *out, sc_shape *out_shape);

@@ -175,8 +175,8 @@ static int may_fail(const Inst *in) {
 
 /* The values written straight into the caller's result arrays, not into a
  * buffer copied there at the return, each at its first place in the
- * return: a value in a buffer of its own making (not a parameter, a view
- * or a collective's done), and an element of a call's results, whose
+ * return: a value in a buffer of its own making (not a parameter, a view,
+ * a collective's done or a dot's accumulator), and an element of a call's results, whose
  * callee then writes it there (*element: per call, per result, 1 + the
  * result, or 0).  A returned value lives to the end, so no other value
  * shares its memory after it is written, and results never overlap the
@@ -203,8 +203,8 @@ static int *returned_in_place(const Module *m, const Fn *fn, const int *buf, con
             continue;
         }
         if (buf[v] < 0 || in->flags & (INST_VIEW | INST_FOLDED) || fu->role[v] == FUSE_FOLDED ||
-            (fu->role[v] == FUSE_MEMBER && !fu->stored[v]))
-            continue;
+            (fu->role[v] == FUSE_MEMBER && !fu->stored[v]) || accumulated_operand(fn, v) >= 0)
+            continue;                /* (a dot accumulating adds into the buffer its operand is in) */
         result[v] = i + 1;
     }
     return result;

@@ -66,14 +66,14 @@ static void emit_constant(Gen *g, const Inst *in, const char *r) {
 }
 
 /* Dot `in` into r, with an epilogue when bias (a value's C name) or act
- * (an SK_ op) is not NULL: sk_dot_epilogue. */
-static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *act, const char *r) {
+ * (an SK_ op) is not NULL or it accumulates into r: sk_dot_epilogue. */
+static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *act, int accumulate, const char *r) {
     const Fn *fn = g->fn;
     const Shape *a = T(ir_arg(fn, in, 0)), *b = T(ir_arg(fn, in, 1));
     DotDims dd;
     dot_dims(fn, in, &dd);
     const int64_t *lbat = dd.lhs_batch, *rbat = dd.rhs_batch, *lcon = dd.lhs_contract, *rcon = dd.rhs_contract;
-    int nb = dd.nbatch, nc = dd.ncontract, ep = bias || act;
+    int nb = dd.nbatch, nc = dd.ncontract, ep = bias || act || accumulate;
     if ((a->rank - nb - nc) + (b->rank - nb - nc) + nb != in->type.rank)
         g->err = "a dot that sums a dim on one side only";
     FILE *o = g->out;
@@ -94,13 +94,13 @@ static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *
     fputs(", ", o);
     emit_list(o, rcon, nc);
     if (ep)
-        fprintf(o, "},\n%s&(sk_epilogue){%s, %s}, %s, NULL));\n", indent, bias ? bias : "NULL",
-                act ? act : "SK_COPY", r);
+        fprintf(o, "},\n%s&(sk_epilogue){%s, %s, %d}, %s, NULL));\n", indent, bias ? bias : "NULL",
+                act ? act : "SK_COPY", accumulate, r);
     else
         fprintf(o, "}, %s, NULL));\n", r);
 }
 
-static void emit_dot(Gen *g, const Inst *in, const char *r) { emit_dot_call(g, in, NULL, NULL, r); }
+static void emit_dot(Gen *g, const Inst *in, const char *r) { emit_dot_call(g, in, NULL, NULL, 0, r); }
 
 /* Dot v of the gather folded right before it (schedule.c). */
 static void emit_gather_dot(Gen *g, int v, const char *r) {
@@ -123,7 +123,8 @@ static void emit_gather_dot(Gen *g, int v, const char *r) {
 
 /* Instruction v, the last of a dot's epilogue (schedule.c): the folded
  * instructions before it are the dot, the bias broadcast and add, and v
- * itself the add or the activation. */
+ * itself the add or the activation; or v is an add the dot accumulates
+ * into, whose buffer (r) holds the other operand. */
 static void emit_epilogue(Gen *g, int v, const char *r) {
     const Fn *fn = g->fn;
     if (fn->insts[v].op == OP_DOT) {
@@ -141,7 +142,7 @@ static void emit_epilogue(Gen *g, int v, const char *r) {
         return;
     }
     const char *act = fn->insts[v].op == OP_ADD ? NULL : sk_op_name[fn->insts[v].op];
-    emit_dot_call(g, &fn->insts[dot], bias >= 0 ? g->name[bias] : NULL, act, r);
+    emit_dot_call(g, &fn->insts[dot], bias >= 0 ? g->name[bias] : NULL, act, accumulated_operand(fn, v) >= 0, r);
 }
 
 static const char *sc_dtype(Gen *g, int dt) {

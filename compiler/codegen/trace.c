@@ -62,7 +62,7 @@ static void collective_name(Name *b, const Module *m, const Fn *fn, const Inst *
 
 /* "dot f32 [32,128]x[128,64]", and for a dot with an epilogue (v its last
  * instruction, schedule.c) what the epilogue adds: "+bias", "+gelu"; a
- * folded gather: "+gather". */
+ * folded gather: "+gather"; a dot accumulating into a buffer: "+=". */
 static void dot_name(Name *b, const Fn *fn, int v) {
     int dot = v, bias = 0, gather = 0;
     if (ends_fold(fn, v))
@@ -80,6 +80,8 @@ static void dot_name(Name *b, const Fn *fn, int v) {
         put(b, " +gather");
     if (bias)
         put(b, " +bias");
+    if (accumulated_operand(fn, v) >= 0)
+        put(b, " +=");
     if (dot != v && fn->insts[v].op != OP_ADD && fn->insts[v].op != OP_DOT)
         put(b, " +%s", op_info[fn->insts[v].op].name);
 }

@@ -150,6 +150,23 @@ static inline int ends_fold(const Fn *fn, int v) {
     return v > 0 && (fn->insts[v - 1].flags & INST_FOLDED) && !(fn->insts[v].flags & INST_FOLDED);
 }
 
+/* The operand an add ending a fold accumulates into, or -1: an f32 or f64
+ * dot folded into an add of a value that dies there adds its product into
+ * that value's buffer (BLAS's beta = 1), which becomes the add's
+ * (compiler/schedule: an accumulator of a loop of dots needs no second
+ * array, nor one for the product). */
+static inline int accumulated_operand(const Fn *fn, int v) {
+    const Inst *in = &fn->insts[v];
+    if (in->op != OP_ADD || !ends_fold(fn, v))
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        const Inst *d = &fn->insts[fn->args[in->args + i]], *x = &fn->insts[fn->args[in->args + 1 - i]];
+        if (d->op == OP_DOT && (d->flags & INST_FOLDED) && !(x->flags & INST_FOLDED))
+            return fn->args[in->args + 1 - i];
+    }
+    return -1;
+}
+
 /* The instruction whose kernel call computes v: the first after it that is
  * not INST_FOLDED (v itself when v is not; folded runs are a few long). */
 static inline int folded_into(const Fn *fn, int v) {

@@ -449,14 +449,41 @@ static void fold_epilogue(Fn *fn, const int *uses, int v) {
         fn->insts[u].flags |= INST_FOLDED;
 }
 
+/* An f32 or f64 dot v read only by the add right after it, whose other
+ * operand x is a value in a buffer that dies there: the dot adds into x's
+ * buffer, which becomes the add's (accumulated_operand, ir.h).  The
+ * collective matmul's `acc = acc + update` then needs one [B, F] array,
+ * not three. */
+static void fold_accumulate(Fn *fn, const int *uses, const int *last_read, int v) {
+    const Inst *d = &fn->insts[v];
+    int add = v + 1;
+    if (d->op != OP_DOT || (d->type.dtype != DT_F32 && d->type.dtype != DT_F64) || d->flags || d->place ||
+        uses[v] != 1 || ends_fold(fn, v) || add >= fn->ninsts || fn->insts[add].op != OP_ADD || !plain(fn, add))
+        return;
+    const Inst *a = &fn->insts[add];
+    if (ir_arg(fn, a, 0) != v && ir_arg(fn, a, 1) != v)
+        return;
+    int x = ir_arg(fn, a, 0) == v ? ir_arg(fn, a, 1) : ir_arg(fn, a, 0);
+    const Inst *xi = &fn->insts[x];
+    if (x == v || last_read[x] != add || xi->op == OP_PARAMETER || xi->type.dtype == DT_TUPLE ||
+        xi->flags & (INST_FOLDED | INST_VIEW | INST_ASYNC) || ir_arg(fn, d, 0) == x || ir_arg(fn, d, 1) == x)
+        return;
+    fn->insts[v].flags |= INST_FOLDED;
+}
+
 static void fold_epilogues(Fn *fn) {
     Arena scratch = {0};
     int *uses = arena_alloc(&scratch, sizeof(int) * (size_t)(fn->ninsts + 1));
+    int *last_read = arena_alloc(&scratch, sizeof(int) * (size_t)(fn->ninsts + 1));
     for (int v = 0; v < fn->ninsts; v++)
-        for (int i = 0; i < fn->insts[v].nargs; i++)
+        for (int i = 0; i < fn->insts[v].nargs; i++) {
             uses[ir_arg(fn, &fn->insts[v], i)]++;
-    for (int v = 0; v < fn->ninsts; v++)
+            last_read[ir_arg(fn, &fn->insts[v], i)] = v;
+        }
+    for (int v = 0; v < fn->ninsts; v++) {
         fold_epilogue(fn, uses, v);
+        fold_accumulate(fn, uses, last_read, v);
+    }
     arena_free(&scratch);
 }
 
@@ -556,14 +583,16 @@ static void assign_buffers(const Module *m, Fn *fn) {
         if (!takes_buffer(in) && in->op != OP_DONE)
             continue;
         /* A started collective's buffer passes to its done, which frees it. */
+        int into = accumulated_operand(fn, v);      /* its buffer passes to v, as a start's to its done */
         if (in->op == OP_DONE)
             in->buffer = fn->insts[ir_arg(fn, in, 0)].buffer;
         else
-            in->buffer = take(&scratch, &pool, value_bytes(in));
+            in->buffer = into >= 0 ? fn->insts[into].buffer : take(&scratch, &pool, value_bytes(in));
         if (last[v] < n && !(in->flags & INST_ASYNC))
             *VEC_PUSH(&scratch, dying[last[v]], ndying[last[v]], cap[last[v]]) = v;
         for (int i = 0; i < ndying[v]; i++)         /* free what this instruction read last */
-            put_free(&scratch, &pool, fn->insts[dying[v][i]].buffer);
+            if (dying[v][i] != into)
+                put_free(&scratch, &pool, fn->insts[dying[v][i]].buffer);
     }
     fn->peak_bytes = 0;
     for (int b = 0; b < pool.n; b++)

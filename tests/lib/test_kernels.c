@@ -168,7 +168,7 @@ static void check_epilogue(const char *what, sc_shape ls, sc_shape rs, sk_dot_di
         int64_t m = elems(want_s);
         for (int ai = 0; ai < COUNT(ACTS); ai++)
             for (int with_bias = 0; with_bias < 2; with_bias++) {
-                sk_epilogue ep = {with_bias ? bias : NULL, ACTS[ai]};
+                sk_epilogue ep = {with_bias ? bias : NULL, ACTS[ai], 0};
                 memset(got, 0x7f, 4096 * 8 * 8);
                 int ok = sk_dot_epilogue(t, ls, a, rs, b, &d, &ep, got, &os) == 0 && os.rank == want_s.rank &&
                          !memcmp(os.dims, want_s.dims, sizeof os.dims[0] * os.rank);
@@ -201,13 +201,49 @@ static void check_rounded_once(sk_dtype t, int64_t k) {
     for (int64_t i = 0; i < k; i++)
         st(t, a, i, 1), st(t, b, i, 1);
     st(t, &bias, 0, -(double)(k - 1));
-    sk_epilogue ep = {&bias, SK_RELU};
+    sk_epilogue ep = {&bias, SK_RELU, 0};
     int rc = sk_dot_epilogue(t, SC_SHAPE(1, k), a, SC_SHAPE(k, 1), b, &(sk_dot_dims){0, 1, {0}, {0}, {1}, {0}}, &ep,
                              &got, NULL);
     check(rc == 0 && ld(t, &got, 0) == 1, "dot epilogue %s: bias added to the f32 accumulator (%lld - %lld = %g)",
           NAME[t], (long long)k, (long long)(k - 1), ld(t, &got, 0));
     free(a);
     free(b);
+}
+
+/* out += dot in place (sk_epilogue.accumulate) against the definition:
+ * every dtype, every layout below; f32 and f64 through BLAS's beta, the
+ * others through a product added aside.  out starts as other values, so
+ * a kernel that overwrote it (beta 0) or added twice would fail. */
+static void check_accumulate(const char *what, sc_shape ls, sc_shape rs, sk_dot_dims d) {
+    static const sk_dtype TYPES[] = {SK_F32, SK_F64, SK_BF16, SK_F16, SK_I32};
+    static const double TOL[] = {1e-5, 1e-12, 1.0 / 64, 1.0 / 256, 0};
+    for (int ti = 0; ti < COUNT(TYPES); ti++) {
+        sk_dtype t = TYPES[ti];
+        void *a = fill(t, elems(ls), 7 + ti), *b = fill(t, elems(rs), 13 + ti);
+        double *a64 = malloc(8 * (size_t)(elems(ls) + 1)), *b64 = malloc(8 * (size_t)(elems(rs) + 1));
+        for (int64_t i = 0; i < elems(ls); i++) a64[i] = ld(t, a, i);
+        for (int64_t i = 0; i < elems(rs); i++) b64[i] = ld(t, b, i);
+        sc_shape want_s;
+        double *prod = malloc(4096 * 8 * 8);
+        ref_dot(SK_F64, ls, a64, rs, b64, &d, prod, &want_s);
+        int64_t m = elems(want_s);
+        void *out = fill(t, m, 29 + ti);
+        double *before = malloc(8 * (size_t)(m + 1));
+        for (int64_t i = 0; i < m; i++) before[i] = ld(t, out, i);
+        sk_epilogue ep = {NULL, SK_COPY, 1};
+        int ok = sk_dot_epilogue(t, ls, a, rs, b, &d, &ep, out, NULL) == 0;
+        for (int64_t i = 0; ok && i < m; i++) {
+            double want = before[i] + prod[i];
+            if (t == SK_I32)
+                want = (double)(int32_t)(uint32_t)(int64_t)want;
+            if (fabs(ld(t, out, i) - want) > TOL[ti] * fmax(1, fabs(want))) {
+                printf("# element %lld: got %g, want %g\n", (long long)i, ld(t, out, i), want);
+                ok = 0;
+            }
+        }
+        check(ok, "dot accumulate %s %s", what, NAME[t]);
+        free(a); free(b); free(a64); free(b64); free(prod); free(out); free(before);
+    }
 }
 
 static void test_dot_epilogue(void) {
@@ -218,10 +254,21 @@ static void test_dot_epilogue(void) {
     check_epilogue("two rhs free dims [5,7]x[7,2,3]", SC_SHAPE(5, 7), SC_SHAPE(7, 2, 3), dd(0, 0, 0, 1, o, z), 6);
     check_epilogue("[3,300]x[300,600]", SC_SHAPE(3, 300), SC_SHAPE(300, 600), dd(0, 0, 0, 1, o, z), 600);
     check_epilogue("empty sum [5,0]x[0,3]", SC_SHAPE(5, 0), SC_SHAPE(0, 3), dd(0, 0, 0, 1, o, z), 3);
+    check_accumulate("[5,7]x[7,3]", SC_SHAPE(5, 7), SC_SHAPE(7, 3), dd(0, 0, 0, 1, o, z));
+    check_accumulate("batched [4,5,7]x[4,7,3]", SC_SHAPE(4, 5, 7), SC_SHAPE(4, 7, 3), dd(1, z, z, 1, t2, o));
+    check_accumulate("interleaved free dims [2,7,3]x[7,5] (copied)", SC_SHAPE(2, 7, 3), SC_SHAPE(7, 5),
+                     dd(0, 0, 0, 1, o, z));
+    check_accumulate("[3,300]x[300,600]", SC_SHAPE(3, 300), SC_SHAPE(300, 600), dd(0, 0, 0, 1, o, z));
+    check_accumulate("empty sum [5,0]x[0,3]", SC_SHAPE(5, 0), SC_SHAPE(0, 3), dd(0, 0, 0, 1, o, z));
+    sk_epilogue acc_relu = {NULL, SK_RELU, 1};
+    float p[2] = {1, 2}, q[2] = {3, 4}, r = 0;
+    check(sk_dot_epilogue(SK_F32, SC_SHAPE(2), p, SC_SHAPE(2), q, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &acc_relu,
+                          &r, NULL) == SC_ERR,
+          "dot epilogue: accumulate with an activation is an error");
     check_rounded_once(SK_BF16, 257);
     check_rounded_once(SK_F16, 2049);
     int32_t x[2] = {1, 2}, y[2] = {3, 4}, c;
-    sk_epilogue relu = {NULL, SK_RELU}, exp_ = {NULL, SK_EXP};
+    sk_epilogue relu = {NULL, SK_RELU, 0}, exp_ = {NULL, SK_EXP, 0};
     check(sk_dot_epilogue(SK_I32, SC_SHAPE(2), x, SC_SHAPE(2), y, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &relu, &c,
                           NULL) == SC_ERR,
           "dot epilogue: i32 is an error");
