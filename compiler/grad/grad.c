@@ -263,7 +263,7 @@ void copy_forward(Grad *g) {
         for (int i = 0; i < in->nargs; i++)
             a[i] = g->fwd[ir_arg(src, in, i)];
         g->v = v;
-        int fwd_fn = in->op == OP_CALL && g->active[v] ? g->bk->fwd[ir_attr(src, in, 0)] : -1;
+        int fwd_fn = in->op == OP_CALL && g->active[v] && !runs_again(g->m, src, in) ? g->bk->fwd[ir_attr(src, in, 0)] : -1;
         g->fwd[v] = fwd_fn >= 0 ? call_forward(g, v, a) : copy_inst(g, (Op)in->op, a, in);
     }
 }
@@ -383,7 +383,7 @@ int grad_module(Module *m, Diag *diag) {
     diag->bail = &bail;
     if (setjmp(bail))
         return -1;
-    int nfns = m->nfns, room = 3 * nfns + 1;     /* add_backward_fns adds at most two per fn */
+    int nfns = m->nfns, room = 4 * nfns + 1;     /* add_backward_fns adds at most three per fn */
     Backward bk;
     int32_t **tables[3] = {&bk.vjp, &bk.fwd, &bk.bwd};
     for (int t = 0; t < 3; t++) {

@@ -228,7 +228,10 @@ static void print_attrs(Printer *p, const Inst *in) {
         fprintf(out, ", to_apply=%s", reducer_name[RED_SUM]);
         break;
     case OP_TOP_K: fprintf(out, " k=%lld, largest=%s", (long long)at[0], at[1] ? "true" : "false"); break;
-    case OP_CALL: fprintf(out, " to_apply=%s", sym_name(p->m->syms, p->m->fns[at[0]].sym)); break;
+    case OP_CALL:
+        fprintf(out, " to_apply=%s%s", sym_name(p->m->syms, p->m->fns[at[0]].sym),
+                in->flags & INST_REMAT ? " checkpoint" : "");
+        break;
     case OP_LOOP:
         if (at[1] < 0)
             fputs(" trip_count=run-time", out);

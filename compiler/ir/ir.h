@@ -50,6 +50,7 @@ enum {
     INST_ASYNC = 2,              /* a collective that only starts; an OP_DONE waits for it */
     INST_FOLDED = 4,             /* computed by the next instruction that is not (scheduling: a dot's epilogue) */
     INST_VIEW = 8,               /* its operand's memory, not a copy (scheduling: a parameter reshaped or sliced) */
+    INST_REMAT = 16,             /* a call checkpoint(f)(...): a gradient recomputes f rather than keep its residuals */
 };
 
 typedef struct {

@@ -1690,6 +1690,23 @@ def grad_select(rng, m):
     return with_grads(loss, {"x": normal(rng, 6, 4), "w": normal(rng, 4, 4), "c": normal(rng, 6, 4)}, ["x", "w"])
 
 
+def grad_remat(rng, m):
+    # checkpoint changes where values are computed, not the gradient: the
+    # loss as if every call were plain.
+    def layer(x, w):
+        h = x @ w
+        return np.where(h > 0, h, h * 0.1)
+    def block(x, w, c):
+        h = layer(x, w)
+        return np.tanh(h) * c + x, (h * h).sum()
+    def loss(x, w, v, c):
+        h1, s1 = block(x, w, c)
+        h2, s2 = block(h1, v, c)
+        return (c * layer(h2, w)).sum() + 0.1 * s1 + 0.01 * s2
+    return with_grads(loss, {"x": normal(rng, 6, 4), "w": normal(rng, 4, 4), "v": normal(rng, 4, 4),
+                             "c": normal(rng, 6, 4)}, ["x", "w", "v"])
+
+
 def grad_xent(rng, m):
     def loss(logits, labels):
         z = logits - logits.max(1, keepdims=True)
@@ -1715,7 +1732,7 @@ def grad_f64(rng, m):
 
 
 for _fn in (grad_mlp, grad_mlp_input, grad_unary, grad_binary, grad_reduce, grad_ties, grad_shape, grad_slices,
-            grad_cumsum, grad_gather, grad_scatter, grad_select, grad_xent, grad_bf16, grad_f64):
+            grad_cumsum, grad_gather, grad_scatter, grad_select, grad_remat, grad_xent, grad_bf16, grad_f64):
     case("grad " + _fn.__name__[5:], prog("grad.tdsl"), "g_" + _fn.__name__[5:], _fn, scaled=True,
          interp=[None, (3, 2)])
 
