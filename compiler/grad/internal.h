@@ -14,6 +14,7 @@
  * not kept: an fn called both ways has both. */
 typedef struct {
     int32_t *vjp, *fwd, *bwd;
+    KeptCalls *kept;             /* grad_module's, or NULL */
 } Backward;
 
 /* Building one derived fn: the source's instructions are copied (the

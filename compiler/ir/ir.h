@@ -110,6 +110,10 @@ typedef struct {
     int kept_global;             /* a copy that spmd fns call on local blocks: never partitioned */
     int scheduled;               /* collectives split into start/done, buffers assigned */
     int64_t peak_bytes;          /* after scheduling: bytes of all buffers of one device */
+    /* After scheduling: peak_bytes plus the largest peak_nested of the fns
+     * it calls, whose buffers are taken on top of its own while they run
+     * (sk_workspace_take is a stack): what one call of it holds at most. */
+    int64_t peak_nested;
     int collectives_started;     /* after scheduling: how many a call starts, its callees' included */
     int nbuffers;
     Loc loc;
