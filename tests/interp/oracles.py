@@ -1327,6 +1327,12 @@ def gpt_train_step(rng, m):
 
 case("sample gpt train_step", sample("gpt.tdsl"), "train_step", gpt_train_step,
      consts=",".join("%s=%d" % kv for kv in GPT_TRAIN.items()), scaled=True, interp=[None, (3, 2)])
+# The same step under a budget no program meets: every call that keeps
+# residuals is checkpointed (the blocks, and inside them attention, mlp and
+# the layernorms: docs/grad.md, "Rematerialization"); the same results.
+case("sample gpt train_step (remat)", sample("gpt.tdsl"), "train_step", gpt_train_step,
+     consts=",".join("%s=%d" % kv for kv in GPT_TRAIN.items()), flags=["--device-memory", "1"], scaled=True,
+     interp=[None, (3, 2)])
 
 
 # ---- the partitioning golden programs (tests/lit/partitioned/*.tdsl) ----
