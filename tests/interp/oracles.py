@@ -1803,7 +1803,13 @@ def grad_outer(rng, m):
                       {"x": normal(rng, b, dd), "w": normal(rng, dd, f)}, ["w", "x"])
 
 
-for _fn in (grad_dp, grad_tp, grad_fsdp, grad_chain, grad_pmax, grad_outer):
+def grad_remat_outer(rng, m):
+    b, dd, f = 2 * m["X"] ** 2, 2 * m["X"], 2 * m["Y"]
+    return with_grads(lambda x, w: 0.5 * sq_sum(np.tanh(x @ w)) + sq_sum(np.tanh(x @ (w * w))),
+                      {"x": normal(rng, b, dd), "w": normal(rng, dd, f)}, ["w", "x"])
+
+
+for _fn in (grad_dp, grad_tp, grad_fsdp, grad_chain, grad_pmax, grad_outer, grad_remat_outer):
     case("grad spmd " + _fn.__name__[5:], prog("grad_spmd.tdsl"), "g_" + _fn.__name__[5:], _fn,
          consts=grad_spmd_consts, scaled=True, interp=[None, (2, 4), (3, 1)])
 
