@@ -281,7 +281,8 @@ void copy_forward(Grad *g) {
         for (int i = 0; i < in->nargs; i++)
             a[i] = g->fwd[ir_arg(src, in, i)];
         g->v = v;
-        int fwd_fn = in->op == OP_CALL && g->active[v] && !runs_again(g->m, src, in) ? g->bk->fwd[ir_attr(src, in, 0)] : -1;
+        int pair = in->op == OP_CALL && g->active[v] && !runs_again(g->m, src, in);
+        int fwd_fn = pair ? g->bk->fwd[ir_attr(src, in, 0)] : -1;
         g->fwd[v] = fwd_fn >= 0 ? call_forward(g, v, a) : copy_inst(g, (Op)in->op, a, in);
     }
 }
