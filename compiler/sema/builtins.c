@@ -346,7 +346,8 @@ static Val collective(Sema *s, const Expr *e, int which) {
 
 
 Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *results) {
-    return fn_call(s, e, callee, sym(s, e->sym), 0, nwanted, results);
+    int remat = callee < s->nuser_fns && s->ast_fns[callee]->checkpoint;     /* `checkpoint fn` */
+    return fn_call(s, e, callee, sym(s, e->sym), remat ? INST_REMAT : 0, nwanted, results);
 }
 
 Val fn_call(Sema *s, const Expr *e, int callee, const char *name, int flags, int nwanted, Val *results) {

@@ -1708,7 +1708,7 @@ def grad_remat(rng, m):
     def loss(x, w, v, c):
         h1, s1 = block(x, w, c)
         h2, s2 = block(h1, v, c)
-        return (c * layer(h2, w)).sum() + 0.1 * s1 + 0.01 * s2
+        return (c * layer(layer(h2, w), v)).sum() + 0.1 * s1 + 0.01 * s2
     return with_grads(loss, {"x": normal(rng, 6, 4), "w": normal(rng, 4, 4), "v": normal(rng, 4, 4),
                              "c": normal(rng, 6, 4)}, ["x", "w", "v"])
 
