@@ -196,6 +196,15 @@ top:
   | "const" bindings        { $$ = node(ctx, sizeof *$$); $$->kind = TOP_CONST; $$->loc = @1; $$->bindings = $2; }
   | "submesh" bindings      { $$ = node(ctx, sizeof *$$); $$->kind = TOP_SUBMESH; $$->loc = @1; $$->bindings = $2; }
   | fn                      { $$ = node(ctx, sizeof *$$); $$->kind = TOP_FN; $$->loc = $1->loc; $$->fn = $1; }
+  | name fn                 {   /* `checkpoint fn f(...)`: no other word may stand before fn */
+        if (strcmp(sym_name(ctx->syms, $1->sym), "checkpoint") != 0) {
+            parse_error(ctx, $1->loc, "'%s' cannot stand before fn; the only word that can is checkpoint "
+                        "(checkpoint fn f: every call of f is checkpointed)", sym_name(ctx->syms, $1->sym));
+            YYABORT;
+        }
+        $2->checkpoint = 1;
+        $$ = node(ctx, sizeof *$$); $$->kind = TOP_FN; $$->loc = $2->loc; $$->fn = $2;
+    }
   ;
 
 bindings:

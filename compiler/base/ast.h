@@ -120,6 +120,7 @@ typedef struct {
     int on;                 /* `on NAME`: 1, with on_sym and on_loc; 0 without */
     int on_sym;
     Loc on_loc;
+    int checkpoint;         /* `checkpoint fn`: every call is checkpoint(f)(...) */
 } AstFn;
 
 typedef struct {

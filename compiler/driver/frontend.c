@@ -7,6 +7,8 @@
 
 #include "../base/suggest.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* For the first --mesh name that is not an axis of the program: the
@@ -103,8 +105,15 @@ static int verified(Compilation *c, const char *after, FILE *diag_out) {
     return FRONTEND_INTERNAL_ERROR;
 }
 
-int frontend_compile(Compilation *c, const char *path, const char *text, size_t len,
-                     FILE *diag_out, const MeshFlag *mesh, Stage stage) {
+/* Calls to checkpoint beside those the source marks, (fn, inst) in the
+ * module after sema; malloc'd. */
+typedef struct {
+    KeptCall *at;
+    int n;
+} Marks;
+
+static int compile(Compilation *c, const char *path, const char *text, size_t len, FILE *diag_out,
+                   const MeshFlag *mesh, Stage stage, const Marks *marks, KeptCalls *kept) {
     c->syms.arena = &c->arena;
     c->diag = (Diag){path, text, len, diag_out, 0, NULL};
     if (parse_program(&c->arena, &c->syms, &c->diag, &c->ast) != 0)
@@ -114,7 +123,11 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
         return FRONTEND_USAGE_ERROR;
     module_init(&c->module, &c->arena, &c->syms);
     c->module.device_memory = mesh ? mesh->device_memory : 0;
-    if (sema_program(&c->module, &c->diag, &c->ast, &ov) != 0 || grad_module(&c->module, &c->diag) != 0)
+    if (sema_program(&c->module, &c->diag, &c->ast, &ov) != 0)
+        return FRONTEND_USER_ERROR;
+    for (int i = 0; marks && i < marks->n; i++)
+        c->module.fns[marks->at[i].fn].insts[marks->at[i].inst].flags |= INST_REMAT;
+    if (grad_module(&c->module, &c->diag, kept) != 0)
         return FRONTEND_USER_ERROR;
     int rc = verified(c, "sema", diag_out);
     if (rc != FRONTEND_OK || stage == STAGE_PARSED)
@@ -131,6 +144,139 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
         return rc;
     schedule_module(&c->module);
     return verified(c, "scheduling", diag_out);
+}
+
+/* ---- rematerialization under --device-memory (docs/grad.md) ---- */
+
+/* The largest Fn.peak_nested of a scheduled fn that runs a gradient (a
+ * derived fn, or one that calls one), into *which; -1 when none does. */
+static int64_t gradient_peak(const Module *m, int *which) {
+    int *order = malloc(sizeof(int) * (size_t)(m->nfns + 1));
+    uint8_t *runs = calloc((size_t)m->nfns + 1, 1);
+    int64_t peak = -1;
+    module_callees_first(m, order);
+    for (int i = 0; i < m->nfns; i++) {
+        const Fn *fn = &m->fns[order[i]];
+        runs[order[i]] = fn->grad_of != 0;
+        for (int v = 0; v < fn->ninsts; v++)
+            if (op_calls(fn->insts[v].op))
+                runs[order[i]] |= runs[ir_attr(fn, &fn->insts[v], 0)];
+        if (runs[order[i]] && fn->scheduled && fn->peak_nested > peak) {
+            peak = fn->peak_nested;
+            *which = order[i];
+        }
+    }
+    free(order);
+    free(runs);
+    return peak;
+}
+
+/* The call not yet marked whose residuals are largest (the first of equal
+ * ones, in program order), or -1. */
+static int largest_kept(const KeptCalls *kept, const Marks *marks) {
+    int best = -1;
+    for (int i = 0; i < kept->n; i++) {
+        const KeptCall *k = &kept->at[i];
+        int marked = 0;
+        for (int j = 0; j < marks->n && !marked; j++)
+            marked = marks->at[j].fn == k->fn && marks->at[j].inst == k->inst;
+        if (marked || k->bytes <= 0)
+            continue;
+        if (best < 0 || k->bytes > kept->at[best].bytes ||
+            (k->bytes == kept->at[best].bytes && (k->fn < kept->at[best].fn ||
+                                                   (k->fn == kept->at[best].fn && k->inst < kept->at[best].inst))))
+            best = i;
+    }
+    return best;
+}
+
+typedef struct {
+    int64_t before, after;       /* the gradient's peak without and with the marks; -1: no gradient */
+    char fn_name[256];           /* the fn that has it, with its calls */
+} RematOutcome;
+
+/* Compile to the schedule (silently) with more and more calls marked,
+ * largest residuals first, until the peak of every fn that runs a gradient
+ * fits mesh->device_memory or no call keeps residuals; then the marks that
+ * fit, or else the first ones that gave the least peak (a callee run again
+ * takes its own workspace, which can cost more than the residuals saved).
+ * Each round compiles anew: a checkpoint changes the residuals of the calls
+ * around it. */
+static void choose_remat(const char *path, const char *text, size_t len, const MeshFlag *mesh, Marks *marks,
+                         RematOutcome *out) {
+    out->before = out->after = -1;
+    int best = 0;
+    for (int cap = 0;;) {
+        Compilation t = {0};
+        KeptCalls kept = {0};
+        int which = -1;
+        int64_t peak = compile(&t, path, text, len, NULL, mesh, STAGE_SCHEDULED, marks, &kept) == FRONTEND_OK
+            ? gradient_peak(&t.module, &which) : -1;
+        if (peak >= 0 && (out->after < 0 || peak < out->after)) {
+            out->before = out->before < 0 ? peak : out->before;
+            out->after = peak;
+            best = marks->n;
+            snprintf(out->fn_name, sizeof out->fn_name, "%s", sym_name(&t.syms, t.module.fns[which].sym));
+        }
+        int next = peak > mesh->device_memory ? largest_kept(&kept, marks) : -1;
+        if (next >= 0) {
+            if (marks->n == cap)
+                marks->at = realloc(marks->at, sizeof(KeptCall) * (size_t)(cap = cap ? 2 * cap : 8));
+            marks->at[marks->n++] = kept.at[next];
+        }
+        compilation_free(&t);
+        if (next < 0)
+            break;
+    }
+    marks->n = best;
+}
+
+/* Say what choose_remat chose: a note per call in the source (an unrolled
+ * loop's iterations are one), then the peak before and after. */
+static void note_remat(Compilation *c, const MeshFlag *mesh, const Marks *marks, const RematOutcome *r) {
+    Module *m = &c->module;
+    for (int i = 0; i < marks->n; i++) {
+        int times = 0, first = 1;
+        for (int j = 0; j < marks->n; j++)
+            if (marks->at[j].loc.line == marks->at[i].loc.line && marks->at[j].loc.col == marks->at[i].loc.col) {
+                times++;
+                first &= j >= i;
+            }
+        if (!first)
+            continue;
+        const char *callee = sym_name(m->syms, m->fns[marks->at[i].callee].sym);
+        diag_report(&c->diag, marks->at[i].loc, "note",
+                    "checkpointed to fit --device-memory %lld: the backward pass runs '%s' again rather than keep "
+                    "its residuals, %lld bytes in global shapes%s", (long long)mesh->device_memory, callee,
+                    (long long)marks->at[i].bytes, times > 1 ? arena_printf(&c->arena, " (%d calls here)", times) : "");
+    }
+    if (r->after > mesh->device_memory)
+        diag_report(&c->diag, (Loc){0}, "note",
+                    "the peak bytes per device of %s with the fns it calls are %lld, over --device-memory %lld%s",
+                    r->fn_name, (long long)r->after, (long long)mesh->device_memory,
+                    marks->n ? arena_printf(&c->arena, " with %d call%s checkpointed, the least that checkpointing "
+                                            "calls reached", marks->n, marks->n > 1 ? "s" : "")
+                             : ": checkpointing calls does not lower it");
+    else if (marks->n)
+        diag_report(&c->diag, (Loc){0}, "note",
+                    "with %d call%s checkpointed, the peak bytes per device of %s with the fns it calls are %lld "
+                    "(%lld without), within --device-memory %lld", marks->n, marks->n > 1 ? "s" : "", r->fn_name,
+                    (long long)r->after,
+                    (long long)r->before, (long long)mesh->device_memory);
+}
+
+int frontend_compile(Compilation *c, const char *path, const char *text, size_t len,
+                     FILE *diag_out, const MeshFlag *mesh, Stage stage) {
+    if (!mesh || !mesh->device_memory)
+        return compile(c, path, text, len, diag_out, mesh, stage, NULL, NULL);
+    Marks marks = {0};
+    RematOutcome r;
+    choose_remat(path, text, len, mesh, &marks, &r);
+    int rc = compile(c, path, text, len, diag_out, mesh, stage, &marks, NULL);
+    if (rc == FRONTEND_OK && r.after >= 0)
+        note_remat(c, mesh, &marks, &r);
+    free(marks.at);
+    return rc;
 }
 
 void compilation_free(Compilation *c) { arena_free(&c->arena); }

@@ -70,7 +70,8 @@ const OptionSpec shardc_options[] = {
     {OPT_DEVICE_MEMORY, "--device-memory", "SIZE", CMD_COMPILING,
      "the bytes one device may hold (64M, 2G, 512KiB, ...;\n"
      "default unlimited): the partitioner avoids a lowering that\n"
-     "would need more when another fits", NULL},
+     "would need more when another fits, and gradients checkpoint\n"
+     "calls until they fit", NULL},
     {OPT_STAGE, "--stage", "STAGE", CMD_DUMP | CMD_SHOW | CMD_INTERP,
      "with dump: parsed, sharded, partitioned or scheduled; with show and\n"
      "interp: the stage whose program they read", "parsed sharded partitioned scheduled"},

@@ -433,15 +433,16 @@ static void scatter_adjoint(Grad *g, int c) {
 
 /* A call: the callee's backward fn, given the arguments (and the
  * residuals its fwd fn returned) and the cotangent of each result (zeros
- * for those nothing reached). */
+ * for those nothing reached); its vjp fn, which runs it again, for an spmd
+ * callee or a checkpoint. */
 static void call_adjoint(Grad *g, int c) {
     const Inst *in = &g->src->insts[g->v];
-    int f = (int)attr(g, 0), spmd = g->bk->vjp[f] >= 0;
-    int back = spmd ? g->bk->vjp[f] : g->bk->bwd[f];
+    int f = (int)attr(g, 0), again = runs_again(g->m, g->src, in);
+    int back = again ? g->bk->vjp[f] : g->bk->bwd[f];
     const Fn *callee = &g->m->fns[f], *bf = &g->m->fns[back];
     if (!bf->nresults || (c < 0 && !g->tuple_ct[g->v]))
         return;
-    int n = 0, nres = spmd ? 0 : bf->nparams - callee->nparams - callee->nresults;
+    int n = 0, nres = again ? 0 : bf->nparams - callee->nparams - callee->nresults;
     int32_t *args = arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)(bf->nparams + 1));
     for (int i = 0; i < in->nargs; i++)
         args[n++] = g->fwd[src_arg(g, i)];

@@ -14,7 +14,10 @@
  *
  * An spmd callee's values are per-device blocks without a global type to
  * return, so it gets one vjp fn instead: f's parameters and the
- * cotangents in, f run again and then its backward pass. */
+ * cotangents in, f run again and then its backward pass.  A call marked
+ * checkpoint(f) (INST_REMAT) is differentiated through f's vjp fn too:
+ * its caller keeps f's parameters, not its residuals, and the vjp fn's
+ * own values live only while it runs (JAX's jax.checkpoint). */
 #include "internal.h"
 
 #include <string.h>
@@ -60,6 +63,10 @@ static void vjp_signature(Module *m, Fn *d, const Fn *src) {
             d->results[d->nresults++] = ct_sig(src->params[p]);
 }
 
+int runs_again(const Module *m, const Fn *caller, const Inst *call) {
+    return m->fns[ir_attr(caller, call, 0)].spmd || (call->flags & INST_REMAT);
+}
+
 void add_backward_fns(Module *m, Diag *diag, Backward *bk) {
     int nfns = m->nfns;
     int *stack = arena_alloc(m->arena, sizeof(int) * (size_t)(nfns + 1)), top = 0;
@@ -75,12 +82,15 @@ void add_backward_fns(Module *m, Diag *diag, Backward *bk) {
         for (int v = 0; v < m->fns[f].ninsts; v++) {
             const Inst *in = &m->fns[f].insts[v];
             int c = in->op == OP_CALL ? (int)ir_attr(&m->fns[f], in, 0) : -1;
-            if (c < 0 || bk->vjp[c] >= 0 || bk->fwd[c] >= 0)
+            if (c < 0)
+                continue;
+            int again = runs_again(m, &m->fns[f], in);
+            if (again ? bk->vjp[c] >= 0 : bk->fwd[c] >= 0)
                 continue;
             if (m->fns[c].grad_of)
                 diag_fatal(diag, in->loc, "'%s' calls a gradient ('%s'); gradients of gradients are not supported",
                            sym_name(m->syms, m->fns[f].sym), sym_name(m->syms, m->fns[c].sym));
-            if (m->fns[c].spmd) {
+            if (again) {
                 bk->vjp[c] = add_fn(m, c, "vjp");
                 vjp_signature(m, &m->fns[bk->vjp[c]], &m->fns[c]);
             } else {
@@ -266,7 +276,7 @@ void build_backward_fns(Module *m, Diag *diag, const Backward *bk) {
         int f = order[i];
         if (bk->vjp[f] >= 0)
             build_vjp(m, diag, f, bk);
-        else if (bk->fwd[f] >= 0)
+        if (bk->fwd[f] >= 0)
             build_pair(m, diag, f, bk);
     }
 }

@@ -248,6 +248,23 @@ static int copy_inst(Grad *g, Op op, const int32_t *args, const Inst *in) {
     return x;
 }
 
+/* Call v of the source keeps fwd fn f's results from nres on: note it in
+ * bk->kept, once (a callee's body is differentiated for its pair and for
+ * its vjp fn). */
+static void keep_call(Grad *g, int v, const Fn *f, int nres) {
+    KeptCalls *k = g->bk->kept;
+    if (!k)
+        return;
+    const Inst *in = &g->src->insts[v];
+    KeptCall c = {(int32_t)(g->src - g->m->fns), v, (int32_t)ir_attr(g->src, in, 0), 0, in->loc};
+    for (int i = 0; i < k->n; i++)
+        if (k->at[i].fn == c.fn && k->at[i].inst == c.inst)
+            return;
+    for (int i = nres; i < f->nresults; i++)
+        c.bytes += shape_elems(&f->results[i].type) * dtype_size(f->results[i].type.dtype);
+    *VEC_PUSH(g->m->arena, k->at, k->n, k->cap) = c;
+}
+
 /* An active call of an fn runs its fwd fn instead: the callee's results,
  * then its residuals, which stay for the backward pass. */
 static int call_forward(Grad *g, int v, const int32_t *args) {
@@ -265,6 +282,7 @@ static int call_forward(Grad *g, int v, const int32_t *args) {
         first = first < 0 ? r : first;
     }
     g->res_at[v] = first;
+    keep_call(g, v, f, nres);
     int64_t zero = 0;
     return nres == 1 ? g_emit(g, OP_GET_TUPLE_ELEMENT, (int32_t[]){call}, 1, &zero, 1, NULL) : call;
 }
@@ -279,7 +297,8 @@ void copy_forward(Grad *g) {
         for (int i = 0; i < in->nargs; i++)
             a[i] = g->fwd[ir_arg(src, in, i)];
         g->v = v;
-        int fwd_fn = in->op == OP_CALL && g->active[v] ? g->bk->fwd[ir_attr(src, in, 0)] : -1;
+        int pair = in->op == OP_CALL && g->active[v] && !runs_again(g->m, src, in);
+        int fwd_fn = pair ? g->bk->fwd[ir_attr(src, in, 0)] : -1;
         g->fwd[v] = fwd_fn >= 0 ? call_forward(g, v, a) : copy_inst(g, (Op)in->op, a, in);
     }
 }
@@ -389,7 +408,7 @@ static void drop_dead(Module *m, Fn *fn) {
             map[v] = reemit(m, fn, &old, v, map);
 }
 
-int grad_module(Module *m, Diag *diag) {
+int grad_module(Module *m, Diag *diag, KeptCalls *kept) {
     int any = 0;
     for (int f = 0; f < m->nfns; f++)
         any |= m->fns[f].grad_of != 0;
@@ -399,8 +418,8 @@ int grad_module(Module *m, Diag *diag) {
     diag->bail = &bail;
     if (setjmp(bail))
         return -1;
-    int nfns = m->nfns, room = 3 * nfns + 1;     /* add_backward_fns adds at most two per fn */
-    Backward bk;
+    int nfns = m->nfns, room = 4 * nfns + 1;     /* add_backward_fns adds at most three per fn */
+    Backward bk = {.kept = kept};
     int32_t **tables[3] = {&bk.vjp, &bk.fwd, &bk.bwd};
     for (int t = 0; t < 3; t++) {
         *tables[t] = arena_alloc(m->arena, sizeof(int32_t) * (size_t)room);

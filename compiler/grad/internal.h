@@ -9,9 +9,12 @@
  * An fn callee gets a pair: fwd runs it and also returns the values its
  * backward pass reads (its residuals), bwd takes them with the cotangents,
  * so nothing runs twice.  An spmd callee, whose per-device values have no
- * global type to return, gets one vjp fn that runs it again, then backward. */
+ * global type to return, gets one vjp fn that runs it again, then backward;
+ * so does an fn called through checkpoint (INST_REMAT), whose residuals are
+ * not kept: an fn called both ways has both. */
 typedef struct {
     int32_t *vjp, *fwd, *bwd;
+    KeptCalls *kept;             /* grad_module's, or NULL */
 } Backward;
 
 /* Building one derived fn: the source's instructions are copied (the
@@ -82,6 +85,7 @@ int reemit(Module *m, Fn *to, const Fn *from, int u, const int32_t *map);
 void add_ct(Grad *g, int v, int c);
 
 /* callees.c: the backward fns of the fns the derived fns call */
+int runs_again(const Module *m, const Fn *caller, const Inst *call);  /* differentiated through the callee's vjp fn */
 void add_backward_fns(Module *m, Diag *diag, Backward *bk);
 void build_backward_fns(Module *m, Diag *diag, const Backward *bk);
 

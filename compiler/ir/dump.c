@@ -228,7 +228,10 @@ static void print_attrs(Printer *p, const Inst *in) {
         fprintf(out, ", to_apply=%s", reducer_name[RED_SUM]);
         break;
     case OP_TOP_K: fprintf(out, " k=%lld, largest=%s", (long long)at[0], at[1] ? "true" : "false"); break;
-    case OP_CALL: fprintf(out, " to_apply=%s", sym_name(p->m->syms, p->m->fns[at[0]].sym)); break;
+    case OP_CALL:
+        fprintf(out, " to_apply=%s%s", sym_name(p->m->syms, p->m->fns[at[0]].sym),
+                in->flags & INST_REMAT ? " checkpoint" : "");
+        break;
     case OP_LOOP:
         if (at[1] < 0)
             fputs(" trip_count=run-time", out);
@@ -569,6 +572,24 @@ static void mark_shown(const Module *m, int f, uint8_t *shown) {
     }
 }
 
+/* Fn.peak_nested, and the chain of calls that reaches it: each step the
+ * callee whose own nested peak is largest (the first of equals). */
+static void print_nested_peak(const Module *m, const Fn *fn, FILE *out) {
+    fprintf(out, "# peak bytes per device of %s with the fns it calls: %lld (%s", sym_name(m->syms, fn->sym),
+            (long long)fn->peak_nested, sym_name(m->syms, fn->sym));
+    for (const Fn *f = fn; f->peak_nested > f->peak_bytes;) {
+        const Fn *next = NULL;
+        for (int v = 0; v < f->ninsts; v++)
+            if (op_calls(f->insts[v].op)) {
+                const Fn *c = &m->fns[ir_attr(f, &f->insts[v], 0)];
+                next = !next || c->peak_nested > next->peak_nested ? c : next;
+            }
+        f = next;
+        fprintf(out, " -> %s", sym_name(m->syms, f->sym));
+    }
+    fputs(")\n", out);
+}
+
 void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
     fputs("mesh ", out);
     for (int a = 0; a < m->naxes; a++)
@@ -614,6 +635,8 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
         if (p.fn->scheduled)
             fprintf(out, "# peak bytes per device of %s: %lld in %d buffers (parameters not included)\n",
                     sym_name(m->syms, p.fn->sym), (long long)p.fn->peak_bytes, p.fn->nbuffers);
+        if (p.fn->scheduled && p.fn->peak_nested > p.fn->peak_bytes)
+            print_nested_peak(m, p.fn, out);
         forget_names(&p);
     }
     arena_free(&p.arena);

@@ -52,7 +52,7 @@ Fn fn_without_body(const Fn *fn) {
     out.ints = NULL, out.nints = out.ints_cap = 0;
     out.moves = NULL, out.nmoves = out.moves_cap = 0;
     out.notes = NULL, out.nnotes = out.notes_cap = 0;
-    out.peak_bytes = 0, out.nbuffers = 0;
+    out.peak_bytes = out.peak_nested = 0, out.nbuffers = 0;
     return out;
 }
 

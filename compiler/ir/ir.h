@@ -50,6 +50,7 @@ enum {
     INST_ASYNC = 2,              /* a collective that only starts; an OP_DONE waits for it */
     INST_FOLDED = 4,             /* computed by the next instruction that is not (scheduling: a dot's epilogue) */
     INST_VIEW = 8,               /* its operand's memory, not a copy (scheduling: a parameter reshaped or sliced) */
+    INST_REMAT = 16,             /* a call checkpoint(f)(...): a gradient recomputes f rather than keep its residuals */
 };
 
 typedef struct {
@@ -109,6 +110,10 @@ typedef struct {
     int kept_global;             /* a copy that spmd fns call on local blocks: never partitioned */
     int scheduled;               /* collectives split into start/done, buffers assigned */
     int64_t peak_bytes;          /* after scheduling: bytes of all buffers of one device */
+    /* After scheduling: peak_bytes plus the largest peak_nested of the fns
+     * it calls, whose buffers are taken on top of its own while they run
+     * (sk_workspace_take is a stack): what one call of it holds at most. */
+    int64_t peak_nested;
     int collectives_started;     /* after scheduling: how many a call starts, its callees' included */
     int nbuffers;
     Loc loc;

@@ -449,6 +449,7 @@ static Piece lower_call(Part *p, const Inst *in) {
     int v = emit_local(p, (Op)in->op, locals, in->nargs, &p->src->ints[in->attrs], in->nattrs, NULL);
     Sharding sh = callee->nresults == 1 ? callee->results[0].sh : sharding_replicated();
     p->dst->insts[v].sh = sh;
+    p->dst->insts[v].flags |= in->flags & INST_REMAT;     /* the dumps still say checkpoint */
     return (Piece){v, sh, in->type, p->place};
 }
 

@@ -640,12 +640,26 @@ static void schedule_fn(Module *m, int f) {
     assign_buffers(m, dst);
 }
 
+/* fn's peak with the deepest of its calls on top (Fn.peak_nested); its
+ * callees' are known. */
+static void nest_peak(Module *m, Fn *fn) {
+    int64_t deepest = 0;
+    for (int v = 0; v < fn->ninsts; v++)
+        if (op_calls(fn->insts[v].op)) {
+            int64_t p = m->fns[ir_attr(fn, &fn->insts[v], 0)].peak_nested;
+            deepest = p > deepest ? p : deepest;
+        }
+    fn->peak_nested = fn->peak_bytes + deepest;
+}
+
 /* Callees first: a call makes room for what its callee keeps running. */
 void schedule_module(Module *m) {
     int *order = malloc(sizeof(int) * (size_t)(m->nfns + 1));
     module_callees_first(m, order);
     for (int i = 0; i < m->nfns; i++)
-        if (!m->fns[order[i]].kept_global && fn_is_local(&m->fns[order[i]]))
+        if (!m->fns[order[i]].kept_global && fn_is_local(&m->fns[order[i]])) {
             schedule_fn(m, order[i]);
+            nest_peak(m, &m->fns[order[i]]);
+        }
     free(order);
 }

@@ -346,8 +346,12 @@ static Val collective(Sema *s, const Expr *e, int which) {
 
 
 Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *results) {
+    int remat = callee < s->nuser_fns && s->ast_fns[callee]->checkpoint;     /* `checkpoint fn` */
+    return fn_call(s, e, callee, sym(s, e->sym), remat ? INST_REMAT : 0, nwanted, results);
+}
+
+Val fn_call(Sema *s, const Expr *e, int callee, const char *name, int flags, int nwanted, Val *results) {
     const Fn *f = &s->m->fns[callee];
-    const char *name = sym(s, e->sym);
     if (s->fn->spmd && f->spmd)
         sema_error(s, e->loc, "an spmd fn cannot call another spmd fn ('%s')", name);
     if (s->fn->spmd && f->on)
@@ -373,6 +377,7 @@ Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *results) {
     *VEC_PUSH(s->arena, s->calls, s->ncalls, s->calls_cap) = (CallEdge){s->fn_index, callee, e->loc};
     int64_t which = callee;
     int c = emit(s, OP_CALL, args, f->nparams, &which, 1, NULL, e->loc);
+    s->fn->insts[c].flags |= (uint8_t)flags;
     if (f->nresults == 1)
         return tensor(c);
     for (int64_t i = 0; i < f->nresults; i++)
@@ -390,6 +395,8 @@ Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
     if (b && b->kind == B_FN)
         return user_call(s, e, b->index, nwanted, results);
     const Builtin *bi = e->sym < s->nsyms ? s->builtin[e->sym] : NULL;
+    if (!bi && strcmp(name, "checkpoint") == 0)     /* a transform: it makes a function, which must be called */
+        sema_error(s, e->loc, "checkpoint(f) is a function: call it with f's arguments, checkpoint(f)(x, w)");
     if (!bi)
         sema_error(s, e->loc, "'%s' is not a function or builtin", name);
     int top = bi->kind == BK_SPECIAL && bi->op == SP_TOP_K;

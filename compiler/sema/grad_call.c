@@ -1,5 +1,6 @@
-/* Function transforms: `grad(f, [w1, w2])(args)` and
- * `value_and_grad(f, [w1, w2])(args)` (docs/language.md, "Gradients").
+/* Function transforms: `grad(f, [w1, w2])(args)`,
+ * `value_and_grad(f, [w1, w2])(args)` and `checkpoint(f)(args)`
+ * (docs/language.md, "Gradients").
  *
  * Each distinct transform defines one derived fn, named after f and the
  * parameters (`loss_grad_w1_w2`), whose signature is made here: f's
@@ -80,15 +81,33 @@ static int derived_fn(Sema *s, const Expr *t, int f, int value, const int32_t *w
     return m->nfns - 1;
 }
 
+/* checkpoint(f)(args): an ordinary call of f, marked INST_REMAT: a
+ * gradient through it runs f again in its backward pass (f's vjp fn)
+ * instead of keeping f's residuals from the forward pass (docs/grad.md,
+ * "Rematerialization").  Outside a gradient the mark changes nothing. */
+static Val checkpoint_call(Sema *s, const Expr *e, int nwanted, Val *results) {
+    const Expr *t = e->lhs;
+    if (t->args.n != 1 || arg(t, 0)->kind != E_NAME)
+        sema_error(s, t->loc, "checkpoint takes one function and is called with its arguments: checkpoint(f)(x, w)");
+    Binding *b = lookup(s, arg(t, 0)->sym);
+    if (!b || b->kind != B_FN || b->index >= s->nuser_fns)
+        sema_error(s, arg(t, 0)->loc, "'%s' is not a function; checkpoint takes an fn or spmd fn defined in the program",
+                   sym(s, arg(t, 0)->sym));
+    const char *name = arena_printf(s->arena, "checkpoint(%s)", sym(s, arg(t, 0)->sym));
+    return fn_call(s, e, b->index, name, INST_REMAT, nwanted, results);
+}
+
 Val transform_call(Sema *s, const Expr *e, int nwanted, Val *results) {
     const Expr *t = e->lhs;
     const char *kind = sym(s, t->sym);
     if (s->fn->sym < 0)
         sema_error(s, e->loc, "a constant must be known at compile time; it cannot call %s", kind);
+    if (strcmp(kind, "checkpoint") == 0)
+        return checkpoint_call(s, e, nwanted, results);
     int value = strcmp(kind, "value_and_grad") == 0;
     if (!value && strcmp(kind, "grad") != 0)
-        sema_error(s, e->loc, "'%s(...)' is not a function; only grad(f, [params]) and value_and_grad(f, [params]) "
-                   "can be called with arguments", kind);
+        sema_error(s, e->loc, "'%s(...)' is not a function; only grad(f, [params]), value_and_grad(f, [params]) "
+                   "and checkpoint(f) can be called with arguments", kind);
     if (t->args.n != 2 || arg(t, 0)->kind != E_NAME || arg(t, 1)->kind != E_LIST)
         sema_error(s, t->loc, "%s takes a function and a list of its parameters: %s(f, [w1, w2])", kind, kind);
     Binding *b = lookup(s, arg(t, 0)->sym);

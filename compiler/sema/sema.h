@@ -167,9 +167,13 @@ void builtins_init(Sema *s);
 int is_reduction_name(const char *name);
 Val call_value(Sema *s, const Expr *e, int nresults_wanted, Val *results);
 
-/* grad_call.c: grad(f, [w...])(args) and value_and_grad(f, [w...])(args) */
+/* grad_call.c: grad(f, [w...])(args), value_and_grad(f, [w...])(args) and
+ * checkpoint(f)(args) */
 Val transform_call(Sema *s, const Expr *e, int nresults_wanted, Val *results);
 Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *results);
+/* A call of fn `callee`, named `name` in diagnostics, its instruction
+ * given `flags` (INST_REMAT for checkpoint). */
+Val fn_call(Sema *s, const Expr *e, int callee, const char *name, int flags, int nwanted, Val *results);
 
 /* replication.c */
 void check_replication(Sema *s, Fn *fn);

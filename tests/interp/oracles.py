@@ -1327,6 +1327,12 @@ def gpt_train_step(rng, m):
 
 case("sample gpt train_step", sample("gpt.tdsl"), "train_step", gpt_train_step,
      consts=",".join("%s=%d" % kv for kv in GPT_TRAIN.items()), scaled=True, interp=[None, (3, 2)])
+# The same step under a budget no program meets: every call that keeps
+# residuals is checkpointed (the blocks, and inside them attention, mlp and
+# the layernorms: docs/grad.md, "Rematerialization"); the same results.
+case("sample gpt train_step (remat)", sample("gpt.tdsl"), "train_step", gpt_train_step,
+     consts=",".join("%s=%d" % kv for kv in GPT_TRAIN.items()), flags=["--device-memory", "1"], scaled=True,
+     interp=[None, (3, 2)])
 
 
 # ---- the partitioning golden programs (tests/lit/partitioned/*.tdsl) ----
@@ -1690,6 +1696,23 @@ def grad_select(rng, m):
     return with_grads(loss, {"x": normal(rng, 6, 4), "w": normal(rng, 4, 4), "c": normal(rng, 6, 4)}, ["x", "w"])
 
 
+def grad_remat(rng, m):
+    # checkpoint changes where values are computed, not the gradient: the
+    # loss as if every call were plain.
+    def layer(x, w):
+        h = x @ w
+        return np.where(h > 0, h, h * 0.1)
+    def block(x, w, c):
+        h = layer(x, w)
+        return np.tanh(h) * c + x, (h * h).sum()
+    def loss(x, w, v, c):
+        h1, s1 = block(x, w, c)
+        h2, s2 = block(h1, v, c)
+        return (c * layer(layer(h2, w), v)).sum() + 0.1 * s1 + 0.01 * s2
+    return with_grads(loss, {"x": normal(rng, 6, 4), "w": normal(rng, 4, 4), "v": normal(rng, 4, 4),
+                             "c": normal(rng, 6, 4)}, ["x", "w", "v"])
+
+
 def grad_xent(rng, m):
     def loss(logits, labels):
         z = logits - logits.max(1, keepdims=True)
@@ -1715,7 +1738,7 @@ def grad_f64(rng, m):
 
 
 for _fn in (grad_mlp, grad_mlp_input, grad_unary, grad_binary, grad_reduce, grad_ties, grad_shape, grad_slices,
-            grad_cumsum, grad_gather, grad_scatter, grad_select, grad_xent, grad_bf16, grad_f64):
+            grad_cumsum, grad_gather, grad_scatter, grad_select, grad_remat, grad_xent, grad_bf16, grad_f64):
     case("grad " + _fn.__name__[5:], prog("grad.tdsl"), "g_" + _fn.__name__[5:], _fn, scaled=True,
          interp=[None, (3, 2)])
 
@@ -1780,7 +1803,13 @@ def grad_outer(rng, m):
                       {"x": normal(rng, b, dd), "w": normal(rng, dd, f)}, ["w", "x"])
 
 
-for _fn in (grad_dp, grad_tp, grad_fsdp, grad_chain, grad_pmax, grad_outer):
+def grad_remat_outer(rng, m):
+    b, dd, f = 2 * m["X"] ** 2, 2 * m["X"], 2 * m["Y"]
+    return with_grads(lambda x, w: 0.5 * sq_sum(np.tanh(x @ w)) + sq_sum(np.tanh(x @ (w * w))),
+                      {"x": normal(rng, b, dd), "w": normal(rng, dd, f)}, ["w", "x"])
+
+
+for _fn in (grad_dp, grad_tp, grad_fsdp, grad_chain, grad_pmax, grad_outer, grad_remat_outer):
     case("grad spmd " + _fn.__name__[5:], prog("grad_spmd.tdsl"), "g_" + _fn.__name__[5:], _fn,
          consts=grad_spmd_consts, scaled=True, interp=[None, (2, 4), (3, 1)])
 
