@@ -8,7 +8,10 @@ against the same training in NumPy (f64).
     FSDP), 300 steps;
   - samples/gpt.tdsl's train_step: a small GPT on token sequences that follow
     a rule (tests/interp/gpt_ref.py), 200 steps; and at GPT-2 XL's depth,
-    48 layers on tiny dims, 40 steps.
+    48 layers on tiny dims, 40 steps;
+  - tests/codegen/progs/rnn.tdsl's train: a tanh RNN of 1000 time steps (a
+    loop that stays a loop, its gradient a reverse loop) fitted to targets
+    by gradient descent, 60 steps, against backpropagation written here.
 
 Each run must learn (its last loss below the stated fraction of its first)
 and match NumPy: every printed loss and the last one within 1e-3 (absolute,
@@ -108,8 +111,50 @@ def gpt_case(cfg=GPT_CFG, steps=200, learn=0.5, name="gpt train_step"):
     return (name, os.path.join(ROOT, "samples", "gpt.tdsl"), "train_step", const, steps, learn, make)
 
 
+# ---- the tanh RNN (tests/codegen/progs/rnn.tdsl), a 1000-step loop ----
+
+RNN_CONST = dict(B=8, D=16, T=1000)
+RNN_LR = 0.2
+
+
+def rnn_fit_grads(h0, w, u, xs, y):
+    """loss = mean((h_T u - y)^2), h_{t+1} = tanh(h_t w + xs[t]); (loss, dw, du) by backpropagation."""
+    hs = [h0]
+    for x in xs:
+        hs.append(np.tanh(hs[-1] @ w + x))
+    r = hs[-1] @ u - y
+    do = 2 * r / r.size
+    du, dh, dw = hs[-1].T @ do, do @ u.T, np.zeros_like(w)
+    for t in range(len(xs) - 1, -1, -1):
+        dz = dh * (1 - hs[t + 1] ** 2)
+        dw += hs[t].T @ dz
+        dh = dz @ w.T
+    return np.mean(r * r), dw, du
+
+
+def rnn_case(steps=60, learn=0.5):
+    def make():
+        rng = np.random.default_rng(11)
+        b, d, t = RNN_CONST["B"], RNN_CONST["D"], RNN_CONST["T"]
+        inputs = dict(h0=rng.standard_normal((b, d)), w=rng.standard_normal((d, d)) * 0.5 / np.sqrt(d),
+                      u=rng.standard_normal((d, d)) / np.sqrt(d), xs=rng.standard_normal((t, b, d)) * 0.5,
+                      y=rng.standard_normal((b, d)) * 0.5)
+        inputs = {k: np.asarray(a, np.float32) for k, a in inputs.items()}
+        w, u = inputs["w"].astype(np.float64), inputs["u"].astype(np.float64)
+        losses = []
+        for _ in range(steps):
+            loss, dw, du = rnn_fit_grads(*(inputs[k].astype(np.float64) for k in ("h0",)), w, u,
+                                         inputs["xs"].astype(np.float64), inputs["y"].astype(np.float64))
+            losses.append(loss)
+            w, u = w - RNN_LR * dw, u - RNN_LR * du
+        return inputs, np.array(losses), {"w": w, "u": u}
+    const = ",".join("%s=%d" % kv for kv in RNN_CONST.items())
+    return ("rnn train T=1000", os.path.join(ROOT, "tests", "codegen", "progs", "rnn.tdsl"), "train", const, steps,
+            learn, make)
+
+
 CASES = [mlp_case("sgd_dp", "sgd"), mlp_case("adam_fsdp", "adam"), gpt_case(),
-         gpt_case(GPT_DEEP_CFG, steps=40, learn=0.9, name="gpt train_step L=48")]
+         gpt_case(GPT_DEEP_CFG, steps=40, learn=0.9, name="gpt train_step L=48"), rnn_case()]
 
 # ---- running and judging ----
 
