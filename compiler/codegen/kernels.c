@@ -451,6 +451,23 @@ static void emit_dynamic_slice(Gen *g, const Inst *in, const char *r) {
     fprintf(o, ", %s));\n", r);
 }
 
+/* Written over the operand's own memory when it is the same array (a
+ * carried stack the loop passes as parameter and result: codegen.c): then
+ * only the update moves. */
+static void emit_dynamic_update_slice(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    try_open(g);
+    fprintf(o, "sk_dynamic_update_slice(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(o, T(ir_arg(fn, in, 0)));
+    fprintf(o, ", %s, ", A(0));
+    emit_shape(o, T(ir_arg(fn, in, 1)));
+    fprintf(o, ", %s, (const int32_t[]){", A(1));
+    for (int i = 2; i < in->nargs; i++)
+        fprintf(o, "%s*%s", i > 2 ? ", " : "", A(i));
+    fprintf(o, "%s}, %s));\n", in->nargs > 2 ? "" : "0", r);
+}
+
 static void emit_concat(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;

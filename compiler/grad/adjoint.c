@@ -321,6 +321,24 @@ static void dynamic_slice_adjoint(Grad *g, int c) {
     give(g, 0, g_emit(g, OP_SCATTER, args, 2 + x->rank, dims, x->rank, NULL));
 }
 
+/* The operand's cotangent is c with the written window zeroed; the
+ * update's is the window of c, read at the same (clamped) offsets. */
+static void dynamic_update_slice_adjoint(Grad *g, int c) {
+    int r = src_type(g, g->v)->rank;
+    int32_t args[2 + MAX_RANK];
+    Shape us = ct_shape(g, src_arg(g, 1));
+    args[0] = c;
+    args[1] = g_const(g, 0, &us);
+    for (int d = 0; d < r; d++)
+        args[2 + d] = g->fwd[src_arg(g, 2 + d)];
+    if (wants(g, 0))
+        give(g, 0, g_emit(g, OP_DYNAMIC_UPDATE_SLICE, args, 2 + r, NULL, 0, NULL));
+    if (wants(g, 1)) {
+        args[1] = c;
+        give(g, 1, g_emit(g, OP_DYNAMIC_SLICE, args + 1, 1 + r, NULL, 0, &us));
+    }
+}
+
 static void concat_adjoint(Grad *g, int c) {
     const Inst *in = &g->src->insts[g->v];
     int dim = (int)attr(g, 0);
@@ -580,14 +598,14 @@ void adjoint(Grad *g, int c) {
     case OP_REDUCE: reduce_adjoint(g, c); return;
     case OP_SLICE: slice_adjoint(g, c); return;
     case OP_DYNAMIC_SLICE: dynamic_slice_adjoint(g, c); return;
+    case OP_DYNAMIC_UPDATE_SLICE: dynamic_update_slice_adjoint(g, c); return;
     case OP_CONCAT: concat_adjoint(g, c); return;
     case OP_ROLL: roll_adjoint(g, c); return;
     case OP_CUMSUM: cumsum_adjoint(g, c); return;
     case OP_GATHER: gather_adjoint(g, c); return;
     case OP_SCATTER: scatter_adjoint(g, c); return;
     case OP_CALL: call_adjoint(g, c); return;
-    case OP_LOOP:        /* sema unrolls the loops of the fns gradients run (sema/loop.c) */
-        no_gradient(g, "a loop that stays a loop (value_and_grad through one is not supported yet)");
+    case OP_LOOP: loop_adjoint(g, c); return;
     case OP_ALL_REDUCE: all_reduce_adjoint(g, c); return;
     case OP_ALL_GATHER: all_gather_adjoint(g, c); return;
     case OP_REDUCE_SCATTER: reduce_scatter_adjoint(g, c); return;

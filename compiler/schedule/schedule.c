@@ -120,10 +120,14 @@ static void finish(Sched *s, int c) {
 /* Wait for the collectives still running that `more` starts (a
  * collective: 1; a call: all its callee starts) would leave behind. */
 static void make_room(Sched *s, int more) {
-    for (; s->first_open < s->nopen; s->first_open++) {
+    while (s->first_open < s->nopen) {
         int c = s->open[s->first_open];
         if (s->new_of[c] < 0 && s->nstarted + more - s->seq[c] <= WINDOW)
             break;
+        /* Past c before finishing it: its done may start a collective of
+         * it (start_ready), whose own make_room walks on from here, and
+         * which this loop must then see, not step over. */
+        s->first_open++;
         finish(s, c);
     }
     s->nstarted += more;
