@@ -306,18 +306,20 @@ void build_pair(Module *m, Diag *diag, int fi, const Backward *bk) {
     for (int i = 0; i < f->nresults; i++)
         results[i] = g.fwd[ir_arg(f, &f->insts[f->ninsts - 1], i)];
     c.results = results;
-    /* The residuals: forward values, neither parameters nor cheap to
-     * recompute, that the live backward part (what the gradients need)
-     * reads. */
+    /* The residuals: forward values, not parameters, that the backward
+     * part reads.  A loop saves each of them once per iteration, so a loop
+     * body's are fewer: those the live backward part (what the gradients
+     * need) reads, less what is cheap to compute again. */
+    int for_loop = bk->by_loop[fi];
     uint8_t *live = arena_alloc(m->arena, (size_t)body.ninsts + 1), *used = arena_alloc(m->arena, (size_t)c.nf + 1);
-    uint8_t *cheap = cheap_values(m, &body, c.nf);
+    uint8_t *cheap = for_loop ? cheap_values(m, &body, c.nf) : arena_alloc(m->arena, (size_t)c.nf + 1);
     for (int i = 0; i < c.ngrads; i++)
         live[grads[i]] = 1;
     for (int u = body.ninsts - 1; u >= c.nf + c.nct; u--)
-        for (int i = 0; i < body.insts[u].nargs && live[u]; i++)
+        for (int i = 0; i < body.insts[u].nargs && (live[u] || !for_loop); i++)
             live[ir_arg(&body, &body.insts[u], i)] = 1;
     for (int u = 0; u < c.nf; u++)
-        used[u] = live[u] && !cheap[u];
+        used[u] = live[u] && !cheap[u] && body.insts[u].op != OP_PARAMETER;
     int32_t *res = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(c.nf + 1));
     int nres = 0;
     for (int u = 0; u < c.nf; u++)
