@@ -1420,6 +1420,27 @@ case("sample gpt train_step", sample("gpt.tdsl"), "train_step", gpt_train_step,
      consts=",".join("%s=%d" % kv for kv in GPT_TRAIN.items()), scaled=True, interp=[None, (3, 2)])
 
 
+# The same step with L = 36 layers: the layer loop (one statement, a call)
+# stays a loop (36 x 1 > 32 statements, docs/language.md, "Loops"), so its
+# gradient is a forward and a backward loop, each layer's weights' gradients
+# written into their slots (docs/grad.md, "Loops").
+GPT_TRAIN_LOOP = dict(GPT_TRAIN, L=36)
+
+
+def gpt_train_step_loop(rng, m):
+    global GPT_TRAIN
+    saved, GPT_TRAIN = GPT_TRAIN, GPT_TRAIN_LOOP
+    try:
+        return gpt_train_step(rng, m)
+    finally:
+        GPT_TRAIN = saved
+
+
+case("sample gpt train_step loop", sample("gpt.tdsl"), "train_step", gpt_train_step_loop,
+     consts=",".join("%s=%d" % kv for kv in GPT_TRAIN_LOOP.items()), scaled=True, interp=[None, (3, 2)],
+     codegen=[0, 3])
+
+
 # ---- the partitioning golden programs (tests/lit/partitioned/*.tdsl) ----
 # Written from each function's source; the partitioner's choices (which
 # collective, where the padding goes) must not show in the results.
