@@ -270,15 +270,21 @@ static void build_bwd(Module *m, const Fn *f, Fn *bwd, const Cut *c, const int32
 
 /* Forward values the backward part computes again instead of taking as
  * residuals: constants, iotas and what is computed from them and the
- * parameters as scalars (index arithmetic), and their broadcasts.  A loop
- * saves a residual per iteration; these cost nothing to recompute. */
+ * parameters as scalars (index arithmetic), and their broadcasts, reshapes,
+ * transposes, slices and casts (a layer's weights w[l] as the matmul reads
+ * them).  A loop saves a residual per iteration; these cost no more to
+ * compute again than to read back. */
+static int moves(int op) {
+    return op == OP_BROADCAST || op == OP_RESHAPE || op == OP_TRANSPOSE || op == OP_SLICE || op == OP_DYNAMIC_SLICE ||
+           op == OP_CONVERT;
+}
+
 static uint8_t *cheap_values(Module *m, const Fn *body, int nf) {
     uint8_t *cheap = arena_alloc(m->arena, (size_t)nf + 1);
     for (int u = 0; u < nf; u++) {
         const Inst *in = &body->insts[u];
         int ok = in->op == OP_CONSTANT || in->op == OP_IOTA || in->op == OP_PARAMETER;
-        if (!ok && in->nargs && (in->type.rank == 0 || in->op == OP_BROADCAST) &&
-            (op_info[in->op].flags & OPF_FUSIBLE)) {
+        if (!ok && in->nargs && ((in->type.rank == 0 && (op_info[in->op].flags & OPF_FUSIBLE)) || moves(in->op))) {
             ok = 1;
             for (int i = 0; i < in->nargs; i++)
                 ok &= cheap[ir_arg(body, in, i)];
