@@ -189,11 +189,6 @@ static int em_param(Em *e, int i, int sym) {
 
 static int em_op2(Em *e, Op op, int a, int b) { return em(e, op, (int32_t[]){a, b}, 2, NULL, 0, NULL); }
 
-static int em_element(Em *e, int call, int i, int n) {
-    int64_t at = i;
-    return n == 1 ? call : em(e, OP_GET_TUPLE_ELEMENT, (int32_t[]){call}, 1, &at, 1, NULL);
-}
-
 static int em_reshape(Em *e, int x, const Shape *t) {
     return shape_eq(&e->fn->insts[x].type, t) ? x : em(e, OP_RESHAPE, (int32_t[]){x}, 1, NULL, 0, t);
 }
@@ -229,6 +224,25 @@ static int em_write(Em *e, int s, int x, int at) {
     return em_write_window(e, s, em_reshape(e, x, &w), at);
 }
 
+/* Fn f's body emitted in place, its parameters args: the values it
+ * returns into out.  The loops' bodies hold their iteration's pair inlined,
+ * so that a stack's or a carried cotangent's dynamic-update-slice reads the
+ * loop body's own parameter and can write its slot in place (codegen). */
+static void em_inline(Em *e, int f, const int32_t *args, int32_t *out) {
+    const Fn *callee = &e->m->fns[f];
+    int32_t *map = arena_alloc(e->m->arena, sizeof(int32_t) * (size_t)(callee->ninsts + 1));
+    for (int u = 0; u < callee->ninsts; u++) {
+        const Inst *in = &callee->insts[u];
+        if (in->op == OP_PARAMETER)
+            map[u] = args[ir_attr(callee, in, 0)];
+        else if (in->op == OP_RETURN)
+            for (int i = 0; i < in->nargs; i++)
+                out[i] = map[ir_arg(callee, in, i)];
+        else
+            map[u] = reemit(e->m, e->fn, callee, u, map);
+    }
+}
+
 static int param_sym(Module *m, const Fn *fn, int p, const char *fallback) {
     int v = param_of(fn, p);
     return v >= 0 && fn->insts[v].sym >= 0 ? fn->insts[v].sym : sym_of(m, fallback);
@@ -256,7 +270,7 @@ static Counts counts(const Module *m, int b, const LoopGrad *lg) {
 /* fwd_loop(i, c..., stacks..., inv..., first) -> (c'..., stacks'..., out...) */
 static void build_fwd_loop(Module *m, const Backward *bk, int b, const LoopGrad *lg) {
     const Fn *orig = &m->fns[b], *body = &m->fns[lg->body];
-    int64_t fwd = bk->fwd[lg->body];
+    int fwd = bk->fwd[lg->body];
     Fn *lf = &m->fns[lg->fwd_loop];
     Counts n = counts(m, b, lg);
     Sig index = {{DT_I32, 0, {0}}, sharding_replicated(), 0};
@@ -289,16 +303,17 @@ static void build_fwd_loop(Module *m, const Backward *bk, int b, const LoopGrad 
         int x = q <= n.K ? p[q] : p[q + n.R];
         args[q] = lg->row[q] ? em_window(&e, x, p[0]) : x;
     }
-    int call = em(&e, OP_CALL, args, body->nparams, &fwd, 1, NULL), nout = m->fns[fwd].nresults;
+    int32_t *res = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(m->fns[fwd].nresults + 1));
+    em_inline(&e, fwd, args, res);
     int32_t *out = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(lf->nresults + 1));
     for (int k = 0; k < n.K; k++)
-        out[k] = em_element(&e, call, k, nout);
+        out[k] = res[k];
     for (int s = 0; s < n.R; s++) {
-        int x = s < lg->nres ? em_element(&e, call, n.K + n.O + s, nout) : p[lg->carried_stack[s - lg->nres]];
+        int x = s < lg->nres ? res[n.K + n.O + s] : p[lg->carried_stack[s - lg->nres]];
         out[n.K + s] = em_write(&e, p[1 + n.K + s], x, slot);
     }
     for (int o = 0; o < n.O; o++)
-        out[n.K + n.R + o] = em_element(&e, call, n.K + o, nout);
+        out[n.K + n.R + o] = res[n.K + o];
     em(&e, OP_RETURN, out, lf->nresults, NULL, 0, NULL);
 }
 
@@ -308,7 +323,7 @@ static void build_fwd_loop(Module *m, const Backward *bk, int b, const LoopGrad 
  * differentiated invariants so far. */
 static void build_bwd_loop(Module *m, const Backward *bk, int b, const LoopGrad *lg) {
     const Fn *orig = &m->fns[b], *body = &m->fns[lg->body];
-    int64_t bwd = bk->bwd[lg->body];
+    int bwd = bk->bwd[lg->body];
     const Fn *bb = &m->fns[bwd];
     const uint8_t *wrt = bk->wrt[lg->body];
     Fn *lb = &m->fns[lg->bwd_loop];
@@ -375,12 +390,13 @@ static void build_bwd_loop(Module *m, const Backward *bk, int b, const LoopGrad 
             args[nargs] = em(&e, OP_SELECT, (int32_t[]){pred, p[at_ct + o], em_const(&e, 0, t)}, 3, NULL, 0, NULL);
         }
     }
-    int call = em(&e, OP_CALL, args, nargs, &bwd, 1, NULL);
+    int32_t *res = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(bb->nresults + 1));
+    em_inline(&e, bwd, args, res);
     int32_t *out = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(lb->nresults + 1));
     for (int q = 1, k = 0; q < body->nparams; q++) {
         if (!wrt[q])
             continue;
-        int grad = em_element(&e, call, k, bb->nresults);
+        int grad = res[k];
         if (q <= n.K)
             out[k] = grad;
         else if (lg->row[q])   /* one row per iteration: distinct rows (reads_row) */

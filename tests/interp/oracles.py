@@ -1068,6 +1068,25 @@ def loop_grad_stacked(rng, m):
     return with_grads(stacked_np, inputs, ["ws", "bs", "x"])
 
 
+def scan_np(h0, w, xs):
+    h, ys = h0, np.zeros(xs.shape)
+    for t in range(xs.shape[0]):
+        h = np.tanh(h @ w + xs[t])
+        ys[t] = h
+    return ys
+
+
+def loop_grad_scan(rng, m):
+    inputs = {"h0": normal(rng, 4, 6), "w": normal(rng, 6, 6) * np.float32(0.5), "xs": normal(rng, 40, 4, 6)}
+    return inputs, [(scan_np(**{k: d(v) for k, v in inputs.items()}), "f32")]
+
+
+def loop_grad_g_scan(rng, m):
+    inputs = {"h0": normal(rng, 4, 6), "w": normal(rng, 6, 6) * np.float32(0.5), "xs": normal(rng, 40, 4, 6),
+              "c": normal(rng, 40, 4, 6)}
+    return with_grads(lambda h0, w, xs, c: (scan_np(h0, w, xs) * c).sum(), inputs, ["w", "xs"])
+
+
 LOOP_GRAD = prog("loop_grad.tdsl")
 case("loop_grad rnn", LOOP_GRAD, "g_rnn", loop_grad_rnn(40), scaled=True, interp=[None, (1, 1), (2, 4), (3, 2)])
 case("loop_grad rnn unrolled", LOOP_GRAD, "g_rnn", loop_grad_rnn(6), consts="T=6", scaled=True, interp=[None],
@@ -1077,6 +1096,8 @@ case("loop_grad norm", LOOP_GRAD, "g_norm", loop_grad_norm, scaled=True, interp=
 case("loop_grad nested", LOOP_GRAD, "g_nested", loop_grad_nested, scaled=True, interp=[None, (2, 2)])
 case("loop_grad called", LOOP_GRAD, "g_called", loop_grad_called, scaled=True, interp=[None, (2, 4)])
 case("loop_grad stacked", LOOP_GRAD, "g_stacked", loop_grad_stacked, scaled=True, interp=[None, (2, 4), (3, 2)])
+case("loop_grad scan", LOOP_GRAD, "scan", loop_grad_scan, scaled=True, interp=[None, (2, 4), (3, 2)])
+case("loop_grad g_scan", LOOP_GRAD, "g_scan", loop_grad_g_scan, scaled=True, interp=[None, (2, 4), (3, 2)])
 
 
 # ---- the samples, at small sizes; an spmd fn and its twin share a case ----
