@@ -8,10 +8,11 @@
 /* How a loop that stays a loop is differentiated (loops.c), by its body b.
  * `body` is b, or b's copy that takes a row-read invariant (w read only as
  * w[i], i the index) as that row; its fwd/bwd pair does one iteration.
- * The forward loop (fwd_loop) runs body's fwd and writes what the backward
- * reads into [trips, ...] arrays it carries (the stacks: body fwd's
- * residuals, then the carried parameters body bwd reads); the backward
- * loop (bwd_loop) runs body's bwd from the last iteration to the first,
+ * The forward loop (fwd_loop) runs body's fwd, inlined, and writes what the
+ * backward reads into [trips, ...] arrays it carries (the stacks: body
+ * fwd's residuals, then the carried parameters body bwd reads); the
+ * backward loop (bwd_loop) runs body's bwd, inlined, from the last
+ * iteration to the first,
  * carrying the carried values' cotangents and the invariants' gradients. */
 typedef struct {
     int body, fwd_loop, bwd_loop;

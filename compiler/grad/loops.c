@@ -2,7 +2,8 @@
  *
  * A loop `loop(first, c..., inv...) trip_count=T, body=b` is differentiated
  * by two loops of T iterations each, so compile time and code size do not
- * grow with T.  b's fwd/bwd pair (callees.c) does one iteration:
+ * grow with T.  b's fwd/bwd pair (callees.c) does one iteration, and the
+ * loops' bodies hold it inlined:
  *
  *   - the forward loop runs b_fwd and writes what b_bwd will read into
  *     [T, ...] arrays it carries (the stacks): b_fwd's residuals, and the
