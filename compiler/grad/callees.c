@@ -115,9 +115,11 @@ void add_backward_fns(Module *m, Diag *diag, Backward *bk) {
                 called[c] = 1;
                 by = float_params(m, &m->fns[c]);
             } else {
+                by = loop_body_wrt(m, f, bk->wrt[f], in);
+                if (!by)        /* nothing it computes is differentiated */
+                    continue;
                 loop_of[c] = in;
                 loop_in[c] = f;
-                by = loop_body_wrt(m, f, bk->wrt[f], in);
             }
             if (widen(m, bk, c, by) && !queued[c])
                 queued[c] = 1, stack[top++] = c;

@@ -30,7 +30,8 @@ typedef struct {
  * global type to return, gets one vjp fn that runs it again, then backward.
  * wrt: per fn, the parameters its pair differentiates (a callee's: every
  * float one; a loop body's: its float carried values and the invariants
- * that depend on what the caller differentiates), NULL where none.  loop:
+ * that depend on what the caller differentiates), NULL where none (a loop
+ * whose operands depend on nothing differentiated has none).  loop:
  * per loop body, how its loop is differentiated, NULL where not. */
 typedef struct {
     int32_t *vjp, *fwd, *bwd;

@@ -67,11 +67,15 @@ uint8_t *loop_body_wrt(Module *m, int f, const uint8_t *f_wrt, const Inst *loop)
             dep[v] |= dep[ir_arg(fn, in, i)];
     }
     /* Every float carried value: its cotangent runs through the iterations
-     * even where its first value takes none. */
+     * even where its first value takes none.  A loop none of whose operands
+     * depends on what is differentiated is copied as it is (NULL). */
     uint8_t *w = arena_alloc(m->arena, (size_t)b->nparams + 1);
-    for (int p = 1; p < b->nparams && p < loop->nargs; p++)
+    int any = 0;
+    for (int p = 1; p < b->nparams && p < loop->nargs; p++) {
         w[p] = dtype_is_float(b->params[p].type.dtype) && (p <= b->loop_carried || dep[ir_arg(fn, loop, p)]);
-    return w;
+        any |= dep[ir_arg(fn, loop, p)];
+    }
+    return any ? w : NULL;
 }
 
 /* ---- stacked weights ---- */
@@ -443,10 +447,18 @@ void build_loop_fns(Module *m, Diag *diag, const Backward *bk, int b) {
 
 /* ---- the loop in a differentiated fn ---- */
 
+/* An active loop has its LoopGrad: its operands depend on what the fn is
+ * differentiated with respect to (loop_body_wrt). */
+static const LoopGrad *loop_grad_of(Grad *g, int b) {
+    if (!g->bk->loop[b])
+        no_gradient(g, "internal error: a loop without its backward loop");
+    return g->bk->loop[b];
+}
+
 int loop_forward(Grad *g, int v, const int32_t *args) {
     const Inst *in = &g->src->insts[v];
     int b = inst_callee(g->src, in);
-    const LoopGrad *lg = g->bk->loop[b];
+    const LoopGrad *lg = loop_grad_of(g, b);
     const Fn *lf = &g->m->fns[lg->fwd_loop];
     Counts n = counts(g->m, b, lg);
     int32_t *ops = arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)(lf->nparams + 1));
@@ -485,7 +497,7 @@ void loop_adjoint(Grad *g, int c) {
     int v = g->v;
     const Inst *in = &g->src->insts[v];
     int b = inst_callee(g->src, in);
-    const LoopGrad *lg = g->bk->loop[b];
+    const LoopGrad *lg = loop_grad_of(g, b);
     const Fn *orig = &g->m->fns[b], *lb = &g->m->fns[lg->bwd_loop];
     const uint8_t *wrt = g->bk->wrt[lg->body];
     Counts n = counts(g->m, b, lg);

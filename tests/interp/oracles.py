@@ -1087,6 +1087,18 @@ def loop_grad_g_scan(rng, m):
     return with_grads(lambda h0, w, xs, c: (scan_np(h0, w, xs) * c).sum(), inputs, ["w", "xs"])
 
 
+def inactive_np(x, w, n):
+    a = n
+    for t in range(40):
+        a = a * 0.9 + np.mod(n, n * n + 2.0)
+    return (np.tanh(x @ w) * a).sum()
+
+
+def loop_grad_inactive(rng, m):
+    inputs = {"x": normal(rng, 6), "w": normal(rng, 6, 6) * np.float32(0.5), "n": normal(rng, 6)}
+    return with_grads(inactive_np, inputs, ["x", "w"])
+
+
 LOOP_GRAD = prog("loop_grad.tdsl")
 case("loop_grad rnn", LOOP_GRAD, "g_rnn", loop_grad_rnn(40), scaled=True, interp=[None, (1, 1), (2, 4), (3, 2)])
 case("loop_grad rnn unrolled", LOOP_GRAD, "g_rnn", loop_grad_rnn(6), consts="T=6", scaled=True, interp=[None],
@@ -1098,6 +1110,7 @@ case("loop_grad called", LOOP_GRAD, "g_called", loop_grad_called, scaled=True, i
 case("loop_grad stacked", LOOP_GRAD, "g_stacked", loop_grad_stacked, scaled=True, interp=[None, (2, 4), (3, 2)])
 case("loop_grad scan", LOOP_GRAD, "scan", loop_grad_scan, scaled=True, interp=[None, (2, 4), (3, 2)])
 case("loop_grad g_scan", LOOP_GRAD, "g_scan", loop_grad_g_scan, scaled=True, interp=[None, (2, 4), (3, 2)])
+case("loop_grad inactive", LOOP_GRAD, "g_inactive", loop_grad_inactive, scaled=True, interp=[None, (2, 2)])
 
 
 # ---- the samples, at small sizes; an spmd fn and its twin share a case ----
