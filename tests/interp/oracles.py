@@ -1015,7 +1015,7 @@ def loop_grad_rnn_inputs(rng, m):
     return with_grads(rnn_np, inputs, ["h0", "xs"], value=False)
 
 
-def norm_np(h0, w, xs):
+def loop_norm_np(h0, w, xs):
     h, s = h0, 0.0
     for t in range(xs.shape[0]):
         y = np.tanh(h @ w + xs[t])
@@ -1027,7 +1027,7 @@ def norm_np(h0, w, xs):
 
 def loop_grad_norm(rng, m):
     inputs = {"h0": normal(rng, 4, 6), "w": normal(rng, 6, 6) * np.float32(0.5), "xs": normal(rng, 40, 4, 6)}
-    return with_grads(norm_np, inputs, ["w", "h0"])
+    return with_grads(loop_norm_np, inputs, ["w", "h0"])
 
 
 def nested_np(x, w):
