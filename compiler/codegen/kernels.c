@@ -574,56 +574,6 @@ static void emit_call(Gen *g, const Inst *in, const char *r) {
     fputs("));\n", o);
 }
 
-/* Does `v` of fn read `p`, or run after reading it, only as one of anc[]
- * (the instructions the dynamic-update-slice waits for)?  Views of p are p. */
-static int reads_only_before(const Fn *fn, int p, const uint8_t *anc, int dus) {
-    for (int u = p + 1; u < fn->ninsts; u++) {
-        const Inst *in = &fn->insts[u];
-        for (int i = 0; i < in->nargs; i++) {
-            if (ir_arg(fn, in, i) != p)
-                continue;
-            if (u == dus && i == 0)
-                continue;
-            if (in->flags & INST_VIEW) {
-                if (!reads_only_before(fn, u, anc, dus))
-                    return 0;
-            } else if (!anc[u] || u == dus) {
-                return 0;
-            }
-        }
-    }
-    return 1;
-}
-
-/* Can carried value j of loop body `body` stay in one array across the
- * iterations: the body's result j a dynamic-update-slice of parameter
- * 1 + j written straight into its result array (codegen.c's
- * returned_in_place), the parameter read by nothing that runs after it?
- * Then the loop passes that array as both, and each iteration writes only
- * the update (a stack of [T, ...] saved values costs a slot per iteration,
- * not a copy of the stack). */
-static int carried_in_place(Arena *arena, const Fn *body, int j) {
-    const Inst *ret = &body->insts[body->ninsts - 1];
-    if (ret->op != OP_RETURN || j >= ret->nargs)
-        return 0;
-    int dus = ir_arg(body, ret, j);
-    const Inst *in = &body->insts[dus];
-    if (in->op != OP_DYNAMIC_UPDATE_SLICE || in->place || in->buffer < 0 || !body->scheduled)
-        return 0;
-    for (int i = 0; i < j; i++)
-        if (ir_arg(body, ret, i) == dus)
-            return 0;
-    int p = ir_arg(body, in, 0);
-    if (body->insts[p].op != OP_PARAMETER || ir_attr(body, &body->insts[p], 0) != 1 + j)
-        return 0;
-    uint8_t *anc = arena_alloc(arena, (size_t)body->ninsts + 1);   /* what the update waits for */
-    anc[dus] = 1;
-    for (int u = dus; u >= 0; u--)
-        for (int i = 0; anc[u] && i < body->insts[u].nargs; i++)
-            anc[ir_arg(body, &body->insts[u], i)] = 1;
-    return reads_only_before(body, p, anc, dus);
-}
-
 /* A loop: the carried values ping-pong between two arrays of the workspace
  * (the body reads one while it writes the other, NAME_lJ in codegen.c) and
  * are copied to the loop's results once it ends, so nothing the body may
@@ -638,9 +588,9 @@ static void emit_loop(Gen *g, const Inst *in, const char *r) {
         fprintf(o, "        const int64_t %strips = (int64_t)*%s - %si;\n", r, A(in->nargs - 1), r);
     for (int j = 0; j < nc; j++) {
         const char *ct = ctype_of[result_type(body, j)->dtype];
-        if (carried_in_place(g->arena, body, j))     /* one array: parameter and result */
-            fprintf(o, "        %s *%sc%d = %sl%d, *%sn%d = %sc%d;   /* written in place */\n", ct, r, j, r, 2 * j, r, j,
-                    r, j);
+        if (loop_carried_in_place(body, j))     /* one array: parameter and result; the other takes no bytes */
+            fprintf(o, "        %s *%sc%d = %sl%d, *%sn%d = %sc%d;   /* written in place */\n        (void)%sl%d;\n", ct, r,
+                    j, r, 2 * j, r, j, r, j, r, 2 * j + 1);
         else
             fprintf(o, "        %s *%sc%d = %sl%d, *%sn%d = %sl%d;\n", ct, r, j, r, 2 * j, r, j, r, 2 * j + 1);
         if (bytes_of(result_type(body, j)))
