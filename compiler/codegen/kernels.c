@@ -258,7 +258,7 @@ static void emit_view(Gen *g, const Inst *in, const char *r) {
         stride *= s->dims[d];
     }
     fprintf(g->out, offset ? " + %lld;   /* a view: no copy */\n" : ";   /* a view: no copy */\n", (long long)offset);
-    if (g->result[g->at])      /* its callee wrote it in place: the return may be its only reader */
+    if (g->result[g->at] || !g->fu.uses[g->at])   /* its callee wrote it in place, or nothing reads it */
         fprintf(g->out, "    (void)%s;\n", r);
 }
 
