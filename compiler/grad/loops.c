@@ -272,10 +272,9 @@ static Counts counts(const Module *m, int b, const LoopGrad *lg) {
     return c;
 }
 
-/* fwd_loop(i, c..., stacks..., inv..., first) -> (c'..., stacks'..., out...) */
-static void build_fwd_loop(Module *m, const Backward *bk, int b, const LoopGrad *lg) {
-    const Fn *orig = &m->fns[b], *body = &m->fns[lg->body];
-    int fwd = bk->fwd[lg->body];
+/* fwd_loop's signature (see build_fwd_loop). */
+static void fwd_loop_signature(Module *m, const Backward *bk, int b, const LoopGrad *lg) {
+    const Fn *orig = &m->fns[b];
     Fn *lf = &m->fns[lg->fwd_loop];
     Counts n = counts(m, b, lg);
     Sig index = {{DT_I32, 0, {0}}, sharding_replicated(), 0};
@@ -294,6 +293,15 @@ static void build_fwd_loop(Module *m, const Backward *bk, int b, const LoopGrad 
         lf->params[1 + n.K + n.R + j] = open_sig(orig->params[1 + n.K + j].type);
     for (int o = 0; o < n.O; o++)
         lf->results[n.K + n.R + o] = open_sig(orig->results[n.K + o].type);
+}
+
+/* fwd_loop(i, c..., stacks..., inv..., first) -> (c'..., stacks'..., out...) */
+static void build_fwd_loop(Module *m, const Backward *bk, int b, const LoopGrad *lg) {
+    fwd_loop_signature(m, bk, b, lg);
+    const Fn *orig = &m->fns[b], *body = &m->fns[lg->body];
+    int fwd = bk->fwd[lg->body];
+    Fn *lf = &m->fns[lg->fwd_loop];
+    Counts n = counts(m, b, lg);
     Em e = {m, lf, orig->loc, -1};
     int32_t *p = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(lf->nparams + 1));
     for (int i = 0; i < lf->nparams; i++) {
@@ -322,41 +330,59 @@ static void build_fwd_loop(Module *m, const Backward *bk, int b, const LoopGrad 
     em(&e, OP_RETURN, out, lf->nresults, NULL, 0, NULL);
 }
 
+/* Where bwd_loop's parameters start: the float carried values'
+ * cotangents (nc), the invariants' gradients (na), the stacks, the
+ * invariants, the first index, the other results' cotangents. */
+typedef struct {
+    int nc, na, acc, stack, inv, first, ct;
+} BwdLayout;
+
+/* bwd_loop's signature (see build_bwd_loop). */
+static BwdLayout bwd_loop_signature(Module *m, const Backward *bk, int b, const LoopGrad *lg) {
+    const Fn *orig = &m->fns[b];
+    const uint8_t *wrt = bk->wrt[lg->body];
+    Fn *lb = &m->fns[lg->bwd_loop];
+    Counts n = counts(m, b, lg);
+    BwdLayout at = {0};
+    for (int q = 1; q < orig->nparams; q++)
+        at.nc += wrt[q] && q <= n.K, at.na += wrt[q] && q > n.K;
+    at.acc = 1 + at.nc, at.stack = at.acc + at.na, at.inv = at.stack + n.R, at.first = at.inv + n.M;
+    at.ct = at.first + 1;
+    Sig index = {{DT_I32, 0, {0}}, sharding_replicated(), 0};
+    lb->loop_of = orig->loop_of;
+    lb->loop_carried = at.nc + at.na;
+    lb->nparams = at.ct + n.O;
+    lb->params = arena_alloc(m->arena, sizeof(Sig) * (size_t)(lb->nparams + 1));
+    lb->nresults = at.nc + at.na;
+    lb->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(lb->nresults + 1));
+    lb->params[0] = lb->params[at.first] = index;
+    for (int q = 1, k = 0; q < orig->nparams; q++)
+        if (wrt[q]) {    /* a row's gradient is the whole parameter's */
+            lb->params[1 + k] = lb->results[k] = open_sig(ct_type(orig->params[q].type));
+            k++;
+        }
+    for (int s = 0; s < n.R; s++)
+        lb->params[at.stack + s] = open_sig(stack_type(m, bk, lg, s));
+    for (int j = 0; j < n.M; j++)
+        lb->params[at.inv + j] = open_sig(orig->params[1 + n.K + j].type);
+    for (int o = 0; o < n.O; o++)
+        lb->params[at.ct + o] = open_sig(ct_type(orig->results[n.K + o].type));
+    return at;
+}
+
 /* bwd_loop(j, ct_c..., acc..., stacks..., inv..., first, ct_out...) ->
  * (ct_c'..., acc'...), j = 0 .. T-1 running iteration T-1-j: ct_c are the
  * cotangents of the float carried values, acc the gradients of the
  * differentiated invariants so far. */
 static void build_bwd_loop(Module *m, const Backward *bk, int b, const LoopGrad *lg) {
+    BwdLayout at = bwd_loop_signature(m, bk, b, lg);
     const Fn *orig = &m->fns[b], *body = &m->fns[lg->body];
     int bwd = bk->bwd[lg->body];
     const Fn *bb = &m->fns[bwd];
     const uint8_t *wrt = bk->wrt[lg->body];
     Fn *lb = &m->fns[lg->bwd_loop];
     Counts n = counts(m, b, lg);
-    int nc = 0, na = 0;
-    for (int q = 1; q < body->nparams; q++)
-        nc += wrt[q] && q <= n.K, na += wrt[q] && q > n.K;
-    Sig index = {{DT_I32, 0, {0}}, sharding_replicated(), 0};
-    int at_acc = 1 + nc, at_stack = at_acc + na, at_inv = at_stack + n.R, at_first = at_inv + n.M;
-    int at_ct = at_first + 1;
-    lb->loop_of = orig->loop_of;
-    lb->loop_carried = nc + na;
-    lb->nparams = at_ct + n.O;
-    lb->params = arena_alloc(m->arena, sizeof(Sig) * (size_t)(lb->nparams + 1));
-    lb->nresults = nc + na;
-    lb->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(lb->nresults + 1));
-    lb->params[0] = lb->params[at_first] = index;
-    for (int q = 1, k = 0; q < body->nparams; q++)
-        if (wrt[q]) {    /* a row's gradient is the whole parameter's */
-            lb->params[1 + k] = lb->results[k] = open_sig(ct_type(orig->params[q].type));
-            k++;
-        }
-    for (int s = 0; s < n.R; s++)
-        lb->params[at_stack + s] = open_sig(stack_type(m, bk, lg, s));
-    for (int j = 0; j < n.M; j++)
-        lb->params[at_inv + j] = open_sig(orig->params[1 + n.K + j].type);
-    for (int o = 0; o < n.O; o++)
-        lb->params[at_ct + o] = open_sig(ct_type(orig->results[n.K + o].type));
+    int at_acc = at.acc, at_stack = at.stack, at_inv = at.inv, at_first = at.first, at_ct = at.ct;
     Em e = {m, lb, orig->loc, -1};
     int32_t *p = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(lb->nparams + 1));
     for (int i = 0; i < lb->nparams; i++)
