@@ -70,6 +70,51 @@ int sk_dynamic_slice(sk_dtype t, sc_shape in, const void *x, const int32_t *offs
     return sk_slice(t, in, x, start, limit, out);
 }
 
+/* The update's rows go to their places one memcpy each: the update's
+ * trailing dims that are whole in the operand, and the one before them,
+ * are one contiguous run of it.  With out == x only the update's bytes
+ * move, which a loop writing one slot of a carried [T, ...] array per
+ * iteration relies on. */
+int sk_dynamic_update_slice(sk_dtype t, sc_shape in, const void *x, sc_shape upd, const void *u,
+                            const int32_t *offsets, void *out) {
+    if (!sk_valid_dtype(t) || !sk_valid_shape(in) || !sk_valid_shape(upd) || upd.rank != in.rank)
+        return SC_ERR;
+    size_t es = sk_dtype_size(t);
+    int64_t st[SC_MAX_RANK], base = 0, elems = 1;
+    sk_strides(in, st);
+    for (int d = 0; d < in.rank; d++) {
+        if (upd.dims[d] < 0 || upd.dims[d] > in.dims[d])
+            return SC_ERR;
+        int64_t o = offsets[d], hi = in.dims[d] - upd.dims[d];
+        base += (o < 0 ? 0 : o > hi ? hi : o) * st[d];
+        elems *= upd.dims[d];
+    }
+    if (out != x)
+        memcpy(out, x, (size_t)sk_elems(in) * es);
+    if (!elems)
+        return 0;
+    int k = in.rank;
+    int64_t run = 1;
+    while (k > 0 && upd.dims[k - 1] == in.dims[k - 1])
+        run *= upd.dims[--k];
+    if (k > 0)
+        run *= upd.dims[--k];
+    int64_t idx[SC_MAX_RANK] = {0}, at = base;
+    const char *src = u;
+    for (int64_t done = 0; done < elems; done += run) {
+        memcpy((char *)out + at * (int64_t)es, src, (size_t)run * es);
+        src += run * (int64_t)es;
+        for (int d = k - 1; d >= 0; d--) {       /* odometer over the outer dims */
+            at += st[d];
+            if (++idx[d] < upd.dims[d])
+                break;
+            at -= st[d] * upd.dims[d];
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
 /* outer = the product of the dims before `dim`, inner = after it. */
 static void split(sc_shape s, int dim, int64_t *outer, int64_t *inner) {
     *outer = *inner = 1;

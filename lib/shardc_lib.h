@@ -148,6 +148,8 @@ int sk_top_k(sk_dtype t, sc_shape in, const void *x, int64_t k, int largest, int
  *   other result dims are new.
  * slice: [start[d], limit[d]) per dim, stride 1.
  * dynamic_slice: offsets (one per dim) are clamped into 0 .. extent - size.
+ * dynamic_update_slice: out = x with upd written at the offsets, clamped into
+ *   0 .. extent - upd extent; out may be x (then only upd's bytes move).
  * concat: n operands that agree off `dim`, joined along it.
  * roll: element i along `dim` moves to (i + shift) mod extent (any shift).
  * gather: result[I..., R...] = table[R with clamp(idx[I...]) inserted at dim],
@@ -168,6 +170,8 @@ int sk_slice(sk_dtype t, sc_shape in, const void *x, const int64_t *start, const
              void *out);
 int sk_dynamic_slice(sk_dtype t, sc_shape in, const void *x, const int32_t *offsets,
                      const int64_t *sizes, void *out);
+int sk_dynamic_update_slice(sk_dtype t, sc_shape in, const void *x, sc_shape upd, const void *u,
+                            const int32_t *offsets, void *out);
 int sk_concat(sk_dtype t, int n, const sc_shape *in, const void *const *x, int dim, void *out);
 int sk_roll(sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void *out);
 typedef enum { SK_CLAMP, SK_FILL } sk_index_mode;

@@ -319,13 +319,15 @@ static void join(Fuser *s, int g, int v) {
  * join the group use the literal, the others come after the loop). */
 static int can_pass(const Fuser *s, int g, int v) {
     const Inst *in = &s->fn->insts[v];
-    if (in->op == OP_PARAMETER || in->flags & INST_VIEW)
+    if (in->op == OP_PARAMETER)
         return 1;
     if (op_is_collective(in->op) || op_calls(in->op) || in->op == OP_RETURN || in->flags & INST_ASYNC)
         return 0;
-    for (int i = 0; i < in->nargs; i++)
+    for (int i = 0; i < in->nargs; i++)     /* a dynamic slice's view reads its offsets */
         if (s->fu->group[ir_arg(s->fn, in, i)] == g)
             return 0;
+    if (in->flags & INST_VIEW)
+        return 1;
     if (s->mem[v] < 0 || s->read_epoch[s->mem[v]] != s->epoch)
         return 1;
     return in->op == OP_CONSTANT && s->fu->uses[v] && s->literal_uses[v] == s->fu->uses[v] ? 2 : 0;

@@ -251,8 +251,15 @@ static void emit_view(Gen *g, const Inst *in, const char *r) {
     fprintf(g->out, "    const %s *%s = %s", ctype_of[in->type.dtype], r, A(0));
     if (in->op == OP_GET_TUPLE_ELEMENT)
         fprintf(g->out, "_%lld", (long long)ir_attr(fn, in, 0));
+    for (int d = s->rank - 1; in->op == OP_DYNAMIC_SLICE && d >= 0; d--) {   /* offsets clamped, as the kernel's */
+        int64_t hi = s->dims[d] - in->type.dims[d];
+        if (hi > 0)
+            fprintf(g->out, " + (int64_t)(*%s < 0 ? 0 : *%s > %lld ? %lld : *%s) * %lld", A(1 + d), A(1 + d),
+                    (long long)hi, (long long)hi, A(1 + d), (long long)stride);
+        stride *= s->dims[d];
+    }
     fprintf(g->out, offset ? " + %lld;   /* a view: no copy */\n" : ";   /* a view: no copy */\n", (long long)offset);
-    if (g->result[g->at])      /* its callee wrote it in place: the return may be its only reader */
+    if (g->result[g->at] || !g->fu.uses[g->at])   /* its callee wrote it in place, or nothing reads it */
         fprintf(g->out, "    (void)%s;\n", r);
 }
 
@@ -452,6 +459,23 @@ static void emit_dynamic_slice(Gen *g, const Inst *in, const char *r) {
     fprintf(o, ", %s));\n", r);
 }
 
+/* Written over the operand's own memory when it is the same array (a
+ * carried stack the loop passes as parameter and result: codegen.c): then
+ * only the update moves. */
+static void emit_dynamic_update_slice(Gen *g, const Inst *in, const char *r) {
+    const Fn *fn = g->fn;
+    FILE *o = g->out;
+    try_open(g);
+    fprintf(o, "sk_dynamic_update_slice(%s, ", sk_dtype_of[in->type.dtype]);
+    emit_shape(o, T(ir_arg(fn, in, 0)));
+    fprintf(o, ", %s, ", A(0));
+    emit_shape(o, T(ir_arg(fn, in, 1)));
+    fprintf(o, ", %s, (const int32_t[]){", A(1));
+    for (int i = 2; i < in->nargs; i++)
+        fprintf(o, "%s*%s", i > 2 ? ", " : "", A(i));
+    fprintf(o, "%s}, %s));\n", in->nargs > 2 ? "" : "0", r);
+}
+
 static void emit_concat(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
@@ -565,7 +589,11 @@ static void emit_loop(Gen *g, const Inst *in, const char *r) {
         fprintf(o, "        const int64_t %strips = (int64_t)*%s - %si;\n", r, A(in->nargs - 1), r);
     for (int j = 0; j < nc; j++) {
         const char *ct = ctype_of[result_type(body, j)->dtype];
-        fprintf(o, "        %s *%sc%d = %sl%d, *%sn%d = %sl%d;\n", ct, r, j, r, 2 * j, r, j, r, 2 * j + 1);
+        if (loop_carried_in_place(body, j))     /* one array: parameter and result; the other takes no bytes */
+            fprintf(o, "        %s *%sc%d = %sl%d, *%sn%d = %sc%d;   /* written in place */\n        (void)%sl%d;\n", ct, r,
+                    j, r, 2 * j, r, j, r, j, r, 2 * j + 1);
+        else
+            fprintf(o, "        %s *%sc%d = %sl%d, *%sn%d = %sl%d;\n", ct, r, j, r, 2 * j, r, j, r, 2 * j + 1);
         if (bytes_of(result_type(body, j)))
             fprintf(o, "        memcpy(%sc%d, %s, %lld);\n", r, j, A(1 + j), (long long)bytes_of(result_type(body, j)));
     }

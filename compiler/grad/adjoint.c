@@ -321,6 +321,31 @@ static void dynamic_slice_adjoint(Grad *g, int c) {
     give(g, 0, g_emit(g, OP_SCATTER, args, 2 + x->rank, dims, x->rank, NULL));
 }
 
+/* The update's cotangent is the window of c, read at the same (clamped)
+ * offsets; the operand's is c with that window zeroed.  The zeros wait for
+ * a copy of the window (a select that always picks them), so the zeroing
+ * runs after every read of c's window: in a loop's backward pass, where c
+ * is a carried cotangent (a scan's stacked outputs), it may then write c's
+ * slot in place (codegen's carried_in_place) instead of copying c. */
+static void dynamic_update_slice_adjoint(Grad *g, int c) {
+    int r = src_type(g, g->v)->rank;
+    int32_t args[2 + MAX_RANK];
+    Shape us = ct_shape(g, src_arg(g, 1)), never = us;
+    never.dtype = DT_BOOL;
+    args[0] = args[1] = c;
+    for (int d = 0; d < r; d++)
+        args[2 + d] = g->fwd[src_arg(g, 2 + d)];
+    int zeros = g_const(g, 0, &us);
+    if (wants(g, 1)) {
+        int window = op1(g, OP_COPY, g_emit(g, OP_DYNAMIC_SLICE, args + 1, 1 + r, NULL, 0, &us));
+        give(g, 1, window);
+        zeros = select3(g, g_const(g, 0, &never), window, zeros);
+    }
+    args[1] = zeros;
+    if (wants(g, 0))
+        give(g, 0, g_emit(g, OP_DYNAMIC_UPDATE_SLICE, args, 2 + r, NULL, 0, NULL));
+}
+
 static void concat_adjoint(Grad *g, int c) {
     const Inst *in = &g->src->insts[g->v];
     int dim = (int)attr(g, 0);
@@ -581,14 +606,14 @@ void adjoint(Grad *g, int c) {
     case OP_REDUCE: reduce_adjoint(g, c); return;
     case OP_SLICE: slice_adjoint(g, c); return;
     case OP_DYNAMIC_SLICE: dynamic_slice_adjoint(g, c); return;
+    case OP_DYNAMIC_UPDATE_SLICE: dynamic_update_slice_adjoint(g, c); return;
     case OP_CONCAT: concat_adjoint(g, c); return;
     case OP_ROLL: roll_adjoint(g, c); return;
     case OP_CUMSUM: cumsum_adjoint(g, c); return;
     case OP_GATHER: gather_adjoint(g, c); return;
     case OP_SCATTER: scatter_adjoint(g, c); return;
     case OP_CALL: call_adjoint(g, c); return;
-    case OP_LOOP:        /* sema unrolls the loops of the fns gradients run (sema/loop.c) */
-        no_gradient(g, "a loop that stays a loop (value_and_grad through one is not supported yet)");
+    case OP_LOOP: loop_adjoint(g, c); return;
     case OP_ALL_REDUCE: all_reduce_adjoint(g, c); return;
     case OP_ALL_GATHER: all_gather_adjoint(g, c); return;
     case OP_REDUCE_SCATTER: reduce_scatter_adjoint(g, c); return;

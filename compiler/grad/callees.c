@@ -28,10 +28,10 @@ static Sig ct_sig(Sig s) {
     return s;                    /* open dims stay open: a generic fn's backward is generic too */
 }
 
-static int sym_of(Module *m, const char *name) { return sym_intern(m->syms, name, strlen(name)); }
+int sym_of(Module *m, const char *name) { return sym_intern(m->syms, name, strlen(name)); }
 
 /* A new fn named after fn f with `suffix`, unique in the module. */
-static int add_fn(Module *m, int f, const char *suffix) {
+int add_fn(Module *m, int f, const char *suffix) {
     const char *base = arena_printf(m->arena, "%s_%s", sym_name(m->syms, m->fns[f].sym), suffix), *name = base;
     for (int k = 2;; k++) {
         int id = sym_of(m, name), taken = 0;
@@ -67,37 +67,85 @@ int runs_again(const Module *m, const Fn *caller, const Inst *call) {
     return m->fns[ir_attr(caller, call, 0)].spmd || (call->flags & INST_REMAT);
 }
 
+static uint8_t *float_params(Module *m, const Fn *f) {
+    uint8_t *w = arena_alloc(m->arena, (size_t)f->nparams + 1);
+    for (int p = 0; p < f->nparams; p++)
+        w[p] = (uint8_t)dtype_is_float(f->params[p].type.dtype);
+    return w;
+}
+
+/* Widen fn f's mask by `by`; 1 when it grew. */
+static int widen(Module *m, Backward *bk, int f, const uint8_t *by) {
+    int n = m->fns[f].nparams, grew = !bk->wrt[f];
+    if (!bk->wrt[f])
+        bk->wrt[f] = arena_alloc(m->arena, (size_t)n + 1);
+    for (int p = 0; p < n; p++)
+        if (by[p] && !bk->wrt[f][p])
+            bk->wrt[f][p] = 1, grew = 1;
+    return grew;
+}
+
+/* What each fn a gradient runs is differentiated with respect to (bk->wrt):
+ * a grad's fn by its named parameters, a called fn by its float ones, a
+ * loop body by what its loop's operands carry of those; a worklist, since
+ * a mask only grows.  Then the fns: a pair (or vjp) per callee, the pair
+ * and loops of each loop body; a callee called through checkpoint (or an
+ * spmd one) gets a vjp fn, one called plainly a pair, one called both ways
+ * both. */
+enum { CALLED_PAIR = 1, CALLED_AGAIN = 2 };      /* how a callee is called: add_backward_fns */
+
 void add_backward_fns(Module *m, Diag *diag, Backward *bk) {
     int nfns = m->nfns;
-    int *stack = arena_alloc(m->arena, sizeof(int) * (size_t)(nfns + 1)), top = 0;
-    for (int d = 0; d < nfns; d++)
-        if (m->fns[d].grad_of)
-            stack[top++] = m->fns[d].grad_of - 1;
-    uint8_t *seen = arena_alloc(m->arena, (size_t)nfns + 1);
+    int *stack = arena_alloc(m->arena, sizeof(int) * (size_t)(8 * nfns + 1)), top = 0;
+    uint8_t *called = arena_alloc(m->arena, (size_t)nfns + 1), *queued = arena_alloc(m->arena, (size_t)nfns + 1);
+    const Inst **loop_of = arena_alloc(m->arena, sizeof(Inst *) * (size_t)(nfns + 1));
+    int *loop_in = arena_alloc(m->arena, sizeof(int) * (size_t)(nfns + 1));
+    for (int d = 0; d < nfns; d++) {
+        if (!m->fns[d].grad_of)
+            continue;
+        int f = m->fns[d].grad_of - 1;
+        uint8_t *named = arena_alloc(m->arena, (size_t)m->fns[f].nparams + 1);
+        for (int i = 0; i < m->fns[d].ngrad_wrt; i++)
+            named[m->fns[d].grad_wrt[i]] = 1;
+        if (widen(m, bk, f, named) && !queued[f])
+            queued[f] = 1, stack[top++] = f;
+    }
     while (top) {
         int f = stack[--top];
-        if (seen[f])
-            continue;
-        seen[f] = 1;
+        queued[f] = 0;
         for (int v = 0; v < m->fns[f].ninsts; v++) {
             const Inst *in = &m->fns[f].insts[v];
-            int c = in->op == OP_CALL ? (int)ir_attr(&m->fns[f], in, 0) : -1;
+            int c = op_calls(in->op) ? (int)ir_attr(&m->fns[f], in, 0) : -1;
             if (c < 0)
-                continue;
-            int again = runs_again(m, &m->fns[f], in);
-            if (again ? bk->vjp[c] >= 0 : bk->fwd[c] >= 0)
                 continue;
             if (m->fns[c].grad_of)
                 diag_fatal(diag, in->loc, "'%s' calls a gradient ('%s'); gradients of gradients are not supported",
                            sym_name(m->syms, m->fns[f].sym), sym_name(m->syms, m->fns[c].sym));
-            if (again) {
-                bk->vjp[c] = add_fn(m, c, "vjp");
-                vjp_signature(m, &m->fns[bk->vjp[c]], &m->fns[c]);
+            const uint8_t *by;
+            if (in->op == OP_CALL) {
+                called[c] |= runs_again(m, &m->fns[f], in) ? CALLED_AGAIN : CALLED_PAIR;
+                by = float_params(m, &m->fns[c]);
             } else {
-                bk->fwd[c] = add_fn(m, c, "fwd");
-                bk->bwd[c] = add_fn(m, c, "bwd");
+                by = loop_body_wrt(m, f, bk->wrt[f], in);
+                if (!by)        /* nothing it computes is differentiated */
+                    continue;
+                loop_of[c] = in;
+                loop_in[c] = f;
             }
-            stack[top++] = c;
+            if (widen(m, bk, c, by) && !queued[c])
+                queued[c] = 1, stack[top++] = c;
+        }
+    }
+    for (int c = 0; c < nfns; c++) {
+        if (called[c] & CALLED_AGAIN) {
+            bk->vjp[c] = add_fn(m, c, "vjp");
+            vjp_signature(m, &m->fns[bk->vjp[c]], &m->fns[c]);
+        }
+        if (called[c] & CALLED_PAIR) {
+            bk->fwd[c] = add_fn(m, c, "fwd");
+            bk->bwd[c] = add_fn(m, c, "bwd");
+        } else if (!called[c] && loop_of[c]) {
+            bk->loop[c] = add_loop_fns(m, diag, bk, loop_in[c], loop_of[c]);
         }
     }
 }
@@ -127,9 +175,8 @@ static void seed_results(Grad *g, int first_param) {
 static Grad forward_backward(Module *m, Diag *diag, int f, Fn *dst, const Backward *bk, int32_t *grads, int *ngrads) {
     const Fn *src = &m->fns[f];
     Grad g = grad_begin(m, diag, src, dst, bk);
-    uint8_t *wrt = arena_alloc(m->arena, (size_t)src->nparams + 1), *seed = arena_alloc(m->arena, (size_t)src->ninsts);
-    for (int p = 0; p < src->nparams; p++)
-        wrt[p] = (uint8_t)dtype_is_float(src->params[p].type.dtype);
+    const uint8_t *wrt = bk->wrt[f] ? bk->wrt[f] : float_params(m, src);
+    uint8_t *seed = arena_alloc(m->arena, (size_t)src->ninsts);
     const Inst *ret = &src->insts[src->ninsts - 1];
     for (int i = 0; i < src->nresults; i++)
         seed[ir_arg(src, ret, i)] = 1;
@@ -139,7 +186,7 @@ static Grad forward_backward(Module *m, Diag *diag, int f, Fn *dst, const Backwa
     run_backward(&g);
     *ngrads = 0;
     for (int p = 0; p < src->nparams; p++)
-        if (dtype_is_float(src->params[p].type.dtype))
+        if (wrt[p])
             grads[(*ngrads)++] = param_grad(&g, p, ct_dtype(src->params[p].type.dtype));
     return g;
 }
@@ -199,7 +246,8 @@ static void build_fwd(Module *m, const Fn *f, Fn *fwd, const Cut *c, const int32
     ir_emit(m, fwd, OP_RETURN, out, fwd->nresults, NULL, 0, NULL, f->insts[f->ninsts - 1].loc);
 }
 
-static void build_bwd(Module *m, const Fn *f, Fn *bwd, const Cut *c, const int32_t *res, int nres) {
+static void build_bwd(Module *m, const Fn *f, Fn *bwd, const Cut *c, const int32_t *res, int nres,
+                      const uint8_t *wrt, const uint8_t *cheap) {
     const Fn *body = c->body;
     bwd->nparams = f->nparams + nres + c->nct;
     bwd->params = arena_alloc(m->arena, sizeof(Sig) * (size_t)(bwd->nparams + 1));
@@ -210,7 +258,7 @@ static void build_bwd(Module *m, const Fn *f, Fn *bwd, const Cut *c, const int32
     bwd->nresults = 0;
     bwd->results = arena_alloc(m->arena, sizeof(Sig) * (size_t)(c->ngrads + 1));
     for (int p = 0; p < f->nparams; p++)
-        if (dtype_is_float(f->params[p].type.dtype))
+        if (wrt[p])
             bwd->results[bwd->nresults++] = ct_sig(f->params[p]);
     int32_t *map = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(body->ninsts + 1));
     for (int u = 0; u < body->ninsts; u++)
@@ -221,6 +269,9 @@ static void build_bwd(Module *m, const Fn *f, Fn *bwd, const Cut *c, const int32
             map[u] = param(m, bwd, (int)ir_attr(body, &body->insts[u], 0), body->insts[u].sym, loc);
     for (int k = 0; k < nres; k++)
         map[res[k]] = param(m, bwd, f->nparams + k, sym_of(m, arena_printf(m->arena, "res%d", k)), loc);
+    for (int u = 0; u < c->nf; u++)            /* computed again rather than saved */
+        if (cheap[u] && body->insts[u].op != OP_PARAMETER)
+            map[u] = reemit(m, bwd, body, u, map);
     for (int i = 0; i < c->nct; i++)
         map[c->nf + i] = param(m, bwd, f->nparams + nres + i, body->insts[c->nf + i].sym, loc);
     for (int u = c->nf + c->nct; u < body->ninsts; u++)
@@ -231,7 +282,33 @@ static void build_bwd(Module *m, const Fn *f, Fn *bwd, const Cut *c, const int32
     ir_emit(m, bwd, OP_RETURN, out, c->ngrads, NULL, 0, NULL, f->insts[f->ninsts - 1].loc);
 }
 
-static void build_pair(Module *m, Diag *diag, int fi, const Backward *bk) {
+/* Forward values the backward part computes again instead of taking as
+ * residuals: constants, iotas and what is computed from them and the
+ * parameters as scalars (index arithmetic), and their broadcasts, reshapes,
+ * transposes, slices and casts (a layer's weights w[l] as the matmul reads
+ * them).  A loop saves a residual per iteration; these cost no more to
+ * compute again than to read back. */
+static int moves(int op) {
+    return op == OP_BROADCAST || op == OP_RESHAPE || op == OP_TRANSPOSE || op == OP_SLICE || op == OP_DYNAMIC_SLICE ||
+           op == OP_CONVERT;
+}
+
+static uint8_t *cheap_values(Module *m, const Fn *body, int nf) {
+    uint8_t *cheap = arena_alloc(m->arena, (size_t)nf + 1);
+    for (int u = 0; u < nf; u++) {
+        const Inst *in = &body->insts[u];
+        int ok = in->op == OP_CONSTANT || in->op == OP_IOTA || in->op == OP_PARAMETER;
+        if (!ok && in->nargs && ((in->type.rank == 0 && (op_info[in->op].flags & OPF_FUSIBLE)) || moves(in->op))) {
+            ok = 1;
+            for (int i = 0; i < in->nargs; i++)
+                ok &= cheap[ir_arg(body, in, i)];
+        }
+        cheap[u] = (uint8_t)ok;
+    }
+    return cheap;
+}
+
+void build_pair(Module *m, Diag *diag, int fi, const Backward *bk) {
     const Fn *f = &m->fns[fi];
     Fn body = fn_without_body(f);
     body.vjp_of = fi + 1;
@@ -249,24 +326,28 @@ static void build_pair(Module *m, Diag *diag, int fi, const Backward *bk) {
     for (int i = 0; i < f->nresults; i++)
         results[i] = g.fwd[ir_arg(f, &f->insts[f->ninsts - 1], i)];
     c.results = results;
-    /* The residuals: forward values, not parameters, that the backward part reads. */
-    uint8_t *used = arena_alloc(m->arena, (size_t)c.nf + 1);
-    for (int u = c.nf + c.nct; u < body.ninsts; u++)
-        for (int i = 0; i < body.insts[u].nargs; i++) {
-            int a = ir_arg(&body, &body.insts[u], i);
-            if (a < c.nf && body.insts[a].op != OP_PARAMETER)
-                used[a] = 1;
-        }
+    /* The residuals: forward values, not parameters, that the backward
+     * part reads.  A loop saves each of them once per iteration, so a loop
+     * body's are fewer: those the live backward part (what the gradients
+     * need) reads, less what is cheap to compute again. */
+    int for_loop = bk->by_loop[fi];
+    uint8_t *live = arena_alloc(m->arena, (size_t)body.ninsts + 1), *used = arena_alloc(m->arena, (size_t)c.nf + 1);
+    uint8_t *cheap = for_loop ? cheap_values(m, &body, c.nf) : arena_alloc(m->arena, (size_t)c.nf + 1);
     for (int i = 0; i < c.ngrads; i++)
-        if (grads[i] < c.nf && body.insts[grads[i]].op != OP_PARAMETER)
-            used[grads[i]] = 1;
+        live[grads[i]] = 1;
+    for (int u = body.ninsts - 1; u >= c.nf + c.nct; u--)
+        for (int i = 0; i < body.insts[u].nargs && (live[u] || !for_loop); i++)
+            live[ir_arg(&body, &body.insts[u], i)] = 1;
+    for (int u = 0; u < c.nf; u++)
+        used[u] = live[u] && !cheap[u] && body.insts[u].op != OP_PARAMETER;
     int32_t *res = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(c.nf + 1));
     int nres = 0;
     for (int u = 0; u < c.nf; u++)
         if (used[u])
             res[nres++] = u;
+    const uint8_t *wrt = bk->wrt[fi] ? bk->wrt[fi] : float_params(m, f);
     build_fwd(m, f, &m->fns[bk->fwd[fi]], &c, res, nres);
-    build_bwd(m, f, &m->fns[bk->bwd[fi]], &c, res, nres);
+    build_bwd(m, f, &m->fns[bk->bwd[fi]], &c, res, nres, wrt, cheap);
 }
 
 void build_backward_fns(Module *m, Diag *diag, const Backward *bk) {
@@ -276,7 +357,9 @@ void build_backward_fns(Module *m, Diag *diag, const Backward *bk) {
         int f = order[i];
         if (bk->vjp[f] >= 0)
             build_vjp(m, diag, f, bk);
-        if (bk->fwd[f] >= 0)
+        if (bk->fwd[f] >= 0 && !bk->by_loop[f])
             build_pair(m, diag, f, bk);
+        if (bk->loop[f])
+            build_loop_fns(m, diag, bk, f);
     }
 }

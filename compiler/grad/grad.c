@@ -299,7 +299,16 @@ void copy_forward(Grad *g) {
         g->v = v;
         int pair = in->op == OP_CALL && g->active[v] && !runs_again(g->m, src, in);
         int fwd_fn = pair ? g->bk->fwd[ir_attr(src, in, 0)] : -1;
-        g->fwd[v] = fwd_fn >= 0 ? call_forward(g, v, a) : copy_inst(g, (Op)in->op, a, in);
+        int kept_loop = in->op == OP_LOOP && g->active[v];
+        if (in->op == OP_GET_TUPLE_ELEMENT && src->insts[ir_arg(src, in, 0)].op == OP_LOOP &&
+            g->active[ir_arg(src, in, 0)]) {
+            int64_t index = loop_element(g, ir_arg(src, in, 0), (int)ir_attr(src, in, 0));
+            g->fwd[v] = g_emit(g, OP_GET_TUPLE_ELEMENT, a, 1, &index, 1, NULL);
+            keep_fields(&g->dst->insts[g->fwd[v]], in);
+        } else {
+            g->fwd[v] = kept_loop ? loop_forward(g, v, a) : fwd_fn >= 0 ? call_forward(g, v, a)
+                                                               : copy_inst(g, (Op)in->op, a, in);
+        }
     }
 }
 
@@ -321,7 +330,7 @@ void run_backward(Grad *g) {
         const Inst *in = &src->insts[v];
         g->v = v;
         flush_pieces(g, v);
-        if (!g->active[v] || (g->ct[v] < 0 && in->op != OP_CALL))
+        if (!g->active[v] || (g->ct[v] < 0 && !op_calls(in->op)))
             continue;
         if (in->op == OP_GET_TUPLE_ELEMENT) {     /* the call's rule reads it */
             int call = ir_arg(src, in, 0);
@@ -335,7 +344,7 @@ void run_backward(Grad *g) {
             *slot = *slot < 0 ? g->ct[v] : g_emit(g, OP_ADD, (int32_t[]){*slot, g->ct[v]}, 2, NULL, 0, NULL);
             continue;
         }
-        adjoint(g, in->op == OP_CALL && g->ct[v] < 0 ? -1 : constrained_like(g, v, g->ct[v]));
+        adjoint(g, op_calls(in->op) && g->ct[v] < 0 ? -1 : constrained_like(g, v, g->ct[v]));
     }
 }
 
@@ -392,7 +401,7 @@ static void build_grad(Module *m, Diag *diag, int d, const Backward *bk) {
 /* Drop fn's values that nothing returned reads (a loss the backward fn
  * does not return, a psum of it, a forward value no rule needed): every op
  * is pure, so they are dead; parameters stay.  One pass back, one forward. */
-static void drop_dead(Module *m, Fn *fn) {
+void drop_dead(Module *m, Fn *fn) {
     uint8_t *live = arena_alloc(m->arena, (size_t)fn->ninsts + 1);
     for (int v = fn->ninsts - 1; v >= 0; v--) {
         const Inst *in = &fn->insts[v];
@@ -418,7 +427,9 @@ int grad_module(Module *m, Diag *diag, KeptCalls *kept) {
     diag->bail = &bail;
     if (setjmp(bail))
         return -1;
-    int nfns = m->nfns, room = 4 * nfns + 1;     /* add_backward_fns adds at most three per fn */
+    /* add_backward_fns adds at most three fns per callee (a vjp and a
+     * pair), five per loop body */
+    int nfns = m->nfns, room = 6 * nfns + 1;
     Backward bk = {.kept = kept};
     int32_t **tables[3] = {&bk.vjp, &bk.fwd, &bk.bwd};
     for (int t = 0; t < 3; t++) {
@@ -426,6 +437,9 @@ int grad_module(Module *m, Diag *diag, KeptCalls *kept) {
         for (int f = 0; f < room; f++)
             (*tables[t])[f] = -1;
     }
+    bk.wrt = arena_alloc(m->arena, sizeof(uint8_t *) * (size_t)room);
+    bk.loop = arena_alloc(m->arena, sizeof(LoopGrad *) * (size_t)room);
+    bk.by_loop = arena_alloc(m->arena, (size_t)room);
     add_backward_fns(m, diag, &bk);       /* adds fns: m->fns may move, so first */
     build_backward_fns(m, diag, &bk);     /* callees first: a caller's needs its callees' signatures */
     for (int d = 0; d < nfns; d++)

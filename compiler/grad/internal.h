@@ -5,16 +5,42 @@
 
 #include "grad.h"
 
+/* How a loop that stays a loop is differentiated (loops.c), by its body b.
+ * `body` is b, or b's copy that takes a row-read invariant (w read only as
+ * w[i], i the index) as that row; its fwd/bwd pair does one iteration.
+ * The forward loop (fwd_loop) runs body's fwd, inlined, and writes what the
+ * backward reads into [trips, ...] arrays it carries (the stacks: body
+ * fwd's residuals, then the carried parameters body bwd reads); the
+ * backward loop (bwd_loop) runs body's bwd, inlined, from the last
+ * iteration to the first,
+ * carrying the carried values' cotangents and the invariants' gradients. */
+typedef struct {
+    int body, fwd_loop, bwd_loop;
+    int64_t trips;
+    uint8_t *row;                /* per body parameter: an invariant passed as its row */
+    int nres;                    /* stacks [0, nres): body fwd's residuals */
+    int *carried_stack;          /* stacks [nres, nstack): these carried parameters */
+    int nstack;
+} LoopGrad;
+
 /* How a call is differentiated, by callee (fn index, -1 where not needed).
  * An fn callee gets a pair: fwd runs it and also returns the values its
  * backward pass reads (its residuals), bwd takes them with the cotangents,
  * so nothing runs twice.  An spmd callee, whose per-device values have no
  * global type to return, gets one vjp fn that runs it again, then backward;
  * so does an fn called through checkpoint (INST_REMAT), whose residuals are
- * not kept: an fn called both ways has both. */
+ * not kept: an fn called both ways has both.
+ * wrt: per fn, the parameters its pair differentiates (a callee's: every
+ * float one; a loop body's: its float carried values and the invariants
+ * that depend on what the caller differentiates), NULL where none (a loop
+ * whose operands depend on nothing differentiated has none).  loop:
+ * per loop body, how its loop is differentiated, NULL where not. */
 typedef struct {
     int32_t *vjp, *fwd, *bwd;
     KeptCalls *kept;             /* grad_module's, or NULL */
+    uint8_t **wrt;
+    LoopGrad **loop;
+    uint8_t *by_loop;            /* a fn whose pair loops.c builds (a LoopGrad's body) */
 } Backward;
 
 /* Building one derived fn: the source's instructions are copied (the
@@ -88,6 +114,25 @@ void add_ct(Grad *g, int v, int c);
 int runs_again(const Module *m, const Fn *caller, const Inst *call);  /* differentiated through the callee's vjp fn */
 void add_backward_fns(Module *m, Diag *diag, Backward *bk);
 void build_backward_fns(Module *m, Diag *diag, const Backward *bk);
+int add_fn(Module *m, int f, const char *suffix);           /* a new fn named f_suffix, unique */
+void build_pair(Module *m, Diag *diag, int f, const Backward *bk);
+void drop_dead(Module *m, Fn *fn);                          /* grad.c */
+int sym_of(Module *m, const char *name);
+
+/* loops.c: loops that stay loops */
+/* The parameters of loop body b (the loop `loop` of fn f, which is
+ * differentiated with respect to f_wrt) that its pair differentiates. */
+uint8_t *loop_body_wrt(Module *m, int f, const uint8_t *f_wrt, const Inst *loop);
+/* The LoopGrad of the loop `loop` of fn f (its body's pair and loops,
+ * empty until build_loop_fns). */
+LoopGrad *add_loop_fns(Module *m, Diag *diag, Backward *bk, int f, const Inst *loop);
+/* Build b's pair and its two loops, once b's callees' are built. */
+void build_loop_fns(Module *m, Diag *diag, const Backward *bk, int b);
+/* copy_forward of an active loop: the forward loop; its value, or its
+ * tuple (whose elements loop_element maps). */
+int loop_forward(Grad *g, int v, const int32_t *args);
+int loop_element(const Grad *g, int loop, int index);
+void loop_adjoint(Grad *g, int c);
 
 /* adjoint.c: hand cotangent c of src value g->v to its operands. */
 void adjoint(Grad *g, int c);

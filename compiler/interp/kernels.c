@@ -260,6 +260,21 @@ static int kernel_dynamic_slice(const Kernel *k, double *out) {
     return copy_from(k, out, start);
 }
 
+/* The operand, then the update over it at the clamped offsets. */
+static int kernel_dynamic_update_slice(const Kernel *k, double *out) {
+    const Shape *x = arg_type(k, 0), *u = arg_type(k, 1);
+    int64_t xs[MAX_RANK], us[MAX_RANK], base = 0;
+    memcpy(out, arg(k, 0), sizeof(double) * (size_t)shape_elems(x));
+    row_major_strides(x, xs);
+    row_major_strides(u, us);
+    for (int d = 0; d < x->rank; d++) {
+        int64_t o = as_int(arg(k, 2 + d)[0]), hi = x->dims[d] - u->dims[d];
+        base += (o < 0 ? 0 : o > hi ? hi : o) * xs[d];
+    }
+    copy_box(out + base, xs, arg(k, 1), us, u->rank, u->dims);
+    return 0;
+}
+
 static int kernel_concat(const Kernel *k, double *out) {
     const Shape *r = &k->in->type;
     int dim = (int)attr(k, 0);

@@ -283,6 +283,14 @@ const Shape *result_type(const Fn *fn, int i);
 int call_tuple_arrays(const Module *m, const Fn *fn, int v);
 int call_arrays(const Module *m, const Fn *fn, int v);
 const Shape *call_array_type(const Module *m, const Fn *fn, int v, int k);
+/* Can carried value j of scheduled loop body `body` stay in one array
+ * across the iterations: the body's result j a dynamic-update-slice of
+ * parameter 1 + j, written straight into its result array (codegen's
+ * returned_in_place), the parameter read by nothing that runs after it?
+ * Then the loop passes that one array as both, each iteration writes only
+ * its slot (a stack of saved values costs a slot per iteration, not a copy
+ * of the stack), and the other ping-pong array has no elements. */
+int loop_carried_in_place(const Fn *body, int j);
 int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
             const int64_t *attrs, int nattrs, const Shape *type, Loc loc);
 int ir_emit_checked(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,

@@ -25,7 +25,7 @@ int op_accepts(int op, int dt) {
 
 typedef enum {
     C_LEAF, C_ELEMENTWISE, C_CONVERT, C_COMPARE, C_SELECT, C_BROADCAST,
-    C_TRANSPOSE, C_RESHAPE, C_DOT, C_REDUCE, C_SLICE, C_DYNAMIC_SLICE, C_CONCAT,
+    C_TRANSPOSE, C_RESHAPE, C_DOT, C_REDUCE, C_SLICE, C_DYNAMIC_SLICE, C_DYNAMIC_UPDATE_SLICE, C_CONCAT,
     C_ROLL, C_CUMSUM, C_GATHER, C_SCATTER, C_TOP_K, C_CALL, C_TUPLE_ELEMENT, C_RETURN, C_ALL_REDUCE,
     C_ALL_GATHER, C_REDUCE_SCATTER, C_ALL_TO_ALL, C_PERMUTE, C_DONE,
 } OpClass;
@@ -227,6 +227,23 @@ static const char *infer_dynamic_slice(InferCtx *c, Shape *out) {
     for (int d = 0; d < x->rank; d++)
         if (out->dims[d] < 1 || out->dims[d] > x->dims[d])
             return "dynamic-slice size out of range";
+    return NULL;
+}
+
+static const char *infer_dynamic_update_slice(InferCtx *c, Shape *out) {
+    const Shape *x = arg_shape(c->fn, c->in, 0), *u = c->in->nargs > 1 ? arg_shape(c->fn, c->in, 1) : NULL;
+    if (!u || c->in->nargs != 2 + x->rank)
+        return "dynamic-update-slice needs an update and one offset per dim";
+    if (u->rank != x->rank || u->dtype != x->dtype)
+        return "dynamic-update-slice's update differs from its operand in rank or dtype";
+    for (int d = 0; d < x->rank; d++) {
+        const Shape *o = arg_shape(c->fn, c->in, 2 + d);
+        if (o->rank != 0 || o->dtype != DT_I32)
+            return "dynamic-update-slice offsets are i32 scalars";
+        if (u->dims[d] > x->dims[d])
+            return "dynamic-update-slice's update is larger than its operand";
+    }
+    *out = *x;
     return NULL;
 }
 
@@ -487,6 +504,7 @@ const char *op_infer(const Module *m, const Fn *fn, const Inst *in, Shape *out) 
     case C_REDUCE: return infer_reduce(&c, out);
     case C_SLICE: return infer_slice(&c, out);
     case C_DYNAMIC_SLICE: return infer_dynamic_slice(&c, out);
+    case C_DYNAMIC_UPDATE_SLICE: return infer_dynamic_update_slice(&c, out);
     case C_CONCAT: return infer_concat(&c, out);
     case C_ROLL: return infer_roll(&c, out);
     case C_CUMSUM: return infer_cumsum(&c, out);
@@ -732,6 +750,11 @@ int op_rule(const Fn *fn, const Inst *in, Rule *r) {
         return 1;
     case C_DYNAMIC_SLICE:
         /* The offsets are scalars: rule_aligned gives them no dims. */
+        rule_aligned(r, fn, in, dims_changed(fn, in));
+        return 1;
+    case C_DYNAMIC_UPDATE_SLICE:
+        /* A dim the update fills only part of (the stacked dim of a loop's
+         * [T, ...] array) is never split; the others follow the update. */
         rule_aligned(r, fn, in, dims_changed(fn, in));
         return 1;
     case C_BROADCAST: rule_broadcast(r, fn, in); return 1;

@@ -35,8 +35,10 @@
  * so the gathered [tokens, k, n] weights never exist.
  *
  * Views: a reshape of a parameter, or a slice of one that is contiguous in
- * it (a layer's block `w[l]` of stacked weights), is the parameter's memory
- * at an offset: marked INST_VIEW, it takes no buffer and copies nothing.
+ * it (a layer's block `w[l]` of stacked weights), or a dynamic slice of one
+ * that is a slot of it (a loop's saved value stack[t], w[l] at a run-time l), is
+ * the parameter's memory at an offset: marked INST_VIEW, it takes no buffer
+ * and copies nothing.
  * So is an element of a call's results: each call writes its results into
  * arrays of its own in the workspace (codegen.c), which nothing else
  * writes.  Parameters and those arrays live through the whole call, so a
@@ -499,6 +501,19 @@ static int contiguous_slice(const Fn *fn, const Inst *in, const Shape *s) {
     return 1;
 }
 
+/* Is dynamic-slice `in` of shape s a slot of it, one contiguous run
+ * wherever its offsets fall: leading dims of size 1, the others whole (a
+ * loop's saved value stack[t], a stacked weight w[l])? */
+static int slot_of(const Inst *in, const Shape *s) {
+    int k = 0;
+    while (k < s->rank && in->type.dims[k] == 1)
+        k++;
+    for (int d = k; d < s->rank; d++)
+        if (in->type.dims[d] != s->dims[d])
+            return 0;
+    return 1;
+}
+
 static void mark_views(Fn *fn) {
     for (int v = 0; v < fn->ninsts; v++) {
         Inst *in = &fn->insts[v];
@@ -509,10 +524,11 @@ static void mark_views(Fn *fn) {
             in->flags |= INST_VIEW;
             continue;
         }
-        if (in->op != OP_RESHAPE && in->op != OP_SLICE)
+        if (in->op != OP_RESHAPE && in->op != OP_SLICE && in->op != OP_DYNAMIC_SLICE)
             continue;
         if ((x->op == OP_PARAMETER || x->flags & INST_VIEW) &&
-            (in->op == OP_RESHAPE || contiguous_slice(fn, in, &x->type)))
+            (in->op == OP_RESHAPE || (in->op == OP_SLICE && contiguous_slice(fn, in, &x->type)) ||
+             (in->op == OP_DYNAMIC_SLICE && slot_of(in, &x->type))))
             in->flags |= INST_VIEW;
     }
 }

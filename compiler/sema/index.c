@@ -688,8 +688,73 @@ static void lower_add_stmt(Ix *ix, const Stmt *st) {
     bind_local(s, st->sym, tensor(v), st->loc);
 }
 
+/* ---- slot writes: `ys[t] = h` ---- */
+
+/* Is left subscript `in` an integer: a name bound to an integer (a loop's
+ * index) or to an i32[] scalar?  Then the statement writes a slot of an
+ * existing tensor instead of defining one. */
+static int slot_index(Sema *s, const AstIndex *in) {
+    const Binding *b = lookup(s, in->sym);
+    if (!b || b->kind != B_VALUE || in->gather)
+        return 0;
+    if (b->val.kind == VAL_INT)
+        return 1;
+    const Shape *t = b->val.kind == VAL_TENSOR ? &s->fn->insts[b->val.v].type : NULL;
+    return t && t->rank == 0 && t->dtype == DT_I32;
+}
+
+/* `ys[t] = h` (or ys[a, b] = ...): ys with h written at index t of its
+ * leading dim, a new value of ys (JAX's ys.at[t].set(h), a
+ * dynamic-update-slice); the index clamps into the dim as a dynamic slice's
+ * does.  In a loop, ys is carried: a scan's stacked outputs. */
+static void lower_slot_write(Sema *s, const Stmt *st) {
+    const Binding *b = lookup(s, st->sym);
+    if (!b || b->kind != B_VALUE || b->val.kind != VAL_TENSOR)
+        sema_error(s, st->loc, "'%s[%s] = ...' writes a slot of an existing tensor, but '%s' is not one; bind it "
+                   "first, e.g. %s = zeros(f32[...])", sym(s, st->sym), sym(s, st->indices[0].sym), sym(s, st->sym),
+                   sym(s, st->sym));
+    int x = b->val.v;
+    Shape xs = s->fn->insts[x].type;
+    int k = st->nindices;
+    if (k > xs.rank)
+        sema_error(s, st->loc, "'%s' has %d dims; %d subscripts write no slot of it", sym(s, st->sym), xs.rank, k);
+    int32_t args[2 + MAX_RANK];
+    for (int i = 0; i < k; i++) {
+        const AstIndex *in = &st->indices[i];
+        if (!slot_index(s, in) || in->axes.kind != AXES_NONE)
+            sema_error(s, in->loc, "a slot write's subscripts are integers (a loop index, an i32[] scalar): '%s' "
+                       "is not one", sym(s, in->sym));
+        const Val *v = &lookup(s, in->sym)->val;
+        args[2 + i] = v->kind == VAL_INT ? materialize_int(s, v->i, in->loc) : v->v;
+    }
+    Shape slot = {xs.dtype, (uint8_t)(xs.rank - k), {0}}, window = xs;
+    for (int d = 0; d < slot.rank; d++)
+        slot.dims[d] = xs.dims[k + d];
+    for (int d = 0; d < k; d++)
+        window.dims[d] = 1;
+    Val val = eval(s, st->value);
+    int u = val.kind == VAL_TENSOR ? val.v : to_tensor(s, val, xs.dtype, st->value->loc);
+    const Shape *us = &s->fn->insts[u].type;
+    if (us->rank == 0 && slot.rank)
+        u = emit(s, OP_BROADCAST, (int32_t[]){u}, 1, NULL, 0, &slot, st->value->loc);
+    if (!shape_eq(&s->fn->insts[u].type, &slot))
+        sema_error(s, st->value->loc, "the value written into '%s[...]' is %s, and a slot of '%s' is %s",
+                   sym(s, st->sym), shape_str(s, &s->fn->insts[u].type), sym(s, st->sym), shape_str(s, &slot));
+    args[0] = x;
+    args[1] = emit(s, OP_RESHAPE, (int32_t[]){u}, 1, NULL, 0, &window, st->loc);
+    for (int d = k; d < xs.rank; d++)
+        args[2 + d] = materialize_int(s, (IntVal){0, 0, -1}, st->loc);
+    int v = emit(s, OP_DYNAMIC_UPDATE_SLICE, args, 2 + xs.rank, NULL, 0, NULL, st->loc);
+    s->fn->insts[v].sym = st->sym;
+    bind_local(s, st->sym, tensor(v), st->loc);
+}
+
 void lower_index_stmt(Sema *s, const Stmt *st) {
     Ix ix = {s, .label_of = s->label_of};
+    if (!st->add && st->nindices && slot_index(s, &st->indices[0])) {
+        lower_slot_write(s, st);
+        return;
+    }
     if (st->add) {
         lower_add_stmt(&ix, st);
         return;

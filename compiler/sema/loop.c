@@ -5,8 +5,10 @@
  *
  * The rule: a loop stays a loop when it runs more than UNROLL_MAX_TRIPS
  * times, its trip count times the statements of its body exceeds
- * UNROLL_MAX_STMTS (a tiny body is cheaper unrolled), it is in a fn that no
- * gradient differentiates, and its body lowers once for a run-time index:
+ * UNROLL_MAX_STMTS (a tiny body is cheaper unrolled), it is not in an spmd
+ * fn that a gradient differentiates (whose gradient runs it again, with no
+ * global type for the values a kept loop would save: compiler/grad), and
+ * its body lowers once for a run-time index:
  * every shape is the same in every iteration, each value carried to the next
  * iteration keeps its type, integer and number names are not reassigned, and
  * nothing is placed on a submesh.  Whether the body lowers is found by
@@ -446,9 +448,10 @@ static void lower_run_time_loop(Sema *s, const Stmt *st, int lo, int hi, Loc bou
     if (s->fn->spmd)
         sema_error(s, bound, "a loop bound must be known at compile time in an spmd fn: a run-time one could "
                    "differ between devices, whose collectives in the body would then not match");
-    if (s->unroll_all)
+    if (s->in_grad)
         sema_error(s, st->loc, "a loop whose bound is known only at run time, in a fn that a gradient "
-                   "differentiates: gradients unroll loops, which needs compile-time bounds");
+                   "differentiates: the gradient saves each iteration's values in arrays of the trip count, "
+                   "which must be known at compile time (docs/grad.md, Loops)");
     keep_loop(s, st, lo, -1, hi);    /* cannot fail: assign_roles and the body report their errors */
 }
 
@@ -512,8 +515,8 @@ static void calls_in_stmts(Sema *s, const PtrVec *body, Edges *out, uint8_t *roo
 }
 
 /* The user fns a gradient runs (named by grad or value_and_grad, or called
- * from one): their loops are unrolled, since the gradient pass
- * (compiler/grad) differentiates straight-line code only. */
+ * from one): their loops need compile-time bounds, and an spmd fn's are
+ * unrolled. */
 void find_differentiated(Sema *s) {
     int n = s->nuser_fns;
     Edges *calls = arena_alloc(s->arena, sizeof(Edges) * (size_t)(n + 1));

@@ -323,7 +323,8 @@ static void lower_body(Sema *s, const AstFn *af, int index) {
     s->fn = fn;
     s->fn_index = index;
     s->returned = 0;
-    s->unroll_all = s->differentiated[index];
+    s->in_grad = s->differentiated[index];
+    s->unroll_all = s->in_grad && fn->spmd;     /* an spmd fn's gradient reruns it: loop.c */
     for (int i = 0; i < s->ntouched; i++)
         s->local[s->touched[i]].kind = B_NONE;
     s->ntouched = 0;

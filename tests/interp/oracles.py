@@ -988,6 +988,131 @@ case("loops.window", prog("loops.tdsl"), "window", loops_window, scaled=True, in
 case("loops.ring", prog("loops.tdsl"), "ring", loops_ring, interp=[None, (1, 1), (2, 4), (3, 2)])
 
 
+# ---- gradients through loops that stay loops (tests/interp/progs/loop_grad.tdsl) ----
+# Each loss in NumPy (f64), its gradients by central differences (fd_grad):
+# an adjoint that forgets an iteration, runs the iterations forward, or does
+# not sum an invariant's gradient over them is off by far more than TOL.
+
+def rnn_np(h0, w, u, xs):
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(h @ w + xs[t])
+    o = h @ u
+    return (o * o).mean()
+
+
+def loop_grad_rnn(steps):
+    def make(rng, m):
+        inputs = {"h0": normal(rng, 4, 6), "w": normal(rng, 6, 6) * np.float32(0.5), "u": normal(rng, 6, 6),
+                  "xs": normal(rng, steps, 4, 6)}
+        return with_grads(rnn_np, inputs, ["w", "u"])
+    return make
+
+
+def loop_grad_rnn_inputs(rng, m):
+    inputs = {"h0": normal(rng, 4, 6), "w": normal(rng, 6, 6) * np.float32(0.5), "u": normal(rng, 6, 6),
+              "xs": normal(rng, 40, 4, 6)}
+    return with_grads(rnn_np, inputs, ["h0", "xs"], value=False)
+
+
+def loop_norm_np(h0, w, xs):
+    h, s = h0, 0.0
+    for t in range(xs.shape[0]):
+        y = np.tanh(h @ w + xs[t])
+        n = (y * y).mean(axis=1)
+        h = y / np.sqrt(n + 1.0)[:, None]
+        s = s * 0.9 + n[0] + 1.0
+    return (h * h).sum() + s * 0.1
+
+
+def loop_grad_norm(rng, m):
+    inputs = {"h0": normal(rng, 4, 6), "w": normal(rng, 6, 6) * np.float32(0.5), "xs": normal(rng, 40, 4, 6)}
+    return with_grads(loop_norm_np, inputs, ["w", "h0"])
+
+
+def nested_np(x, w):
+    acc = x
+    for a in range(10):
+        for c in range(20):
+            acc = np.tanh(acc @ w) * 0.5 + acc * 0.5 + x * ((a - c) * 0.01)
+        acc = acc * 0.9
+    return (acc * acc).sum()
+
+
+def loop_grad_nested(rng, m):
+    return with_grads(nested_np, {"x": normal(rng, 6), "w": normal(rng, 6, 6) * np.float32(0.5)}, ["x", "w"])
+
+
+def called_np(h0, w, xs):
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(h @ w + xs[t]) * 0.9
+    return (h * h * h).sum()
+
+
+def loop_grad_called(rng, m):
+    inputs = {"h0": normal(rng, 4, 6), "w": normal(rng, 6, 6) * np.float32(0.5), "xs": normal(rng, 40, 4, 6)}
+    return with_grads(called_np, inputs, ["w"])
+
+
+def stacked_np(x, ws, bs):
+    h = x
+    for layer in range(ws.shape[0]):
+        y = h @ ws[layer] + bs[layer]
+        h = np.tanh(y) * 0.5 + h * 0.5
+    return (h * h).sum() + y.sum()
+
+
+def loop_grad_stacked(rng, m):
+    inputs = {"x": normal(rng, 4, 6), "ws": normal(rng, 20, 6, 6) * np.float32(0.5), "bs": normal(rng, 20, 6)}
+    return with_grads(stacked_np, inputs, ["ws", "bs", "x"])
+
+
+def scan_np(h0, w, xs):
+    h, ys = h0, np.zeros(xs.shape)
+    for t in range(xs.shape[0]):
+        h = np.tanh(h @ w + xs[t])
+        ys[t] = h
+    return ys
+
+
+def loop_grad_scan(rng, m):
+    inputs = {"h0": normal(rng, 4, 6), "w": normal(rng, 6, 6) * np.float32(0.5), "xs": normal(rng, 40, 4, 6)}
+    return inputs, [(scan_np(**{k: d(v) for k, v in inputs.items()}), "f32")]
+
+
+def loop_grad_g_scan(rng, m):
+    inputs = {"h0": normal(rng, 4, 6), "w": normal(rng, 6, 6) * np.float32(0.5), "xs": normal(rng, 40, 4, 6),
+              "c": normal(rng, 40, 4, 6)}
+    return with_grads(lambda h0, w, xs, c: (scan_np(h0, w, xs) * c).sum(), inputs, ["w", "xs"])
+
+
+def inactive_np(x, w, n):
+    a = n
+    for t in range(40):
+        a = a * 0.9 + np.mod(n, n * n + 2.0)
+    return (np.tanh(x @ w) * a).sum()
+
+
+def loop_grad_inactive(rng, m):
+    inputs = {"x": normal(rng, 6), "w": normal(rng, 6, 6) * np.float32(0.5), "n": normal(rng, 6)}
+    return with_grads(inactive_np, inputs, ["x", "w"])
+
+
+LOOP_GRAD = prog("loop_grad.tdsl")
+case("loop_grad rnn", LOOP_GRAD, "g_rnn", loop_grad_rnn(40), scaled=True, interp=[None, (1, 1), (2, 4), (3, 2)])
+case("loop_grad rnn unrolled", LOOP_GRAD, "g_rnn", loop_grad_rnn(6), consts="T=6", scaled=True, interp=[None],
+     codegen=[0, 3])
+case("loop_grad rnn_inputs", LOOP_GRAD, "g_rnn_inputs", loop_grad_rnn_inputs, scaled=True, interp=[None, (2, 4)])
+case("loop_grad norm", LOOP_GRAD, "g_norm", loop_grad_norm, scaled=True, interp=[None, (2, 4), (3, 2)])
+case("loop_grad nested", LOOP_GRAD, "g_nested", loop_grad_nested, scaled=True, interp=[None, (2, 2)])
+case("loop_grad called", LOOP_GRAD, "g_called", loop_grad_called, scaled=True, interp=[None, (2, 4)])
+case("loop_grad stacked", LOOP_GRAD, "g_stacked", loop_grad_stacked, scaled=True, interp=[None, (2, 4), (3, 2)])
+case("loop_grad scan", LOOP_GRAD, "scan", loop_grad_scan, scaled=True, interp=[None, (2, 4), (3, 2)])
+case("loop_grad g_scan", LOOP_GRAD, "g_scan", loop_grad_g_scan, scaled=True, interp=[None, (2, 4), (3, 2)])
+case("loop_grad inactive", LOOP_GRAD, "g_inactive", loop_grad_inactive, scaled=True, interp=[None, (2, 2)])
+
+
 # ---- the samples, at small sizes; an spmd fn and its twin share a case ----
 # Sizes: an fn's dims may split unevenly (on 3x2, 8 rows over X=3 do); an
 # spmd fn's must divide, so they are rounded up to fit the mesh.
@@ -1333,6 +1458,27 @@ case("sample gpt train_step", sample("gpt.tdsl"), "train_step", gpt_train_step,
 case("sample gpt train_step (remat)", sample("gpt.tdsl"), "train_step", gpt_train_step,
      consts=",".join("%s=%d" % kv for kv in GPT_TRAIN.items()), flags=["--device-memory", "1"], scaled=True,
      interp=[None, (3, 2)])
+
+
+# The same step with L = 36 layers: the layer loop (one statement, a call)
+# stays a loop (36 x 1 > 32 statements, docs/language.md, "Loops"), so its
+# gradient is a forward and a backward loop, each layer's weights' gradients
+# written into their slots (docs/grad.md, "Loops").
+GPT_TRAIN_LOOP = dict(GPT_TRAIN, L=36)
+
+
+def gpt_train_step_loop(rng, m):
+    global GPT_TRAIN
+    saved, GPT_TRAIN = GPT_TRAIN, GPT_TRAIN_LOOP
+    try:
+        return gpt_train_step(rng, m)
+    finally:
+        GPT_TRAIN = saved
+
+
+case("sample gpt train_step loop", sample("gpt.tdsl"), "train_step", gpt_train_step_loop,
+     consts=",".join("%s=%d" % kv for kv in GPT_TRAIN_LOOP.items()), scaled=True, interp=[None, (3, 2)],
+     codegen=[0, 3])
 
 
 # ---- the partitioning golden programs (tests/lit/partitioned/*.tdsl) ----

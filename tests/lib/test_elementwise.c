@@ -4,6 +4,8 @@
  * TAP-like output: "ok N - ...", then "# done: N tests". */
 #include "ktest.h"
 
+#include <string.h>
+
 /* ---- structure ---- */
 
 static void test_layout(void) {
@@ -49,6 +51,22 @@ static void test_layout(void) {
                   equal(t, got, want, k), "dynamic-slice clamps offsets (7 -> 1, -5 -> 0) %s", n);
         check(sk_dynamic_slice(t, s, x, (int32_t[]){0, 0, 2147483647}, (int64_t[]){1, 3, 2}, got) == 0 &&
                   ld(t, got, 1) == ld(t, x, 3), "dynamic-slice clamps INT32_MAX %s", n);
+
+        /* dynamic-update-slice: a [1,2,4] update at {1, 5 -> 1, -3 -> 0}, into
+         * another array and in place (out == x moves only the update). */
+        void *upd = fill(t, 8, 7);
+        memcpy(want, x, 24 * sk_dtype_size(t));
+        for (int64_t i = 0; i < 8; i++) {
+            unravel(SC_SHAPE(1, 2, 4), i, ix);
+            ix[0] += 1, ix[1] += 1;
+            st(t, want, offset(s, ix), ld(t, upd, i));
+        }
+        check(sk_dynamic_update_slice(t, s, x, SC_SHAPE(1, 2, 4), upd, (int32_t[]){1, 5, -3}, got) == 0 &&
+                  equal(t, got, want, 24), "dynamic-update-slice clamps offsets %s", n);
+        memcpy(got, x, 24 * sk_dtype_size(t));
+        check(sk_dynamic_update_slice(t, s, got, SC_SHAPE(1, 2, 4), upd, (int32_t[]){1, 5, -3}, got) == 0 &&
+                  equal(t, got, want, 24), "dynamic-update-slice in place %s", n);
+        free(upd);
 
         /* concatenate [2,3,4], [2,1,4] and [2,2,4] along dim 1. */
         void *y = fill(t, 8, 5), *z = fill(t, 16, 6);
