@@ -651,8 +651,8 @@ static void schedule_fn(Module *m, int f) {
     arena_free(&scratch);
     order(&s);
     dst->collectives_started = s.nstarted;
+    mark_views(dst);             /* first: a dot accumulates into no view */
     fold_epilogues(dst);
-    mark_views(dst);
     assign_buffers(m, dst);
 }
 
