@@ -19,6 +19,9 @@
 #include <string.h>
 
 enum { UNROLL_MAX_TRIPS = 8, UNROLL_MAX_STMTS = 32 };
+/* A loop of more trips than this that unrolls all the same says so: its
+ * code, and the time to compile it, grow with the trip count. */
+enum { UNROLL_NOTE_TRIPS = 256 };
 enum { N_READ = 1, N_WRITTEN = 2, N_AFTER = 4 };
 
 /* ---- the names a body uses, on the syntax ---- */
@@ -467,6 +470,13 @@ void lower_for(Sema *s, const Stmt *st) {
     }
     if (hi > lo && worth_keeping(s, st, hi - lo) && keep_loop(s, st, lo, hi - lo, -1))
         return;
+    if (hi - lo > UNROLL_NOTE_TRIPS && count_stmts(&st->body))
+        diag_report(s->diag, st->loc, "note", "this loop of %lld iterations is unrolled: %s; the code grows with "
+                    "the trip count (docs/language.md, Loops)", (long long)(hi - lo),
+                    s->unroll_all ? "it is in an spmd fn that a gradient differentiates, whose gradient runs it again"
+                                  : "its body does not compile once for a run-time index (a shape, a carried "
+                                    "value's type or an integer name changes with it, or a value is placed on "
+                                    "a submesh)");
     Binding saved = s->local[st->sym];
     for (int64_t i = lo; i < hi; i++) {
         if (--s->stmts_left < 0)    /* an empty body still costs its iterations */
