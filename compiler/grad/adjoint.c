@@ -8,7 +8,12 @@
 
 #include <string.h>
 
-/* ---- emitting, briefly ---- */
+/* ---- emitting, briefly ----
+ *
+ * Each of these emits an instruction, so no call takes two of them as
+ * arguments: C leaves the order of argument evaluation open, and gcc and
+ * clang would emit the instructions in different orders (the same
+ * gradient, another program).  Nested calls, one per level, are ordered. */
 
 static int op2(Grad *g, Op op, int a, int b) { return g_emit(g, op, (int32_t[]){a, b}, 2, NULL, 0, NULL); }
 static int op1(Grad *g, Op op, int a) { return g_emit(g, op, (int32_t[]){a}, 1, NULL, 0, NULL); }
@@ -20,7 +25,8 @@ static int compare(Grad *g, int a, int b, Cmp cmp) {
 }
 static int select3(Grad *g, int p, int a, int b) { return g_emit(g, OP_SELECT, (int32_t[]){p, a, b}, 3, NULL, 0, NULL); }
 static int as_float(Grad *g, int pred, int like_x) {      /* bool -> 1.0 / 0.0 */
-    return select3(g, pred, like(g, 1, like_x), like(g, 0, like_x));
+    int one = like(g, 1, like_x), zero = like(g, 0, like_x);
+    return select3(g, pred, one, zero);
 }
 static int src_arg(const Grad *g, int i) { return ir_arg(g->src, &g->src->insts[g->v], i); }
 static int wants(const Grad *g, int i) { return g->active[src_arg(g, i)]; }
@@ -64,15 +70,23 @@ static int unary_adjoint(Grad *g, Op op, int c, int x, int y) {
     case OP_NEGATE: return op1(g, OP_NEGATE, c);
     case OP_ABS: {           /* sign(x), 0 at 0 */
         int z = like(g, 0, x);
-        int sign = select3(g, compare(g, x, z, CMP_GT), like(g, 1, x),
-                           select3(g, compare(g, x, z, CMP_LT), like(g, -1, x), z));
+        int below = compare(g, x, z, CMP_LT), minus = like(g, -1, x);
+        int negative = select3(g, below, minus, z);
+        int above = compare(g, x, z, CMP_GT), plus = like(g, 1, x);
+        int sign = select3(g, above, plus, negative);
         return op2(g, OP_MUL, c, sign);
     }
     case OP_SQUARE: return op2(g, OP_MUL, c, op2(g, OP_MUL, x, like(g, 2, x)));
-    case OP_RELU: return select3(g, compare(g, x, like(g, 0, x), CMP_GT), c, like(g, 0, c));
+    case OP_RELU: {
+        int positive = compare(g, x, like(g, 0, x), CMP_GT);
+        return select3(g, positive, c, like(g, 0, c));
+    }
     case OP_EXP: return op2(g, OP_MUL, c, y);
     case OP_LOG: return op2(g, OP_DIV, c, x);
-    case OP_TANH: return op2(g, OP_MUL, c, op2(g, OP_SUB, like(g, 1, y), op2(g, OP_MUL, y, y)));
+    case OP_TANH: {
+        int one = like(g, 1, y);
+        return op2(g, OP_MUL, c, op2(g, OP_SUB, one, op2(g, OP_MUL, y, y)));
+    }
     case OP_SQRT: return op2(g, OP_DIV, op2(g, OP_MUL, c, like(g, 0.5, c)), y);
     case OP_RSQRT:           /* -x^(-3/2) / 2 = -y / (2x) */
         return op2(g, OP_MUL, c, op2(g, OP_DIV, op2(g, OP_MUL, y, like(g, -0.5, y)), x));
@@ -84,10 +98,13 @@ static int unary_adjoint(Grad *g, Op op, int c, int x, int y) {
          * logistic; d/dx = s(u) + x s(u) (1 - s(u)) k (1 + 3 a x^2). */
         const double k = 1.5957691216057308, a = 0.044715;
         int x2 = op2(g, OP_MUL, x, x);
-        int u = op2(g, OP_MUL, like(g, k, x), op2(g, OP_ADD, x, op2(g, OP_MUL, like(g, a, x), op2(g, OP_MUL, x2, x))));
+        int ka = like(g, k, x), aa = like(g, a, x);
+        int u = op2(g, OP_MUL, ka, op2(g, OP_ADD, x, op2(g, OP_MUL, aa, op2(g, OP_MUL, x2, x))));
         int s = op1(g, OP_LOGISTIC, u);
-        int du = op2(g, OP_MUL, like(g, k, x), op2(g, OP_ADD, like(g, 1, x), op2(g, OP_MUL, like(g, 3 * a, x), x2)));
-        int ds = op2(g, OP_MUL, op2(g, OP_MUL, x, s), op2(g, OP_MUL, op2(g, OP_SUB, like(g, 1, s), s), du));
+        int kb = like(g, k, x), one = like(g, 1, x), a3 = like(g, 3 * a, x);
+        int du = op2(g, OP_MUL, kb, op2(g, OP_ADD, one, op2(g, OP_MUL, a3, x2)));
+        int xs = op2(g, OP_MUL, x, s), one_s = like(g, 1, s);
+        int ds = op2(g, OP_MUL, xs, op2(g, OP_MUL, op2(g, OP_SUB, one_s, s), du));
         return op2(g, OP_MUL, c, op2(g, OP_ADD, s, ds));
     }
     default: no_gradient(g, "an elementwise op without a derivative");
@@ -97,8 +114,10 @@ static int unary_adjoint(Grad *g, Op op, int c, int x, int y) {
 /* The share of x in max(x, y) (or min): 1 where it wins, 1/2 on ties, as
  * JAX's lax.max. */
 static int winner_share(Grad *g, int x, int y, Cmp wins) {
-    int half = select3(g, compare(g, x, y, CMP_EQ), like(g, 0.5, x), like(g, 0, x));
-    return select3(g, compare(g, x, y, wins), like(g, 1, x), half);
+    int tie = compare(g, x, y, CMP_EQ), halves = like(g, 0.5, x), zero = like(g, 0, x);
+    int half = select3(g, tie, halves, zero);
+    int won = compare(g, x, y, wins), one = like(g, 1, x);
+    return select3(g, won, one, half);
 }
 
 static void binary_adjoint(Grad *g, Op op, int c) {
@@ -139,8 +158,9 @@ static void binary_adjoint(Grad *g, Op op, int c) {
         if (wants(g, 0))
             give(g, 0, op2(g, OP_MUL, c, op2(g, OP_MUL, b, op2(g, OP_POW, a, op2(g, OP_SUB, b, like(g, 1, b))))));
         if (wants(g, 1)) {
-            int safe = select3(g, compare(g, a, like(g, 0, a), CMP_EQ), like(g, 1, a), a);
-            give(g, 1, op2(g, OP_MUL, c, op2(g, OP_MUL, op1(g, OP_LOG, safe), g_fwd(g, g->v))));
+            int zero = compare(g, a, like(g, 0, a), CMP_EQ), one = like(g, 1, a);
+            int log_a = op1(g, OP_LOG, select3(g, zero, one, a)), y = g_fwd(g, g->v);
+            give(g, 1, op2(g, OP_MUL, c, op2(g, OP_MUL, log_a, y)));
         }
         return;
     }
@@ -195,7 +215,8 @@ static void reduce_adjoint(Grad *g, int c) {
         return;
     }
     /* max and min: shared equally by the elements that attain it (JAX). */
-    int hit = as_float(g, compare(g, g_fwd(g, x), broadcast(g, g_fwd(g, g->v), &xs, map), CMP_EQ), spread);
+    int xf = g_fwd(g, x), extreme = broadcast(g, g_fwd(g, g->v), &xs, map);
+    int hit = as_float(g, compare(g, xf, extreme, CMP_EQ), spread);
     int count = broadcast(g, reduce_sum(g, hit, reduced), &xs, map);
     give(g, 0, op2(g, OP_MUL, op2(g, OP_DIV, spread, count), hit));
 }
