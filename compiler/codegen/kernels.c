@@ -445,16 +445,25 @@ static void emit_slice(Gen *g, const Inst *in, const char *r) {
     fprintf(o, ", %s));\n", r);
 }
 
+/* Operands first.. (i32 scalars: a dynamic slice's offsets), as
+ * "(const int32_t[]){*a, *b}". */
+static void emit_offsets(Gen *g, const Inst *in, int first) {
+    const Fn *fn = g->fn;
+    fputs("(const int32_t[]){", g->out);
+    for (int i = first; i < in->nargs; i++)
+        fprintf(g->out, "%s*%s", i > first ? ", " : "", A(i));
+    fputs(in->nargs > first ? "}" : "0}", g->out);
+}
+
 static void emit_dynamic_slice(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
     try_open(g);
     fprintf(o, "sk_dynamic_slice(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
-    fprintf(o, ", %s, (const int32_t[]){", A(0));
-    for (int i = 1; i < in->nargs; i++)
-        fprintf(o, "%s*%s", i > 1 ? ", " : "", A(i));
-    fprintf(o, "%s}, ", in->nargs > 1 ? "" : "0");
+    fprintf(o, ", %s, ", A(0));
+    emit_offsets(g, in, 1);
+    fputs(", ", o);
     emit_ints(o, "const int64_t", in->type.dims, in->type.rank);
     fprintf(o, ", %s));\n", r);
 }
@@ -470,10 +479,9 @@ static void emit_dynamic_update_slice(Gen *g, const Inst *in, const char *r) {
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, ", A(0));
     emit_shape(o, T(ir_arg(fn, in, 1)));
-    fprintf(o, ", %s, (const int32_t[]){", A(1));
-    for (int i = 2; i < in->nargs; i++)
-        fprintf(o, "%s*%s", i > 2 ? ", " : "", A(i));
-    fprintf(o, "%s}, %s));\n", in->nargs > 2 ? "" : "0", r);
+    fprintf(o, ", %s, ", A(1));
+    emit_offsets(g, in, 2);
+    fprintf(o, ", %s));\n", r);
 }
 
 static void emit_concat(Gen *g, const Inst *in, const char *r) {

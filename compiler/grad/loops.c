@@ -253,11 +253,15 @@ static int param_sym(Module *m, const Fn *fn, int p, const char *fallback) {
     return v >= 0 && fn->insts[v].sym >= 0 ? fn->insts[v].sym : sym_of(m, fallback);
 }
 
-/* The type of stack s of the loop of body b. */
-static Shape stack_type(const Module *m, const Backward *bk, const LoopGrad *lg, int s) {
+/* What stack s holds one of per iteration: a residual of the body's fwd,
+ * or a carried parameter. */
+static const Shape *stack_elem(const Module *m, const Backward *bk, const LoopGrad *lg, int s) {
     const Fn *body = &m->fns[lg->body], *bf = &m->fns[bk->fwd[lg->body]];
-    const Shape *t = s < lg->nres ? &bf->results[body->nresults + s].type : &body->params[lg->carried_stack[s - lg->nres]].type;
-    return stacked(t, lg->trips);
+    return s < lg->nres ? &bf->results[body->nresults + s].type : &body->params[lg->carried_stack[s - lg->nres]].type;
+}
+
+static Shape stack_type(const Module *m, const Backward *bk, const LoopGrad *lg, int s) {
+    return stacked(stack_elem(m, bk, lg, s), lg->trips);
 }
 
 typedef struct {
@@ -382,17 +386,16 @@ static void build_bwd_loop(Module *m, const Backward *bk, int b, const LoopGrad 
     const uint8_t *wrt = bk->wrt[lg->body];
     Fn *lb = &m->fns[lg->bwd_loop];
     Counts n = counts(m, b, lg);
-    int at_acc = at.acc, at_stack = at.stack, at_inv = at.inv, at_first = at.first, at_ct = at.ct;
     Em e = {m, lb, orig->loc, -1};
     int32_t *p = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(lb->nparams + 1));
     for (int i = 0; i < lb->nparams; i++)
-        p[i] = em_param(&e, i, sym_of(m, i == 0 ? "j" : i < at_acc ? "ct" : i < at_stack ? "acc" : i < at_inv ? "stack"
-                                         : i < at_first ? "inv" : i == at_first ? "first" : "ct_out"));
+        p[i] = em_param(&e, i, sym_of(m, i == 0 ? "j" : i < at.acc ? "ct" : i < at.stack ? "acc" : i < at.inv ? "stack"
+                                         : i < at.first ? "inv" : i == at.first ? "first" : "ct_out"));
     for (int j = 0; j < n.M; j++)
-        e.fn->insts[p[at_inv + j]].sym = param_sym(m, orig, 1 + n.K + j, "inv");
+        e.fn->insts[p[at.inv + j]].sym = param_sym(m, orig, 1 + n.K + j, "inv");
     e.zero = em_i32(&e, 0);
     int slot = em_op2(&e, OP_SUB, em_i32(&e, lg->trips - 1), p[0]);
-    int i = em_op2(&e, OP_ADD, slot, p[at_first]);
+    int i = em_op2(&e, OP_ADD, slot, p[at.first]);
     int nres = bb->nparams - body->nparams - body->nresults, nargs = 0;
     int32_t *args = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(bb->nparams + 1));
     args[nargs++] = i;
@@ -400,12 +403,12 @@ static void build_bwd_loop(Module *m, const Backward *bk, int b, const LoopGrad 
         int s = lg->nres;
         while (s < n.R && lg->carried_stack[s - lg->nres] != 1 + k)
             s++;
-        args[nargs++] = s < n.R ? em_read(&e, p[at_stack + s], slot) : em_const(&e, 0, &bb->params[1 + k].type);
+        args[nargs++] = s < n.R ? em_read(&e, p[at.stack + s], slot) : em_const(&e, 0, &bb->params[1 + k].type);
     }
     for (int j = 0; j < n.M; j++)
-        args[nargs++] = lg->row[1 + n.K + j] ? em_window(&e, p[at_inv + j], i) : p[at_inv + j];
+        args[nargs++] = lg->row[1 + n.K + j] ? em_window(&e, p[at.inv + j], i) : p[at.inv + j];
     for (int s = 0; s < nres; s++)
-        args[nargs++] = em_read(&e, p[at_stack + s], slot);
+        args[nargs++] = em_read(&e, p[at.stack + s], slot);
     for (int k = 0, c = 0; k < n.K; k++) {
         int want = wrt[1 + k];
         args[nargs] = want ? p[1 + c] : em_const(&e, 0, &bb->params[nargs].type);
@@ -418,7 +421,7 @@ static void build_bwd_loop(Module *m, const Backward *bk, int b, const LoopGrad 
             Shape bs = *t;
             bs.dtype = DT_BOOL;
             int pred = t->rank ? em(&e, OP_BROADCAST, (int32_t[]){last}, 1, NULL, 0, &bs) : last;
-            args[nargs] = em(&e, OP_SELECT, (int32_t[]){pred, p[at_ct + o], em_const(&e, 0, t)}, 3, NULL, 0, NULL);
+            args[nargs] = em(&e, OP_SELECT, (int32_t[]){pred, p[at.ct + o], em_const(&e, 0, t)}, 3, NULL, 0, NULL);
         }
     }
     int32_t *res = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(bb->nresults + 1));
@@ -460,9 +463,7 @@ void build_loop_fns(Module *m, Diag *diag, const Backward *bk, int b) {
         if (read[k])
             lg->carried_stack[lg->nstack++ - lg->nres] = k;
     for (int s = 0; s < lg->nstack; s++) {
-        const Fn *bf = &m->fns[bk->fwd[lg->body]];
-        const Shape *t = s < lg->nres ? &bf->results[body->nresults + s].type
-                                      : &body->params[lg->carried_stack[s - lg->nres]].type;
+        const Shape *t = stack_elem(m, bk, lg, s);
         if (t->rank >= MAX_RANK)
             diag_fatal(diag, m->fns[b].loc, "cannot differentiate this loop: a value it saves per iteration has %d "
                        "dims, and with the iterations' dim that is more than %d", t->rank, MAX_RANK);

@@ -53,6 +53,7 @@ Fn fn_without_body(const Fn *fn) {
     out.moves = NULL, out.nmoves = out.moves_cap = 0;
     out.notes = NULL, out.nnotes = out.notes_cap = 0;
     out.peak_bytes = out.peak_nested = 0, out.nbuffers = 0;
+    out.carried_in_place = NULL;
     return out;
 }
 
@@ -290,49 +291,12 @@ int call_arrays(const Module *m, const Fn *fn, int v) {
     return call_tuple_arrays(m, fn, v) + m->fns[ir_attr(fn, in, 0)].nresults + loop_carried(fn, in);
 }
 
-/* Does body instruction p (a parameter, or a view of one) have readers
- * other than operand 0 of dus that are not among anc (what dus waits for)? */
-static int read_after(const Fn *body, int p, const uint8_t *anc, int dus) {
-    for (int u = p + 1; u < body->ninsts; u++) {
-        const Inst *in = &body->insts[u];
-        for (int i = 0; i < in->nargs; i++) {
-            if (ir_arg(body, in, i) != p || (u == dus && i == 0))
-                continue;
-            if (in->flags & INST_VIEW ? read_after(body, u, anc, dus) : !anc[u] || u == dus)
-                return 1;
-        }
-    }
-    return 0;
-}
-
-int loop_carried_in_place(const Fn *body, int j) {
-    const Inst *ret = &body->insts[body->ninsts - 1];
-    if (!body->scheduled || ret->op != OP_RETURN || j >= ret->nargs)
-        return 0;
-    int dus = ir_arg(body, ret, j);
-    const Inst *in = &body->insts[dus];
-    if (in->op != OP_DYNAMIC_UPDATE_SLICE || in->place || in->buffer < 0)
-        return 0;
-    for (int i = 0; i < j; i++)          /* written into the result array of its first place only */
-        if (ir_arg(body, ret, i) == dus)
-            return 0;
-    int p = ir_arg(body, in, 0);
-    if (body->insts[p].op != OP_PARAMETER || ir_attr(body, &body->insts[p], 0) != 1 + j)
-        return 0;
-    uint8_t *anc = calloc((size_t)body->ninsts + 1, 1);
-    if (!anc)
-        return 0;
-    anc[dus] = 1;
-    for (int u = dus; u >= 0; u--)
-        for (int i = 0; anc[u] && i < body->insts[u].nargs; i++)
-            anc[ir_arg(body, &body->insts[u], i)] = 1;
-    int ok = !read_after(body, p, anc, dus);
-    free(anc);
-    return ok;
-}
-
 const Shape *call_array_type(const Module *m, const Fn *fn, int v, int k) {
-    static Shape none[DT_TUPLE + 1];     /* no elements: the unused half of an in-place ping-pong */
+    static const Shape none[] = {        /* no elements: the unused half of an in-place ping-pong */
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) [DT_##ID] = {DT_##ID, 1, {0}},
+#include "dtypes.def"
+#undef DTYPE
+    };
     const Inst *in = &fn->insts[v];
     const Fn *callee = &m->fns[ir_attr(fn, in, 0)];
     int tuple = call_tuple_arrays(m, fn, v);
@@ -341,11 +305,7 @@ const Shape *call_array_type(const Module *m, const Fn *fn, int v, int k) {
     k -= tuple;
     int nc = loop_carried(fn, in);
     const Shape *t = result_type(callee, k < 2 * nc ? k / 2 : k - nc);
-    if (k < 2 * nc && k % 2 && loop_carried_in_place(callee, k / 2)) {
-        none[t->dtype] = (Shape){t->dtype, 1, {0}};
-        return &none[t->dtype];
-    }
-    return t;
+    return k < 2 * nc && k % 2 && loop_carried_in_place(callee, k / 2) ? &none[t->dtype] : t;
 }
 
 int call_collectives(const Module *m, const Fn *fn, const Inst *in) {

@@ -147,6 +147,7 @@ typedef struct {
      * loop of run-time trip count passes its end as the last parameter, which
      * the body does not read. */
     int loop_of, loop_carried;
+    uint8_t *carried_in_place;   /* after scheduling a loop body: per carried value, loop_carried_in_place */
 } Fn;
 
 /* Is v the instruction whose kernel call computes the INST_FOLDED ones
@@ -290,7 +291,9 @@ const Shape *call_array_type(const Module *m, const Fn *fn, int v, int k);
  * Then the loop passes that one array as both, each iteration writes only
  * its slot (a stack of saved values costs a slot per iteration, not a copy
  * of the stack), and the other ping-pong array has no elements. */
-int loop_carried_in_place(const Fn *body, int j);
+static inline int loop_carried_in_place(const Fn *body, int j) {
+    return body->carried_in_place && body->carried_in_place[j];   /* decided by compiler/schedule */
+}
 int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
             const int64_t *attrs, int nattrs, const Shape *type, Loc loc);
 int ir_emit_checked(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,

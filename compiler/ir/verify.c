@@ -115,8 +115,8 @@ static const char *check_window(const Verifier *vf, const Fn *fn) {
             continue;
         }
         int more = op_calls(in->op) ? call_collectives(vf->m, fn, in) : op_is_collective(in->op);
-        for (; oldest < nasync && !open[oldest]; oldest++) {
-        }
+        while (oldest < nasync && !open[oldest])
+            oldest++;
         if (more && oldest < nasync && nstarted + more - seq[oldest] > COLLECTIVE_WINDOW)
             return fail(vf, fn, v, "starts a collective while one started COLLECTIVE_WINDOW before is not done");
         if (in->flags & INST_ASYNC) {

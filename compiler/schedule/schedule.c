@@ -467,7 +467,7 @@ static void fold_accumulate(Fn *fn, const int *uses, const int *last_read, int v
         return;
     int x = ir_arg(fn, a, 0) == v ? ir_arg(fn, a, 1) : ir_arg(fn, a, 0);
     const Inst *xi = &fn->insts[x];
-    if (x == v || last_read[x] != add || xi->op == OP_PARAMETER || xi->type.dtype == DT_TUPLE ||
+    if (last_read[x] != add || xi->op == OP_PARAMETER || xi->type.dtype == DT_TUPLE ||
         xi->flags & (INST_FOLDED | INST_VIEW | INST_ASYNC) || ir_arg(fn, d, 0) == x || ir_arg(fn, d, 1) == x)
         return;
     fn->insts[v].flags |= INST_FOLDED;
@@ -619,6 +619,55 @@ static void assign_buffers(const Module *m, Fn *fn) {
     arena_free(&scratch);
 }
 
+/* Does body instruction p (a parameter, or a view of one) have readers
+ * other than operand 0 of dus that are not among anc (what dus waits for)? */
+static int read_after(const Fn *body, int p, const uint8_t *anc, int dus) {
+    for (int u = p + 1; u < body->ninsts; u++) {
+        const Inst *in = &body->insts[u];
+        for (int i = 0; i < in->nargs; i++) {
+            if (ir_arg(body, in, i) != p || (u == dus && i == 0))
+                continue;
+            if (in->flags & INST_VIEW ? read_after(body, u, anc, dus) : !anc[u] || u == dus)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+static int carried_in_place(Arena *scratch, const Fn *body, int j) {
+    const Inst *ret = &body->insts[body->ninsts - 1];
+    if (ret->op != OP_RETURN || j >= ret->nargs)
+        return 0;
+    int dus = ir_arg(body, ret, j);
+    const Inst *in = &body->insts[dus];
+    if (in->op != OP_DYNAMIC_UPDATE_SLICE || in->place || in->buffer < 0)
+        return 0;
+    for (int i = 0; i < j; i++)          /* written into the result array of its first place only */
+        if (ir_arg(body, ret, i) == dus)
+            return 0;
+    int p = ir_arg(body, in, 0);
+    if (body->insts[p].op != OP_PARAMETER || ir_attr(body, &body->insts[p], 0) != 1 + j)
+        return 0;
+    uint8_t *anc = arena_alloc(scratch, (size_t)body->ninsts + 1);
+    anc[dus] = 1;
+    for (int u = dus; u >= 0; u--)
+        for (int i = 0; anc[u] && i < body->insts[u].nargs; i++)
+            anc[ir_arg(body, &body->insts[u], i)] = 1;
+    return !read_after(body, p, anc, dus);
+}
+
+/* Fn.carried_in_place of a scheduled loop body (loop_carried_in_place,
+ * ir.h): decided once, here, for the peaks and the C that read it. */
+static void mark_carried_in_place(Module *m, Fn *body) {
+    if (!body->loop_carried)
+        return;
+    Arena scratch = {0};
+    body->carried_in_place = arena_alloc(m->arena, (size_t)body->loop_carried);
+    for (int j = 0; j < body->loop_carried; j++)
+        body->carried_in_place[j] = (uint8_t)carried_in_place(&scratch, body, j);
+    arena_free(&scratch);
+}
+
 static void schedule_fn(Module *m, int f) {
     const Fn src = m->fns[f];
     Fn *dst = &m->fns[f];
@@ -654,6 +703,7 @@ static void schedule_fn(Module *m, int f) {
     mark_views(dst);             /* first: a dot accumulates into no view */
     fold_epilogues(dst);
     assign_buffers(m, dst);
+    mark_carried_in_place(m, dst);
 }
 
 /* fn's peak with the deepest of its calls on top (Fn.peak_nested); its
