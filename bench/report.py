@@ -535,9 +535,10 @@ def collmm_section(r):
             "(`shardc dump --stage scheduled`, parameters not included). Ratios above 1 favour the collective "
             "version. On this 2-core machine 8 devices share 2 cores, so overlapping communication with "
             "compute saves little time, while the collective versions do more, smaller GEMMs. Their peak "
-            "memory is higher where each step copies its slice of the weights (a dynamic slice) and keeps "
-            "the step's product apart from the accumulator; the reduce-scatter versions, which never hold "
-            "the full partial product, use less.\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
+            "memory is at or below their twins': each step reads its block of the weights where it lies (a "
+            "view, strided for a column block) and adds its product into the accumulator (docs/scheduling.md), "
+            "and the reduce-scatter versions never hold the full partial product. `allreduce_matmul` is the "
+            "exception: it concatenates its column tiles one at a time, and each concatenate is a new array.\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
 
 
 # ---- (g) mixture of experts: the MoE samples against the auto-partitioned moe ----

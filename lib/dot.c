@@ -112,10 +112,9 @@ typedef struct {
 /* Copies operand x into [batch..., free..., contract...] (lhs) or
  * [batch..., contract..., free...] (rhs, when k_first) order, into a fresh
  * buffer, and sets v to read it. */
-static void *pack(size_t es, sc_shape s, const void *x, const side *sd, int nc, int k_first,
+static void *pack(size_t es, sc_shape s, const void *x, const int64_t *st, const side *sd, int nc, int k_first,
                   int64_t rows, int64_t cols, view *v) {
-    int64_t st[SC_MAX_RANK], dims[3 * SC_MAX_RANK], sst[3 * SC_MAX_RANK];
-    sk_strides(s, st);
+    int64_t dims[3 * SC_MAX_RANK], sst[3 * SC_MAX_RANK];
     int r = 0;
     for (int i = 0; i < sd->nb; i++, r++)
         dims[r] = s.dims[sd->batch[i]], sst[r] = st[sd->batch[i]];
@@ -192,13 +191,51 @@ static int accumulate_aside(sk_dtype t, sc_shape lhs, const void *a, sc_shape rh
     return status;
 }
 
+static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst_in, sc_shape rhs,
+                       const void *b, const int64_t *rst_in, const sk_dot_dims *dd, const sk_epilogue *ep,
+                       void *out, sc_shape *out_shape);
+
 int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
            const sk_dot_dims *dd, void *out, sc_shape *out_shape) {
-    return sk_dot_epilogue(t, lhs, a, rhs, b, dd, NULL, out, out_shape);
+    return dot_strided(t, lhs, a, NULL, rhs, b, NULL, dd, NULL, out, out_shape);
 }
 
 int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
                     const sk_dot_dims *dd, const sk_epilogue *ep, void *out, sc_shape *out_shape) {
+    return dot_strided(t, lhs, a, NULL, rhs, b, NULL, dd, ep, out, out_shape);
+}
+
+/* A row-major copy of x, of shape s lying with strides st (for free()). */
+static void *densify(sk_dtype t, sc_shape s, const void *x, const int64_t *st) {
+    int64_t n = 1, dims[SC_MAX_RANK];
+    for (int d = 0; d < s.rank; d++)
+        n *= dims[d] = s.dims[d];
+    void *buf = malloc(n ? (size_t)n * sk_dtype_size(t) : 1);
+    if (buf) {
+        copied += n;
+        sk_strided_copy(sk_dtype_size(t), s.rank, dims, x, st, buf);
+    }
+    return buf;
+}
+
+int sk_dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs, const void *b,
+                   const int64_t *rst, const sk_dot_dims *dd, const sk_epilogue *ep, void *out) {
+    if (!sk_valid_dtype(t) || !sk_valid_shape(lhs) || !sk_valid_shape(rhs))
+        return SC_ERR;
+    if (t == SK_F32 || t == SK_F64)
+        return dot_strided(t, lhs, a, lst, rhs, b, rst, dd, ep, out, NULL);
+    /* The packed paths of the other dtypes read row-major operands. */
+    void *da = lst ? densify(t, lhs, a, lst) : NULL, *db = rst ? densify(t, rhs, b, rst) : NULL;
+    int status = (lst && !da) || (rst && !db) ? SC_ERR
+                 : dot_strided(t, lhs, da ? da : a, NULL, rhs, db ? db : b, NULL, dd, ep, out, NULL);
+    free(da);
+    free(db);
+    return status;
+}
+
+static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst_in, sc_shape rhs,
+                       const void *b, const int64_t *rst_in, const sk_dot_dims *dd, const sk_epilogue *ep,
+                       void *out, sc_shape *out_shape) {
     if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(lhs) || !sk_valid_shape(rhs) ||
         !dd || dd->nbatch < 0 || dd->ncontract < 0 || dd->nbatch + dd->ncontract > SC_MAX_RANK)
         return SC_ERR;
@@ -263,6 +300,10 @@ int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const
     int64_t lst[SC_MAX_RANK], rst[SC_MAX_RANK];
     sk_strides(lhs, lst);
     sk_strides(rhs, rst);
+    for (int d = 0; d < lhs.rank && lst_in; d++)
+        lst[d] = lst_in[d];
+    for (int d = 0; d < rhs.rank && rst_in; d++)
+        rst[d] = rst_in[d];
     int64_t lm = group_stride(ls.nfree, ls.free, lhs, lst);
     int64_t rn = group_stride(rs.nfree, rs.free, rhs, rst);
     int64_t lk = -1, rk = -1;
@@ -303,12 +344,12 @@ int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const
     enum CBLAS_TRANSPOSE ta, tb;
     int64_t lda, ldb;
     if (lm < 0 || lk < 0 || !blas_layout(M, K, lm, lk, &ta, &lda)) {
-        if (!(pa = pack(es, lhs, a, &ls, nc, 0, M, K, &va)))
+        if (!(pa = pack(es, lhs, a, lst, &ls, nc, 0, M, K, &va)))
             goto done;
         blas_layout(M, K, va.rs, va.cs, &ta, &lda);
     }
     if (rk < 0 || rn < 0 || !blas_layout(K, N, rk, rn, &tb, &ldb)) {
-        if (!(pb = pack(es, rhs, b, &rs, nc, 1, K, N, &vb)))
+        if (!(pb = pack(es, rhs, b, rst, &rs, nc, 1, K, N, &vb)))
             goto done;
         blas_layout(K, N, vb.rs, vb.cs, &tb, &ldb);
     }
@@ -458,8 +499,11 @@ static int loop_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, c
     view pa, pb;
     /* Pack in the native dtype, then widen once: O(size) conversions, not
      * O(M N K). */
-    void *na = pack(es, lhs, a, ls, nc, 0, M, K, &pa);
-    void *nbuf = pack(es, rhs, b, rs, nc, 1, K, N, &pb);
+    int64_t lst[SC_MAX_RANK], rst[SC_MAX_RANK];   /* row-major: sk_dot_strided packed the others */
+    sk_strides(lhs, lst);
+    sk_strides(rhs, rst);
+    void *na = pack(es, lhs, a, lst, ls, nc, 0, M, K, &pa);
+    void *nbuf = pack(es, rhs, b, rst, rs, nc, 1, K, N, &pb);
     float *acc = malloc((size_t)(M * N) * ws);
     void *wa = malloc((size_t)(nbat * M * K) * ws), *wb = malloc((size_t)(nbat * K * N) * ws);
     int rc = SC_ERR;

@@ -241,6 +241,13 @@ typedef struct {
 } sk_epilogue;
 int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
                     const sk_dot_dims *dims, const sk_epilogue *ep, void *out, sc_shape *out_shape);
+/* sk_dot_epilogue of operands that lie with the strides lst and rst (in
+ * elements, one per dim; NULL: row-major) inside larger arrays: a column
+ * block w[:, j : j + n] of a weight, read where it lies.  f32 and f64
+ * give it to BLAS as it lies when one of a matrix's strides is 1; other
+ * dtypes and layouts copy it first. */
+int sk_dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs, const void *b,
+                   const int64_t *rst, const sk_dot_dims *dims, const sk_epilogue *ep, void *out);
 /* Float to i32 truncates toward zero, saturates, NaN gives 0; to bool is
  * x != 0. */
 int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out);

@@ -67,6 +67,29 @@ static void emit_constant(Gen *g, const Inst *in, const char *r) {
 
 /* Dot `in` into r, with an epilogue when bias (a value's C name) or act
  * (an SK_ op) is not NULL or it accumulates into r: sk_dot_epilogue. */
+/* Operand i of dot `in`, then its strides when it is a strided view
+ * (schedule.c): those of the array it lies in, row-major. */
+static void emit_dot_operand(Gen *g, const Inst *in, int i, int strided) {
+    const Fn *fn = g->fn;
+    const Inst *x = &fn->insts[ir_arg(fn, in, i)];
+    emit_shape(g->out, &x->type);
+    fprintf(g->out, ", %s", A(i));
+    if (!strided)
+        return;
+    if (!(x->flags & INST_STRIDED)) {
+        fputs(", NULL", g->out);
+        return;
+    }
+    const Shape *base = T(ir_arg(fn, x, 0));
+    int64_t st[MAX_RANK], m = 1;
+    for (int d = base->rank - 1; d >= 0; d--) {
+        st[d] = m;
+        m *= base->dims[d];
+    }
+    fputs(", (const int64_t[])", g->out);
+    emit_list(g->out, st, base->rank);
+}
+
 static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *act, int accumulate, const char *r) {
     const Fn *fn = g->fn;
     const Shape *a = T(ir_arg(fn, in, 0)), *b = T(ir_arg(fn, in, 1));
@@ -74,18 +97,19 @@ static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *
     dot_dims(fn, in, &dd);
     const int64_t *lbat = dd.lhs_batch, *rbat = dd.rhs_batch, *lcon = dd.lhs_contract, *rcon = dd.rhs_contract;
     int nb = dd.nbatch, nc = dd.ncontract, ep = bias || act || accumulate;
+    int strided = (fn->insts[ir_arg(fn, in, 0)].flags | fn->insts[ir_arg(fn, in, 1)].flags) & INST_STRIDED;
     if ((a->rank - nb - nc) + (b->rank - nb - nc) + nb != in->type.rank)
         g->err = "a dot that sums a dim on one side only";
     FILE *o = g->out;
     /* The continuation lines line up with sk_dot's first argument. */
-    int at = try_open(g) + fprintf(o, "sk_dot%s(", ep ? "_epilogue" : "");
+    int at = try_open(g) + fprintf(o, "sk_dot%s(", strided ? "_strided" : ep ? "_epilogue" : "");
     char indent[512];
     snprintf(indent, sizeof indent, "%*s", at < 500 ? at : 500, "");
     fprintf(o, "%s, ", sk_dtype_of[in->type.dtype]);
-    emit_shape(o, a);
-    fprintf(o, ", %s, ", A(0));
-    emit_shape(o, b);
-    fprintf(o, ", %s,\n%s&(sk_dot_dims){%d, %d, ", A(1), indent, nb, nc);
+    emit_dot_operand(g, in, 0, strided);
+    fputs(", ", o);
+    emit_dot_operand(g, in, 1, strided);
+    fprintf(o, ",\n%s&(sk_dot_dims){%d, %d, ", indent, nb, nc);
     emit_list(o, lbat, nb);
     fputs(", ", o);
     emit_list(o, rbat, nb);
@@ -94,8 +118,10 @@ static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *
     fputs(", ", o);
     emit_list(o, rcon, nc);
     if (ep)
-        fprintf(o, "},\n%s&(sk_epilogue){%s, %s, %d}, %s, NULL));\n", indent, bias ? bias : "NULL",
-                act ? act : "SK_COPY", accumulate, r);
+        fprintf(o, "},\n%s&(sk_epilogue){%s, %s, %d}, %s%s));\n", indent, bias ? bias : "NULL",
+                act ? act : "SK_COPY", accumulate, r, strided ? "" : ", NULL");
+    else if (strided)
+        fprintf(o, "}, NULL, %s));\n", r);
     else
         fprintf(o, "}, %s, NULL));\n", r);
 }

@@ -398,7 +398,7 @@ static void print_inst(Printer *p, int v) {
     if (in->flags & INST_FOLDED)
         fprintf(out, "  # folded into %%%s", p->names[folded_into(fn, v)]);
     if (in->flags & INST_VIEW)
-        fputs("  # a view: no copy", out);
+        fputs(in->flags & INST_STRIDED ? "  # a strided view: no copy" : "  # a view: no copy", out);
     if (in->note)
         fprintf(out, "  # %s", fn->notes[in->note - 1]);
 }

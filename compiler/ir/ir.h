@@ -51,6 +51,7 @@ enum {
     INST_FOLDED = 4,             /* computed by the next instruction that is not (scheduling: a dot's epilogue) */
     INST_VIEW = 8,               /* its operand's memory, not a copy (scheduling: a parameter reshaped or sliced) */
     INST_REMAT = 16,             /* a call checkpoint(f)(...): a gradient recomputes f rather than keep its residuals */
+    INST_STRIDED = 32,           /* a view that is not one run: read by dots with its operand's strides */
 };
 
 typedef struct {

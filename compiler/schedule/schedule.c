@@ -66,6 +66,7 @@ typedef struct {
     uint8_t *overlapped;         /* src collective: compute has run since its start */
     uint8_t *waiting;            /* src value: held back in queue */
     uint8_t *into_dot;           /* src value: a gather its dot computes, emitted with the dot */
+    int32_t *sum_of;             /* src dot -> the add that is its only reader, or -1 (mark_sums) */
     int32_t *queue, *flight;     /* values held back, in order; collectives started, not overlapped */
     int nwaiting, queue_cap, nflight, flight_cap;
     int32_t *open;               /* collectives started, in start order (some done since) */
@@ -246,12 +247,43 @@ static void mark_gathers_into_dots(Sched *s, Arena *scratch) {
     }
 }
 
+/* The f32 and f64 dots read only by an add whose other operand x dies
+ * there (src->sum_of): the add is emitted right after its dot when x
+ * exists by then, so that the dot can add into x's buffer
+ * (fold_accumulate).  `acc = acc + u + w`, written after both dots, then
+ * holds one [B, F] array, not four. */
+static void mark_sums(Sched *s, Arena *scratch) {
+    const Fn *src = s->src;
+    int *uses = arena_alloc(scratch, sizeof(int) * (size_t)(src->ninsts + 1));
+    int *last_read = arena_alloc(scratch, sizeof(int) * (size_t)(src->ninsts + 1));
+    for (int v = 0; v < src->ninsts; v++) {
+        s->sum_of[v] = -1;
+        for (int i = 0; i < src->insts[v].nargs; i++) {
+            uses[ir_arg(src, &src->insts[v], i)]++;
+            last_read[ir_arg(src, &src->insts[v], i)] = v;
+        }
+    }
+    for (int v = 0; v < src->ninsts; v++) {
+        const Inst *d = &src->insts[v];
+        if (d->op != OP_DOT || (d->type.dtype != DT_F32 && d->type.dtype != DT_F64) || d->flags || d->place ||
+            uses[v] != 1 || s->into_dot[v])
+            continue;
+        int a = last_read[v];
+        const Inst *add = &src->insts[a];
+        if (add->op != OP_ADD || add->flags || add->place || !shape_eq(&add->type, &d->type))
+            continue;
+        int x = ir_arg(src, add, 0) == v ? ir_arg(src, add, 1) : ir_arg(src, add, 0);
+        if (x != v && last_read[x] == a && src->insts[x].op != OP_PARAMETER && !s->into_dot[x])
+            s->sum_of[v] = a;
+    }
+}
+
 static void order(Sched *s) {
     const Fn *src = s->src;
     for (int v = 0; v < src->ninsts; v++) {
         const Inst *in = &src->insts[v];
-        if (op_is_collective(in->op))
-            continue;                /* started by start_ready */
+        if (op_is_collective(in->op) || s->new_of[v] >= 0)
+            continue;                /* started by start_ready, or emitted after its dot (mark_sums) */
         if (in->op == OP_RETURN) {   /* nothing waits or starts after the return */
             flush(s);
             for (int c = 0; c < src->ninsts; c++)
@@ -263,6 +295,13 @@ static void order(Sched *s) {
             continue;
         }
         emit(s, v);
+        int a = s->sum_of[v];
+        if (a >= 0 && s->new_of[v] >= 0 && !must_wait(s, a)) {
+            const Inst *add = &src->insts[a];
+            int x = ir_arg(src, add, 0) == v ? ir_arg(src, add, 1) : ir_arg(src, add, 0);
+            if (s->new_of[x] >= 0)
+                emit(s, a);
+        }
         if (is_compute(in->op))
             flush(s);
     }
@@ -302,6 +341,7 @@ typedef struct {
     int nclass, leaves;          /* leaves: a power of two >= nclass */
     int *count;                  /* tree: free buffers per class, 2 * leaves nodes */
     Heap *heap;                  /* per class */
+    int strict;                  /* refuse buffers too_wasteful for a value */
 } Pool;
 
 static void heap_push(Arena *a, Heap *h, Entry x) {
@@ -372,9 +412,20 @@ static void put_free(Arena *a, Pool *p, int b) {
     *VEC_PUSH(a, p->free_list, p->nfree, p->free_cap) = b;
 }
 
+/* A free buffer is reused for a smaller value only while the waste is
+ * small: handing a large buffer to a small value leaves the next large
+ * value without one, and a new buffer costs more than the small one
+ * would have (the bidirectional matmul's peak more than doubled). */
+enum { REUSE_MAX_RATIO = 2, REUSE_MAX_WASTE = 4096 };
+
+static int too_wasteful(const Pool *p, int c, int64_t bytes) {
+    int64_t size = p->class_size[c];
+    return size > REUSE_MAX_RATIO * bytes && size - bytes > REUSE_MAX_WASTE;
+}
+
 static int take(Arena *a, Pool *p, int64_t bytes) {
     int c = first_free_class(p, class_at_least(p, bytes));
-    if (c < 0) {                             /* a new buffer */
+    if (c < 0 || (p->strict && too_wasteful(p, c, bytes))) {   /* a new buffer */
         int b = p->n, m = p->n;
         *VEC_PUSH(a, p->cls, m, p->cls_cap) = class_at_least(p, bytes);
         *VEC_PUSH(a, p->size, p->n, p->cap) = bytes;
@@ -501,20 +552,41 @@ static int contiguous_slice(const Fn *fn, const Inst *in, const Shape *s) {
     return 1;
 }
 
-/* Is dynamic-slice `in` of shape s a slot of it, one contiguous run
- * wherever its offsets fall: leading dims of size 1, the others whole (a
- * loop's saved value stack[t], a stacked weight w[l])? */
+/* Is dynamic-slice `in` of shape s one contiguous run of it wherever its
+ * offsets fall: leading dims of size 1, then one dim taken in part, the
+ * others whole (a loop's saved value stack[t], a stacked weight w[l], a
+ * collective matmul's row block w[i*b : (i+1)*b, :])? */
 static int slot_of(const Inst *in, const Shape *s) {
     int k = 0;
     while (k < s->rank && in->type.dims[k] == 1)
         k++;
-    for (int d = k; d < s->rank; d++)
+    for (int d = k + 1; d < s->rank; d++)
         if (in->type.dims[d] != s->dims[d])
             return 0;
     return 1;
 }
 
+/* Is every reader of each value an unplaced dot, as operand 0 or 1, whose
+ * other operand is no gather folded into it (sk_gather_dot reads its
+ * operands whole)?  Such a value can be a strided view. */
+static uint8_t *read_by_dots(Arena *a, const Fn *fn) {
+    uint8_t *ok = arena_alloc(a, (size_t)fn->ninsts + 1);
+    memset(ok, 1, (size_t)fn->ninsts + 1);
+    for (int u = 0; u < fn->ninsts; u++) {
+        const Inst *in = &fn->insts[u];
+        int dot = in->op == OP_DOT && !in->place && !(in->flags & ~INST_FOLDED);
+        for (int i = 0; i < in->nargs; i++) {
+            const Inst *other = in->nargs == 2 ? &fn->insts[ir_arg(fn, in, 1 - i)] : NULL;
+            if (!dot || (other && other->op == OP_GATHER && other->flags & INST_FOLDED))
+                ok[ir_arg(fn, in, i)] = 0;
+        }
+    }
+    return ok;
+}
+
 static void mark_views(Fn *fn) {
+    Arena scratch = {0};
+    const uint8_t *dots_only = read_by_dots(&scratch, fn);
     for (int v = 0; v < fn->ninsts; v++) {
         Inst *in = &fn->insts[v];
         if (in->flags || in->place)
@@ -526,11 +598,14 @@ static void mark_views(Fn *fn) {
         }
         if (in->op != OP_RESHAPE && in->op != OP_SLICE && in->op != OP_DYNAMIC_SLICE)
             continue;
-        if ((x->op == OP_PARAMETER || x->flags & INST_VIEW) &&
-            (in->op == OP_RESHAPE || (in->op == OP_SLICE && contiguous_slice(fn, in, &x->type)) ||
-             (in->op == OP_DYNAMIC_SLICE && slot_of(in, &x->type))))
+        int base = x->op == OP_PARAMETER || (x->flags & (INST_VIEW | INST_STRIDED)) == INST_VIEW;
+        if (base && (in->op == OP_RESHAPE || (in->op == OP_SLICE && contiguous_slice(fn, in, &x->type)) ||
+                     (in->op == OP_DYNAMIC_SLICE && slot_of(in, &x->type))))
             in->flags |= INST_VIEW;
+        else if (base && in->op != OP_RESHAPE && dots_only[v] && in->type.dtype != DT_TUPLE)
+            in->flags |= INST_VIEW | INST_STRIDED;   /* a column block w[:, j : j + n] */
     }
+    arena_free(&scratch);
 }
 
 static int64_t value_bytes(const Inst *in) { return shape_elems(&in->type) * dtype_size(in->type.dtype); }
@@ -572,6 +647,43 @@ static int64_t call_array_bytes(const Module *m, const Fn *fn, int v) {
     return bytes;
 }
 
+/* One assignment of buffers in schedule order: each value takes a free
+ * buffer when it is computed and frees its operands' after their last
+ * read (dying[v]: the values instruction v reads last).  Returns the
+ * bytes of all buffers; *nbuffers their count. */
+static int64_t place_buffers(Fn *fn, int **dying, const int *ndying, int strict, int *nbuffers) {
+    int n = fn->ninsts;
+    Arena scratch = {0};
+    Pool pool = {.strict = strict};
+    pool_init(&scratch, &pool, fn);
+    for (int v = 0; v < n; v++) {
+        Inst *in = &fn->insts[v];
+        in->buffer = -1;
+        if (!takes_buffer(in) && in->op != OP_DONE)
+            continue;
+        /* A started collective's buffer passes to its done, which frees it. */
+        int into = accumulated_operand(fn, v);      /* its buffer passes to v, as a start's to its done */
+        if (in->op == OP_DONE)
+            in->buffer = fn->insts[ir_arg(fn, in, 0)].buffer;
+        else
+            in->buffer = into >= 0 ? fn->insts[into].buffer : take(&scratch, &pool, value_bytes(in));
+        for (int i = 0; i < ndying[v]; i++)         /* free what this instruction read last */
+            if (dying[v][i] != into)
+                put_free(&scratch, &pool, fn->insts[dying[v][i]].buffer);
+    }
+    int64_t bytes = 0;
+    for (int b = 0; b < pool.n; b++)
+        bytes += pool.size[b];
+    *nbuffers = pool.n;
+    arena_free(&scratch);
+    return bytes;
+}
+
+/* Buffers for fn's values: the better of two greedy assignments, one that
+ * hands any free buffer large enough to a value and one that refuses a
+ * much larger one (too_wasteful).  Neither wins everywhere: reuse keeps
+ * a plain MLP at two buffers, refusal keeps a collective matmul's big
+ * accumulators from being spent on its small row blocks. */
 static void assign_buffers(const Module *m, Fn *fn) {
     int n = fn->ninsts;
     Arena scratch = {0};
@@ -591,31 +703,20 @@ static void assign_buffers(const Module *m, Fn *fn) {
         last[ir_arg(fn, ret, i)] = n;        /* returned: handed to the caller */
     int **dying = arena_alloc(&scratch, sizeof(int *) * (size_t)(n + 1));
     int *ndying = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1)), *cap = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));
-    Pool pool = {0};
-    pool_init(&scratch, &pool, fn);
     for (int v = 0; v < n; v++) {
-        Inst *in = &fn->insts[v];
-        in->buffer = -1;
-        if (!takes_buffer(in) && in->op != OP_DONE)
-            continue;
-        /* A started collective's buffer passes to its done, which frees it. */
-        int into = accumulated_operand(fn, v);      /* its buffer passes to v, as a start's to its done */
-        if (in->op == OP_DONE)
-            in->buffer = fn->insts[ir_arg(fn, in, 0)].buffer;
-        else
-            in->buffer = into >= 0 ? fn->insts[into].buffer : take(&scratch, &pool, value_bytes(in));
-        if (last[v] < n && !(in->flags & INST_ASYNC))
+        const Inst *in = &fn->insts[v];
+        if ((takes_buffer(in) || in->op == OP_DONE) && last[v] < n && !(in->flags & INST_ASYNC))
             *VEC_PUSH(&scratch, dying[last[v]], ndying[last[v]], cap[last[v]]) = v;
-        for (int i = 0; i < ndying[v]; i++)         /* free what this instruction read last */
-            if (dying[v][i] != into)
-                put_free(&scratch, &pool, fn->insts[dying[v][i]].buffer);
     }
-    fn->peak_bytes = 0;
-    for (int b = 0; b < pool.n; b++)
-        fn->peak_bytes += pool.size[b];
+    int nreuse, nstrict;
+    int64_t reuse = place_buffers(fn, dying, ndying, 0, &nreuse);
+    int64_t strict = place_buffers(fn, dying, ndying, 1, &nstrict);
+    if (strict >= reuse)
+        place_buffers(fn, dying, ndying, 0, &nreuse);
+    fn->peak_bytes = strict < reuse ? strict : reuse;
+    fn->nbuffers = strict < reuse ? nstrict : nreuse;
     for (int v = 0; v < n; v++)
         fn->peak_bytes += call_array_bytes(m, fn, v);
-    fn->nbuffers = pool.n;
     arena_free(&scratch);
 }
 
@@ -682,6 +783,7 @@ static void schedule_fn(Module *m, int f) {
     s.overlapped = arena_alloc(m->arena, n);
     s.waiting = arena_alloc(m->arena, n);
     s.into_dot = arena_alloc(m->arena, n);
+    s.sum_of = arena_alloc(m->arena, sizeof(int32_t) * n);
     s.seq = arena_alloc(m->arena, sizeof(int32_t) * n);
     memset(s.overlapped, 0, n);
     memset(s.waiting, 0, n);
@@ -697,6 +799,7 @@ static void schedule_fn(Module *m, int f) {
         }
     Arena scratch = {0};
     mark_gathers_into_dots(&s, &scratch);
+    mark_sums(&s, &scratch);
     arena_free(&scratch);
     order(&s);
     dst->collectives_started = s.nstarted;

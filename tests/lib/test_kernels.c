@@ -246,6 +246,75 @@ static void check_accumulate(const char *what, sc_shape ls, sc_shape rs, sk_dot_
     }
 }
 
+/* sk_dot_strided: operands that are blocks of larger arrays, read where
+ * they lie, against ref_dot of the blocks copied out.  Each operand is
+ * the block at `at` of a parent array; with and without accumulate; every
+ * dtype (f32 and f64 hand the strides to BLAS, the others copy). */
+static void *carve(sk_dtype t, sc_shape parent, const void *p, sc_shape block, const int64_t *at) {
+    void *out = malloc((size_t)elems(block) * esize(t) + 1);
+    for (int64_t i = 0; i < elems(block); i++) {
+        int64_t rest = i, off = 0, stride = 1;
+        for (int d = block.rank - 1; d >= 0; d--) {
+            off += (rest % block.dims[d] + at[d]) * stride;
+            rest /= block.dims[d];
+            stride *= parent.dims[d];
+        }
+        st(t, out, i, ld(t, p, off));
+    }
+    return out;
+}
+
+static const void *at_offset(sk_dtype t, sc_shape parent, const void *p, const int64_t *at) {
+    int64_t off = 0, stride = 1;
+    for (int d = parent.rank - 1; d >= 0; d--) {
+        off += at[d] * stride;
+        stride *= parent.dims[d];
+    }
+    return (const char *)p + off * (int64_t)esize(t);
+}
+
+static void check_strided(const char *what, sc_shape lp, sc_shape ls, const int64_t *la, sc_shape rp, sc_shape rs,
+                          const int64_t *ra, sk_dot_dims d) {
+    static const sk_dtype TYPES[] = {SK_F32, SK_F64, SK_BF16, SK_F16, SK_I32};
+    for (int ti = 0; ti < COUNT(TYPES); ti++)
+        for (int acc = 0; acc < 2; acc++) {
+            sk_dtype t = TYPES[ti];
+            void *lpar = fill(t, elems(lp), 3 + ti), *rpar = fill(t, elems(rp), 5 + ti);
+            void *a = carve(t, lp, lpar, ls, la), *b = carve(t, rp, rpar, rs, ra);
+            int64_t lst[SC_MAX_RANK], rst[SC_MAX_RANK], m = 1;
+            for (int k = lp.rank - 1; k >= 0; k--)
+                lst[k] = m, m *= lp.dims[k];
+            m = 1;
+            for (int k = rp.rank - 1; k >= 0; k--)
+                rst[k] = m, m *= rp.dims[k];
+            sc_shape os;
+            void *want = malloc(4096 * 8), *got = fill(t, 4096, 17);
+            ref_dot(t, ls, a, rs, b, &d, want, &os);
+            int64_t n = elems(os);
+            if (acc) {   /* want = got's start + the product, rounded as the unfused add */
+                for (int64_t i = 0; i < n; i++)
+                    st(t, want, i, ld(t, want, i) + ld(t, got, i));
+            }
+            sk_epilogue ep = {NULL, SK_COPY, acc};
+            int ok = sk_dot_strided(t, ls, at_offset(t, lp, lpar, la), lst, rs, at_offset(t, rp, rpar, ra), rst, &d,
+                                    &ep, got) == 0 && equal(t, got, want, n);
+            check(ok, "dot strided %s %s%s", what, NAME[t], acc ? " accumulate" : "");
+            free(lpar); free(rpar); free(a); free(b); free(want); free(got);
+        }
+}
+
+static void test_dot_strided(void) {
+    const int z[1] = {0}, o[1] = {1}, t2[1] = {2};
+    check_strided("rows and columns of [8,12] x a column block of [7,10]", SC_SHAPE(8, 12), SC_SHAPE(5, 7),
+                  (const int64_t[]){1, 2}, SC_SHAPE(7, 10), SC_SHAPE(7, 3), (const int64_t[]){0, 4},
+                  dd(0, 0, 0, 1, o, z));
+    check_strided("transposed rhs, a block of [6,9]", SC_SHAPE(5, 7), SC_SHAPE(5, 7), (const int64_t[]){0, 0},
+                  SC_SHAPE(6, 9), SC_SHAPE(3, 7), (const int64_t[]){2, 1}, dd(0, 0, 0, 1, o, o));
+    check_strided("batched blocks of [4,5,9] x [4,8,3]", SC_SHAPE(4, 5, 9), SC_SHAPE(4, 5, 7),
+                  (const int64_t[]){0, 0, 1}, SC_SHAPE(4, 8, 3), SC_SHAPE(4, 7, 3), (const int64_t[]){0, 1, 0},
+                  dd(1, z, z, 1, t2, o));
+}
+
 static void test_dot_epilogue(void) {
     const int z[1] = {0}, o[1] = {1}, t2[1] = {2};
     check_epilogue("[5,7]x[7,3]", SC_SHAPE(5, 7), SC_SHAPE(7, 3), dd(0, 0, 0, 1, o, z), 3);
@@ -483,6 +552,7 @@ int main(void) {
     test_gather_dot();
     test_dot();
     test_dot_epilogue();
+    test_dot_strided();
     test_reduce();
     test_top_k();
     test_cumsum();
