@@ -192,7 +192,7 @@ void plan_without(Plan *pl, uint32_t axes) {
 /* ---- a gather from a table split along the gathered dim ---- */
 
 /* A comment the dump prints after instruction v of fn: a choice and its cost. */
-static void add_note(Module *m, Fn *fn, int v, const char *note) {
+void add_note(Module *m, Fn *fn, int v, const char *note) {
     *VEC_PUSH(m->arena, fn->notes, fn->nnotes, fn->notes_cap) = note;
     fn->insts[v].note = fn->nnotes;
 }
@@ -383,7 +383,7 @@ static Piece lower_iota(Part *p, const Inst *in) {
 
 /* ---- calls ---- */
 
-static const char *sharding_text(Part *p, const Shape *s, const Sharding *sh) {
+const char *sharding_text(Part *p, const Shape *s, const Sharding *sh) {
     char *text = NULL;
     size_t n = 0;
     FILE *o = open_memstream(&text, &n);
