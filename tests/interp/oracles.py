@@ -1532,6 +1532,15 @@ case("dot_reshard.partially_sliced (reduce-scatter, then all-reduce)", golden("d
      "partially_sliced", partially_sliced)
 
 
+def batch_reshard(rng, m):
+    l, r = normal(rng, 4, 8, 24, 100), normal(rng, 4, 8, 32, 100)
+    return {"l": l, "r": r}, [(np.einsum("abik,abjk->abij", d(l), d(r)), "f32")]
+
+
+case("dot_reshard.batch_reshard (the rhs's splits, the result resharded)", golden("dot_reshard.tdsl"),
+     "batch_reshard", batch_reshard)
+
+
 def take_along_rows(n):
     """y[b] = logits[b, label[b]], labels clamped into the row."""
     def make(rng, m):
