@@ -1,13 +1,14 @@
 /* Resharding: turn a block of a value sharded one way into the block the
- * same value has sharded another way, with the fewest collectives:
+ * same value has sharded another way.  A planner (below) weighs a few
+ * plans by the bytes they send per device; the base one, the recipe:
  *   partial sums      -> reduce-scatter onto the dim the target splits, else all-reduce;
  *   axes that move from one dim to another -> one all-to-all over all of them;
  *   axes the target drops -> all-gather (then trim the padding of uneven dims);
  *   axes the target adds  -> dynamic-slice at the device's block, no communication.
  * Uneven dims (padded blocks) are regathered whole before they are split
- * again, because their padded blocks do not nest; an axis moves between
- * uneven dims only when one is left whole and the other was whole (padded
- * before the all-to-all, trimmed after).  Each function caches its
+ * again where their padded blocks do not nest; an axis moves between
+ * uneven dims where they nest, or when one is left whole and the other was
+ * whole (padded before the all-to-all, trimmed after).  Each function caches its
  * reshards (Part.reshards): the same block resharded the same way again
  * reuses the first result, so a value is gathered once per target. */
 #include "part.h"
@@ -204,8 +205,10 @@ typedef struct {
  * want it right after them or after other arriving axes.  Uneven dims move
  * only whole, because their padded blocks do not nest: the dim left loses
  * all its axes (its padding is then sliced off the end) and the dim joined
- * had none and gets all the target's (it is padded with zeros first). */
-static uint32_t movable(const Module *m, const Piece *x, const Sharding *to, uint32_t moving) {
+ * had none and gets all the target's (it is padded with zeros first).
+ * With `regather`, axes also leave a dim whose blocks do not nest, which
+ * then gathers its other axes whole (move_some_axes). */
+static uint32_t movable(const Module *m, const Piece *x, const Sharding *to, uint32_t moving, int regather) {
     for (uint32_t before = 0; before != moving;) {
         before = moving;
         for (int d = 0; d < x->global.rank; d++) {
@@ -220,7 +223,7 @@ static uint32_t movable(const Module *m, const Piece *x, const Sharding *to, uin
                 else
                     nleave++;
             }
-            if (nleave && !nests_after(m, &x->global, &x->sh, d, nh - nleave))
+            if (nleave && !regather && !nests_after(m, &x->global, &x->sh, d, nh - nleave))
                 for (int i = 0; i < nh; i++)
                     moving &= ~(1u << have[i]);
             /* arriving: right after the axes d keeps, in the target's order */
@@ -345,17 +348,33 @@ static int all_to_all_moving(Part *p, int x, const AxisMove *mv, int rank) {
     return reshape_to(p, regroup(p, y, split, perm, n), merged, rank);
 }
 
+/* After axes left dim d of local block v, whose blocks do not nest (each
+ * device holds a block of the dim padded to whole blocks of all its old
+ * axes, not of those left): gather the others too, so the dim is whole
+ * (its padding at the end, trimmed with the rest of the move). */
+static int gather_rest(Part *p, int v, Sharding *sh, int d) {
+    int rest[MAX_AXES], n = sharding_dim_axes(sh, d, rest);
+    if (!n)
+        return v;
+    int64_t attrs[1 + MAX_AXES] = {d};
+    for (int i = 0; i < n; i++) {
+        attrs[1 + i] = rest[i];
+        sh->dim[rest[i]] = SH_REPLICATED;
+    }
+    return emit_local(p, OP_ALL_GATHER, (int32_t[]){v}, 1, attrs, 1 + n, NULL);
+}
+
 /* Axes that can move from one dim to another now go in one all-to-all over
  * all of them (not one per axis: that sends (k - 1) / k of the block once,
  * where an all-to-all per axis sends about that much each time).  Dims they
  * join are padded to a multiple of the group first; dims they leave whole
  * are sliced back to their size.  Returns 0 when no axis can move. */
-static int move_some_axes(Part *p, Piece *x, const Sharding *to) {
+static int move_some_axes(Part *p, Piece *x, const Sharding *to, int regather) {
     uint32_t moving = 0;
     for (int a = 0; a < p->m->naxes; a++)
         if (x->sh.dim[a] >= 0 && to->dim[a] >= 0 && x->sh.dim[a] != to->dim[a])
             moving |= 1u << a;
-    moving = movable(p->m, x, to, moving);
+    moving = movable(p->m, x, to, moving, regather);
     if (!moving)
         return 0;
     AxisMove mv;
@@ -364,7 +383,7 @@ static int move_some_axes(Part *p, Piece *x, const Sharding *to) {
         /* The blocks in front would pass the rank limit: one axis this time. */
         uint32_t one = 0;
         for (int i = 0; i < mv.naxes && !one; i++)
-            one = movable(p->m, x, to, 1u << mv.axes[i]);
+            one = movable(p->m, x, to, 1u << mv.axes[i], regather);
         if (!one)
             return 0;
         plan_move(x, to, one, &mv);
@@ -380,6 +399,11 @@ static int move_some_axes(Part *p, Piece *x, const Sharding *to) {
         v = pad_zeros(p, v, d, 0, (len + k - 1) / k * k - len);
     }
     v = all_to_all_moving(p, v, &mv, rank);
+    for (int d = 0; d < rank; d++) {
+        int had[MAX_AXES], nh = sharding_dim_axes(&x->sh, d, had);
+        if (mv.nleave[d] && !nests_after(p->m, &x->global, &x->sh, d, nh - mv.nleave[d]))
+            v = gather_rest(p, v, &sh, d);
+    }
     Shape want = shape_local(p->m, &x->global, &sh), local = p->dst->insts[v].type;
     if (!shape_eq(&want, &local)) {          /* a dim left whole: trim its padding off the end */
         int64_t bounds[2 * MAX_RANK];
@@ -395,8 +419,8 @@ static int move_some_axes(Part *p, Piece *x, const Sharding *to) {
  * one axis and takes another): all-to-alls until no axis can move.  Each
  * moves axes to their target dims for good, so there are at most as many
  * rounds as axes. */
-static void move_axes(Part *p, Piece *x, const Sharding *to) {
-    while (move_some_axes(p, x, to))
+static void move_axes(Part *p, Piece *x, const Sharding *to, int regather) {
+    while (move_some_axes(p, x, to, regather))
         ;
 }
 
@@ -506,14 +530,17 @@ static void warn_replicated_whole(Part *p) {
 /* ---- the fixed recipe ---- */
 
 /* Partial sums reduced, axes moved by all-to-alls, the axes the target
- * drops gathered, those it adds sliced.  When that passes through the
+ * drops gathered, those it adds sliced (with `regather`, axes also move
+ * out of uneven dims whose blocks do not nest, which are then gathered
+ * whole: an all-to-all and a smaller gather instead of a larger gather).
+ * When that passes through the
  * whole value (a split value gathered whole on every device), *whole is
  * that value; else whole->v is -1. */
-static void recipe(Part *p, Piece *x, const Sharding *to, Piece *whole) {
+static void recipe(Part *p, Piece *x, const Sharding *to, Piece *whole, int regather) {
     int was_split = !sharding_is_replicated(&x->sh) && !has_partial(&x->sh);
     whole->v = -1;
     resolve_partial(p, x, to);
-    move_axes(p, x, to);
+    move_axes(p, x, to, regather);
     /* Keep on each dim the longest prefix of axes the target also has. */
     for (int d = 0; d < x->global.rank; d++) {
         int have[MAX_AXES], want[MAX_AXES];
@@ -655,12 +682,14 @@ static void permute_to(Part *p, Piece *x, const Sharding *to) {
 /* ---- the planner ---- */
 
 /* The ways a reshard is tried (docs/partitioning.md, "The reshard
- * planner"): the fixed recipe; the recipe to a relabeling of the target,
- * then a collective-permute; every axis gathered, then sliced.  Each is
+ * planner"): the fixed recipe; the recipe regathering uneven dims axes
+ * leave (when the value splits one); the recipe to a relabeling of the
+ * target, then a collective-permute; every axis gathered, then sliced.
+ * Each is
  * emitted, weighed by the bytes its collectives send per device (then
  * their number) and taken back; the cheapest, the first of equals, is
  * emitted again.  A few tries per reshard, each linear in the rank. */
-typedef enum { PLAN_RECIPE, PLAN_PERMUTE, PLAN_WHOLE, NPLANS } PlanKind;
+typedef enum { PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, NPLANS } PlanKind;
 typedef struct {
     int ok;
     Sharding mid;                /* PLAN_PERMUTE: the relabeling of the target reached first */
@@ -670,22 +699,31 @@ typedef struct {
 
 static void run_plan(Part *p, PlanKind kind, const Candidate *c, Piece *x, const Sharding *to, Piece *whole) {
     switch (kind) {
-    case PLAN_RECIPE: recipe(p, x, to, whole); return;
+    case PLAN_RECIPE: recipe(p, x, to, whole, 0); return;
+    case PLAN_REGATHER: recipe(p, x, to, whole, 1); return;
     case PLAN_PERMUTE:
-        recipe(p, x, &c->mid, whole);
+        recipe(p, x, &c->mid, whole, 0);
         permute_to(p, x, to);
         return;
     case PLAN_WHOLE: {
         Sharding rep = sharding_replicated();
         int was_split = !has_partial(&x->sh);
-        recipe(p, x, &rep, whole);
+        recipe(p, x, &rep, whole, 0);
         if (was_split && !sharding_is_replicated(to))
             *whole = *x;
-        recipe(p, x, to, &(Piece){0});
+        recipe(p, x, to, &(Piece){0}, 0);
         return;
     }
     case NPLANS: return;
     }
+}
+
+/* Does sh split an uneven dim (where regathering can differ from the recipe)? */
+static int uneven_split(const Module *m, const Shape *global, const Sharding *sh) {
+    for (int d = 0; d < global->rank; d++)
+        if (!dim_is_even(m, global, sh, d))
+            return 1;
+    return 0;
 }
 
 /* Emit the plan, count what it sends, take it back. */
@@ -716,6 +754,7 @@ static const char *candidates_note(Part *p, const Candidate *c, int chosen, cons
         if (!c[k].ok)
             continue;
         const char *name = k == PLAN_RECIPE ? "direct"
+                         : k == PLAN_REGATHER ? "regather"
                          : k == PLAN_WHOLE ? "whole"
                          : arena_printf(arena, "via %s + collective-permute", sharding_text(p, &from->global, &c[k].mid));
         text = arena_printf(arena, "%s%s %s %lld bytes in %d collective%s%s", text, k ? ";" : "", name,
@@ -744,6 +783,7 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
     Sharding reduced = sharding_without(&x.sh, partial_axes(&x.sh), SH_REPLICATED);
     c[PLAN_PERMUTE].ok = !has_partial(to) && relabel_near(p->m, &x.global, &reduced, to, &c[PLAN_PERMUTE].mid);
     c[PLAN_WHOLE].ok = !sharding_is_replicated(&reduced) && !sharding_is_replicated(to);
+    c[PLAN_REGATHER].ok = uneven_split(p->m, &x.global, &reduced);
     int chosen = PLAN_RECIPE;
     for (int k = 0; k < NPLANS; k++) {
         if (!c[k].ok)

@@ -811,7 +811,8 @@ for _fn, _dt, _shape in (("uneven_move", "f32", (7, 31, 16)), ("uneven_back", "f
                          ("one_dim", "f32", (10, 6)), ("reordered", "f32", (12, 4)), ("in_turn", "f32", (12, 10, 6)),
                          ("two_into_one", "f32", (6, 8, 10)), ("one_into_two", "f32", (8, 6, 4)),
                          ("ints", "i32", (7, 5, 3)), ("swap_order", "f32", (12, 5)), ("swap_dims", "f32", (8, 6)),
-                         ("subgroup", "f32", (16, 12)), ("nest_merge", "f32", (4, 15, 15))):
+                         ("subgroup", "f32", (16, 12)), ("nest_merge", "f32", (4, 15, 15)),
+                         ("regather", "f32", (7, 6))):
     case("reshard_moves." + _fn, _moves, _fn, reshard_of(_dt, *_shape), exact=True, codegen=VARIANT_MESHES)
 case("reshard_moves.scaled", _moves, "scaled", scaled, exact=True, codegen=VARIANT_MESHES)
 
@@ -1518,7 +1519,8 @@ case("concat_split.join", golden("concat_split.tdsl"), "join", join, exact=True)
 
 
 # The reshard planner (reshard_planner.tdsl): also on 2x2x2, where Z splits.
-for _fn, _shape in (("subgroup", (64, 64)), ("swap_order", (16,)), ("merge_right", (4, 15, 4, 15))):
+for _fn, _shape in (("subgroup", (64, 64)), ("swap_order", (16,)), ("merge_right", (4, 15, 4, 15)),
+                    ("nofull", (6, 32, 4))):
     case("reshard_planner." + _fn, golden("reshard_planner.tdsl"), _fn, same(*_shape), exact=True,
          interp=[None, (2, 2, 2), (2, 1, 2), (3, 2, 2)], codegen=VARIANT_MESHES)
 
