@@ -123,6 +123,7 @@ static int compile(Compilation *c, const char *path, const char *text, size_t le
         return FRONTEND_USAGE_ERROR;
     module_init(&c->module, &c->arena, &c->syms);
     c->module.device_memory = mesh ? mesh->device_memory : 0;
+    c->module.reshard_candidates = mesh && mesh->reshard_candidates;
     if (sema_program(&c->module, &c->diag, &c->ast, &ov) != 0)
         return FRONTEND_USER_ERROR;
     for (int i = 0; marks && i < marks->n; i++)

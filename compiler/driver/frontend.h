@@ -15,6 +15,7 @@ typedef struct {
     double const_value[MAX_CONST_OVERRIDES];
     uint8_t const_is_int[MAX_CONST_OVERRIDES];
     int64_t device_memory;      /* --device-memory in bytes, 0: unlimited (Module.device_memory) */
+    int reshard_candidates;     /* --reshard-candidates (Module.reshard_candidates) */
 } MeshFlag;                     /* --mesh A=4,B=2 as written, and the other flags that change the program */
 
 typedef struct {

@@ -199,6 +199,10 @@ static int parse_args(int argc, char **argv, Options *o) {
         snprintf(name, sizeof name, "%s", s->name);
         if (!s->arg && eq)
             return usage_error("%s takes no value", name);
+        if (s->id == OPT_RESHARD_CANDIDATES) {
+            o->mesh.reshard_candidates = 1;
+            continue;
+        }
         if (s->id == OPT_CHECK || s->id == OPT_CAST || s->id == OPT_NO_CACHE) {
             *(s->id == OPT_CHECK ? &o->check : s->id == OPT_CAST ? &o->cast : &o->no_cache) = 1;
             continue;

@@ -99,6 +99,9 @@ const OptionSpec shardc_options[] = {
     {OPT_CHECK, "--check", NULL, CMD_RUN,
      "with run: also run the function unpartitioned on one device and\n"
      "print the largest absolute and relative error", NULL},
+    {OPT_RESHARD_CANDIDATES, "--reshard-candidates", NULL, CMD_DUMP,
+     "with dump --stage partitioned: print after each reshard the plans\n"
+     "weighed for it and the bytes each sends per device", NULL},
     {OPT_NO_CACHE, "--no-cache", NULL, CMD_BUILD | CMD_RUN,
      "with build and run: neither use nor fill the build cache", NULL},
     {OPT_STEPS, "--steps", "N", CMD_RUN,

@@ -205,6 +205,9 @@ typedef struct {
      * partitioner avoids a lowering whose peak exceeds it when another fits
      * (docs/partitioning.md, "Gathers"). */
     int64_t device_memory;
+    /* Note on each reshard the plans weighed and their bytes
+     * (--reshard-candidates; docs/partitioning.md, "The reshard planner"). */
+    int reshard_candidates;
 } Module;
 
 void module_init(Module *m, Arena *arena, Symtab *syms);

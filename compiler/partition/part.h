@@ -103,6 +103,10 @@ int splat(Part *p, double value, const Shape *s);
  * when both are 0 or less). */
 int pad_zeros(Part *p, int x, int dim, int64_t before, int64_t after);
 const char *inst_name(Part *p);
+/* partition.c: print `note` after dst instruction v (Fn.notes). */
+void add_note(Module *m, Fn *fn, int v, const char *note);
+/* The sharding of a value of shape s as the dump prints it ("{X,_}"). */
+const char *sharding_text(Part *p, const Shape *s, const Sharding *sh);
 int mask_padding(Part *p, Piece x, int d, Reducer reducer);
 
 /* report.c: the least bytes per device a move needs (docs/partitioning.md,

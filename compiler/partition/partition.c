@@ -192,7 +192,7 @@ void plan_without(Plan *pl, uint32_t axes) {
 /* ---- a gather from a table split along the gathered dim ---- */
 
 /* A comment the dump prints after instruction v of fn: a choice and its cost. */
-static void add_note(Module *m, Fn *fn, int v, const char *note) {
+void add_note(Module *m, Fn *fn, int v, const char *note) {
     *VEC_PUSH(m->arena, fn->notes, fn->nnotes, fn->notes_cap) = note;
     fn->insts[v].note = fn->nnotes;
 }
@@ -258,7 +258,37 @@ static uint32_t absorbed_partials(Plan *pl, const Inst *in, const Piece *args) {
     return a0 | a1;
 }
 
-static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
+/* The result sharding the operands' own splits give, operand `first`'s
+ * before the other's: each result dim takes the axes its factor has in
+ * that operand, unless an earlier dim took them. */
+static Sharding operands_result_sharding(const Rule *r, const Inst *in, const Piece *args, int first) {
+    Sharding sh = sharding_replicated();
+    uint32_t used = 0;
+    int t = in->nargs;
+    for (int pass = 0; pass < t; pass++) {
+        int i = (first + pass) % t;
+        for (int d = 0; d < r->rank[t]; d++) {
+            int f = r->ndf[t][d] == 1 ? r->f[t][d][0] : -1, pos = 0, taken[MAX_AXES];
+            if (f < 0 || sharding_dim_axes(&sh, d, taken))
+                continue;
+            for (int e = 0; e < r->rank[i] && !pos; e++) {
+                int axes[MAX_AXES], n = r->ndf[i][e] == 1 && r->f[i][e][0] == f ? sharding_dim_axes(&args[i].sh, e, axes)
+                                                                                : 0;
+                for (int k = 0; k < n && !(used >> axes[k] & 1); k++) {
+                    sh.dim[axes[k]] = (int8_t)d;
+                    sh.pos[axes[k]] = (uint8_t)pos++;
+                    used |= 1u << axes[k];
+                }
+            }
+        }
+    }
+    return sh;
+}
+
+/* The op on local blocks, its factors split as its result's sharding asks
+ * (from_operands 0), or for a dot as operand from_operands - 1's splits
+ * and then the other's give (lower_dot). */
+static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule, int from_operands) {
     const Fn *src = p->src;
     Mark before = mark(p);
     Plan pl;
@@ -269,7 +299,8 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     for (int i = 0; i < in->nargs; i++)
         args[i] = p->value[ir_arg(src, in, i)];
     plan_summed(p, &pl, in, args);
-    plan_result_axes(&pl, in->nargs, &in->sh);
+    Sharding result = from_operands ? operands_result_sharding(rule, in, args, from_operands - 1) : in->sh;
+    plan_result_axes(&pl, in->nargs, &result);
     const char *note = NULL;
     int kept[MAX_AXES], nkept = in->op == OP_GATHER ? masked_gather_axes(p, in, &pl, kept, &note) : 0;
     uint32_t absorbed = in->op == OP_DOT || in->op == OP_ADD ? absorbed_partials(&pl, in, args) : 0;
@@ -335,6 +366,73 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     return (Piece){v, out, in->type, p->place};
 }
 
+/* Bring src value v (instruction in) to its own sharding, reducing any
+ * partial sums (unless its dot takes them). */
+static Piece to_own_sharding(Part *p, const Inst *in, int v, Piece out) {
+    if (!keeps_partial(p, v, &out) && !add_keeps_partial(p, v, &out))
+        out = reshard(p, out, &in->sh);
+    return out;
+}
+
+/* Bytes the collectives emitted since mark k send per device. */
+static int64_t bytes_since(const Part *p, Mark k) {
+    int64_t bytes = 0;
+    for (int v = k.ninsts; v < p->dst->ninsts; v++) {
+        int64_t b = collective_bytes(p->m, p->dst, &p->dst->insts[v]);
+        bytes = bytes > INT64_MAX - b ? INT64_MAX : bytes + b;
+    }
+    return bytes;
+}
+
+/* A dot by cost, as XLA's dot handler weighs its alternatives: its factors
+ * split as its result's sharding asks (operands resharded to it), or as
+ * one operand's splits and then the other's give (the operands' conflicts
+ * gathered, the result resharded after: one all-to-all of the result
+ * instead of all-to-alls of both operands).  Each distinct plan is tried
+ * silently and taken back; the one that sends the fewest bytes per device
+ * in all is emitted, the first of equals (the result's first). */
+static Piece lower_dot(Part *p, const Inst *in, int v, const Rule *rule) {
+    Piece args[2] = {p->value[ir_arg(p->src, in, 0)], p->value[ir_arg(p->src, in, 1)]};
+    Sharding plan[3] = {in->sh, operands_result_sharding(rule, in, args, 0), operands_result_sharding(rule, in, args, 1)};
+    int distinct[3] = {1, 0, 0}, n = 1, best = 0;
+    int64_t bytes[3] = {0};
+    for (int k = 1; k < 3; k++) {
+        distinct[k] = 1;
+        for (int j = 0; j < k; j++)
+            distinct[k] &= !same_split(&plan[k], &plan[j], in->type.rank);
+        n += distinct[k];
+    }
+    if (n > 1) {
+        Mark before = mark(p);
+        Diag *diag = p->diag, quiet = *diag;
+        quiet.out = NULL;            /* the tries warn once, when redone */
+        p->diag = &quiet;
+        for (int k = 0; k < 3; k++) {
+            if (!distinct[k])
+                continue;
+            to_own_sharding(p, in, v, lower_with_rule(p, in, rule, k));
+            bytes[k] = bytes_since(p, before);
+            rollback(p, before);
+            best = bytes[k] < bytes[best] ? k : best;
+        }
+        p->diag = diag;
+    }
+    Mark before = mark(p);
+    Piece out = to_own_sharding(p, in, v, lower_with_rule(p, in, rule, best));
+    if (n > 1 && p->m->reshard_candidates) {
+        static const char *const by[3] = {"the result's sharding", "the lhs's splits", "the rhs's splits"};
+        const char *note = "dot planned by";
+        for (int k = 0; k < 3; k++)
+            if (distinct[k])
+                note = arena_printf(p->m->arena, "%s%s %s: %lld bytes%s", note, k ? ";" : "", by[k],
+                                    (long long)bytes[k], k == best ? " (chosen)" : "");
+        for (int u = before.ninsts; u < p->dst->ninsts; u++)
+            if (p->dst->insts[u].op == OP_DOT && !p->dst->insts[u].note)
+                add_note(p->m, p->dst, u, note);
+    }
+    return out;
+}
+
 /* Would the local op compute the right blocks?  Not when a dim whose
  * extent changes (a slice, roll or concat dim) is split, when a reshape
  * cuts through a split, or when an op sums over padded blocks.  Only the
@@ -383,7 +481,7 @@ static Piece lower_iota(Part *p, const Inst *in) {
 
 /* ---- calls ---- */
 
-static const char *sharding_text(Part *p, const Shape *s, const Sharding *sh) {
+const char *sharding_text(Part *p, const Shape *s, const Sharding *sh) {
     char *text = NULL;
     size_t n = 0;
     FILE *o = open_memstream(&text, &n);
@@ -539,14 +637,15 @@ static void lower_placed(Part *p, int v) {
             (in->op == OP_CUMSUM && lower_split_cumsum(p, in, &out)) ||
             (in->op == OP_SCATTER && lower_scatter(p, in, &out)))
             break;
+        if (in->op == OP_DOT && op_rule(p->src, in, &rule) && local_op_is_exact(p->m, in, &rule)) {
+            out = lower_dot(p, in, v, &rule);
+            break;
+        }
         if (op_rule(p->src, in, &rule) && local_op_is_exact(p->m, in, &rule))
-            out = lower_with_rule(p, in, &rule);
+            out = lower_with_rule(p, in, &rule, 0);
         else
             out = lower_replicated(p, in, 1);
-        /* Bring the value to its own sharding, reducing any partial sums
-         * (unless its dot takes them). */
-        if (!keeps_partial(p, v, &out) && !add_keeps_partial(p, v, &out))
-            out = reshard(p, out, &in->sh);
+        out = to_own_sharding(p, in, v, out);
         break;
     }
     if (out.v >= first_new)      /* an op that moved nothing keeps its operand's name */

@@ -1,13 +1,14 @@
 /* Resharding: turn a block of a value sharded one way into the block the
- * same value has sharded another way, with the fewest collectives:
+ * same value has sharded another way.  A planner (below) weighs a few
+ * plans by the bytes they send per device; the base one, the recipe:
  *   partial sums      -> reduce-scatter onto the dim the target splits, else all-reduce;
  *   axes that move from one dim to another -> one all-to-all over all of them;
  *   axes the target drops -> all-gather (then trim the padding of uneven dims);
  *   axes the target adds  -> dynamic-slice at the device's block, no communication.
  * Uneven dims (padded blocks) are regathered whole before they are split
- * again, because their padded blocks do not nest; an axis moves between
- * uneven dims only when one is left whole and the other was whole (padded
- * before the all-to-all, trimmed after).  Each function caches its
+ * again where their padded blocks do not nest; an axis moves between
+ * uneven dims where they nest, or when one is left whole and the other was
+ * whole (padded before the all-to-all, trimmed after).  Each function caches its
  * reshards (Part.reshards): the same block resharded the same way again
  * reuses the first result, so a value is gathered once per target. */
 #include "part.h"
@@ -50,6 +51,23 @@ static int64_t axes_product(const Module *m, const int *axes, int n) {
 int dim_is_even(const Module *m, const Shape *global, const Sharding *sh, int d) {
     int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
     return global->dims[d] % axes_product(m, axes, n) == 0;
+}
+
+/* Do the padded blocks of a dim of n split into `outer` blocks cut exactly
+ * into `inner` blocks each of the dim split into outer * inner?  Then an
+ * axis can join or leave the minor end of the dim by local cuts and
+ * concats (15 over 2 and over 8: 8 = 4 * 2).  A whole dim (outer 1) always
+ * can: it is padded first or trimmed after. */
+static int blocks_nest(int64_t n, int64_t outer, int64_t inner) {
+    int64_t all = outer * inner;
+    return outer == 1 || (n + outer - 1) / outer == inner * ((n + all - 1) / all);
+}
+
+/* Do the blocks of dim d under sh, past its first `keep` axes, nest? */
+static int nests_after(const Module *m, const Shape *global, const Sharding *sh, int d, int keep) {
+    int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
+    int64_t outer = axes_product(m, axes, keep < n ? keep : n);
+    return blocks_nest(global->dims[d], outer, axes_product(m, axes, n) / outer);
 }
 
 /* The device's index over `axes`, major first, as an i32 scalar. */
@@ -145,18 +163,10 @@ static void resolve_partial(Part *p, Piece *x, const Sharding *to) {
         if (!in_scatter)
             rest[nr++] = partial[i];
     }
+    /* The reduce-scatter goes first: the all-reduce over the other partial
+     * axes then sums a block 1/k as large (reduce-scatter then all-reduce,
+     * as XLA does for a partially sliced contraction). */
     Sharding sh = x->sh;
-    for (int i = 0; i < np; i++)
-        sh.dim[partial[i]] = SH_REPLICATED;
-    if (nr) {
-        int64_t attrs[1 + MAX_AXES] = {x->sh.reducer};
-        for (int i = 0; i < nr; i++)
-            attrs[1 + i] = rest[i];
-        Sharding mid = sh;
-        for (int i = 0; i < ns; i++)
-            mid.dim[scatter[i]] = SH_PARTIAL;
-        set_sharding(p, x, emit_local(p, OP_ALL_REDUCE, (int32_t[]){x->v}, 1, attrs, 1 + nr, NULL), &mid);
-    }
     if (ns) {
         int64_t attrs[2 + MAX_AXES] = {x->sh.reducer, dim};
         for (int i = 0; i < ns; i++) {
@@ -164,6 +174,14 @@ static void resolve_partial(Part *p, Piece *x, const Sharding *to) {
             add_axis(&sh, scatter[i], dim);
         }
         set_sharding(p, x, emit_local(p, OP_REDUCE_SCATTER, (int32_t[]){x->v}, 1, attrs, 2 + ns, NULL), &sh);
+    }
+    for (int i = 0; i < nr; i++)
+        sh.dim[rest[i]] = SH_REPLICATED;
+    if (nr) {
+        int64_t attrs[1 + MAX_AXES] = {x->sh.reducer};
+        for (int i = 0; i < nr; i++)
+            attrs[1 + i] = rest[i];
+        set_sharding(p, x, emit_local(p, OP_ALL_REDUCE, (int32_t[]){x->v}, 1, attrs, 1 + nr, NULL), &sh);
     }
     x->sh = sh;
 }
@@ -187,8 +205,10 @@ typedef struct {
  * want it right after them or after other arriving axes.  Uneven dims move
  * only whole, because their padded blocks do not nest: the dim left loses
  * all its axes (its padding is then sliced off the end) and the dim joined
- * had none and gets all the target's (it is padded with zeros first). */
-static uint32_t movable(const Module *m, const Piece *x, const Sharding *to, uint32_t moving) {
+ * had none and gets all the target's (it is padded with zeros first).
+ * With `regather`, axes also leave a dim whose blocks do not nest, which
+ * then gathers its other axes whole (move_some_axes). */
+static uint32_t movable(const Module *m, const Piece *x, const Sharding *to, uint32_t moving, int regather) {
     for (uint32_t before = 0; before != moving;) {
         before = moving;
         for (int d = 0; d < x->global.rank; d++) {
@@ -203,7 +223,7 @@ static uint32_t movable(const Module *m, const Piece *x, const Sharding *to, uin
                 else
                     nleave++;
             }
-            if (nleave && nleave < nh && !dim_is_even(m, &x->global, &x->sh, d))
+            if (nleave && !regather && !nests_after(m, &x->global, &x->sh, d, nh - nleave))
                 for (int i = 0; i < nh; i++)
                     moving &= ~(1u << have[i]);
             /* arriving: right after the axes d keeps, in the target's order */
@@ -215,10 +235,12 @@ static uint32_t movable(const Module *m, const Piece *x, const Sharding *to, uin
                     narrive++;
             if (!narrive)
                 continue;
+            /* The blocks must nest from the axes kept to those arriving, and
+             * from there to the target's (which later steps add). */
             Sharding after = x->sh;
             for (int i = nh; i < nh + narrive; i++)
                 after.dim[want[i]] = (int8_t)d, after.pos[want[i]] = (uint8_t)i;
-            if (!dim_is_even(m, &x->global, &after, d) && (nh || narrive < nw))
+            if (!nests_after(m, &x->global, &after, d, nh) || !nests_after(m, &x->global, to, d, nh + narrive))
                 for (int i = nh; i < nw; i++)
                     moving &= ~(1u << want[i]);
         }
@@ -326,17 +348,33 @@ static int all_to_all_moving(Part *p, int x, const AxisMove *mv, int rank) {
     return reshape_to(p, regroup(p, y, split, perm, n), merged, rank);
 }
 
+/* After axes left dim d of local block v, whose blocks do not nest (each
+ * device holds a block of the dim padded to whole blocks of all its old
+ * axes, not of those left): gather the others too, so the dim is whole
+ * (its padding at the end, trimmed with the rest of the move). */
+static int gather_rest(Part *p, int v, Sharding *sh, int d) {
+    int rest[MAX_AXES], n = sharding_dim_axes(sh, d, rest);
+    if (!n)
+        return v;
+    int64_t attrs[1 + MAX_AXES] = {d};
+    for (int i = 0; i < n; i++) {
+        attrs[1 + i] = rest[i];
+        sh->dim[rest[i]] = SH_REPLICATED;
+    }
+    return emit_local(p, OP_ALL_GATHER, (int32_t[]){v}, 1, attrs, 1 + n, NULL);
+}
+
 /* Axes that can move from one dim to another now go in one all-to-all over
  * all of them (not one per axis: that sends (k - 1) / k of the block once,
  * where an all-to-all per axis sends about that much each time).  Dims they
  * join are padded to a multiple of the group first; dims they leave whole
  * are sliced back to their size.  Returns 0 when no axis can move. */
-static int move_some_axes(Part *p, Piece *x, const Sharding *to) {
+static int move_some_axes(Part *p, Piece *x, const Sharding *to, int regather) {
     uint32_t moving = 0;
     for (int a = 0; a < p->m->naxes; a++)
         if (x->sh.dim[a] >= 0 && to->dim[a] >= 0 && x->sh.dim[a] != to->dim[a])
             moving |= 1u << a;
-    moving = movable(p->m, x, to, moving);
+    moving = movable(p->m, x, to, moving, regather);
     if (!moving)
         return 0;
     AxisMove mv;
@@ -345,7 +383,7 @@ static int move_some_axes(Part *p, Piece *x, const Sharding *to) {
         /* The blocks in front would pass the rank limit: one axis this time. */
         uint32_t one = 0;
         for (int i = 0; i < mv.naxes && !one; i++)
-            one = movable(p->m, x, to, 1u << mv.axes[i]);
+            one = movable(p->m, x, to, 1u << mv.axes[i], regather);
         if (!one)
             return 0;
         plan_move(x, to, one, &mv);
@@ -361,6 +399,11 @@ static int move_some_axes(Part *p, Piece *x, const Sharding *to) {
         v = pad_zeros(p, v, d, 0, (len + k - 1) / k * k - len);
     }
     v = all_to_all_moving(p, v, &mv, rank);
+    for (int d = 0; d < rank; d++) {
+        int had[MAX_AXES], nh = sharding_dim_axes(&x->sh, d, had);
+        if (mv.nleave[d] && !nests_after(p->m, &x->global, &x->sh, d, nh - mv.nleave[d]))
+            v = gather_rest(p, v, &sh, d);
+    }
     Shape want = shape_local(p->m, &x->global, &sh), local = p->dst->insts[v].type;
     if (!shape_eq(&want, &local)) {          /* a dim left whole: trim its padding off the end */
         int64_t bounds[2 * MAX_RANK];
@@ -376,20 +419,20 @@ static int move_some_axes(Part *p, Piece *x, const Sharding *to) {
  * one axis and takes another): all-to-alls until no axis can move.  Each
  * moves axes to their target dims for good, so there are at most as many
  * rounds as axes. */
-static void move_axes(Part *p, Piece *x, const Sharding *to) {
-    while (move_some_axes(p, x, to))
+static void move_axes(Part *p, Piece *x, const Sharding *to, int regather) {
+    while (move_some_axes(p, x, to, regather))
         ;
 }
 
-/* Gather the axes of dim d past its first `keep`: all of them when the dim
- * is uneven, whose padded blocks only line up when whole. */
+/* Gather the axes of dim d past its first `keep`: all of them when the
+ * dim's padded blocks there do not nest (they only line up when whole). */
 static void gather_dim(Part *p, Piece *x, int d, int keep) {
     int have[MAX_AXES], nh = sharding_dim_axes(&x->sh, d, have);
-    int even = dim_is_even(p->m, &x->global, &x->sh, d);
     if (nh <= keep)
         return;
-    if (!even)
+    if (!nests_after(p->m, &x->global, &x->sh, d, keep))
         keep = 0;
+    int even = keep > 0 || dim_is_even(p->m, &x->global, &x->sh, d);
     int64_t attrs[1 + MAX_AXES] = {d};
     for (int i = keep; i < nh; i++)
         attrs[1 + i - keep] = have[i];
@@ -484,6 +527,243 @@ static void warn_replicated_whole(Part *p) {
     diag_report(p->diag, p->loc, "warning", "%s is replicated whole on every device to reshard it", inst_name(p));
 }
 
+/* ---- the fixed recipe ---- */
+
+/* Partial sums reduced, axes moved by all-to-alls, the axes the target
+ * drops gathered, those it adds sliced (with `regather`, axes also move
+ * out of uneven dims whose blocks do not nest, which are then gathered
+ * whole: an all-to-all and a smaller gather instead of a larger gather).
+ * When that passes through the
+ * whole value (a split value gathered whole on every device), *whole is
+ * that value; else whole->v is -1. */
+static void recipe(Part *p, Piece *x, const Sharding *to, Piece *whole, int regather) {
+    int was_split = !sharding_is_replicated(&x->sh) && !has_partial(&x->sh);
+    whole->v = -1;
+    resolve_partial(p, x, to);
+    move_axes(p, x, to, regather);
+    /* Keep on each dim the longest prefix of axes the target also has. */
+    for (int d = 0; d < x->global.rank; d++) {
+        int have[MAX_AXES], want[MAX_AXES];
+        int nh = sharding_dim_axes(&x->sh, d, have), nw = sharding_dim_axes(to, d, want), keep = 0;
+        while (keep < nh && keep < nw && have[keep] == want[keep] && to->dim[have[keep]] == d)
+            keep++;
+        if (keep < nw && !nests_after(p->m, &x->global, to, d, keep))
+            keep = 0;            /* an uneven split that does not nest is taken from the whole dim */
+        gather_dim(p, x, d, keep);
+    }
+    if (was_split && sharding_is_replicated(&x->sh) && !sharding_is_replicated(to))
+        *whole = *x;
+    for (int d = 0; d < x->global.rank; d++) {
+        int have[MAX_AXES], want[MAX_AXES];
+        int nh = sharding_dim_axes(&x->sh, d, have), nw = sharding_dim_axes(to, d, want);
+        if (nw > nh)
+            slice_dim(p, x, d, want + nh, nw - nh);
+    }
+}
+
+/* ---- collective-permutes: the same blocks on other devices ---- */
+
+/* The mesh axes sh splits dims by, as a mask. */
+static uint32_t split_axes(const Module *m, const Sharding *sh) {
+    uint32_t mask = 0;
+    for (int a = 0; a < m->naxes; a++)
+        if (sh->known && sh->dim[a] >= 0)
+            mask |= 1u << a;
+    return mask;
+}
+
+/* Of the axes in `pool` (mesh order), the first set, by bit pattern,
+ * whose sizes multiply to `want` (0: none); `prefer` first when it does. */
+static uint32_t axes_making(const Module *m, uint32_t pool, int64_t want, uint32_t prefer) {
+    int axes[MAX_AXES], n = 0;
+    for (int a = 0; a < m->naxes; a++)
+        if (pool >> a & 1)
+            axes[n++] = a;
+    uint32_t best = 0;
+    for (uint32_t set = 1; set < 1u << n && !best; set++) {
+        int64_t k = 1;
+        uint32_t mask = 0;
+        for (int i = 0; i < n; i++)
+            if (set >> i & 1)
+                k *= m->axis_size[axes[i]], mask |= 1u << axes[i];
+        if (k == want)
+            best = mask;
+    }
+    int64_t k = 1;
+    for (int a = 0; a < m->naxes; a++)
+        if (prefer >> a & 1)
+            k *= m->axis_size[a];
+    return prefer && (prefer & ~pool) == 0 && k == want ? prefer : best;
+}
+
+/* A relabeling of `to` close to `from`: each dim split into as many blocks
+ * as `to` splits it, over the axes `to` uses, keeping on each dim the
+ * longest prefix of from's axes that fits.  The recipe reaches it cheaply
+ * (an all-to-all in a subgroup instead of gathers) and one permute then
+ * hands every block to the device `to` gives it.  0 when there is none or
+ * it is `to` itself. */
+static int relabel_near(const Module *m, const Shape *global, const Sharding *from, const Sharding *to,
+                        Sharding *mid) {
+    uint32_t used = split_axes(m, to), placed = 0;
+    int64_t need[MAX_RANK];
+    *mid = *to;
+    for (int a = 0; a < MAX_AXES; a++)
+        mid->dim[a] = SH_REPLICATED;
+    for (int d = 0; d < global->rank; d++) {
+        int want[MAX_AXES], have[MAX_AXES];
+        int nw = sharding_dim_axes(to, d, want), nh = sharding_dim_axes(from, d, have);
+        need[d] = axes_product(m, want, nw);
+        for (int i = 0; i < nh && (used >> have[i] & 1) && need[d] % m->axis_size[have[i]] == 0; i++) {
+            add_axis(mid, have[i], d);
+            need[d] /= m->axis_size[have[i]];
+            placed |= 1u << have[i];
+        }
+    }
+    for (int d = 0; d < global->rank; d++) {
+        if (need[d] == 1)
+            continue;
+        uint32_t prefer = 0;
+        for (int a = 0; a < m->naxes; a++)
+            if (to->dim[a] == d && !(placed >> a & 1))
+                prefer |= 1u << a;
+        uint32_t set = axes_making(m, used & ~placed, need[d], prefer);
+        if (!set)
+            return 0;
+        for (int a = 0; a < m->naxes; a++)
+            if (set >> a & 1)
+                add_axis(mid, a, d);
+        placed |= set;
+    }
+    return placed == used && !same_split(mid, to, global->rank);
+}
+
+/* x, split like `to` over the same axes into as many blocks per dim, moved
+ * by one collective-permute over those axes to the devices `to` gives
+ * each block: device j (its coordinates over the axes) holds block b of
+ * each dim under x's sharding, which under `to` belongs to the device
+ * whose coordinates spell b. */
+static void permute_to(Part *p, Piece *x, const Sharding *to) {
+    const Module *m = p->m;
+    int axes[MAX_AXES], n = 0, rank = x->global.rank;
+    for (int a = 0; a < m->naxes; a++)
+        if (to->dim[a] >= 0)
+            axes[n++] = a;
+    int64_t k = axes_product(m, axes, n);
+    int64_t *attrs = arena_alloc(m->arena, sizeof(int64_t) * (size_t)(1 + n + 2 * k));
+    attrs[0] = n;
+    for (int i = 0; i < n; i++)
+        attrs[1 + i] = axes[i];
+    for (int64_t j = 0; j < k; j++) {
+        int64_t coord[MAX_AXES] = {0}, rest = j, target[MAX_AXES] = {0};
+        for (int i = n - 1; i >= 0; i--)
+            coord[axes[i]] = rest % m->axis_size[axes[i]], rest /= m->axis_size[axes[i]];
+        for (int d = 0; d < rank; d++) {
+            int have[MAX_AXES], want[MAX_AXES];
+            int nh = sharding_dim_axes(&x->sh, d, have), nw = sharding_dim_axes(to, d, want);
+            int64_t b = 0;
+            for (int i = 0; i < nh; i++)
+                b = b * m->axis_size[have[i]] + coord[have[i]];
+            for (int i = nw - 1; i >= 0; i--)
+                target[want[i]] = b % m->axis_size[want[i]], b /= m->axis_size[want[i]];
+        }
+        int64_t t = 0;
+        for (int i = 0; i < n; i++)
+            t = t * m->axis_size[axes[i]] + target[axes[i]];
+        attrs[1 + n + 2 * j] = j;
+        attrs[2 + n + 2 * j] = t;
+    }
+    Sharding sh = x->sh;
+    memcpy(sh.dim, to->dim, sizeof sh.dim);
+    memcpy(sh.pos, to->pos, sizeof sh.pos);
+    set_sharding(p, x, emit_local(p, OP_COLLECTIVE_PERMUTE, (int32_t[]){x->v}, 1, attrs, (int)(1 + n + 2 * k), NULL),
+                 &sh);
+}
+
+/* ---- the planner ---- */
+
+/* The ways a reshard is tried (docs/partitioning.md, "The reshard
+ * planner"): the fixed recipe; the recipe regathering uneven dims axes
+ * leave (when the value splits one); the recipe to a relabeling of the
+ * target, then a collective-permute; every axis gathered, then sliced.
+ * Each is
+ * emitted, weighed by the bytes its collectives send per device (then
+ * their number) and taken back; the cheapest, the first of equals, is
+ * emitted again.  A few tries per reshard, each linear in the rank. */
+typedef enum { PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, NPLANS } PlanKind;
+typedef struct {
+    int ok;
+    Sharding mid;                /* PLAN_PERMUTE: the relabeling of the target reached first */
+    int64_t bytes;
+    int ncollectives;
+} Candidate;
+
+static void run_plan(Part *p, PlanKind kind, const Candidate *c, Piece *x, const Sharding *to, Piece *whole) {
+    switch (kind) {
+    case PLAN_RECIPE: recipe(p, x, to, whole, 0); return;
+    case PLAN_REGATHER: recipe(p, x, to, whole, 1); return;
+    case PLAN_PERMUTE:
+        recipe(p, x, &c->mid, whole, 0);
+        permute_to(p, x, to);
+        return;
+    case PLAN_WHOLE: {
+        Sharding rep = sharding_replicated();
+        int was_split = !has_partial(&x->sh);
+        recipe(p, x, &rep, whole, 0);
+        if (was_split && !sharding_is_replicated(to))
+            *whole = *x;
+        recipe(p, x, to, &(Piece){0}, 0);
+        return;
+    }
+    case NPLANS: return;
+    }
+}
+
+/* Does sh split an uneven dim (where regathering can differ from the recipe)? */
+static int uneven_split(const Module *m, const Shape *global, const Sharding *sh) {
+    for (int d = 0; d < global->rank; d++)
+        if (!dim_is_even(m, global, sh, d))
+            return 1;
+    return 0;
+}
+
+/* Emit the plan, count what it sends, take it back. */
+static void weigh(Part *p, PlanKind kind, Candidate *c, Piece x, const Sharding *to) {
+    Fn *fn = p->dst;
+    int ninsts = fn->ninsts, nargs = fn->nargs, nints = fn->nints;
+    Piece whole;
+    run_plan(p, kind, c, &x, to, &whole);
+    c->bytes = 0;
+    c->ncollectives = 0;
+    for (int v = ninsts; v < fn->ninsts; v++)
+        if (op_is_collective(fn->insts[v].op)) {
+            int64_t b = collective_bytes(p->m, fn, &fn->insts[v]);
+            c->bytes = c->bytes > INT64_MAX - b ? INT64_MAX : c->bytes + b;
+            c->ncollectives++;
+        }
+    fn->ninsts = ninsts, fn->nargs = nargs, fn->nints = nints;
+}
+
+/* "reshard {X,(Y,Z)} -> {(Y,X),Z}, candidates: direct 14336 bytes in 2
+ * collectives; via {(X,Z),Y} + collective-permute 3072 bytes in 2
+ * collectives (chosen); whole 14336 bytes in 2 collectives" */
+static const char *candidates_note(Part *p, const Candidate *c, int chosen, const Piece *from, const Sharding *to) {
+    Arena *arena = p->m->arena;
+    const char *text = arena_printf(arena, "reshard %s -> %s, candidates:", sharding_text(p, &from->global, &from->sh),
+                                    sharding_text(p, &from->global, to));
+    for (int k = 0; k < NPLANS; k++) {
+        if (!c[k].ok)
+            continue;
+        const char *name = k == PLAN_RECIPE ? "direct"
+                         : k == PLAN_REGATHER ? "regather"
+                         : k == PLAN_WHOLE ? "whole"
+                         : arena_printf(arena, "via %s + collective-permute", sharding_text(p, &from->global, &c[k].mid));
+        text = arena_printf(arena, "%s%s %s %lld bytes in %d collective%s%s", text, k ? ";" : "", name,
+                            (long long)c[k].bytes, c[k].ncollectives, c[k].ncollectives == 1 ? "" : "s",
+                            k == chosen ? " (chosen)" : "");
+    }
+    return text;
+}
+
 /* A block resharded the same way twice is resharded once: the second
  * reader gets the first result (and the first warning, at its own place). */
 Piece reshard(Part *p, Piece x, const Sharding *to) {
@@ -499,36 +779,36 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
     }
     Piece from = x;
     int first = p->dst->ninsts;
-    int was_split = !sharding_is_replicated(&x.sh) && !has_partial(&x.sh);
-    resolve_partial(p, &x, to);
-    move_axes(p, &x, to);
-    /* Keep on each dim the longest prefix of axes the target also has. */
-    for (int d = 0; d < x.global.rank; d++) {
-        int have[MAX_AXES], want[MAX_AXES];
-        int nh = sharding_dim_axes(&x.sh, d, have), nw = sharding_dim_axes(to, d, want), keep = 0;
-        while (keep < nh && keep < nw && have[keep] == want[keep] && to->dim[have[keep]] == d)
-            keep++;
-        if (keep < nw && !dim_is_even(p->m, &x.global, to, d))
-            keep = 0;            /* an uneven split is taken from the whole dim */
-        gather_dim(p, &x, d, keep);
+    Candidate c[NPLANS] = {{.ok = 1}};
+    Sharding reduced = sharding_without(&x.sh, partial_axes(&x.sh), SH_REPLICATED);
+    c[PLAN_PERMUTE].ok = !has_partial(to) && relabel_near(p->m, &x.global, &reduced, to, &c[PLAN_PERMUTE].mid);
+    c[PLAN_WHOLE].ok = !sharding_is_replicated(&reduced) && !sharding_is_replicated(to);
+    c[PLAN_REGATHER].ok = uneven_split(p->m, &x.global, &reduced);
+    int chosen = PLAN_RECIPE;
+    for (int k = 0; k < NPLANS; k++) {
+        if (!c[k].ok)
+            continue;
+        weigh(p, (PlanKind)k, &c[k], x, to);
+        if (c[k].bytes < c[chosen].bytes ||
+            (c[k].bytes == c[chosen].bytes && c[k].ncollectives < c[chosen].ncollectives))
+            chosen = k;
     }
-    int warned = was_split && sharding_is_replicated(&x.sh) && !sharding_is_replicated(to);
+    Piece whole;
+    run_plan(p, (PlanKind)chosen, &c[chosen], &x, to, &whole);
+    int warned = whole.v >= 0;
     if (warned) {
         /* The whole value is on every device now: a later reshard of the
          * block to replicated reuses it too. */
         Sharding rep = sharding_replicated();
-        remember_reshard(p, &from, &rep, &x, 0);
+        remember_reshard(p, &from, &rep, &whole, 0);
         warn_replicated_whole(p);
     }
-    for (int d = 0; d < x.global.rank; d++) {
-        int have[MAX_AXES], want[MAX_AXES];
-        int nh = sharding_dim_axes(&x.sh, d, have), nw = sharding_dim_axes(to, d, want);
-        if (nw > nh)
-            slice_dim(p, &x, d, want + nh, nw - nh);
-    }
     remember_reshard(p, &from, to, &x, warned);
-    if (new_collectives(p, first))
+    if (new_collectives(p, first)) {
         note_move(p, first, from.v, MOVE_RESHARD, reshard_min_bytes(p, &from, to));
+        if (p->m->reshard_candidates)
+            add_note(p->m, p->dst, p->dst->ninsts - 1, candidates_note(p, c, chosen, &from, to));
+    }
     return x;
 }
 

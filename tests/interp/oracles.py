@@ -810,7 +810,9 @@ for _fn, _dt, _shape in (("uneven_move", "f32", (7, 31, 16)), ("uneven_back", "f
                          ("two_dims", "f32", (16, 16, 16, 16)), ("two_dims_uneven", "f32", (5, 7, 9, 3)),
                          ("one_dim", "f32", (10, 6)), ("reordered", "f32", (12, 4)), ("in_turn", "f32", (12, 10, 6)),
                          ("two_into_one", "f32", (6, 8, 10)), ("one_into_two", "f32", (8, 6, 4)),
-                         ("ints", "i32", (7, 5, 3))):
+                         ("ints", "i32", (7, 5, 3)), ("swap_order", "f32", (12, 5)), ("swap_dims", "f32", (8, 6)),
+                         ("subgroup", "f32", (16, 12)), ("nest_merge", "f32", (4, 15, 15)),
+                         ("regather", "f32", (7, 6))):
     case("reshard_moves." + _fn, _moves, _fn, reshard_of(_dt, *_shape), exact=True, codegen=VARIANT_MESHES)
 case("reshard_moves.scaled", _moves, "scaled", scaled, exact=True, codegen=VARIANT_MESHES)
 
@@ -1514,6 +1516,31 @@ def join(rng, m):
 
 
 case("concat_split.join", golden("concat_split.tdsl"), "join", join, exact=True)
+
+
+# The reshard planner (reshard_planner.tdsl): also on 2x2x2, where Z splits.
+for _fn, _shape in (("subgroup", (64, 64)), ("swap_order", (16,)), ("merge_right", (4, 15, 4, 15)),
+                    ("nofull", (6, 32, 4))):
+    case("reshard_planner." + _fn, golden("reshard_planner.tdsl"), _fn, same(*_shape), exact=True,
+         interp=[None, (2, 2, 2), (2, 1, 2), (3, 2, 2)], codegen=VARIANT_MESHES)
+
+
+def partially_sliced(rng, m):
+    l, r = normal(rng, 32, 64), normal(rng, 64, 128)
+    return {"l": l, "r": r}, [(d(l) @ d(r), "f32")]
+
+
+case("dot_reshard.partially_sliced (reduce-scatter, then all-reduce)", golden("dot_reshard.tdsl"),
+     "partially_sliced", partially_sliced)
+
+
+def batch_reshard(rng, m):
+    l, r = normal(rng, 4, 8, 24, 100), normal(rng, 4, 8, 32, 100)
+    return {"l": l, "r": r}, [(np.einsum("abik,abjk->abij", d(l), d(r)), "f32")]
+
+
+case("dot_reshard.batch_reshard (the rhs's splits, the result resharded)", golden("dot_reshard.tdsl"),
+     "batch_reshard", batch_reshard)
 
 
 def take_along_rows(n):
