@@ -95,8 +95,9 @@ $(BUILD)/tests/runtime/%: tests/runtime/%.c $(wildcard tests/runtime/*.h) $(BUIL
 
 runtime-tests: $(RT_TESTS)
 
-# The MPI backend's tests: test_collectives.c built for MPI, and mpi_fail.c.
-MPI_TESTS := $(BUILD)/tests/runtime/mpi/test_collectives $(BUILD)/tests/runtime/mpi/mpi_fail
+# The MPI backend's tests: test_collectives.c built for MPI, mpi_fail.c and mpi_stress.c.
+MPI_TESTS := $(BUILD)/tests/runtime/mpi/test_collectives $(BUILD)/tests/runtime/mpi/mpi_fail \
+             $(BUILD)/tests/runtime/mpi/mpi_stress
 
 $(BUILD)/tests/runtime/mpi/test_collectives: tests/runtime/test_collectives.c tests/runtime/tap.h $(BUILD)/libshardc_rt.a $(RT_MPI)
 	@mkdir -p $(dir $@)

@@ -312,6 +312,9 @@ static void run_case(const char *mesh_name, const sc_mesh *m, sc_axes axes) {
 #ifdef TEST_MPI
         sc_world *w = sc_mpi_create(m, &options, err, sizeof err);
         int rc = w ? sc_run(w, body, &c) : -1, all = rc;
+        if (w && rc)                            /* only process 0 prints to stdout: the first failure may be elsewhere */
+            fprintf(stderr, "# process %d, mesh %s over %s, %s: %s\n", sc_world_process(w), mesh_name, ax,
+                    sc_dtype_name((sc_dtype)t), sc_world_error(w));
         MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         rc = all;
         MPI_Allreduce(MPI_IN_PLACE, c.fails, NKIND * MAXDEV, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
