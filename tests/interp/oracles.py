@@ -2022,7 +2022,7 @@ def nested_spmd_np(nx, ny):
                 nxt = np.roll(acc, b // nx, axis=0)
                 acc = np.tanh(acc * w) * 0.5 + nxt * 0.25 + y_mean(acc, ny) * scale * 0.25
             top = np.tile(acc.reshape(nx, b // nx, f).max(axis=0), (nx, 1))  # pmax over X of the row blocks
-            acc = acc * 0.9 + top * 0.1
+            acc = y_mean(acc * 0.9 + top * 0.1, ny)
         return sq_sum(acc)
     return loss
 
