@@ -1999,16 +1999,21 @@ def grad_rnn_outer(rng, m):
     return with_grads(lambda **a: 0.5 * rnn_spmd_np(**a), rnn_spmd_inputs(rng, m), ["w1", "w2"])
 
 
-def fsdp_loop_np(x, ws):
-    h = x
-    for layer in range(ws.shape[0]):
-        h = np.tanh(h @ ws[layer]) * 0.5 + h * 0.5
-    return sq_sum(h)
+def fsdp_loop_np(ny):
+    def loss(x, ws):
+        total = 0.0
+        for k in range(ny):                                 # the devices along Y, each its own h
+            h = x
+            for layer in range(ws.shape[0]):
+                h = np.tanh(h @ ws[layer]) * 0.5 + h * (0.5 + k * 0.05)
+            total += sq_sum(h)
+        return total
+    return loss
 
 
 def grad_fsdp_loop(rng, m):
     b, dd = 2 * m["X"] ** 2, 2 * m["X"]
-    return with_grads(fsdp_loop_np, {"x": normal(rng, b, dd), "ws": normal(rng, 20, dd, dd) * np.float32(0.5)},
+    return with_grads(fsdp_loop_np(m["Y"]), {"x": normal(rng, b, dd), "ws": normal(rng, 20, dd, dd) * np.float32(0.5)},
                       ["ws", "x"])
 
 
