@@ -3,12 +3,12 @@
  * -> (carried..., read after...)`, lowered once whatever the trip count, and
  * the loop one OP_LOOP instruction that runs it trip-count times.
  *
- * The rule: a loop stays a loop when it runs more than UNROLL_MAX_TRIPS
- * times, its trip count times the statements of its body exceeds
- * UNROLL_MAX_STMTS (a tiny body is cheaper unrolled), it is not in an spmd
- * fn that a gradient differentiates (whose gradient runs it again, with no
- * global type for the values a kept loop would save: compiler/grad), and
- * its body lowers once for a run-time index:
+ * The rule, the same in an fn and an spmd fn, differentiated or not (a
+ * gradient goes through a kept loop as two loops: compiler/grad/loops.c):
+ * a loop stays a loop when it runs more than UNROLL_MAX_TRIPS times, its
+ * trip count times the statements of its body exceeds UNROLL_MAX_STMTS (a
+ * tiny body is cheaper unrolled), and its body lowers once for a run-time
+ * index:
  * every shape is the same in every iteration, each value carried to the next
  * iteration keeps its type, integer and number names are not reassigned, and
  * nothing is placed on a submesh.  Whether the body lowers is found by

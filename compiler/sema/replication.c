@@ -2,7 +2,9 @@
  * type splits no dim over axis A is declared the same on every device along
  * A, and this pass proves it.  A value varies along A when it depends on a
  * parameter split over A, on axis_index(A), or on a collective that leaves it
- * varying; psum and all_gather over A make it invariant again. */
+ * varying; psum and all_gather over A make it invariant again.  A loop's
+ * result varies along what its iterations leave it varying along
+ * (fn_variation, compiler/ir). */
 #include "sema.h"
 
 /* The value that made v differ along axis a: v, where it starts to

@@ -1963,19 +1963,25 @@ def y_mean(a, ny):
     return np.tile(a.reshape(a.shape[0], ny, a.shape[1] // ny).mean(axis=1), (1, ny))
 
 
-def ring_np(nx, ny):
+def ring_np(nx, ny, rounds):
     def loss(x, w):
         acc = x
-        for r in range(40):
+        for r in range(rounds):
             nxt = np.roll(acc, x.shape[0] // nx, axis=0)       # block k of X receives block k - 1's
             acc = np.tanh(acc * w * 0.5 + nxt * 0.25 + y_mean(acc, ny) * 0.125) + (r % 3) * 0.01
         return sq_sum(acc)
     return loss
 
 
+def grad_ring_rounds(rounds):
+    def make(rng, m):
+        b, f = 2 * m["X"] ** 2, 2 * m["Y"]
+        return with_grads(ring_np(m["X"], m["Y"], rounds), {"x": normal(rng, b, f), "w": normal(rng, f)}, ["x", "w"])
+    return make
+
+
 def grad_ring(rng, m):
-    b, f = 2 * m["X"] ** 2, 2 * m["Y"]
-    return with_grads(ring_np(m["X"], m["Y"]), {"x": normal(rng, b, f), "w": normal(rng, f)}, ["x", "w"])
+    return grad_ring_rounds(40)(rng, m)
 
 
 def rnn_spmd_np(h0, w1, w2, xs):
@@ -1985,14 +1991,20 @@ def rnn_spmd_np(h0, w1, w2, xs):
     return sq_sum(h)
 
 
-def rnn_spmd_inputs(rng, m):
+def rnn_spmd_inputs(rng, m, steps=40):
     b, dd, f = 2 * m["X"] ** 2, 2 * m["X"], 2 * m["Y"]
     return {"h0": normal(rng, b, dd), "w1": normal(rng, dd, f) * np.float32(0.5),
-            "w2": normal(rng, f, dd) * np.float32(0.5), "xs": normal(rng, 40, b, dd)}
+            "w2": normal(rng, f, dd) * np.float32(0.5), "xs": normal(rng, steps, b, dd)}
+
+
+def grad_rnn_steps(steps):
+    def make(rng, m):
+        return with_grads(rnn_spmd_np, rnn_spmd_inputs(rng, m, steps), ["w1", "w2", "h0", "xs"])
+    return make
 
 
 def grad_rnn(rng, m):
-    return with_grads(rnn_spmd_np, rnn_spmd_inputs(rng, m), ["w1", "w2", "h0", "xs"])
+    return grad_rnn_steps(40)(rng, m)
 
 
 def grad_rnn_outer(rng, m):
@@ -2041,6 +2053,12 @@ for _fn in (grad_dp, grad_tp, grad_fsdp, grad_chain, grad_pmax, grad_outer, grad
             grad_rnn_outer, grad_fsdp_loop, grad_nested):
     case("grad spmd " + _fn.__name__[5:], prog("grad_spmd.tdsl"), "g_" + _fn.__name__[5:], _fn,
          consts=grad_spmd_consts, scaled=True, interp=[None, (2, 4), (3, 1)])
+# The same two with T = 6, which unrolls: the kept loops' gradients and the
+# unrolled ones' against the same differences.
+case("grad spmd ring unrolled", prog("grad_spmd.tdsl"), "g_ring", grad_ring_rounds(6),
+     consts=lambda m: grad_spmd_consts(m) + ",T=6", scaled=True, interp=[None, (2, 4)], codegen=[3])
+case("grad spmd rnn unrolled", prog("grad_spmd.tdsl"), "g_rnn", grad_rnn_steps(6),
+     consts=lambda m: grad_spmd_consts(m) + ",T=6", scaled=True, interp=[None, (2, 4)], codegen=[3])
 
 
 # ---- training steps (samples/train_mlp.tdsl) ----
