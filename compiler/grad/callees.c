@@ -85,6 +85,19 @@ static int widen(Module *m, Backward *bk, int f, const uint8_t *by) {
     return grew;
 }
 
+/* Backward.varies_in and varies_out of body c of loop v of spmd fn f;
+ * *varies is f's variation, found at its first loop. */
+static void loop_varies(Module *m, Backward *bk, int f, int v, int c, uint32_t **varies) {
+    const Fn *fn = &m->fns[f], *b = &m->fns[c];
+    if (!*varies) {
+        *varies = arena_alloc(m->arena, sizeof(uint32_t) * (size_t)(fn->ninsts + 1));
+        fn_variation(m, fn, bk->varies_in[f], *varies);
+    }
+    bk->varies_in[c] = arena_alloc(m->arena, sizeof(uint32_t) * (size_t)(b->nparams + 1));
+    bk->varies_out[c] = arena_alloc(m->arena, sizeof(uint32_t) * (size_t)(b->nresults + 1));
+    loop_variation(m, fn, v, *varies, bk->varies_in[c], bk->varies_out[c]);
+}
+
 /* What each fn a gradient runs is differentiated with respect to (bk->wrt):
  * a grad's fn by its named parameters, a called fn by its float ones, a
  * loop body by what its loop's operands carry of those; a worklist, since
@@ -113,6 +126,7 @@ void add_backward_fns(Module *m, Diag *diag, Backward *bk) {
     while (top) {
         int f = stack[--top];
         queued[f] = 0;
+        uint32_t *varies = NULL;     /* f's, for its loops' bodies (Backward.varies_in) */
         for (int v = 0; v < m->fns[f].ninsts; v++) {
             const Inst *in = &m->fns[f].insts[v];
             int c = op_calls(in->op) ? (int)ir_attr(&m->fns[f], in, 0) : -1;
@@ -131,6 +145,8 @@ void add_backward_fns(Module *m, Diag *diag, Backward *bk) {
                     continue;
                 loop_of[c] = in;
                 loop_in[c] = f;
+                if (m->fns[f].spmd)
+                    loop_varies(m, bk, f, v, c, &varies);
             }
             if (widen(m, bk, c, by) && !queued[c])
                 queued[c] = 1, stack[top++] = c;
@@ -150,23 +166,35 @@ void add_backward_fns(Module *m, Diag *diag, Backward *bk) {
     }
 }
 
-/* The cotangent parameters of f's results, seeding the backward pass. */
+/* The cotangent parameters of f's results, seeding the backward pass.  In
+ * an spmd fn a result's cotangent is each device's share along the axes its
+ * caller takes it to differ along (its declared split, or a loop body's
+ * varies_out): summed over those along which the value is the same, since
+ * a value the same on every device along an axis takes the full cotangent. */
 static void seed_results(Grad *g, int first_param) {
     const Fn *src = g->src;
     const Inst *ret = &src->insts[src->ninsts - 1];
-    for (int i = 0; i < src->nresults; i++) {
-        g->v = src->ninsts - 1;
+    int32_t *ct = arena_alloc(g->m->arena, sizeof(int32_t) * (size_t)(src->nresults + 1));
+    g->v = src->ninsts - 1;
+    for (int i = 0; i < src->nresults; i++) {     /* consecutive: build_pair finds them */
         int64_t index = first_param + i;
-        int c = g_emit(g, OP_PARAMETER, NULL, 0, &index, 1, NULL);
+        int c = ct[i] = g_emit(g, OP_PARAMETER, NULL, 0, &index, 1, NULL);
         const char *name = src->nresults == 1 ? "ct" : arena_printf(g->m->arena, "ct%d", i);
         g->dst->insts[c].sym = sym_of(g->m, name);     /* the cotangent of result i */
         if (!src->spmd)
             g->dst->insts[c].sh = g->dst->params[index].sh;
+    }
+    for (int i = 0; i < src->nresults; i++) {
         int v = ir_arg(src, ret, i);
-        if (g->active[v]) {
-            g->v = v;
-            add_ct(g, v, c);
+        if (!g->active[v])
+            continue;
+        g->v = v;
+        if (g->varies) {
+            const uint32_t *out = g->bk->varies_out[src - g->m->fns];
+            uint32_t shared = sharding_split_axes(&src->results[i].sh) | (out ? out[i] : 0);
+            ct[i] = g_psum(g, ct[i], shared & ~g->varies[v]);
         }
+        add_ct(g, v, ct[i]);
     }
 }
 

@@ -219,7 +219,7 @@ Grad grad_begin(Module *m, Diag *diag, const Fn *src, Fn *dst, const Backward *b
         g.fwd_ct[v] = g.ct[v] = g.piece_head[v] = -1;
     if (src->spmd) {
         g.varies = arena_alloc(m->arena, sizeof(uint32_t) * n);
-        fn_variation(src, g.varies);
+        fn_variation(m, src, bk->varies_in[src - m->fns], g.varies);
     }
     return g;
 }
@@ -440,6 +440,8 @@ int grad_module(Module *m, Diag *diag, KeptCalls *kept) {
     bk.wrt = arena_alloc(m->arena, sizeof(uint8_t *) * (size_t)room);
     bk.loop = arena_alloc(m->arena, sizeof(LoopGrad *) * (size_t)room);
     bk.by_loop = arena_alloc(m->arena, (size_t)room);
+    bk.varies_in = arena_alloc(m->arena, sizeof(uint32_t *) * (size_t)room);
+    bk.varies_out = arena_alloc(m->arena, sizeof(uint32_t *) * (size_t)room);
     add_backward_fns(m, diag, &bk);       /* adds fns: m->fns may move, so first */
     build_backward_fns(m, diag, &bk);     /* callees first: a caller's needs its callees' signatures */
     for (int d = 0; d < nfns; d++)

@@ -34,13 +34,20 @@ typedef struct {
  * float one; a loop body's: its float carried values and the invariants
  * that depend on what the caller differentiates), NULL where none (a loop
  * whose operands depend on nothing differentiated has none).  loop:
- * per loop body, how its loop is differentiated, NULL where not. */
+ * per loop body, how its loop is differentiated, NULL where not.
+ * varies_in, varies_out: per loop body in an spmd fn, the axes its
+ * parameters and its results differ along in its loop (loop_variation:
+ * a carried value along what every iteration leaves it differing along).
+ * Each of their cotangents is each device's share along those axes: the
+ * caller's cotangent of the loop's operand or result, summed over the axes
+ * along which the body's value is the same (seed_results, loop_adjoint). */
 typedef struct {
     int32_t *vjp, *fwd, *bwd;
     KeptCalls *kept;             /* grad_module's, or NULL */
     uint8_t **wrt;
     LoopGrad **loop;
     uint8_t *by_loop;            /* a fn whose pair loops.c builds (a LoopGrad's body) */
+    uint32_t **varies_in, **varies_out;
 } Backward;
 
 /* Building one derived fn: the source's instructions are copied (the

@@ -140,8 +140,6 @@ LoopGrad *add_loop_fns(Module *m, Diag *diag, Backward *bk, int f, const Inst *l
     const Fn *fn = &m->fns[f];
     int b = inst_callee(fn, loop);
     int64_t trips = loop_trips(fn, loop);
-    if (fn->spmd)     /* sema unrolls them (sema/loop.c): an spmd fn's values have no global type to save */
-        diag_fatal(diag, loop->loc, "cannot differentiate a loop that stays a loop in an spmd fn");
     if (trips < 0)
         diag_fatal(diag, loop->loc, "cannot differentiate a loop whose trip count is known only at run time");
     const Inst *first = &fn->insts[ir_arg(fn, loop, 0)];
@@ -154,6 +152,8 @@ LoopGrad *add_loop_fns(Module *m, Diag *diag, Backward *bk, int f, const Inst *l
             lg->row[p] = 1, any = 1;
     lg->body = any ? row_body(m, b, lg->row) : b;
     bk->wrt[lg->body] = bk->wrt[b];
+    bk->varies_in[lg->body] = bk->varies_in[b];
+    bk->varies_out[lg->body] = bk->varies_out[b];
     bk->by_loop[lg->body] = 1;
     bk->fwd[lg->body] = add_fn(m, lg->body, "fwd");
     bk->bwd[lg->body] = add_fn(m, lg->body, "bwd");
@@ -556,6 +556,13 @@ void loop_adjoint(Grad *g, int c) {
         if (!wrt[q])
             continue;
         int64_t at = j++;
-        give(g, q, lb->nresults == 1 ? loop : g_emit(g, OP_GET_TUPLE_ELEMENT, (int32_t[]){loop}, 1, &at, 1, NULL));
+        int grad = lb->nresults == 1 ? loop : g_emit(g, OP_GET_TUPLE_ELEMENT, (int32_t[]){loop}, 1, &at, 1, NULL);
+        if (!g->varies) {
+            give(g, q, grad);
+            continue;
+        }
+        /* each device's share along what the body's parameter differs along */
+        uint32_t along = g->bk->varies_in[b][q] & ~g->varies[ir_arg(g->src, in, q)];
+        give_exact(g, q, g_psum(g, grad, along));
     }
 }

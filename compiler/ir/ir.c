@@ -140,14 +140,8 @@ int ir_emit(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
 uint32_t variation_rule(const Fn *fn, int v, uint32_t *keep) {
     const Inst *in = &fn->insts[v];
     *keep = ~0u;
-    uint32_t adds = 0;
-    if (in->op == OP_PARAMETER) {
-        const Sig *p = &fn->params[ir_attr(fn, in, 0)];
-        for (int a = 0; a < MAX_AXES; a++)
-            if (p->sh.dim[a] >= 0)
-                adds |= 1u << a;
-        return adds;
-    }
+    if (in->op == OP_PARAMETER)
+        return sharding_split_axes(&fn->params[ir_attr(fn, in, 0)].sh);
     if (op_info[in->op].at_axes < 0)
         return 0;
     int n;
@@ -155,18 +149,66 @@ uint32_t variation_rule(const Fn *fn, int v, uint32_t *keep) {
     uint32_t mask = 0;
     for (int i = 0; i < n; i++)
         mask |= 1u << axes[i];
-    if (op_info[in->op].flags & OPF_INVARIANT)
+    if (op_info[in->op].flags & OPF_INVARIANT) {
         *keep = ~mask;
-    else
-        adds = mask;
-    return adds;
+        return 0;
+    }
+    return mask;
 }
 
-void fn_variation(const Fn *fn, uint32_t *varies) {
+void loop_variation(const Module *m, const Fn *fn, int v, const uint32_t *varies, uint32_t *params,
+                    uint32_t *results) {
+    const Inst *in = &fn->insts[v];
+    const Fn *b = &m->fns[inst_callee(fn, in)];
+    const Inst *ret = &b->insts[b->ninsts - 1];
+    uint32_t *bv = arena_alloc(m->arena, sizeof(uint32_t) * (size_t)(b->ninsts + 1));
+    for (int p = 0; p < b->nparams; p++)
+        params[p] = p < in->nargs ? varies[ir_arg(fn, in, p)] : 0;
+    /* Each pass adds an axis to a carried value or ends: a carried value
+     * differs along what the iterations before leave it differing along. */
+    for (int grew = 1; grew;) {
+        fn_variation(m, b, params, bv);
+        grew = 0;
+        for (int k = 1; k <= b->loop_carried; k++) {
+            uint32_t r = bv[ir_arg(b, ret, k - 1)];
+            grew |= (r & ~params[k]) != 0;
+            params[k] |= r;
+        }
+    }
+    for (int i = 0; i < b->nresults; i++)
+        results[i] = i < b->loop_carried ? params[1 + i] : bv[ir_arg(b, ret, i)];
+}
+
+/* A loop's results, each its own (loop_variation); the loop's tuple
+ * differs along all of theirs. */
+static uint32_t loop_results(const Module *m, const Fn *fn, int v, const uint32_t *varies, uint32_t **of) {
+    const Fn *b = &m->fns[inst_callee(fn, &fn->insts[v])];
+    uint32_t *params = arena_alloc(m->arena, sizeof(uint32_t) * (size_t)(b->nparams + 1));
+    of[v] = arena_alloc(m->arena, sizeof(uint32_t) * (size_t)(b->nresults + 1));
+    loop_variation(m, fn, v, varies, params, of[v]);
+    uint32_t all = 0;
+    for (int i = 0; i < b->nresults; i++)
+        all |= of[v][i];
+    return all;
+}
+
+void fn_variation(const Module *m, const Fn *fn, const uint32_t *params, uint32_t *varies) {
+    uint32_t **loop_of = NULL;   /* a loop value -> its results' */
     for (int v = 0; v < fn->ninsts; v++) {
-        uint32_t keep, adds = variation_rule(fn, v, &keep);
         const Inst *in = &fn->insts[v];
-        varies[v] = adds;
+        const Inst *x = in->nargs ? &fn->insts[ir_arg(fn, in, 0)] : NULL;
+        if (in->op == OP_LOOP) {
+            if (!loop_of)
+                loop_of = arena_alloc(m->arena, sizeof(uint32_t *) * (size_t)fn->ninsts);
+            varies[v] = loop_results(m, fn, v, varies, loop_of);
+            continue;
+        }
+        if (in->op == OP_GET_TUPLE_ELEMENT && x->op == OP_LOOP) {
+            varies[v] = loop_of[ir_arg(fn, in, 0)][ir_attr(fn, in, 0)];
+            continue;
+        }
+        uint32_t keep, adds = variation_rule(fn, v, &keep);
+        varies[v] = adds | (in->op == OP_PARAMETER && params ? params[ir_attr(fn, in, 0)] : 0);
         for (int i = 0; i < in->nargs; i++)
             varies[v] |= varies[ir_arg(fn, in, i)] & keep;
     }
@@ -200,6 +242,14 @@ int sharding_is_replicated(const Sharding *sh) {
         if (sh->dim[a] != SH_REPLICATED)
             return 0;
     return 1;
+}
+
+uint32_t sharding_split_axes(const Sharding *sh) {
+    uint32_t axes = 0;
+    for (int a = 0; a < MAX_AXES; a++)
+        if (sh->dim[a] >= 0)
+            axes |= 1u << a;
+    return axes;
 }
 
 int sharding_eq(const Sharding *a, const Sharding *b) {

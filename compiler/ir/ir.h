@@ -260,10 +260,21 @@ int op_rule(const Fn *fn, const Inst *in, Rule *rule);
  * check): returns the mesh axes along which v starts to differ (a
  * parameter split over them, axis_index, a collective that leaves its
  * result different per device), and sets *keep to the axes along which it
- * differs wherever its operands differ (all but a psum's or all_gather's). */
+ * differs wherever its operands differ (all but a psum's or all_gather's).
+ * Not for a loop, whose results fn_variation finds from its body. */
 uint32_t variation_rule(const Fn *fn, int v, uint32_t *keep);
-/* The axes each value of spmd fn `fn` differs along, into varies[ninsts]. */
-void fn_variation(const Fn *fn, uint32_t *varies);
+/* The axes each value of spmd fn `fn` differs along, into varies[ninsts];
+ * parameter p differs along params[p] too (NULL: none; a loop body's are
+ * its loop's, loop_variation).  A loop's results differ along what their
+ * iterations leave them differing along, each its own. */
+void fn_variation(const Module *m, const Fn *fn, const uint32_t *params, uint32_t *varies);
+/* Of loop instruction v of fn, its values before v varying as varies[]:
+ * what its body's parameters differ along (params[nparams]: a carried
+ * value along what every iteration leaves it differing along, a fixed
+ * point) and its results (results[nresults]: a carried one as its
+ * parameter). */
+void loop_variation(const Module *m, const Fn *fn, int v, const uint32_t *varies, uint32_t *params,
+                    uint32_t *results);
 
 /* ---- building (ir.c) ---- */
 Fn *module_add_fn(Module *m, int sym, int spmd, Loc loc);
@@ -393,6 +404,7 @@ int shape_eq(const Shape *a, const Shape *b);
 int sharding_eq(const Sharding *a, const Sharding *b);
 Sharding sharding_replicated(void);        /* known, every axis replicated */
 int sharding_is_replicated(const Sharding *sh);
+uint32_t sharding_split_axes(const Sharding *sh);   /* mask of the axes that split a dim */
 int64_t axes_size(const Module *m, uint32_t axis_mask);
 /* The device groups of a collective over `axes` (major first), as the dump
  * prints them and the interpreter runs them: one group per coordinate of the

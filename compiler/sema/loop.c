@@ -3,12 +3,12 @@
  * -> (carried..., read after...)`, lowered once whatever the trip count, and
  * the loop one OP_LOOP instruction that runs it trip-count times.
  *
- * The rule: a loop stays a loop when it runs more than UNROLL_MAX_TRIPS
- * times, its trip count times the statements of its body exceeds
- * UNROLL_MAX_STMTS (a tiny body is cheaper unrolled), it is not in an spmd
- * fn that a gradient differentiates (whose gradient runs it again, with no
- * global type for the values a kept loop would save: compiler/grad), and
- * its body lowers once for a run-time index:
+ * The rule, the same in an fn and an spmd fn, differentiated or not (a
+ * gradient goes through a kept loop as two loops: compiler/grad/loops.c):
+ * a loop stays a loop when it runs more than UNROLL_MAX_TRIPS times, its
+ * trip count times the statements of its body exceeds UNROLL_MAX_STMTS (a
+ * tiny body is cheaper unrolled), and its body lowers once for a run-time
+ * index:
  * every shape is the same in every iteration, each value carried to the next
  * iteration keeps its type, integer and number names are not reassigned, and
  * nothing is placed on a submesh.  Whether the body lowers is found by
@@ -416,8 +416,8 @@ static void check_no_return(Sema *s, const PtrVec *body) {
     }
 }
 
-static int worth_keeping(Sema *s, const Stmt *st, int64_t trips) {
-    if (s->unroll_all || trips <= UNROLL_MAX_TRIPS)
+static int worth_keeping(const Stmt *st, int64_t trips) {
+    if (trips <= UNROLL_MAX_TRIPS)
         return 0;
     int64_t n = count_stmts(&st->body), work;
     return __builtin_mul_overflow(n, trips, &work) || work > UNROLL_MAX_STMTS;
@@ -468,15 +468,13 @@ void lower_for(Sema *s, const Stmt *st) {
                             lo_known ? st->hi->loc : st->lo->loc);
         return;
     }
-    if (hi > lo && worth_keeping(s, st, hi - lo) && keep_loop(s, st, lo, hi - lo, -1))
+    if (hi > lo && worth_keeping(st, hi - lo) && keep_loop(s, st, lo, hi - lo, -1))
         return;
     if (hi - lo > UNROLL_NOTE_TRIPS && count_stmts(&st->body))
-        diag_report(s->diag, st->loc, "note", "this loop of %lld iterations is unrolled: %s; the code grows with "
-                    "the trip count (docs/language.md, Loops)", (long long)(hi - lo),
-                    s->unroll_all ? "it is in an spmd fn that a gradient differentiates, whose gradient runs it again"
-                                  : "its body does not compile once for a run-time index (a shape, a carried "
-                                    "value's type or an integer name changes with it, or a value is placed on "
-                                    "a submesh)");
+        diag_report(s->diag, st->loc, "note", "this loop of %lld iterations is unrolled: its body does not compile once "
+                    "for a run-time index (a shape, a carried value's type or an integer name changes with it, or a "
+                    "value is placed on a submesh); the code grows with the trip count (docs/language.md, Loops)",
+                    (long long)(hi - lo));
     Binding saved = s->local[st->sym];
     for (int64_t i = lo; i < hi; i++) {
         if (--s->stmts_left < 0)    /* an empty body still costs its iterations */

@@ -2,35 +2,25 @@
  * type splits no dim over axis A is declared the same on every device along
  * A, and this pass proves it.  A value varies along A when it depends on a
  * parameter split over A, on axis_index(A), or on a collective that leaves it
- * varying; psum and all_gather over A make it invariant again. */
+ * varying; psum and all_gather over A make it invariant again.  A loop's
+ * result varies along what its iterations leave it varying along
+ * (fn_variation, compiler/ir). */
 #include "sema.h"
 
-typedef struct {
-    uint32_t *varies;            /* per value: mask of axes it varies along */
-    int *origin;                 /* per value and axis: the value that made it vary */
-} Variation;
-
-static void introduce(Variation *var, int v, uint32_t axes) {
-    for (int a = 0; a < MAX_AXES; a++)
-        if ((axes >> a & 1) && !(var->varies[v] >> a & 1)) {
-            var->varies[v] |= 1u << a;
-            var->origin[v * MAX_AXES + a] = v;
-        }
-}
-
-static void inherit(Variation *var, int v, int from, uint32_t keep) {
-    for (int a = 0; a < MAX_AXES; a++)
-        if ((var->varies[from] & keep) >> a & 1 && !(var->varies[v] >> a & 1)) {
-            var->varies[v] |= 1u << a;
-            var->origin[v * MAX_AXES + a] = var->origin[from * MAX_AXES + a];
-        }
-}
-
-static void flow(const Fn *fn, Variation *var, int v) {
+/* The value that made v differ along axis a: v, where it starts to
+ * differ (variation_rule; a loop, whose body did), or its first operand's
+ * that differs along a. */
+static int origin_of(const Fn *fn, const uint32_t *varies, const int *origin, int v, int a) {
     uint32_t keep, adds = variation_rule(fn, v, &keep);
-    introduce(var, v, adds);
-    for (int i = 0; i < fn->insts[v].nargs; i++)
-        inherit(var, v, ir_arg(fn, &fn->insts[v], i), keep);
+    const Inst *in = &fn->insts[v];
+    if (adds >> a & 1)
+        return v;
+    for (int i = 0; i < in->nargs; i++) {
+        int u = ir_arg(fn, in, i);
+        if (varies[u] >> a & 1)
+            return origin[u * MAX_AXES + a];
+    }
+    return v;
 }
 
 static const char *origin_text(Sema *s, const Fn *fn, int v, int axis) {
@@ -48,21 +38,23 @@ static const char *origin_text(Sema *s, const Fn *fn, int v, int axis) {
 }
 
 void check_replication(Sema *s, Fn *fn) {
-    Variation var;
-    var.varies = arena_alloc(s->arena, sizeof(uint32_t) * (size_t)fn->ninsts);
-    var.origin = arena_alloc(s->arena, sizeof(int) * (size_t)fn->ninsts * MAX_AXES);
+    uint32_t *varies = arena_alloc(s->arena, sizeof(uint32_t) * (size_t)fn->ninsts);
+    int *origin = arena_alloc(s->arena, sizeof(int) * (size_t)fn->ninsts * MAX_AXES);
+    fn_variation(s->m, fn, NULL, varies);
     for (int v = 0; v < fn->ninsts; v++)
-        flow(fn, &var, v);
+        for (int a = 0; a < MAX_AXES; a++)
+            if (varies[v] >> a & 1)
+                origin[v * MAX_AXES + a] = origin_of(fn, varies, origin, v, a);
     const Inst *ret = &fn->insts[fn->ninsts - 1];
     for (int i = 0; i < fn->nresults; i++) {
         int v = ir_arg(fn, ret, i);
         for (int a = 0; a < s->m->naxes; a++) {
-            if (fn->results[i].sh.dim[a] >= 0 || !(var.varies[v] >> a & 1))
+            if (fn->results[i].sh.dim[a] >= 0 || !(varies[v] >> a & 1))
                 continue;
             const char *ax = sym(s, s->m->axis_sym[a]);
             sema_error(s, ret->loc, "result %d of '%s' is declared replicated along %s, but it varies along %s: "
                        "it depends on %s; reduce it with psum or all_gather over %s, or split a result dim over %s",
-                       i + 1, sym(s, fn->sym), ax, ax, origin_text(s, fn, var.origin[v * MAX_AXES + a], a), ax, ax);
+                       i + 1, sym(s, fn->sym), ax, ax, origin_text(s, fn, origin[v * MAX_AXES + a], a), ax, ax);
         }
     }
 }

@@ -324,7 +324,6 @@ static void lower_body(Sema *s, const AstFn *af, int index) {
     s->fn_index = index;
     s->returned = 0;
     s->in_grad = s->differentiated[index];
-    s->unroll_all = s->in_grad && fn->spmd;     /* an spmd fn's gradient reruns it: loop.c */
     for (int i = 0; i < s->ntouched; i++)
         s->local[s->touched[i]].kind = B_NONE;
     s->ntouched = 0;

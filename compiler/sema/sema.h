@@ -90,7 +90,6 @@ typedef struct {
     uint8_t *name_mark;              /* loop.c scratch: symbol -> 1, all 0 between uses */
     uint8_t *differentiated;         /* user fn -> a gradient runs it */
     int in_grad;                     /* the fn being lowered is differentiated */
-    int unroll_all;                  /* the fn being lowered unrolls every loop (a differentiated spmd fn) */
 } Sema;
 
 /* sema.c */

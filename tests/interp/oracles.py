@@ -1982,9 +1982,110 @@ def grad_remat_outer(rng, m):
                       {"x": normal(rng, b, dd), "w": normal(rng, dd, f)}, ["w", "x"])
 
 
-for _fn in (grad_dp, grad_tp, grad_fsdp, grad_chain, grad_pmax, grad_outer, grad_remat_outer):
+# Loops that stay loops in the spmd fns (T = 40 rounds, L = 20 layers,
+# N x M nested): each spmd fn as the global function it computes.
+
+def y_mean(a, ny):
+    """pmean over Y of the column blocks, as the global array."""
+    return np.tile(a.reshape(a.shape[0], ny, a.shape[1] // ny).mean(axis=1), (1, ny))
+
+
+def ring_np(nx, ny, rounds):
+    def loss(x, w):
+        acc = x
+        for r in range(rounds):
+            nxt = np.roll(acc, x.shape[0] // nx, axis=0)       # block k of X receives block k - 1's
+            acc = np.tanh(acc * w * 0.5 + nxt * 0.25 + y_mean(acc, ny) * 0.125) + (r % 3) * 0.01
+        return sq_sum(acc)
+    return loss
+
+
+def grad_ring_rounds(rounds):
+    def make(rng, m):
+        b, f = 2 * m["X"] ** 2, 2 * m["Y"]
+        return with_grads(ring_np(m["X"], m["Y"], rounds), {"x": normal(rng, b, f), "w": normal(rng, f)}, ["x", "w"])
+    return make
+
+
+def grad_ring(rng, m):
+    return grad_ring_rounds(40)(rng, m)
+
+
+def rnn_spmd_np(h0, w1, w2, xs):
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(np.tanh(h @ w1) @ w2 + xs[t])
+    return sq_sum(h)
+
+
+def rnn_spmd_inputs(rng, m, steps=40):
+    b, dd, f = 2 * m["X"] ** 2, 2 * m["X"], 2 * m["Y"]
+    return {"h0": normal(rng, b, dd), "w1": normal(rng, dd, f) * np.float32(0.5),
+            "w2": normal(rng, f, dd) * np.float32(0.5), "xs": normal(rng, steps, b, dd)}
+
+
+def grad_rnn_steps(steps):
+    def make(rng, m):
+        return with_grads(rnn_spmd_np, rnn_spmd_inputs(rng, m, steps), ["w1", "w2", "h0", "xs"])
+    return make
+
+
+def grad_rnn(rng, m):
+    return grad_rnn_steps(40)(rng, m)
+
+
+def grad_rnn_outer(rng, m):
+    return with_grads(lambda **a: 0.5 * rnn_spmd_np(**a), rnn_spmd_inputs(rng, m), ["w1", "w2"])
+
+
+def fsdp_loop_np(ny):
+    def loss(x, ws):
+        total = 0.0
+        for k in range(ny):                                 # the devices along Y, each its own h
+            h = x
+            for layer in range(ws.shape[0]):
+                h = np.tanh(h @ ws[layer]) * 0.5 + h * (0.5 + k * 0.05)
+            total += sq_sum(h)
+        return total
+    return loss
+
+
+def grad_fsdp_loop(rng, m):
+    b, dd = 2 * m["X"] ** 2, 2 * m["X"]
+    return with_grads(fsdp_loop_np(m["Y"]), {"x": normal(rng, b, dd), "ws": normal(rng, 20, dd, dd) * np.float32(0.5)},
+                      ["ws", "x"])
+
+
+def nested_spmd_np(nx, ny):
+    def loss(x, w):
+        b, f = x.shape
+        scale = np.repeat(1.0 + np.arange(ny) * 0.1, f // ny)[None, :]     # 1 + axis_index(Y) * 0.1
+        acc = x
+        for a in range(10):
+            for c in range(12):
+                nxt = np.roll(acc, b // nx, axis=0)
+                acc = np.tanh(acc * w) * 0.5 + nxt * 0.25 + y_mean(acc, ny) * scale * 0.25
+            top = np.tile(acc.reshape(nx, b // nx, f).max(axis=0), (nx, 1))  # pmax over X of the row blocks
+            acc = y_mean(acc * 0.9 + top * 0.1, ny)
+        return sq_sum(acc)
+    return loss
+
+
+def grad_nested(rng, m):
+    b, f = 2 * m["X"] ** 2, 2 * m["Y"]
+    return with_grads(nested_spmd_np(m["X"], m["Y"]), {"x": normal(rng, b, f), "w": normal(rng, f)}, ["x", "w"])
+
+
+for _fn in (grad_dp, grad_tp, grad_fsdp, grad_chain, grad_pmax, grad_outer, grad_remat_outer, grad_ring, grad_rnn,
+            grad_rnn_outer, grad_fsdp_loop, grad_nested):
     case("grad spmd " + _fn.__name__[5:], prog("grad_spmd.tdsl"), "g_" + _fn.__name__[5:], _fn,
          consts=grad_spmd_consts, scaled=True, interp=[None, (2, 4), (3, 1)])
+# The same two with T = 6, which unrolls: the kept loops' gradients and the
+# unrolled ones' against the same differences.
+case("grad spmd ring unrolled", prog("grad_spmd.tdsl"), "g_ring", grad_ring_rounds(6),
+     consts=lambda m: grad_spmd_consts(m) + ",T=6", scaled=True, interp=[None, (2, 4)], codegen=[3])
+case("grad spmd rnn unrolled", prog("grad_spmd.tdsl"), "g_rnn", grad_rnn_steps(6),
+     consts=lambda m: grad_spmd_consts(m) + ",T=6", scaled=True, interp=[None, (2, 4)], codegen=[3])
 
 
 # ---- training steps (samples/train_mlp.tdsl) ----
