@@ -537,7 +537,9 @@ static void lower_placed(Part *p, int v) {
             (in->op == OP_SLICE && lower_split_slice(p, in, &out)) ||
             (in->op == OP_CONCAT && lower_split_concat(p, in, &out)) ||
             (in->op == OP_CUMSUM && lower_split_cumsum(p, in, &out)) ||
-            (in->op == OP_SCATTER && lower_scatter(p, in, &out)))
+            (in->op == OP_SCATTER && lower_scatter(p, in, &out)) ||
+            (in->op == OP_TOP_K && lower_split_top_k(p, in, &out)) ||
+            (in->op == OP_GATHER && lower_top_k_values(p, in, &out)))
             break;
         if (op_rule(p->src, in, &rule) && local_op_is_exact(p->m, in, &rule))
             out = lower_with_rule(p, in, &rule);
@@ -632,7 +634,8 @@ static void clone_for_spmd_callers(Module *m) {
 static int gather_with_rule(const Module *m, const Fn *src, int v) {
     const Inst *in = &src->insts[v];
     Rule rule;
-    return in->op == OP_GATHER && op_rule(src, in, &rule) && local_op_is_exact(m, in, &rule);
+    return in->op == OP_GATHER && !topk_values_gather(m, src, v) && op_rule(src, in, &rule) &&
+           local_op_is_exact(m, in, &rule);
 }
 
 void partition_note_choices(Module *m) {

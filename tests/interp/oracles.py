@@ -772,9 +772,17 @@ def top_of(k, dt, *shape):
     return make
 
 
-def arg_best(rng, m):
-    x = tied(rng, 8, 7)
-    return {"x": x}, [(np.argmax(x, -1).astype(np.int32), "i32"), (np.argmin(x, -1).astype(np.int32), "i32")]
+def arg_of(*shape):
+    """argmax and argmin; rows of -inf and of +inf tie with the padding of
+    uneven blocks, which must lose (it lies after every real index)."""
+    def make(rng, m):
+        x = tied(rng, *shape)
+        x[0], x[-1] = -np.inf, np.inf
+        return {"x": x}, [(np.argmax(x, -1).astype(np.int32), "i32"), (np.argmin(x, -1).astype(np.int32), "i32")]
+    return make
+
+
+arg_best = arg_of(8, 7)
 
 
 def router(rng, m):
@@ -786,8 +794,11 @@ def router(rng, m):
 
 for _name, _make in (("top3", top_of(3, "f32", 8, 12)), ("sort_all", top_of(5, "f32", 6, 5)),
                      ("top_i32", top_of(4, "i32", 4, 2, 9)), ("top_bf16", top_of(2, "bf16", 8, 10)),
-                     ("arg_best", arg_best), ("top_split", top_of(3, "f32", 8, 16)), ("router", router)):
-    case("top_k " + _name, prog("topk.tdsl"), _name, _make, exact=_name != "router", interp=[None, (3, 2)])
+                     ("arg_best", arg_best), ("top_split", top_of(3, "f32", 8, 16)), ("router", router),
+                     ("top_wide", top_of(3, "f32", 4, 64)), ("arg_split", arg_of(6, 9)),
+                     ("top_many", top_of(6, "f32", 4, 10)), ("top_bf16_split", top_of(2, "bf16", 8, 64)),
+                     ("top_i32_split", top_of(4, "i32", 3, 100))):
+    case("top_k " + _name, prog("topk.tdsl"), _name, _make, exact=_name != "router", interp=[None, (3, 2), (2, 4)])
 
 
 # ---- reshards that move axes between dims (tests/interp/progs/reshard_moves.tdsl) ----
