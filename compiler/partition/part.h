@@ -157,6 +157,12 @@ int64_t partial_sum_bytes(const Part *p, int v, const Sharding *partial);
 int keeps_partial(const Part *p, int v, const Piece *x);
 /* Whether v's partial sums are kept for the add that uses it (partition only). */
 int add_keeps_partial(const Part *p, int v, const Piece *x);
+/* The dtype partial sums of `dtype` are held in: f32 for bf16 and f16. */
+int partial_dtype(int dtype);
+/* Block v converted to partial_dtype (v itself when it is already). */
+int widen(Part *p, int v);
+/* x, reduced, rounded back to its global dtype when its block is wider. */
+void narrow_reduced(Part *p, Piece *x);
 /* What dot u does with its operand v (read once) holding partial sums
  * along `axes` (none: 0): its other operand, the sharding it reads that
  * one with (its contracted dims whole, and whole along the axes), and its

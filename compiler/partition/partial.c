@@ -11,6 +11,35 @@
  * whole along those axes; the choice is the one that sends fewer bytes. */
 #include "part.h"
 
+/* ---- bf16 and f16 partial sums are f32 ----
+ * Their sums accumulate in f32 and are rounded once (docs/language.md), so
+ * the partial sums of a split sum must not be rounded per device: the op
+ * that makes them runs on f32 operands, the partial blocks are reduced in
+ * f32 (twice the bytes), and the reduced block is rounded once.  A piece
+ * is wide when its block is f32 and its global dtype narrower; only
+ * partial pieces are. */
+
+int partial_dtype(int dtype) { return dtype == DT_BF16 || dtype == DT_F16 ? DT_F32 : dtype; }
+
+int widen(Part *p, int v) {
+    Shape s = p->dst->insts[v].type;
+    if (s.dtype == partial_dtype(s.dtype))
+        return v;
+    s.dtype = partial_dtype(s.dtype);
+    int w = emit_local(p, OP_CONVERT, (int32_t[]){v}, 1, NULL, 0, &s);
+    p->dst->insts[w].sh = p->dst->insts[v].sh;
+    return w;
+}
+
+void narrow_reduced(Part *p, Piece *x) {
+    Shape s = p->dst->insts[x->v].type;
+    if (partial_axes(&x->sh) || s.dtype == x->global.dtype || s.dtype != partial_dtype(x->global.dtype))
+        return;
+    s.dtype = x->global.dtype;
+    x->v = emit_local(p, OP_CONVERT, (int32_t[]){x->v}, 1, NULL, 0, &s);
+    p->dst->insts[x->v].sh = x->sh;
+}
+
 void find_only_users(Part *p) {
     const Fn *src = p->src;
     p->only_user = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)(src->ninsts + 1));

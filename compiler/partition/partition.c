@@ -301,6 +301,12 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
             if (summed && sharding_dim_axes(&args[i].sh, d, axes) && !dim_is_even(p->m, &args[i].global, &args[i].sh, d))
                 args[i].v = locals[i] = mask_padding(p, args[i], d, reducer);
         }
+    /* A sum left partial of bf16 or f16 is held in f32 (partial.c). */
+    int wide = (pl.summed_axes || absorbed) && reducer == RED_SUM &&
+               (in->op == OP_DOT || in->op == OP_REDUCE || in->op == OP_ADD) &&
+               partial_dtype(in->type.dtype) != in->type.dtype;
+    for (int i = 0; wide && i < in->nargs; i++)
+        locals[i] = widen(p, locals[i]);
     Sharding out = plan_wanted(&pl, in->nargs);
     for (int a = 0; a < MAX_AXES; a++)
         if (pl.summed_axes >> a & 1)
@@ -312,6 +318,8 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
             out.dim[a] = SH_PARTIAL;
     out.reducer = (uint8_t)reducer;
     Shape want = shape_local(p->m, &in->type, &out);
+    if (wide)
+        want.dtype = partial_dtype(want.dtype);
     int64_t attrs[2 * MAX_RANK];
     const int64_t *at = ir_attrs(src, in);
     if (in->op == OP_SLICE) {

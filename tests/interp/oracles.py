@@ -110,15 +110,17 @@ class Case:
     which check_ops.py runs it through the interpreter; [] for none.  runs:
     how many input sets check_numpy.py gives each build of the case.
     codegen: which of check_partition.meshes (0: one device, 1: two, 2: four,
-    3: eight, 4: uneven) check_numpy.py builds it for; None for all."""
+    3: eight, 4: uneven) check_numpy.py builds it for; None for all.
+    partitioned: check_ops.py runs the partitioned program (`--stage
+    partitioned`, each mesh's devices simulated) instead of the global one."""
 
     def __init__(self, name, prog, fns, make, consts=None, exact=False, scaled=False, interp=(None,), runs=2,
-                 codegen=None, flags=()):
+                 codegen=None, flags=(), partitioned=False):
         self.name, self.prog, self.make = name, prog, make
         self.fns = [fns] if isinstance(fns, str) else list(fns)
         self._consts, self.exact, self.scaled = consts, exact, scaled
         self.interp, self.runs, self.codegen = list(interp), runs, codegen
-        self._flags = flags
+        self._flags, self.partitioned = flags, partitioned
 
     def consts(self, m):
         return self._consts(m) if callable(self._consts) else self._consts
@@ -799,6 +801,45 @@ for _name, _make in (("top3", top_of(3, "f32", 8, 12)), ("sort_all", top_of(5, "
                      ("top_many", top_of(6, "f32", 4, 10)), ("top_bf16_split", top_of(2, "bf16", 8, 64)),
                      ("top_i32_split", top_of(4, "i32", 3, 100))):
     case("top_k " + _name, prog("topk.tdsl"), _name, _make, exact=_name != "router", interp=[None, (3, 2), (2, 4)])
+
+
+# ---- bf16 and f16 partial sums in f32 (tests/interp/progs/partial_f32.tdsl) ----
+# Integers whose sums f32 holds exactly and bf16 (f16) does not: one large
+# element (256; 2048 for f16) among small ones.  Every mesh must give the
+# bits of the one rounding of the exact sum, as one device does; rounding
+# each device's partial sum first gives other bits.
+
+def big_and_small(rng, dt, *shape):
+    x = rng.integers(0, 3, shape).astype(np.float32)
+    x.reshape(-1)[rng.integers(0, x.size, max(1, x.size // 20))] = 2048 if dt == "f16" else 256
+    return x
+
+
+def summed(dt, fn):
+    def make(rng, m):
+        x = big_and_small(rng, dt, *((26,) if fn.startswith("sum") else (3, 26)))
+        return {"x": x.astype(np.float16) if dt == "f16" else x}, [(quantize(x.astype(np.float64).sum(-1), dt), dt)]
+    return make
+
+
+def dotted(rows, cols, add=False):
+    def make(rng, m):
+        a, b = big_and_small(rng, "bf16", rows, 26), rng.integers(0, 2, (26, cols)).astype(np.float32)
+        if not add:
+            return {"a": a, "b": b}, [(quantize(d(a) @ d(b), "bf16"), "bf16")]
+        # u and v are exact in bf16 (below 256), so one device's rounded
+        # u + v is the one rounding of the sum, as the partial sums give.
+        a, c = rng.integers(0, 3, (rows, 26)).astype(np.float32), rng.integers(0, 3, (rows, 26)).astype(np.float32)
+        e = rng.integers(0, 2, (26, cols)).astype(np.float32)
+        return {"a": a, "b": b, "c": c, "e": e}, [(quantize(d(a) @ d(b) + d(c) @ d(e), "bf16"), "bf16")]
+    return make
+
+
+for _fn, _make in (("sum_bf16", summed("bf16", "sum")), ("sum_f16", summed("f16", "sum")),
+                   ("rows_bf16", summed("bf16", "rows")), ("dot_bf16", dotted(4, 5)),
+                   ("scatter_bf16", dotted(8, 6)), ("add_bf16", dotted(4, 5, add=True))):
+    case("partial f32 " + _fn, prog("partial_f32.tdsl"), _fn, _make, exact=True,
+         interp=[None, (1,), (3,), (4,), (8,)], partitioned=True)
 
 
 # ---- reshards that move axes between dims (tests/interp/progs/reshard_moves.tdsl) ----
