@@ -240,16 +240,17 @@ static int local_indices(Part *p, int idx, int64_t whole, int64_t block, const i
  * partial along an axis (a product of sums is no sum of products), nor
  * when the operand's blocks are not the ones the dot needs.  An add keeps
  * them only when both operands are partial along the same axes (a whole
- * operand would be counted once per device). */
+ * operand would be counted once per device); a transpose, on the way to
+ * such an add, moves them (add_keeps_partial). */
 static uint32_t absorbed_partials(Plan *pl, const Inst *in, const Piece *args) {
-    uint32_t a0 = partial_axes(&args[0].sh), a1 = partial_axes(&args[1].sh);
+    uint32_t a0 = partial_axes(&args[0].sh), a1 = in->nargs > 1 ? partial_axes(&args[1].sh) : 0;
     int add = in->op == OP_ADD;
     if (!(a0 | a1) || (add ? a0 != a1 : (a0 & a1) != 0) || (a0 && args[0].sh.reducer != RED_SUM) ||
         (a1 && args[1].sh.reducer != RED_SUM))
         return 0;
     Plan without = *pl;
     plan_without(&without, a0 | a1);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < in->nargs; i++) {
         Sharding want = plan_wanted(&without, i), have = sharding_without(&args[i].sh, a0 | a1, SH_REPLICATED);
         if (partial_axes(&args[i].sh) && !same_split(&have, &want, args[i].global.rank))
             return 0;
@@ -272,7 +273,8 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
     plan_result_axes(&pl, in->nargs, &in->sh);
     const char *note = NULL;
     int kept[MAX_AXES], nkept = in->op == OP_GATHER ? masked_gather_axes(p, in, &pl, kept, &note) : 0;
-    uint32_t absorbed = in->op == OP_DOT || in->op == OP_ADD ? absorbed_partials(&pl, in, args) : 0;
+    uint32_t absorbed = in->op == OP_DOT || in->op == OP_ADD || in->op == OP_TRANSPOSE
+                            ? absorbed_partials(&pl, in, args) : 0;
     int32_t locals[MAX_RULE_TENSORS];
     for (int i = 0; i < in->nargs; i++) {
         locals[i] = args[i].v;
@@ -303,7 +305,7 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule) {
         }
     /* A sum left partial of bf16 or f16 is held in f32 (partial.c). */
     int wide = (pl.summed_axes || absorbed) && reducer == RED_SUM &&
-               (in->op == OP_DOT || in->op == OP_REDUCE || in->op == OP_ADD) &&
+               (in->op == OP_DOT || in->op == OP_REDUCE || in->op == OP_ADD || in->op == OP_TRANSPOSE) &&
                partial_dtype(in->type.dtype) != in->type.dtype;
     for (int i = 0; wide && i < in->nargs; i++)
         locals[i] = widen(p, locals[i]);

@@ -1941,6 +1941,33 @@ for _fn in (grad_mlp, grad_mlp_input, grad_unary, grad_binary, grad_reduce, grad
          interp=[None, (3, 2)])
 
 
+# A tied embedding's gradient (tests/lit/partitioned/tied_embedding.tdsl):
+# the lookup's and the logits' contributions, summed while partial and
+# reduced once, must still be their sum.
+
+TIED = {"B": 4, "S": 4, "D": 8, "V": 24}
+
+
+def tied_lm_np(tokens, labels, wte, w):
+    h = np.tanh(wte[tokens] @ w)
+    logits = h @ wte.T
+    peak = logits.max(-1)
+    lse = np.log(np.exp(logits - peak[..., None]).sum(-1)) + peak
+    picked = np.take_along_axis(logits, labels[..., None], -1)[..., 0]
+    return (lse - picked).sum() / (TIED["B"] * TIED["S"])
+
+
+def tied_step(rng, m):
+    b, s, dd, v = TIED["B"], TIED["S"], TIED["D"], TIED["V"]
+    inputs = {"tokens": rng.integers(0, v, (b, s)).astype(np.int32), "labels": rng.integers(0, v, (b, s)).astype(np.int32),
+              "wte": normal(rng, v, dd), "w": normal(rng, dd, dd) * np.float32(0.5)}
+    return with_grads(tied_lm_np, inputs, ["wte", "w"])
+
+
+case("grad tied embedding", golden("tied_embedding.tdsl"), "step", tied_step, scaled=True,
+     consts=",".join("%s=%d" % kv for kv in TIED.items()), interp=[None, (3, 2)])
+
+
 # ---- gradients of spmd fns (tests/interp/progs/grad_spmd.tdsl) ----
 # Each loss as the global function its devices compute together, emulated
 # block by block where the collectives move blocks around.
