@@ -39,6 +39,15 @@ typedef struct {
     int nlast;
 } ReshardCache;
 
+/* A top-k lowered on the blocks of its split last dim (topk.c): its
+ * candidates' values all-gathered, and the positions among them of the
+ * final k, with the sharding both have. */
+typedef struct {
+    int values;                  /* -1: not lowered so */
+    int positions;
+    Sharding sh;
+} TopkCandidates;
+
 /* Arguments a call in the source reshards with collectives (warned once). */
 typedef struct {
     Loc loc;
@@ -62,6 +71,7 @@ typedef struct {
     ReshardCache reshards;
     CallReshard *call_reshards;
     int ncall_reshards, call_reshards_cap;
+    TopkCandidates *top_k;       /* src value -> its candidates (NULL until a top-k is lowered so) */
 } Part;
 
 /* partition.c: the factor shardings an op's lowering asks for. */
@@ -151,6 +161,12 @@ int64_t partial_sum_bytes(const Part *p, int v, const Sharding *partial);
 int keeps_partial(const Part *p, int v, const Piece *x);
 /* Whether v's partial sums are kept for the add that uses it (partition only). */
 int add_keeps_partial(const Part *p, int v, const Piece *x);
+/* The dtype partial sums of `dtype` are held in: f32 for bf16 and f16. */
+int partial_dtype(int dtype);
+/* Block v converted to partial_dtype (v itself when it is already). */
+int widen(Part *p, int v);
+/* x, reduced, rounded back to its global dtype when its block is wider. */
+void narrow_reduced(Part *p, Piece *x);
 /* What dot u does with its operand v (read once) holding partial sums
  * along `axes` (none: 0): its other operand, the sharding it reads that
  * one with (its contracted dims whole, and whole along the axes), and its
@@ -189,6 +205,21 @@ int lower_split_roll(Part *p, const Inst *in, Piece *out);
 int lower_split_slice(Part *p, const Inst *in, Piece *out);
 int lower_split_concat(Part *p, const Inst *in, Piece *out);
 int lower_split_cumsum(Part *p, const Inst *in, Piece *out);
+
+/* topk.c: a top-k along a split last dim, from the blocks' candidates. */
+typedef struct {
+    int naxes, axes[MAX_AXES];   /* the axes splitting the operand's last dim, major first */
+    int64_t block;               /* a device's block of it */
+    int64_t local_k;             /* the candidates each block gives: min(k, block) */
+} TopkSplit;
+/* Is src value v a top-k that is lowered so (it sends fewer bytes than
+ * all-gathering its operand)?  From the propagated program alone. */
+int topk_split(const Module *m, const Fn *src, int v, TopkSplit *t);
+/* Is src value v the gather of such a top-k's values (take_along_axis of
+ * its operand)?  It is read from the candidates, with no collective. */
+int topk_values_gather(const Module *m, const Fn *src, int v);
+int lower_split_top_k(Part *p, const Inst *in, Piece *out);
+int lower_top_k_values(Part *p, const Inst *in, Piece *out);
 
 /* scatter.c: a scatter-add on the devices' blocks; always applies. */
 int lower_scatter(Part *p, const Inst *in, Piece *out);

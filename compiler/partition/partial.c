@@ -11,6 +11,35 @@
  * whole along those axes; the choice is the one that sends fewer bytes. */
 #include "part.h"
 
+/* ---- bf16 and f16 partial sums are f32 ----
+ * Their sums accumulate in f32 and are rounded once (docs/language.md), so
+ * the partial sums of a split sum must not be rounded per device: the op
+ * that makes them runs on f32 operands, the partial blocks are reduced in
+ * f32 (twice the bytes), and the reduced block is rounded once.  A piece
+ * is wide when its block is f32 and its global dtype narrower; only
+ * partial pieces are. */
+
+int partial_dtype(int dtype) { return dtype == DT_BF16 || dtype == DT_F16 ? DT_F32 : dtype; }
+
+int widen(Part *p, int v) {
+    Shape s = p->dst->insts[v].type;
+    if (s.dtype == partial_dtype(s.dtype))
+        return v;
+    s.dtype = partial_dtype(s.dtype);
+    int w = emit_local(p, OP_CONVERT, (int32_t[]){v}, 1, NULL, 0, &s);
+    p->dst->insts[w].sh = p->dst->insts[v].sh;
+    return w;
+}
+
+void narrow_reduced(Part *p, Piece *x) {
+    Shape s = p->dst->insts[x->v].type;
+    if (partial_axes(&x->sh) || s.dtype == x->global.dtype || s.dtype != partial_dtype(x->global.dtype))
+        return;
+    s.dtype = x->global.dtype;
+    x->v = emit_local(p, OP_CONVERT, (int32_t[]){x->v}, 1, NULL, 0, &s);
+    p->dst->insts[x->v].sh = x->sh;
+}
+
 void find_only_users(Part *p) {
     const Fn *src = p->src;
     p->only_user = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)(src->ninsts + 1));
@@ -112,27 +141,59 @@ int64_t partial_sum_bytes(const Part *p, int v, const Sharding *partial) {
 }
 
 /* A sum of partial sums along the same axes is their partial sum: when v's
- * only user is an add at the same place whose other operand o is partial
- * the same way (or, not lowered yet, is a dot or an add that may be), v
- * stays partial and the add's result is reduced once.  The backward pass
- * of attention adds the three dots' partial sums of dx: one all-reduce,
- * not three.  A guess that o will be partial that turns out wrong costs
- * nothing: the add then reduces v as it would have been. */
+ * partial sums flow to an add at the same place whose other operand o is
+ * partial the same way (or, not lowered yet, may be), v stays partial and
+ * the add's result is reduced once.  The backward pass of attention adds
+ * the three dots' partial sums of dx: one all-reduce, not three.  A
+ * transpose of partial sums is the partial sums of the transpose, so the
+ * sums may reach the add through transposes each read only by the next: a
+ * tied embedding's gradient adds the logits dot's contribution, transposed,
+ * to the lookup's scatter-add, and both are reduced once.  A guess that o
+ * will be partial that turns out wrong costs nothing: the add (or the
+ * transpose) then reduces what it reads as it would have been. */
+
+/* The add that src value v's sums reach, or -1; *operand: the add's
+ * operand they reach it as (v, or the last transpose). */
+static int summing_add(const Part *p, int v, int *operand) {
+    const Fn *src = p->src;
+    int place = src->insts[v].place, u = p->only_user[v];
+    while (u >= 0 && src->insts[u].op == OP_TRANSPOSE && src->insts[u].place == place) {
+        v = u;
+        u = p->only_user[u];
+    }
+    if (u < 0 || src->insts[u].op != OP_ADD || src->insts[u].place != place)
+        return -1;
+    *operand = v;
+    return u;
+}
+
+/* May src value o, an operand of add u not lowered yet, be partial sums
+ * kept for it: a dot, an add or a scatter-add (or a transpose of one) read
+ * only on the way to u? */
+static int may_be_partial(const Part *p, int o, int u) {
+    const Fn *src = p->src;
+    while (src->insts[o].op == OP_TRANSPOSE && p->only_user[o] == u) {
+        u = o;
+        o = ir_arg(src, &src->insts[o], 0);
+    }
+    int op = src->insts[o].op;
+    return (op == OP_DOT || op == OP_ADD || op == OP_SCATTER) && p->only_user[o] == u;
+}
+
 int add_keeps_partial(const Part *p, int v, const Piece *x) {
     const Fn *src = p->src;
-    int u = p->only_user[v];
-    if (u < 0 || x->sh.reducer != RED_SUM || !partial_axes(&x->sh))
+    int operand, u = x->sh.reducer == RED_SUM && partial_axes(&x->sh) ? summing_add(p, v, &operand) : -1;
+    if (u < 0)
         return 0;
-    const Inst *add = &src->insts[u];
-    if (add->op != OP_ADD || add->place != src->insts[v].place)
-        return 0;
-    int a = ir_arg(src, add, 0), b = ir_arg(src, add, 1);
+    int a = ir_arg(src, &src->insts[u], 0), b = ir_arg(src, &src->insts[u], 1);
     if (a == b)
         return 0;
-    int o = a == v ? b : a;
-    if (o < v)                                       /* lowered before v */
-        return sharding_eq(&p->value[o].sh, &x->sh);
-    return (src->insts[o].op == OP_DOT || src->insts[o].op == OP_ADD) && p->only_user[o] == u;
+    int o = a == operand ? b : a;
+    if (o > v)                                       /* not lowered yet */
+        return may_be_partial(p, o, u);
+    const Sharding *osh = &p->value[o].sh;           /* its blocks are checked at the add */
+    return operand == v ? sharding_eq(osh, &x->sh)
+                        : osh->reducer == RED_SUM && partial_axes(osh) == partial_axes(&x->sh);
 }
 
 int keeps_partial(const Part *p, int v, const Piece *x) {

@@ -240,16 +240,17 @@ static int local_indices(Part *p, int idx, int64_t whole, int64_t block, const i
  * partial along an axis (a product of sums is no sum of products), nor
  * when the operand's blocks are not the ones the dot needs.  An add keeps
  * them only when both operands are partial along the same axes (a whole
- * operand would be counted once per device). */
+ * operand would be counted once per device); a transpose, on the way to
+ * such an add, moves them (add_keeps_partial). */
 static uint32_t absorbed_partials(Plan *pl, const Inst *in, const Piece *args) {
-    uint32_t a0 = partial_axes(&args[0].sh), a1 = partial_axes(&args[1].sh);
+    uint32_t a0 = partial_axes(&args[0].sh), a1 = in->nargs > 1 ? partial_axes(&args[1].sh) : 0;
     int add = in->op == OP_ADD;
     if (!(a0 | a1) || (add ? a0 != a1 : (a0 & a1) != 0) || (a0 && args[0].sh.reducer != RED_SUM) ||
         (a1 && args[1].sh.reducer != RED_SUM))
         return 0;
     Plan without = *pl;
     plan_without(&without, a0 | a1);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < in->nargs; i++) {
         Sharding want = plan_wanted(&without, i), have = sharding_without(&args[i].sh, a0 | a1, SH_REPLICATED);
         if (partial_axes(&args[i].sh) && !same_split(&have, &want, args[i].global.rank))
             return 0;
@@ -303,7 +304,8 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule, int from
     plan_result_axes(&pl, in->nargs, &result);
     const char *note = NULL;
     int kept[MAX_AXES], nkept = in->op == OP_GATHER ? masked_gather_axes(p, in, &pl, kept, &note) : 0;
-    uint32_t absorbed = in->op == OP_DOT || in->op == OP_ADD ? absorbed_partials(&pl, in, args) : 0;
+    uint32_t absorbed = in->op == OP_DOT || in->op == OP_ADD || in->op == OP_TRANSPOSE
+                            ? absorbed_partials(&pl, in, args) : 0;
     int32_t locals[MAX_RULE_TENSORS];
     for (int i = 0; i < in->nargs; i++) {
         locals[i] = args[i].v;
@@ -332,6 +334,16 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule, int from
             if (summed && sharding_dim_axes(&args[i].sh, d, axes) && !dim_is_even(p->m, &args[i].global, &args[i].sh, d))
                 args[i].v = locals[i] = mask_padding(p, args[i], d, reducer);
         }
+    /* A sum left partial of bf16 or f16 is held in f32 (partial.c).  Not a
+     * dot's: widening its operands would copy both blocks (a weight's too)
+     * to f32 and run an f32 GEMM in place of the bf16 one; its partial
+     * products are rounded per device, as GSPMD's are, until a dot can
+     * write f32 products of bf16 operands (docs/language.md). */
+    int wide = (pl.summed_axes || absorbed) && reducer == RED_SUM &&
+               (in->op == OP_REDUCE || in->op == OP_ADD || in->op == OP_TRANSPOSE) &&
+               partial_dtype(in->type.dtype) != in->type.dtype;
+    for (int i = 0; wide && i < in->nargs; i++)
+        locals[i] = widen(p, locals[i]);
     Sharding out = plan_wanted(&pl, in->nargs);
     for (int a = 0; a < MAX_AXES; a++)
         if (pl.summed_axes >> a & 1)
@@ -343,6 +355,8 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule, int from
             out.dim[a] = SH_PARTIAL;
     out.reducer = (uint8_t)reducer;
     Shape want = shape_local(p->m, &in->type, &out);
+    if (wide)
+        want.dtype = partial_dtype(want.dtype);
     int64_t attrs[2 * MAX_RANK];
     const int64_t *at = ir_attrs(src, in);
     if (in->op == OP_SLICE) {
@@ -635,7 +649,9 @@ static void lower_placed(Part *p, int v) {
             (in->op == OP_SLICE && lower_split_slice(p, in, &out)) ||
             (in->op == OP_CONCAT && lower_split_concat(p, in, &out)) ||
             (in->op == OP_CUMSUM && lower_split_cumsum(p, in, &out)) ||
-            (in->op == OP_SCATTER && lower_scatter(p, in, &out)))
+            (in->op == OP_SCATTER && lower_scatter(p, in, &out)) ||
+            (in->op == OP_TOP_K && lower_split_top_k(p, in, &out)) ||
+            (in->op == OP_GATHER && lower_top_k_values(p, in, &out)))
             break;
         if (in->op == OP_DOT && op_rule(p->src, in, &rule) && local_op_is_exact(p->m, in, &rule)) {
             out = lower_dot(p, in, v, &rule);
@@ -731,7 +747,8 @@ static void clone_for_spmd_callers(Module *m) {
 static int gather_with_rule(const Module *m, const Fn *src, int v) {
     const Inst *in = &src->insts[v];
     Rule rule;
-    return in->op == OP_GATHER && op_rule(src, in, &rule) && local_op_is_exact(m, in, &rule);
+    return in->op == OP_GATHER && !topk_values_gather(m, src, v) && op_rule(src, in, &rule) &&
+           local_op_is_exact(m, in, &rule);
 }
 
 void partition_note_choices(Module *m) {

@@ -114,7 +114,9 @@ int64_t reshard_min_bytes(const Part *p, const Piece *x, const Sharding *to) {
                 reduced.pos[want[i]] = (uint8_t)(nh ? reduced.pos[have[nh - 1]] + 1 : 0);
             }
     }
-    double bytes = block * (k_scatter - 1) / k_scatter + block / k_scatter * 2 * (k_reduce - 1) / k_reduce;
+    /* Partial sums of bf16 and f16 are reduced in f32 (partial.c). */
+    double sums = block / dtype_size(x->global.dtype) * dtype_size(partial_dtype(x->global.dtype));
+    double bytes = sums * (k_scatter - 1) / k_scatter + sums / k_scatter * 2 * (k_reduce - 1) / k_reduce;
     bytes += most_to_receive(m, &x->global, &reduced, to) * dtype_size(x->global.dtype);
     return saturated(bytes);
 }

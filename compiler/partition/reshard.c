@@ -540,6 +540,7 @@ static void recipe(Part *p, Piece *x, const Sharding *to, Piece *whole, int rega
     int was_split = !sharding_is_replicated(&x->sh) && !has_partial(&x->sh);
     whole->v = -1;
     resolve_partial(p, x, to);
+    narrow_reduced(p, x);        /* bf16 and f16 sums were reduced in f32 */
     move_axes(p, x, to, regather);
     /* Keep on each dim the longest prefix of axes the target also has. */
     for (int d = 0; d < x->global.rank; d++) {

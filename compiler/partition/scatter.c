@@ -77,8 +77,8 @@ int lower_scatter(Part *p, const Inst *in, Piece *out) {
     int v = emit_local(p, OP_SCATTER, args, n + 2, ir_attrs(src, in), n, NULL);
     p->dst->insts[v].sh = sh;
     *out = (Piece){v, sh, in->type, p->place};
-    if (!b)
-        return 1;
+    if (!b || (zeros && add_keeps_partial(p, (int)(in - src->insts), out)))
+        return 1;                        /* (summed with the add's other partial sums, once) */
     *out = reshard(p, *out, &in->sh);
     if (!zeros) {                        /* the operand once, after the sum */
         v = emit_local(p, OP_ADD, (int32_t[]){out->v, reshard(p, x, &in->sh).v}, 2, NULL, 0, NULL);

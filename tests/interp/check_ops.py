@@ -123,7 +123,7 @@ def check_table(c, only=None):
                 for fn in case.fns:
                     name = case.name if len(case.fns) == 1 else "%s (%s)" % (case.name, fn)
                     got.append(c.expect(name, case.prog, fn, inputs, wants, mesh, case.exact, case.consts(m),
-                                        case.scaled, case.flags(m)))
+                                        case.scaled, case.flags(m) + (["--stage", "partitioned"] if case.partitioned else [])))
                 for fn, g in zip(case.fns[1:], got[1:]):
                     if g is not None and got[0] is not None:
                         for i, (_, dt) in enumerate(wants):

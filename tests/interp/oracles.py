@@ -110,15 +110,17 @@ class Case:
     which check_ops.py runs it through the interpreter; [] for none.  runs:
     how many input sets check_numpy.py gives each build of the case.
     codegen: which of check_partition.meshes (0: one device, 1: two, 2: four,
-    3: eight, 4: uneven) check_numpy.py builds it for; None for all."""
+    3: eight, 4: uneven) check_numpy.py builds it for; None for all.
+    partitioned: check_ops.py runs the partitioned program (`--stage
+    partitioned`, each mesh's devices simulated) instead of the global one."""
 
     def __init__(self, name, prog, fns, make, consts=None, exact=False, scaled=False, interp=(None,), runs=2,
-                 codegen=None, flags=()):
+                 codegen=None, flags=(), partitioned=False):
         self.name, self.prog, self.make = name, prog, make
         self.fns = [fns] if isinstance(fns, str) else list(fns)
         self._consts, self.exact, self.scaled = consts, exact, scaled
         self.interp, self.runs, self.codegen = list(interp), runs, codegen
-        self._flags = flags
+        self._flags, self.partitioned = flags, partitioned
 
     def consts(self, m):
         return self._consts(m) if callable(self._consts) else self._consts
@@ -772,9 +774,17 @@ def top_of(k, dt, *shape):
     return make
 
 
-def arg_best(rng, m):
-    x = tied(rng, 8, 7)
-    return {"x": x}, [(np.argmax(x, -1).astype(np.int32), "i32"), (np.argmin(x, -1).astype(np.int32), "i32")]
+def arg_of(*shape):
+    """argmax and argmin; rows of -inf and of +inf tie with the padding of
+    uneven blocks, which must lose (it lies after every real index)."""
+    def make(rng, m):
+        x = tied(rng, *shape)
+        x[0], x[-1] = -np.inf, np.inf
+        return {"x": x}, [(np.argmax(x, -1).astype(np.int32), "i32"), (np.argmin(x, -1).astype(np.int32), "i32")]
+    return make
+
+
+arg_best = arg_of(8, 7)
 
 
 def router(rng, m):
@@ -786,8 +796,49 @@ def router(rng, m):
 
 for _name, _make in (("top3", top_of(3, "f32", 8, 12)), ("sort_all", top_of(5, "f32", 6, 5)),
                      ("top_i32", top_of(4, "i32", 4, 2, 9)), ("top_bf16", top_of(2, "bf16", 8, 10)),
-                     ("arg_best", arg_best), ("top_split", top_of(3, "f32", 8, 16)), ("router", router)):
-    case("top_k " + _name, prog("topk.tdsl"), _name, _make, exact=_name != "router", interp=[None, (3, 2)])
+                     ("arg_best", arg_best), ("top_split", top_of(3, "f32", 8, 16)), ("router", router),
+                     ("top_wide", top_of(3, "f32", 4, 64)), ("arg_split", arg_of(6, 9)),
+                     ("top_many", top_of(6, "f32", 4, 10)), ("top_bf16_split", top_of(2, "bf16", 8, 64)),
+                     ("top_i32_split", top_of(4, "i32", 3, 100))):
+    case("top_k " + _name, prog("topk.tdsl"), _name, _make, exact=_name != "router", interp=[None, (3, 2), (2, 4)])
+
+
+# ---- bf16 and f16 partial sums in f32 (tests/interp/progs/partial_f32.tdsl) ----
+# Integers whose sums f32 holds exactly and bf16 (f16) does not: one large
+# element (256; 2048 for f16) among small ones.  Every mesh must give the
+# bits of the one rounding of the exact sum, as one device does; rounding
+# each device's partial sum first gives other bits.
+
+def big_and_small(rng, dt, *shape):
+    x = rng.integers(0, 3, shape).astype(np.float32)
+    x.reshape(-1)[rng.integers(0, x.size, max(1, x.size // 20))] = 2048 if dt == "f16" else 256
+    return x
+
+
+def summed(dt, fn):
+    def make(rng, m):
+        x = big_and_small(rng, dt, *((26,) if fn.startswith("sum") else (3, 26)))
+        return {"x": x.astype(np.float16) if dt == "f16" else x}, [(quantize(x.astype(np.float64).sum(-1), dt), dt)]
+    return make
+
+
+# A dot's partial products stay bf16 (compiler/partition/partition.c): only
+# the add of two of them is checked, on inputs whose products bf16 holds.
+def added_dots(rows, cols):
+    def make(rng, m):
+        b = rng.integers(0, 2, (26, cols)).astype(np.float32)
+        # u and v are exact in bf16 (below 256), so one device's rounded
+        # u + v is the one rounding of the sum, as the partial sums give.
+        a, c = rng.integers(0, 3, (rows, 26)).astype(np.float32), rng.integers(0, 3, (rows, 26)).astype(np.float32)
+        e = rng.integers(0, 2, (26, cols)).astype(np.float32)
+        return {"a": a, "b": b, "c": c, "e": e}, [(quantize(d(a) @ d(b) + d(c) @ d(e), "bf16"), "bf16")]
+    return make
+
+
+for _fn, _make in (("sum_bf16", summed("bf16", "sum")), ("sum_f16", summed("f16", "sum")),
+                   ("rows_bf16", summed("bf16", "rows")), ("add_bf16", added_dots(4, 5))):
+    case("partial f32 " + _fn, prog("partial_f32.tdsl"), _fn, _make, exact=True,
+         interp=[None, (1,), (3,), (4,), (8,)], partitioned=True)
 
 
 # ---- reshards that move axes between dims (tests/interp/progs/reshard_moves.tdsl) ----
@@ -1914,6 +1965,33 @@ for _fn in (grad_mlp, grad_mlp_input, grad_unary, grad_binary, grad_reduce, grad
             grad_cumsum, grad_gather, grad_scatter, grad_select, grad_remat, grad_xent, grad_bf16, grad_f64):
     case("grad " + _fn.__name__[5:], prog("grad.tdsl"), "g_" + _fn.__name__[5:], _fn, scaled=True,
          interp=[None, (3, 2)])
+
+
+# A tied embedding's gradient (tests/lit/partitioned/tied_embedding.tdsl):
+# the lookup's and the logits' contributions, summed while partial and
+# reduced once, must still be their sum.
+
+TIED = {"B": 4, "S": 4, "D": 8, "V": 24}
+
+
+def tied_lm_np(tokens, labels, wte, w):
+    h = np.tanh(wte[tokens] @ w)
+    logits = h @ wte.T
+    peak = logits.max(-1)
+    lse = np.log(np.exp(logits - peak[..., None]).sum(-1)) + peak
+    picked = np.take_along_axis(logits, labels[..., None], -1)[..., 0]
+    return (lse - picked).sum() / (TIED["B"] * TIED["S"])
+
+
+def tied_step(rng, m):
+    b, s, dd, v = TIED["B"], TIED["S"], TIED["D"], TIED["V"]
+    inputs = {"tokens": rng.integers(0, v, (b, s)).astype(np.int32), "labels": rng.integers(0, v, (b, s)).astype(np.int32),
+              "wte": normal(rng, v, dd), "w": normal(rng, dd, dd) * np.float32(0.5)}
+    return with_grads(tied_lm_np, inputs, ["wte", "w"])
+
+
+case("grad tied embedding", golden("tied_embedding.tdsl"), "step", tied_step, scaled=True,
+     consts=",".join("%s=%d" % kv for kv in TIED.items()), interp=[None, (3, 2)])
 
 
 # ---- gradients of spmd fns (tests/interp/progs/grad_spmd.tdsl) ----
