@@ -480,19 +480,108 @@ static int lower_slice_of_pad(Part *p, const Inst *in, Piece *out) {
     return 1;
 }
 
+/* ---- slices of a split dim that the result holds whole ---- */
+
+static int same_dim_axes(const Sharding *a, const Sharding *b, int d) {
+    int x[MAX_AXES], y[MAX_AXES], n = sharding_dim_axes(a, d, x);
+    if (n != sharding_dim_axes(b, d, y))
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (x[i] != y[i])
+            return 0;
+    return 1;
+}
+
+/* The one sliced dim the operand x splits and the result holds whole, the
+ * other dims split alike and the other sliced dims whole in both (-1:
+ * none such). */
+static int dim_sliced_to_whole(const Fn *src, const Inst *in, const Sharding *xsh) {
+    const Shape *xs = &src->insts[ir_arg(src, in, 0)].type;
+    int dim = -1, axes[MAX_AXES];
+    for (int d = 0; d < xs->rank; d++) {
+        int sliced = src->ints[in->attrs + d] != 0 || src->ints[in->attrs + xs->rank + d] != xs->dims[d];
+        if (sliced && sharding_dim_axes(xsh, d, axes) && !sharding_dim_axes(&in->sh, d, axes)) {
+            if (dim >= 0)
+                return -1;
+            dim = d;
+        } else if (!same_dim_axes(xsh, &in->sh, d) || (sliced && sharding_dim_axes(xsh, d, axes)))
+            return -1;
+    }
+    return dim;
+}
+
+/* A slice [lo, hi) of a split dim whose result holds the dim whole (a
+ * result too short to split, as x[0:1]): only the blocks that hold rows
+ * of it have anything to give.  Each device cuts its share of [lo, hi)
+ * from its block, L rows (the most any block holds, at a per-device
+ * offset), one all-gather of L rows replaces the gather of whole blocks,
+ * and every device keeps the real rows of each share.  When a block holds
+ * L == b rows the whole gather is as cheap, and the rule lowers it. */
+static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    Piece x = p->value[ir_arg(src, in, 0)];
+    int dim = partial_axes(&x.sh) ? -1 : dim_sliced_to_whole(src, in, &x.sh);
+    if (dim < 0 || in->type.dtype == DT_BOOL)
+        return 0;
+    int rank = in->type.rank, axes[MAX_AXES], n = sharding_dim_axes(&x.sh, dim, axes);
+    int64_t k = 1, lo = src->ints[in->attrs + dim], hi = src->ints[in->attrs + rank + dim], most = 0;
+    for (int i = 0; i < n; i++)
+        k *= p->m->axis_size[axes[i]];
+    int64_t b = p->dst->insts[x.v].type.dims[dim];
+    int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(3 * k)), *to = from + k, *off = to + k;
+    uint8_t *holds = arena_alloc(p->m->arena, (size_t)k);
+    for (int64_t q = 0; q < k; q++) {
+        from[q] = lo > q * b ? lo - q * b : 0;
+        to[q] = hi < (q + 1) * b ? hi - q * b : b;
+        holds[q] = to[q] > from[q];
+        most = holds[q] && to[q] - from[q] > most ? to[q] - from[q] : most;
+    }
+    if (most >= b)
+        return 0;
+    int64_t bounds[2 * MAX_RANK];
+    const Shape *local = &p->dst->insts[x.v].type;
+    for (int d = 0; d < rank; d++) {         /* the other dims slice locally */
+        int whole = d == dim || sharding_dim_axes(&x.sh, d, axes) > 0;
+        bounds[d] = whole ? 0 : src->ints[in->attrs + d];
+        bounds[rank + d] = whole ? local->dims[d] : src->ints[in->attrs + rank + d];
+    }
+    n = sharding_dim_axes(&x.sh, dim, axes);
+    int first = p->dst->ninsts, y = x.v, whole = 1;
+    for (int d = 0; d < rank; d++)
+        whole &= bounds[d] == 0 && bounds[rank + d] == local->dims[d];
+    if (!whole)
+        y = emit_local(p, OP_SLICE, (int32_t[]){x.v}, 1, bounds, 2 * rank, NULL);
+    for (int64_t q = 0; q < k; q++)
+        off[q] = from[q] < b - most ? from[q] : b - most;
+    Devices dv = {p, axes, n, k, -1};
+    int64_t gather[1 + MAX_AXES] = {dim};
+    for (int i = 0; i < n; i++)
+        gather[1 + i] = axes[i];
+    int all = emit_local(p, OP_ALL_GATHER, (int32_t[]){rows_at(&dv, y, dim, off, holds, most)}, 1, gather, 1 + n, NULL);
+    int32_t *parts = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)k);
+    int nparts = 0;
+    for (int64_t q = 0; q < k; q++)
+        if (holds[q])
+            parts[nparts++] = slice_along(p, all, dim, q * most + from[q] - off[q], q * most + to[q] - off[q]);
+    int64_t d64 = dim;
+    int v = nparts == 1 ? parts[0] : emit_local(p, OP_CONCAT, parts, nparts, &d64, 1, NULL);
+    note_move(p, first, y, OP_SLICE, (k - 1) * most * row_bytes(p, y, dim));
+    p->dst->insts[v].sh = in->sh;
+    *out = (Piece){v, in->sh, in->type, p->place};
+    return 1;
+}
+
 /* A slice along a split dim (one at a time): the operand is split like the
  * result, the other dims slice locally, and the split dim exchanges only
  * the rows that cross blocks (slice_exchange), with no all-gather. */
-int lower_split_slice(Part *p, const Inst *in, Piece *out) {
+static int split_slice_as(Part *p, const Inst *in, const Sharding *sh, Piece *out) {
     const Fn *src = p->src;
-    if (lower_slice_of_pad(p, in, out))
-        return 1;
     const Shape *xs = &src->insts[ir_arg(src, in, 0)].type;
     int rank = xs->rank, dim = -1;
     for (int d = 0; d < rank; d++) {
         int64_t lo = src->ints[in->attrs + d], hi = src->ints[in->attrs + rank + d];
         int axes[MAX_AXES];
-        if ((lo != 0 || hi != xs->dims[d]) && sharding_dim_axes(&in->sh, d, axes)) {
+        if ((lo != 0 || hi != xs->dims[d]) && sharding_dim_axes(sh, d, axes)) {
             if (dim >= 0)
                 return 0;            /* one shifted dim at a time */
             dim = d;
@@ -500,11 +589,11 @@ int lower_split_slice(Part *p, const Inst *in, Piece *out) {
     }
     if (dim < 0)
         return 0;
-    int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, dim, axes);
+    int axes[MAX_AXES], n = sharding_dim_axes(sh, dim, axes);
     int64_t k = 1, lo = src->ints[in->attrs + dim], hi = src->ints[in->attrs + rank + dim];
     for (int i = 0; i < n; i++)
         k *= p->m->axis_size[axes[i]];
-    Sharding want = in->sh;      /* the operand is split like the result */
+    Sharding want = *sh;      /* the operand is split like the result */
     Piece x = reshard(p, p->value[ir_arg(src, in, 0)], &want);
     int64_t bounds[2 * MAX_RANK];
     const Shape *local = &p->dst->insts[x.v].type;
@@ -525,9 +614,35 @@ int lower_split_slice(Part *p, const Inst *in, Piece *out) {
     Segment rows = {0, 0, hi - lo, lo};
     Exchange ex = {k, hi - lo, c, &b, &rows, 1, 0};
     note_exchange(p, first, y, OP_SLICE, dim, &ex);
-    p->dst->insts[v].sh = in->sh;
-    *out = (Piece){v, in->sh, in->type, p->place};
+    p->dst->insts[v].sh = *sh;
+    *out = (Piece){v, *sh, in->type, p->place};
     return 1;
+}
+
+/* The sharding the function returns src value v with, when the return is
+ * its only user and fixes it (NULL: none such). */
+static const Sharding *returned_as(const Part *p, int v) {
+    int u = p->only_user[v];
+    if (u < 0 || p->src->insts[u].op != OP_RETURN)
+        return NULL;
+    const Inst *ret = &p->src->insts[u];
+    for (int i = 0; i < ret->nargs; i++)
+        if (ir_arg(p->src, ret, i) == v && !p->dst->results[i].sh.open)
+            return &p->dst->results[i].sh;
+    return NULL;
+}
+
+/* A slice along a split dim, or of one the result holds whole.  A result
+ * too short to split (x[0:1]: propagation splits no dim into more blocks
+ * than it has rows) that the function returns split is sliced straight to
+ * the returned sharding: its blocks stay where the rows are. */
+int lower_split_slice(Part *p, const Inst *in, Piece *out) {
+    if (lower_slice_of_pad(p, in, out) || split_slice_as(p, in, &in->sh, out))
+        return 1;
+    const Sharding *ret = returned_as(p, (int)(in - p->src->insts));
+    if (ret && !partial_axes(&in->sh) && split_slice_as(p, in, ret, out))
+        return 1;
+    return lower_slice_to_whole(p, in, out);
 }
 
 /* One run of rows that moves for a concat along a split dim: rows

@@ -876,6 +876,15 @@ case("halo_pads.conv1d", _hp, "conv1d", conv1d)
 case("halo_pads.conv2d", _hp, "conv2d", conv2d)
 
 
+# ---- slices to fewer rows than blocks (tests/interp/progs/halo_slices.tdsl) ----
+
+_hs = prog("halo_slices.tdsl")
+for _fn, _shape, _bounds in (("first", (512,), [(0, 1)]), ("last", (64,), [(63, 64)]), ("two", (30, 3), [(14, 16)]),
+                             ("rows", (16, 8), [(6, 9)])):
+    case("halo_slices." + _fn, _hs, _fn, sliced("f32", _shape, *_bounds), exact=True)
+case("halo_slices.cols", _hs, "cols", sliced("f32", (5, 30), (0, 5), (13, 15), scale=2), exact=True)
+
+
 # ---- reshapes that move a split dim's boundaries (tests/interp/progs/halo_reshapes.tdsl) ----
 
 def reshaped(dt, shape, to):
@@ -1693,7 +1702,7 @@ def elementwise(f, *shape):
 
 def two_slices(rng, m):
     x = normal(rng, 16, 8)
-    return {"x": x}, [(x[0:3] + x[5:8], "f32")]
+    return {"x": x}, [(x[0:9] + x[7:16], "f32")]
 
 
 def copies(*shape, n=2, reshape=None):
