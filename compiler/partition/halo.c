@@ -520,7 +520,7 @@ static int dim_sliced_to_whole(const Fn *src, const Inst *in, const Sharding *xs
 static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
     const Fn *src = p->src;
     Piece x = p->value[ir_arg(src, in, 0)];
-    int dim = partial_axes(&x.sh) ? -1 : dim_sliced_to_whole(src, in, &x.sh);
+    int dim = partial_axes(&x.sh) || partial_axes(&in->sh) ? -1 : dim_sliced_to_whole(src, in, &x.sh);
     if (dim < 0 || in->type.dtype == DT_BOOL)
         return 0;
     int rank = in->type.rank, axes[MAX_AXES], n = sharding_dim_axes(&x.sh, dim, axes);
