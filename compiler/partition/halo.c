@@ -1,5 +1,6 @@
-/* Exchanges along split dims whose extent an op changes: roll, slices and
- * concat move only the rows that cross block boundaries, with
+/* Exchanges along split dims whose extent or block boundaries an op
+ * changes: roll, slices, concat, pads (and the slices of pads) and
+ * reshapes move only the rows that cross block boundaries, with
  * collective-permutes, instead of gathering the whole dim. */
 #include "part.h"
 
@@ -291,7 +292,7 @@ static int slice_exchange(Devices *dv, int y, int dim, int64_t lo, int64_t hi, i
     Part *p = dv->p;
     int64_t k = dv->k, d64 = dim;
     if (c == b) {
-        int64_t q = lo / b, r = lo % b;
+        int64_t q = lo >= 0 ? lo / b : -((-lo + b - 1) / b), r = lo - q * b;   /* floor: a pad's window starts below 0 */
         int head = permute_blocks(p, slice_along(p, y, dim, r, b), dv->axes, dv->naxes, -q);
         if (!r)
             return head;
@@ -304,7 +305,7 @@ static int slice_exchange(Devices *dv, int y, int dim, int64_t lo, int64_t hi, i
     int any_local = 0;
     for (int64_t j = 0; j < k && lo + j * c < hi; j++) {
         int64_t s = lo + j * c;
-        for (int64_t q = s / b; q < k && q * b < s + c && q * b < hi; q++) {
+        for (int64_t q = s > 0 ? s / b : 0; q < k && q * b < s + c && q * b < hi; q++) {
             Rows r = rows_from(lo, hi, b, c, j, q);
             if (!r.len)
                 continue;
@@ -316,20 +317,271 @@ static int slice_exchange(Devices *dv, int y, int dim, int64_t lo, int64_t hi, i
         }
     }
     int acc = any_local ? rows_at(dv, y, dim, start, local, c) : -1;
-    return permute_transfers(dv, y, dim, t, nt, acc, b, c);
+    acc = permute_transfers(dv, y, dim, t, nt, acc, b, c);
+    if (acc >= 0)
+        return acc;
+    Shape s = p->dst->insts[y].type;     /* no real rows anywhere: all padding (a pad's fill) */
+    s.dims[dim] = c;
+    return splat(p, 0, &s);
+}
+
+/* ---- pads: concats of constants around one value, and their slices ---- */
+
+/* Is src value v a constant everywhere (zeros(T), full(T, c), a constant)? */
+static int splat_value(const Fn *src, int v, double *value) {
+    const Inst *in = &src->insts[v];
+    if (in->op == OP_BROADCAST)
+        in = &src->insts[ir_arg(src, in, 0)];
+    if (in->op != OP_CONSTANT || in->type.rank != 0)
+        return 0;
+    *value = in->value;
+    return 1;
+}
+
+/* A concat of one value x between constants of one value along `dim`: x
+ * padded with `low` rows before and `high` after, all `fill`. */
+typedef struct {
+    int x, dim;
+    int64_t low, high;
+    double fill;
+} Pad;
+
+static int pad_of(const Fn *src, const Inst *in, Pad *pad) {
+    if (in->op != OP_CONCAT || in->type.dtype == DT_BOOL)
+        return 0;
+    *pad = (Pad){-1, (int)src->ints[in->attrs], 0, 0, 0};
+    int nfill = 0;
+    for (int i = 0; i < in->nargs; i++) {
+        int a = ir_arg(src, in, i);
+        double value;
+        int64_t rows = src->insts[a].type.dims[pad->dim];
+        if (splat_value(src, a, &value)) {
+            if (nfill++ && value != pad->fill)
+                return 0;
+            pad->fill = value;
+            *(pad->x < 0 ? &pad->low : &pad->high) += rows;
+        } else if (pad->x >= 0)
+            return 0;            /* two values: a real concat */
+        else
+            pad->x = a;
+    }
+    return pad->x >= 0 && nfill > 0;
+}
+
+/* A slice whose operand is a pad and that slices only the pad's dim, split
+ * in the result: it reads the padded value's rows directly (a window). */
+static int slice_of_pad(const Fn *src, const Inst *in, Pad *pad) {
+    if (in->op != OP_SLICE || !pad_of(src, &src->insts[ir_arg(src, in, 0)], pad))
+        return 0;
+    const Shape *xs = &src->insts[ir_arg(src, in, 0)].type;
+    int axes[MAX_AXES];
+    for (int d = 0; d < xs->rank; d++)
+        if (d != pad->dim && (src->ints[in->attrs + d] != 0 || src->ints[in->attrs + xs->rank + d] != xs->dims[d]))
+            return 0;
+    return sharding_dim_axes(&in->sh, pad->dim, axes) > 0;
+}
+
+/* The pads only slices of pads read (1), placed where the slices and the
+ * padded value are: those slices read the padded value, so the pad itself
+ * is never built.  One pass over the uses. */
+void find_unbuilt_pads(Part *p) {
+    const Fn *src = p->src;
+    p->unbuilt_pad = arena_alloc(p->m->arena, (size_t)src->ninsts + 1);
+    uint8_t *read = arena_alloc(p->m->arena, (size_t)src->ninsts + 1);
+    Pad pad;
+    for (int v = 0; v < src->ninsts; v++)
+        p->unbuilt_pad[v] = pad_of(src, &src->insts[v], &pad) && src->insts[pad.x].place == src->insts[v].place;
+    for (int u = 0; u < src->ninsts; u++)
+        for (int i = 0; i < src->insts[u].nargs; i++) {
+            int a = ir_arg(src, &src->insts[u], i);
+            if (!p->unbuilt_pad[a])
+                continue;
+            read[a] = 1;
+            if (!slice_of_pad(src, &src->insts[u], &pad) || src->insts[u].place != src->insts[a].place)
+                p->unbuilt_pad[a] = 0;
+        }
+    for (int v = 0; v < src->ninsts; v++)
+        p->unbuilt_pad[v] &= read[v];
+}
+
+/* Block v of a window whose row i on device j is row lo + j c + i of a
+ * value of `rows` rows, with the rows outside the value set to `fill`:
+ * only the sides the window leaves are compared. */
+static int fill_outside(Devices *dv, int v, int dim, int64_t lo, int64_t c, int64_t rows, double fill) {
+    Part *p = dv->p;
+    Shape pos = p->dst->insts[v].type;
+    pos.dtype = DT_I32;
+    int64_t d64 = dim, last = lo + dv->k * c;
+    int start = emit_local(p, OP_MUL, (int32_t[]){device_index(dv), i32_constant(p, c)}, 2, NULL, 0, NULL);
+    if (lo)
+        start = emit_local(p, OP_ADD, (int32_t[]){start, i32_constant(p, lo)}, 2, NULL, 0, NULL);
+    int row = emit_local(p, OP_ADD, (int32_t[]){emit_local(p, OP_IOTA, NULL, 0, &d64, 1, &pos),
+                                                emit_local(p, OP_BROADCAST, (int32_t[]){start}, 1, NULL, 0, &pos)},
+                         2, NULL, 0, NULL);
+    int in_x = -1;
+    for (int side = 0; side < 2; side++) {
+        if (side ? last <= rows : lo >= 0)
+            continue;
+        int cmp = emit_local(p, OP_COMPARE, (int32_t[]){row, splat(p, side ? (double)rows : 0, &pos)}, 2,
+                             (int64_t[]){side ? CMP_LT : CMP_GE}, 1, NULL);
+        in_x = in_x < 0 ? cmp : emit_local(p, OP_SELECT, (int32_t[]){in_x, cmp, in_x}, 3, NULL, 0, NULL);
+    }
+    return emit_local(p, OP_SELECT, (int32_t[]){in_x, v, splat(p, fill, &p->dst->insts[v].type)}, 3, NULL, 0, NULL);
+}
+
+/* Rows [lo, hi) of src value x along `dim` (rows outside [0, n) are
+ * `fill`) as a value with sharding sh: x is split like the result, rows
+ * that cross blocks move as for a slice (only x's real rows: what falls
+ * outside them is filled here, on the receiving device), and result rows
+ * outside x are set to the fill. */
+static Piece window(Part *p, int x, int dim, int64_t lo, int64_t hi, double fill, const Sharding *sh,
+                    const Shape *type, int op) {
+    int axes[MAX_AXES], n = sharding_dim_axes(sh, dim, axes);
+    int64_t k = 1, rows = p->src->insts[x].type.dims[dim];
+    for (int i = 0; i < n; i++)
+        k *= p->m->axis_size[axes[i]];
+    Piece xp = reshard(p, p->value[x], sh);
+    int first = p->dst->ninsts;
+    Devices dv = {p, axes, n, k, -1};
+    int64_t b = p->dst->insts[xp.v].type.dims[dim], c = (hi - lo + k - 1) / k;
+    int v = slice_exchange(&dv, xp.v, dim, lo, hi < rows ? hi : rows, b, c);
+    if (lo < 0 || hi > rows)
+        v = fill_outside(&dv, v, dim, lo, c, rows, fill);
+    int64_t at = lo < 0 ? -lo : 0, from = lo > 0 ? lo : 0, to = hi < rows ? hi : rows;
+    Segment seg = {0, at, to > from ? to - from : 0, from};
+    Exchange ex = {k, hi - lo, c, &b, &seg, 1, 0};
+    note_exchange(p, first, xp.v, op, dim, &ex);
+    p->dst->insts[v].sh = *sh;
+    return (Piece){v, *sh, *type, p->place};
+}
+
+/* A pad along a split dim (a concat of constants around one value): a
+ * window on the value, only the rows that cross blocks moving. */
+static int lower_split_pad(Part *p, const Inst *in, Piece *out) {
+    Pad pad;
+    int axes[MAX_AXES];
+    if (!pad_of(p->src, in, &pad) || !sharding_dim_axes(&in->sh, pad.dim, axes))
+        return 0;
+    int64_t rows = p->src->insts[pad.x].type.dims[pad.dim];
+    *out = window(p, pad.x, pad.dim, -pad.low, rows + pad.high, pad.fill, &in->sh, &in->type, OP_CONCAT);
+    return 1;
+}
+
+/* A slice of a pad (a convolution's shifted windows): rows of the padded
+ * value, read directly; the pad itself is not built when only such
+ * slices read it (pad_read_by_slices_only). */
+static int lower_slice_of_pad(Part *p, const Inst *in, Piece *out) {
+    Pad pad;
+    if (!slice_of_pad(p->src, in, &pad) || !p->unbuilt_pad[ir_arg(p->src, in, 0)])
+        return 0;
+    int rank = in->type.rank;
+    int64_t lo = p->src->ints[in->attrs + pad.dim], hi = p->src->ints[in->attrs + rank + pad.dim];
+    *out = window(p, pad.x, pad.dim, lo - pad.low, hi - pad.low, pad.fill, &in->sh, &in->type, OP_SLICE);
+    return 1;
+}
+
+/* ---- slices of a split dim that the result holds whole ---- */
+
+static int same_dim_axes(const Sharding *a, const Sharding *b, int d) {
+    int x[MAX_AXES], y[MAX_AXES], n = sharding_dim_axes(a, d, x);
+    if (n != sharding_dim_axes(b, d, y))
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (x[i] != y[i])
+            return 0;
+    return 1;
+}
+
+/* The one sliced dim the operand x splits and the result holds whole, the
+ * other dims split alike and the other sliced dims whole in both (-1:
+ * none such). */
+static int dim_sliced_to_whole(const Fn *src, const Inst *in, const Sharding *xsh) {
+    const Shape *xs = &src->insts[ir_arg(src, in, 0)].type;
+    int dim = -1, axes[MAX_AXES];
+    for (int d = 0; d < xs->rank; d++) {
+        int sliced = src->ints[in->attrs + d] != 0 || src->ints[in->attrs + xs->rank + d] != xs->dims[d];
+        if (sliced && sharding_dim_axes(xsh, d, axes) && !sharding_dim_axes(&in->sh, d, axes)) {
+            if (dim >= 0)
+                return -1;
+            dim = d;
+        } else if (!same_dim_axes(xsh, &in->sh, d) || (sliced && sharding_dim_axes(xsh, d, axes)))
+            return -1;
+    }
+    return dim;
+}
+
+/* A slice [lo, hi) of a split dim whose result holds the dim whole (a
+ * result too short to split, as x[0:1]): only the blocks that hold rows
+ * of it have anything to give.  Each device cuts its share of [lo, hi)
+ * from its block, L rows (the most any block holds, at a per-device
+ * offset), one all-gather of L rows replaces the gather of whole blocks,
+ * and every device keeps the real rows of each share.  When a block holds
+ * L == b rows the whole gather is as cheap, and the rule lowers it. */
+static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    Piece x = p->value[ir_arg(src, in, 0)];
+    int dim = partial_axes(&x.sh) || partial_axes(&in->sh) ? -1 : dim_sliced_to_whole(src, in, &x.sh);
+    if (dim < 0 || in->type.dtype == DT_BOOL)
+        return 0;
+    int rank = in->type.rank, axes[MAX_AXES], n = sharding_dim_axes(&x.sh, dim, axes);
+    int64_t k = 1, lo = src->ints[in->attrs + dim], hi = src->ints[in->attrs + rank + dim], most = 0;
+    for (int i = 0; i < n; i++)
+        k *= p->m->axis_size[axes[i]];
+    int64_t b = p->dst->insts[x.v].type.dims[dim];
+    int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(3 * k)), *to = from + k, *off = to + k;
+    uint8_t *holds = arena_alloc(p->m->arena, (size_t)k);
+    for (int64_t q = 0; q < k; q++) {
+        from[q] = lo > q * b ? lo - q * b : 0;
+        to[q] = hi < (q + 1) * b ? hi - q * b : b;
+        holds[q] = to[q] > from[q];
+        most = holds[q] && to[q] - from[q] > most ? to[q] - from[q] : most;
+    }
+    if (most >= b)
+        return 0;
+    int64_t bounds[2 * MAX_RANK];
+    const Shape *local = &p->dst->insts[x.v].type;
+    for (int d = 0; d < rank; d++) {         /* the other dims slice locally */
+        int whole = d == dim || sharding_dim_axes(&x.sh, d, axes) > 0;
+        bounds[d] = whole ? 0 : src->ints[in->attrs + d];
+        bounds[rank + d] = whole ? local->dims[d] : src->ints[in->attrs + rank + d];
+    }
+    n = sharding_dim_axes(&x.sh, dim, axes);
+    int first = p->dst->ninsts, y = x.v, whole = 1;
+    for (int d = 0; d < rank; d++)
+        whole &= bounds[d] == 0 && bounds[rank + d] == local->dims[d];
+    if (!whole)
+        y = emit_local(p, OP_SLICE, (int32_t[]){x.v}, 1, bounds, 2 * rank, NULL);
+    for (int64_t q = 0; q < k; q++)
+        off[q] = from[q] < b - most ? from[q] : b - most;
+    Devices dv = {p, axes, n, k, -1};
+    int64_t gather[1 + MAX_AXES] = {dim};
+    for (int i = 0; i < n; i++)
+        gather[1 + i] = axes[i];
+    int all = emit_local(p, OP_ALL_GATHER, (int32_t[]){rows_at(&dv, y, dim, off, holds, most)}, 1, gather, 1 + n, NULL);
+    int32_t *parts = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)k);
+    int nparts = 0;
+    for (int64_t q = 0; q < k; q++)
+        if (holds[q])
+            parts[nparts++] = slice_along(p, all, dim, q * most + from[q] - off[q], q * most + to[q] - off[q]);
+    int64_t d64 = dim;
+    int v = nparts == 1 ? parts[0] : emit_local(p, OP_CONCAT, parts, nparts, &d64, 1, NULL);
+    note_move(p, first, y, OP_SLICE, (k - 1) * most * row_bytes(p, y, dim));
+    p->dst->insts[v].sh = in->sh;
+    *out = (Piece){v, in->sh, in->type, p->place};
+    return 1;
 }
 
 /* A slice along a split dim (one at a time): the operand is split like the
  * result, the other dims slice locally, and the split dim exchanges only
  * the rows that cross blocks (slice_exchange), with no all-gather. */
-int lower_split_slice(Part *p, const Inst *in, Piece *out) {
+static int split_slice_as(Part *p, const Inst *in, const Sharding *sh, Piece *out) {
     const Fn *src = p->src;
     const Shape *xs = &src->insts[ir_arg(src, in, 0)].type;
     int rank = xs->rank, dim = -1;
     for (int d = 0; d < rank; d++) {
         int64_t lo = src->ints[in->attrs + d], hi = src->ints[in->attrs + rank + d];
         int axes[MAX_AXES];
-        if ((lo != 0 || hi != xs->dims[d]) && sharding_dim_axes(&in->sh, d, axes)) {
+        if ((lo != 0 || hi != xs->dims[d]) && sharding_dim_axes(sh, d, axes)) {
             if (dim >= 0)
                 return 0;            /* one shifted dim at a time */
             dim = d;
@@ -337,11 +589,11 @@ int lower_split_slice(Part *p, const Inst *in, Piece *out) {
     }
     if (dim < 0)
         return 0;
-    int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, dim, axes);
+    int axes[MAX_AXES], n = sharding_dim_axes(sh, dim, axes);
     int64_t k = 1, lo = src->ints[in->attrs + dim], hi = src->ints[in->attrs + rank + dim];
     for (int i = 0; i < n; i++)
         k *= p->m->axis_size[axes[i]];
-    Sharding want = in->sh;      /* the operand is split like the result */
+    Sharding want = *sh;      /* the operand is split like the result */
     Piece x = reshard(p, p->value[ir_arg(src, in, 0)], &want);
     int64_t bounds[2 * MAX_RANK];
     const Shape *local = &p->dst->insts[x.v].type;
@@ -362,9 +614,35 @@ int lower_split_slice(Part *p, const Inst *in, Piece *out) {
     Segment rows = {0, 0, hi - lo, lo};
     Exchange ex = {k, hi - lo, c, &b, &rows, 1, 0};
     note_exchange(p, first, y, OP_SLICE, dim, &ex);
-    p->dst->insts[v].sh = in->sh;
-    *out = (Piece){v, in->sh, in->type, p->place};
+    p->dst->insts[v].sh = *sh;
+    *out = (Piece){v, *sh, in->type, p->place};
     return 1;
+}
+
+/* The sharding the function returns src value v with, when the return is
+ * its only user and fixes it (NULL: none such). */
+static const Sharding *returned_as(const Part *p, int v) {
+    int u = p->only_user[v];
+    if (u < 0 || p->src->insts[u].op != OP_RETURN)
+        return NULL;
+    const Inst *ret = &p->src->insts[u];
+    for (int i = 0; i < ret->nargs; i++)
+        if (ir_arg(p->src, ret, i) == v && !p->dst->results[i].sh.open)
+            return &p->dst->results[i].sh;
+    return NULL;
+}
+
+/* A slice along a split dim, or of one the result holds whole.  A result
+ * too short to split (x[0:1]: propagation splits no dim into more blocks
+ * than it has rows) that the function returns split is sliced straight to
+ * the returned sharding: its blocks stay where the rows are. */
+int lower_split_slice(Part *p, const Inst *in, Piece *out) {
+    if (lower_slice_of_pad(p, in, out) || split_slice_as(p, in, &in->sh, out))
+        return 1;
+    const Sharding *ret = returned_as(p, (int)(in - p->src->insts));
+    if (ret && !partial_axes(&in->sh) && split_slice_as(p, in, ret, out))
+        return 1;
+    return lower_slice_to_whole(p, in, out);
 }
 
 /* One run of rows that moves for a concat along a split dim: rows
@@ -403,6 +681,12 @@ static int keep_on(Part *p, int piece, const int *axes, int n, const int64_t *de
  * assembles the block. */
 int lower_split_concat(Part *p, const Inst *in, Piece *out) {
     const Fn *src = p->src;
+    if (p->unbuilt_pad[in - src->insts]) {
+        *out = (Piece){-1, in->sh, in->type, p->place};      /* its slices read the padded value */
+        return 1;
+    }
+    if (lower_split_pad(p, in, out))
+        return 1;
     int64_t dim = src->ints[in->attrs];
     int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, (int)dim, axes);
     int64_t k = 1, total = in->type.dims[dim];
@@ -534,5 +818,77 @@ int lower_split_cumsum(Part *p, const Inst *in, Piece *out) {
         note_move(p, first, operand, OP_CUMSUM, row_bytes(p, scan, dim));
     p->dst->insts[y].sh = in->sh;
     *out = (Piece){y, in->sh, in->type, p->place};
+    return 1;
+}
+
+/* ---- reshapes that move a split dim's boundaries ---- */
+
+static int64_t dims_product(const Shape *s, int from, int to) {
+    int64_t n = 1;
+    for (int d = from; d < to; d++)
+        n *= s->dims[d];
+    return n;
+}
+
+/* The one dim sh splits (-1: none or several), and its axes. */
+static int only_split_dim(const Sharding *sh, int rank, int *axes, int *n) {
+    int dim = -1;
+    for (int d = 0; d < rank; d++)
+        if (sharding_dim_axes(sh, d, axes)) {
+            if (dim >= 0)
+                return -1;
+            dim = d;
+        }
+    if (dim >= 0)
+        *n = sharding_dim_axes(sh, dim, axes);
+    return dim;
+}
+
+/* A reshape that merges or splits the split dim with whole minor dims
+ * (s32[2,3,7@X,10] -> s32[3,2,1,14@X,5]): the dims before the split dim
+ * hold as many elements on both sides (P), so both blocks are ranges of
+ * one flat dim of n rows of P elements, [P, n].  The block boundaries
+ * move in it (40 flat rows to 35 above), and only the rows that cross them
+ * move, as for a slice [0, n) of blocks b to blocks c; when they stay put
+ * (b == c) the local reshape is exact and the rule lowers it. */
+int lower_split_reshape(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    int x = ir_arg(src, in, 0), axes[MAX_AXES], naxes = 0, xaxes[MAX_AXES], nx = 0;
+    const Shape *xs = &src->insts[x].type, *ys = &in->type;
+    int dy = only_split_dim(&in->sh, ys->rank, axes, &naxes);
+    int dx = only_split_dim(&p->value[x].sh, xs->rank, xaxes, &nx);
+    if (dy < 0 || partial_axes(&in->sh) || ys->dtype == DT_BOOL)
+        return 0;
+    int64_t pre = dims_product(ys, 0, dy), k = 1;
+    for (int i = 0; i < naxes; i++)
+        k *= p->m->axis_size[axes[i]];
+    if (dx < 0 || dims_product(xs, 0, dx) != pre)
+        for (dx = 0; dx < xs->rank && (dims_product(xs, 0, dx) != pre || xs->dims[dx] == 1); dx++)
+            ;                    /* the operand is split where the flat rows start */
+    if (dx >= xs->rank || dims_product(xs, 0, dx) != pre)
+        return 0;
+    int64_t rx = dims_product(xs, dx + 1, xs->rank), ry = dims_product(ys, dy + 1, ys->rank);
+    int64_t n = xs->dims[dx] * rx, b = (xs->dims[dx] + k - 1) / k * rx, cy = (ys->dims[dy] + k - 1) / k, c = cy * ry;
+    if (b == c)
+        return 0;
+    Sharding want = sharding_replicated();
+    for (int i = 0; i < naxes; i++)
+        want.dim[axes[i]] = (int8_t)dx, want.pos[axes[i]] = (uint8_t)i;
+    Piece xp = reshard(p, p->value[x], &want);
+    int first = p->dst->ninsts;
+    Shape flat = {ys->dtype, 2, {pre, b}}, local = *ys;
+    local.dims[dy] = cy;
+    int v = emit_local(p, OP_RESHAPE, (int32_t[]){xp.v}, 1, NULL, 0, &flat);
+    Devices dv = {p, axes, naxes, k, -1};
+    v = slice_exchange(&dv, v, 1, 0, n, b, c);
+    v = emit_local(p, OP_RESHAPE, (int32_t[]){v}, 1, NULL, 0, &local);
+    Segment rows = {0, 0, n, 0};
+    Exchange ex = {k, n, c, &b, &rows, 1, 0};
+    if (new_collectives(p, first)) {
+        ex.row_bytes = pre * dtype_size(ys->dtype);
+        note_move(p, first, xp.v, OP_RESHAPE, exchange_min_bytes(p, &ex));
+    }
+    p->dst->insts[v].sh = in->sh;
+    *out = (Piece){v, in->sh, in->type, p->place};
     return 1;
 }

@@ -1,6 +1,6 @@
 /* Internals of compiler/partition, shared by its files: partition.c lowers
  * each op, reshard.c moves values between shardings, halo.c exchanges the
- * halos of shifted slices, rolls and concats, place.c moves values between
+ * halos of shifted slices, rolls, concats, pads and reshapes, place.c moves values between
  * submeshes. */
 #ifndef SHARDC_PART_H
 #define SHARDC_PART_H
@@ -68,6 +68,7 @@ typedef struct {
     uint8_t place;               /* where what is emitted now runs (Inst.place) */
     Piece *moved;                /* src value -> its last copy moved to another placement (v < 0: none) */
     int32_t *only_user;          /* src value -> its one user, or -1 (none) or -2 (several) */
+    uint8_t *unbuilt_pad;        /* src value -> a pad that only slices read, never built (halo.c) */
     ReshardCache reshards;
     CallReshard *call_reshards;
     int ncall_reshards, call_reshards_cap;
@@ -205,6 +206,9 @@ int lower_split_roll(Part *p, const Inst *in, Piece *out);
 int lower_split_slice(Part *p, const Inst *in, Piece *out);
 int lower_split_concat(Part *p, const Inst *in, Piece *out);
 int lower_split_cumsum(Part *p, const Inst *in, Piece *out);
+int lower_split_reshape(Part *p, const Inst *in, Piece *out);
+/* Set Part.unbuilt_pad (before lowering a function). */
+void find_unbuilt_pads(Part *p);
 
 /* topk.c: a top-k along a split last dim, from the blocks' candidates. */
 typedef struct {

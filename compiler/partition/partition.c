@@ -648,6 +648,7 @@ static void lower_placed(Part *p, int v) {
         if ((in->op == OP_ROLL && lower_split_roll(p, in, &out)) ||
             (in->op == OP_SLICE && lower_split_slice(p, in, &out)) ||
             (in->op == OP_CONCAT && lower_split_concat(p, in, &out)) ||
+            (in->op == OP_RESHAPE && lower_split_reshape(p, in, &out)) ||
             (in->op == OP_CUMSUM && lower_split_cumsum(p, in, &out)) ||
             (in->op == OP_SCATTER && lower_scatter(p, in, &out)) ||
             (in->op == OP_TOP_K && lower_split_top_k(p, in, &out)) ||
@@ -684,6 +685,7 @@ static void partition_fn(Module *m, Diag *diag, int f) {
     for (int v = 0; v < src.ninsts; v++)
         p.moved[v].v = -1;
     find_only_users(&p);
+    find_unbuilt_pads(&p);
     for (int v = 0; v < src.ninsts; v++) {
         const Inst *in = &src.insts[v];
         p.name_of = in;

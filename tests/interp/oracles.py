@@ -891,6 +891,68 @@ case("split_slices.other_axis", _sl, "other_axis", sliced("f32", (9, 30), (0, 9)
      codegen=VARIANT_MESHES)
 
 
+# ---- pads and convolution windows along split dims (tests/interp/progs/halo_pads.tdsl) ----
+
+def padded(dt, shape, dim, low, high, fill=0):
+    """x padded along dim with `fill`."""
+    def make(rng, m):
+        x = rng.integers(-1000, 1000, shape).astype(np.int32) if dt == "i32" else normal(rng, *shape)
+        width = [(0, 0)] * len(shape)
+        width[dim] = (low, high)
+        return {"x": x}, [(np.pad(x, width, constant_values=fill).astype(x.dtype), dt)]
+    return make
+
+
+def last_padded(rng, m):
+    p = rng.standard_normal(64)
+    return {"p": p}, [(np.concatenate([p[63:], np.zeros(10)]), "f64")]
+
+
+def conv1d(rng, m):
+    x, w = normal(rng, 4, 64), normal(rng, 3)
+    xp = np.pad(d(x), [(0, 0), (1, 1)])
+    return {"x": x, "w": w}, [(sum(xp[:, i:i + 64] * d(w[i]) for i in range(3)), "f32")]
+
+
+def conv2d(rng, m):
+    x, w = normal(rng, 16, 20), normal(rng, 3, 3)
+    xp = np.pad(d(x), [(1, 1), (1, 1)])
+    return {"x": x, "w": w}, [(sum(xp[r:r + 16, c:c + 20] * d(w[r, c]) for r in range(3) for c in range(3)), "f32")]
+
+
+_hp = prog("halo_pads.tdsl")
+for _fn, _make in (("pad_high", padded("f32", (14, 257), 1, 0, 2)), ("pad_low", padded("f32", (30, 3), 0, 3, 0, 1.5)),
+                   ("pad_both", padded("f32", (29, 2), 0, 2, 4)), ("pad_ints", padded("i32", (17, 2), 0, 0, 1, 7))):
+    case("halo_pads." + _fn, _hp, _fn, _make, exact=True)
+case("halo_pads.last_padded", _hp, "last_padded", last_padded, exact=True)
+case("halo_pads.conv1d", _hp, "conv1d", conv1d)
+case("halo_pads.conv2d", _hp, "conv2d", conv2d)
+
+
+# ---- slices to fewer rows than blocks (tests/interp/progs/halo_slices.tdsl) ----
+
+_hs = prog("halo_slices.tdsl")
+for _fn, _shape, _bounds in (("first", (512,), [(0, 1)]), ("last", (64,), [(63, 64)]), ("two", (30, 3), [(14, 16)]),
+                             ("rows", (16, 8), [(6, 9)])):
+    case("halo_slices." + _fn, _hs, _fn, sliced("f32", _shape, *_bounds), exact=True)
+case("halo_slices.cols", _hs, "cols", sliced("f32", (5, 30), (0, 5), (13, 15), scale=2), exact=True)
+
+
+# ---- reshapes that move a split dim's boundaries (tests/interp/progs/halo_reshapes.tdsl) ----
+
+def reshaped(dt, shape, to):
+    def make(rng, m):
+        x = rng.integers(-1000, 1000, shape).astype(np.int32) if dt == "i32" else normal(rng, *shape)
+        return {"x": x}, [(x.reshape(to), dt)]
+    return make
+
+
+_hr = prog("halo_reshapes.tdsl")
+for _fn, _dt, _shape, _to in (("merge", "i32", (2, 3, 7, 10), (3, 2, 1, 14, 5)), ("split", "f32", (14, 5), (7, 10)),
+                              ("flatten", "f32", (5, 6), (30,)), ("unflatten", "f32", (36,), (4, 9))):
+    case("halo_reshapes." + _fn, _hr, _fn, reshaped(_dt, _shape, _to), exact=True)
+
+
 # ---- fused elementwise chains (tests/interp/progs/fusion.tdsl) ----
 
 def i32_wrap(a):
@@ -1718,7 +1780,7 @@ def elementwise(f, *shape):
 
 def two_slices(rng, m):
     x = normal(rng, 16, 8)
-    return {"x": x}, [(x[0:3] + x[5:8], "f32")]
+    return {"x": x}, [(x[0:9] + x[7:16], "f32")]
 
 
 def copies(*shape, n=2, reshape=None):
