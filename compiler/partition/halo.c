@@ -52,29 +52,41 @@ static void note_exchange(Part *p, int first, int of, int op, int dim, Exchange 
     note_move(p, first, of, op, exchange_min_bytes(p, ex));
 }
 
-/* roll along a split dim.  With the shift s = q blocks + r rows and blocks
- * of b rows, a device's new block is the last r rows of the block q + 1
- * before it (the halo), then the first b - r rows of the block q before it:
- * each piece is sliced before it is sent, so no more than a block moves. */
+/* Src value x rolled by `shift` along a split dim of even blocks, as sh
+ * splits it.  With the shift s = q blocks + r rows and blocks of b rows, a
+ * device's new block is the last r rows of the block q + 1 before it (the
+ * halo), then the first b - r rows of the block q before it: each piece is
+ * sliced before it is sent, so no more than a block moves.  `segments`
+ * (NULL: roll's own) say where the result's rows come from, for the
+ * report. */
+static Piece roll_as(Part *p, int x, int dim, int64_t shift, const Sharding *sh, const Shape *type, int op,
+                     const Segment *segments, int nsegments) {
+    int axes[MAX_AXES], n = sharding_dim_axes(sh, dim, axes);
+    Piece xp = reshard(p, p->value[x], sh);
+    int first = p->dst->ninsts;
+    int64_t d64 = dim, b = p->dst->insts[xp.v].type.dims[dim], q = shift / b, r = shift % b;
+    int y = permute_blocks(p, slice_along(p, xp.v, dim, 0, b - r), axes, n, q);
+    if (r) {
+        int halo = permute_blocks(p, slice_along(p, xp.v, dim, b - r, b), axes, n, q + 1);
+        y = emit_local(p, OP_CONCAT, (int32_t[]){halo, y}, 2, &d64, 1, NULL);
+    }
+    int64_t extent = type->dims[dim], k = extent / b;
+    Segment wrap[2] = {{0, 0, shift, extent - shift}, {0, shift, extent - shift, 0}};
+    if (!segments)
+        segments = shift ? wrap : wrap + 1, nsegments = shift ? 2 : 1;
+    Exchange ex = {k, extent, b, &b, segments, nsegments, 0};
+    note_exchange(p, first, xp.v, op, dim, &ex);
+    p->dst->insts[y].sh = *sh;
+    return (Piece){y, *sh, *type, p->place};
+}
+
+/* roll along a split dim of even blocks. */
 int lower_split_roll(Part *p, const Inst *in, Piece *out) {
     int64_t shift = p->src->ints[in->attrs], dim = p->src->ints[in->attrs + 1];
-    int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, (int)dim, axes);
-    if (!n || !dim_is_even(p->m, &in->type, &in->sh, (int)dim))
+    int axes[MAX_AXES];
+    if (!sharding_dim_axes(&in->sh, (int)dim, axes) || !dim_is_even(p->m, &in->type, &in->sh, (int)dim))
         return 0;
-    Piece x = reshard(p, p->value[ir_arg(p->src, in, 0)], &in->sh);
-    int first = p->dst->ninsts;
-    int64_t b = p->dst->insts[x.v].type.dims[dim], q = shift / b, r = shift % b;
-    int y = permute_blocks(p, slice_along(p, x.v, (int)dim, 0, b - r), axes, n, q);
-    if (r) {
-        int halo = permute_blocks(p, slice_along(p, x.v, (int)dim, b - r, b), axes, n, q + 1);
-        y = emit_local(p, OP_CONCAT, (int32_t[]){halo, y}, 2, &dim, 1, NULL);
-    }
-    int64_t extent = in->type.dims[dim], k = extent / b;
-    Segment wrap[2] = {{0, 0, shift, extent - shift}, {0, shift, extent - shift, 0}};
-    Exchange ex = {k, extent, b, &b, shift ? wrap : wrap + 1, shift ? 2 : 1, 0};
-    note_exchange(p, first, x.v, OP_ROLL, (int)dim, &ex);
-    p->dst->insts[y].sh = in->sh;
-    *out = (Piece){y, in->sh, in->type, p->place};
+    *out = roll_as(p, ir_arg(p->src, in, 0), (int)dim, shift, &in->sh, &in->type, OP_ROLL, NULL, 0);
     return 1;
 }
 
@@ -381,6 +393,27 @@ static int slice_of_pad(const Fn *src, const Inst *in, Pad *pad) {
     return sharding_dim_axes(&in->sh, pad->dim, axes) > 0;
 }
 
+static int rotation_of(const Fn *src, const Inst *in, int *x, int64_t *start);
+
+/* The slices only rotations read (1): a rotation reads the sliced value
+ * itself, so they are never built.  One pass over the uses. */
+static void find_unbuilt_slices(Part *p) {
+    const Fn *src = p->src;
+    p->unbuilt_slice = arena_alloc(p->m->arena, (size_t)src->ninsts + 1);
+    uint8_t *rot = arena_alloc(p->m->arena, (size_t)src->ninsts + 1);
+    int x;
+    int64_t start;
+    for (int v = 0; v < src->ninsts; v++) {
+        const Inst *in = &src->insts[v];
+        rot[v] = rotation_of(src, in, &x, &start);
+        for (int i = 0; rot[v] && i < in->nargs; i++)
+            p->unbuilt_slice[ir_arg(src, in, i)] = src->insts[ir_arg(src, in, i)].place == in->place;
+    }
+    for (int u = 0; u < src->ninsts; u++)
+        for (int i = 0; !rot[u] && i < src->insts[u].nargs; i++)
+            p->unbuilt_slice[ir_arg(src, &src->insts[u], i)] = 0;
+}
+
 /* The pads only slices of pads read (1), placed where the slices and the
  * padded value are: those slices read the padded value, so the pad itself
  * is never built.  One pass over the uses. */
@@ -402,6 +435,7 @@ void find_unbuilt_pads(Part *p) {
         }
     for (int v = 0; v < src->ninsts; v++)
         p->unbuilt_pad[v] &= read[v];
+    find_unbuilt_slices(p);
 }
 
 /* Block v of a window whose row i on device j is row lo + j c + i of a
@@ -637,12 +671,129 @@ static const Sharding *returned_as(const Part *p, int v) {
  * than it has rows) that the function returns split is sliced straight to
  * the returned sharding: its blocks stay where the rows are. */
 int lower_split_slice(Part *p, const Inst *in, Piece *out) {
+    if (p->unbuilt_slice[in - p->src->insts]) {
+        *out = (Piece){-1, in->sh, in->type, p->place};     /* its rotation reads the sliced value */
+        return 1;
+    }
     if (lower_slice_of_pad(p, in, out) || split_slice_as(p, in, &in->sh, out))
         return 1;
     const Sharding *ret = returned_as(p, (int)(in - p->src->insts));
     if (ret && !partial_axes(&in->sh) && split_slice_as(p, in, ret, out))
         return 1;
     return lower_slice_to_whole(p, in, out);
+}
+
+/* ---- rotations: concats of slices of one value ---- */
+
+/* The one dim the src slice `in` cuts ([lo, hi)), the others whole (-1:
+ * not a slice, or it cuts several). */
+static int sliced_dim(const Fn *src, const Inst *in, int64_t *lo, int64_t *hi) {
+    if (in->op != OP_SLICE)
+        return -1;
+    const Shape *xs = &src->insts[ir_arg(src, in, 0)].type;
+    int dim = -1;
+    for (int d = 0; d < xs->rank; d++) {
+        int64_t a = src->ints[in->attrs + d], e = src->ints[in->attrs + xs->rank + d];
+        if (a == 0 && e == xs->dims[d])
+            continue;
+        if (dim >= 0)
+            return -1;
+        dim = d, *lo = a, *hi = e;
+    }
+    return dim;
+}
+
+/* A concat along a split dim of slices of one value x, each starting where
+ * the one before ends (past the end: at 0), n rows in all: x rotated, row
+ * i of the result is row (i + start) mod n of x.  Such a concat is lowered
+ * from x itself, so its slices are never built (find_unbuilt_pads). */
+static int rotation_of(const Fn *src, const Inst *in, int *x, int64_t *start) {
+    if (in->op != OP_CONCAT || in->nargs < 2 || partial_axes(&in->sh))
+        return 0;
+    int dim = (int)src->ints[in->attrs], axes[MAX_AXES];
+    if (!sharding_dim_axes(&in->sh, dim, axes))
+        return 0;
+    int64_t n = in->type.dims[dim], next = 0, lo, hi;
+    *x = -1;
+    for (int i = 0; i < in->nargs; i++) {
+        const Inst *s = &src->insts[ir_arg(src, in, i)];
+        int a = ir_arg(src, s, 0);
+        if (sliced_dim(src, s, &lo, &hi) != dim || (*x >= 0 && a != *x) || src->insts[a].type.dims[dim] != n ||
+            src->insts[a].place != in->place || (i && lo != next))
+            return 0;
+        *x = a;
+        if (!i)
+            *start = lo;
+        next = hi == n ? 0 : hi;
+    }
+    return next == *start && *start > 0;
+}
+
+/* The runs of x's rows that result block j of a rotation by `start` holds
+ * (n rows, blocks of b), by operand block q: local ones (q == j) set
+ * from[j], the others become transfers.  The rows wrap at most once in a
+ * block, and a block never holds two runs of its own device's rows (that
+ * would take rows near both ends of x in one block of a split dim). */
+static void rotation_runs(int64_t n, int64_t start, int64_t b, int64_t j, Transfer *t, int64_t *nt, int64_t *from,
+                          uint8_t *local) {
+    int64_t real = n - j * b < b ? n - j * b : b, g = (j * b + start) % n;
+    for (int64_t at = 0; at < real;) {
+        int64_t len = real - at < n - g ? real - at : n - g;    /* up to the wrap */
+        for (int64_t q = g / b; q * b < g + len; q++) {
+            int64_t lo = g > q * b ? g : q * b, hi = g + len < q * b + b ? g + len : q * b + b;
+            Rows r = {lo - q * b, hi - lo, at + lo - g, at + hi - g == real};
+            if (q == j && !local[j])
+                local[j] = 1, from[j] = r.src - r.at;
+            else
+                t[(*nt)++] = (Transfer){j, q, r};
+        }
+        at += len, g = 0;
+    }
+}
+
+/* A rotation along a split dim: on even blocks a roll; on padded blocks
+ * each device keeps its own rows and receives only the runs of rows that
+ * cross blocks (as for a slice), never the whole operand. */
+static int lower_rotation(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    int x, dim = (int)src->ints[in->attrs];
+    int64_t start, n = in->type.dims[dim];
+    if (!rotation_of(src, in, &x, &start))
+        return 0;
+    Segment *seg = arena_alloc(p->m->arena, sizeof(Segment) * (size_t)in->nargs);
+    for (int i = 0, at = 0; i < in->nargs; i++) {
+        int64_t lo = 0, hi = 0;
+        sliced_dim(src, &src->insts[ir_arg(src, in, i)], &lo, &hi);
+        seg[i] = (Segment){0, at, hi - lo, lo};
+        at += (int)(hi - lo);
+    }
+    if (dim_is_even(p->m, &in->type, &in->sh, dim)) {
+        *out = roll_as(p, x, dim, n - start, &in->sh, &in->type, OP_CONCAT, seg, in->nargs);
+        return 1;
+    }
+    int axes[MAX_AXES], na = sharding_dim_axes(&in->sh, dim, axes);
+    int64_t k = 1;
+    for (int i = 0; i < na; i++)
+        k *= p->m->axis_size[axes[i]];
+    Piece xp = reshard(p, p->value[x], &in->sh);
+    int first = p->dst->ninsts;
+    int64_t b = p->dst->insts[xp.v].type.dims[dim], nt = 0;
+    Transfer *t = arena_alloc(p->m->arena, sizeof(Transfer) * (size_t)(4 * k + 1));
+    int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
+    uint8_t *local = arena_alloc(p->m->arena, (size_t)k);
+    int any_local = 0;
+    for (int64_t j = 0; j < k && j * b < n; j++)
+        rotation_runs(n, start, b, j, t, &nt, from, local);
+    for (int64_t j = 0; j < k; j++)
+        any_local |= local[j];
+    Devices dv = {p, axes, na, k, -1};
+    int acc = any_local ? rows_at(&dv, xp.v, dim, from, local, b) : -1;
+    acc = permute_transfers(&dv, xp.v, dim, t, nt, acc, b, b);
+    Exchange ex = {k, n, b, &b, seg, in->nargs, 0};
+    note_exchange(p, first, xp.v, OP_CONCAT, dim, &ex);
+    p->dst->insts[acc].sh = in->sh;
+    *out = (Piece){acc, in->sh, in->type, p->place};
+    return 1;
 }
 
 /* One run of rows that moves for a concat along a split dim: rows
@@ -685,7 +836,7 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
         *out = (Piece){-1, in->sh, in->type, p->place};      /* its slices read the padded value */
         return 1;
     }
-    if (lower_split_pad(p, in, out))
+    if (lower_split_pad(p, in, out) || lower_rotation(p, in, out))
         return 1;
     int64_t dim = src->ints[in->attrs];
     int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, (int)dim, axes);

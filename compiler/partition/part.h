@@ -69,6 +69,7 @@ typedef struct {
     Piece *moved;                /* src value -> its last copy moved to another placement (v < 0: none) */
     int32_t *only_user;          /* src value -> its one user, or -1 (none) or -2 (several) */
     uint8_t *unbuilt_pad;        /* src value -> a pad that only slices read, never built (halo.c) */
+    uint8_t *unbuilt_slice;      /* src value -> a slice that only rotations read, never built (halo.c) */
     ReshardCache reshards;
     CallReshard *call_reshards;
     int ncall_reshards, call_reshards_cap;

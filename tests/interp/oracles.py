@@ -938,6 +938,23 @@ for _fn, _shape, _bounds in (("first", (512,), [(0, 1)]), ("last", (64,), [(63, 
 case("halo_slices.cols", _hs, "cols", sliced("f32", (5, 30), (0, 5), (13, 15), scale=2), exact=True)
 
 
+# ---- rotations: concats of slices of one value (tests/interp/progs/halo_rotations.tdsl) ----
+
+def rotated(dt, shape, dim, start):
+    """x rotated along dim: row i of the result is row (i + start) mod n of x."""
+    def make(rng, m):
+        x = rng.integers(-1000, 1000, shape).astype(np.int32) if dt == "i32" else normal(rng, *shape)
+        return {"x": x}, [(np.roll(x, -start, axis=dim), dt)]
+    return make
+
+
+_hr = prog("halo_rotations.tdsl")
+for _fn, _dt, _shape, _dim, _start in (("right", "f32", (12,), 0, 10), ("aligned", "f32", (6,), 0, 4),
+                                       ("unaligned", "f32", (10,), 0, 4), ("three", "f32", (7, 3), 0, 5),
+                                       ("cols", "i32", (3, 9), 1, 7)):
+    case("halo_rotations." + _fn, _hr, _fn, rotated(_dt, _shape, _dim, _start), exact=True, codegen=VARIANT_MESHES)
+
+
 # ---- reshapes that move a split dim's boundaries (tests/interp/progs/halo_reshapes.tdsl) ----
 
 def reshaped(dt, shape, to):
