@@ -843,26 +843,25 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
     int64_t k = 1, total = in->type.dims[dim];
     for (int i = 0; i < n; i++)
         k *= p->m->axis_size[axes[i]];
-    if (!n || total % k || in->type.dtype == DT_BOOL)
+    if (!n || in->type.dtype == DT_BOOL)
         return 0;
-    for (int i = 0; i < in->nargs; i++)
-        if (src->insts[ir_arg(src, in, i)].type.dims[dim] % k)
-            return 0;
-    int64_t B = total / k, nruns = 0, cap = 2 * k * (in->nargs + 1);
+    int64_t B = (total + k - 1) / k, nruns = 0, cap = 2 * k * (in->nargs + 1);   /* blocks of B >= b: 2 runs each */
     Run *runs = arena_alloc(p->m->arena, sizeof(Run) * (size_t)cap);
     int32_t *parts = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)(in->nargs + 1));   /* any count */
     int64_t offset = 0;
     for (int i = 0; i < in->nargs; i++) {
         Sharding want = in->sh;
         parts[i] = reshard(p, p->value[ir_arg(src, in, i)], &want).v;
-        int64_t size = src->insts[ir_arg(src, in, i)].type.dims[dim], b = size / k;
-        for (int64_t j = 0; j < k; j++)           /* block j of operand i: result rows offset + j b .. */
-            for (int64_t row = 0; row < b;) {
-                int64_t g = offset + j * b + row, c = g / B, len = b - row < B - g % B ? b - row : B - g % B;
+        int64_t size = src->insts[ir_arg(src, in, i)].type.dims[dim], b = (size + k - 1) / k;
+        for (int64_t j = 0; j < k; j++) {         /* block j of operand i: result rows offset + j b .. */
+            int64_t real = size - j * b < b ? size - j * b : b;      /* its padding moves nowhere */
+            for (int64_t row = 0; row < real;) {
+                int64_t g = offset + j * b + row, c = g / B, len = real - row < B - g % B ? real - row : B - g % B;
                 if (nruns < cap)
                     runs[nruns++] = (Run){i, row, len, g % B, j, c};
                 row += len;
             }
+        }
         offset += size;
     }
     int acc = -1, first = p->dst->ninsts;
@@ -902,7 +901,7 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
     for (int i = 0; i < in->nargs; i++) {
         int64_t size = src->insts[ir_arg(src, in, i)].type.dims[dim];
         seg[i] = (Segment){i, at, size, 0};
-        blocks[i] = size / k;
+        blocks[i] = (size + k - 1) / k;
         at += size;
     }
     Exchange ex = {k, total, B, blocks, seg, in->nargs, 0};

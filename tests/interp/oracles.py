@@ -576,6 +576,20 @@ case("concat of three split operands", prog("concat_split.tdsl"), "join3", join3
 case("periodic padding by concat", prog("concat_split.tdsl"), "periodic", periodic, exact=True)
 
 
+def concat_of(dim, *shapes):
+    """The concat along dim of operands a, b, c... of the given shapes."""
+    def make(rng, m):
+        xs = [normal(rng, *sh) for sh in shapes]
+        return dict(zip("abc", xs)), [(np.concatenate(xs, dim), "f32")]
+    return make
+
+
+case("concat_split.uneven", prog("concat_split.tdsl"), "uneven", concat_of(1, (14, 257), (14, 116)), exact=True,
+     codegen=VARIANT_MESHES)
+case("concat_split.uneven3", prog("concat_split.tdsl"), "uneven3", concat_of(0, (5, 3), (7, 3), (2, 3)), exact=True,
+     codegen=VARIANT_MESHES)
+
+
 # ---- cumsum (tests/interp/progs/cumsum.tdsl) ----
 # Inclusive prefix sums; the values are small multiples of 1/8, so every
 # prefix is exact in f32 and bf16 rounds the same prefix on any mesh.
