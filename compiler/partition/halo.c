@@ -393,25 +393,19 @@ static int slice_of_pad(const Fn *src, const Inst *in, Pad *pad) {
     return sharding_dim_axes(&in->sh, pad->dim, axes) > 0;
 }
 
-static int rotation_of(const Fn *src, const Inst *in, int *x, int64_t *start);
+static int rotation_of(const Part *p, const Inst *in, int *x, int64_t *start);
 
-/* The slices only rotations read (1): a rotation reads the sliced value
- * itself, so they are never built.  One pass over the uses. */
+/* The slices of rotations: a rotation reads the sliced value itself, so
+ * they are never built (a rotation is one only when it is each slice's
+ * one user). */
 static void find_unbuilt_slices(Part *p) {
     const Fn *src = p->src;
     p->unbuilt_slice = arena_alloc(p->m->arena, (size_t)src->ninsts + 1);
-    uint8_t *rot = arena_alloc(p->m->arena, (size_t)src->ninsts + 1);
     int x;
     int64_t start;
-    for (int v = 0; v < src->ninsts; v++) {
-        const Inst *in = &src->insts[v];
-        rot[v] = rotation_of(src, in, &x, &start);
-        for (int i = 0; rot[v] && i < in->nargs; i++)
-            p->unbuilt_slice[ir_arg(src, in, i)] = src->insts[ir_arg(src, in, i)].place == in->place;
-    }
-    for (int u = 0; u < src->ninsts; u++)
-        for (int i = 0; !rot[u] && i < src->insts[u].nargs; i++)
-            p->unbuilt_slice[ir_arg(src, &src->insts[u], i)] = 0;
+    for (int v = 0; v < src->ninsts; v++)
+        for (int i = 0; rotation_of(p, &src->insts[v], &x, &start) && i < src->insts[v].nargs; i++)
+            p->unbuilt_slice[ir_arg(src, &src->insts[v], i)] = 1;
 }
 
 /* The pads only slices of pads read (1), placed where the slices and the
@@ -706,8 +700,11 @@ static int sliced_dim(const Fn *src, const Inst *in, int64_t *lo, int64_t *hi) {
 /* A concat along a split dim of slices of one value x, each starting where
  * the one before ends (past the end: at 0), n rows in all: x rotated, row
  * i of the result is row (i + start) mod n of x.  Such a concat is lowered
- * from x itself, so its slices are never built (find_unbuilt_pads). */
-static int rotation_of(const Fn *src, const Inst *in, int *x, int64_t *start) {
+ * from x itself, so its slices are never built (find_unbuilt_slices): only
+ * when it is their one user, and x is split along the dim too (held
+ * whole, x slices locally for free). */
+static int rotation_of(const Part *p, const Inst *in, int *x, int64_t *start) {
+    const Fn *src = p->src;
     if (in->op != OP_CONCAT || in->nargs < 2 || partial_axes(&in->sh))
         return 0;
     int dim = (int)src->ints[in->attrs], axes[MAX_AXES];
@@ -719,7 +716,8 @@ static int rotation_of(const Fn *src, const Inst *in, int *x, int64_t *start) {
         const Inst *s = &src->insts[ir_arg(src, in, i)];
         int a = ir_arg(src, s, 0);
         if (sliced_dim(src, s, &lo, &hi) != dim || (*x >= 0 && a != *x) || src->insts[a].type.dims[dim] != n ||
-            src->insts[a].place != in->place || (i && lo != next))
+            src->insts[a].place != in->place || s->place != in->place || (i && lo != next) ||
+            p->only_user[ir_arg(src, in, i)] != in - src->insts || !sharding_dim_axes(&src->insts[a].sh, dim, axes))
             return 0;
         *x = a;
         if (!i)
@@ -758,7 +756,7 @@ static int lower_rotation(Part *p, const Inst *in, Piece *out) {
     const Fn *src = p->src;
     int x, dim = (int)src->ints[in->attrs];
     int64_t start, n = in->type.dims[dim];
-    if (!rotation_of(src, in, &x, &start))
+    if (!rotation_of(p, in, &x, &start))
         return 0;
     Segment *seg = arena_alloc(p->m->arena, sizeof(Segment) * (size_t)in->nargs);
     for (int i = 0, at = 0; i < in->nargs; i++) {
@@ -825,6 +823,16 @@ static int keep_on(Part *p, int piece, const int *axes, int n, const int64_t *de
     return acc;
 }
 
+/* Is some operand of `in` split along dim?  Operands all held whole concat
+ * locally, and the result's blocks are sliced from that for free. */
+static int any_split_along(const Part *p, const Inst *in, int dim) {
+    int axes[MAX_AXES];
+    for (int i = 0; i < in->nargs; i++)
+        if (sharding_dim_axes(&p->value[ir_arg(p->src, in, i)].sh, dim, axes))
+            return 1;
+    return 0;
+}
+
 /* concat along a split dim: every row moves once, directly to the block
  * that holds it in the result.  Runs with the same shape (operand, rows,
  * place) travel in one collective-permute; a device receives zeros where it
@@ -843,7 +851,7 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
     int64_t k = 1, total = in->type.dims[dim];
     for (int i = 0; i < n; i++)
         k *= p->m->axis_size[axes[i]];
-    if (!n || in->type.dtype == DT_BOOL)
+    if (!n || in->type.dtype == DT_BOOL || !any_split_along(p, in, (int)dim))
         return 0;
     int64_t B = (total + k - 1) / k, nruns = 0, cap = 2 * k * (in->nargs + 1);   /* blocks of B >= b: 2 runs each */
     Run *runs = arena_alloc(p->m->arena, sizeof(Run) * (size_t)cap);
