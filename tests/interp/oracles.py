@@ -967,6 +967,16 @@ for _fn, _dt, _shape, _dim, _start in (("right", "f32", (12,), 0, 10), ("aligned
                                        ("unaligned", "f32", (10,), 0, 4), ("three", "f32", (7, 3), 0, 5),
                                        ("cols", "i32", (3, 9), 1, 7)):
     case("halo_rotations." + _fn, _hr, _fn, rotated(_dt, _shape, _dim, _start), exact=True, codegen=VARIANT_MESHES)
+case("halo_rotations.whole", _hr, "whole", rotated("f32", (12,), 0, 5), exact=True, codegen=VARIANT_MESHES)
+
+
+def rotated_shared(rng, m):
+    x = normal(rng, 10)
+    s = x[4:10]
+    return {"x": x}, [(np.concatenate([s, x[0:4]]) + np.concatenate([s, s[0:4]]), "f32")]
+
+
+case("halo_rotations.shared", _hr, "shared", rotated_shared, exact=True, codegen=VARIANT_MESHES)
 
 
 # ---- reshapes that move a split dim's boundaries (tests/interp/progs/halo_reshapes.tdsl) ----
