@@ -403,9 +403,12 @@ static void find_unbuilt_slices(Part *p) {
     p->unbuilt_slice = arena_alloc(p->m->arena, (size_t)src->ninsts + 1);
     int x;
     int64_t start;
-    for (int v = 0; v < src->ninsts; v++)
-        for (int i = 0; rotation_of(p, &src->insts[v], &x, &start) && i < src->insts[v].nargs; i++)
-            p->unbuilt_slice[ir_arg(src, &src->insts[v], i)] = 1;
+    for (int v = 0; v < src->ninsts; v++) {
+        const Inst *in = &src->insts[v];
+        if (rotation_of(p, in, &x, &start))
+            for (int i = 0; i < in->nargs; i++)
+                p->unbuilt_slice[ir_arg(src, in, i)] = 1;
+    }
 }
 
 /* The pads only slices of pads read (1), placed where the slices and the
@@ -759,11 +762,12 @@ static int lower_rotation(Part *p, const Inst *in, Piece *out) {
     if (!rotation_of(p, in, &x, &start))
         return 0;
     Segment *seg = arena_alloc(p->m->arena, sizeof(Segment) * (size_t)in->nargs);
-    for (int i = 0, at = 0; i < in->nargs; i++) {
+    int64_t at = 0;
+    for (int i = 0; i < in->nargs; i++) {       /* the report's rows: piece i is x's [lo, hi) */
         int64_t lo = 0, hi = 0;
         sliced_dim(src, &src->insts[ir_arg(src, in, i)], &lo, &hi);
         seg[i] = (Segment){0, at, hi - lo, lo};
-        at += (int)(hi - lo);
+        at += hi - lo;
     }
     if (dim_is_even(p->m, &in->type, &in->sh, dim)) {
         *out = roll_as(p, x, dim, n - start, &in->sh, &in->type, OP_CONCAT, seg, in->nargs);
