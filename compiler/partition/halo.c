@@ -393,21 +393,19 @@ static int slice_of_pad(const Fn *src, const Inst *in, Pad *pad) {
     return sharding_dim_axes(&in->sh, pad->dim, axes) > 0;
 }
 
-static int rotation_of(const Part *p, const Inst *in, int *x, int64_t *start);
+static int slices_of(const Part *p, const Inst *in, int *x);
 
-/* The slices of rotations: a rotation reads the sliced value itself, so
- * they are never built (a rotation is one only when it is each slice's
- * one user). */
+/* The slices that concats of slices read (slices_of): the concat reads
+ * the sliced value itself, so they are never built. */
 static void find_unbuilt_slices(Part *p) {
     const Fn *src = p->src;
     p->unbuilt_slice = arena_alloc(p->m->arena, (size_t)src->ninsts + 1);
     int x;
-    int64_t start;
     for (int v = 0; v < src->ninsts; v++) {
         const Inst *in = &src->insts[v];
-        if (rotation_of(p, in, &x, &start))
+        if (slices_of(p, in, &x))
             for (int i = 0; i < in->nargs; i++)
-                p->unbuilt_slice[ir_arg(src, in, i)] = 1;
+                p->unbuilt_slice[ir_arg(src, in, i)] |= ir_arg(src, in, i) != x;     /* x itself is built */
     }
 }
 
@@ -669,7 +667,7 @@ static const Sharding *returned_as(const Part *p, int v) {
  * the returned sharding: its blocks stay where the rows are. */
 int lower_split_slice(Part *p, const Inst *in, Piece *out) {
     if (p->unbuilt_slice[in - p->src->insts]) {
-        *out = (Piece){-1, in->sh, in->type, p->place};     /* its rotation reads the sliced value */
+        *out = (Piece){-1, in->sh, in->type, p->place};     /* its concat reads the sliced value */
         return 1;
     }
     if (lower_slice_of_pad(p, in, out) || split_slice_as(p, in, &in->sh, out))
@@ -680,7 +678,7 @@ int lower_split_slice(Part *p, const Inst *in, Piece *out) {
     return lower_slice_to_whole(p, in, out);
 }
 
-/* ---- rotations: concats of slices of one value ---- */
+/* ---- concats of slices of one value: rotations and rearrangements ---- */
 
 /* The one dim the src slice `in` cuts ([lo, hi)), the others whole (-1:
  * not a slice, or it cuts several). */
@@ -700,77 +698,129 @@ static int sliced_dim(const Fn *src, const Inst *in, int64_t *lo, int64_t *hi) {
     return dim;
 }
 
-/* A concat along a split dim of slices of one value x, each starting where
- * the one before ends (past the end: at 0), n rows in all: x rotated, row
- * i of the result is row (i + start) mod n of x.  Such a concat is lowered
- * from x itself, so its slices are never built (find_unbuilt_slices): only
- * when it is their one user, and x is split along the dim too (held
- * whole, x slices locally for free). */
-static int rotation_of(const Part *p, const Inst *in, int *x, int64_t *start) {
+/* Rows [lo, hi) of x that piece i of the concat `in` is: x itself, or a
+ * slice of it along dim. */
+static void piece_rows(const Fn *src, const Inst *in, int i, int x, int dim, int64_t *lo, int64_t *hi) {
+    int a = ir_arg(src, in, i);
+    if (a == x)
+        *lo = 0, *hi = src->insts[x].type.dims[dim];
+    else
+        sliced_dim(src, &src->insts[a], lo, hi);
+}
+
+/* The runs of x's rows that the result blocks of a concat of slices of x
+ * hold (result blocks of c rows, x's of b, k devices), by x block q: for
+ * block j, the first run of its own block's rows sets from[j] (kept on
+ * the device), the others become transfers (t may be NULL: counted only).
+ * The pieces are walked once, in order.  -1 when a block holds two runs
+ * of its own rows (one device cannot keep both). */
+static int64_t slice_runs(const Fn *src, const Inst *in, int x, int dim, int64_t k, int64_t b, int64_t c,
+                          Transfer *t, int64_t *from, uint8_t *local) {
+    int64_t m = in->type.dims[dim], nt = 0, at = 0, lo = 0, hi = 0;
+    int i = 0;
+    piece_rows(src, in, 0, x, dim, &lo, &hi);
+    for (int64_t j = 0; j < k && j * c < m; j++) {
+        int64_t s = j * c, real = m - s < c ? m - s : c;
+        for (int64_t pos = s; pos < s + real;) {
+            while (at + hi - lo <= pos) {       /* the piece that holds result row pos */
+                at += hi - lo, i++;
+                piece_rows(src, in, i, x, dim, &lo, &hi);
+            }
+            int64_t e = s + real < at + hi - lo ? s + real : at + hi - lo, g = lo + pos - at;
+            for (int64_t q = g / b; q * b < g + e - pos; q++) {
+                int64_t from_row = g > q * b ? g : q * b, to = g + e - pos < q * b + b ? g + e - pos : q * b + b;
+                Rows r = {from_row - q * b, to - from_row, pos - s + from_row - g, pos - s + to - g == real};
+                if (q == j && local[j])
+                    return -1;
+                if (q == j)
+                    local[j] = 1, from[j] = r.src - r.at;
+                else if (t)
+                    t[nt++] = (Transfer){j, q, r};
+                else
+                    nt++;
+            }
+            pos = e;
+        }
+    }
+    return nt;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+/* A concat along a split dim of slices of one value x along that dim (or x
+ * itself), each slice read by the concat only, x split along the dim too (held whole, x slices
+ * locally for free): every result block's rows are runs of x's rows, which
+ * move straight from x's blocks, so the slices are never built
+ * (find_unbuilt_slices).  Not when a block would hold two runs of its own
+ * rows. */
+static int slices_of(const Part *p, const Inst *in, int *x) {
     const Fn *src = p->src;
-    if (in->op != OP_CONCAT || in->nargs < 2 || partial_axes(&in->sh))
+    if (in->op != OP_CONCAT || in->nargs < 2 || partial_axes(&in->sh) || in->type.dtype == DT_BOOL)
         return 0;
-    int dim = (int)src->ints[in->attrs], axes[MAX_AXES];
-    if (!sharding_dim_axes(&in->sh, dim, axes))
+    int dim = (int)src->ints[in->attrs], axes[MAX_AXES], na = sharding_dim_axes(&in->sh, dim, axes);
+    int64_t lo, hi, k = 1;
+    if (!na || in->type.dims[dim] == 0)
         return 0;
-    int64_t n = in->type.dims[dim], next = 0, lo, hi;
-    *x = -1;
+    *x = ir_arg(src, in, 0);                  /* x: what the first slice slices, else the first piece */
+    for (int i = 0, found = 0; i < in->nargs && !found; i++)
+        if ((found = src->insts[ir_arg(src, in, i)].op == OP_SLICE))
+            *x = ir_arg(src, &src->insts[ir_arg(src, in, i)], 0);
+    if ( src->insts[*x].place != in->place || !sharding_dim_axes(&src->insts[*x].sh, dim, axes))
+        return 0;
     for (int i = 0; i < in->nargs; i++) {
         const Inst *s = &src->insts[ir_arg(src, in, i)];
-        int a = ir_arg(src, s, 0);
-        if (sliced_dim(src, s, &lo, &hi) != dim || (*x >= 0 && a != *x) || src->insts[a].type.dims[dim] != n ||
-            src->insts[a].place != in->place || s->place != in->place || (i && lo != next) ||
-            p->only_user[ir_arg(src, in, i)] != in - src->insts || !sharding_dim_axes(&src->insts[a].sh, dim, axes))
+        if (ir_arg(src, in, i) == *x)
+            continue;
+        if (sliced_dim(src, s, &lo, &hi) != dim || ir_arg(src, s, 0) != *x || s->place != in->place ||
+            p->only_user[ir_arg(src, in, i)] != in - src->insts)
             return 0;
-        *x = a;
+    }
+    for (int i = 0; i < na; i++)
+        k *= p->m->axis_size[axes[i]];
+    int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
+    uint8_t *local = arena_alloc(p->m->arena, (size_t)k);
+    return slice_runs(src, in, *x, dim, k, ceil_div(src->insts[*x].type.dims[dim], k), ceil_div(in->type.dims[dim], k),
+                      NULL, from, local) >= 0;
+}
+
+/* Is the concat of slices x rotated: each slice starting where the one
+ * before ends (past the end: at 0), all n rows of x?  Row i of the result
+ * is then row (i + start) mod n of x. */
+static int rotation_start(const Fn *src, const Inst *in, int x, int dim, int64_t n, int64_t *start) {
+    int64_t next = 0, lo = 0, hi = 0;
+    *start = 0;
+    for (int i = 0; i < in->nargs; i++) {
+        piece_rows(src, in, i, x, dim, &lo, &hi);
+        if (i && lo != next)
+            return 0;
         if (!i)
             *start = lo;
         next = hi == n ? 0 : hi;
     }
-    return next == *start && *start > 0;
+    return in->type.dims[dim] == n && next == *start;
 }
 
-/* The runs of x's rows that result block j of a rotation by `start` holds
- * (n rows, blocks of b), by operand block q: local ones (q == j) set
- * from[j], the others become transfers.  The rows wrap at most once in a
- * block, and a block never holds two runs of its own device's rows (that
- * would take rows near both ends of x in one block of a split dim). */
-static void rotation_runs(int64_t n, int64_t start, int64_t b, int64_t j, Transfer *t, int64_t *nt, int64_t *from,
-                          uint8_t *local) {
-    int64_t real = n - j * b < b ? n - j * b : b, g = (j * b + start) % n;
-    for (int64_t at = 0; at < real;) {
-        int64_t len = real - at < n - g ? real - at : n - g;    /* up to the wrap */
-        for (int64_t q = g / b; q * b < g + len; q++) {
-            int64_t lo = g > q * b ? g : q * b, hi = g + len < q * b + b ? g + len : q * b + b;
-            Rows r = {lo - q * b, hi - lo, at + lo - g, at + hi - g == real};
-            if (q == j && !local[j])
-                local[j] = 1, from[j] = r.src - r.at;
-            else
-                t[(*nt)++] = (Transfer){j, q, r};
-        }
-        at += len, g = 0;
-    }
-}
-
-/* A rotation along a split dim: on even blocks a roll; on padded blocks
- * each device keeps its own rows and receives only the runs of rows that
- * cross blocks (as for a slice), never the whole operand. */
-static int lower_rotation(Part *p, const Inst *in, Piece *out) {
+/* A concat of slices of one value along a split dim (slices_of): a
+ * rotation on even blocks is a roll; otherwise each device keeps the rows
+ * of its own block it holds and receives only the runs of rows from
+ * other blocks (as for a slice), never the whole operand. */
+static int lower_slices_concat(Part *p, const Inst *in, Piece *out) {
     const Fn *src = p->src;
     int x, dim = (int)src->ints[in->attrs];
-    int64_t start, n = in->type.dims[dim];
-    if (!rotation_of(p, in, &x, &start))
+    if (!slices_of(p, in, &x))
         return 0;
+    int64_t start, n = src->insts[x].type.dims[dim], m = in->type.dims[dim], at = 0;
     Segment *seg = arena_alloc(p->m->arena, sizeof(Segment) * (size_t)in->nargs);
-    int64_t at = 0;
     for (int i = 0; i < in->nargs; i++) {       /* the report's rows: piece i is x's [lo, hi) */
         int64_t lo = 0, hi = 0;
-        sliced_dim(src, &src->insts[ir_arg(src, in, i)], &lo, &hi);
+        piece_rows(src, in, i, x, dim, &lo, &hi);
         seg[i] = (Segment){0, at, hi - lo, lo};
         at += hi - lo;
     }
-    if (dim_is_even(p->m, &in->type, &in->sh, dim)) {
-        *out = roll_as(p, x, dim, n - start, &in->sh, &in->type, OP_CONCAT, seg, in->nargs);
+    if (rotation_start(src, in, x, dim, n, &start) && dim_is_even(p->m, &in->type, &in->sh, dim)) {
+        *out = roll_as(p, x, dim, (n - start) % n, &in->sh, &in->type, OP_CONCAT, seg, in->nargs);
         return 1;
     }
     int axes[MAX_AXES], na = sharding_dim_axes(&in->sh, dim, axes);
@@ -779,19 +829,20 @@ static int lower_rotation(Part *p, const Inst *in, Piece *out) {
         k *= p->m->axis_size[axes[i]];
     Piece xp = reshard(p, p->value[x], &in->sh);
     int first = p->dst->ninsts;
-    int64_t b = p->dst->insts[xp.v].type.dims[dim], nt = 0;
-    Transfer *t = arena_alloc(p->m->arena, sizeof(Transfer) * (size_t)(4 * k + 1));
+    int64_t b = ceil_div(n, k), c = ceil_div(m, k);
     int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
     uint8_t *local = arena_alloc(p->m->arena, (size_t)k);
+    int64_t nt = slice_runs(src, in, x, dim, k, b, c, NULL, from, local);
+    Transfer *t = arena_alloc(p->m->arena, sizeof(Transfer) * (size_t)(nt + 1));
+    memset(local, 0, (size_t)k);
+    slice_runs(src, in, x, dim, k, b, c, t, from, local);
     int any_local = 0;
-    for (int64_t j = 0; j < k && j * b < n; j++)
-        rotation_runs(n, start, b, j, t, &nt, from, local);
     for (int64_t j = 0; j < k; j++)
         any_local |= local[j];
     Devices dv = {p, axes, na, k, -1};
-    int acc = any_local ? rows_at(&dv, xp.v, dim, from, local, b) : -1;
-    acc = permute_transfers(&dv, xp.v, dim, t, nt, acc, b, b);
-    Exchange ex = {k, n, b, &b, seg, in->nargs, 0};
+    int acc = any_local ? rows_at(&dv, xp.v, dim, from, local, c) : -1;
+    acc = permute_transfers(&dv, xp.v, dim, t, nt, acc, b, c);
+    Exchange ex = {k, m, c, &b, seg, in->nargs, 0};
     note_exchange(p, first, xp.v, OP_CONCAT, dim, &ex);
     p->dst->insts[acc].sh = in->sh;
     *out = (Piece){acc, in->sh, in->type, p->place};
@@ -848,7 +899,7 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
         *out = (Piece){-1, in->sh, in->type, p->place};      /* its slices read the padded value */
         return 1;
     }
-    if (lower_split_pad(p, in, out) || lower_rotation(p, in, out))
+    if (lower_split_pad(p, in, out) || lower_slices_concat(p, in, out))
         return 1;
     int64_t dim = src->ints[in->attrs];
     int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, (int)dim, axes);

@@ -979,6 +979,19 @@ def rotated_shared(rng, m):
 case("halo_rotations.shared", _hr, "shared", rotated_shared, exact=True, codegen=VARIANT_MESHES)
 
 
+def pieces_of(shape, *bounds):
+    """The concat along dim 0 of the rows [lo, hi) of x, for each (lo, hi)."""
+    def make(rng, m):
+        x = normal(rng, *shape)
+        return {"x": x}, [(np.concatenate([x[lo:hi] for lo, hi in bounds]), "f32")]
+    return make
+
+
+for _fn, _shape, _bounds in (("shuffle", (16,), [(4, 8), (0, 4), (12, 16), (8, 12)]),
+                             ("longer", (10, 3), [(7, 10), (0, 10)]), ("twice", (6, 4), [(0, 6), (0, 6)])):
+    case("halo_rotations." + _fn, _hr, _fn, pieces_of(_shape, *_bounds), exact=True, codegen=VARIANT_MESHES)
+
+
 # ---- reshapes that move a split dim's boundaries (tests/interp/progs/halo_reshapes.tdsl) ----
 
 def reshaped(dt, shape, to):
