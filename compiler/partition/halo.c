@@ -750,9 +750,10 @@ static int64_t ceil_div(int64_t a, int64_t b) {
 }
 
 /* A concat along a split dim of slices of one value x along that dim (or x
- * itself), each slice read by the concat only, x split along the dim too (held whole, x slices
- * locally for free): every result block's rows are runs of x's rows, which
- * move straight from x's blocks, so the slices are never built
+ * itself), each slice read by the concat only, x split along the dim too
+ * (held whole, x slices locally for free) and built (not a pad only its
+ * slices read): every result block's rows are runs of x's rows, which move
+ * straight from x's blocks, so the slices are never built
  * (find_unbuilt_slices).  Not when a block would hold two runs of its own
  * rows. */
 static int slices_of(const Part *p, const Inst *in, int *x) {
@@ -767,7 +768,7 @@ static int slices_of(const Part *p, const Inst *in, int *x) {
     for (int i = 0, found = 0; i < in->nargs && !found; i++)
         if ((found = src->insts[ir_arg(src, in, i)].op == OP_SLICE))
             *x = ir_arg(src, &src->insts[ir_arg(src, in, i)], 0);
-    if ( src->insts[*x].place != in->place || !sharding_dim_axes(&src->insts[*x].sh, dim, axes))
+    if (src->insts[*x].place != in->place || p->unbuilt_pad[*x] || !sharding_dim_axes(&src->insts[*x].sh, dim, axes))
         return 0;
     for (int i = 0; i < in->nargs; i++) {
         const Inst *s = &src->insts[ir_arg(src, in, i)];
