@@ -1,7 +1,8 @@
 /* Exchanges along split dims whose extent or block boundaries an op
- * changes: roll, slices, concat, pads (and the slices of pads) and
- * reshapes move only the rows that cross block boundaries, with
- * collective-permutes, instead of gathering the whole dim. */
+ * changes: roll, slices, concat, pads (and the slices of pads), concats
+ * of slices of one value (rotations) and reshapes move only the rows that
+ * cross block boundaries, with collective-permutes, instead of gathering
+ * the whole dim. */
 #include "part.h"
 
 #include <stdlib.h>
