@@ -930,7 +930,9 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
         offset += size;
     }
     int acc = -1, first = p->dst->ninsts;
-    uint8_t *done = arena_alloc(p->m->arena, (size_t)nruns + 1);
+    uint8_t *done = arena_alloc(p->m->arena, (size_t)nruns + 1), *used = arena_alloc(p->m->arena, (size_t)(2 * k));
+    int64_t *at_of = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
+    Devices dv = {p, axes, n, k, -1};
     for (int64_t r = 0; r < nruns; r++) {
         if (done[r])
             continue;
@@ -938,10 +940,11 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
          * on their device are kept there instead. */
         int64_t *attrs = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(1 + n + 2 * k));
         int64_t *stay = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
-        int na = 1 + n, nstay = 0;
+        int na = 1 + n, nstay = 0, mixed = 0;
         attrs[0] = n;
         for (int i = 0; i < n; i++)
             attrs[1 + i] = axes[i];
+        memset(used, 0, (size_t)(2 * k));
         for (int64_t q = r; q < nruns; q++)
             if (!done[q] && same_move(&runs[r], &runs[q])) {
                 done[q] = 1;
@@ -951,14 +954,46 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
                 }
                 attrs[na++] = runs[q].src;
                 attrs[na++] = runs[q].dst;
+                used[runs[q].src] = used[k + runs[q].dst] = 1;
+                at_of[runs[q].dst] = runs[q].at;
             }
         int piece = slice_along(p, parts[runs[r].part], (int)dim, runs[r].lo, runs[r].lo + runs[r].len);
-        int moved = na > 1 + n ? emit_local(p, OP_COLLECTIVE_PERMUTE, (int32_t[]){piece}, 1, attrs, na, NULL) : -1;
-        int kept = nstay == 0 ? -1 : nstay == k ? piece : keep_on(p, piece, axes, n, stay, nstay);
-        piece = moved < 0 ? kept : kept < 0 ? moved : emit_local(p, OP_ADD, (int32_t[]){moved, kept}, 2, NULL, 0, NULL);
-        /* Pad the run to a block at its place. */
-        int placed = pad_zeros(p, piece, (int)dim, runs[r].at, B - runs[r].at - runs[r].len);
-        acc = acc < 0 ? placed : emit_local(p, OP_ADD, (int32_t[]){acc, placed}, 2, NULL, 0, NULL);
+        int sent = piece;
+        /* Runs of other shapes but as many rows, between devices this
+         * permute leaves free, ride along: each sender picks its run, each
+         * receiver puts it at its place. */
+        for (int64_t q = r + 1; na > 1 + n && q < nruns; q++) {
+            const Run *o = &runs[q];
+            if (done[q] || o->src == o->dst || o->len != runs[r].len || used[o->src] || used[k + o->dst])
+                continue;
+            done[q] = used[o->src] = used[k + o->dst] = 1;
+            attrs[na++] = o->src;
+            attrs[na++] = o->dst;
+            at_of[o->dst] = o->at;
+            mixed |= o->at != runs[r].at;
+            int here = emit_local(p, OP_COMPARE, (int32_t[]){device_index(&dv), i32_constant(p, o->src)}, 2,
+                                  (int64_t[]){CMP_EQ}, 1, NULL);
+            Shape mask = p->dst->insts[sent].type;
+            mask.dtype = DT_BOOL;
+            here = emit_local(p, OP_BROADCAST, (int32_t[]){here}, 1, NULL, 0, &mask);
+            int other = slice_along(p, parts[o->part], (int)dim, o->lo, o->lo + o->len);
+            sent = emit_local(p, OP_SELECT, (int32_t[]){here, other, sent}, 3, NULL, 0, NULL);
+        }
+        if (na > 1 + n) {
+            int moved = emit_local(p, OP_COLLECTIVE_PERMUTE, (int32_t[]){sent}, 1, attrs, na, NULL), placed;
+            if (mixed) {             /* each receiver's run at its own place: rows from -at */
+                for (int64_t j = 0; j < k; j++)
+                    at_of[j] = -at_of[j];
+                placed = rows_at(&dv, moved, (int)dim, at_of, used + k, B);
+            } else
+                placed = pad_zeros(p, moved, (int)dim, runs[r].at, B - runs[r].at - runs[r].len);
+            acc = acc < 0 ? placed : emit_local(p, OP_ADD, (int32_t[]){acc, placed}, 2, NULL, 0, NULL);
+        }
+        if (nstay) {
+            int kept = nstay == k ? piece : keep_on(p, piece, axes, n, stay, nstay);
+            int placed = pad_zeros(p, kept, (int)dim, runs[r].at, B - runs[r].at - runs[r].len);
+            acc = acc < 0 ? placed : emit_local(p, OP_ADD, (int32_t[]){acc, placed}, 2, NULL, 0, NULL);
+        }
     }
     Segment *seg = arena_alloc(p->m->arena, sizeof(Segment) * (size_t)(in->nargs + 1));
     int64_t *blocks = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(in->nargs + 1));
