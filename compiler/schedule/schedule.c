@@ -6,12 +6,17 @@
  * transfer.  An instruction that reads a collective no compute (a dot or a
  * call) has overlapped yet is held back, with what reads it, until the
  * next compute has been placed (or the return): so the independent work
- * after it runs during the transfer.  Everything else keeps its place.
+ * after it runs during the transfer.  An f32 or f64 dot's only reader, an
+ * add whose other operand dies there, moves up to right after the dot, so
+ * the dot can add into that operand (fold_accumulate).
+ * Everything else keeps its place.
  * All devices run the same program, so they still issue collectives in the
  * same order.
  *
  * Buffers: values are walked in the new order; a value takes the smallest
- * free buffer that fits, or a new one, and frees it after its last use.  A
+ * free buffer that fits, or a new one, and frees it after its last use
+ * (twice: once refusing buffers much larger than the value, and the
+ * assignment with the smaller total kept).  A
  * collective's operand stays live until its done (the transfer reads it),
  * a done shares its start's buffer, parameters live in the caller's memory
  * and returned values are never freed.  The sum of all buffers is the
@@ -38,7 +43,10 @@
  * it (a layer's block `w[l]` of stacked weights), or a dynamic slice of one
  * that is a slot of it (a loop's saved value stack[t], w[l] at a run-time l), is
  * the parameter's memory at an offset: marked INST_VIEW, it takes no buffer
- * and copies nothing.
+ * and copies nothing.  A slice of one that is not one run (a column block
+ * w[:, j : j + n]) and that only dots read is a strided view (INST_VIEW |
+ * INST_STRIDED): the dot reads it with the parameter's strides
+ * (sk_dot_strided).
  * So is an element of a call's results: each call writes its results into
  * arrays of its own in the workspace (codegen.c), which nothing else
  * writes.  Parameters and those arrays live through the whole call, so a
@@ -248,7 +256,7 @@ static void mark_gathers_into_dots(Sched *s, Arena *scratch) {
 }
 
 /* The f32 and f64 dots read only by an add whose other operand x dies
- * there (src->sum_of): the add is emitted right after its dot when x
+ * there (Sched.sum_of): the add is emitted right after its dot when x
  * exists by then, so that the dot can add into x's buffer
  * (fold_accumulate).  `acc = acc + u + w`, written after both dots, then
  * holds one [B, F] array, not four. */
