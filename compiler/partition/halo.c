@@ -16,15 +16,22 @@ static int permute_blocks(Part *p, int x, const int *axes, int n, int64_t shift)
         k *= p->m->axis_size[axes[i]];
     if (((shift % k) + k) % k == 0)
         return x;
-    int64_t *attrs = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(1 + n + 2 * k));
-    attrs[0] = n;
-    for (int i = 0; i < n; i++)
-        attrs[1 + i] = axes[i];
+    int64_t *attrs = permute_attrs(p, axes, n, k);
     for (int64_t j = 0; j < k; j++) {
         attrs[1 + n + 2 * j] = j;
         attrs[2 + n + 2 * j] = ((j + shift) % k + k) % k;
     }
     return emit_local(p, OP_COLLECTIVE_PERMUTE, (int32_t[]){x}, 1, attrs, (int)(1 + n + 2 * k), NULL);
+}
+
+/* Block x sliced to bounds (starts, then ends, per dim), or x itself when
+ * they take it whole. */
+static int slice_unless_whole(Part *p, int x, const int64_t *bounds) {
+    const Shape *s = &p->dst->insts[x].type;
+    for (int d = 0; d < s->rank; d++)
+        if (bounds[d] != 0 || bounds[s->rank + d] != s->dims[d])
+            return emit_local(p, OP_SLICE, (int32_t[]){x}, 1, bounds, 2 * s->rank, NULL);
+    return x;
 }
 
 static int slice_along(Part *p, int x, int dim, int64_t lo, int64_t hi) {
@@ -260,7 +267,7 @@ static int permute_transfers(Devices *dv, int y, int dim, Transfer *t, int64_t n
     uint8_t *sends = arena_alloc(p->m->arena, (size_t)k), *all = arena_alloc(p->m->arena, (size_t)k);
     int64_t *tab = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(4 * k));
     int64_t *off = tab, *start = tab + k, *lo = tab + 2 * k, *hi = tab + 3 * k;
-    int64_t *attrs = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(1 + dv->naxes + 2 * k));
+    int64_t *attrs = permute_attrs(p, dv->axes, dv->naxes, k);   /* the pairs are rewritten per permute */
     memset(all, 1, (size_t)k);
     for (int64_t first = 0; first < nt; first++) {
         if (done[first])
@@ -269,9 +276,6 @@ static int permute_transfers(Devices *dv, int y, int dim, Transfer *t, int64_t n
         memset(sends, 0, (size_t)k);
         memset(tab, 0, sizeof(int64_t) * (size_t)(4 * k));
         int64_t len = t[first].r.len, na = 1 + dv->naxes;
-        attrs[0] = dv->naxes;
-        for (int i = 0; i < dv->naxes; i++)
-            attrs[1 + i] = dv->axes[i];
         for (int64_t i = first; i < nt; i++) {
             const Transfer *x = &t[i];
             if (done[i] || used[x->q] || used[k + x->j])
@@ -576,18 +580,11 @@ static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
         bounds[rank + d] = whole ? local->dims[d] : src->ints[in->attrs + rank + d];
     }
     n = sharding_dim_axes(&x.sh, dim, axes);
-    int first = p->dst->ninsts, y = x.v, whole = 1;
-    for (int d = 0; d < rank; d++)
-        whole &= bounds[d] == 0 && bounds[rank + d] == local->dims[d];
-    if (!whole)
-        y = emit_local(p, OP_SLICE, (int32_t[]){x.v}, 1, bounds, 2 * rank, NULL);
+    int first = p->dst->ninsts, y = slice_unless_whole(p, x.v, bounds);
     for (int64_t q = 0; q < k; q++)
         off[q] = from[q] < b - most ? from[q] : b - most;
     Devices dv = {p, axes, n, k, -1};
-    int64_t gather[1 + MAX_AXES] = {dim};
-    for (int i = 0; i < n; i++)
-        gather[1 + i] = axes[i];
-    int all = emit_local(p, OP_ALL_GATHER, (int32_t[]){rows_at(&dv, y, dim, off, holds, most)}, 1, gather, 1 + n, NULL);
+    int all = all_gather_along(p, rows_at(&dv, y, dim, off, holds, most), dim, axes, n);
     int32_t *parts = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)k);
     int nparts = 0;
     for (int64_t q = 0; q < k; q++)
@@ -633,11 +630,7 @@ static int split_slice_as(Part *p, const Inst *in, const Sharding *sh, Piece *ou
         bounds[d] = whole ? 0 : dlo;
         bounds[rank + d] = whole ? local->dims[d] : dhi;
     }
-    int y = x.v, whole = 1;
-    for (int d = 0; d < rank; d++)
-        whole &= bounds[d] == 0 && bounds[rank + d] == local->dims[d];
-    if (!whole)
-        y = emit_local(p, OP_SLICE, (int32_t[]){x.v}, 1, bounds, 2 * rank, NULL);
+    int y = slice_unless_whole(p, x.v, bounds);
     Devices dv = {p, axes, n, k, -1};
     int64_t b = local->dims[dim], c = (hi - lo + k - 1) / k;
     int first = p->dst->ninsts, v = slice_exchange(&dv, y, dim, lo, hi, b, c);
@@ -938,12 +931,9 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
             continue;
         /* Gather the runs of this shape into one permute; those that stay
          * on their device are kept there instead. */
-        int64_t *attrs = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(1 + n + 2 * k));
+        int64_t *attrs = permute_attrs(p, axes, n, k);
         int64_t *stay = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
         int na = 1 + n, nstay = 0, mixed = 0;
-        attrs[0] = n;
-        for (int i = 0; i < n; i++)
-            attrs[1 + i] = axes[i];
         memset(used, 0, (size_t)(2 * k));
         for (int64_t q = r; q < nruns; q++)
             if (!done[q] && same_move(&runs[r], &runs[q])) {
@@ -1053,10 +1043,7 @@ int lower_split_cumsum(Part *p, const Inst *in, Piece *out) {
         x.v = mask_padding(p, x, dim, RED_SUM);
     int64_t d = dim, b = local.dims[dim], map[MAX_RANK];
     int scan = emit_local(p, OP_CUMSUM, (int32_t[]){x.v}, 1, &d, 1, NULL);
-    int64_t gather[1 + MAX_AXES] = {dim};
-    for (int i = 0; i < n; i++)
-        gather[1 + i] = axes[i];
-    int totals = emit_local(p, OP_ALL_GATHER, (int32_t[]){slice_along(p, scan, dim, b - 1, b)}, 1, gather, 1 + n, NULL);
+    int totals = all_gather_along(p, slice_along(p, scan, dim, b - 1, b), dim, axes, n);
     int offset = earlier_blocks_sum(p, totals, dim, axes, n);
     for (int i = 0; i < local.rank - 1; i++)
         map[i] = i < dim ? i : i + 1;

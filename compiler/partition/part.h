@@ -94,6 +94,23 @@ void plan_without(Plan *pl, uint32_t axes);
 
 int emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                const Shape *type);
+/* Everything emitted after a mark can be taken back, so a failed or
+ * weighed attempt leaves no dead instructions (or phantom collectives)
+ * behind; the reshards it remembered are forgotten too. */
+typedef struct {
+    int ninsts, nargs, nints, nreshards, nmoves, nnotes;
+} Mark;
+Mark mark(const Part *p);
+void rollback(Part *p, Mark k);
+/* The bytes per device the collectives emitted since mark k send, and how
+ * many there are. */
+int64_t bytes_since(const Part *p, Mark k, int *ncollectives);
+/* Block v all-gathered along dim over `axes` (n of them, major first). */
+int all_gather_along(Part *p, int v, int dim, const int *axes, int n);
+/* A collective-permute's attributes over `axes` (n of them) with room for
+ * npairs (source, target) pairs after the header, which is written:
+ * pairs go from attrs[1 + n] on. */
+int64_t *permute_attrs(Part *p, const int *axes, int n, int64_t npairs);
 int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                    const Shape *type);
 Piece reshard(Part *p, Piece x, const Sharding *to);

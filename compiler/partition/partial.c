@@ -21,23 +21,24 @@
 
 int partial_dtype(int dtype) { return dtype == DT_BF16 || dtype == DT_F16 ? DT_F32 : dtype; }
 
-int widen(Part *p, int v) {
+/* Block v converted to dtype, sharded sh (a copy: emitting may move the instructions). */
+static int converted(Part *p, int v, int dtype, Sharding sh) {
     Shape s = p->dst->insts[v].type;
-    if (s.dtype == partial_dtype(s.dtype))
-        return v;
-    s.dtype = partial_dtype(s.dtype);
+    s.dtype = (uint8_t)dtype;
     int w = emit_local(p, OP_CONVERT, (int32_t[]){v}, 1, NULL, 0, &s);
-    p->dst->insts[w].sh = p->dst->insts[v].sh;
+    p->dst->insts[w].sh = sh;
     return w;
 }
 
+int widen(Part *p, int v) {
+    int dtype = p->dst->insts[v].type.dtype;
+    return dtype == partial_dtype(dtype) ? v : converted(p, v, partial_dtype(dtype), p->dst->insts[v].sh);
+}
+
 void narrow_reduced(Part *p, Piece *x) {
-    Shape s = p->dst->insts[x->v].type;
-    if (partial_axes(&x->sh) || s.dtype == x->global.dtype || s.dtype != partial_dtype(x->global.dtype))
-        return;
-    s.dtype = x->global.dtype;
-    x->v = emit_local(p, OP_CONVERT, (int32_t[]){x->v}, 1, NULL, 0, &s);
-    p->dst->insts[x->v].sh = x->sh;
+    int dtype = p->dst->insts[x->v].type.dtype;
+    if (!partial_axes(&x->sh) && dtype != x->global.dtype && dtype == partial_dtype(x->global.dtype))
+        x->v = converted(p, x->v, x->global.dtype, x->sh);
 }
 
 void find_only_users(Part *p) {

@@ -157,19 +157,13 @@ static void local_slice_attrs(const Inst *in, const Fn *src, const Shape *local_
     }
 }
 
-/* Everything emitted after a mark can be taken back, so a failed attempt
- * leaves no dead instructions (or phantom collectives) behind. */
-typedef struct {
-    int ninsts, nargs, nints, nreshards, nmoves, nnotes;
-} Mark;
-
-static Mark mark(const Part *p) {
+Mark mark(const Part *p) {
     return (Mark){p->dst->ninsts, p->dst->nargs, p->dst->nints, p->reshards.n, p->dst->nmoves, p->dst->nnotes};
 }
 
 /* The reshards taken back are forgotten too: their instructions' indices
  * are about to be reused by others. */
-static void rollback(Part *p, Mark k) {
+void rollback(Part *p, Mark k) {
     p->dst->ninsts = k.ninsts;
     p->dst->nargs = k.nargs;
     p->dst->nints = k.nints;
@@ -388,12 +382,15 @@ static Piece to_own_sharding(Part *p, const Inst *in, int v, Piece out) {
     return out;
 }
 
-/* Bytes the collectives emitted since mark k send per device. */
-static int64_t bytes_since(const Part *p, Mark k) {
+int64_t bytes_since(const Part *p, Mark k, int *ncollectives) {
     int64_t bytes = 0;
+    *ncollectives = 0;
     for (int v = k.ninsts; v < p->dst->ninsts; v++) {
+        if (!op_is_collective(p->dst->insts[v].op))
+            continue;
         int64_t b = collective_bytes(p->m, p->dst, &p->dst->insts[v]);
         bytes = bytes > INT64_MAX - b ? INT64_MAX : bytes + b;
+        ++*ncollectives;
     }
     return bytes;
 }
@@ -425,7 +422,8 @@ static Piece lower_dot(Part *p, const Inst *in, int v, const Rule *rule) {
             if (!distinct[k])
                 continue;
             to_own_sharding(p, in, v, lower_with_rule(p, in, rule, k));
-            bytes[k] = bytes_since(p, before);
+            int ncollectives;
+            bytes[k] = bytes_since(p, before, &ncollectives);
             rollback(p, before);
             best = bytes[k] < bytes[best] ? k : best;
         }

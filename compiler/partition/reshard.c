@@ -30,6 +30,21 @@ const char *inst_name(Part *p) {
                         : arena_printf(p->m->arena, "this %s", op_info[in->op].name);
 }
 
+int all_gather_along(Part *p, int v, int dim, const int *axes, int n) {
+    int64_t attrs[1 + MAX_AXES] = {dim};
+    for (int i = 0; i < n; i++)
+        attrs[1 + i] = axes[i];
+    return emit_local(p, OP_ALL_GATHER, (int32_t[]){v}, 1, attrs, 1 + n, NULL);
+}
+
+int64_t *permute_attrs(Part *p, const int *axes, int n, int64_t npairs) {
+    int64_t *attrs = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(1 + n + 2 * npairs));
+    attrs[0] = n;
+    for (int i = 0; i < n; i++)
+        attrs[1 + i] = axes[i];
+    return attrs;
+}
+
 /* Like emit_local, but an op the local blocks make inconsistent is taken
  * back and -1 returned: the caller falls back to replicated operands. */
 int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
@@ -356,12 +371,9 @@ static int gather_rest(Part *p, int v, Sharding *sh, int d) {
     int rest[MAX_AXES], n = sharding_dim_axes(sh, d, rest);
     if (!n)
         return v;
-    int64_t attrs[1 + MAX_AXES] = {d};
-    for (int i = 0; i < n; i++) {
-        attrs[1 + i] = rest[i];
+    for (int i = 0; i < n; i++)
         sh->dim[rest[i]] = SH_REPLICATED;
-    }
-    return emit_local(p, OP_ALL_GATHER, (int32_t[]){v}, 1, attrs, 1 + n, NULL);
+    return all_gather_along(p, v, d, rest, n);
 }
 
 /* Axes that can move from one dim to another now go in one all-to-all over
@@ -433,13 +445,10 @@ static void gather_dim(Part *p, Piece *x, int d, int keep) {
     if (!nests_after(p->m, &x->global, &x->sh, d, keep))
         keep = 0;
     int even = keep > 0 || dim_is_even(p->m, &x->global, &x->sh, d);
-    int64_t attrs[1 + MAX_AXES] = {d};
-    for (int i = keep; i < nh; i++)
-        attrs[1 + i - keep] = have[i];
     Sharding sh = x->sh;
     for (int i = keep; i < nh; i++)
         sh.dim[have[i]] = SH_REPLICATED;
-    set_sharding(p, x, emit_local(p, OP_ALL_GATHER, (int32_t[]){x->v}, 1, attrs, 1 + nh - keep, NULL), &sh);
+    set_sharding(p, x, all_gather_along(p, x->v, d, have + keep, nh - keep), &sh);
     Shape local = p->dst->insts[x->v].type;
     if (!even && local.dims[d] != x->global.dims[d]) {      /* trim the padding off the end */
         int64_t bounds[2 * MAX_RANK];
@@ -650,10 +659,7 @@ static void permute_to(Part *p, Piece *x, const Sharding *to) {
         if (to->dim[a] >= 0)
             axes[n++] = a;
     int64_t k = axes_product(m, axes, n);
-    int64_t *attrs = arena_alloc(m->arena, sizeof(int64_t) * (size_t)(1 + n + 2 * k));
-    attrs[0] = n;
-    for (int i = 0; i < n; i++)
-        attrs[1 + i] = axes[i];
+    int64_t *attrs = permute_attrs(p, axes, n, k);
     for (int64_t j = 0; j < k; j++) {
         int64_t coord[MAX_AXES] = {0}, rest = j, target[MAX_AXES] = {0};
         for (int i = n - 1; i >= 0; i--)
@@ -729,19 +735,11 @@ static int uneven_split(const Module *m, const Shape *global, const Sharding *sh
 
 /* Emit the plan, count what it sends, take it back. */
 static void weigh(Part *p, PlanKind kind, Candidate *c, Piece x, const Sharding *to) {
-    Fn *fn = p->dst;
-    int ninsts = fn->ninsts, nargs = fn->nargs, nints = fn->nints;
+    Mark before = mark(p);
     Piece whole;
     run_plan(p, kind, c, &x, to, &whole);
-    c->bytes = 0;
-    c->ncollectives = 0;
-    for (int v = ninsts; v < fn->ninsts; v++)
-        if (op_is_collective(fn->insts[v].op)) {
-            int64_t b = collective_bytes(p->m, fn, &fn->insts[v]);
-            c->bytes = c->bytes > INT64_MAX - b ? INT64_MAX : c->bytes + b;
-            c->ncollectives++;
-        }
-    fn->ninsts = ninsts, fn->nargs = nargs, fn->nints = nints;
+    c->bytes = bytes_since(p, before, &c->ncollectives);
+    rollback(p, before);
 }
 
 /* "reshard {X,(Y,Z)} -> {(Y,X),Z}, candidates: direct 14336 bytes in 2

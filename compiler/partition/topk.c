@@ -83,10 +83,7 @@ static int global_indices(Part *p, int idx, const TopkSplit *t) {
 }
 
 static int all_gather_last(Part *p, int x, const TopkSplit *t) {
-    int64_t attrs[1 + MAX_AXES] = {p->dst->insts[x].type.rank - 1};
-    for (int i = 0; i < t->naxes; i++)
-        attrs[1 + i] = t->axes[i];
-    return emit_local(p, OP_ALL_GATHER, (int32_t[]){x}, 1, attrs, 1 + t->naxes, NULL);
+    return all_gather_along(p, x, p->dst->insts[x].type.rank - 1, t->axes, t->naxes);
 }
 
 static TopkCandidates *candidates_of(Part *p, int v) {
@@ -111,14 +108,12 @@ int lower_split_top_k(Part *p, const Inst *in, Piece *out) {
         x.v = mask_padding(p, x, last, largest ? RED_MAX : RED_MIN);
     int best = emit_local(p, OP_TOP_K, (int32_t[]){x.v}, 1, (int64_t[]){t.local_k, largest}, 2, NULL);
     int values = take_along(p, x.v, best), indices = global_indices(p, best, &t);
-    int first = p->dst->ninsts;
+    Mark first = mark(p);
     TopkCandidates *c = candidates_of(p, v);
     c->values = all_gather_last(p, values, &t);
-    int all_indices = all_gather_last(p, indices, &t);
-    int64_t sent = 0;
-    for (int i = first; i < p->dst->ninsts; i++)
-        sent += collective_bytes(p->m, p->dst, &p->dst->insts[i]);
-    note_move(p, first, x.v, OP_TOP_K, sent);    /* the candidates are all that must move */
+    int all_indices = all_gather_last(p, indices, &t), ncollectives;
+    /* the candidates are all that must move */
+    note_move(p, first.ninsts, x.v, OP_TOP_K, bytes_since(p, first, &ncollectives));
     c->positions = emit_local(p, OP_TOP_K, (int32_t[]){c->values}, 1, (int64_t[]){k, largest}, 2, NULL);
     uint32_t gathered = 0;
     for (int i = 0; i < t.naxes; i++)

@@ -233,14 +233,44 @@ static void flush(Sched *s) {
     s->nwaiting = 0;
 }
 
+/* How many times each value of fn is read, and by which instruction last. */
+static void count_reads(Arena *a, const Fn *fn, int **uses, int **last_read) {
+    *uses = arena_alloc(a, sizeof(int) * (size_t)(fn->ninsts + 1));
+    *last_read = arena_alloc(a, sizeof(int) * (size_t)(fn->ninsts + 1));
+    for (int v = 0; v < fn->ninsts; v++)
+        for (int i = 0; i < fn->insts[v].nargs; i++) {
+            (*uses)[ir_arg(fn, &fn->insts[v], i)]++;
+            (*last_read)[ir_arg(fn, &fn->insts[v], i)] = v;
+        }
+}
+
+/* The operand of binary instruction u that is not v. */
+static int other_operand(const Fn *fn, int u, int v) {
+    const Inst *in = &fn->insts[u];
+    return ir_arg(fn, in, 0) == v ? ir_arg(fn, in, 1) : ir_arg(fn, in, 0);
+}
+
+/* The add that dot v's product can be added into the other operand of
+ * (fold_accumulate), or -1: v is an unplaced f32 or f64 dot read only by
+ * that add, whose other operand is no parameter, no operand of the dot,
+ * and read last there. */
+static int accumulating_add(const Fn *fn, const int *uses, const int *last_read, int v) {
+    const Inst *d = &fn->insts[v];
+    if (d->op != OP_DOT || (d->type.dtype != DT_F32 && d->type.dtype != DT_F64) || d->flags || d->place ||
+        uses[v] != 1)
+        return -1;
+    int a = last_read[v], x = other_operand(fn, a, v);
+    const Inst *add = &fn->insts[a];
+    if (add->op != OP_ADD || add->flags || add->place || x == v || last_read[x] != a ||
+        fn->insts[x].op == OP_PARAMETER || ir_arg(fn, d, 0) == x || ir_arg(fn, d, 1) == x)
+        return -1;
+    return a;
+}
+
 /* The gathers that the dot reading them computes (see the top): each
  * read only by that dot, neither placed nor asynchronous. */
-static void mark_gathers_into_dots(Sched *s, Arena *scratch) {
+static void mark_gathers_into_dots(Sched *s, const int *uses) {
     const Fn *src = s->src;
-    int *uses = arena_alloc(scratch, sizeof(int) * (size_t)(src->ninsts + 1));
-    for (int v = 0; v < src->ninsts; v++)
-        for (int i = 0; i < src->insts[v].nargs; i++)
-            uses[ir_arg(src, &src->insts[v], i)]++;
     for (int v = 0; v < src->ninsts; v++) {
         const Inst *in = &src->insts[v];
         GatherDot gd;
@@ -255,34 +285,16 @@ static void mark_gathers_into_dots(Sched *s, Arena *scratch) {
     }
 }
 
-/* The f32 and f64 dots read only by an add whose other operand x dies
- * there (Sched.sum_of): the add is emitted right after its dot when x
- * exists by then, so that the dot can add into x's buffer
- * (fold_accumulate).  `acc = acc + u + w`, written after both dots, then
- * holds one [B, F] array, not four. */
-static void mark_sums(Sched *s, Arena *scratch) {
+/* The f32 and f64 dots whose sum can take their product (accumulating_add,
+ * Sched.sum_of): the add is emitted right after its dot when the other
+ * operand exists by then, so that the dot can add into that operand's
+ * buffer (fold_accumulate).  `acc = acc + u + w`, written after both
+ * dots, then holds one [B, F] array, not four. */
+static void mark_sums(Sched *s, const int *uses, const int *last_read) {
     const Fn *src = s->src;
-    int *uses = arena_alloc(scratch, sizeof(int) * (size_t)(src->ninsts + 1));
-    int *last_read = arena_alloc(scratch, sizeof(int) * (size_t)(src->ninsts + 1));
     for (int v = 0; v < src->ninsts; v++) {
-        s->sum_of[v] = -1;
-        for (int i = 0; i < src->insts[v].nargs; i++) {
-            uses[ir_arg(src, &src->insts[v], i)]++;
-            last_read[ir_arg(src, &src->insts[v], i)] = v;
-        }
-    }
-    for (int v = 0; v < src->ninsts; v++) {
-        const Inst *d = &src->insts[v];
-        if (d->op != OP_DOT || (d->type.dtype != DT_F32 && d->type.dtype != DT_F64) || d->flags || d->place ||
-            uses[v] != 1 || s->into_dot[v])
-            continue;
-        int a = last_read[v];
-        const Inst *add = &src->insts[a];
-        if (add->op != OP_ADD || add->flags || add->place || !shape_eq(&add->type, &d->type))
-            continue;
-        int x = ir_arg(src, add, 0) == v ? ir_arg(src, add, 1) : ir_arg(src, add, 0);
-        if (x != v && last_read[x] == a && src->insts[x].op != OP_PARAMETER && !s->into_dot[x])
-            s->sum_of[v] = a;
+        int a = s->into_dot[v] ? -1 : accumulating_add(src, uses, last_read, v);
+        s->sum_of[v] = a >= 0 && !s->into_dot[other_operand(src, a, v)] ? a : -1;
     }
 }
 
@@ -304,12 +316,8 @@ static void order(Sched *s) {
         }
         emit(s, v);
         int a = s->sum_of[v];
-        if (a >= 0 && s->new_of[v] >= 0 && !must_wait(s, a)) {
-            const Inst *add = &src->insts[a];
-            int x = ir_arg(src, add, 0) == v ? ir_arg(src, add, 1) : ir_arg(src, add, 0);
-            if (s->new_of[x] >= 0)
-                emit(s, a);
-        }
+        if (a >= 0 && s->new_of[other_operand(src, a, v)] >= 0 && !must_wait(s, a))
+            emit(s, a);
         if (is_compute(in->op))
             flush(s);
     }
@@ -516,31 +524,19 @@ static void fold_epilogue(Fn *fn, const int *uses, int v) {
  * collective matmul's `acc = acc + update` then needs one [B, F] array,
  * not three. */
 static void fold_accumulate(Fn *fn, const int *uses, const int *last_read, int v) {
-    const Inst *d = &fn->insts[v];
-    int add = v + 1;
-    if (d->op != OP_DOT || (d->type.dtype != DT_F32 && d->type.dtype != DT_F64) || d->flags || d->place ||
-        uses[v] != 1 || ends_fold(fn, v) || add >= fn->ninsts || fn->insts[add].op != OP_ADD || !plain(fn, add))
+    int add = accumulating_add(fn, uses, last_read, v);
+    if (add != v + 1 || ends_fold(fn, v))
         return;
-    const Inst *a = &fn->insts[add];
-    if (ir_arg(fn, a, 0) != v && ir_arg(fn, a, 1) != v)
-        return;
-    int x = ir_arg(fn, a, 0) == v ? ir_arg(fn, a, 1) : ir_arg(fn, a, 0);
-    const Inst *xi = &fn->insts[x];
-    if (last_read[x] != add || xi->op == OP_PARAMETER || xi->type.dtype == DT_TUPLE ||
-        xi->flags & (INST_FOLDED | INST_VIEW | INST_ASYNC) || ir_arg(fn, d, 0) == x || ir_arg(fn, d, 1) == x)
+    const Inst *xi = &fn->insts[other_operand(fn, add, v)];
+    if (xi->type.dtype == DT_TUPLE || xi->flags & (INST_FOLDED | INST_VIEW | INST_ASYNC))
         return;
     fn->insts[v].flags |= INST_FOLDED;
 }
 
 static void fold_epilogues(Fn *fn) {
     Arena scratch = {0};
-    int *uses = arena_alloc(&scratch, sizeof(int) * (size_t)(fn->ninsts + 1));
-    int *last_read = arena_alloc(&scratch, sizeof(int) * (size_t)(fn->ninsts + 1));
-    for (int v = 0; v < fn->ninsts; v++)
-        for (int i = 0; i < fn->insts[v].nargs; i++) {
-            uses[ir_arg(fn, &fn->insts[v], i)]++;
-            last_read[ir_arg(fn, &fn->insts[v], i)] = v;
-        }
+    int *uses, *last_read;
+    count_reads(&scratch, fn, &uses, &last_read);
     for (int v = 0; v < fn->ninsts; v++) {
         fold_epilogue(fn, uses, v);
         fold_accumulate(fn, uses, last_read, v);
@@ -716,11 +712,13 @@ static void assign_buffers(const Module *m, Fn *fn) {
         if ((takes_buffer(in) || in->op == OP_DONE) && last[v] < n && !(in->flags & INST_ASYNC))
             *VEC_PUSH(&scratch, dying[last[v]], ndying[last[v]], cap[last[v]]) = v;
     }
-    int nreuse, nstrict;
-    int64_t reuse = place_buffers(fn, dying, ndying, 0, &nreuse);
+    /* Reuse wins ties, and most fns: it runs last, so its buffers stay
+     * unless refusal did better. */
+    int nstrict, nreuse;
     int64_t strict = place_buffers(fn, dying, ndying, 1, &nstrict);
-    if (strict >= reuse)
-        place_buffers(fn, dying, ndying, 0, &nreuse);
+    int64_t reuse = place_buffers(fn, dying, ndying, 0, &nreuse);
+    if (strict < reuse)
+        place_buffers(fn, dying, ndying, 1, &nstrict);
     fn->peak_bytes = strict < reuse ? strict : reuse;
     fn->nbuffers = strict < reuse ? nstrict : nreuse;
     for (int v = 0; v < n; v++)
@@ -806,8 +804,10 @@ static void schedule_fn(Module *m, int f) {
             s.first_after[a] = v;
         }
     Arena scratch = {0};
-    mark_gathers_into_dots(&s, &scratch);
-    mark_sums(&s, &scratch);
+    int *uses, *last_read;
+    count_reads(&scratch, &src, &uses, &last_read);
+    mark_gathers_into_dots(&s, uses);
+    mark_sums(&s, uses, last_read);
     arena_free(&scratch);
     order(&s);
     dst->collectives_started = s.nstarted;
