@@ -537,8 +537,8 @@ def collmm_section(r):
             "compute saves little time, while the collective versions do more, smaller GEMMs. Their peak "
             "memory is at or below their twins': each step reads its block of the weights where it lies (a "
             "view, strided for a column block) and adds its product into the accumulator (docs/scheduling.md), "
-            "and the reduce-scatter versions never hold the full partial product. `allreduce_matmul` is the "
-            "exception: it concatenates its column tiles one at a time, and each concatenate is a new array.\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
+            "the reduce-scatter versions never hold the full partial product, and `allreduce_matmul` writes each "
+            "row tile's product and its all-reduce, in place, into the tile's rows of the result.\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
 
 
 # ---- (g) mixture of experts: the MoE samples against the auto-partitioned moe ----

@@ -217,6 +217,30 @@ static int array_in_result(const Module *m, const Fn *fn, int **element, int v, 
     return element[v] && k < call_tuple_arrays(m, fn, v) ? element[v][k] : 0;
 }
 
+/* Where each INST_IN_RUN value is written (Gen.run_of, run_at): each
+ * operand of an assembled concatenate at the bytes before it, and so the
+ * start of the collective whose done it is, and that start's operand. */
+static void find_runs(Gen *g) {
+    const Fn *fn = g->fn;
+    g->run_of = arena_alloc(g->arena, sizeof(int) * ((size_t)fn->ninsts + 1));
+    g->run_at = arena_alloc(g->arena, sizeof(int64_t) * ((size_t)fn->ninsts + 1));
+    for (int v = 0; v < fn->ninsts; v++)
+        g->run_of[v] = -1;
+    for (int c = 0; c < fn->ninsts; c++) {
+        const Inst *in = &fn->insts[c];
+        int64_t at = 0;
+        for (int i = 0; in->flags & INST_ASSEMBLED && i < in->nargs; i++) {
+            const Inst *p = &fn->insts[ir_arg(fn, in, i)];
+            for (int u = ir_arg(fn, in, i); u >= 0 && fn->insts[u].flags & INST_IN_RUN;
+                 u = fn->insts[u].op == OP_DONE || fn->insts[u].flags & INST_ASYNC ? ir_arg(fn, &fn->insts[u], 0) : -1) {
+                g->run_of[u] = c;
+                g->run_at[u] = at;
+            }
+            at += shape_elems(&p->type) * dtype_size(p->type.dtype);
+        }
+    }
+}
+
 static int emit_fn(FileGen *fg, int f, const char **err) {
     const Module *m = fg->m;
     const Fn *fn = &m->fns[f];
@@ -224,13 +248,14 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     int n = fn->ninsts;
     Arena arena = {0};
     Gen g = {m, fn, o, &arena, fg->irnames[f], c_value_names(fn, fg->irnames[f], &arena),
-             arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), NULL, param_insts(fn, &arena), {0}, NULL, -1};
+             arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), NULL, param_insts(fn, &arena), NULL, NULL, {0}, NULL, -1};
     /* Buffers: the scheduler's, or one per value in a function it did not schedule. */
     for (int v = 0, k = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
         int none = in->op == OP_PARAMETER || in->op == OP_RETURN || in->op == OP_DONE || in->type.dtype == DT_TUPLE;
         g.buf[v] = none ? -1 : fn->scheduled ? in->buffer : k++;
     }
+    find_runs(&g);
     fuse_fn(fn, g.buf, &g.fu, &arena);
     int **element;
     g.result = returned_in_place(m, fn, g.buf, &g.fu, &element, &arena);
@@ -244,7 +269,8 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     char *used = arena_alloc(&arena, (size_t)nbuf + 1);
     for (int v = 0; v < n; v++) {
         int r = g.fu.role[v];
-        if (g.buf[v] < 0 || r == FUSE_FOLDED || (r == FUSE_MEMBER && !g.fu.stored[v]) || g.result[v])
+        if (g.buf[v] < 0 || r == FUSE_FOLDED || (r == FUSE_MEMBER && !g.fu.stored[v]) || g.result[v] ||
+            g.run_of[v] >= 0)            /* in its concatenate's memory */
             continue;
         int64_t b = shape_elems(&fn->insts[v].type) * dtype_size(fn->insts[v].type.dtype);
         nalloc += !used[g.buf[v]];

@@ -81,6 +81,8 @@ typedef struct {
     int *buf;                    /* buffer per value, -1 none */
     int *result;                 /* per value: 1 + the result it is written straight into, or 0 */
     int *param;                  /* the parameter(i) instruction, or -1 */
+    int *run_of;                 /* per value: the concatenate it is written into (INST_IN_RUN), or -1 */
+    int64_t *run_at;             /* per such value: its byte offset there */
     Fusion fu;
     const char *err;
     int at;                      /* the instruction being emitted, whose event TRY_TRACED names */

@@ -513,6 +513,8 @@ static void emit_dynamic_update_slice(Gen *g, const Inst *in, const char *r) {
 static void emit_concat(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
+    if (in->flags & INST_ASSEMBLED)      /* its operands are written in place */
+        return;
     try_open(g);
     fprintf(o, "sk_concat(%s, %d, (const sc_shape[]){", sk_dtype_of[in->type.dtype], in->nargs);
     for (int i = 0; i < in->nargs; i++) {
@@ -670,7 +672,12 @@ static void emit_loop(Gen *g, const Inst *in, const char *r) {
 
 void emit_storage(Gen *g, int v) {
     const char *ct = ctype_of[g->fn->insts[v].type.dtype];
-    if (g->result[v])
+    int c = g->run_of[v];
+    if (c >= 0)
+        fprintf(g->out, "    %s *%s = (%s *)((char *)%s%d + %lld);   /* its run of %s */\n", ct, g->name[v], ct,
+                g->result[c] ? "result" : "buf", g->result[c] ? g->result[c] - 1 : g->buf[c],
+                (long long)g->run_at[v], g->name[c]);
+    else if (g->result[v])
         fprintf(g->out, "    %s *%s = result%d;   /* returned: written in place */\n", ct, g->name[v], g->result[v] - 1);
     else
         fprintf(g->out, "    %s *%s = buf%d;\n", ct, g->name[v], g->buf[v]);

@@ -399,6 +399,10 @@ static void print_inst(Printer *p, int v) {
         fprintf(out, "  # folded into %%%s", p->names[folded_into(fn, v)]);
     if (in->flags & INST_VIEW)
         fputs(in->flags & INST_STRIDED ? "  # a strided view: no copy" : "  # a view: no copy", out);
+    if (in->flags & INST_IN_RUN)
+        fputs(", in its run of the concatenate", out);
+    if (in->flags & INST_ASSEMBLED)
+        fputs(", assembled in place: no copy", out);
     if (in->note)
         fprintf(out, "  # %s", fn->notes[in->note - 1]);
 }

@@ -52,6 +52,8 @@ enum {
     INST_VIEW = 8,               /* its operand's memory, not a copy (scheduling: a parameter reshaped or sliced) */
     INST_REMAT = 16,             /* a call checkpoint(f)(...): a gradient recomputes f rather than keep its residuals */
     INST_STRIDED = 32,           /* a view that is not one run: read by dots with its operand's strides */
+    INST_IN_RUN = 64,            /* written straight into its run of the concatenate that reads it (scheduling) */
+    INST_ASSEMBLED = 128,        /* a concatenate whose operands are all INST_IN_RUN: it copies nothing */
 };
 
 typedef struct {

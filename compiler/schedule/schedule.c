@@ -19,8 +19,18 @@
  * assignment with the smaller total kept).  A
  * collective's operand stays live until its done (the transfer reads it),
  * a done shares its start's buffer, parameters live in the caller's memory
- * and returned values are never freed.  The sum of all buffers is the
- * function's peak memory per device.
+ * and returned values are never freed.  An all-reduce whose operand, in a
+ * buffer, nothing else reads reduces it in place.  The sum of all buffers
+ * is the function's peak memory per device.
+ *
+ * Concats of concats: a concatenate read only by one along the same dim is
+ * not built; the reader takes its operands (mark_concat_chains).
+ * Concatenates assembled in place: one whose operands are runs of its
+ * result, each a dot or a collective's done read by it alone, takes its
+ * buffer when the first of them is computed, and they write into their
+ * runs (with the start, and an in-place all-reduce's operand dot): a
+ * row-tiled collective matmul holds its result and nothing else
+ * (mark_runs; codegen.c points each at its offset).
  *
  * Epilogues: a bf16 or f16 dot read only by an add of a bias broadcast
  * along its rhs free dims, or by gelu, relu, tanh or logistic, or by such
@@ -74,6 +84,7 @@ typedef struct {
     uint8_t *overlapped;         /* src collective: compute has run since its start */
     uint8_t *waiting;            /* src value: held back in queue */
     uint8_t *into_dot;           /* src value: a gather its dot computes, emitted with the dot */
+    uint8_t *merged;             /* src value: a concat its reader, a concat, takes apart (mark_concat_chains) */
     int32_t *sum_of;             /* src dot -> the add that is its only reader, or -1 (mark_sums) */
     int32_t *queue, *flight;     /* values held back, in order; collectives started, not overlapped */
     int nwaiting, queue_cap, nflight, flight_cap;
@@ -83,13 +94,46 @@ typedef struct {
     int nstarted;
 } Sched;
 
+/* The operands src value v reads: those of a merged concat in its place
+ * (mark_concat_chains), depth first, with a stack, not recursion: the
+ * chains of an unrolled loop can be long.  Most instructions read no
+ * merged concat and get their own operand list. */
+static const int32_t *operands_of(Sched *s, int v, int *n) {
+    const Inst *in = &s->src->insts[v];
+    const int32_t *args = &s->src->args[in->args];
+    int merged = 0;
+    for (int i = 0; i < in->nargs; i++)
+        merged |= s->merged[args[i]];
+    *n = in->nargs;
+    if (!merged)
+        return args;
+    int32_t *out = NULL, *stack = NULL;
+    int cap = 0, depth = 0, stack_cap = 0;
+    *n = 0;
+    for (int i = in->nargs - 1; i >= 0; i--)
+        *VEC_PUSH(s->m->arena, stack, depth, stack_cap) = args[i];
+    while (depth > 0) {
+        int a = stack[--depth];
+        const Inst *ai = &s->src->insts[a];
+        if (!s->merged[a]) {
+            *VEC_PUSH(s->m->arena, out, *n, cap) = a;
+            continue;
+        }
+        for (int i = ai->nargs - 1; i >= 0; i--)
+            *VEC_PUSH(s->m->arena, stack, depth, stack_cap) = ir_arg(s->src, ai, i);
+    }
+    return out;
+}
+
 static int copy_inst(Sched *s, int v, uint8_t extra_flags) {
     const Inst *in = &s->src->insts[v];
+    int n;
+    const int32_t *src_args = operands_of(s, v, &n);
     int32_t args[256];
-    int32_t *a = in->nargs <= 256 ? args : arena_alloc(s->m->arena, sizeof(int32_t) * (size_t)in->nargs);
-    for (int i = 0; i < in->nargs; i++)
-        a[i] = s->new_of[ir_arg(s->src, in, i)];
-    int d = ir_emit(s->m, s->dst, (Op)in->op, a, in->nargs, ir_attrs(s->src, in), in->nattrs, &in->type, in->loc);
+    int32_t *a = n <= 256 ? args : arena_alloc(s->m->arena, sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        a[i] = s->new_of[src_args[i]];
+    int d = ir_emit(s->m, s->dst, (Op)in->op, a, n, ir_attrs(s->src, in), in->nattrs, &in->type, in->loc);
     Inst *out = &s->dst->insts[d];
     out->sym = in->sym;
     out->sh = in->sh;
@@ -159,10 +203,11 @@ static void start_ready(Sched *s, int v) {
 /* Whether src value v must wait: it reads a collective still in flight
  * that no compute has overlapped yet (or one not started, whose operand
  * waits), or a value that waits. */
-static int must_wait(const Sched *s, int v) {
-    const Inst *in = &s->src->insts[v];
-    for (int i = 0; i < in->nargs; i++) {
-        int a = ir_arg(s->src, in, i);
+static int must_wait(Sched *s, int v) {
+    int n;
+    const int32_t *args = operands_of(s, v, &n);
+    for (int i = 0; i < n; i++) {
+        int a = args[i];
         if (s->waiting[a])
             return 1;
         if (op_is_collective(s->src->insts[a].op) && s->new_of[a] < 0 &&
@@ -184,12 +229,12 @@ static int overlaps(const Sched *s, const Inst *in, int c) {
     return !in->place || !from || in->place == from;
 }
 
-static void finish_operands(Sched *s, const Inst *in) {
-    for (int i = 0; i < in->nargs; i++) {
-        int a = ir_arg(s->src, in, i);
-        if (op_is_collective(s->src->insts[a].op))
-            finish(s, a);
-    }
+static void finish_operands(Sched *s, int v) {
+    int n;
+    const int32_t *args = operands_of(s, v, &n);
+    for (int i = 0; i < n; i++)
+        if (op_is_collective(s->src->insts[args[i]].op))
+            finish(s, args[i]);
 }
 
 /* Emit src value v: first the dones it needs, then v, then the collectives
@@ -203,9 +248,9 @@ static void emit(Sched *s, int v) {
     for (int i = 0; i < in->nargs; i++)
         if (s->into_dot[ir_arg(s->src, in, i)])
             folded = ir_arg(s->src, in, i);
-    finish_operands(s, in);
+    finish_operands(s, v);
     if (folded >= 0) {
-        finish_operands(s, &s->src->insts[folded]);
+        finish_operands(s, folded);
         s->new_of[folded] = copy_inst(s, folded, INST_FOLDED);
     }
     if (op_calls(in->op))
@@ -298,12 +343,26 @@ static void mark_sums(Sched *s, const int *uses, const int *last_read) {
     }
 }
 
+/* Concats of concats (see the top): a concatenate read only by a
+ * concatenate along the same dim, both unplaced and synchronous, is not
+ * built; its reader takes its operands in its place.  An unrolled
+ * `out = concat([out, tile], 1)` then copies each tile once into the
+ * result, where it copied every prefix again and held each one. */
+static void mark_concat_chains(Sched *s, const int *uses, const int *last_read) {
+    const Fn *src = s->src;
+    for (int v = 0; v < src->ninsts; v++) {
+        const Inst *in = &src->insts[v], *r = &src->insts[last_read[v]];
+        s->merged[v] = in->op == OP_CONCAT && uses[v] == 1 && r->op == OP_CONCAT && !in->flags && !in->place &&
+                       !r->flags && !r->place && ir_attr(src, in, 0) == ir_attr(src, r, 0);
+    }
+}
+
 static void order(Sched *s) {
     const Fn *src = s->src;
     for (int v = 0; v < src->ninsts; v++) {
         const Inst *in = &src->insts[v];
-        if (op_is_collective(in->op) || s->new_of[v] >= 0)
-            continue;                /* started by start_ready, or emitted after its dot (mark_sums) */
+        if (op_is_collective(in->op) || s->new_of[v] >= 0 || s->merged[v])
+            continue;                /* started by start_ready, emitted after its dot (mark_sums), or merged */
         if (in->op == OP_RETURN) {   /* nothing waits or starts after the return */
             flush(s);
             for (int c = 0; c < src->ninsts; c++)
@@ -651,29 +710,50 @@ static int64_t call_array_bytes(const Module *m, const Fn *fn, int v) {
     return bytes;
 }
 
+/* What decides where values go, besides the pool. */
+typedef struct {
+    int **dying;                 /* per instruction: the values it reads last */
+    const int *ndying;
+    const int *in_place;         /* per all-reduce start: the operand it reduces in place, or -1 */
+    const int *run_of;           /* per value: the concatenate it is written into, or -1 (mark_runs) */
+} Placing;
+
 /* One assignment of buffers in schedule order: each value takes a free
  * buffer when it is computed and frees its operands' after their last
- * read (dying[v]: the values instruction v reads last).  Returns the
- * bytes of all buffers; *nbuffers their count. */
-static int64_t place_buffers(Fn *fn, int **dying, const int *ndying, int strict, int *nbuffers) {
+ * read.  Returns the bytes of all buffers; *nbuffers their count. */
+static int64_t place_buffers(Fn *fn, const Placing *pl, int strict, int *nbuffers) {
     int n = fn->ninsts;
     Arena scratch = {0};
     Pool pool = {.strict = strict};
     pool_init(&scratch, &pool, fn);
+    int *run_buffer = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));
+    for (int v = 0; v < n; v++)
+        run_buffer[v] = -1;
     for (int v = 0; v < n; v++) {
         Inst *in = &fn->insts[v];
         in->buffer = -1;
         if (!takes_buffer(in) && in->op != OP_DONE)
             continue;
-        /* A started collective's buffer passes to its done, which frees it. */
-        int into = accumulated_operand(fn, v);      /* its buffer passes to v, as a start's to its done */
+        /* A started collective's buffer passes to its done, which frees it;
+         * an accumulated operand's, or an in-place all-reduce's operand's,
+         * to v; a concatenate assembled in place takes its buffer when the
+         * first value written into it is computed. */
+        int into = pl->in_place[v] >= 0 ? pl->in_place[v] : accumulated_operand(fn, v);
+        int c = in->flags & INST_ASSEMBLED ? v : pl->run_of[v];
         if (in->op == OP_DONE)
             in->buffer = fn->insts[ir_arg(fn, in, 0)].buffer;
+        else if (c >= 0)
+            in->buffer = run_buffer[c] >= 0 ? run_buffer[c]
+                                             : (run_buffer[c] = take(&scratch, &pool, value_bytes(&fn->insts[c])));
         else
             in->buffer = into >= 0 ? fn->insts[into].buffer : take(&scratch, &pool, value_bytes(in));
-        for (int i = 0; i < ndying[v]; i++)         /* free what this instruction read last */
-            if (dying[v][i] != into)
-                put_free(&scratch, &pool, fn->insts[dying[v][i]].buffer);
+        /* Free what this instruction read last (v itself, if nothing reads
+         * it), but not the buffer v holds. */
+        for (int i = 0; i < pl->ndying[v]; i++) {
+            int d = pl->dying[v][i];
+            if (d == v || fn->insts[d].buffer != in->buffer)
+                put_free(&scratch, &pool, fn->insts[d].buffer);
+        }
     }
     int64_t bytes = 0;
     for (int b = 0; b < pool.n; b++)
@@ -681,6 +761,86 @@ static int64_t place_buffers(Fn *fn, int **dying, const int *ndying, int strict,
     *nbuffers = pool.n;
     arena_free(&scratch);
     return bytes;
+}
+
+/* For each all-reduce start whose operand, in a buffer, is read by it
+ * alone and not returned: that operand, whose buffer the all-reduce
+ * reduces in place (the runtime allows send == recv); -1 elsewhere.  A
+ * gradient's or a partial product's all-reduce then needs one array. */
+static int *in_place_operands(Arena *a, const Fn *fn, const int *uses, const int *last) {
+    int *in_place = arena_alloc(a, sizeof(int) * (size_t)(fn->ninsts + 1));
+    for (int v = 0; v < fn->ninsts; v++) {
+        const Inst *in = &fn->insts[v];
+        int x = in->op == OP_ALL_REDUCE && in->flags & INST_ASYNC ? ir_arg(fn, in, 0) : -1;
+        const Inst *xi = x >= 0 ? &fn->insts[x] : NULL;
+        in_place[v] = xi && uses[x] == 1 && last[x] < fn->ninsts && (takes_buffer(xi) || xi->op == OP_DONE) &&
+                              !(xi->flags & INST_ASYNC) && value_bytes(xi) == value_bytes(in)
+                          ? x
+                          : -1;
+    }
+    return in_place;
+}
+
+/* Does concatenate c's result hold each operand as one run of bytes: are
+ * its dims before the concatenated one all of extent 1? */
+static int runs_contiguous(const Fn *fn, const Inst *c) {
+    for (int d = 0; d < ir_attr(fn, c, 0); d++)
+        if (c->type.dims[d] != 1)
+            return 0;
+    return 1;
+}
+
+/* How many values write operand p of concatenate c into its run (run[]
+ * gets them), or 0 if p cannot be: a plain dot, or a collective's done
+ * with its start (and the start's operand, a plain dot, if the start is an
+ * all-reduce in place), read only by c. */
+static int run_writers(const Fn *fn, const int *uses, const int *last, const int *in_place, int c, int p, int run[3]) {
+    const Inst *in = &fn->insts[p];
+    if (uses[p] != 1 || last[p] != c || in->place)
+        return 0;
+    if (in->op == OP_DOT && !in->flags) {
+        run[0] = p;
+        return 1;
+    }
+    if (in->op != OP_DONE)
+        return 0;
+    int start = ir_arg(fn, in, 0), x = in_place[start];
+    run[0] = p;
+    run[1] = start;
+    if (x < 0)
+        return 2;
+    if (fn->insts[x].op != OP_DOT || fn->insts[x].flags || fn->insts[x].place)
+        return 0;
+    run[2] = x;
+    return 3;
+}
+
+/* Concatenates assembled in place (see the top): one whose result holds
+ * each operand as a run, every operand written by values that can write
+ * there, is INST_ASSEMBLED and they INST_IN_RUN.  Returns each value's
+ * concatenate (-1 for none): its buffer is the concatenate's, taken when
+ * the first of them is computed. */
+static int *mark_runs(Arena *a, Fn *fn, const int *uses, const int *last, const int *in_place) {
+    int n = fn->ninsts, *run_of = arena_alloc(a, sizeof(int) * (size_t)(n + 1));
+    for (int v = 0; v < n; v++)
+        run_of[v] = -1;
+    for (int c = 0; c < n; c++) {
+        Inst *in = &fn->insts[c];
+        if (in->op != OP_CONCAT || in->flags || in->place || !runs_contiguous(fn, in))
+            continue;
+        int ok = 1, run[3];
+        for (int i = 0; ok && i < in->nargs; i++)
+            ok = run_writers(fn, uses, last, in_place, c, ir_arg(fn, in, i), run) > 0;
+        if (!ok)
+            continue;
+        in->flags |= INST_ASSEMBLED;
+        for (int i = 0; i < in->nargs; i++)
+            for (int k = run_writers(fn, uses, last, in_place, c, ir_arg(fn, in, i), run) - 1; k >= 0; k--) {
+                fn->insts[run[k]].flags |= INST_IN_RUN;
+                run_of[run[k]] = c;
+            }
+    }
+    return run_of;
 }
 
 /* Buffers for fn's values: the better of two greedy assignments, one that
@@ -712,13 +872,17 @@ static void assign_buffers(const Module *m, Fn *fn) {
         if ((takes_buffer(in) || in->op == OP_DONE) && last[v] < n && !(in->flags & INST_ASYNC))
             *VEC_PUSH(&scratch, dying[last[v]], ndying[last[v]], cap[last[v]]) = v;
     }
+    int *uses, *last_read;
+    count_reads(&scratch, fn, &uses, &last_read);
+    Placing pl = {dying, ndying, in_place_operands(&scratch, fn, uses, last), NULL};
+    pl.run_of = mark_runs(&scratch, fn, uses, last, pl.in_place);
     /* Reuse wins ties, and most fns: it runs last, so its buffers stay
      * unless refusal did better. */
     int nstrict, nreuse;
-    int64_t strict = place_buffers(fn, dying, ndying, 1, &nstrict);
-    int64_t reuse = place_buffers(fn, dying, ndying, 0, &nreuse);
+    int64_t strict = place_buffers(fn, &pl, 1, &nstrict);
+    int64_t reuse = place_buffers(fn, &pl, 0, &nreuse);
     if (strict < reuse)
-        place_buffers(fn, dying, ndying, 1, &nstrict);
+        place_buffers(fn, &pl, 1, &nstrict);
     fn->peak_bytes = strict < reuse ? strict : reuse;
     fn->nbuffers = strict < reuse ? nstrict : nreuse;
     for (int v = 0; v < n; v++)
@@ -789,6 +953,7 @@ static void schedule_fn(Module *m, int f) {
     s.overlapped = arena_alloc(m->arena, n);
     s.waiting = arena_alloc(m->arena, n);
     s.into_dot = arena_alloc(m->arena, n);
+    s.merged = arena_alloc(m->arena, n);
     s.sum_of = arena_alloc(m->arena, sizeof(int32_t) * n);
     s.seq = arena_alloc(m->arena, sizeof(int32_t) * n);
     memset(s.overlapped, 0, n);
@@ -808,6 +973,7 @@ static void schedule_fn(Module *m, int f) {
     count_reads(&scratch, &src, &uses, &last_read);
     mark_gathers_into_dots(&s, uses);
     mark_sums(&s, uses, last_read);
+    mark_concat_chains(&s, uses, last_read);
     arena_free(&scratch);
     order(&s);
     dst->collectives_started = s.nstarted;

@@ -1357,13 +1357,15 @@ case("sample mlp", sample("mlp.tdsl"), "mlp", mlp, consts="B=8,D=16,F=32")
 # The worked problems of issue 5: collective matmuls of every flavour, each
 # with its auto-partitioned twin.  Sizes fit the mesh: D and F split over Y
 # into blocks (halves of blocks for the bidirectional ones), F into TILES.
-def worked_sizes(m, halves=1):
+def worked_sizes(m, halves=1, row_tiles=1):
+    """B, D, F for the worked problems: D split over Y (in halves), F in 4
+    column tiles, B's block on X in row_tiles tiles."""
     y = m["Y"] * halves
-    return up(8, m["X"]), up(16, y), up(16, lcm(y, 4))
+    return up(8, m["X"] * row_tiles), up(16, y), up(16, lcm(y, 4))
 
 
-def worked_consts(m, halves=1):
-    return "B=%d,D=%d,F=%d" % worked_sizes(m, halves)
+def worked_consts(m, halves=1, row_tiles=1):
+    return "B=%d,D=%d,F=%d" % worked_sizes(m, halves, row_tiles)
 
 
 def matmul_of(shapes):
@@ -1380,13 +1382,13 @@ def collective_mlp(rng, m):
     return {"x": x, "w_in": w_in, "w_out": w_out}, [((d(x) @ d(w_in)) @ d(w_out), "f32")]
 
 
-for name, fns, halves in [("allreduce_matmul", ["allreduce_matmul", "allreduce_matmul_twin"], 1),
-                          ("reduce_scatter_matmul", ["reduce_scatter_matmul", "reduce_scatter_matmul_twin"], 1),
-                          ("bidirectional_matmul", ["collective_matmul_bidir", "matmul_ag"], 2),
-                          ("bidirectional_matmul", ["reduce_scatter_matmul_bidir", "matmul_rs"], 2)]:
+for name, fns, halves, tiles in [("allreduce_matmul", ["allreduce_matmul", "allreduce_matmul_twin"], 1, 4),
+                                 ("reduce_scatter_matmul", ["reduce_scatter_matmul", "reduce_scatter_matmul_twin"], 1, 1),
+                                 ("bidirectional_matmul", ["collective_matmul_bidir", "matmul_ag"], 2, 1),
+                                 ("bidirectional_matmul", ["reduce_scatter_matmul_bidir", "matmul_rs"], 2, 1)]:
     case("%s %s" % (name, fns[0]), sample(name + ".tdsl"), fns,
-         matmul_of(lambda m, h=halves: worked_sizes(m, h)), consts=lambda m, h=halves: worked_consts(m, h),
-         scaled=True, interp=[(2, 4), (1, 2)])
+         matmul_of(lambda m, h=halves, t=tiles: worked_sizes(m, h, t)),
+         consts=lambda m, h=halves, t=tiles: worked_consts(m, h, t), scaled=True, interp=[(2, 4), (1, 2)])
 case("collective_mlp", sample("collective_mlp.tdsl"), ["collective_mlp", "mlp_block"], collective_mlp,
      consts=worked_consts, scaled=True, interp=[(2, 4), (1, 2)])
 case("sample two_matmul", sample("two_matmul_constraint.tdsl"), "two_matmul", two_matmul, consts="B=8,D=16,F=32")
