@@ -8,7 +8,8 @@
  * next compute has been placed (or the return): so the independent work
  * after it runs during the transfer.  An f32 or f64 dot's only reader, an
  * add whose other operand dies there, moves up to right after the dot, so
- * the dot can add into that operand (fold_accumulate).
+ * the dot can add into that operand (fold_accumulate); not a wide dot's
+ * (dot_is_wide, ir.h), whose kernel only stores its f32 sums.
  * Everything else keeps its place.
  * All devices run the same program, so they still issue collectives in the
  * same order.
