@@ -39,7 +39,7 @@ int widen(Part *p, int v) {
 }
 
 void narrow_reduced(Part *p, Piece *x) {
-    if (!partial_axes(&x->sh) && piece_is_wide(p, x) && p->dst->insts[x->v].type.dtype == sum_dtype(x->global.dtype))
+    if (!partial_axes(&x->sh) && piece_is_wide(p, x))
         x->v = converted(p, x->v, x->global.dtype, x->sh);
 }
 
