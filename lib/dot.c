@@ -24,7 +24,8 @@
  * The loop, for i32 and for bf16/f16 on CPUs without those instructions:
  * both operands are packed into [b][M][K] and [b][K][N] f32 (int32) panels
  * and multiplied by a blocked loop that accumulates in f32 (wrapping
- * int32) and rounds once into the result.
+ * int32) and rounds once into the result (or stores the f32 sums as they
+ * are: sk_epilogue's f32_out, for partial sums reduced in f32).
  *
  * An epilogue (sk_dot_epilogue: a bias along the rows, then an activation)
  * is applied to the f32 accumulator before the rounding where the GEMM
@@ -154,10 +155,12 @@ static void sort_pairs(int n, int *l, int *r, int which) {
         }
 }
 
-/* An epilogue for the loop: bias (N floats, or NULL), then act. */
+/* An epilogue for the loop: bias (N floats, or NULL), then act, stored
+ * as dtype out. */
 typedef struct {
     const float *bias;
     sk_unary_op act;
+    sk_dtype out;
 } epilogue;
 
 /* The bf16/f16/i32 product: packed panels, f32 or wrapping int32. */
@@ -239,11 +242,14 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
     if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(lhs) || !sk_valid_shape(rhs) ||
         !dd || dd->nbatch < 0 || dd->ncontract < 0 || dd->nbatch + dd->ncontract > SC_MAX_RANK)
         return SC_ERR;
-    static const sk_epilogue none = {NULL, SK_COPY, 0};
+    static const sk_epilogue none = {NULL, SK_COPY, 0, 0};
     if (!ep)
         ep = &none;
     if ((ep->bias || ep->act != SK_COPY) && (t == SK_I32 || !is_activation(ep->act) || ep->accumulate))
         return SC_ERR;
+    if (ep->f32_out && ((t != SK_BF16 && t != SK_F16) || ep->bias || ep->act != SK_COPY || ep->accumulate))
+        return SC_ERR;
+    sk_dtype ot = ep->f32_out ? SK_F32 : t;    /* the result's dtype */
     float beta = ep->accumulate ? 1.0f : 0.0f;
     int nb = dd->nbatch, nc = dd->ncontract;
     int lrole[SC_MAX_RANK] = {0}, rrole[SC_MAX_RANK] = {0};   /* 0 free, 1 batch, 2 contract */
@@ -282,16 +288,16 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
         K *= lhs.dims[lc[i]];
     if (out_shape)
         *out_shape = os;
-    size_t es = sk_dtype_size(t);
+    size_t es = sk_dtype_size(t), oes = sk_dtype_size(ot);
     if (nbat * M * N == 0)
         return 0;
     if (ep->accumulate && t != SK_F32 && t != SK_F64)
         return accumulate_aside(t, lhs, a, rhs, b, dd, out, nbat * M * N);
     if (K == 0) {   /* an empty sum: zeros, whose bits are 0 in every dtype (0 + bias is exact) */
         if (!ep->accumulate)
-            memset(out, 0, (size_t)(nbat * M * N) * es);
+            memset(out, 0, (size_t)(nbat * M * N) * oes);
         for (int64_t bi = 0; bi < nbat; bi++)
-            if (epilogue_after(t, ep, (char *)out + bi * M * N * (int64_t)es, M, N))
+            if (epilogue_after(ot, ep, (char *)out + bi * M * N * (int64_t)oes, M, N))
                 return SC_ERR;
         return 0;
     }
@@ -333,7 +339,7 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
         return SC_ERR;
     for (int64_t j = 0; fbias && j < N; j++)
         fbias[j] = sk_load_f(t, ep->bias, j);
-    epilogue lep = {fbias, ep->act};
+    epilogue lep = {fbias, ep->act, ot};
     int status = SC_ERR;
     void *pa = NULL, *pb = NULL;
     sk_matmul *mm = NULL;
@@ -356,7 +362,7 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
     if (lda > INT_MAX || ldb > INT_MAX)
         goto done;
     sk_gemm_shape g = {t, ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, lda, ldb,
-                       fbias != NULL, ep->act};
+                       fbias != NULL, ep->act, ot};
     if (low_precision && !(mm = sk_matmul_begin(&g, NULL, 0)))
         goto loop;
     status = 0;
@@ -365,7 +371,7 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
     for (int64_t bi = 0; bi < nbat && !status; bi++) {
         if (mm)
             status = sk_matmul_run(mm, va.base + oa * (int64_t)es, vb.base + ob * (int64_t)es, fbias,
-                               (char *)out + bi * M * N * (int64_t)es);
+                               (char *)out + bi * M * N * (int64_t)oes);
         else if (t == SK_F32 && !without_onednn())
             status = dnnl_sgemm(g.ta, g.tb, M, N, K, 1.0f, (const float *)(const void *)va.base + oa, lda,
                             (const float *)(const void *)vb.base + ob, ldb, beta, (float *)out + bi * M * N,
@@ -488,7 +494,7 @@ static void rows_range(void *ctx, int64_t lo, int64_t hi) {
         for (int64_t r = lo; r < hi; r++)
             for (int64_t j = 0, i = r * N; j < N; j++, i++) {
                 float x = p->ep.bias ? acc[i] + p->ep.bias[j] : acc[i];
-                sk_store_f(p->t, p->out, bi * M * N + i, p->ep.act == SK_COPY ? x : activate(p->ep.act, x));
+                sk_store_f(p->ep.out, p->out, bi * M * N + i, p->ep.act == SK_COPY ? x : activate(p->ep.act, x));
             }
 }
 
@@ -563,7 +569,8 @@ void sk_gemm_engine(char *buf, size_t len) {
     /* bf16 and f16: what a 256^3 GEMM would run on. */
     char low[2][64];
     for (int i = 0; i < 2; i++) {
-        sk_gemm_shape g = {i ? SK_F16 : SK_BF16, 'N', 'N', 256, 256, 256, 256, 256, 0, SK_COPY};
+        sk_dtype t = i ? SK_F16 : SK_BF16;
+        sk_gemm_shape g = {t, 'N', 'N', 256, 256, 256, 256, 256, 0, SK_COPY, t};
         char impl[40];
         sk_matmul *mm = without_onednn() ? NULL : sk_matmul_begin(&g, impl, sizeof impl);
         if (mm)

@@ -72,15 +72,17 @@ void *sk_alloc_zeroed(size_t bytes);
 
 /* One GEMM as BLAS takes it: c (M x N, row-major, dense) = a (M x K) * b
  * (K x N), each read by rows with leading dimension ld, or by columns when
- * its trans is 'T'; a, b and c all of dtype t.  Its epilogue, applied to
- * the f32 accumulator before c is rounded: + bias[n] (f32) when `bias`,
- * then `act` (SK_COPY: none; sk_dot_epilogue's activations). */
+ * its trans is 'T'; a and b of dtype t, c of dtype ct (t, or f32 to keep
+ * the sums unrounded).  Its epilogue, applied to the f32 accumulator
+ * before c is rounded: + bias[n] (f32) when `bias`, then `act` (SK_COPY:
+ * none; sk_dot_epilogue's activations). */
 typedef struct {
     sk_dtype t;
     char ta, tb;
     int64_t M, N, K, lda, ldb;
     int bias;
     sk_unary_op act;
+    sk_dtype ct;
 } sk_gemm_shape;
 
 /* GEMMs of shape g on oneDNN, for one dot: NULL when oneDNN has no fast

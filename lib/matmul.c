@@ -6,7 +6,8 @@
  * result, as shardc's loop does, at ten to a hundred times its speed.
  * A dot's epilogue (a bias along the rows, an activation) is folded into
  * the primitive: its bias argument and an eltwise post-op, applied to the
- * f32 accumulator in registers before the result is rounded and stored.
+ * f32 accumulator in registers before the result is rounded and stored
+ * (or stored as f32: an f32 destination, sk_epilogue's f32_out).
  *
  * Creating a primitive JIT-compiles its kernels (a millisecond or so), so
  * primitives live in one process-wide table keyed by dtype, shape and
@@ -58,13 +59,13 @@ static void matrix_md(dnnl_memory_desc_t *md, sk_dtype t, int64_t rows, int64_t 
 
 static int same(const sk_gemm_shape *a, const sk_gemm_shape *b) {
     return a->t == b->t && a->ta == b->ta && a->tb == b->tb && a->M == b->M && a->N == b->N && a->K == b->K &&
-           a->lda == b->lda && a->ldb == b->ldb && a->bias == b->bias && a->act == b->act;
+           a->lda == b->lda && a->ldb == b->ldb && a->bias == b->bias && a->act == b->act && a->ct == b->ct;
 }
 
 static uint64_t hash(const sk_gemm_shape *g) {
-    const int64_t v[10] = {g->t, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->bias, g->act};
+    const int64_t v[11] = {g->t, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->bias, g->act, g->ct};
     uint64_t h = 1469598103934665603u;
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < 11; i++)
         h = (h ^ (uint64_t)v[i]) * 1099511628211u;
     return h;
 }
@@ -74,7 +75,7 @@ enum { MD_A, MD_B, MD_C, MD_BIAS };
 static void operand_mds(const sk_gemm_shape *g, dnnl_memory_desc_t md[4]) {
     matrix_md(&md[MD_A], g->t, g->M, g->K, g->ta, g->lda);
     matrix_md(&md[MD_B], g->t, g->K, g->N, g->tb, g->ldb);
-    matrix_md(&md[MD_C], g->t, g->M, g->N, 'N', g->N);
+    matrix_md(&md[MD_C], g->ct, g->M, g->N, 'N', g->N);
     dnnl_dims_t dims = {1, g->N};
     dnnl_memory_desc_init_by_tag(&md[MD_BIAS], 2, dims, dnnl_f32, dnnl_ab);
 }

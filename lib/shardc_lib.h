@@ -233,11 +233,15 @@ int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *a, const void 
  * accumulate (with no bias and SK_COPY): out = out + dot, in place, as
  * BLAS's beta = 1 for f32 and f64 (an accumulator that a loop of dots
  * adds to needs no second array); other dtypes add a product computed
- * aside. */
+ * aside.  f32_out (bf16 and f16 operands, with no bias, SK_COPY and no
+ * accumulate): out is f32, the f32 sums stored unrounded; a partitioned
+ * dot's partial sums, reduced in f32 and rounded once after
+ * (docs/partitioning.md). */
 typedef struct {
     const void *bias;
     sk_unary_op act;
     int accumulate;
+    int f32_out;
 } sk_epilogue;
 int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
                     const sk_dot_dims *dims, const sk_epilogue *ep, void *out, sc_shape *out_shape);

@@ -65,8 +65,6 @@ static void emit_constant(Gen *g, const Inst *in, const char *r) {
     }
 }
 
-/* Dot `in` into r, with an epilogue when bias (a value's C name) or act
- * (an SK_ op) is not NULL or it accumulates into r: sk_dot_epilogue. */
 /* Operand i of dot `in`, then its strides when it is a strided view
  * (schedule.c): those of the array it lies in, row-major. */
 static void emit_dot_operand(Gen *g, const Inst *in, int i, int strided) {
@@ -90,13 +88,16 @@ static void emit_dot_operand(Gen *g, const Inst *in, int i, int strided) {
     emit_list(g->out, st, base->rank);
 }
 
+/* Dot `in` into r, with an epilogue when bias (a value's C name) or act
+ * (an SK_ op) is not NULL, it accumulates into r or it is wide (its f32
+ * sums stored unrounded): sk_dot_epilogue. */
 static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *act, int accumulate, const char *r) {
     const Fn *fn = g->fn;
     const Shape *a = T(ir_arg(fn, in, 0)), *b = T(ir_arg(fn, in, 1));
     DotDims dd;
     dot_dims(fn, in, &dd);
     const int64_t *lbat = dd.lhs_batch, *rbat = dd.rhs_batch, *lcon = dd.lhs_contract, *rcon = dd.rhs_contract;
-    int nb = dd.nbatch, nc = dd.ncontract, ep = bias || act || accumulate;
+    int wide = dot_is_wide(fn, in), nb = dd.nbatch, nc = dd.ncontract, ep = bias || act || accumulate || wide;
     int strided = (fn->insts[ir_arg(fn, in, 0)].flags | fn->insts[ir_arg(fn, in, 1)].flags) & INST_STRIDED;
     if ((a->rank - nb - nc) + (b->rank - nb - nc) + nb != in->type.rank)
         g->err = "a dot that sums a dim on one side only";
@@ -105,7 +106,7 @@ static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *
     int at = try_open(g) + fprintf(o, "sk_dot%s(", strided ? "_strided" : ep ? "_epilogue" : "");
     char indent[512];
     snprintf(indent, sizeof indent, "%*s", at < 500 ? at : 500, "");
-    fprintf(o, "%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(o, "%s, ", sk_dtype_of[a->dtype]);
     emit_dot_operand(g, in, 0, strided);
     fputs(", ", o);
     emit_dot_operand(g, in, 1, strided);
@@ -118,8 +119,8 @@ static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *
     fputs(", ", o);
     emit_list(o, rcon, nc);
     if (ep)
-        fprintf(o, "},\n%s&(sk_epilogue){%s, %s, %d}, %s%s));\n", indent, bias ? bias : "NULL",
-                act ? act : "SK_COPY", accumulate, r, strided ? "" : ", NULL");
+        fprintf(o, "},\n%s&(sk_epilogue){%s, %s, %d, %d}, %s%s));\n", indent, bias ? bias : "NULL",
+                act ? act : "SK_COPY", accumulate, wide, r, strided ? "" : ", NULL");
     else if (strided)
         fprintf(o, "}, NULL, %s));\n", r);
     else

@@ -60,9 +60,10 @@ static void collective_name(Name *b, const Module *m, const Fn *fn, const Inst *
     put(b, "}");
 }
 
-/* "dot f32 [32,128]x[128,64]", and for a dot with an epilogue (v its last
- * instruction, schedule.c) what the epilogue adds: "+bias", "+gelu"; a
- * folded gather: "+gather"; a dot accumulating into a buffer: "+=". */
+/* "dot f32 [32,128]x[128,64]" (a wide dot's: "dot bf16 ... ->f32"), and
+ * for a dot with an epilogue (v its last instruction, schedule.c) what
+ * the epilogue adds: "+bias", "+gelu"; a folded gather: "+gather"; a dot
+ * accumulating into a buffer: "+=". */
 static void dot_name(Name *b, const Fn *fn, int v) {
     int dot = v, bias = 0, gather = 0;
     if (ends_fold(fn, v))
@@ -72,10 +73,12 @@ static void dot_name(Name *b, const Fn *fn, int v) {
             gather |= fn->insts[u].op == OP_GATHER;
         }
     const Inst *in = &fn->insts[dot];
-    put(b, "dot %s ", dtype_name[in->type.dtype]);
+    put(b, "dot %s ", dtype_name[operand(fn, in, 0)->dtype]);
     put_shape(b, operand(fn, in, 0));
     put(b, "x");
     put_shape(b, operand(fn, in, 1));
+    if (dot_is_wide(fn, in))
+        put(b, " ->%s", dtype_name[in->type.dtype]);
     if (gather)
         put(b, " +gather");
     if (bias)

@@ -323,6 +323,15 @@ typedef struct {
     int64_t lhs_batch[MAX_RANK], rhs_batch[MAX_RANK], lhs_contract[MAX_RANK], rhs_contract[MAX_RANK];
 } DotDims;
 void dot_dims(const Fn *fn, const Inst *dot, DotDims *d);
+/* The dtype sums of dt accumulate in: f32 for bf16 and f16, which are
+ * rounded once (docs/language.md); dt itself for the others. */
+int sum_dtype(int dt);
+/* A wide dot writes the f32 sums of its bf16 or f16 operands unrounded:
+ * only in a partitioned fn, where they are partial sums reduced in f32
+ * and rounded once after (op_infer, compiler/partition/partial.c). */
+static inline int dot_is_wide(const Fn *fn, const Inst *in) {
+    return in->op == OP_DOT && in->type.dtype != fn->insts[fn->args[in->args]].type.dtype;
+}
 /* A dot of gathered rows of a table of matrices, w[e, k, n] (or w[e, n, k]
  * when trans), by x: result row p is x's row p / rep times w[idx[p]]; the
  * gathered [rows, k, n] value itself is never needed (sk_gather_dot). */

@@ -155,6 +155,8 @@ static const char *infer_reshape(InferCtx *c, Shape *out) {
     return shape_elems(out) == shape_elems(c->arg[0]) ? NULL : "reshape changes the element count";
 }
 
+int sum_dtype(int dt) { return dt == DT_BF16 || dt == DT_F16 ? DT_F32 : dt; }
+
 static const char *infer_dot(InferCtx *c, Shape *out) {
     const Shape *a = c->arg[0], *b = c->arg[1];
     int nres = c->in->nattrs - a->rank - b->rank;
@@ -171,7 +173,9 @@ static const char *infer_dot(InferCtx *c, Shape *out) {
             return "dot label extents differ";
         extent[l] = size;
     }
-    *out = (Shape){a->dtype, (uint8_t)nres, {0}};
+    /* A partitioned fn's dot may keep its partial sums wide (dot_is_wide). */
+    int wide = c->fn->partitioned && c->in->type.dtype == sum_dtype(a->dtype);
+    *out = (Shape){wide ? sum_dtype(a->dtype) : a->dtype, (uint8_t)nres, {0}};
     for (int i = 0; i < nres; i++) {
         int64_t l = ir_attr(c->fn, c->in, a->rank + b->rank + i);
         if (l < 0 || l >= 64 || extent[l] < 0)
@@ -819,7 +823,8 @@ int gather_dot_form(const Fn *fn, const Inst *dot, int side, GatherDot *gd) {
     const Inst *g = &fn->insts[ir_arg(fn, dot, side)];
     const Shape *t = g->op == OP_GATHER ? arg_shape(fn, g, 0) : NULL;
     int nb;
-    if (!t || t->rank != 3 || inst_dim(fn, g) != 0 || (inst_gather_batch(fn, g, &nb), nb) || !shape_elems(t))
+    if (!t || t->rank != 3 || inst_dim(fn, g) != 0 || (inst_gather_batch(fn, g, &nb), nb) || !shape_elems(t) ||
+        dot_is_wide(fn, dot))      /* sk_gather_dot writes its operands' dtype */
         return 0;
     const Shape *gs = &g->type, *xs = arg_shape(fn, dot, 1 - side);
     const int64_t *la = &fn->ints[dot->attrs], *lb = la + arg_shape(fn, dot, 0)->rank;

@@ -180,9 +180,10 @@ int64_t partial_sum_bytes(const Part *p, int v, const Sharding *partial);
 int keeps_partial(const Part *p, int v, const Piece *x);
 /* Whether v's partial sums are kept for the add that uses it (partition only). */
 int add_keeps_partial(const Part *p, int v, const Piece *x);
-/* The dtype partial sums of `dtype` are held in: f32 for bf16 and f16. */
-int partial_dtype(int dtype);
-/* Block v converted to partial_dtype (v itself when it is already). */
+/* Is x's block wider than its dtype (bf16 or f16 partial sums in f32)? */
+int piece_is_wide(const Part *p, const Piece *x);
+/* Block v converted to sum_dtype (v itself when it is already): partial
+ * sums of bf16 and f16 are held in f32. */
 int widen(Part *p, int v);
 /* x, reduced, rounded back to its global dtype when its block is wider. */
 void narrow_reduced(Part *p, Piece *x);

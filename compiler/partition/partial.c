@@ -14,12 +14,15 @@
 /* ---- bf16 and f16 partial sums are f32 ----
  * Their sums accumulate in f32 and are rounded once (docs/language.md), so
  * the partial sums of a split sum must not be rounded per device: the op
- * that makes them runs on f32 operands, the partial blocks are reduced in
- * f32 (twice the bytes), and the reduced block is rounded once.  A piece
- * is wide when its block is f32 and its global dtype narrower; only
- * partial pieces are. */
+ * that makes them runs on f32 operands (a dot writes f32 sums of its
+ * narrow operands instead: dot_is_wide, ir.h), the partial blocks are
+ * reduced in f32 (twice the bytes), and the reduced block is rounded once.
+ * A piece is wide when its block is f32 and its global dtype narrower;
+ * only partial pieces are. */
 
-int partial_dtype(int dtype) { return dtype == DT_BF16 || dtype == DT_F16 ? DT_F32 : dtype; }
+int piece_is_wide(const Part *p, const Piece *x) {
+    return p->dst->insts[x->v].type.dtype != x->global.dtype;
+}
 
 /* Block v converted to dtype, sharded sh (a copy: emitting may move the instructions). */
 static int converted(Part *p, int v, int dtype, Sharding sh) {
@@ -32,12 +35,11 @@ static int converted(Part *p, int v, int dtype, Sharding sh) {
 
 int widen(Part *p, int v) {
     int dtype = p->dst->insts[v].type.dtype;
-    return dtype == partial_dtype(dtype) ? v : converted(p, v, partial_dtype(dtype), p->dst->insts[v].sh);
+    return dtype == sum_dtype(dtype) ? v : converted(p, v, sum_dtype(dtype), p->dst->insts[v].sh);
 }
 
 void narrow_reduced(Part *p, Piece *x) {
-    int dtype = p->dst->insts[x->v].type.dtype;
-    if (!partial_axes(&x->sh) && dtype != x->global.dtype && dtype == partial_dtype(x->global.dtype))
+    if (!partial_axes(&x->sh) && piece_is_wide(p, x))
         x->v = converted(p, x->v, x->global.dtype, x->sh);
 }
 

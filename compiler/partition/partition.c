@@ -328,15 +328,17 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule, int from
             if (summed && sharding_dim_axes(&args[i].sh, d, axes) && !dim_is_even(p->m, &args[i].global, &args[i].sh, d))
                 args[i].v = locals[i] = mask_padding(p, args[i], d, reducer);
         }
-    /* A sum left partial of bf16 or f16 is held in f32 (partial.c).  Not a
-     * dot's: widening its operands would copy both blocks (a weight's too)
-     * to f32 and run an f32 GEMM in place of the bf16 one; its partial
-     * products are rounded per device, as GSPMD's are, until a dot can
-     * write f32 products of bf16 operands (docs/language.md). */
-    int wide = (pl.summed_axes || absorbed) && reducer == RED_SUM &&
-               (in->op == OP_REDUCE || in->op == OP_ADD || in->op == OP_TRANSPOSE) &&
-               partial_dtype(in->type.dtype) != in->type.dtype;
-    for (int i = 0; wide && i < in->nargs; i++)
+    /* A sum left partial of bf16 or f16 is held in f32 (partial.c): made
+     * from f32 operands, or by a dot over a split contracting dim writing
+     * the f32 sums of its own (widening a dot's operands would copy both
+     * blocks, a weight's too, and run an f32 GEMM for the bf16 one).  A dot
+     * whose partial sums are only those of an operand it took (a masked
+     * gather's: one device's share is nonzero) has nothing to round. */
+    int narrow_sums = reducer == RED_SUM && sum_dtype(in->type.dtype) != in->type.dtype;
+    int widen_operands = narrow_sums && (pl.summed_axes || absorbed) &&
+                         (in->op == OP_REDUCE || in->op == OP_ADD || in->op == OP_TRANSPOSE);
+    int wide = widen_operands || (narrow_sums && in->op == OP_DOT && pl.summed_axes);
+    for (int i = 0; widen_operands && i < in->nargs; i++)
         locals[i] = widen(p, locals[i]);
     Sharding out = plan_wanted(&pl, in->nargs);
     for (int a = 0; a < MAX_AXES; a++)
@@ -350,7 +352,7 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule, int from
     out.reducer = (uint8_t)reducer;
     Shape want = shape_local(p->m, &in->type, &out);
     if (wide)
-        want.dtype = partial_dtype(want.dtype);
+        want.dtype = sum_dtype(want.dtype);
     int64_t attrs[2 * MAX_RANK];
     const int64_t *at = ir_attrs(src, in);
     if (in->op == OP_SLICE) {
@@ -375,9 +377,12 @@ static Piece lower_with_rule(Part *p, const Inst *in, const Rule *rule, int from
 }
 
 /* Bring src value v (instruction in) to its own sharding, reducing any
- * partial sums (unless its dot takes them). */
+ * partial sums (unless its dot takes them: not wide ones, which the dot
+ * would round per device, or read with its other operand's block widened
+ * to f32; reduced now, they are rounded once). */
 static Piece to_own_sharding(Part *p, const Inst *in, int v, Piece out) {
-    if (!keeps_partial(p, v, &out) && !add_keeps_partial(p, v, &out))
+    int dot_takes = !piece_is_wide(p, &out) && keeps_partial(p, v, &out);
+    if (!dot_takes && !add_keeps_partial(p, v, &out))
         out = reshard(p, out, &in->sh);
     return out;
 }

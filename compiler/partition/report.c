@@ -115,7 +115,7 @@ int64_t reshard_min_bytes(const Part *p, const Piece *x, const Sharding *to) {
             }
     }
     /* Partial sums of bf16 and f16 are reduced in f32 (partial.c). */
-    double sums = block / dtype_size(x->global.dtype) * dtype_size(partial_dtype(x->global.dtype));
+    double sums = block / dtype_size(x->global.dtype) * dtype_size(sum_dtype(x->global.dtype));
     double bytes = sums * (k_scatter - 1) / k_scatter + sums / k_scatter * 2 * (k_reduce - 1) / k_reduce;
     bytes += most_to_receive(m, &x->global, &reduced, to) * dtype_size(x->global.dtype);
     return saturated(bytes);

@@ -8,7 +8,8 @@
  * next compute has been placed (or the return): so the independent work
  * after it runs during the transfer.  An f32 or f64 dot's only reader, an
  * add whose other operand dies there, moves up to right after the dot, so
- * the dot can add into that operand (fold_accumulate).
+ * the dot can add into that operand (fold_accumulate); not a wide dot's
+ * (dot_is_wide, ir.h), whose kernel only stores its f32 sums.
  * Everything else keeps its place.
  * All devices run the same program, so they still issue collectives in the
  * same order.
@@ -296,13 +297,13 @@ static int other_operand(const Fn *fn, int u, int v) {
 }
 
 /* The add that dot v's product can be added into the other operand of
- * (fold_accumulate), or -1: v is an unplaced f32 or f64 dot read only by
- * that add, whose other operand is no parameter, no operand of the dot,
- * and read last there. */
+ * (fold_accumulate), or -1: v is an unplaced f32 or f64 dot (not a wide
+ * one: its bf16 kernel takes no beta) read only by that add, whose other
+ * operand is no parameter, no operand of the dot, and read last there. */
 static int accumulating_add(const Fn *fn, const int *uses, const int *last_read, int v) {
     const Inst *d = &fn->insts[v];
-    if (d->op != OP_DOT || (d->type.dtype != DT_F32 && d->type.dtype != DT_F64) || d->flags || d->place ||
-        uses[v] != 1)
+    if (d->op != OP_DOT || (d->type.dtype != DT_F32 && d->type.dtype != DT_F64) || dot_is_wide(fn, d) || d->flags ||
+        d->place || uses[v] != 1)
         return -1;
     int a = last_read[v], x = other_operand(fn, a, v);
     const Inst *add = &fn->insts[a];

@@ -836,8 +836,21 @@ def summed(dt, fn):
     return make
 
 
-# A dot's partial products stay bf16 (compiler/partition/partition.c): only
-# the add of two of them is checked, on inputs whose products bf16 holds.
+def dotted(dt, rows, cols, chained=False, columns=None):
+    def make(rng, m):
+        a = big_and_small(rng, dt, rows, 26)
+        b = rng.integers(0, 2, (26, cols)).astype(np.float32)
+        want = quantize(d(a) @ d(b if columns is None else b[:, columns]), dt)
+        inputs = {"a": a.astype(np.float16) if dt == "f16" else a, "b": b.astype(np.float16) if dt == "f16" else b}
+        if chained:
+            c = rng.integers(0, 2, (cols, 3)).astype(np.float32)
+            inputs["c"], want = c, quantize(d(want) @ d(c), dt)
+        return inputs, [(want, dt)]
+    return make
+
+
+# One device rounds each dot's product before the add: only inputs whose
+# products bf16 holds give the bits the partial sums give.
 def added_dots(rows, cols):
     def make(rng, m):
         b = rng.integers(0, 2, (26, cols)).astype(np.float32)
@@ -849,10 +862,18 @@ def added_dots(rows, cols):
     return make
 
 
-for _fn, _make in (("sum_bf16", summed("bf16", "sum")), ("sum_f16", summed("f16", "sum")),
-                   ("rows_bf16", summed("bf16", "rows")), ("add_bf16", added_dots(4, 5))):
+# The dots' generated C (sk_epilogue's f32_out) is built for 4 devices and
+# the uneven 3 (threads and MPI) only, and for the all-reduce, the
+# reduce-scatter and (uneven only) the strided operand: the interpreter
+# checks the others on every mesh.
+for _fn, _make, _codegen in (("sum_bf16", summed("bf16", "sum"), None), ("sum_f16", summed("f16", "sum"), None),
+                             ("rows_bf16", summed("bf16", "rows"), None), ("dot_bf16", dotted("bf16", 4, 5), [2, 4]),
+                             ("dot_f16", dotted("f16", 4, 5), []), ("scatter_bf16", dotted("bf16", 8, 4), [2, 4]),
+                             ("chain_bf16", dotted("bf16", 4, 5, chained=True), []),
+                             ("strided_bf16", dotted("bf16", 4, 10, columns=slice(2, 7)), [4]),
+                             ("add_bf16", added_dots(4, 5), None)):
     case("partial f32 " + _fn, prog("partial_f32.tdsl"), _fn, _make, exact=True,
-         interp=[None, (1,), (3,), (4,), (8,)], partitioned=True)
+         interp=[None, (1,), (3,), (4,), (8,)], codegen=_codegen, partitioned=True)
 
 
 # ---- reshards that move axes between dims (tests/interp/progs/reshard_moves.tdsl) ----

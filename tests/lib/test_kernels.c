@@ -168,7 +168,7 @@ static void check_epilogue(const char *what, sc_shape ls, sc_shape rs, sk_dot_di
         int64_t m = elems(want_s);
         for (int ai = 0; ai < COUNT(ACTS); ai++)
             for (int with_bias = 0; with_bias < 2; with_bias++) {
-                sk_epilogue ep = {with_bias ? bias : NULL, ACTS[ai], 0};
+                sk_epilogue ep = {with_bias ? bias : NULL, ACTS[ai], 0, 0};
                 memset(got, 0x7f, 4096 * 8 * 8);
                 int ok = sk_dot_epilogue(t, ls, a, rs, b, &d, &ep, got, &os) == 0 && os.rank == want_s.rank &&
                          !memcmp(os.dims, want_s.dims, sizeof os.dims[0] * os.rank);
@@ -201,11 +201,31 @@ static void check_rounded_once(sk_dtype t, int64_t k) {
     for (int64_t i = 0; i < k; i++)
         st(t, a, i, 1), st(t, b, i, 1);
     st(t, &bias, 0, -(double)(k - 1));
-    sk_epilogue ep = {&bias, SK_RELU, 0};
+    sk_epilogue ep = {&bias, SK_RELU, 0, 0};
     int rc = sk_dot_epilogue(t, SC_SHAPE(1, k), a, SC_SHAPE(k, 1), b, &(sk_dot_dims){0, 1, {0}, {0}, {1}, {0}}, &ep,
                              &got, NULL);
     check(rc == 0 && ld(t, &got, 0) == 1, "dot epilogue %s: bias added to the f32 accumulator (%lld - %lld = %g)",
           NAME[t], (long long)k, (long long)(k - 1), ld(t, &got, 0));
+    free(a);
+    free(b);
+}
+
+/* f32_out: the f32 sums stored as they are.  256 + k - 1 ones is no bf16
+ * (f16) number but an f32 one, so a rounded store would differ; read in
+ * place (sk_dot_epilogue) and as a column of a [k, 2] array
+ * (sk_dot_strided). */
+static void check_f32_out(sk_dtype t, int64_t k) {
+    uint16_t *a = malloc(2 * (size_t)k), *b = malloc(4 * (size_t)k);
+    for (int64_t i = 0; i < k; i++)
+        st(t, a, i, i ? 1 : 256), st(t, b, 2 * i, 1), st(t, b, 2 * i + 1, 1);
+    sk_epilogue ep = {NULL, SK_COPY, 0, 1};
+    sk_dot_dims dims = {0, 1, {0}, {0}, {1}, {0}};
+    float got = 0, got_strided = 0;
+    int rc = sk_dot_epilogue(t, SC_SHAPE(1, k), a, SC_SHAPE(k, 1), b, &dims, &ep, &got, NULL) ||
+             sk_dot_strided(t, SC_SHAPE(1, k), a, NULL, SC_SHAPE(k, 1), b + 1, (const int64_t[]){2, 1}, &dims, &ep,
+                            &got_strided);
+    check(rc == 0 && got == 255 + k && got_strided == 255 + k, "dot %s f32_out: sums unrounded (%g, %g, want %lld)",
+          NAME[t], got, got_strided, (long long)(255 + k));
     free(a);
     free(b);
 }
@@ -230,7 +250,7 @@ static void check_accumulate(const char *what, sc_shape ls, sc_shape rs, sk_dot_
         void *out = fill(t, m, 29 + ti);
         double *before = malloc(8 * (size_t)(m + 1));
         for (int64_t i = 0; i < m; i++) before[i] = ld(t, out, i);
-        sk_epilogue ep = {NULL, SK_COPY, 1};
+        sk_epilogue ep = {NULL, SK_COPY, 1, 0};
         int ok = sk_dot_epilogue(t, ls, a, rs, b, &d, &ep, out, NULL) == 0;
         for (int64_t i = 0; ok && i < m; i++) {
             double want = before[i] + prod[i];
@@ -295,7 +315,7 @@ static void check_strided(const char *what, sc_shape lp, sc_shape ls, const int6
                 for (int64_t i = 0; i < n; i++)
                     st(t, want, i, ld(t, want, i) + ld(t, got, i));
             }
-            sk_epilogue ep = {NULL, SK_COPY, acc};
+            sk_epilogue ep = {NULL, SK_COPY, acc, 0};
             int ok = sk_dot_strided(t, ls, at_offset(t, lp, lpar, la), lst, rs, at_offset(t, rp, rpar, ra), rst, &d,
                                     &ep, got) == 0 && equal(t, got, want, n);
             check(ok, "dot strided %s %s%s", what, NAME[t], acc ? " accumulate" : "");
@@ -329,15 +349,21 @@ static void test_dot_epilogue(void) {
                      dd(0, 0, 0, 1, o, z));
     check_accumulate("[3,300]x[300,600]", SC_SHAPE(3, 300), SC_SHAPE(300, 600), dd(0, 0, 0, 1, o, z));
     check_accumulate("empty sum [5,0]x[0,3]", SC_SHAPE(5, 0), SC_SHAPE(0, 3), dd(0, 0, 0, 1, o, z));
-    sk_epilogue acc_relu = {NULL, SK_RELU, 1};
+    sk_epilogue acc_relu = {NULL, SK_RELU, 1, 0};
     float p[2] = {1, 2}, q[2] = {3, 4}, r = 0;
     check(sk_dot_epilogue(SK_F32, SC_SHAPE(2), p, SC_SHAPE(2), q, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &acc_relu,
                           &r, NULL) == SC_ERR,
           "dot epilogue: accumulate with an activation is an error");
     check_rounded_once(SK_BF16, 257);
     check_rounded_once(SK_F16, 2049);
+    check_f32_out(SK_BF16, 4);
+    check_f32_out(SK_F16, 2050);
+    sk_epilogue wide = {NULL, SK_COPY, 0, 1};
+    check(sk_dot_epilogue(SK_F32, SC_SHAPE(2), p, SC_SHAPE(2), q, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &wide, &r,
+                          NULL) == SC_ERR,
+          "dot epilogue: f32_out of f32 operands is an error");
     int32_t x[2] = {1, 2}, y[2] = {3, 4}, c;
-    sk_epilogue relu = {NULL, SK_RELU, 0}, exp_ = {NULL, SK_EXP, 0};
+    sk_epilogue relu = {NULL, SK_RELU, 0, 0}, exp_ = {NULL, SK_EXP, 0, 0};
     check(sk_dot_epilogue(SK_I32, SC_SHAPE(2), x, SC_SHAPE(2), y, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &relu, &c,
                           NULL) == SC_ERR,
           "dot epilogue: i32 is an error");
