@@ -88,16 +88,6 @@ static Piece roll_as(Part *p, int x, int dim, int64_t shift, const Sharding *sh,
     return (Piece){y, *sh, *type, p->place};
 }
 
-/* roll along a split dim of even blocks. */
-int lower_split_roll(Part *p, const Inst *in, Piece *out) {
-    int64_t shift = p->src->ints[in->attrs], dim = p->src->ints[in->attrs + 1];
-    int axes[MAX_AXES];
-    if (!sharding_dim_axes(&in->sh, (int)dim, axes) || !dim_is_even(p->m, &in->type, &in->sh, (int)dim))
-        return 0;
-    *out = roll_as(p, ir_arg(p->src, in, 0), (int)dim, shift, &in->sh, &in->type, OP_ROLL, NULL, 0);
-    return 1;
-}
-
 /* ---- slices along a split dim ---- */
 
 /* The devices along the split axes of an exchange, and per-device scalars:
@@ -702,25 +692,39 @@ static void piece_rows(const Fn *src, const Inst *in, int i, int x, int dim, int
         sliced_dim(src, &src->insts[a], lo, hi);
 }
 
-/* The runs of x's rows that the result blocks of a concat of slices of x
- * hold (result blocks of c rows, x's of b, k devices), by x block q: for
- * block j, the first run of its own block's rows sets from[j] (kept on
- * the device), the others become transfers (t may be NULL: counted only).
- * The pieces are walked once, in order.  -1 when a block holds two runs
- * of its own rows (one device cannot keep both). */
-static int64_t slice_runs(const Fn *src, const Inst *in, int x, int dim, int64_t k, int64_t b, int64_t c,
-                          Transfer *t, int64_t *from, uint8_t *local) {
-    int64_t m = in->type.dims[dim], nt = 0, at = 0, lo = 0, hi = 0;
+/* Where the pieces of a concat of slices of x put x's rows: piece i is
+ * x's rows [lo, hi) at the result's row `at` (the report's segments, and
+ * the runs that move). */
+static Segment *concat_segments(const Part *p, const Inst *in, int x, int dim) {
+    Segment *seg = arena_alloc(p->m->arena, sizeof(Segment) * (size_t)in->nargs);
+    int64_t at = 0;
+    for (int i = 0; i < in->nargs; i++) {
+        int64_t lo = 0, hi = 0;
+        piece_rows(p->src, in, i, x, dim, &lo, &hi);
+        seg[i] = (Segment){0, at, hi - lo, lo};
+        at += hi - lo;
+    }
+    return seg;
+}
+
+/* The runs of x's rows that the result blocks hold when segments seg put
+ * x's rows in a result of m rows (result blocks of c rows, x's of b, k
+ * devices), by x block q: for block j, the first run of its own block's
+ * rows sets from[j] (kept on the device), the others become transfers (t
+ * may be NULL: counted only).  The segments are walked once, in order.
+ * -1 when a block holds two runs of its own rows (one device cannot keep
+ * both). */
+static int64_t slice_runs(int64_t m, const Segment *seg, int64_t k, int64_t b, int64_t c, Transfer *t, int64_t *from,
+                          uint8_t *local) {
+    int64_t nt = 0;
     int i = 0;
-    piece_rows(src, in, 0, x, dim, &lo, &hi);
     for (int64_t j = 0; j < k && j * c < m; j++) {
         int64_t s = j * c, real = m - s < c ? m - s : c;
         for (int64_t pos = s; pos < s + real;) {
-            while (at + hi - lo <= pos) {       /* the piece that holds result row pos */
-                at += hi - lo, i++;
-                piece_rows(src, in, i, x, dim, &lo, &hi);
-            }
-            int64_t e = s + real < at + hi - lo ? s + real : at + hi - lo, g = lo + pos - at;
+            while (seg[i].at + seg[i].len <= pos)       /* the segment that holds result row pos */
+                i++;
+            int64_t end = seg[i].at + seg[i].len, e = s + real < end ? s + real : end;
+            int64_t g = seg[i].src + pos - seg[i].at;
             for (int64_t q = g / b; q * b < g + e - pos; q++) {
                 int64_t from_row = g > q * b ? g : q * b, to = g + e - pos < q * b + b ? g + e - pos : q * b + b;
                 Rows r = {from_row - q * b, to - from_row, pos - s + from_row - g, pos - s + to - g == real};
@@ -749,10 +753,10 @@ static int64_t ceil_div(int64_t a, int64_t b) {
  * slices read): every result block's rows are runs of x's rows, which move
  * straight from x's blocks, so the slices are never built
  * (find_unbuilt_slices).  Not when a block would hold two runs of its own
- * rows. */
+ * rows.  Any dtype: rows are only sliced, sent and selected. */
 static int slices_of(const Part *p, const Inst *in, int *x) {
     const Fn *src = p->src;
-    if (in->op != OP_CONCAT || in->nargs < 2 || partial_axes(&in->sh) || in->type.dtype == DT_BOOL)
+    if (in->op != OP_CONCAT || in->nargs < 2 || partial_axes(&in->sh))
         return 0;
     int dim = (int)src->ints[in->attrs], axes[MAX_AXES], na = sharding_dim_axes(&in->sh, dim, axes);
     int64_t lo, hi, k = 1;
@@ -776,8 +780,9 @@ static int slices_of(const Part *p, const Inst *in, int *x) {
         k *= p->m->axis_size[axes[i]];
     int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
     uint8_t *local = arena_alloc(p->m->arena, (size_t)k);
-    return slice_runs(src, in, *x, dim, k, ceil_div(src->insts[*x].type.dims[dim], k), ceil_div(in->type.dims[dim], k),
-                      NULL, from, local) >= 0;
+    return slice_runs(in->type.dims[dim], concat_segments(p, in, *x, dim), k,
+                      ceil_div(src->insts[*x].type.dims[dim], k), ceil_div(in->type.dims[dim], k), NULL, from,
+                      local) >= 0;
 }
 
 /* Is the concat of slices x rotated: each slice starting where the one
@@ -797,51 +802,72 @@ static int rotation_start(const Fn *src, const Inst *in, int x, int dim, int64_t
     return in->type.dims[dim] == n && next == *start;
 }
 
-/* A concat of slices of one value along a split dim (slices_of): a
- * rotation on even blocks is a roll; otherwise each device keeps the rows
- * of its own block it holds and receives only the runs of rows from
- * other blocks (as for a slice), never the whole operand. */
-static int lower_slices_concat(Part *p, const Inst *in, Piece *out) {
-    const Fn *src = p->src;
-    int x, dim = (int)src->ints[in->attrs];
-    if (!slices_of(p, in, &x))
-        return 0;
-    int64_t start, n = src->insts[x].type.dims[dim], m = in->type.dims[dim], at = 0;
-    Segment *seg = arena_alloc(p->m->arena, sizeof(Segment) * (size_t)in->nargs);
-    for (int i = 0; i < in->nargs; i++) {       /* the report's rows: piece i is x's [lo, hi) */
-        int64_t lo = 0, hi = 0;
-        piece_rows(src, in, i, x, dim, &lo, &hi);
-        seg[i] = (Segment){0, at, hi - lo, lo};
-        at += hi - lo;
-    }
-    if (rotation_start(src, in, x, dim, n, &start) && dim_is_even(p->m, &in->type, &in->sh, dim)) {
-        *out = roll_as(p, x, dim, (n - start) % n, &in->sh, &in->type, OP_CONCAT, seg, in->nargs);
-        return 1;
-    }
-    int axes[MAX_AXES], na = sharding_dim_axes(&in->sh, dim, axes);
-    int64_t k = 1;
+/* Src value x's rows placed along a split dim as the segments say (a
+ * result of `type`, split as sh): each device keeps the rows of its own
+ * block it holds and receives only the runs of rows from other blocks (as
+ * for a slice), never the whole operand.  0 when a block would hold two
+ * runs of its own rows. */
+static int runs_as(Part *p, int x, int dim, const Segment *seg, int nseg, const Sharding *sh, const Shape *type, int op,
+                   Piece *out) {
+    int axes[MAX_AXES], na = sharding_dim_axes(sh, dim, axes);
+    int64_t k = 1, n = p->src->insts[x].type.dims[dim], m = type->dims[dim];
     for (int i = 0; i < na; i++)
         k *= p->m->axis_size[axes[i]];
-    Piece xp = reshard(p, p->value[x], &in->sh);
-    int first = p->dst->ninsts;
     int64_t b = ceil_div(n, k), c = ceil_div(m, k);
     int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
     uint8_t *local = arena_alloc(p->m->arena, (size_t)k);
-    int64_t nt = slice_runs(src, in, x, dim, k, b, c, NULL, from, local);
+    int64_t nt = slice_runs(m, seg, k, b, c, NULL, from, local);
+    if (nt < 0)
+        return 0;
     Transfer *t = arena_alloc(p->m->arena, sizeof(Transfer) * (size_t)(nt + 1));
     memset(local, 0, (size_t)k);
-    slice_runs(src, in, x, dim, k, b, c, t, from, local);
-    int any_local = 0;
+    slice_runs(m, seg, k, b, c, t, from, local);
+    Piece xp = reshard(p, p->value[x], sh);
+    int first = p->dst->ninsts, any_local = 0;
     for (int64_t j = 0; j < k; j++)
         any_local |= local[j];
     Devices dv = {p, axes, na, k, -1};
     int acc = any_local ? rows_at(&dv, xp.v, dim, from, local, c) : -1;
     acc = permute_transfers(&dv, xp.v, dim, t, nt, acc, b, c);
-    Exchange ex = {k, m, c, &b, seg, in->nargs, 0};
-    note_exchange(p, first, xp.v, OP_CONCAT, dim, &ex);
-    p->dst->insts[acc].sh = in->sh;
-    *out = (Piece){acc, in->sh, in->type, p->place};
+    Exchange ex = {k, m, c, &b, seg, nseg, 0};
+    note_exchange(p, first, xp.v, op, dim, &ex);
+    p->dst->insts[acc].sh = *sh;
+    *out = (Piece){acc, *sh, *type, p->place};
     return 1;
+}
+
+/* roll along a split dim: on even blocks two static slices and permutes
+ * (roll_as); on padded ones the runs of rows of its two pieces, x's last
+ * `shift` rows then its first, as for a rotation written as a concat of
+ * slices. */
+int lower_split_roll(Part *p, const Inst *in, Piece *out) {
+    int64_t shift = p->src->ints[in->attrs], dim = p->src->ints[in->attrs + 1], n = in->type.dims[dim];
+    int axes[MAX_AXES], x = ir_arg(p->src, in, 0);
+    if (!sharding_dim_axes(&in->sh, (int)dim, axes) || n == 0)
+        return 0;
+    if (dim_is_even(p->m, &in->type, &in->sh, (int)dim)) {
+        *out = roll_as(p, x, (int)dim, shift, &in->sh, &in->type, OP_ROLL, NULL, 0);
+        return 1;
+    }
+    Segment wrap[2] = {{0, 0, shift, n - shift}, {0, shift, n - shift, 0}};
+    return runs_as(p, x, (int)dim, shift ? wrap : wrap + 1, shift ? 2 : 1, &in->sh, &in->type, OP_ROLL, out);
+}
+
+/* A concat of slices of one value along a split dim (slices_of): a
+ * rotation on even blocks is a roll, any other the runs of rows that
+ * move (runs_as). */
+static int lower_slices_concat(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    int x, dim = (int)src->ints[in->attrs];
+    if (!slices_of(p, in, &x))
+        return 0;
+    int64_t start, n = src->insts[x].type.dims[dim];
+    Segment *seg = concat_segments(p, in, x, dim);
+    if (rotation_start(src, in, x, dim, n, &start) && dim_is_even(p->m, &in->type, &in->sh, dim)) {
+        *out = roll_as(p, x, dim, (n - start) % n, &in->sh, &in->type, OP_CONCAT, seg, in->nargs);
+        return 1;
+    }
+    return runs_as(p, x, dim, seg, in->nargs, &in->sh, &in->type, OP_CONCAT, out);
 }
 
 /* One run of rows that moves for a concat along a split dim: rows

@@ -957,7 +957,8 @@ case("halo_slices.cols", _hs, "cols", sliced("f32", (5, 30), (0, 5), (13, 15), s
 def rotated(dt, shape, dim, start):
     """x rotated along dim: row i of the result is row (i + start) mod n of x."""
     def make(rng, m):
-        x = rng.integers(-1000, 1000, shape).astype(np.int32) if dt == "i32" else normal(rng, *shape)
+        x = (rng.integers(-1000, 1000, shape).astype(np.int32) if dt == "i32" else
+             rng.integers(0, 2, shape).astype(np.bool_) if dt == "bool" else normal(rng, *shape))
         return {"x": x}, [(np.roll(x, -start, axis=dim), dt)]
     return make
 
@@ -965,9 +966,11 @@ def rotated(dt, shape, dim, start):
 _hr = prog("halo_rotations.tdsl")
 for _fn, _dt, _shape, _dim, _start in (("right", "f32", (12,), 0, 10), ("aligned", "f32", (6,), 0, 4),
                                        ("unaligned", "f32", (10,), 0, 4), ("three", "f32", (7, 3), 0, 5),
-                                       ("cols", "i32", (3, 9), 1, 7)):
+                                       ("cols", "i32", (3, 9), 1, 7), ("rolled", "f32", (9, 3), 0, 4)):
     case("halo_rotations." + _fn, _hr, _fn, rotated(_dt, _shape, _dim, _start), exact=True, codegen=VARIANT_MESHES)
 case("halo_rotations.whole", _hr, "whole", rotated("f32", (12,), 0, 5), exact=True, codegen=VARIANT_MESHES)
+# No C: the runtime's collectives take no bool values (kernels.c, sc_dtype).
+case("halo_rotations.flags", _hr, "flags", rotated("bool", (10,), 0, 3), exact=True, codegen=[])
 
 
 def rotated_shared(rng, m):
