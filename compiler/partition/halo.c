@@ -534,25 +534,83 @@ static int dim_sliced_to_whole(const Fn *src, const Inst *in, const Sharding *xs
     return dim;
 }
 
+/* Each device's share of the rows: `most` rows of its block (b rows) from
+ * row off[q] = from[q], or earlier to stay in the block, all-gathered,
+ * and the real rows [from[q], to[q]) of each block that holds some kept,
+ * in order. */
+static int gathered_shares(Devices *dv, int y, int dim, const uint8_t *holds, const int64_t *from, const int64_t *to,
+                           int64_t most, int64_t b) {
+    Part *p = dv->p;
+    int64_t *off = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)dv->k);
+    for (int64_t q = 0; q < dv->k; q++)
+        off[q] = from[q] < b - most ? from[q] : b - most;
+    int all = all_gather_along(p, rows_at(dv, y, dim, off, holds, most), dim, dv->axes, dv->naxes);
+    int32_t *parts = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)dv->k);
+    int nparts = 0;
+    for (int64_t q = 0; q < dv->k; q++)
+        if (holds[q])
+            parts[nparts++] = slice_along(p, all, dim, q * most + from[q] - off[q], q * most + to[q] - off[q]);
+    int64_t d64 = dim;
+    return nparts == 1 ? parts[0] : emit_local(p, OP_CONCAT, parts, nparts, &d64, 1, NULL);
+}
+
+/* Rows [lo, lo + m) on every device: each device that holds some (blocks
+ * q0..q1, of b rows) places its block's at their rows, the rest of its
+ * block falling outside them, the others give zeros, and one all-reduce
+ * adds them up. */
+static int summed_rows(Devices *dv, int y, int dim, const uint8_t *holds, int64_t lo, int64_t b, int64_t m) {
+    Part *p = dv->p;
+    int64_t *start = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)dv->k), q0 = -1, q1 = 0;
+    for (int64_t q = 0; q < dv->k; q++) {
+        start[q] = lo - q * b;               /* the block's row at result row 0 */
+        if (holds[q])
+            q0 = q0 < 0 ? q : q0, q1 = q;
+    }
+    int placed = rows_at(dv, y, dim, start, holds, m), mask = -1;
+    for (int side = 0; side < 2; side++) {   /* the holders: q0 <= index <= q1 */
+        if (side ? q1 == dv->k - 1 : q0 == 0)
+            continue;
+        int cmp = emit_local(p, OP_COMPARE, (int32_t[]){device_index(dv), i32_constant(p, side ? q1 : q0)}, 2,
+                             (int64_t[]){side ? CMP_LE : CMP_GE}, 1, NULL);
+        mask = mask < 0 ? cmp : emit_local(p, OP_SELECT, (int32_t[]){mask, cmp, mask}, 3, NULL, 0, NULL);
+    }
+    if (mask >= 0) {
+        Shape s = p->dst->insts[placed].type, pred = s;
+        pred.dtype = DT_BOOL;
+        mask = emit_local(p, OP_BROADCAST, (int32_t[]){mask}, 1, NULL, 0, &pred);
+        placed = emit_local(p, OP_SELECT, (int32_t[]){mask, placed, splat(p, 0, &s)}, 3, NULL, 0, NULL);
+    }
+    int64_t attrs[1 + MAX_AXES] = {RED_SUM};
+    for (int i = 0; i < dv->naxes; i++)
+        attrs[1 + i] = dv->axes[i];
+    return emit_local(p, OP_ALL_REDUCE, (int32_t[]){placed}, 1, attrs, 1 + dv->naxes, NULL);
+}
+
 /* A slice [lo, hi) of a split dim whose result holds the dim whole (a
  * result too short to split, as x[0:1]): only the blocks that hold rows
  * of it have anything to give.  Each device cuts its share of [lo, hi)
  * from its block, L rows (the most any block holds, at a per-device
- * offset), one all-gather of L rows replaces the gather of whole blocks,
- * and every device keeps the real rows of each share.  When a block holds
- * L == b rows the whole gather is as cheap, and the rule lowers it. */
+ * offset).  One all-gather of L rows replaces the gather of whole blocks,
+ * and every device keeps the real rows of each share; or, when it sends
+ * fewer bytes (a short slice from few of many blocks: an element, as GSPMD
+ * broadcasts it from its owner), each device places its block's rows
+ * among the result's, zeros elsewhere, and one all-reduce adds them up
+ * (summed_rows; -0.0 comes back as 0.0, as in GSPMD).  When
+ * the gather is cheaper and a block holds L == b rows, the whole gather is
+ * as cheap, and the rule lowers it, as it does when x was gathered
+ * before. */
 static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
     const Fn *src = p->src;
     Piece x = p->value[ir_arg(src, in, 0)];
     int dim = partial_axes(&x.sh) || partial_axes(&in->sh) ? -1 : dim_sliced_to_whole(src, in, &x.sh);
-    if (dim < 0 || in->type.dtype == DT_BOOL)
-        return 0;
+    if (dim < 0 || in->type.dtype == DT_BOOL || reshard_done(p, &x, &in->sh))
+        return 0;                /* the rule slices a gather done before, for free */
     int rank = in->type.rank, axes[MAX_AXES], n = sharding_dim_axes(&x.sh, dim, axes);
     int64_t k = 1, lo = src->ints[in->attrs + dim], hi = src->ints[in->attrs + rank + dim], most = 0;
     for (int i = 0; i < n; i++)
         k *= p->m->axis_size[axes[i]];
     int64_t b = p->dst->insts[x.v].type.dims[dim];
-    int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(3 * k)), *to = from + k, *off = to + k;
+    int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(2 * k)), *to = from + k;
     uint8_t *holds = arena_alloc(p->m->arena, (size_t)k);
     for (int64_t q = 0; q < k; q++) {
         from[q] = lo > q * b ? lo - q * b : 0;
@@ -560,8 +618,6 @@ static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
         holds[q] = to[q] > from[q];
         most = holds[q] && to[q] - from[q] > most ? to[q] - from[q] : most;
     }
-    if (most >= b)
-        return 0;
     int64_t bounds[2 * MAX_RANK];
     const Shape *local = &p->dst->insts[x.v].type;
     for (int d = 0; d < rank; d++) {         /* the other dims slice locally */
@@ -569,20 +625,19 @@ static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
         bounds[d] = whole ? 0 : src->ints[in->attrs + d];
         bounds[rank + d] = whole ? local->dims[d] : src->ints[in->attrs + rank + d];
     }
+    int64_t row = dtype_size(in->type.dtype);
+    for (int d = 0; d < rank; d++)
+        row *= d == dim ? 1 : bounds[rank + d] - bounds[d];
+    int64_t gathered = (k - 1) * most * row;
+    int64_t summed = (int64_t)(2.0 * (double)(k - 1) * (double)((hi - lo) * row) / (double)k);   /* as the report counts */
+    if (summed >= gathered && most >= b)
+        return 0;
     n = sharding_dim_axes(&x.sh, dim, axes);
     int first = p->dst->ninsts, y = slice_unless_whole(p, x.v, bounds);
-    for (int64_t q = 0; q < k; q++)
-        off[q] = from[q] < b - most ? from[q] : b - most;
     Devices dv = {p, axes, n, k, -1};
-    int all = all_gather_along(p, rows_at(&dv, y, dim, off, holds, most), dim, axes, n);
-    int32_t *parts = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)k);
-    int nparts = 0;
-    for (int64_t q = 0; q < k; q++)
-        if (holds[q])
-            parts[nparts++] = slice_along(p, all, dim, q * most + from[q] - off[q], q * most + to[q] - off[q]);
-    int64_t d64 = dim;
-    int v = nparts == 1 ? parts[0] : emit_local(p, OP_CONCAT, parts, nparts, &d64, 1, NULL);
-    note_move(p, first, y, OP_SLICE, (k - 1) * most * row_bytes(p, y, dim));
+    int v = summed < gathered ? summed_rows(&dv, y, dim, holds, lo, b, hi - lo)
+                              : gathered_shares(&dv, y, dim, holds, from, to, most, b);
+    note_move(p, first, y, OP_SLICE, summed < gathered ? summed : gathered);
     p->dst->insts[v].sh = in->sh;
     *out = (Piece){v, in->sh, in->type, p->place};
     return 1;

@@ -114,6 +114,7 @@ int64_t *permute_attrs(Part *p, const int *axes, int n, int64_t npairs);
 int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                    const Shape *type);
 Piece reshard(Part *p, Piece x, const Sharding *to);
+int reshard_done(const Part *p, const Piece *x, const Sharding *to);
 /* Do a and b split each of the first `rank` dims by the same axes, in order? */
 int same_split(const Sharding *a, const Sharding *b, int rank);
 /* Forget the reshards done after the first n, whose instructions a

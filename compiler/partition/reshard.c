@@ -513,6 +513,11 @@ static const Reshard *find_reshard(const Part *p, const Piece *x, const Sharding
     return NULL;
 }
 
+/* Is x's reshard to `to` done already where p->place runs (free to reuse)? */
+int reshard_done(const Part *p, const Piece *x, const Sharding *to) {
+    return find_reshard(p, x, to) != NULL;
+}
+
 static void remember_reshard(Part *p, const Piece *from, const Sharding *to, const Piece *out, int warned) {
     ReshardCache *c = &p->reshards;
     if (from->v >= c->nlast) {

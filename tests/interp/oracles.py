@@ -950,6 +950,7 @@ for _fn, _shape, _bounds in (("first", (512,), [(0, 1)]), ("last", (64,), [(63, 
                              ("rows", (16, 8), [(6, 9)])):
     case("halo_slices." + _fn, _hs, _fn, sliced("f32", _shape, *_bounds), exact=True)
 case("halo_slices.cols", _hs, "cols", sliced("f32", (5, 30), (0, 5), (13, 15), scale=2), exact=True)
+case("halo_slices.elem", _hs, "elem", sliced("f32", (64, 4), (37, 38)), exact=True, codegen=VARIANT_MESHES)
 
 
 # ---- rotations: concats of slices of one value (tests/interp/progs/halo_rotations.tdsl) ----
