@@ -691,17 +691,51 @@ static void permute_to(Part *p, Piece *x, const Sharding *to) {
                  &sh);
 }
 
+/* ---- broadcast from the owners ---- */
+
+/* x whole on every device by one all-reduce: each device places its block
+ * at its rows of every split dim, zeros elsewhere (its padding falls past
+ * the end), and the sum over the split axes puts every block in place.
+ * It sends 2 (k - 1) / k of the whole value, less than gathering padded
+ * blocks that are mostly padding (one row over many devices): GSPMD's
+ * broadcast from the owner.  A -0.0 comes back as 0.0, as there. */
+static void sum_to_whole(Part *p, Piece *x) {
+    int64_t attrs[1 + MAX_AXES] = {RED_SUM};
+    int nattrs = 1;
+    for (int d = 0; d < x->global.rank; d++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(&x->sh, d, axes);
+        if (!n)
+            continue;
+        Shape local = p->dst->insts[x->v].type;
+        int64_t k = axes_product(p->m, axes, n), b = local.dims[d], rows = x->global.dims[d];
+        int v = pad_zeros(p, x->v, d, (k - 1) * b, rows > b ? rows - b : 0);
+        int at = emit_local(p, OP_MUL, (int32_t[]){linear_index(p, axes, n), i32_constant(p, -b)}, 2, NULL, 0, NULL);
+        int32_t args[1 + MAX_RANK] = {v};
+        for (int i = 0; i < local.rank; i++)      /* block j at rows j b: from row (k - 1 - j) b */
+            args[1 + i] = i == d ? emit_local(p, OP_ADD, (int32_t[]){at, i32_constant(p, (k - 1) * b)}, 2, NULL, 0,
+                                              NULL)
+                                 : i32_constant(p, 0);
+        local.dims[d] = rows;
+        x->v = emit_local(p, OP_DYNAMIC_SLICE, args, 1 + local.rank, NULL, 0, &local);
+        for (int i = 0; i < n; i++)
+            attrs[nattrs++] = axes[i];
+    }
+    Sharding rep = sharding_replicated();
+    set_sharding(p, x, emit_local(p, OP_ALL_REDUCE, (int32_t[]){x->v}, 1, attrs, nattrs, NULL), &rep);
+}
+
 /* ---- the planner ---- */
 
 /* The ways a reshard is tried (docs/partitioning.md, "The reshard
  * planner"): the fixed recipe; the recipe regathering uneven dims axes
  * leave (when the value splits one); the recipe to a relabeling of the
- * target, then a collective-permute; every axis gathered, then sliced.
- * Each is
+ * target, then a collective-permute; every axis gathered, then sliced;
+ * the whole value summed from the blocks' owners (sum_to_whole, when a
+ * dim is uneven), then sliced.  Each is
  * emitted, weighed by the bytes its collectives send per device (then
  * their number) and taken back; the cheapest, the first of equals, is
  * emitted again.  A few tries per reshard, each linear in the rank. */
-typedef enum { PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, NPLANS } PlanKind;
+typedef enum { PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, PLAN_SUM, NPLANS } PlanKind;
 typedef struct {
     int ok;
     Sharding mid;                /* PLAN_PERMUTE: the relabeling of the target reached first */
@@ -726,6 +760,12 @@ static void run_plan(Part *p, PlanKind kind, const Candidate *c, Piece *x, const
         recipe(p, x, to, &(Piece){0}, 0);
         return;
     }
+    case PLAN_SUM:
+        sum_to_whole(p, x);
+        if (!sharding_is_replicated(to))
+            *whole = *x;
+        recipe(p, x, to, &(Piece){0}, 0);
+        return;
     case NPLANS: return;
     }
 }
@@ -760,6 +800,7 @@ static const char *candidates_note(Part *p, const Candidate *c, int chosen, cons
         const char *name = k == PLAN_RECIPE ? "direct"
                          : k == PLAN_REGATHER ? "regather"
                          : k == PLAN_WHOLE ? "whole"
+                         : k == PLAN_SUM ? "summed from the owners"
                          : arena_printf(arena, "via %s + collective-permute", sharding_text(p, &from->global, &c[k].mid));
         text = arena_printf(arena, "%s%s %s %lld bytes in %d collective%s%s", text, k ? ";" : "", name,
                             (long long)c[k].bytes, c[k].ncollectives, c[k].ncollectives == 1 ? "" : "s",
@@ -788,6 +829,7 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
     c[PLAN_PERMUTE].ok = !has_partial(to) && relabel_near(p->m, &x.global, &reduced, to, &c[PLAN_PERMUTE].mid);
     c[PLAN_WHOLE].ok = !sharding_is_replicated(&reduced) && !sharding_is_replicated(to);
     c[PLAN_REGATHER].ok = uneven_split(p->m, &x.global, &reduced);
+    c[PLAN_SUM].ok = !has_partial(&x.sh) && uneven_split(p->m, &x.global, &x.sh) && x.global.dtype != DT_BOOL;
     int chosen = PLAN_RECIPE;
     for (int k = 0; k < NPLANS; k++) {
         if (!c[k].ok)
