@@ -724,6 +724,35 @@ static void sum_to_whole(Part *p, Piece *x) {
     set_sharding(p, x, emit_local(p, OP_ALL_REDUCE, (int32_t[]){x->v}, 1, attrs, nattrs, NULL), &rep);
 }
 
+/* The axes the target splits no dim by gathered first, each dim from its
+ * first such axis on: the axes left may then move by an all-to-all into
+ * the dims those held, as GSPMD gathers the axes it replicates first
+ * (the recipe moves axes first, and gathers those that cannot move). */
+static void drop_first(Part *p, Piece *x, const Sharding *to, Piece *whole) {
+    int was_split = !sharding_is_replicated(&x->sh);
+    for (int d = 0; d < x->global.rank; d++) {
+        int have[MAX_AXES], nh = sharding_dim_axes(&x->sh, d, have), keep = 0;
+        while (keep < nh && to->dim[have[keep]] >= 0)
+            keep++;
+        gather_dim(p, x, d, keep);
+    }
+    Piece gathered = *x;
+    recipe(p, x, to, whole, 0);
+    if (was_split && sharding_is_replicated(&gathered.sh) && !sharding_is_replicated(to))
+        *whole = gathered;       /* gathered whole, then sliced */
+}
+
+/* Does the target split no dim by some axis x splits one by, and a dim by
+ * another (else gathering first is the recipe)? */
+static int drops_axes(const Piece *x, const Sharding *to) {
+    int drops = 0, keeps = 0;
+    for (int a = 0; a < MAX_AXES; a++) {
+        drops |= x->sh.dim[a] >= 0 && to->dim[a] < 0;
+        keeps |= x->sh.dim[a] >= 0 && to->dim[a] >= 0;
+    }
+    return drops && keeps;
+}
+
 /* ---- the planner ---- */
 
 /* The ways a reshard is tried (docs/partitioning.md, "The reshard
@@ -731,11 +760,12 @@ static void sum_to_whole(Part *p, Piece *x) {
  * leave (when the value splits one); the recipe to a relabeling of the
  * target, then a collective-permute; every axis gathered, then sliced;
  * the whole value summed from the blocks' owners (sum_to_whole, when a
- * dim is uneven), then sliced.  Each is
+ * dim is uneven), then sliced; the axes the target drops gathered first
+ * (drop_first), then the recipe.  Each is
  * emitted, weighed by the bytes its collectives send per device (then
  * their number) and taken back; the cheapest, the first of equals, is
  * emitted again.  A few tries per reshard, each linear in the rank. */
-typedef enum { PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, PLAN_SUM, NPLANS } PlanKind;
+typedef enum { PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, PLAN_SUM, PLAN_DROP, NPLANS } PlanKind;
 typedef struct {
     int ok;
     Sharding mid;                /* PLAN_PERMUTE: the relabeling of the target reached first */
@@ -766,6 +796,7 @@ static void run_plan(Part *p, PlanKind kind, const Candidate *c, Piece *x, const
             *whole = *x;
         recipe(p, x, to, &(Piece){0}, 0);
         return;
+    case PLAN_DROP: drop_first(p, x, to, whole); return;
     case NPLANS: return;
     }
 }
@@ -801,6 +832,7 @@ static const char *candidates_note(Part *p, const Candidate *c, int chosen, cons
                          : k == PLAN_REGATHER ? "regather"
                          : k == PLAN_WHOLE ? "whole"
                          : k == PLAN_SUM ? "summed from the owners"
+                         : k == PLAN_DROP ? "dropped axes gathered first"
                          : arena_printf(arena, "via %s + collective-permute", sharding_text(p, &from->global, &c[k].mid));
         text = arena_printf(arena, "%s%s %s %lld bytes in %d collective%s%s", text, k ? ";" : "", name,
                             (long long)c[k].bytes, c[k].ncollectives, c[k].ncollectives == 1 ? "" : "s",
@@ -829,6 +861,7 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
     c[PLAN_PERMUTE].ok = !has_partial(to) && relabel_near(p->m, &x.global, &reduced, to, &c[PLAN_PERMUTE].mid);
     c[PLAN_WHOLE].ok = !sharding_is_replicated(&reduced) && !sharding_is_replicated(to);
     c[PLAN_REGATHER].ok = uneven_split(p->m, &x.global, &reduced);
+    c[PLAN_DROP].ok = !has_partial(&x.sh) && drops_axes(&x, to);
     c[PLAN_SUM].ok = !has_partial(&x.sh) && uneven_split(p->m, &x.global, &x.sh) && x.global.dtype != DT_BOOL;
     int chosen = PLAN_RECIPE;
     for (int k = 0; k < NPLANS; k++) {

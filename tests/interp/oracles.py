@@ -877,7 +877,8 @@ for _fn, _dt, _shape in (("uneven_move", "f32", (7, 31, 16)), ("uneven_back", "f
                          ("two_into_one", "f32", (6, 8, 10)), ("one_into_two", "f32", (8, 6, 4)),
                          ("ints", "i32", (7, 5, 3)), ("swap_order", "f32", (12, 5)), ("swap_dims", "f32", (8, 6)),
                          ("subgroup", "f32", (16, 12)), ("nest_merge", "f32", (4, 15, 15)),
-                         ("regather", "f32", (7, 6)), ("owners", "f32", (2, 5))):
+                         ("regather", "f32", (7, 6)), ("owners", "f32", (2, 5)),
+                         ("drop_first", "f32", (8, 7))):
     case("reshard_moves." + _fn, _moves, _fn, reshard_of(_dt, *_shape), exact=True, codegen=VARIANT_MESHES)
 case("reshard_moves.scaled", _moves, "scaled", scaled, exact=True, codegen=VARIANT_MESHES)
 
