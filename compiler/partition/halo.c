@@ -332,6 +332,74 @@ static int slice_exchange(Devices *dv, int y, int dim, int64_t lo, int64_t hi, i
     return splat(p, 0, &s);
 }
 
+/* ---- reshards that move a split dim's block boundaries ---- */
+
+/* The one dim whose axes x and `to` differ on, one list a prefix of the
+ * other, neither empty (blocks over X to blocks over (X, Y), or back),
+ * every other dim split alike; -1: none such. */
+int halo_reshard_dim(const Piece *x, const Sharding *to) {
+    int dim = -1;
+    if (partial_axes(&x->sh) || partial_axes(to))
+        return -1;
+    for (int d = 0; d < x->global.rank; d++) {
+        int a[MAX_AXES], b[MAX_AXES], na = sharding_dim_axes(&x->sh, d, a), nb = sharding_dim_axes(to, d, b);
+        int common = na < nb ? na : nb;
+        if (na == nb && memcmp(a, b, sizeof(int) * (size_t)na) == 0)
+            continue;
+        if (dim >= 0 || !common || memcmp(a, b, sizeof(int) * (size_t)common) != 0)
+            return -1;           /* held whole on one side: a gather or a slice */
+        dim = d;
+    }
+    return dim;
+}
+
+/* x moved to `to` along the dim halo_reshard_dim gives: over the longer
+ * list of axes (k devices), device j holds x's block j / (k / kx) (b
+ * rows, x's kx blocks) and needs the target's block j / (k / kt) (c
+ * rows).  It keeps the rows its own block gives and receives the others,
+ * only the rows it needs, as for a slice (permute_transfers), each from
+ * the holder of their block at the same place along the axes only the
+ * longer list has. */
+void halo_reshard(Part *p, Piece *x, const Sharding *to, int dim) {
+    int ax[MAX_AXES], at[MAX_AXES], nx = sharding_dim_axes(&x->sh, dim, ax), nt = sharding_dim_axes(to, dim, at);
+    const int *axes = nx > nt ? ax : at;
+    int naxes = nx > nt ? nx : nt;
+    int64_t k = 1, kx = 1, kt = 1, n = x->global.dims[dim];
+    for (int i = 0; i < naxes; i++) {
+        int64_t size = p->m->axis_size[axes[i]];
+        k *= size, kx *= i < nx ? size : 1, kt *= i < nt ? size : 1;
+    }
+    int64_t b = (n + kx - 1) / kx, c = (n + kt - 1) / kt, rx = k / kx, rt = k / kt, ntr = 0;
+    Transfer *t = arena_alloc(p->m->arena, sizeof(Transfer) * (size_t)(k * (c / b + 2)));   /* blocks per target block */
+    int64_t *start = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
+    uint8_t *local = arena_alloc(p->m->arena, (size_t)k);
+    int any_local = 0;
+    for (int64_t j = 0; j < k; j++) {
+        int64_t lo = j / rt * c, hi = lo + c < n ? lo + c : n;
+        for (int64_t q = lo / b; q < kx && q * b < hi; q++) {
+            Rows r = rows_from(lo, hi, b, c, 0, q);
+            if (!r.len)
+                continue;
+            if (q == j / rx) {
+                local[j] = 1, any_local = 1;
+                start[j] = r.src - r.at;
+            } else
+                t[ntr++] = (Transfer){j, q * rx + j % rx, r};
+        }
+    }
+    Devices dv = {p, axes, naxes, k, -1};
+    int v = any_local ? rows_at(&dv, x->v, dim, start, local, c) : -1;
+    v = permute_transfers(&dv, x->v, dim, t, ntr, v, b, c);
+    if (v < 0) {                 /* no real rows anywhere */
+        Shape s = p->dst->insts[x->v].type;
+        s.dims[dim] = c;
+        v = splat(p, 0, &s);
+    }
+    p->dst->insts[v].sh = *to;
+    x->v = v;
+    x->sh = *to;
+}
+
 /* ---- pads: concats of constants around one value, and their slices ---- */
 
 /* Is src value v a constant everywhere (zeros(T), full(T, c), a constant)? */
