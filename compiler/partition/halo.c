@@ -1278,3 +1278,69 @@ int lower_split_reshape(Part *p, const Inst *in, Piece *out) {
     *out = (Piece){v, in->sh, in->type, p->place};
     return 1;
 }
+
+/* ---- dynamic-update-slice along split dims ---- */
+
+/* The dims sh splits that a write of update extents u into a value of
+ * `type` may start anywhere in (u < extent), as a mask. */
+static uint32_t moving_write_dims(const Sharding *sh, const Shape *type, const Shape *u) {
+    uint32_t dims = 0;
+    int axes[MAX_AXES];
+    for (int d = 0; d < type->rank; d++)
+        if (sharding_dim_axes(sh, d, axes) && u->dims[d] < type->dims[d])
+            dims |= 1u << d;
+    return dims;
+}
+
+/* The start of a write of u rows into dim d of the device's block (b
+ * rows, padded by u on both sides): JAX's clamp into 0 .. n - u, less the
+ * block's first row, plus the padding. */
+static int block_start(Part *p, int start, const int *axes, int n, int64_t rows, int64_t u, int64_t b) {
+    int at = emit_local(p, OP_MAX, (int32_t[]){start, i32_constant(p, 0)}, 2, NULL, 0, NULL);
+    at = emit_local(p, OP_MIN, (int32_t[]){at, i32_constant(p, rows - u)}, 2, NULL, 0, NULL);
+    int first = emit_local(p, OP_MUL, (int32_t[]){linear_index(p, axes, n), i32_constant(p, b)}, 2, NULL, 0, NULL);
+    at = emit_local(p, OP_SUB, (int32_t[]){at, first}, 2, NULL, 0, NULL);
+    return emit_local(p, OP_ADD, (int32_t[]){at, i32_constant(p, u)}, 2, NULL, 0, NULL);
+}
+
+/* A dynamic-update-slice whose write may start anywhere along a split dim
+ * (the update shorter than the dim): the update is held whole along such
+ * dims (from its owners, by the reshard planner), and each device writes
+ * the rows of it that fall in its block, in place, as GSPMD does.  The
+ * block is padded by the update's extent on both sides of each such dim,
+ * so a write that misses the block lands, clamped, in the padding, which
+ * is sliced off after; the update keeps the operand's split on the dims
+ * it covers whole. */
+int lower_split_update_slice(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    int rank = in->type.rank, u = ir_arg(src, in, 1);
+    const Shape *us = &src->insts[u].type;
+    uint32_t moving = partial_axes(&in->sh) ? 0 : moving_write_dims(&in->sh, &in->type, us);
+    if (!moving)
+        return 0;
+    Sharding whole = in->sh;
+    for (int a = 0; a < MAX_AXES; a++)
+        if (whole.dim[a] >= 0 && moving & (1u << whole.dim[a]))
+            whole.dim[a] = SH_REPLICATED;
+    int v = reshard(p, p->value[ir_arg(src, in, 0)], &in->sh).v;
+    int32_t args[2 + MAX_RANK];
+    args[1] = reshard(p, p->value[u], &whole).v;
+    int64_t bounds[2 * MAX_RANK];
+    for (int d = 0; d < rank; d++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, d, axes);
+        int64_t b = p->dst->insts[v].type.dims[d], ud = us->dims[d];
+        args[2 + d] = p->value[ir_arg(src, in, 2 + d)].v;
+        bounds[d] = 0, bounds[rank + d] = b;
+        if (!(moving & (1u << d)))
+            continue;
+        v = pad_zeros(p, v, d, ud, ud);
+        args[2 + d] = block_start(p, args[2 + d], axes, n, in->type.dims[d], ud, b);
+        bounds[d] = ud, bounds[rank + d] = ud + b;
+    }
+    args[0] = v;
+    v = emit_local(p, OP_DYNAMIC_UPDATE_SLICE, args, 2 + rank, NULL, 0, NULL);
+    v = slice_unless_whole(p, v, bounds);
+    p->dst->insts[v].sh = in->sh;
+    *out = (Piece){v, in->sh, in->type, p->place};
+    return 1;
+}

@@ -954,6 +954,17 @@ case("halo_slices.cols", _hs, "cols", sliced("f32", (5, 30), (0, 5), (13, 15), s
 case("halo_slices.elem", _hs, "elem", sliced("f32", (64, 4), (37, 38)), exact=True, codegen=VARIANT_MESHES)
 
 
+def slot_written(rng, m):
+    x, v = normal(rng, 13, 3), normal(rng, 3)
+    pos = int(rng.integers(0, 13))
+    y = x.copy()
+    y[pos] = v
+    return {"x": x, "pos": np.array(pos, dtype=np.int32), "v": v}, [(y, "f32")]
+
+
+case("halo_slices.slot", _hs, "slot", slot_written, exact=True, codegen=VARIANT_MESHES)
+
+
 # ---- rotations: concats of slices of one value (tests/interp/progs/halo_rotations.tdsl) ----
 
 def rotated(dt, shape, dim, start):
