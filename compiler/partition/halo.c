@@ -359,8 +359,11 @@ int halo_reshard_dim(const Piece *x, const Sharding *to) {
  * rows).  It keeps the rows its own block gives and receives the others,
  * only the rows it needs, as for a slice (permute_transfers), each from
  * the holder of their block at the same place along the axes only the
- * longer list has. */
-void halo_reshard(Part *p, Piece *x, const Sharding *to, int dim) {
+ * longer list has.  With `gather` (the target's list the shorter), each
+ * device receives only its share of its target block (the block split
+ * over the axes the target drops), and one all-gather over those axes
+ * assembles the block, as GSPMD moves a halo and then gathers. */
+void halo_reshard(Part *p, Piece *x, const Sharding *to, int dim, int gather) {
     int ax[MAX_AXES], at[MAX_AXES], nx = sharding_dim_axes(&x->sh, dim, ax), nt = sharding_dim_axes(to, dim, at);
     const int *axes = nx > nt ? ax : at;
     int naxes = nx > nt ? nx : nt;
@@ -370,14 +373,16 @@ void halo_reshard(Part *p, Piece *x, const Sharding *to, int dim) {
         k *= size, kx *= i < nx ? size : 1, kt *= i < nt ? size : 1;
     }
     int64_t b = (n + kx - 1) / kx, c = (n + kt - 1) / kt, rx = k / kx, rt = k / kt, ntr = 0;
-    Transfer *t = arena_alloc(p->m->arena, sizeof(Transfer) * (size_t)(k * (c / b + 2)));   /* blocks per target block */
+    int64_t share = gather ? (c + rt - 1) / rt : c;         /* the rows device j receives */
+    Transfer *t = arena_alloc(p->m->arena, sizeof(Transfer) * (size_t)(k * (share / b + 2)));   /* blocks per share */
     int64_t *start = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
     uint8_t *local = arena_alloc(p->m->arena, (size_t)k);
     int any_local = 0;
     for (int64_t j = 0; j < k; j++) {
-        int64_t lo = j / rt * c, hi = lo + c < n ? lo + c : n;
+        int64_t end = j / rt * c + c < n ? j / rt * c + c : n, lo = j / rt * c + (gather ? j % rt * share : 0);
+        int64_t hi = lo + share < end ? lo + share : end;
         for (int64_t q = lo / b; q < kx && q * b < hi; q++) {
-            Rows r = rows_from(lo, hi, b, c, 0, q);
+            Rows r = rows_from(lo, hi, b, share, 0, q);
             if (!r.len)
                 continue;
             if (q == j / rx) {
@@ -388,13 +393,15 @@ void halo_reshard(Part *p, Piece *x, const Sharding *to, int dim) {
         }
     }
     Devices dv = {p, axes, naxes, k, -1};
-    int v = any_local ? rows_at(&dv, x->v, dim, start, local, c) : -1;
-    v = permute_transfers(&dv, x->v, dim, t, ntr, v, b, c);
+    int v = any_local ? rows_at(&dv, x->v, dim, start, local, share) : -1;
+    v = permute_transfers(&dv, x->v, dim, t, ntr, v, b, share);
     if (v < 0) {                 /* no real rows anywhere */
         Shape s = p->dst->insts[x->v].type;
-        s.dims[dim] = c;
+        s.dims[dim] = share;
         v = splat(p, 0, &s);
     }
+    if (gather)
+        v = slice_along(p, all_gather_along(p, v, dim, axes + nt, nx - nt), dim, 0, c);
     p->dst->insts[v].sh = *to;
     x->v = v;
     x->sh = *to;

@@ -223,7 +223,7 @@ const char *gather_choice_note(Arena *arena, const GatherChoice *c);
 /* halo.c: each returns 0 when its exchange does not apply. */
 int lower_split_roll(Part *p, const Inst *in, Piece *out);
 int halo_reshard_dim(const Piece *x, const Sharding *to);
-void halo_reshard(Part *p, Piece *x, const Sharding *to, int dim);
+void halo_reshard(Part *p, Piece *x, const Sharding *to, int dim, int gather);
 int lower_split_update_slice(Part *p, const Inst *in, Piece *out);
 int lower_split_slice(Part *p, const Inst *in, Piece *out);
 int lower_split_concat(Part *p, const Inst *in, Piece *out);

@@ -763,11 +763,12 @@ static int drops_axes(const Piece *x, const Sharding *to) {
  * dim is uneven), then sliced; the axes the target drops gathered first
  * (drop_first), then the recipe; when one dim's axes grow or shrink at
  * the end, the rows that cross its new block boundaries moved
- * (halo_reshard, halo.c).  Each is
+ * (halo_reshard, halo.c), or, when it loses axes, moved to shares of the
+ * new blocks that an all-gather then assembles.  Each is
  * emitted, weighed by the bytes its collectives send per device (then
  * their number) and taken back; the cheapest, the first of equals, is
  * emitted again.  A few tries per reshard, each linear in the rank. */
-typedef enum { PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, PLAN_SUM, PLAN_DROP, PLAN_HALO, NPLANS } PlanKind;
+typedef enum { PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, PLAN_SUM, PLAN_DROP, PLAN_HALO, PLAN_HALO_GATHER, NPLANS } PlanKind;
 typedef struct {
     int ok;
     Sharding mid;                /* PLAN_PERMUTE: the relabeling of the target reached first */
@@ -800,7 +801,8 @@ static void run_plan(Part *p, PlanKind kind, const Candidate *c, Piece *x, const
         recipe(p, x, to, &(Piece){0}, 0);
         return;
     case PLAN_DROP: drop_first(p, x, to, whole); return;
-    case PLAN_HALO: halo_reshard(p, x, to, halo_reshard_dim(x, to)); return;
+    case PLAN_HALO: halo_reshard(p, x, to, halo_reshard_dim(x, to), 0); return;
+    case PLAN_HALO_GATHER: halo_reshard(p, x, to, halo_reshard_dim(x, to), 1); return;
     case NPLANS: return;
     }
 }
@@ -838,6 +840,7 @@ static const char *candidates_note(Part *p, const Candidate *c, int chosen, cons
                          : k == PLAN_SUM ? "summed from the owners"
                          : k == PLAN_DROP ? "dropped axes gathered first"
                          : k == PLAN_HALO ? "rows that cross blocks moved"
+                         : k == PLAN_HALO_GATHER ? "rows that cross blocks moved, then gathered"
                          : arena_printf(arena, "via %s + collective-permute", sharding_text(p, &from->global, &c[k].mid));
         text = arena_printf(arena, "%s%s %s %lld bytes in %d collective%s%s", text, k ? ";" : "", name,
                             (long long)c[k].bytes, c[k].ncollectives, c[k].ncollectives == 1 ? "" : "s",
@@ -866,7 +869,9 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
     c[PLAN_PERMUTE].ok = !has_partial(to) && relabel_near(p->m, &x.global, &reduced, to, &c[PLAN_PERMUTE].mid);
     c[PLAN_WHOLE].ok = !sharding_is_replicated(&reduced) && !sharding_is_replicated(to);
     c[PLAN_REGATHER].ok = uneven_split(p->m, &x.global, &reduced);
-    c[PLAN_HALO].ok = halo_reshard_dim(&x, to) >= 0;
+    int halo = halo_reshard_dim(&x, to), axes[MAX_AXES];
+    c[PLAN_HALO].ok = halo >= 0;
+    c[PLAN_HALO_GATHER].ok = halo >= 0 && sharding_dim_axes(&x.sh, halo, axes) > sharding_dim_axes(to, halo, axes);
     c[PLAN_DROP].ok = !has_partial(&x.sh) && drops_axes(&x, to);
     c[PLAN_SUM].ok = !has_partial(&x.sh) && uneven_split(p->m, &x.global, &x.sh) && x.global.dtype != DT_BOOL;
     int chosen = PLAN_RECIPE;

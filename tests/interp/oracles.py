@@ -878,7 +878,8 @@ for _fn, _dt, _shape in (("uneven_move", "f32", (7, 31, 16)), ("uneven_back", "f
                          ("ints", "i32", (7, 5, 3)), ("swap_order", "f32", (12, 5)), ("swap_dims", "f32", (8, 6)),
                          ("subgroup", "f32", (16, 12)), ("nest_merge", "f32", (4, 15, 15)),
                          ("regather", "f32", (7, 6)), ("owners", "f32", (2, 5)),
-                         ("drop_first", "f32", (8, 7)), ("halo_grow", "f32", (7, 3))):
+                         ("drop_first", "f32", (8, 7)), ("halo_grow", "f32", (7, 3)),
+                         ("halo_shrink", "f32", (7, 3))):
     case("reshard_moves." + _fn, _moves, _fn, reshard_of(_dt, *_shape), exact=True, codegen=VARIANT_MESHES)
 case("reshard_moves.scaled", _moves, "scaled", scaled, exact=True, codegen=VARIANT_MESHES)
 
