@@ -704,7 +704,8 @@ static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
     for (int d = 0; d < rank; d++)
         row *= d == dim ? 1 : bounds[rank + d] - bounds[d];
     int64_t gathered = (k - 1) * most * row;
-    int64_t summed = (int64_t)(2.0 * (double)(k - 1) * (double)((hi - lo) * row) / (double)k);   /* as the report counts */
+    /* the all-reduce's bytes, as the report counts them */
+    int64_t summed = (int64_t)(2.0 * (double)(k - 1) * (double)((hi - lo) * row) / (double)k);
     if (summed >= gathered && most >= b)
         return 0;
     n = sharding_dim_axes(&x.sh, dim, axes);

@@ -768,7 +768,9 @@ static int drops_axes(const Piece *x, const Sharding *to) {
  * emitted, weighed by the bytes its collectives send per device (then
  * their number) and taken back; the cheapest, the first of equals, is
  * emitted again.  A few tries per reshard, each linear in the rank. */
-typedef enum { PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, PLAN_SUM, PLAN_DROP, PLAN_HALO, PLAN_HALO_GATHER, NPLANS } PlanKind;
+typedef enum {
+    PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, PLAN_SUM, PLAN_DROP, PLAN_HALO, PLAN_HALO_GATHER, NPLANS
+} PlanKind;
 typedef struct {
     int ok;
     Sharding mid;                /* PLAN_PERMUTE: the relabeling of the target reached first */
