@@ -88,16 +88,6 @@ static Piece roll_as(Part *p, int x, int dim, int64_t shift, const Sharding *sh,
     return (Piece){y, *sh, *type, p->place};
 }
 
-/* roll along a split dim of even blocks. */
-int lower_split_roll(Part *p, const Inst *in, Piece *out) {
-    int64_t shift = p->src->ints[in->attrs], dim = p->src->ints[in->attrs + 1];
-    int axes[MAX_AXES];
-    if (!sharding_dim_axes(&in->sh, (int)dim, axes) || !dim_is_even(p->m, &in->type, &in->sh, (int)dim))
-        return 0;
-    *out = roll_as(p, ir_arg(p->src, in, 0), (int)dim, shift, &in->sh, &in->type, OP_ROLL, NULL, 0);
-    return 1;
-}
-
 /* ---- slices along a split dim ---- */
 
 /* The devices along the split axes of an exchange, and per-device scalars:
@@ -342,6 +332,81 @@ static int slice_exchange(Devices *dv, int y, int dim, int64_t lo, int64_t hi, i
     return splat(p, 0, &s);
 }
 
+/* ---- reshards that move a split dim's block boundaries ---- */
+
+/* The one dim whose axes x and `to` differ on, one list a prefix of the
+ * other, neither empty (blocks over X to blocks over (X, Y), or back),
+ * every other dim split alike; -1: none such. */
+int halo_reshard_dim(const Piece *x, const Sharding *to) {
+    int dim = -1;
+    if (partial_axes(&x->sh) || partial_axes(to))
+        return -1;
+    for (int d = 0; d < x->global.rank; d++) {
+        int a[MAX_AXES], b[MAX_AXES], na = sharding_dim_axes(&x->sh, d, a), nb = sharding_dim_axes(to, d, b);
+        int common = na < nb ? na : nb;
+        if (na == nb && memcmp(a, b, sizeof(int) * (size_t)na) == 0)
+            continue;
+        if (dim >= 0 || !common || memcmp(a, b, sizeof(int) * (size_t)common) != 0)
+            return -1;           /* held whole on one side: a gather or a slice */
+        dim = d;
+    }
+    return dim;
+}
+
+/* x moved to `to` along the dim halo_reshard_dim gives: over the longer
+ * list of axes (k devices), device j holds x's block j / (k / kx) (b
+ * rows, x's kx blocks) and needs the target's block j / (k / kt) (c
+ * rows).  It keeps the rows its own block gives and receives the others,
+ * only the rows it needs, as for a slice (permute_transfers), each from
+ * the holder of their block at the same place along the axes only the
+ * longer list has.  With `gather` (the target's list the shorter), each
+ * device receives only its share of its target block (the block split
+ * over the axes the target drops), and one all-gather over those axes
+ * assembles the block, as GSPMD moves a halo and then gathers. */
+void halo_reshard(Part *p, Piece *x, const Sharding *to, int dim, int gather) {
+    int ax[MAX_AXES], at[MAX_AXES], nx = sharding_dim_axes(&x->sh, dim, ax), nt = sharding_dim_axes(to, dim, at);
+    const int *axes = nx > nt ? ax : at;
+    int naxes = nx > nt ? nx : nt;
+    int64_t k = 1, kx = 1, kt = 1, n = x->global.dims[dim];
+    for (int i = 0; i < naxes; i++) {
+        int64_t size = p->m->axis_size[axes[i]];
+        k *= size, kx *= i < nx ? size : 1, kt *= i < nt ? size : 1;
+    }
+    int64_t b = (n + kx - 1) / kx, c = (n + kt - 1) / kt, rx = k / kx, rt = k / kt, ntr = 0;
+    int64_t share = gather ? (c + rt - 1) / rt : c;         /* the rows device j receives */
+    Transfer *t = arena_alloc(p->m->arena, sizeof(Transfer) * (size_t)(k * (share / b + 2)));   /* blocks per share */
+    int64_t *start = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
+    uint8_t *local = arena_alloc(p->m->arena, (size_t)k);
+    int any_local = 0;
+    for (int64_t j = 0; j < k; j++) {
+        int64_t end = j / rt * c + c < n ? j / rt * c + c : n, lo = j / rt * c + (gather ? j % rt * share : 0);
+        int64_t hi = lo + share < end ? lo + share : end;
+        for (int64_t q = lo / b; q < kx && q * b < hi; q++) {
+            Rows r = rows_from(lo, hi, b, share, 0, q);
+            if (!r.len)
+                continue;
+            if (q == j / rx) {
+                local[j] = 1, any_local = 1;
+                start[j] = r.src - r.at;
+            } else
+                t[ntr++] = (Transfer){j, q * rx + j % rx, r};
+        }
+    }
+    Devices dv = {p, axes, naxes, k, -1};
+    int v = any_local ? rows_at(&dv, x->v, dim, start, local, share) : -1;
+    v = permute_transfers(&dv, x->v, dim, t, ntr, v, b, share);
+    if (v < 0) {                 /* no real rows anywhere */
+        Shape s = p->dst->insts[x->v].type;
+        s.dims[dim] = share;
+        v = splat(p, 0, &s);
+    }
+    if (gather)
+        v = slice_along(p, all_gather_along(p, v, dim, axes + nt, nx - nt), dim, 0, c);
+    p->dst->insts[v].sh = *to;
+    x->v = v;
+    x->sh = *to;
+}
+
 /* ---- pads: concats of constants around one value, and their slices ---- */
 
 /* Is src value v a constant everywhere (zeros(T), full(T, c), a constant)? */
@@ -544,25 +609,83 @@ static int dim_sliced_to_whole(const Fn *src, const Inst *in, const Sharding *xs
     return dim;
 }
 
+/* Each device's share of the rows: `most` rows of its block (b rows) from
+ * row off[q] = from[q], or earlier to stay in the block, all-gathered,
+ * and the real rows [from[q], to[q]) of each block that holds some kept,
+ * in order. */
+static int gathered_shares(Devices *dv, int y, int dim, const uint8_t *holds, const int64_t *from, const int64_t *to,
+                           int64_t most, int64_t b) {
+    Part *p = dv->p;
+    int64_t *off = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)dv->k);
+    for (int64_t q = 0; q < dv->k; q++)
+        off[q] = from[q] < b - most ? from[q] : b - most;
+    int all = all_gather_along(p, rows_at(dv, y, dim, off, holds, most), dim, dv->axes, dv->naxes);
+    int32_t *parts = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)dv->k);
+    int nparts = 0;
+    for (int64_t q = 0; q < dv->k; q++)
+        if (holds[q])
+            parts[nparts++] = slice_along(p, all, dim, q * most + from[q] - off[q], q * most + to[q] - off[q]);
+    int64_t d64 = dim;
+    return nparts == 1 ? parts[0] : emit_local(p, OP_CONCAT, parts, nparts, &d64, 1, NULL);
+}
+
+/* Rows [lo, lo + m) on every device: each device that holds some (blocks
+ * q0..q1, of b rows) places its block's at their rows, the rest of its
+ * block falling outside them, the others give zeros, and one all-reduce
+ * adds them up. */
+static int summed_rows(Devices *dv, int y, int dim, const uint8_t *holds, int64_t lo, int64_t b, int64_t m) {
+    Part *p = dv->p;
+    int64_t *start = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)dv->k), q0 = -1, q1 = 0;
+    for (int64_t q = 0; q < dv->k; q++) {
+        start[q] = lo - q * b;               /* the block's row at result row 0 */
+        if (holds[q])
+            q0 = q0 < 0 ? q : q0, q1 = q;
+    }
+    int placed = rows_at(dv, y, dim, start, holds, m), mask = -1;
+    for (int side = 0; side < 2; side++) {   /* the holders: q0 <= index <= q1 */
+        if (side ? q1 == dv->k - 1 : q0 == 0)
+            continue;
+        int cmp = emit_local(p, OP_COMPARE, (int32_t[]){device_index(dv), i32_constant(p, side ? q1 : q0)}, 2,
+                             (int64_t[]){side ? CMP_LE : CMP_GE}, 1, NULL);
+        mask = mask < 0 ? cmp : emit_local(p, OP_SELECT, (int32_t[]){mask, cmp, mask}, 3, NULL, 0, NULL);
+    }
+    if (mask >= 0) {
+        Shape s = p->dst->insts[placed].type, pred = s;
+        pred.dtype = DT_BOOL;
+        mask = emit_local(p, OP_BROADCAST, (int32_t[]){mask}, 1, NULL, 0, &pred);
+        placed = emit_local(p, OP_SELECT, (int32_t[]){mask, placed, splat(p, 0, &s)}, 3, NULL, 0, NULL);
+    }
+    int64_t attrs[1 + MAX_AXES] = {RED_SUM};
+    for (int i = 0; i < dv->naxes; i++)
+        attrs[1 + i] = dv->axes[i];
+    return emit_local(p, OP_ALL_REDUCE, (int32_t[]){placed}, 1, attrs, 1 + dv->naxes, NULL);
+}
+
 /* A slice [lo, hi) of a split dim whose result holds the dim whole (a
  * result too short to split, as x[0:1]): only the blocks that hold rows
  * of it have anything to give.  Each device cuts its share of [lo, hi)
  * from its block, L rows (the most any block holds, at a per-device
- * offset), one all-gather of L rows replaces the gather of whole blocks,
- * and every device keeps the real rows of each share.  When a block holds
- * L == b rows the whole gather is as cheap, and the rule lowers it. */
+ * offset).  One all-gather of L rows replaces the gather of whole blocks,
+ * and every device keeps the real rows of each share; or, when it sends
+ * fewer bytes (a short slice from few of many blocks: an element, as GSPMD
+ * broadcasts it from its owner), each device places its block's rows
+ * among the result's, zeros elsewhere, and one all-reduce adds them up
+ * (summed_rows; -0.0 comes back as 0.0, as in GSPMD).  When
+ * the gather is cheaper and a block holds L == b rows, the whole gather is
+ * as cheap, and the rule lowers it, as it does when x was gathered
+ * before. */
 static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
     const Fn *src = p->src;
     Piece x = p->value[ir_arg(src, in, 0)];
     int dim = partial_axes(&x.sh) || partial_axes(&in->sh) ? -1 : dim_sliced_to_whole(src, in, &x.sh);
-    if (dim < 0 || in->type.dtype == DT_BOOL)
-        return 0;
+    if (dim < 0 || in->type.dtype == DT_BOOL || reshard_done(p, &x, &in->sh))
+        return 0;                /* the rule slices a gather done before, for free */
     int rank = in->type.rank, axes[MAX_AXES], n = sharding_dim_axes(&x.sh, dim, axes);
     int64_t k = 1, lo = src->ints[in->attrs + dim], hi = src->ints[in->attrs + rank + dim], most = 0;
     for (int i = 0; i < n; i++)
         k *= p->m->axis_size[axes[i]];
     int64_t b = p->dst->insts[x.v].type.dims[dim];
-    int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(3 * k)), *to = from + k, *off = to + k;
+    int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)(2 * k)), *to = from + k;
     uint8_t *holds = arena_alloc(p->m->arena, (size_t)k);
     for (int64_t q = 0; q < k; q++) {
         from[q] = lo > q * b ? lo - q * b : 0;
@@ -570,8 +693,6 @@ static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
         holds[q] = to[q] > from[q];
         most = holds[q] && to[q] - from[q] > most ? to[q] - from[q] : most;
     }
-    if (most >= b)
-        return 0;
     int64_t bounds[2 * MAX_RANK];
     const Shape *local = &p->dst->insts[x.v].type;
     for (int d = 0; d < rank; d++) {         /* the other dims slice locally */
@@ -579,20 +700,20 @@ static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
         bounds[d] = whole ? 0 : src->ints[in->attrs + d];
         bounds[rank + d] = whole ? local->dims[d] : src->ints[in->attrs + rank + d];
     }
+    int64_t row = dtype_size(in->type.dtype);
+    for (int d = 0; d < rank; d++)
+        row *= d == dim ? 1 : bounds[rank + d] - bounds[d];
+    int64_t gathered = (k - 1) * most * row;
+    /* the all-reduce's bytes, as the report counts them */
+    int64_t summed = (int64_t)(2.0 * (double)(k - 1) * (double)((hi - lo) * row) / (double)k);
+    if (summed >= gathered && most >= b)
+        return 0;
     n = sharding_dim_axes(&x.sh, dim, axes);
     int first = p->dst->ninsts, y = slice_unless_whole(p, x.v, bounds);
-    for (int64_t q = 0; q < k; q++)
-        off[q] = from[q] < b - most ? from[q] : b - most;
     Devices dv = {p, axes, n, k, -1};
-    int all = all_gather_along(p, rows_at(&dv, y, dim, off, holds, most), dim, axes, n);
-    int32_t *parts = arena_alloc(p->m->arena, sizeof(int32_t) * (size_t)k);
-    int nparts = 0;
-    for (int64_t q = 0; q < k; q++)
-        if (holds[q])
-            parts[nparts++] = slice_along(p, all, dim, q * most + from[q] - off[q], q * most + to[q] - off[q]);
-    int64_t d64 = dim;
-    int v = nparts == 1 ? parts[0] : emit_local(p, OP_CONCAT, parts, nparts, &d64, 1, NULL);
-    note_move(p, first, y, OP_SLICE, (k - 1) * most * row_bytes(p, y, dim));
+    int v = summed < gathered ? summed_rows(&dv, y, dim, holds, lo, b, hi - lo)
+                              : gathered_shares(&dv, y, dim, holds, from, to, most, b);
+    note_move(p, first, y, OP_SLICE, summed < gathered ? summed : gathered);
     p->dst->insts[v].sh = in->sh;
     *out = (Piece){v, in->sh, in->type, p->place};
     return 1;
@@ -702,25 +823,39 @@ static void piece_rows(const Fn *src, const Inst *in, int i, int x, int dim, int
         sliced_dim(src, &src->insts[a], lo, hi);
 }
 
-/* The runs of x's rows that the result blocks of a concat of slices of x
- * hold (result blocks of c rows, x's of b, k devices), by x block q: for
- * block j, the first run of its own block's rows sets from[j] (kept on
- * the device), the others become transfers (t may be NULL: counted only).
- * The pieces are walked once, in order.  -1 when a block holds two runs
- * of its own rows (one device cannot keep both). */
-static int64_t slice_runs(const Fn *src, const Inst *in, int x, int dim, int64_t k, int64_t b, int64_t c,
-                          Transfer *t, int64_t *from, uint8_t *local) {
-    int64_t m = in->type.dims[dim], nt = 0, at = 0, lo = 0, hi = 0;
+/* Where the pieces of a concat of slices of x put x's rows: piece i is
+ * x's rows [lo, hi) at the result's row `at` (the report's segments, and
+ * the runs that move). */
+static Segment *concat_segments(const Part *p, const Inst *in, int x, int dim) {
+    Segment *seg = arena_alloc(p->m->arena, sizeof(Segment) * (size_t)in->nargs);
+    int64_t at = 0;
+    for (int i = 0; i < in->nargs; i++) {
+        int64_t lo = 0, hi = 0;
+        piece_rows(p->src, in, i, x, dim, &lo, &hi);
+        seg[i] = (Segment){0, at, hi - lo, lo};
+        at += hi - lo;
+    }
+    return seg;
+}
+
+/* The runs of x's rows that the result blocks hold when segments seg put
+ * x's rows in a result of m rows (result blocks of c rows, x's of b, k
+ * devices), by x block q: for block j, the first run of its own block's
+ * rows sets from[j] (kept on the device), the others become transfers (t
+ * may be NULL: counted only).  The segments are walked once, in order.
+ * -1 when a block holds two runs of its own rows (one device cannot keep
+ * both). */
+static int64_t slice_runs(int64_t m, const Segment *seg, int64_t k, int64_t b, int64_t c, Transfer *t, int64_t *from,
+                          uint8_t *local) {
+    int64_t nt = 0;
     int i = 0;
-    piece_rows(src, in, 0, x, dim, &lo, &hi);
     for (int64_t j = 0; j < k && j * c < m; j++) {
         int64_t s = j * c, real = m - s < c ? m - s : c;
         for (int64_t pos = s; pos < s + real;) {
-            while (at + hi - lo <= pos) {       /* the piece that holds result row pos */
-                at += hi - lo, i++;
-                piece_rows(src, in, i, x, dim, &lo, &hi);
-            }
-            int64_t e = s + real < at + hi - lo ? s + real : at + hi - lo, g = lo + pos - at;
+            while (seg[i].at + seg[i].len <= pos)       /* the segment that holds result row pos */
+                i++;
+            int64_t end = seg[i].at + seg[i].len, e = s + real < end ? s + real : end;
+            int64_t g = seg[i].src + pos - seg[i].at;
             for (int64_t q = g / b; q * b < g + e - pos; q++) {
                 int64_t from_row = g > q * b ? g : q * b, to = g + e - pos < q * b + b ? g + e - pos : q * b + b;
                 Rows r = {from_row - q * b, to - from_row, pos - s + from_row - g, pos - s + to - g == real};
@@ -749,10 +884,10 @@ static int64_t ceil_div(int64_t a, int64_t b) {
  * slices read): every result block's rows are runs of x's rows, which move
  * straight from x's blocks, so the slices are never built
  * (find_unbuilt_slices).  Not when a block would hold two runs of its own
- * rows. */
+ * rows.  Any dtype: rows are only sliced, sent and selected. */
 static int slices_of(const Part *p, const Inst *in, int *x) {
     const Fn *src = p->src;
-    if (in->op != OP_CONCAT || in->nargs < 2 || partial_axes(&in->sh) || in->type.dtype == DT_BOOL)
+    if (in->op != OP_CONCAT || in->nargs < 2 || partial_axes(&in->sh))
         return 0;
     int dim = (int)src->ints[in->attrs], axes[MAX_AXES], na = sharding_dim_axes(&in->sh, dim, axes);
     int64_t lo, hi, k = 1;
@@ -776,8 +911,9 @@ static int slices_of(const Part *p, const Inst *in, int *x) {
         k *= p->m->axis_size[axes[i]];
     int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
     uint8_t *local = arena_alloc(p->m->arena, (size_t)k);
-    return slice_runs(src, in, *x, dim, k, ceil_div(src->insts[*x].type.dims[dim], k), ceil_div(in->type.dims[dim], k),
-                      NULL, from, local) >= 0;
+    return slice_runs(in->type.dims[dim], concat_segments(p, in, *x, dim), k,
+                      ceil_div(src->insts[*x].type.dims[dim], k), ceil_div(in->type.dims[dim], k), NULL, from,
+                      local) >= 0;
 }
 
 /* Is the concat of slices x rotated: each slice starting where the one
@@ -797,51 +933,72 @@ static int rotation_start(const Fn *src, const Inst *in, int x, int dim, int64_t
     return in->type.dims[dim] == n && next == *start;
 }
 
-/* A concat of slices of one value along a split dim (slices_of): a
- * rotation on even blocks is a roll; otherwise each device keeps the rows
- * of its own block it holds and receives only the runs of rows from
- * other blocks (as for a slice), never the whole operand. */
-static int lower_slices_concat(Part *p, const Inst *in, Piece *out) {
-    const Fn *src = p->src;
-    int x, dim = (int)src->ints[in->attrs];
-    if (!slices_of(p, in, &x))
-        return 0;
-    int64_t start, n = src->insts[x].type.dims[dim], m = in->type.dims[dim], at = 0;
-    Segment *seg = arena_alloc(p->m->arena, sizeof(Segment) * (size_t)in->nargs);
-    for (int i = 0; i < in->nargs; i++) {       /* the report's rows: piece i is x's [lo, hi) */
-        int64_t lo = 0, hi = 0;
-        piece_rows(src, in, i, x, dim, &lo, &hi);
-        seg[i] = (Segment){0, at, hi - lo, lo};
-        at += hi - lo;
-    }
-    if (rotation_start(src, in, x, dim, n, &start) && dim_is_even(p->m, &in->type, &in->sh, dim)) {
-        *out = roll_as(p, x, dim, (n - start) % n, &in->sh, &in->type, OP_CONCAT, seg, in->nargs);
-        return 1;
-    }
-    int axes[MAX_AXES], na = sharding_dim_axes(&in->sh, dim, axes);
-    int64_t k = 1;
+/* Src value x's rows placed along a split dim as the segments say (a
+ * result of `type`, split as sh): each device keeps the rows of its own
+ * block it holds and receives only the runs of rows from other blocks (as
+ * for a slice), never the whole operand.  0 when a block would hold two
+ * runs of its own rows. */
+static int runs_as(Part *p, int x, int dim, const Segment *seg, int nseg, const Sharding *sh, const Shape *type, int op,
+                   Piece *out) {
+    int axes[MAX_AXES], na = sharding_dim_axes(sh, dim, axes);
+    int64_t k = 1, n = p->src->insts[x].type.dims[dim], m = type->dims[dim];
     for (int i = 0; i < na; i++)
         k *= p->m->axis_size[axes[i]];
-    Piece xp = reshard(p, p->value[x], &in->sh);
-    int first = p->dst->ninsts;
     int64_t b = ceil_div(n, k), c = ceil_div(m, k);
     int64_t *from = arena_alloc(p->m->arena, sizeof(int64_t) * (size_t)k);
     uint8_t *local = arena_alloc(p->m->arena, (size_t)k);
-    int64_t nt = slice_runs(src, in, x, dim, k, b, c, NULL, from, local);
+    int64_t nt = slice_runs(m, seg, k, b, c, NULL, from, local);
+    if (nt < 0)
+        return 0;
     Transfer *t = arena_alloc(p->m->arena, sizeof(Transfer) * (size_t)(nt + 1));
     memset(local, 0, (size_t)k);
-    slice_runs(src, in, x, dim, k, b, c, t, from, local);
-    int any_local = 0;
+    slice_runs(m, seg, k, b, c, t, from, local);
+    Piece xp = reshard(p, p->value[x], sh);
+    int first = p->dst->ninsts, any_local = 0;
     for (int64_t j = 0; j < k; j++)
         any_local |= local[j];
     Devices dv = {p, axes, na, k, -1};
     int acc = any_local ? rows_at(&dv, xp.v, dim, from, local, c) : -1;
     acc = permute_transfers(&dv, xp.v, dim, t, nt, acc, b, c);
-    Exchange ex = {k, m, c, &b, seg, in->nargs, 0};
-    note_exchange(p, first, xp.v, OP_CONCAT, dim, &ex);
-    p->dst->insts[acc].sh = in->sh;
-    *out = (Piece){acc, in->sh, in->type, p->place};
+    Exchange ex = {k, m, c, &b, seg, nseg, 0};
+    note_exchange(p, first, xp.v, op, dim, &ex);
+    p->dst->insts[acc].sh = *sh;
+    *out = (Piece){acc, *sh, *type, p->place};
     return 1;
+}
+
+/* roll along a split dim: on even blocks two static slices and permutes
+ * (roll_as); on padded ones the runs of rows of its two pieces, x's last
+ * `shift` rows then its first, as for a rotation written as a concat of
+ * slices. */
+int lower_split_roll(Part *p, const Inst *in, Piece *out) {
+    int64_t shift = p->src->ints[in->attrs], dim = p->src->ints[in->attrs + 1], n = in->type.dims[dim];
+    int axes[MAX_AXES], x = ir_arg(p->src, in, 0);
+    if (!sharding_dim_axes(&in->sh, (int)dim, axes) || n == 0)
+        return 0;
+    if (dim_is_even(p->m, &in->type, &in->sh, (int)dim)) {
+        *out = roll_as(p, x, (int)dim, shift, &in->sh, &in->type, OP_ROLL, NULL, 0);
+        return 1;
+    }
+    Segment wrap[2] = {{0, 0, shift, n - shift}, {0, shift, n - shift, 0}};
+    return runs_as(p, x, (int)dim, shift ? wrap : wrap + 1, shift ? 2 : 1, &in->sh, &in->type, OP_ROLL, out);
+}
+
+/* A concat of slices of one value along a split dim (slices_of): a
+ * rotation on even blocks is a roll, any other the runs of rows that
+ * move (runs_as). */
+static int lower_slices_concat(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    int x, dim = (int)src->ints[in->attrs];
+    if (!slices_of(p, in, &x))
+        return 0;
+    int64_t start, n = src->insts[x].type.dims[dim];
+    Segment *seg = concat_segments(p, in, x, dim);
+    if (rotation_start(src, in, x, dim, n, &start) && dim_is_even(p->m, &in->type, &in->sh, dim)) {
+        *out = roll_as(p, x, dim, (n - start) % n, &in->sh, &in->type, OP_CONCAT, seg, in->nargs);
+        return 1;
+    }
+    return runs_as(p, x, dim, seg, in->nargs, &in->sh, &in->type, OP_CONCAT, out);
 }
 
 /* One run of rows that moves for a concat along a split dim: rows
@@ -1125,6 +1282,72 @@ int lower_split_reshape(Part *p, const Inst *in, Piece *out) {
         ex.row_bytes = pre * dtype_size(ys->dtype);
         note_move(p, first, xp.v, OP_RESHAPE, exchange_min_bytes(p, &ex));
     }
+    p->dst->insts[v].sh = in->sh;
+    *out = (Piece){v, in->sh, in->type, p->place};
+    return 1;
+}
+
+/* ---- dynamic-update-slice along split dims ---- */
+
+/* The dims sh splits that a write of update extents u into a value of
+ * `type` may start anywhere in (u < extent), as a mask. */
+static uint32_t moving_write_dims(const Sharding *sh, const Shape *type, const Shape *u) {
+    uint32_t dims = 0;
+    int axes[MAX_AXES];
+    for (int d = 0; d < type->rank; d++)
+        if (sharding_dim_axes(sh, d, axes) && u->dims[d] < type->dims[d])
+            dims |= 1u << d;
+    return dims;
+}
+
+/* The start of a write of u rows into dim d of the device's block (b
+ * rows, padded by u on both sides): JAX's clamp into 0 .. n - u, less the
+ * block's first row, plus the padding. */
+static int block_start(Part *p, int start, const int *axes, int n, int64_t rows, int64_t u, int64_t b) {
+    int at = emit_local(p, OP_MAX, (int32_t[]){start, i32_constant(p, 0)}, 2, NULL, 0, NULL);
+    at = emit_local(p, OP_MIN, (int32_t[]){at, i32_constant(p, rows - u)}, 2, NULL, 0, NULL);
+    int first = emit_local(p, OP_MUL, (int32_t[]){linear_index(p, axes, n), i32_constant(p, b)}, 2, NULL, 0, NULL);
+    at = emit_local(p, OP_SUB, (int32_t[]){at, first}, 2, NULL, 0, NULL);
+    return emit_local(p, OP_ADD, (int32_t[]){at, i32_constant(p, u)}, 2, NULL, 0, NULL);
+}
+
+/* A dynamic-update-slice whose write may start anywhere along a split dim
+ * (the update shorter than the dim): the update is held whole along such
+ * dims (from its owners, by the reshard planner), and each device writes
+ * the rows of it that fall in its block, in place, as GSPMD does.  The
+ * block is padded by the update's extent on both sides of each such dim,
+ * so a write that misses the block lands, clamped, in the padding, which
+ * is sliced off after; the update keeps the operand's split on the dims
+ * it covers whole. */
+int lower_split_update_slice(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    int rank = in->type.rank, u = ir_arg(src, in, 1);
+    const Shape *us = &src->insts[u].type;
+    uint32_t moving = partial_axes(&in->sh) ? 0 : moving_write_dims(&in->sh, &in->type, us);
+    if (!moving)
+        return 0;
+    Sharding whole = in->sh;
+    for (int a = 0; a < MAX_AXES; a++)
+        if (whole.dim[a] >= 0 && moving & (1u << whole.dim[a]))
+            whole.dim[a] = SH_REPLICATED;
+    int v = reshard(p, p->value[ir_arg(src, in, 0)], &in->sh).v;
+    int32_t args[2 + MAX_RANK];
+    args[1] = reshard(p, p->value[u], &whole).v;
+    int64_t bounds[2 * MAX_RANK];
+    for (int d = 0; d < rank; d++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(&in->sh, d, axes);
+        int64_t b = p->dst->insts[v].type.dims[d], ud = us->dims[d];
+        args[2 + d] = p->value[ir_arg(src, in, 2 + d)].v;
+        bounds[d] = 0, bounds[rank + d] = b;
+        if (!(moving & (1u << d)))
+            continue;
+        v = pad_zeros(p, v, d, ud, ud);
+        args[2 + d] = block_start(p, args[2 + d], axes, n, in->type.dims[d], ud, b);
+        bounds[d] = ud, bounds[rank + d] = ud + b;
+    }
+    args[0] = v;
+    v = emit_local(p, OP_DYNAMIC_UPDATE_SLICE, args, 2 + rank, NULL, 0, NULL);
+    v = slice_unless_whole(p, v, bounds);
     p->dst->insts[v].sh = in->sh;
     *out = (Piece){v, in->sh, in->type, p->place};
     return 1;

@@ -114,6 +114,7 @@ int64_t *permute_attrs(Part *p, const int *axes, int n, int64_t npairs);
 int try_emit_local(Part *p, Op op, const int32_t *args, int nargs, const int64_t *attrs, int nattrs,
                    const Shape *type);
 Piece reshard(Part *p, Piece x, const Sharding *to);
+int reshard_done(const Part *p, const Piece *x, const Sharding *to);
 /* Do a and b split each of the first `rank` dims by the same axes, in order? */
 int same_split(const Sharding *a, const Sharding *b, int rank);
 /* Forget the reshards done after the first n, whose instructions a
@@ -222,6 +223,9 @@ const char *gather_choice_note(Arena *arena, const GatherChoice *c);
 
 /* halo.c: each returns 0 when its exchange does not apply. */
 int lower_split_roll(Part *p, const Inst *in, Piece *out);
+int halo_reshard_dim(const Piece *x, const Sharding *to);
+void halo_reshard(Part *p, Piece *x, const Sharding *to, int dim, int gather);
+int lower_split_update_slice(Part *p, const Inst *in, Piece *out);
 int lower_split_slice(Part *p, const Inst *in, Piece *out);
 int lower_split_concat(Part *p, const Inst *in, Piece *out);
 int lower_split_cumsum(Part *p, const Inst *in, Piece *out);

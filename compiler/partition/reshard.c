@@ -513,6 +513,11 @@ static const Reshard *find_reshard(const Part *p, const Piece *x, const Sharding
     return NULL;
 }
 
+/* Is x's reshard to `to` done already where p->place runs (free to reuse)? */
+int reshard_done(const Part *p, const Piece *x, const Sharding *to) {
+    return find_reshard(p, x, to) != NULL;
+}
+
 static void remember_reshard(Part *p, const Piece *from, const Sharding *to, const Piece *out, int warned) {
     ReshardCache *c = &p->reshards;
     if (from->v >= c->nlast) {
@@ -686,17 +691,86 @@ static void permute_to(Part *p, Piece *x, const Sharding *to) {
                  &sh);
 }
 
+/* ---- broadcast from the owners ---- */
+
+/* x whole on every device by one all-reduce: each device places its block
+ * at its rows of every split dim, zeros elsewhere (its padding falls past
+ * the end), and the sum over the split axes puts every block in place.
+ * It sends 2 (k - 1) / k of the whole value, less than gathering padded
+ * blocks that are mostly padding (one row over many devices): GSPMD's
+ * broadcast from the owner.  A -0.0 comes back as 0.0, as there. */
+static void sum_to_whole(Part *p, Piece *x) {
+    int64_t attrs[1 + MAX_AXES] = {RED_SUM};
+    int nattrs = 1;
+    for (int d = 0; d < x->global.rank; d++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(&x->sh, d, axes);
+        if (!n)
+            continue;
+        Shape local = p->dst->insts[x->v].type;
+        int64_t k = axes_product(p->m, axes, n), b = local.dims[d], rows = x->global.dims[d];
+        int v = pad_zeros(p, x->v, d, (k - 1) * b, rows > b ? rows - b : 0);
+        int at = emit_local(p, OP_MUL, (int32_t[]){linear_index(p, axes, n), i32_constant(p, -b)}, 2, NULL, 0, NULL);
+        int32_t args[1 + MAX_RANK] = {v};
+        for (int i = 0; i < local.rank; i++)      /* block j at rows j b: from row (k - 1 - j) b */
+            args[1 + i] = i == d ? emit_local(p, OP_ADD, (int32_t[]){at, i32_constant(p, (k - 1) * b)}, 2, NULL, 0,
+                                              NULL)
+                                 : i32_constant(p, 0);
+        local.dims[d] = rows;
+        x->v = emit_local(p, OP_DYNAMIC_SLICE, args, 1 + local.rank, NULL, 0, &local);
+        for (int i = 0; i < n; i++)
+            attrs[nattrs++] = axes[i];
+    }
+    Sharding rep = sharding_replicated();
+    set_sharding(p, x, emit_local(p, OP_ALL_REDUCE, (int32_t[]){x->v}, 1, attrs, nattrs, NULL), &rep);
+}
+
+/* The axes the target splits no dim by gathered first, each dim from its
+ * first such axis on: the axes left may then move by an all-to-all into
+ * the dims those held, as GSPMD gathers the axes it replicates first
+ * (the recipe moves axes first, and gathers those that cannot move). */
+static void drop_first(Part *p, Piece *x, const Sharding *to, Piece *whole) {
+    int was_split = !sharding_is_replicated(&x->sh);
+    for (int d = 0; d < x->global.rank; d++) {
+        int have[MAX_AXES], nh = sharding_dim_axes(&x->sh, d, have), keep = 0;
+        while (keep < nh && to->dim[have[keep]] >= 0)
+            keep++;
+        gather_dim(p, x, d, keep);
+    }
+    Piece gathered = *x;
+    recipe(p, x, to, whole, 0);
+    if (was_split && sharding_is_replicated(&gathered.sh) && !sharding_is_replicated(to))
+        *whole = gathered;       /* gathered whole, then sliced */
+}
+
+/* Does the target split no dim by some axis x splits one by, and a dim by
+ * another (else gathering first is the recipe)? */
+static int drops_axes(const Piece *x, const Sharding *to) {
+    int drops = 0, keeps = 0;
+    for (int a = 0; a < MAX_AXES; a++) {
+        drops |= x->sh.dim[a] >= 0 && to->dim[a] < 0;
+        keeps |= x->sh.dim[a] >= 0 && to->dim[a] >= 0;
+    }
+    return drops && keeps;
+}
+
 /* ---- the planner ---- */
 
 /* The ways a reshard is tried (docs/partitioning.md, "The reshard
  * planner"): the fixed recipe; the recipe regathering uneven dims axes
  * leave (when the value splits one); the recipe to a relabeling of the
- * target, then a collective-permute; every axis gathered, then sliced.
- * Each is
+ * target, then a collective-permute; every axis gathered, then sliced;
+ * the whole value summed from the blocks' owners (sum_to_whole, when a
+ * dim is uneven), then sliced; the axes the target drops gathered first
+ * (drop_first), then the recipe; when one dim's axes grow or shrink at
+ * the end, the rows that cross its new block boundaries moved
+ * (halo_reshard, halo.c), or, when it loses axes, moved to shares of the
+ * new blocks that an all-gather then assembles.  Each is
  * emitted, weighed by the bytes its collectives send per device (then
  * their number) and taken back; the cheapest, the first of equals, is
  * emitted again.  A few tries per reshard, each linear in the rank. */
-typedef enum { PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, NPLANS } PlanKind;
+typedef enum {
+    PLAN_RECIPE, PLAN_REGATHER, PLAN_PERMUTE, PLAN_WHOLE, PLAN_SUM, PLAN_DROP, PLAN_HALO, PLAN_HALO_GATHER, NPLANS
+} PlanKind;
 typedef struct {
     int ok;
     Sharding mid;                /* PLAN_PERMUTE: the relabeling of the target reached first */
@@ -705,6 +779,7 @@ typedef struct {
 } Candidate;
 
 static void run_plan(Part *p, PlanKind kind, const Candidate *c, Piece *x, const Sharding *to, Piece *whole) {
+    whole->v = -1;
     switch (kind) {
     case PLAN_RECIPE: recipe(p, x, to, whole, 0); return;
     case PLAN_REGATHER: recipe(p, x, to, whole, 1); return;
@@ -721,6 +796,15 @@ static void run_plan(Part *p, PlanKind kind, const Candidate *c, Piece *x, const
         recipe(p, x, to, &(Piece){0}, 0);
         return;
     }
+    case PLAN_SUM:
+        sum_to_whole(p, x);
+        if (!sharding_is_replicated(to))
+            *whole = *x;
+        recipe(p, x, to, &(Piece){0}, 0);
+        return;
+    case PLAN_DROP: drop_first(p, x, to, whole); return;
+    case PLAN_HALO: halo_reshard(p, x, to, halo_reshard_dim(x, to), 0); return;
+    case PLAN_HALO_GATHER: halo_reshard(p, x, to, halo_reshard_dim(x, to), 1); return;
     case NPLANS: return;
     }
 }
@@ -755,6 +839,10 @@ static const char *candidates_note(Part *p, const Candidate *c, int chosen, cons
         const char *name = k == PLAN_RECIPE ? "direct"
                          : k == PLAN_REGATHER ? "regather"
                          : k == PLAN_WHOLE ? "whole"
+                         : k == PLAN_SUM ? "summed from the owners"
+                         : k == PLAN_DROP ? "dropped axes gathered first"
+                         : k == PLAN_HALO ? "rows that cross blocks moved"
+                         : k == PLAN_HALO_GATHER ? "rows that cross blocks moved, then gathered"
                          : arena_printf(arena, "via %s + collective-permute", sharding_text(p, &from->global, &c[k].mid));
         text = arena_printf(arena, "%s%s %s %lld bytes in %d collective%s%s", text, k ? ";" : "", name,
                             (long long)c[k].bytes, c[k].ncollectives, c[k].ncollectives == 1 ? "" : "s",
@@ -783,6 +871,11 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
     c[PLAN_PERMUTE].ok = !has_partial(to) && relabel_near(p->m, &x.global, &reduced, to, &c[PLAN_PERMUTE].mid);
     c[PLAN_WHOLE].ok = !sharding_is_replicated(&reduced) && !sharding_is_replicated(to);
     c[PLAN_REGATHER].ok = uneven_split(p->m, &x.global, &reduced);
+    int halo = halo_reshard_dim(&x, to), axes[MAX_AXES];
+    c[PLAN_HALO].ok = halo >= 0;
+    c[PLAN_HALO_GATHER].ok = halo >= 0 && sharding_dim_axes(&x.sh, halo, axes) > sharding_dim_axes(to, halo, axes);
+    c[PLAN_DROP].ok = !has_partial(&x.sh) && drops_axes(&x, to);
+    c[PLAN_SUM].ok = !has_partial(&x.sh) && uneven_split(p->m, &x.global, &x.sh) && x.global.dtype != DT_BOOL;
     int chosen = PLAN_RECIPE;
     for (int k = 0; k < NPLANS; k++) {
         if (!c[k].ok)

@@ -898,7 +898,9 @@ for _fn, _dt, _shape in (("uneven_move", "f32", (7, 31, 16)), ("uneven_back", "f
                          ("two_into_one", "f32", (6, 8, 10)), ("one_into_two", "f32", (8, 6, 4)),
                          ("ints", "i32", (7, 5, 3)), ("swap_order", "f32", (12, 5)), ("swap_dims", "f32", (8, 6)),
                          ("subgroup", "f32", (16, 12)), ("nest_merge", "f32", (4, 15, 15)),
-                         ("regather", "f32", (7, 6))):
+                         ("regather", "f32", (7, 6)), ("owners", "f32", (2, 5)),
+                         ("drop_first", "f32", (8, 7)), ("halo_grow", "f32", (7, 3)),
+                         ("halo_shrink", "f32", (7, 3))):
     case("reshard_moves." + _fn, _moves, _fn, reshard_of(_dt, *_shape), exact=True, codegen=VARIANT_MESHES)
 case("reshard_moves.scaled", _moves, "scaled", scaled, exact=True, codegen=VARIANT_MESHES)
 
@@ -971,6 +973,18 @@ for _fn, _shape, _bounds in (("first", (512,), [(0, 1)]), ("last", (64,), [(63, 
                              ("rows", (16, 8), [(6, 9)])):
     case("halo_slices." + _fn, _hs, _fn, sliced("f32", _shape, *_bounds), exact=True)
 case("halo_slices.cols", _hs, "cols", sliced("f32", (5, 30), (0, 5), (13, 15), scale=2), exact=True)
+case("halo_slices.elem", _hs, "elem", sliced("f32", (64, 4), (37, 38)), exact=True, codegen=VARIANT_MESHES)
+
+
+def slot_written(rng, m):
+    x, v = normal(rng, 13, 3), normal(rng, 3)
+    pos = int(rng.integers(0, 13))
+    y = x.copy()
+    y[pos] = v
+    return {"x": x, "pos": np.array(pos, dtype=np.int32), "v": v}, [(y, "f32")]
+
+
+case("halo_slices.slot", _hs, "slot", slot_written, exact=True, codegen=VARIANT_MESHES)
 
 
 # ---- rotations: concats of slices of one value (tests/interp/progs/halo_rotations.tdsl) ----
@@ -978,7 +992,8 @@ case("halo_slices.cols", _hs, "cols", sliced("f32", (5, 30), (0, 5), (13, 15), s
 def rotated(dt, shape, dim, start):
     """x rotated along dim: row i of the result is row (i + start) mod n of x."""
     def make(rng, m):
-        x = rng.integers(-1000, 1000, shape).astype(np.int32) if dt == "i32" else normal(rng, *shape)
+        x = (rng.integers(-1000, 1000, shape).astype(np.int32) if dt == "i32" else
+             rng.integers(0, 2, shape).astype(np.bool_) if dt == "bool" else normal(rng, *shape))
         return {"x": x}, [(np.roll(x, -start, axis=dim), dt)]
     return make
 
@@ -986,9 +1001,11 @@ def rotated(dt, shape, dim, start):
 _hr = prog("halo_rotations.tdsl")
 for _fn, _dt, _shape, _dim, _start in (("right", "f32", (12,), 0, 10), ("aligned", "f32", (6,), 0, 4),
                                        ("unaligned", "f32", (10,), 0, 4), ("three", "f32", (7, 3), 0, 5),
-                                       ("cols", "i32", (3, 9), 1, 7)):
+                                       ("cols", "i32", (3, 9), 1, 7), ("rolled", "f32", (9, 3), 0, 4)):
     case("halo_rotations." + _fn, _hr, _fn, rotated(_dt, _shape, _dim, _start), exact=True, codegen=VARIANT_MESHES)
 case("halo_rotations.whole", _hr, "whole", rotated("f32", (12,), 0, 5), exact=True, codegen=VARIANT_MESHES)
+# No C: the runtime's collectives take no bool values (kernels.c, sc_dtype).
+case("halo_rotations.flags", _hr, "flags", rotated("bool", (10,), 0, 3), exact=True, codegen=[])
 
 
 def rotated_shared(rng, m):
