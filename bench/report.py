@@ -405,6 +405,7 @@ COLLMM = [
     ("collective_matmul", "collective_matmul", "matmul", (("lhs", "B", "D"), ("rhs", "D", "F"))),
     ("bidirectional_matmul", "collective_matmul_bidir", "matmul_ag", (("lhs", "B", "D"), ("rhs", "D", "F"))),
     ("allreduce_matmul", "allreduce_matmul", "allreduce_matmul_twin", (("lhs", "B", "D"), ("rhs", "D", "F"))),
+    ("allreduce_matmul", "allreduce_matmul_rows", "allreduce_matmul_twin", (("lhs", "B", "D"), ("rhs", "D", "F"))),
     ("reduce_scatter_matmul", "reduce_scatter_matmul", "reduce_scatter_matmul_twin",
      (("lhs", "B", "D"), ("rhs", "D", "F"))),
     ("bidirectional_matmul", "reduce_scatter_matmul_bidir", "matmul_rs", (("lhs", "B", "D"), ("rhs", "D", "F"))),
@@ -537,8 +538,13 @@ def collmm_section(r):
             "compute saves little time, while the collective versions do more, smaller GEMMs. Their peak "
             "memory is at or below their twins': each step reads its block of the weights where it lies (a "
             "view, strided for a column block) and adds its product into the accumulator (docs/scheduling.md), "
-            "the reduce-scatter versions never hold the full partial product, and `allreduce_matmul` writes each "
-            "row tile's product and its all-reduce, in place, into the tile's rows of the result.\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
+            "the reduce-scatter versions never hold the full partial product, and `allreduce_matmul_rows` writes "
+            "each row tile's product and its all-reduce, in place, into the tile's rows of the result. "
+            "`allreduce_matmul`, which tiles columns, is the exception: its summed tiles are column blocks of the "
+            "result, held until the concatenate copies them in (an all-reduce in place into a strided block "
+            "would need the runtime's collectives to take strides), while its twin reduces its one product in "
+            "place; the row tiles that fix its memory cost time, since each of their products reads all of "
+            "`rhs`.\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
 
 
 # ---- (g) mixture of experts: the MoE samples against the auto-partitioned moe ----
@@ -958,6 +964,10 @@ def main():
                     "h: training, i: cost against depth, each its own section of the document, so `--only g` "
                     "refreshes just that)")
     args = ap.parse_args()
+    shared = set(args.only) & set("abcdef")
+    if args.doc and shared and shared != set("abcdef"):
+        ap.error("a to f share one section of the document, which --only %s would rewrite with just %s: "
+                 "run them together, or write elsewhere without --doc" % (args.only, "".join(sorted(shared))))
     build = os.path.abspath(args.build)
     doc = args.doc
     if doc and args.out and os.path.abspath(args.out) != os.path.abspath(doc):

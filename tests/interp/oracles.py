@@ -1421,6 +1421,7 @@ def collective_mlp(rng, m):
 
 
 for name, fns, halves, tiles in [("allreduce_matmul", ["allreduce_matmul", "allreduce_matmul_twin"], 1, 4),
+                                 ("allreduce_matmul", ["allreduce_matmul_rows", "allreduce_matmul_twin"], 1, 4),
                                  ("reduce_scatter_matmul", ["reduce_scatter_matmul", "reduce_scatter_matmul_twin"], 1, 1),
                                  ("bidirectional_matmul", ["collective_matmul_bidir", "matmul_ag"], 2, 1),
                                  ("bidirectional_matmul", ["reduce_scatter_matmul_bidir", "matmul_rs"], 2, 1)]:
