@@ -25,15 +25,15 @@
 extern "C" {
 #endif
 
-/* The runtime's dtypes plus bool, which collectives never carry. */
+/* The runtime's dtypes. */
 typedef enum {
     SK_F32 = SC_F32,
     SK_F64 = SC_F64,
     SK_BF16 = SC_BF16,
     SK_F16 = SC_F16,
     SK_I32 = SC_I32,
-    SK_BOOL = SC_DTYPE_COUNT,
-    SK_DTYPE_COUNT
+    SK_BOOL = SC_BOOL,
+    SK_DTYPE_COUNT = SC_DTYPE_COUNT
 } sk_dtype;
 
 size_t sk_dtype_size(sk_dtype t);

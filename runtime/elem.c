@@ -9,12 +9,11 @@
 #include <emmintrin.h>
 #endif
 
-/* compiler/ir/dtypes.def lists the runtime's dtypes first, in sc_dtype's
- * order, then bool, which the runtime does not move. */
+/* compiler/ir/dtypes.def lists the runtime's dtypes in sc_dtype's order. */
 static const struct {
     const char *name;
     size_t bytes;
-} dtypes[SC_DTYPE_COUNT + 1] = {
+} dtypes[SC_DTYPE_COUNT] = {
 #define DTYPE(ID, name, bytes, ctype, npy, is_float) {name, bytes},
 #include "../compiler/ir/dtypes.def"
 #undef DTYPE
@@ -330,8 +329,25 @@ static void reduce_i32(sc_reduce op, const void *const *srcs, int k, int64_t off
     }
 }
 
+/* Or (sum, max) or and (min) of bools, any nonzero byte true. */
+static void reduce_bool(sc_reduce op, const void *const *srcs, int k, int64_t off, uint8_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        int any = 0, all = 1;
+        for (int j = 0; j < k; j++) {
+            int z = ((const uint8_t *)srcs[j])[off + i] != 0;
+            any |= z;
+            all &= z;
+        }
+        dst[i] = (uint8_t)(op == SC_MIN ? all : any);
+    }
+}
+
 void rt_reduce(sc_dtype t, sc_reduce op, const void *const *srcs, int k, int64_t off, void *dst,
                int64_t n) {
+    if (t == SC_BOOL) {
+        reduce_bool(op, srcs, k, off, dst, n);
+        return;
+    }
     if (t == SC_I32) {
         reduce_i32(op, srcs, k, off, dst, n);
         return;

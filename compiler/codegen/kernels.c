@@ -172,16 +172,12 @@ static void emit_epilogue(Gen *g, int v, const char *r) {
     emit_dot_call(g, &fn->insts[dot], bias >= 0 ? g->name[bias] : NULL, act, accumulated_operand(fn, v) >= 0, r);
 }
 
-static const char *sc_dtype(Gen *g, int dt) {
+static const char *sc_dtype(int dt) {
     static const char *const names[] = {
 #define DTYPE(ID, name, bytes, ctype, npy, is_float) [DT_##ID] = "SC_" #ID,
 #include "../ir/dtypes.def"
 #undef DTYPE
     };
-    if (dt >= DT_BOOL) {                 /* the runtime's dtypes end before bool */
-        g->err = "a collective of bool values";
-        return "SC_F32";
-    }
     return names[dt];
 }
 
@@ -199,7 +195,7 @@ static void collective_head(Gen *g, const Inst *in, const char *r) {
     FILE *o = g->out;
     int naxes;
     const int64_t *axes = inst_axes(g->fn, in, &naxes);
-    const char *t = sc_dtype(g, g->fn->insts[ir_arg(g->fn, in, 0)].type.dtype);
+    const char *t = sc_dtype(g->fn->insts[ir_arg(g->fn, in, 0)].type.dtype);
     if (in->flags & INST_ASYNC) {    /* a guarded one's handle is declared before its guard */
         fprintf(o, "    int64_t %st = sk_trace_begin();\n", r);
         fprintf(o, in->place ? "    %sh = sc_start_" : "    sc_handle *%sh = sc_start_", r);

@@ -1004,8 +1004,7 @@ for _fn, _dt, _shape, _dim, _start in (("right", "f32", (12,), 0, 10), ("aligned
                                        ("cols", "i32", (3, 9), 1, 7), ("rolled", "f32", (9, 3), 0, 4)):
     case("halo_rotations." + _fn, _hr, _fn, rotated(_dt, _shape, _dim, _start), exact=True, codegen=VARIANT_MESHES)
 case("halo_rotations.whole", _hr, "whole", rotated("f32", (12,), 0, 5), exact=True, codegen=VARIANT_MESHES)
-# No C: the runtime's collectives take no bool values (kernels.c, sc_dtype).
-case("halo_rotations.flags", _hr, "flags", rotated("bool", (10,), 0, 3), exact=True, codegen=[])
+case("halo_rotations.flags", _hr, "flags", rotated("bool", (10,), 0, 3), exact=True, codegen=VARIANT_MESHES)
 
 
 def rotated_shared(rng, m):

@@ -48,6 +48,7 @@ TAP_UNUSED static double get(sc_dtype t, const void *p, int64_t i) {
     case SC_F64: return ((const double *)p)[i];
     case SC_BF16: return sc_bf16_to_float(((const uint16_t *)p)[i]);
     case SC_F16: return sc_f16_to_float(((const uint16_t *)p)[i]);
+    case SC_BOOL: return ((const uint8_t *)p)[i];
     default: return ((const int32_t *)p)[i];
     }
 }
@@ -59,6 +60,7 @@ TAP_UNUSED static void put(sc_dtype t, void *p, int64_t i, double x) {
     case SC_F64: ((double *)p)[i] = x; break;
     case SC_BF16: ((uint16_t *)p)[i] = sc_bf16_from_float((float)x); break;
     case SC_F16: ((uint16_t *)p)[i] = sc_f16_from_float((float)x); break;
+    case SC_BOOL: ((uint8_t *)p)[i] = x != 0; break;
     default: ((int32_t *)p)[i] = (int32_t)x; break;
     }
 }

@@ -34,6 +34,15 @@ static double ref_add(double acc, double x) { return isnan(x) ? x + x : acc + x;
 /* Element i of the reduction of k sources of dtype t (floats: widened to
  * double, summed from +0 in member order, rounded once). */
 static void ref_reduce(sc_dtype t, sc_reduce op, const void *const *src, int k, int64_t i, void *dst, int64_t at) {
+    if (t == SC_BOOL) {                  /* or; and for min */
+        int any = 0, all = 1;
+        for (int j = 0; j < k; j++) {
+            any |= ((const uint8_t *)src[j])[i] != 0;
+            all &= ((const uint8_t *)src[j])[i] != 0;
+        }
+        ((uint8_t *)dst)[at] = (uint8_t)(op == SC_MIN ? all : any);
+        return;
+    }
     if (t == SC_I32) {
         uint32_t sum = 0;
         int32_t m = ((const int32_t *)src[0])[i];
@@ -91,6 +100,10 @@ static void gen_value(sc_dtype t, void *p, int64_t at, uint64_t seed, int64_t i)
     }
     if (t == SC_I32) {
         ((int32_t *)p)[at] = (int32_t)(uint32_t)(r >> 16);
+        return;
+    }
+    if (t == SC_BOOL) {                  /* mostly false, so that and and or both vary */
+        ((uint8_t *)p)[at] = (r >> 16) % 5 == 0;
         return;
     }
     if (r % 97 == 9) {                    /* a NaN with a payload */

@@ -81,6 +81,8 @@ static int ref_group(const sc_mesh *m, sc_axes a, int dev, int *members, int *ra
  * floats include a NaN on device 1 and values whose bf16/f16 sums round. */
 static double value(sc_dtype t, int dev, int64_t i) {
     double small = (double)((dev * 7 + i * 3) % 17 - 8);
+    if (t == SC_BOOL)
+        return (dev + i) % 3 == 0;
     if (t == SC_I32)
         return i % 5 == 0 ? small + (dev % 2 ? 0x7ffffff0 : -0x7ffffff0) : small;
     if (i == 5 && dev == 1)
@@ -91,6 +93,14 @@ static double value(sc_dtype t, int dev, int64_t i) {
 }
 
 static double ref_reduce(sc_dtype t, sc_reduce op, const int *mem, int k, int64_t i) {
+    if (t == SC_BOOL) {                  /* or; and for min */
+        int any = 0, all = 1;
+        for (int j = 0; j < k; j++) {
+            any |= value(t, mem[j], i) != 0;
+            all &= value(t, mem[j], i) != 0;
+        }
+        return op == SC_MIN ? all : any;
+    }
     if (t == SC_I32) {
         uint32_t sum = 0;
         int32_t m = (int32_t)value(t, mem[0], i);
