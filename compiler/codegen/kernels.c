@@ -510,8 +510,12 @@ static void emit_dynamic_update_slice(Gen *g, const Inst *in, const char *r) {
 static void emit_concat(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
-    if (in->flags & INST_ASSEMBLED)      /* its operands are written in place */
+    if (in->flags & INST_ASSEMBLED) {    /* its operands are written in place: read nothing else */
+        for (int i = 0; i < in->nargs; i++)
+            fprintf(o, "%s(void)%s", i ? ", " : "    ", A(i));
+        fprintf(o, ", (void)%s;   /* written in place */\n", r);
         return;
+    }
     try_open(g);
     fprintf(o, "sk_concat(%s, %d, (const sc_shape[]){", sk_dtype_of[in->type.dtype], in->nargs);
     for (int i = 0; i < in->nargs; i++) {
