@@ -88,7 +88,10 @@ static int tensor_named(Ix *ix, const Expr *e) {
     Binding *b = e->kind == E_NAME ? lookup(ix->s, e->sym) : NULL;
     if (e->kind == E_NAME && !b)        /* `logit[b, c]` for logits: say so, not that it is no tensor */
         unbound_name(ix, e);
-    if (!b || b->kind != B_VALUE || b->val.kind != VAL_TENSOR)
+    if (b && (b->kind != B_VALUE || b->val.kind != VAL_TENSOR))
+        sema_error(ix->s, e->loc, "'%s' is not a tensor; only a named tensor can be indexed in an index statement",
+                   sym(ix->s, e->sym));
+    if (!b)
         sema_error(ix->s, e->loc, "only a named tensor can be indexed in an index statement");
     return b->val.v;
 }

@@ -100,7 +100,8 @@ _Noreturn void sema_error(Sema *s, Loc loc, const char *fmt, ...) __attribute__(
  * compiler/base/suggest.h's rule, as the CLI suggests.  The candidates are
  * names given one by one and the names in scope of some kinds (a mask of
  * NEAR_ bits); the first of equally near ones wins, names in scope in
- * symbol order (the order they first occur in the file, then builtins). */
+ * symbol order (the order they first occur in the file, then the builtins
+ * it does not mention). */
 enum {
     NEAR_VALUES = 1 << B_VALUE,      /* parameters, locals, loop variables, constants */
     NEAR_AXES = 1 << B_AXIS,
