@@ -29,7 +29,7 @@ void check_axis_declared_later(Sema *s, int symbol, Loc loc) {
 
 void near_add(Suggest *sg, const char *name) {
     /* Programs are full of one-letter names (x, y, i, X), each one edit
-     * from every other: a one-letter name is only the same letter in the
+     * from every other: of those, a one-letter name gets only itself in the
      * other case, or `return x + y` would ask "did you mean 'x'?". */
     const unsigned char *w = (const unsigned char *)sg->word, *n = (const unsigned char *)name;
     if (w[0] && !w[1] && n[0] && !n[1] && tolower(w[0]) != tolower(n[0]))
