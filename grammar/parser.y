@@ -176,7 +176,7 @@ static PtrVec one(ParseCtx *ctx, void *p) {
 %type <vec> exprs opt_exprs subscripts names bindings params results types dims opt_dims
 %type <vec> stmts indices
 %type <stmt> stmt
-%type <type> type
+%type <type> type sig_type
 %type <dim> dim
 %type <axes> axes
 %type <index> index
@@ -239,12 +239,12 @@ fn:
 
 params:
     %empty                          { $$ = (PtrVec){0}; }
-  | name ':' type                   {
+  | name ':' sig_type               {
         AstParam *p = node(ctx, sizeof *p);
         *p = (AstParam){$1->sym, $3, $1->loc};
         $$ = one(ctx, p);
     }
-  | params ',' name ':' type        {
+  | params ',' name ':' sig_type    {
         AstParam *p = node(ctx, sizeof *p);
         *p = (AstParam){$3->sym, $5, $3->loc};
         ptrvec_push(ctx->arena, &$1, p);
@@ -258,8 +258,21 @@ results:
   ;
 
 types:
-    type                            { $$ = one(ctx, $1); }
-  | types ',' type                  { ptrvec_push(ctx->arena, &$1, $3); $$ = $1; }
+    sig_type                        { $$ = one(ctx, $1); }
+  | types ',' sig_type              { ptrvec_push(ctx->arena, &$1, $3); $$ = $1; }
+  ;
+
+/* A parameter's or a result's type.  Only a type can stand here, so a name
+ * is a dtype misspelled (f23) or one that does not exist (i64): say which
+ * dtypes do, where bison would say only "expecting dtype". */
+sig_type:
+    type
+  | name                            {
+        char hint[160];
+        const char *word = sym_name(ctx->syms, $1->sym);
+        parse_error(ctx, $1->loc, "unknown dtype '%s'%s", word, dtype_hint(word, hint, sizeof hint));
+        YYABORT;
+    }
   ;
 
 type:

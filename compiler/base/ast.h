@@ -20,6 +20,10 @@ typedef enum {
 } Dtype;
 /* Names by dtype, and "tuple" after them (compiler/ir/ir.c). */
 extern const char *const dtype_name[];
+/* The end of the message for an unknown dtype `word`: ": dtypes are f32,
+ * f64, ...", then "; did you mean 'f32'?" when one is near.  The parser
+ * (a parameter's type) and sema (zeros(T)) both say it. */
+const char *dtype_hint(const char *word, char *buf, size_t cap);
 
 /* `@X`, `@(X, Y)`, `@?`, or nothing. */
 typedef enum { AXES_NONE, AXES_LIST, AXES_OPEN } AxesKind;

@@ -1,6 +1,7 @@
 /* Pictures of shardings for people: a table of blocks and the devices that
  * hold them, and a Graphviz graph of a function's dataflow. */
 #include "show.h"
+#include "../base/suggest.h"
 
 #include <string.h>
 
@@ -49,8 +50,13 @@ int show_value(const Module *m, int f, const char *value, FILE *out) {
     const char **names = ir_value_names(m, fn, &arena);
     int v = find_value(fn, names, value);
     if (v < 0) {
-        fprintf(stderr, "shardc: error: '%s' has no value named '%s' (names are as `shardc dump` prints them)\n",
-                sym_name(m->syms, fn->sym), value);
+        char hint[SUGGEST_MAX_LEN + 32];
+        Suggest sg = suggest_begin(value);
+        for (int k = 0; k < fn->ninsts; k++)
+            if (fn->insts[k].op != OP_RETURN)
+                suggest_add(&sg, names[k], -1);
+        fprintf(stderr, "shardc: error: '%s' has no value named '%s' (names are as `shardc dump` prints them)%s\n",
+                sym_name(m->syms, fn->sym), value, suggest_text(&sg, hint, sizeof hint));
         arena_free(&arena);
         return 2;
     }

@@ -1,4 +1,5 @@
 #include "ir.h"
+#include "../base/suggest.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,19 @@ const char *const dtype_name[DT_COUNT + 1] = {
 #undef DTYPE
     [DT_TUPLE] = "tuple",
 };
+
+const char *dtype_hint(const char *word, char *buf, size_t cap) {
+    Suggest sg = suggest_begin(word);
+    size_t n = (size_t)snprintf(buf, cap, ": dtypes are");
+    for (int i = 0; i < DT_COUNT && n < cap; i++) {
+        n += (size_t)snprintf(buf + n, cap - n, "%s %s", i ? "," : "", dtype_name[i]);
+        if (word[0] == dtype_name[i][0])     /* the first letter is the kind: i64 is no misspelled f64 */
+            suggest_add(&sg, dtype_name[i], -1);
+    }
+    if (n < cap)
+        suggest_text(&sg, buf + n, cap - n);
+    return buf;
+}
 
 int dtype_size(int dt) {
     static const int size[DT_COUNT + 1] = {

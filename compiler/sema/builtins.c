@@ -50,8 +50,20 @@ void builtins_init(Sema *s) {
             s->builtin[ids[i]] = &builtins[i];
 }
 
+static const char *const reductions[] = {"sum", "max", "min", "mean"};
+
 int is_reduction_name(const char *name) {
-    return strcmp(name, "sum") == 0 || strcmp(name, "mean") == 0 || strcmp(name, "max") == 0 || strcmp(name, "min") == 0;
+    for (size_t i = 0; i < sizeof reductions / sizeof reductions[0]; i++)
+        if (strcmp(name, reductions[i]) == 0)
+            return 1;
+    return 0;
+}
+
+_Noreturn void not_a_reduction(Sema *s, const Expr *e) {
+    Suggest sg = suggest_begin(sym(s, e->sym));
+    for (size_t i = 0; i < sizeof reductions / sizeof reductions[0]; i++)
+        near_add(&sg, reductions[i]);
+    sema_error(s, e->loc, "'%s' is not a reduction; use sum, max, min or mean%s", sym(s, e->sym), near_text(s, &sg));
 }
 
 static const Expr *arg(const Expr *e, int i) { return e->args.items[i]; }
@@ -81,6 +93,11 @@ static void require_spmd(Sema *s, const Expr *e) {
  * the new value, as a constrained index statement would. */
 static Val creation(Sema *s, const Expr *e, int which) {
     const Expr *t = arg(e, 0);
+    if (t->kind == E_INDEX && t->lhs->kind == E_NAME && !lookup(s, t->lhs->sym)) {   /* zeros(i64[4]) */
+        char hint[160];
+        const char *word = sym(s, t->lhs->sym);
+        sema_error(s, t->lhs->loc, "unknown dtype '%s'%s", word, dtype_hint(word, hint, sizeof hint));
+    }
     if (t->kind != E_TYPE)
         sema_error(s, t->loc, "%s needs a tensor type such as f32[8, 16] as its first argument", sym(s, e->sym));
     Shape shape;
@@ -385,6 +402,15 @@ Val fn_call(Sema *s, const Expr *e, int callee, const char *name, int flags, int
     return results[0];
 }
 
+/* What an unknown callee may have meant: a function, a builtin, or one of
+ * the transforms, which are no builtins. */
+static const char *near_callee(Sema *s, int symbol) {
+    Suggest sg = suggest_begin(sym(s, symbol));
+    near_add_scope(s, &sg, NEAR_FNS | NEAR_BUILTINS);
+    near_add_transforms(&sg);
+    return near_text(s, &sg);
+}
+
 Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
     if (e->lhs)
         return transform_call(s, e, nwanted, results);
@@ -398,14 +424,14 @@ Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
     if (!bi && strcmp(name, "checkpoint") == 0)     /* a transform: it makes a function, which must be called */
         sema_error(s, e->loc, "checkpoint(f) is a function: call it with f's arguments, checkpoint(f)(x, w)");
     if (!bi)
-        sema_error(s, e->loc, "'%s' is not a function or builtin", name);
+        sema_error(s, e->loc, "'%s' is not a function or builtin%s", name, near_callee(s, e->sym));
     int top = bi->kind == BK_SPECIAL && bi->op == SP_TOP_K;
     if (nwanted != 1 && !top)
         sema_error(s, e->loc, "%s returns one value", name);
     if (nwanted != 2 && top)
         sema_error(s, e->loc, "top_k returns two values, the values and their indices: write v, i = top_k(x, k)");
     if (e->binders.n && !is_reduction_name(name))
-        sema_error(s, e->loc, "'%s' is not a reduction; use sum, max, min or mean", name);
+        not_a_reduction(s, e);
     if (e->binders.n || bi->kind == BK_REDUCTION)
         sema_error(s, e->loc, "%s reduces over index names; use it in an index statement such as y[i] = %s[j](x[i, j])", name, name);
     if (e->args.n < bi->min_args || e->args.n > bi->max_args)

@@ -258,8 +258,8 @@ int emit_slices(Sema *s, int x, const SliceSpec *sp, Loc loc) {
 static void subscript(Sema *s, const Expr *sub, int64_t extent, int d, SliceSpec *sp) {
     if (sub->kind != E_SLICE) {
         if (sub->kind == E_NAME && !lookup(s, sub->sym))
-            sema_error(s, sub->loc, "undefined name '%s' (index names are only allowed in index statements, such as y[i] = x[i])",
-                       sym(s, sub->sym));
+            sema_error(s, sub->loc, "undefined name '%s' (index names are only allowed in index statements, such as y[i] = x[i])%s",
+                       sym(s, sub->sym), did_you_mean(s, sub->sym, NEAR_VALUES));
         Val v = eval(s, sub);
         if (v.kind != VAL_INT)
             sema_error(s, sub->loc, "an index in a value statement must be an integer (index names go in index statements: y[i] = x[i])");

@@ -21,10 +21,14 @@ static int param_named(Sema *s, int f, const Expr *name) {
         if (((const AstParam *)af->params.items[i])->sym == name->sym)
             return i;
     const char *all = "";
-    for (int i = 0; i < af->params.n; i++)
-        all = arena_printf(s->arena, "%s%s'%s'", all, i ? ", " : "", sym(s, ((const AstParam *)af->params.items[i])->sym));
-    sema_error(s, name->loc, "'%s' is not a parameter of '%s' (its parameters: %s)", sym(s, name->sym), sym(s, af->sym),
-               af->params.n ? all : "none");
+    Suggest sg = suggest_begin(sym(s, name->sym));
+    for (int i = 0; i < af->params.n; i++) {
+        const char *p = sym(s, ((const AstParam *)af->params.items[i])->sym);
+        all = arena_printf(s->arena, "%s%s'%s'", all, i ? ", " : "", p);
+        near_add(&sg, p);
+    }
+    sema_error(s, name->loc, "'%s' is not a parameter of '%s' (its parameters: %s)%s", sym(s, name->sym), sym(s, af->sym),
+               af->params.n ? all : "none", near_text(s, &sg));
 }
 
 /* A name no user fn, constant or earlier derived fn has. */
@@ -91,10 +95,16 @@ static Val checkpoint_call(Sema *s, const Expr *e, int nwanted, Val *results) {
         sema_error(s, t->loc, "checkpoint takes one function and is called with its arguments: checkpoint(f)(x, w)");
     Binding *b = lookup(s, arg(t, 0)->sym);
     if (!b || b->kind != B_FN || b->index >= s->nuser_fns)
-        sema_error(s, arg(t, 0)->loc, "'%s' is not a function; checkpoint takes an fn or spmd fn defined in the program",
-                   sym(s, arg(t, 0)->sym));
+        sema_error(s, arg(t, 0)->loc, "'%s' is not a function; checkpoint takes an fn or spmd fn defined in the program%s",
+                   sym(s, arg(t, 0)->sym), did_you_mean(s, arg(t, 0)->sym, NEAR_FNS));
     const char *name = arena_printf(s->arena, "checkpoint(%s)", sym(s, arg(t, 0)->sym));
     return fn_call(s, e, b->index, name, INST_REMAT, nwanted, results);
+}
+
+void near_add_transforms(Suggest *sg) {
+    near_add(sg, "grad");
+    near_add(sg, "value_and_grad");
+    near_add(sg, "checkpoint");
 }
 
 Val transform_call(Sema *s, const Expr *e, int nwanted, Val *results) {
@@ -105,14 +115,18 @@ Val transform_call(Sema *s, const Expr *e, int nwanted, Val *results) {
     if (strcmp(kind, "checkpoint") == 0)
         return checkpoint_call(s, e, nwanted, results);
     int value = strcmp(kind, "value_and_grad") == 0;
-    if (!value && strcmp(kind, "grad") != 0)
+    if (!value && strcmp(kind, "grad") != 0) {
+        Suggest sg = suggest_begin(kind);
+        near_add_transforms(&sg);
         sema_error(s, e->loc, "'%s(...)' is not a function; only grad(f, [params]), value_and_grad(f, [params]) "
-                   "and checkpoint(f) can be called with arguments", kind);
+                   "and checkpoint(f) can be called with arguments%s", kind, near_text(s, &sg));
+    }
     if (t->args.n != 2 || arg(t, 0)->kind != E_NAME || arg(t, 1)->kind != E_LIST)
         sema_error(s, t->loc, "%s takes a function and a list of its parameters: %s(f, [w1, w2])", kind, kind);
     Binding *b = lookup(s, arg(t, 0)->sym);
     if (!b || b->kind != B_FN || b->index >= s->nuser_fns)
-        sema_error(s, arg(t, 0)->loc, "'%s' is not a function", sym(s, arg(t, 0)->sym));
+        sema_error(s, arg(t, 0)->loc, "'%s' is not a function%s", sym(s, arg(t, 0)->sym),
+                   did_you_mean(s, arg(t, 0)->sym, NEAR_FNS));
     int f = b->index;
     const Fn *src = &s->m->fns[f];
     const char *fname = sym(s, src->sym);

@@ -77,9 +77,21 @@ static void use_extent(Ix *ix, int l, int64_t extent, Loc loc) {
                    ix->where[l].line, ix->where[l].col);
 }
 
+/* A name bound to nothing: an index name out of place, or a typo. */
+static _Noreturn void unbound_name(Ix *ix, const Expr *e) {
+    if (label_for(ix, e, 0) >= 0)
+        sema_error(ix->s, e->loc, "index '%s' can only be used as a subscript", sym(ix->s, e->sym));
+    undefined_name(ix->s, e->sym, e->loc);
+}
+
 static int tensor_named(Ix *ix, const Expr *e) {
     Binding *b = e->kind == E_NAME ? lookup(ix->s, e->sym) : NULL;
-    if (!b || b->kind != B_VALUE || b->val.kind != VAL_TENSOR)
+    if (e->kind == E_NAME && !b)        /* `logit[b, c]` for logits: say so, not that it is no tensor */
+        unbound_name(ix, e);
+    if (b && (b->kind != B_VALUE || b->val.kind != VAL_TENSOR))
+        sema_error(ix->s, e->loc, "'%s' is not a tensor; only a named tensor can be indexed in an index statement",
+                   sym(ix->s, e->sym));
+    if (!b)
         sema_error(ix->s, e->loc, "only a named tensor can be indexed in an index statement");
     return b->val.v;
 }
@@ -162,9 +174,7 @@ static uint64_t scan_node(Ix *ix, Expr *e) {
     case E_NAME:
         if (lookup(s, e->sym))      /* a value, or an axis or function for a builtin's argument */
             return e->occ = 0;
-        if (label_for(ix, e, 0) >= 0)
-            sema_error(s, e->loc, "index '%s' can only be used as a subscript", sym(s, e->sym));
-        undefined_name(s, e->sym, e->loc);
+        unbound_name(ix, e);
     case E_UNARY:
         e->occ = scan(ix, e->lhs);
         e->has_index = e->lhs->has_index;
@@ -447,7 +457,7 @@ static Term lower_call(Ix *ix, Expr *e) {
         int red = strcmp(name, "sum") == 0 || strcmp(name, "mean") == 0 ? RED_SUM
                 : strcmp(name, "max") == 0 ? RED_MAX : strcmp(name, "min") == 0 ? RED_MIN : -1;
         if (red < 0)
-            sema_error(s, e->loc, "'%s' is not a reduction; use sum, max, min or mean", name);
+            not_a_reduction(s, e);
         if (e->args.n != 1)
             sema_error(s, e->loc, "%s[...] takes one argument", name);
         Term t = lower(ix, e->args.items[0]);
@@ -643,7 +653,8 @@ static void lower_add_stmt(Ix *ix, const Stmt *st) {
     Sema *s = ix->s;
     Binding *b = lookup(s, st->sym);
     if (!b || b->kind != B_VALUE || b->val.kind != VAL_TENSOR)
-        sema_error(s, st->loc, "'+=' needs '%s' to be a tensor bound before", sym(s, st->sym));
+        sema_error(s, st->loc, "'+=' needs '%s' to be a tensor bound before%s", sym(s, st->sym),
+                   b ? "" : did_you_mean(s, st->sym, NEAR_VALUES));
     int acc = b->val.v, n = 0;
     Shape shape = s->fn->insts[acc].type;
     if (st->nindices != shape.rank)
@@ -711,8 +722,8 @@ static void lower_slot_write(Sema *s, const Stmt *st) {
     const Binding *b = lookup(s, st->sym);
     if (!b || b->kind != B_VALUE || b->val.kind != VAL_TENSOR)
         sema_error(s, st->loc, "'%s[%s] = ...' writes a slot of an existing tensor, but '%s' is not one; bind it "
-                   "first, e.g. %s = zeros(f32[...])", sym(s, st->sym), sym(s, st->indices[0].sym), sym(s, st->sym),
-                   sym(s, st->sym));
+                   "first, e.g. %s = zeros(f32[...])%s", sym(s, st->sym), sym(s, st->indices[0].sym), sym(s, st->sym),
+                   sym(s, st->sym), b ? "" : did_you_mean(s, st->sym, NEAR_VALUES));
     int x = b->val.v;
     Shape xs = s->fn->insts[x].type;
     int k = st->nindices;

@@ -4,6 +4,7 @@
 #include "sema.h"
 #include "sema_api.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,9 +27,39 @@ void check_axis_declared_later(Sema *s, int symbol, Loc loc) {
     }
 }
 
+void near_add(Suggest *sg, const char *name) {
+    /* Programs are full of one-letter names (x, y, i, X), each one edit
+     * from every other: of those, a one-letter name gets only itself in the
+     * other case, or `return x + y` would ask "did you mean 'x'?". */
+    const unsigned char *w = (const unsigned char *)sg->word, *n = (const unsigned char *)name;
+    if (w[0] && !w[1] && n[0] && !n[1] && tolower(w[0]) != tolower(n[0]))
+        return;
+    suggest_add(sg, name, -1);
+}
+
+void near_add_scope(Sema *s, Suggest *sg, unsigned kinds) {
+    for (int id = 0; id < s->nsyms; id++) {
+        const Binding *b = lookup(s, id);
+        if ((b && kinds >> b->kind & 1) || (kinds & NEAR_BUILTINS && s->builtin[id]))
+            near_add(sg, sym(s, id));
+    }
+}
+
+const char *near_text(Sema *s, const Suggest *sg) {
+    char buf[SUGGEST_MAX_LEN + 32];
+    suggest_text(sg, buf, sizeof buf);
+    return arena_strndup(s->arena, buf, strlen(buf));
+}
+
+const char *did_you_mean(Sema *s, int symbol, unsigned kinds) {
+    Suggest sg = suggest_begin(sym(s, symbol));
+    near_add_scope(s, &sg, kinds);
+    return near_text(s, &sg);
+}
+
 _Noreturn void undefined_name(Sema *s, int symbol, Loc loc) {
     check_axis_declared_later(s, symbol, loc);
-    sema_error(s, loc, "undefined name '%s'", sym(s, symbol));
+    sema_error(s, loc, "undefined name '%s'%s", sym(s, symbol), did_you_mean(s, symbol, NEAR_VALUES));
 }
 
 const char *sym(const Sema *s, int id) { return id >= 0 ? sym_name(s->syms, id) : "(constants)"; }
@@ -187,11 +218,8 @@ static void lower_submeshes(Sema *s, const AstTop *top) {
             ((const Expr *)e->args.items[0])->kind == E_SLICE)
             sema_error(s, e->loc, "a submesh is written AXIS[k]: a mesh axis and one coordinate along it");
         Binding *ax = lookup(s, e->lhs->sym);
-        if (!ax || ax->kind != B_AXIS) {
-            check_axis_declared_later(s, e->lhs->sym, e->lhs->loc);
-            sema_error(s, e->lhs->loc, "'%s' is not a mesh axis%s", sym(s, e->lhs->sym),
-                       m->naxes ? "" : ": the program declares no mesh");
-        }
+        if (!ax || ax->kind != B_AXIS)
+            not_an_axis(s, e->lhs->sym, e->lhs->loc);
         const Expr *k = e->args.items[0];
         int64_t coord = eval_const_int(s, k, "a submesh coordinate");
         int64_t n = m->axis_size[ax->index];
@@ -212,9 +240,12 @@ static void lower_on(Sema *s, const AstFn *af, Fn *fn) {
     if (!af->on)
         return;
     Binding *b = lookup(s, af->on_sym);
-    if (!b || b->kind != B_SUBMESH)
-        sema_error(s, af->on_loc, "'%s' is not a submesh; declare it with a line such as 'submesh %s = X[0]'",
-                   sym(s, af->on_sym), sym(s, af->on_sym));
+    if (!b || b->kind != B_SUBMESH) {
+        const char *hint = did_you_mean(s, af->on_sym, NEAR_SUBMESHES);
+        if (!*hint)
+            hint = arena_printf(s->arena, "; declare it with a line such as 'submesh %s = X[0]'", sym(s, af->on_sym));
+        sema_error(s, af->on_loc, "'%s' is not a submesh%s", sym(s, af->on_sym), hint);
+    }
     fn->on = b->index + 1;
 }
 

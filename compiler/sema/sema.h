@@ -7,6 +7,7 @@
 #define SHARDC_SEMA_H
 
 #include "../ir/ir.h"
+#include "../base/suggest.h"
 
 /* Limits that keep any input, however large its loops, from exhausting
  * memory or time (docs/language.md, "Limits"). */
@@ -94,6 +95,24 @@ typedef struct {
 
 /* sema.c */
 _Noreturn void sema_error(Sema *s, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* "Did you mean": for an unknown name, the nearest of the candidates by
+ * compiler/base/suggest.h's rule, as the CLI suggests.  The candidates are
+ * names given one by one and the names in scope of some kinds (a mask of
+ * NEAR_ bits); the first of equally near ones wins, names in scope in
+ * symbol order (the order they first occur in the file, then the builtins
+ * it does not mention). */
+enum {
+    NEAR_VALUES = 1 << B_VALUE,      /* parameters, locals, loop variables, constants */
+    NEAR_AXES = 1 << B_AXIS,
+    NEAR_FNS = 1 << B_FN,
+    NEAR_SUBMESHES = 1 << B_SUBMESH,
+    NEAR_BUILTINS = 1 << 5,
+};
+void near_add(Suggest *sg, const char *name);
+void near_add_scope(Sema *s, Suggest *sg, unsigned kinds);
+const char *near_text(Sema *s, const Suggest *sg);          /* "; did you mean 'X'?", or "" */
+const char *did_you_mean(Sema *s, int symbol, unsigned kinds);  /* from the names in scope */
 _Noreturn void undefined_name(Sema *s, int symbol, Loc loc);
 void check_axis_declared_later(Sema *s, int symbol, Loc loc);
 const char *sym(const Sema *s, int id);
@@ -125,6 +144,7 @@ int materialize_int(Sema *s, IntVal v, Loc loc);
 Val int_val(int64_t k);
 
 /* types.c */
+_Noreturn void not_an_axis(Sema *s, int symbol, Loc loc);     /* with the mesh's nearest axis */
 void resolve_type(Sema *s, const AstType *t, Shape *shape, Sharding *sh);
 void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *used);
 uint32_t axes_arg(Sema *s, const Expr *e, int64_t *order, int *n);
@@ -165,11 +185,13 @@ struct Builtin {
 enum { BK_UNARY, BK_BINARY, BK_CAST, BK_REDUCTION, BK_SPECIAL, BK_COLLECTIVE };
 void builtins_init(Sema *s);
 int is_reduction_name(const char *name);
+_Noreturn void not_a_reduction(Sema *s, const Expr *e);     /* called with index names, not a reduction */
 Val call_value(Sema *s, const Expr *e, int nresults_wanted, Val *results);
 
 /* grad_call.c: grad(f, [w...])(args), value_and_grad(f, [w...])(args) and
  * checkpoint(f)(args) */
 Val transform_call(Sema *s, const Expr *e, int nresults_wanted, Val *results);
+void near_add_transforms(Suggest *sg);       /* grad, value_and_grad, checkpoint: for a did-you-mean */
 Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *results);
 /* A call of fn `callee`, named `name` in diagnostics, its instruction
  * given `flags` (INST_REMAT for checkpoint). */

@@ -1,6 +1,13 @@
 /* Tensor types and shardings: `f32[B@X, D]`, `@(X, Y)`, `@?`. */
 #include "sema.h"
 
+_Noreturn void not_an_axis(Sema *s, int symbol, Loc loc) {
+    check_axis_declared_later(s, symbol, loc);
+    if (s->m->naxes == 0)
+        sema_error(s, loc, "'%s' is not a mesh axis: the program declares no mesh", sym(s, symbol));
+    sema_error(s, loc, "'%s' is not a mesh axis%s", sym(s, symbol), did_you_mean(s, symbol, NEAR_AXES));
+}
+
 /* Record axes `ax` as splitting `dim` of `sh`.  `used` collects the axes a
  * tensor's dims have taken so far: an axis splits at most one dim. */
 void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *used) {
@@ -10,12 +17,8 @@ void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *u
     }
     for (int i = 0; i < ax->n; i++) {
         Binding *b = lookup(s, ax->syms[i]);
-        if (!b || b->kind != B_AXIS) {
-            check_axis_declared_later(s, ax->syms[i], ax->locs[i]);
-            if (s->m->naxes == 0)
-                sema_error(s, ax->locs[i], "'%s' is not a mesh axis: the program declares no mesh", sym(s, ax->syms[i]));
-            sema_error(s, ax->locs[i], "'%s' is not a mesh axis", sym(s, ax->syms[i]));
-        }
+        if (!b || b->kind != B_AXIS)
+            not_an_axis(s, ax->syms[i], ax->locs[i]);
         int a = b->index;
         const Submesh *sm = fn_submesh(s, s->fn);
         if (sm && sm->axis == a)     /* the fn runs where this axis has one coordinate */
@@ -72,8 +75,8 @@ uint32_t axes_arg(Sema *s, const Expr *e, int64_t *order, int *n) {
     for (int i = 0; i < count; i++) {
         const Expr *x = items[i];
         Binding *b = x->kind == E_NAME ? lookup(s, x->sym) : NULL;
-        if (x->kind == E_NAME && !b)
-            check_axis_declared_later(s, x->sym, x->loc);
+        if (x->kind == E_NAME && !b)        /* psum(x, Xx): a typo, or an axis of a later mesh line */
+            not_an_axis(s, x->sym, x->loc);
         if (!b || b->kind != B_AXIS)
             sema_error(s, x->loc, "expected a mesh axis name or a tuple of them");
         if (mask >> b->index & 1)
