@@ -31,7 +31,12 @@
  * buffer when the first of them is computed, and they write into their
  * runs (with the start, and an in-place all-reduce's operand dot): a
  * row-tiled collective matmul holds its result and nothing else
- * (mark_runs; codegen.c points each at its offset).
+ * (mark_runs; codegen.c points each at its offset).  So does one whose
+ * operands are strided blocks of it (column tiles), when each is a dot or
+ * an all-reduce in place of a dot, whose product's rows are the block's:
+ * the dot writes with the result's row stride (sk_dot_strided's ldo) and
+ * the all-reduce reduces the block where it lies
+ * (sc_start_all_reduce_strided); other collectives write runs only.
  *
  * Epilogues: a bf16 or f16 dot read only by an add of a bias broadcast
  * along its rhs free dims, or by gelu, relu, tanh or logistic, or by such
