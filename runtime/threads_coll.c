@@ -464,7 +464,7 @@ static int stage(Slot *s, int rank, const void *send, const void **out, const De
         s->stage_cap[rank] = cap;
     }
     if (d->kind == K_ALL_REDUCE)         /* a strided block is staged packed */
-        copy_block(d, s->stage[rank], rt_block_cols(d), send, d->ld, 0, (int64_t)bytes / (int64_t)sc_dtype_size(d->dtype), 0);
+        copy_block(d, s->stage[rank], rt_block_cols(d), send, d->ld, 0, rt_block_elems(d), 0);
     else if (bytes)
         memcpy(s->stage[rank], send, bytes);
     *out = s->stage[rank];
@@ -651,7 +651,8 @@ static void work(const sc_handle *h, int phase) {
                          d->ld, hi - lo);
         } else {
             for (int j = 0; j < k; j++) {
-                int64_t lo = n * j / k, hi = n * (j + 1) / k, off = rt_block_at(lo, rt_block_cols(d), d->ld) * (int64_t)es;
+                int64_t lo = n * j / k, hi = n * (j + 1) / k;
+                int64_t off = rt_block_at(lo, rt_block_cols(d), d->ld) * (int64_t)es;
                 if (j != me && hi > lo)
                     copy_block(d, recv + off, d->ld, (const char *)s->recv[j] + off, d->ld, lo, hi - lo, 0);
             }

@@ -258,7 +258,8 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     int n = fn->ninsts;
     Arena arena = {0};
     Gen g = {m, fn, o, &arena, fg->irnames[f], c_value_names(fn, fg->irnames[f], &arena),
-             arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), NULL, param_insts(fn, &arena), NULL, NULL, NULL, {0}, NULL, -1};
+             arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), NULL, param_insts(fn, &arena), NULL, NULL, NULL, {0},
+             NULL, -1};
     /* Buffers: the scheduler's, or one per value in a function it did not schedule. */
     for (int v = 0, k = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];

@@ -515,7 +515,8 @@ static void test_errors(void) {
         sc_set_timeout(w, 5);
         int rc = sc_run(w, err_body, &e), all_fail = 1, prompt = 1;
         for (int d = 0; d < 8; d++) {
-            all_fail &= e.rc[d] == SC_ERR || c == 0 || c == 2 || c == 6 || (c == 5 && d == 6);   /* groups without the culprit finish */
+            /* groups without the culprit finish */
+            all_fail &= e.rc[d] == SC_ERR || c == 0 || c == 2 || c == 6 || (c == 5 && d == 6);
             prompt &= e.took[d] < 2;
         }
         all_fail &= e.rc[cases[c].dev] == SC_ERR;
