@@ -341,8 +341,9 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
     if (ep->accumulate && t != SK_F32 && t != SK_F64)
         return accumulate_aside(t, lhs, a, rhs, b, dd, out, nbat * M * N);
     if (K == 0) {   /* an empty sum: zeros, whose bits are 0 in every dtype (0 + bias is exact) */
-        for (int64_t i = 0; i < nbat * M && !ep->accumulate; i++)
-            memset((char *)out + i * ldc * (int64_t)oes, 0, (size_t)N * oes);
+        int64_t runs = ldc == N ? 1 : nbat * M, run = ldc == N ? nbat * M * N : N;   /* rows that touch: one run */
+        for (int64_t i = 0; i < runs && !ep->accumulate; i++)
+            memset((char *)out + i * ldc * (int64_t)oes, 0, (size_t)run * oes);
         for (int64_t bi = 0; bi < nbat; bi++)
             if (epilogue_after(ot, ep, (char *)out + bi * M * N * (int64_t)oes, M, N))
                 return SC_ERR;

@@ -339,6 +339,15 @@ static void test_dot_strided(void) {
     check_strided("batched blocks of [4,5,9] x [4,8,3]", SC_SHAPE(4, 5, 9), SC_SHAPE(4, 5, 7),
                   (const int64_t[]){0, 0, 1}, SC_SHAPE(4, 8, 3), SC_SHAPE(4, 7, 3), (const int64_t[]){0, 1, 0},
                   dd(1, z, z, 1, t2, o), 3);
+    /* An empty sum: zeros in the block's rows, 5 apart, nothing between. */
+    float a[1] = {0}, b[1] = {0}, got[10];
+    for (int i = 0; i < 10; i++)
+        got[i] = 7;
+    sk_dot_dims empty = dd(0, 0, 0, 1, o, z);
+    int ok = sk_dot_strided(SK_F32, SC_SHAPE(2, 0), a, NULL, SC_SHAPE(0, 3), b, NULL, &empty, NULL, got, 5) == 0;
+    for (int i = 0; i < 10; i++)
+        ok &= got[i] == (i % 5 < 3 ? 0 : 7);
+    check(ok, "dot strided: an empty sum [2,0]x[0,3] into rows 5 apart");
 }
 
 static void test_dot_epilogue(void) {
