@@ -538,13 +538,13 @@ def collmm_section(r):
             "compute saves little time, while the collective versions do more, smaller GEMMs. Their peak "
             "memory is at or below their twins': each step reads its block of the weights where it lies (a "
             "view, strided for a column block) and adds its product into the accumulator (docs/scheduling.md), "
-            "the reduce-scatter versions never hold the full partial product, and `allreduce_matmul_rows` writes "
-            "each row tile's product and its all-reduce, in place, into the tile's rows of the result. "
-            "`allreduce_matmul`, which tiles columns, is the exception: its summed tiles are column blocks of the "
-            "result, held until the concatenate copies them in (an all-reduce in place into a strided block "
-            "would need the runtime's collectives to take strides), while its twin reduces its one product in "
-            "place; the row tiles that fix its memory cost time, since each of their products reads all of "
-            "`rhs`.\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
+            "the reduce-scatter versions never hold the full partial product, and both all-reduce versions "
+            "write each tile's product and its all-reduce, in place, into the tile's part of the result: "
+            "`allreduce_matmul_rows` into its rows, `allreduce_matmul` into its column block (the dot stores "
+            "with the result's row stride and the runtime reduces the strided block where it lies), so each "
+            "holds only its result, as the twin does. The row tiles cost time, since each of their products "
+            "reads all of `rhs`; the column tiles read only their column block of it."
+            "\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
 
 
 # ---- (g) mixture of experts: the MoE samples against the auto-partitioned moe ----
@@ -965,9 +965,10 @@ def main():
                     "refreshes just that)")
     args = ap.parse_args()
     shared = set(args.only) & set("abcdef")
-    if args.doc and shared and shared != set("abcdef"):
+    in_place = args.doc and (not args.out or os.path.abspath(args.out) == os.path.abspath(args.doc))
+    if in_place and shared and shared != set("abcdef"):
         ap.error("a to f share one section of the document, which --only %s would rewrite with just %s: "
-                 "run them together, or write elsewhere without --doc" % (args.only, "".join(sorted(shared))))
+                 "run them together, or write the result elsewhere with --out" % (args.only, "".join(sorted(shared))))
     build = os.path.abspath(args.build)
     doc = args.doc
     if doc and args.out and os.path.abspath(args.out) != os.path.abspath(doc):

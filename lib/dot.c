@@ -196,16 +196,16 @@ static int accumulate_aside(sk_dtype t, sc_shape lhs, const void *a, sc_shape rh
 
 static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst_in, sc_shape rhs,
                        const void *b, const int64_t *rst_in, const sk_dot_dims *dd, const sk_epilogue *ep,
-                       void *out, sc_shape *out_shape);
+                       void *out, int64_t ldo, sc_shape *out_shape);
 
 int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
            const sk_dot_dims *dd, void *out, sc_shape *out_shape) {
-    return dot_strided(t, lhs, a, NULL, rhs, b, NULL, dd, NULL, out, out_shape);
+    return dot_strided(t, lhs, a, NULL, rhs, b, NULL, dd, NULL, out, 0, out_shape);
 }
 
 int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
                     const sk_dot_dims *dd, const sk_epilogue *ep, void *out, sc_shape *out_shape) {
-    return dot_strided(t, lhs, a, NULL, rhs, b, NULL, dd, ep, out, out_shape);
+    return dot_strided(t, lhs, a, NULL, rhs, b, NULL, dd, ep, out, 0, out_shape);
 }
 
 /* A row-major copy of x, of shape s lying with strides st (for free()). */
@@ -221,16 +221,62 @@ static void *densify(sk_dtype t, sc_shape s, const void *x, const int64_t *st) {
     return buf;
 }
 
-int sk_dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs, const void *b,
-                   const int64_t *rst, const sk_dot_dims *dd, const sk_epilogue *ep, void *out) {
-    if (!sk_valid_dtype(t) || !sk_valid_shape(lhs) || !sk_valid_shape(rhs))
+/* Copies `rows` runs of `row` bytes between arrays whose runs lie `dst_ld`
+ * and `src_ld` bytes apart. */
+static void copy_rows(void *dst, int64_t dst_ld, const void *src, int64_t src_ld, int64_t rows, int64_t row) {
+    for (int64_t i = 0; i < rows; i++)
+        memcpy((char *)dst + i * dst_ld, (const char *)src + i * src_ld, (size_t)row);
+}
+
+/* The elements of operand s outside the dims skip1 and skip2. */
+static int64_t free_elems(sc_shape s, const int *skip1, int n1, const int *skip2, int n2) {
+    int64_t e = 1;
+    for (int d = 0; d < s.rank; d++) {
+        int skipped = 0;
+        for (int i = 0; i < n1; i++)
+            skipped |= skip1[i] == d;
+        for (int i = 0; i < n2; i++)
+            skipped |= skip2[i] == d;
+        e *= skipped ? 1 : s.dims[d];
+    }
+    return e;
+}
+
+/* sk_dot_strided into rows ldo apart, for what cannot store there itself
+ * (the packed paths, an epilogue that runs on dense rows): the result
+ * computed aside (from out's rows when it accumulates) and copied in. */
+static int dot_aside(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs, const void *b,
+                     const int64_t *rst, const sk_dot_dims *dd, const sk_epilogue *ep, void *out, int64_t ldo) {
+    if (!dd || dd->nbatch < 0 || dd->ncontract < 0 || dd->nbatch + dd->ncontract > SC_MAX_RANK)
         return SC_ERR;
-    if (t == SK_F32 || t == SK_F64)
-        return dot_strided(t, lhs, a, lst, rhs, b, rst, dd, ep, out, NULL);
+    int64_t N = free_elems(rhs, dd->rhs_batch, dd->nbatch, dd->rhs_contract, dd->ncontract);
+    int64_t rows = free_elems(lhs, dd->lhs_contract, dd->ncontract, NULL, 0);
+    int64_t es = (int64_t)sk_dtype_size(ep && ep->f32_out ? SK_F32 : t);
+    void *aside = malloc((size_t)(rows * N * es) + 1);
+    if (!aside)
+        return SC_ERR;
+    if (ep && ep->accumulate)
+        copy_rows(aside, N * es, out, ldo * es, rows, N * es);
+    int status = sk_dot_strided(t, lhs, a, lst, rhs, b, rst, dd, ep, aside, 0);
+    if (!status)
+        copy_rows(out, ldo * es, aside, N * es, rows, N * es);
+    free(aside);
+    return status;
+}
+
+int sk_dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs, const void *b,
+                   const int64_t *rst, const sk_dot_dims *dd, const sk_epilogue *ep, void *out, int64_t ldo) {
+    if (!sk_valid_dtype(t) || !sk_valid_shape(lhs) || !sk_valid_shape(rhs) || ldo < 0)
+        return SC_ERR;
+    int plain = !ep || (!ep->bias && ep->act == SK_COPY && !ep->f32_out);
+    if (ldo && ((t != SK_F32 && t != SK_F64) || !plain))
+        return dot_aside(t, lhs, a, lst, rhs, b, rst, dd, ep, out, ldo);
+    if (t == SK_F32 || t == SK_F64)      /* BLAS stores the rows where they lie (its ldc) */
+        return dot_strided(t, lhs, a, lst, rhs, b, rst, dd, ep, out, ldo, NULL);
     /* The packed paths of the other dtypes read row-major operands. */
     void *da = lst ? densify(t, lhs, a, lst) : NULL, *db = rst ? densify(t, rhs, b, rst) : NULL;
     int status = (lst && !da) || (rst && !db) ? SC_ERR
-                 : dot_strided(t, lhs, da ? da : a, NULL, rhs, db ? db : b, NULL, dd, ep, out, NULL);
+                 : dot_strided(t, lhs, da ? da : a, NULL, rhs, db ? db : b, NULL, dd, ep, out, 0, NULL);
     free(da);
     free(db);
     return status;
@@ -238,7 +284,7 @@ int sk_dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, 
 
 static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst_in, sc_shape rhs,
                        const void *b, const int64_t *rst_in, const sk_dot_dims *dd, const sk_epilogue *ep,
-                       void *out, sc_shape *out_shape) {
+                       void *out, int64_t ldo, sc_shape *out_shape) {
     if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(lhs) || !sk_valid_shape(rhs) ||
         !dd || dd->nbatch < 0 || dd->ncontract < 0 || dd->nbatch + dd->ncontract > SC_MAX_RANK)
         return SC_ERR;
@@ -291,11 +337,13 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
     size_t es = sk_dtype_size(t), oes = sk_dtype_size(ot);
     if (nbat * M * N == 0)
         return 0;
+    int64_t ldc = ldo ? ldo : N;         /* the result's rows lie ldc apart (sk_dot_strided) */
     if (ep->accumulate && t != SK_F32 && t != SK_F64)
         return accumulate_aside(t, lhs, a, rhs, b, dd, out, nbat * M * N);
     if (K == 0) {   /* an empty sum: zeros, whose bits are 0 in every dtype (0 + bias is exact) */
-        if (!ep->accumulate)
-            memset(out, 0, (size_t)(nbat * M * N) * oes);
+        int64_t runs = ldc == N ? 1 : nbat * M, run = ldc == N ? nbat * M * N : N;   /* rows that touch: one run */
+        for (int64_t i = 0; i < runs && !ep->accumulate; i++)
+            memset((char *)out + i * ldc * (int64_t)oes, 0, (size_t)run * oes);
         for (int64_t bi = 0; bi < nbat; bi++)
             if (epilogue_after(ot, ep, (char *)out + bi * M * N * (int64_t)oes, M, N))
                 return SC_ERR;
@@ -359,7 +407,7 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
             goto done;
         blas_layout(K, N, vb.rs, vb.cs, &tb, &ldb);
     }
-    if (lda > INT_MAX || ldb > INT_MAX)
+    if (lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
         goto done;
     sk_gemm_shape g = {t, ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, lda, ldb,
                        fbias != NULL, ep->act, ot};
@@ -374,18 +422,18 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
                                (char *)out + bi * M * N * (int64_t)oes);
         else if (t == SK_F32 && !without_onednn())
             status = dnnl_sgemm(g.ta, g.tb, M, N, K, 1.0f, (const float *)(const void *)va.base + oa, lda,
-                            (const float *)(const void *)vb.base + ob, ldb, beta, (float *)out + bi * M * N,
-                            N) == dnnl_success ? 0 : SC_ERR;
+                            (const float *)(const void *)vb.base + ob, ldb, beta, (float *)out + bi * M * ldc,
+                            ldc) == dnnl_success ? 0 : SC_ERR;
         else if (t == SK_F32)
             cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f,
                         (const float *)(const void *)va.base + oa, (int)lda,
                         (const float *)(const void *)vb.base + ob, (int)ldb, beta,
-                        (float *)out + bi * M * N, (int)N);
+                        (float *)out + bi * M * ldc, (int)ldc);
         else
             cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0,
                         (const double *)(const void *)va.base + oa, (int)lda,
                         (const double *)(const void *)vb.base + ob, (int)ldb, (double)beta,
-                        (double *)out + bi * M * N, (int)N);
+                        (double *)out + bi * M * ldc, (int)ldc);
         if (!mm && !status)
             status = epilogue_after(t, ep, (char *)out + bi * M * N * (int64_t)es, M, N);
         for (int d = nb - 1; d >= 0; d--) {

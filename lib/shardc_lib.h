@@ -249,9 +249,14 @@ int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const
  * elements, one per dim; NULL: row-major) inside larger arrays: a column
  * block w[:, j : j + n] of a weight, read where it lies.  f32 and f64
  * give it to BLAS as it lies when one of a matrix's strides is 1; other
- * dtypes and layouts copy it first. */
+ * dtypes and layouts copy it first.  The result too may lie in a larger
+ * array: ldo > 0 puts its rows (runs of N elements, N the product of the
+ * rhs free dims) ldo elements apart, a column block of a matrix (0:
+ * row-major); the elements between are left as they are.  f32 and f64
+ * without bias or activation store there (BLAS's ldc); the rest compute
+ * aside and copy in. */
 int sk_dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs, const void *b,
-                   const int64_t *rst, const sk_dot_dims *dims, const sk_epilogue *ep, void *out);
+                   const int64_t *rst, const sk_dot_dims *dims, const sk_epilogue *ep, void *out, int64_t ldo);
 /* Float to i32 truncates toward zero, saturates, NaN gives 0; to bool is
  * x != 0. */
 int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out);

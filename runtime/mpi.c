@@ -135,6 +135,18 @@ static int runs_box(Runs *r, int64_t base, int rank, const int64_t *dims, const 
     return 0;
 }
 
+/* Elements [lo, hi) of all-reduce d's block (rt_block_at), a run of a
+ * row at a time. */
+static int runs_block(Runs *r, const Desc *d, int64_t lo, int64_t hi) {
+    int64_t cols = rt_block_cols(d), es = (int64_t)sc_dtype_size(d->dtype);
+    for (int64_t i = lo, len; i < hi; i += len) {
+        len = cols - i % cols < hi - i ? cols - i % cols : hi - i;
+        if (runs_add(r, rt_block_at(i, cols, d->ld) * es, len * es))
+            return -1;
+    }
+    return 0;
+}
+
 /* What the members `ranks` (of some process) read of a member's send in
  * phase 1, i.e. after barrier 0 (threads_coll.c's work); the same for
  * every member.  Not for permutes, whose reads are whole sends. */
@@ -147,7 +159,7 @@ static int runs_of_send(Runs *r, const Desc *d, int k, const int *ranks, int nr)
         int j = ranks[t];
         switch (d->kind) {
         case K_ALL_REDUCE:
-            rc = runs_add(r, n * j / k * (int64_t)es, (n * (j + 1) / k - n * j / k) * (int64_t)es);
+            rc = runs_block(r, d, n * j / k, n * (j + 1) / k);
             break;
         case K_REDUCE_SCATTER: {
             int64_t b = d->shape.dims[d->dim] / k, inner = st[d->dim];
@@ -339,9 +351,11 @@ static int post_slices(sc_handle *h, Xchg *x, unsigned set) {
     const sc_world *w = h->dev->w;
     Slot *s = h->s;
     int k = h->f->k, rc = 0, dev;
-    int64_t n = s->desc.shape.dims[0], es = (int64_t)sc_dtype_size(s->desc.dtype);
+    const Desc *d = &s->desc;
+    int64_t n = rt_block_elems(d), es = (int64_t)sc_dtype_size(d->dtype);
     const int *mine, *theirs;
     int nmine = ranks_of(h, x, x->mine, &mine, &dev);
+    Runs r = {0};
     for (int g = 0; g < x->nprocs && !rc; g++) {
         if (g == x->mine)
             continue;
@@ -349,17 +363,21 @@ static int post_slices(sc_handle *h, Xchg *x, unsigned set) {
         for (int t = 0; t < nt && !rc; t++) {
             int i = theirs[t];
             dev = h->g->members[i];
-            rc = !(x->stage[k + i] = malloc((size_t)(n * es) + 1)) ||
-                 post_region(x, x->stage[k + i], n * i / k * es, (n * (i + 1) / k - n * i / k) * es, p,
-                             tag_of(x, set, dev, W_SLICES), dev);
+            r.n = 0;
+            rc = !(x->stage[k + i] = malloc((size_t)(rt_block_extent(d) * es) + 1)) ||
+                 runs_block(&r, d, n * i / k, n * (i + 1) / k) ||
+                 post_runs(x, &r, x->stage[k + i], p, tag_of(x, set, dev, W_SLICES), dev);
             s->recv[i] = x->stage[k + i];
         }
         for (int t = 0; t < nmine && !rc; t++) {
             int i = mine[t];
-            rc = post_region(x, s->recv[i], n * i / k * es, (n * (i + 1) / k - n * i / k) * es, p,
-                             tag_of(x, set, h->g->members[i], W_SLICES), -1);
+            r.n = 0;
+            rc = runs_block(&r, d, n * i / k, n * (i + 1) / k) ||
+                 post_runs(x, &r, s->recv[i], p, tag_of(x, set, h->g->members[i], W_SLICES), -1);
         }
     }
+    free(r.off);
+    free(r.len);
     return rc;
 }
 
@@ -424,6 +442,8 @@ static int mpi_post(sc_handle *h, int phase, char *err, size_t errlen) {
         int64_t bytes = (int64_t)sc_dtype_size(s->desc.dtype);
         for (int i = 0; i < s->desc.shape.rank; i++)
             bytes *= s->desc.shape.dims[i];
+        if (s->desc.kind == K_ALL_REDUCE)   /* its staging copies mirror the (strided) sends */
+            bytes = rt_block_extent(&s->desc) * (int64_t)sc_dtype_size(s->desc.dtype);
         rc = post_descs(h, x, set) ||
              (s->desc.kind == K_PERMUTE ? post_permute(h, x, set, bytes) : post_sends(h, x, set, bytes));
         in_flight(x->m, 1);

@@ -206,6 +206,15 @@ int sc_group_member(const sc_device *dev, sc_axes axes, int j);
 /* recv[i] = reduce over the group of send[i], i < count. */
 int sc_all_reduce(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, const void *send,
                   void *recv, int64_t count);
+/* In place over a strided block: the rows x cols elements of buf whose
+ * row r starts at buf[r * ld] (ld >= cols when rows > 1) become the
+ * group's reduction of them; the elements between the rows are neither
+ * read nor written (others may write them meanwhile: a column tile of a
+ * matrix whose other columns are computed or reduced at the same time).
+ * Members pass the same rows, cols and ld; each result has the bits of the
+ * flat all-reduce of the block's elements. */
+int sc_all_reduce_strided(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, void *buf,
+                          int64_t rows, int64_t cols, int64_t ld);
 /* recv (shape `in` with dim `dim` times k) holds member j's send as block j
  * along `dim`. */
 int sc_all_gather(sc_device *dev, sc_axes axes, sc_dtype t, sc_shape in, int dim, const void *send,
@@ -233,6 +242,8 @@ int sc_collective_permute(sc_device *dev, sc_axes axes, sc_dtype t, const int *p
 enum { SC_MAX_PENDING = 8 };
 sc_handle *sc_start_all_reduce(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op,
                                const void *send, void *recv, int64_t count);
+sc_handle *sc_start_all_reduce_strided(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op,
+                                       void *buf, int64_t rows, int64_t cols, int64_t ld);
 sc_handle *sc_start_all_gather(sc_device *dev, sc_axes axes, sc_dtype t, sc_shape in, int dim,
                                const void *send, void *recv);
 sc_handle *sc_start_reduce_scatter(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op,

@@ -42,9 +42,27 @@ typedef struct {
     Kind kind;
     sc_dtype dtype;
     sc_reduce red;
-    sc_shape shape;          /* all-reduce and permute: rank 1, {count} */
+    sc_shape shape;          /* all-reduce and permute: rank 1, {count}; a strided all-reduce: {rows, cols} */
     int dim, dim2;           /* gather/scatter dim; all-to-all split, concat */
+    int64_t ld;              /* all-reduce: elements between its rows (a flat one: count); others 0 */
 } Desc;
+
+/* An all-reduce reduces a block of rows x cols elements whose rows lie ld
+ * apart in each member's buffer (a flat one: one row).  Its algorithms cut
+ * the block's elements, in row-major order, as they cut a flat count, and
+ * find element i of a buffer of row stride ld here. */
+static inline int64_t rt_block_at(int64_t i, int64_t cols, int64_t ld) {
+    return cols == ld ? i : i / cols * ld + i % cols;
+}
+static inline int64_t rt_block_cols(const Desc *d) { return d->shape.dims[d->shape.rank - 1]; }
+static inline int64_t rt_block_elems(const Desc *d) {
+    return d->shape.rank == 2 ? d->shape.dims[0] * d->shape.dims[1] : d->shape.dims[0];
+}
+/* The elements a member's buffer of all-reduce d spans. */
+static inline int64_t rt_block_extent(const Desc *d) {
+    int64_t n = rt_block_elems(d);
+    return n ? rt_block_at(n - 1, rt_block_cols(d), d->ld) + 1 : 0;
+}
 
 /* One collective in flight in a group.  Collective number `op` of the group
  * uses slot op % NSLOTS; it has `nphases` barriers (rt_nphases), and the

@@ -69,6 +69,8 @@ void rt_describe(const Desc *d, char *buf, size_t n) {
         w += snprintf(buf + w, n - (size_t)w, "%s%lld", i ? "," : " [", (long long)d->shape.dims[i]);
     if (w < (int)n - 40 && d->shape.rank > 0)
         w += snprintf(buf + w, n - (size_t)w, "]");
+    if (w < (int)n - 40 && d->kind == K_ALL_REDUCE && d->shape.rank == 2)
+        w += snprintf(buf + w, n - (size_t)w, " rows %lld apart", (long long)d->ld);
     if (w < (int)n - 40 && (d->kind == K_ALL_GATHER || d->kind == K_REDUCE_SCATTER))
         snprintf(buf + w, n - (size_t)w, " dim %d", d->dim);
     else if (w < (int)n - 40 && d->kind == K_ALL_TO_ALL)
@@ -77,7 +79,7 @@ void rt_describe(const Desc *d, char *buf, size_t n) {
 
 int rt_desc_equal(const Desc *a, const Desc *b) {
     if (a->kind != b->kind || a->dtype != b->dtype || a->shape.rank != b->shape.rank ||
-        a->dim != b->dim || a->dim2 != b->dim2)
+        a->dim != b->dim || a->dim2 != b->dim2 || a->ld != b->ld)
         return 0;
     if ((a->kind == K_ALL_REDUCE || a->kind == K_REDUCE_SCATTER) && a->red != b->red)
         return 0;
@@ -372,6 +374,8 @@ static const char *check(sc_handle *h, int k, const int *pairs, int npairs) {
         return "the dim to split is not divisible by the group size";
     if (n > 0 && (!h->send || !h->recv))
         return "a NULL buffer";
+    if (d->kind == K_ALL_REDUCE && d->shape.rank == 2 && d->ld < d->shape.dims[1] && d->shape.dims[0] > 1)
+        return "rows closer together than their length";
     if (d->kind == K_ALL_REDUCE && h->send != h->recv && n > 0) {
         const char *a = h->send, *b = h->recv;
         size_t bytes = (size_t)n * sc_dtype_size(d->dtype);
@@ -415,6 +419,37 @@ static int eager(const Desc *d, int k) {
     return d->kind == K_ALL_REDUCE ? bytes * k <= RT_EAGER_REDUCE_BYTES : bytes <= RT_EAGER_BYTES;
 }
 
+/* Elements [lo, lo + m) of all-reduce d's block (rt_block_at), from srcs
+ * (row stride sld) reduced into dst (row stride dld), which points at
+ * element lo: a run of a row at a time. */
+static void reduce_block(const Desc *d, const void *const *srcs, int k, int64_t sld, int64_t lo, char *dst,
+                         int64_t dld, int64_t m) {
+    int64_t cols = rt_block_cols(d), es = (int64_t)sc_dtype_size(d->dtype), base = rt_block_at(lo, cols, dld);
+    for (int64_t i = lo, len; i < lo + m; i += len) {
+        len = cols - i % cols < lo + m - i ? cols - i % cols : lo + m - i;
+        rt_reduce(d->dtype, d->red, srcs, k, rt_block_at(i, cols, sld), dst + (rt_block_at(i, cols, dld) - base) * es,
+                  len);
+    }
+}
+
+/* Elements [lo, lo + m) of all-reduce d's block from src (row stride sld)
+ * to dst (row stride dld), both pointing at element lo; with non-temporal
+ * stores when `stream`. */
+static void copy_block(const Desc *d, void *dst, int64_t dld, const void *src, int64_t sld, int64_t lo, int64_t m,
+                       int stream) {
+    int64_t cols = rt_block_cols(d), es = (int64_t)sc_dtype_size(d->dtype);
+    int64_t dbase = rt_block_at(lo, cols, dld), sbase = rt_block_at(lo, cols, sld);
+    for (int64_t i = lo, len; i < lo + m; i += len) {
+        len = cols - i % cols < lo + m - i ? cols - i % cols : lo + m - i;
+        char *to = (char *)dst + (rt_block_at(i, cols, dld) - dbase) * es;
+        const char *from = (const char *)src + (rt_block_at(i, cols, sld) - sbase) * es;
+        if (stream)
+            rt_copy_stream(to, from, (size_t)(len * es));
+        else
+            memcpy(to, from, (size_t)(len * es));
+    }
+}
+
 /* Copies the send of member `rank` into its staging buffer of the slot
  * (nobody reads it: the slot is free); *out is the copy.  SC_ERR when out
  * of memory. */
@@ -428,7 +463,9 @@ static int stage(Slot *s, int rank, const void *send, const void **out, const De
         s->stage[rank] = p;
         s->stage_cap[rank] = cap;
     }
-    if (bytes)
+    if (d->kind == K_ALL_REDUCE)         /* a strided block is staged packed */
+        copy_block(d, s->stage[rank], rt_block_cols(d), send, d->ld, 0, rt_block_elems(d), 0);
+    else if (bytes)
         memcpy(s->stage[rank], send, bytes);
     *out = s->stage[rank];
     return 0;
@@ -554,7 +591,8 @@ static void all_reduce_local(const sc_handle *h) {
     Slot *s = h->s;
     int k = h->f->k, me = h->rank;
     size_t es = sc_dtype_size(d->dtype);
-    int64_t n = d->shape.dims[0], chunk = RT_CHUNK_BYTES / (int64_t)es;
+    int64_t n = rt_block_elems(d), chunk = RT_CHUNK_BYTES / (int64_t)es;
+    int64_t cols = rt_block_cols(d), ld = d->ld;
     if ((int64_t)es * n < RT_STREAM_BYTES) {
         int64_t align = 64 / (int64_t)es;
         int64_t lo = n * me / k, hi = me + 1 == k ? n : n * (me + 1) / k;
@@ -563,10 +601,10 @@ static void all_reduce_local(const sc_handle *h) {
         char *mine = (char *)h->recv;
         for (int64_t c = lo; c < hi; c += chunk) {
             int64_t m = hi - c < chunk ? hi - c : chunk;
-            size_t off = (size_t)c * es;
-            rt_reduce(d->dtype, d->red, s->send, k, c, mine + off, m);
+            size_t off = (size_t)rt_block_at(c, cols, ld) * es;
+            reduce_block(d, s->send, k, ld, c, mine + off, ld, m);
             for (int i = 1; i < k; i++)
-                memcpy((char *)s->recv[(me + i) % k] + off, mine + off, (size_t)m * es);
+                copy_block(d, (char *)s->recv[(me + i) % k] + off, ld, mine + off, ld, c, m, 0);
         }
         return;
     }
@@ -579,10 +617,10 @@ static void all_reduce_local(const sc_handle *h) {
         int64_t hi = n - lo < RT_CLAIM_CHUNKS * chunk ? n : lo + RT_CLAIM_CHUNKS * chunk;
         for (int64_t c = lo; c < hi; c += chunk) {
             int64_t m = hi - c < chunk ? hi - c : chunk;
-            size_t off = (size_t)c * es;
-            rt_reduce(d->dtype, d->red, s->send, k, c, buf, m);
+            size_t off = (size_t)rt_block_at(c, cols, ld) * es;
+            reduce_block(d, s->send, k, ld, c, (char *)buf, cols, m);
             for (int i = 0; i < k; i++)   /* members in turn, a different first one per piece */
-                rt_copy_stream((char *)s->recv[(piece + i) % k] + off, buf, (size_t)m * es);
+                copy_block(d, (char *)s->recv[(piece + i) % k] + off, ld, buf, cols, c, m, 1);
         }
     }
     rt_stream_fence();
@@ -603,19 +641,20 @@ static void work(const sc_handle *h, int phase) {
         /* Across processes: member j reduces elements [n j / k, n (j + 1) / k)
          * into its recv, then every member copies the other slices from
          * their owners (mpi.c moves the same slices). */
-        if (h->eager)
-            rt_reduce(d->dtype, d->red, s->send, k, 0, recv, n);
+        if (h->eager)                    /* the staged copies are packed */
+            reduce_block(d, s->send, k, rt_block_cols(d), 0, recv, d->ld, n);
         else if (h->nphases == 2)
             all_reduce_local(h);
         else if (phase == 1) {
             int64_t lo = n * me / k, hi = n * (me + 1) / k;
-            rt_reduce(d->dtype, d->red, s->send, k, lo, recv + lo * (int64_t)es, hi - lo);
+            reduce_block(d, s->send, k, d->ld, lo, recv + rt_block_at(lo, rt_block_cols(d), d->ld) * (int64_t)es,
+                         d->ld, hi - lo);
         } else {
             for (int j = 0; j < k; j++) {
                 int64_t lo = n * j / k, hi = n * (j + 1) / k;
+                int64_t off = rt_block_at(lo, rt_block_cols(d), d->ld) * (int64_t)es;
                 if (j != me && hi > lo)
-                    memcpy(recv + lo * (int64_t)es, (const char *)s->recv[j] + lo * (int64_t)es,
-                           (size_t)(hi - lo) * es);
+                    copy_block(d, recv + off, d->ld, (const char *)s->recv[j] + off, d->ld, lo, hi - lo, 0);
             }
         }
         break;
@@ -688,7 +727,10 @@ int sc_done(sc_handle *h) {
 /* ---- the entry points ---- */
 
 static Desc desc(Kind kind, sc_dtype t, sc_reduce red, sc_shape shape, int dim, int dim2) {
-    return (Desc){.kind = kind, .dtype = t, .red = red, .shape = shape, .dim = dim, .dim2 = dim2};
+    Desc d = {.kind = kind, .dtype = t, .red = red, .shape = shape, .dim = dim, .dim2 = dim2};
+    if (kind == K_ALL_REDUCE)            /* flat: one row */
+        d.ld = shape.dims[shape.rank - 1];
+    return d;
 }
 
 static sc_shape flat(int64_t count) { return (sc_shape){1, {count}}; }
@@ -696,6 +738,13 @@ static sc_shape flat(int64_t count) { return (sc_shape){1, {count}}; }
 sc_handle *sc_start_all_reduce(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, const void *send,
                                void *recv, int64_t count) {
     return start(dev, axes, desc(K_ALL_REDUCE, t, op, flat(count), 0, 0), NULL, 0, send, recv);
+}
+
+sc_handle *sc_start_all_reduce_strided(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, void *buf,
+                                       int64_t rows, int64_t cols, int64_t ld) {
+    Desc d = desc(K_ALL_REDUCE, t, op, (sc_shape){2, {rows, cols}}, 0, 0);
+    d.ld = rows && cols ? ld : cols;     /* an empty block is any stride's: no row to step over */
+    return start(dev, axes, d, NULL, 0, buf, buf);
 }
 
 sc_handle *sc_start_all_gather(sc_device *dev, sc_axes axes, sc_dtype t, sc_shape in, int dim,
@@ -721,6 +770,11 @@ sc_handle *sc_start_collective_permute(sc_device *dev, sc_axes axes, sc_dtype t,
 int sc_all_reduce(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, const void *send, void *recv,
                   int64_t count) {
     return sc_done(sc_start_all_reduce(dev, axes, t, op, send, recv, count));
+}
+
+int sc_all_reduce_strided(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, void *buf, int64_t rows,
+                          int64_t cols, int64_t ld) {
+    return sc_done(sc_start_all_reduce_strided(dev, axes, t, op, buf, rows, cols, ld));
 }
 
 int sc_all_gather(sc_device *dev, sc_axes axes, sc_dtype t, sc_shape in, int dim, const void *send,

@@ -217,26 +217,36 @@ static int array_in_result(const Module *m, const Fn *fn, int **element, int v, 
     return element[v] && k < call_tuple_arrays(m, fn, v) ? element[v][k] : 0;
 }
 
-/* Where each INST_IN_RUN value is written (Gen.run_of, run_at): each
- * operand of an assembled concatenate at the bytes before it, and so the
- * start of the collective whose done it is, and that start's operand. */
+/* Where each INST_IN_RUN value is written (Gen.run_of, run_at, run_ld):
+ * each operand of an assembled concatenate at its first element there,
+ * and so the start of the collective whose done it is, and that start's
+ * operand.  An operand is a run of the result, or, when dims before the
+ * concatenated one are not 1, a block of rows a result row apart. */
 static void find_runs(Gen *g) {
     const Fn *fn = g->fn;
     g->run_of = arena_alloc(g->arena, sizeof(int) * ((size_t)fn->ninsts + 1));
     g->run_at = arena_alloc(g->arena, sizeof(int64_t) * ((size_t)fn->ninsts + 1));
+    g->run_ld = arena_alloc(g->arena, sizeof(int64_t) * ((size_t)fn->ninsts + 1));
     for (int v = 0; v < fn->ninsts; v++)
         g->run_of[v] = -1;
     for (int c = 0; c < fn->ninsts; c++) {
         const Inst *in = &fn->insts[c];
-        int64_t at = 0;
-        for (int i = 0; in->flags & INST_ASSEMBLED && i < in->nargs; i++) {
-            const Inst *p = &fn->insts[ir_arg(fn, in, i)];
+        if (!(in->flags & INST_ASSEMBLED))
+            continue;
+        int k = inst_dim(fn, in);
+        int64_t inner = 1, rows = 1, at = 0, es = dtype_size(in->type.dtype);
+        for (int d = 0; d < k; d++)
+            rows *= in->type.dims[d];
+        for (int d = k + 1; d < in->type.rank; d++)
+            inner *= in->type.dims[d];
+        for (int i = 0; i < in->nargs; i++) {
             for (int u = ir_arg(fn, in, i); u >= 0 && fn->insts[u].flags & INST_IN_RUN;
                  u = fn->insts[u].op == OP_DONE || fn->insts[u].flags & INST_ASYNC ? ir_arg(fn, &fn->insts[u], 0) : -1) {
                 g->run_of[u] = c;
-                g->run_at[u] = at;
+                g->run_at[u] = at * inner * es;
+                g->run_ld[u] = rows > 1 ? in->type.dims[k] * inner : 0;
             }
-            at += shape_elems(&p->type) * dtype_size(p->type.dtype);
+            at += fn->insts[ir_arg(fn, in, i)].type.dims[k];
         }
     }
 }
@@ -248,7 +258,8 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     int n = fn->ninsts;
     Arena arena = {0};
     Gen g = {m, fn, o, &arena, fg->irnames[f], c_value_names(fn, fg->irnames[f], &arena),
-             arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), NULL, param_insts(fn, &arena), NULL, NULL, {0}, NULL, -1};
+             arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), NULL, param_insts(fn, &arena), NULL, NULL, NULL, {0},
+             NULL, -1};
     /* Buffers: the scheduler's, or one per value in a function it did not schedule. */
     for (int v = 0, k = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];

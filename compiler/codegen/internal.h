@@ -83,6 +83,7 @@ typedef struct {
     int *param;                  /* the parameter(i) instruction, or -1 */
     int *run_of;                 /* per value: the concatenate it is written into (INST_IN_RUN), or -1 */
     int64_t *run_at;             /* per such value: its byte offset there */
+    int64_t *run_ld;             /* per such value: the elements between its rows there, or 0: one run */
     Fusion fu;
     const char *err;
     int at;                      /* the instruction being emitted, whose event TRY_TRACED names */

@@ -88,9 +88,14 @@ static void emit_dot_operand(Gen *g, const Inst *in, int i, int strided) {
     emit_list(g->out, st, base->rank);
 }
 
+/* The elements between the rows of value v's block of its concatenate
+ * (codegen.c's find_runs), or 0: it is written as one run. */
+static int64_t run_ld(const Gen *g, int v) { return g->run_of[v] >= 0 ? g->run_ld[v] : 0; }
+
 /* Dot `in` into r, with an epilogue when bias (a value's C name) or act
  * (an SK_ op) is not NULL, it accumulates into r or it is wide (its f32
- * sums stored unrounded): sk_dot_epilogue. */
+ * sums stored unrounded): sk_dot_epilogue; sk_dot_strided when an operand
+ * is a strided view or r's rows lie apart (a column tile written in place). */
 static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *act, int accumulate, const char *r) {
     const Fn *fn = g->fn;
     const Shape *a = T(ir_arg(fn, in, 0)), *b = T(ir_arg(fn, in, 1));
@@ -98,7 +103,8 @@ static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *
     dot_dims(fn, in, &dd);
     const int64_t *lbat = dd.lhs_batch, *rbat = dd.rhs_batch, *lcon = dd.lhs_contract, *rcon = dd.rhs_contract;
     int wide = dot_is_wide(fn, in), nb = dd.nbatch, nc = dd.ncontract, ep = bias || act || accumulate || wide;
-    int strided = (fn->insts[ir_arg(fn, in, 0)].flags | fn->insts[ir_arg(fn, in, 1)].flags) & INST_STRIDED;
+    int64_t ldo = run_ld(g, (int)(in - fn->insts));
+    int strided = (fn->insts[ir_arg(fn, in, 0)].flags | fn->insts[ir_arg(fn, in, 1)].flags) & INST_STRIDED || ldo;
     if ((a->rank - nb - nc) + (b->rank - nb - nc) + nb != in->type.rank)
         g->err = "a dot that sums a dim on one side only";
     FILE *o = g->out;
@@ -119,12 +125,14 @@ static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *
     fputs(", ", o);
     emit_list(o, rcon, nc);
     if (ep)
-        fprintf(o, "},\n%s&(sk_epilogue){%s, %s, %d, %d}, %s%s));\n", indent, bias ? bias : "NULL",
-                act ? act : "SK_COPY", accumulate, wide, r, strided ? "" : ", NULL");
-    else if (strided)
-        fprintf(o, "}, NULL, %s));\n", r);
+        fprintf(o, "},\n%s&(sk_epilogue){%s, %s, %d, %d}, %s", indent, bias ? bias : "NULL", act ? act : "SK_COPY",
+                accumulate, wide, r);
     else
-        fprintf(o, "}, %s, NULL));\n", r);
+        fprintf(o, strided ? "}, NULL, %s" : "}, %s", r);
+    if (strided)
+        fprintf(o, ", %lld));\n", (long long)ldo);
+    else
+        fputs(", NULL));\n", o);
 }
 
 static void emit_dot(Gen *g, const Inst *in, const char *r) { emit_dot_call(g, in, NULL, NULL, 0, r); }
@@ -203,7 +211,7 @@ static void collective_head(Gen *g, const Inst *in, const char *r) {
         try_open(g);
         fputs("sc_", o);
     }
-    fprintf(o, "%s(dev, ", kernel_name[in->op]);
+    fprintf(o, "%s%s(dev, ", kernel_name[in->op], in->op == OP_ALL_REDUCE && run_ld(g, g->at) ? "_strided" : "");
     emit_axes(o, axes, naxes);
     fprintf(o, ", %s, ", t);
 }
@@ -216,11 +224,20 @@ static void collective_tail(Gen *g, const Inst *in, const char *r) {
         fputs("));\n", g->out);
 }
 
+/* An all-reduce into a strided block of its concatenate reduces its
+ * operand's rows there in place (schedule.c). */
 static void emit_all_reduce(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
+    const Shape *s = T(ir_arg(fn, in, 0));
+    int64_t ld = run_ld(g, g->at), cols = 1;
     collective_head(g, in, r);
-    fprintf(g->out, "%s, %s, %s, %lld", sc_reduce_of[inst_reducer(fn, in)], A(0), r,
-            (long long)shape_elems(T(ir_arg(fn, in, 0))));
+    fprintf(g->out, "%s, ", sc_reduce_of[inst_reducer(fn, in)]);
+    for (int d = ld ? inst_dim(fn, &fn->insts[g->run_of[g->at]]) : s->rank; d < s->rank; d++)
+        cols *= s->dims[d];
+    if (ld)
+        fprintf(g->out, "%s, %lld, %lld, %lld", r, (long long)(shape_elems(s) / cols), (long long)cols, (long long)ld);
+    else
+        fprintf(g->out, "%s, %s, %lld", A(0), r, (long long)shape_elems(s));
     collective_tail(g, in, r);
 }
 

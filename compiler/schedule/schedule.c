@@ -31,7 +31,12 @@
  * buffer when the first of them is computed, and they write into their
  * runs (with the start, and an in-place all-reduce's operand dot): a
  * row-tiled collective matmul holds its result and nothing else
- * (mark_runs; codegen.c points each at its offset).
+ * (mark_runs; codegen.c points each at its offset).  So does one whose
+ * operands are strided blocks of it (column tiles), when each is a dot or
+ * an all-reduce in place of a dot, whose product's rows are the block's:
+ * the dot writes with the result's row stride (sk_dot_strided's ldo) and
+ * the all-reduce reduces the block where it lies
+ * (sc_start_all_reduce_strided); other collectives write runs only.
  *
  * Epilogues: a bf16 or f16 dot read only by an add of a bias broadcast
  * along its rhs free dims, or by gelu, relu, tanh or logistic, or by such
@@ -791,17 +796,46 @@ static int runs_contiguous(const Fn *fn, const Inst *c) {
     return 1;
 }
 
+/* The elements of a row of operand p of concatenate c, a block of rows
+ * lying apart in c's result: its dims from the concatenated one on. */
+static int64_t block_cols(const Fn *fn, const Inst *c, const Inst *p) {
+    int64_t cols = 1;
+    for (int d = ir_attr(fn, c, 0); d < p->type.rank; d++)
+        cols *= p->type.dims[d];
+    return cols;
+}
+
+/* Is x a plain dot that can write a block whose rows have `cols`
+ * elements (0: one run, any dot): do its product's rows, the runs of its
+ * rhs free dims that sk_dot_strided lays at a row stride, have as many? */
+static int plain_dot(const Fn *fn, int x, int64_t cols) {
+    const Inst *in = &fn->insts[x];
+    if (in->op != OP_DOT || in->flags || in->place)
+        return 0;
+    DotDims dd;
+    dot_dims(fn, in, &dd);
+    const Shape *rhs = &fn->insts[ir_arg(fn, in, 1)].type;
+    int64_t n = 1;
+    for (int d = in->type.rank - (rhs->rank - dd.nbatch - dd.ncontract); d < in->type.rank; d++)
+        n *= in->type.dims[d];
+    return !cols || n == cols;
+}
+
 /* How many values write operand p of concatenate c into its run (run[]
  * gets them), or 0 if p cannot be: a plain dot, or a collective's done
  * with its start (and the start's operand, a plain dot, if the start is an
- * all-reduce in place), read only by c. */
-static int run_writers(const Fn *fn, const int *uses, const int *last, const int *in_place, int c, int p, int run[3]) {
+ * all-reduce in place), read only by c.  Into a block of rows of `cols`
+ * elements lying apart (0: a run), only dots write (sk_dot_strided) and
+ * all-reduces in place of them (sc_start_all_reduce_strided): the other
+ * collectives write runs. */
+static int run_writers(const Fn *fn, const int *uses, const int *last, const int *in_place, int c, int p,
+                       int64_t cols, int run[3]) {
     const Inst *in = &fn->insts[p];
     if (uses[p] != 1 || last[p] != c || in->place)
         return 0;
-    if (in->op == OP_DOT && !in->flags) {
+    if (in->op == OP_DOT) {
         run[0] = p;
-        return 1;
+        return plain_dot(fn, p, cols);
     }
     if (in->op != OP_DONE)
         return 0;
@@ -809,34 +843,35 @@ static int run_writers(const Fn *fn, const int *uses, const int *last, const int
     run[0] = p;
     run[1] = start;
     if (x < 0)
-        return 2;
-    if (fn->insts[x].op != OP_DOT || fn->insts[x].flags || fn->insts[x].place)
-        return 0;
+        return cols ? 0 : 2;
     run[2] = x;
-    return 3;
+    return plain_dot(fn, x, cols) ? 3 : 0;
 }
 
-/* Concatenates assembled in place (see the top): one whose result holds
- * each operand as a run, every operand written by values that can write
- * there, is INST_ASSEMBLED and they INST_IN_RUN.  Returns each value's
- * concatenate (-1 for none): its buffer is the concatenate's, taken when
- * the first of them is computed. */
+/* Concatenates assembled in place (see the top): one whose operands are
+ * runs of its result, or strided blocks of it (column tiles), every
+ * operand written by values that can write there, is INST_ASSEMBLED and
+ * they INST_IN_RUN.  Returns each value's concatenate (-1 for none): its
+ * buffer is the concatenate's, taken when the first of them is computed. */
 static int *mark_runs(Arena *a, Fn *fn, const int *uses, const int *last, const int *in_place) {
     int n = fn->ninsts, *run_of = arena_alloc(a, sizeof(int) * (size_t)(n + 1));
     for (int v = 0; v < n; v++)
         run_of[v] = -1;
     for (int c = 0; c < n; c++) {
         Inst *in = &fn->insts[c];
-        if (in->op != OP_CONCAT || in->flags || in->place || !runs_contiguous(fn, in))
+        if (in->op != OP_CONCAT || in->flags || in->place)
             continue;
-        int ok = 1, run[3];
-        for (int i = 0; ok && i < in->nargs; i++)
-            ok = run_writers(fn, uses, last, in_place, c, ir_arg(fn, in, i), run) > 0;
+        int ok = 1, run[3], strided = !runs_contiguous(fn, in);
+        for (int i = 0; ok && i < in->nargs; i++) {
+            const Inst *p = &fn->insts[ir_arg(fn, in, i)];
+            ok = run_writers(fn, uses, last, in_place, c, ir_arg(fn, in, i), strided ? block_cols(fn, in, p) : 0,
+                             run) > 0;
+        }
         if (!ok)
             continue;
         in->flags |= INST_ASSEMBLED;
         for (int i = 0; i < in->nargs; i++)
-            for (int k = run_writers(fn, uses, last, in_place, c, ir_arg(fn, in, i), run) - 1; k >= 0; k--) {
+            for (int k = run_writers(fn, uses, last, in_place, c, ir_arg(fn, in, i), 0, run) - 1; k >= 0; k--) {
                 fn->insts[run[k]].flags |= INST_IN_RUN;
                 run_of[run[k]] = c;
             }

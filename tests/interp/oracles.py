@@ -1427,6 +1427,19 @@ for name, fns, halves, tiles in [("allreduce_matmul", ["allreduce_matmul", "allr
     case("%s %s" % (name, fns[0]), sample(name + ".tdsl"), fns,
          matmul_of(lambda m, h=halves, t=tiles: worked_sizes(m, h, t)),
          consts=lambda m, h=halves, t=tiles: worked_consts(m, h, t), scaled=True, interp=[(2, 4), (1, 2)])
+# Column tiles assembled in place in f64 and i32 (tests/interp/progs/column_tiles.tdsl).
+def column_tiles(dt):
+    def make(rng, m):
+        b, dd, f = worked_sizes(m)
+        lhs, rhs = (rng.integers(-9, 10, (b, dd)).astype(np.int32), rng.integers(-9, 10, (dd, f)).astype(np.int32)) \
+            if dt == "i32" else (rng.standard_normal((b, dd)), rng.standard_normal((dd, f)))
+        return {"lhs": lhs, "rhs": rhs}, [(d(lhs) @ d(rhs), dt)]
+    return make
+
+
+for _dt in ("f64", "i32"):
+    case("column tiles " + _dt, prog("column_tiles.tdsl"), "tiles_" + _dt, column_tiles(_dt), consts=worked_consts,
+         scaled=True, interp=[(2, 4), (1, 2)])
 case("collective_mlp", sample("collective_mlp.tdsl"), ["collective_mlp", "mlp_block"], collective_mlp,
      consts=worked_consts, scaled=True, interp=[(2, 4), (1, 2)])
 case("sample two_matmul", sample("two_matmul_constraint.tdsl"), "two_matmul", two_matmul, consts="B=8,D=16,F=32")

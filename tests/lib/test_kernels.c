@@ -223,7 +223,7 @@ static void check_f32_out(sk_dtype t, int64_t k) {
     float got = 0, got_strided = 0;
     int rc = sk_dot_epilogue(t, SC_SHAPE(1, k), a, SC_SHAPE(k, 1), b, &dims, &ep, &got, NULL) ||
              sk_dot_strided(t, SC_SHAPE(1, k), a, NULL, SC_SHAPE(k, 1), b + 1, (const int64_t[]){2, 1}, &dims, &ep,
-                            &got_strided);
+                            &got_strided, 0);
     check(rc == 0 && got == 255 + k && got_strided == 255 + k, "dot %s f32_out: sums unrounded (%g, %g, want %lld)",
           NAME[t], got, got_strided, (long long)(255 + k));
     free(a);
@@ -269,7 +269,10 @@ static void check_accumulate(const char *what, sc_shape ls, sc_shape rs, sk_dot_
 /* sk_dot_strided: operands that are blocks of larger arrays, read where
  * they lie, against ref_dot of the blocks copied out.  Each operand is
  * the block at `at` of a parent array; with and without accumulate; every
- * dtype (f32 and f64 hand the strides to BLAS, the others copy). */
+ * dtype (f32 and f64 hand the strides to BLAS, the others copy).  The
+ * result, of rows of n elements, lies dense or with its rows n + 3
+ * apart, the elements between untouched (ldo; f32 and f64 store there,
+ * the others copy in). */
 static void *carve(sk_dtype t, sc_shape parent, const void *p, sc_shape block, const int64_t *at) {
     void *out = malloc((size_t)elems(block) * esize(t) + 1);
     for (int64_t i = 0; i < elems(block); i++) {
@@ -294,10 +297,11 @@ static const void *at_offset(sk_dtype t, sc_shape parent, const void *p, const i
 }
 
 static void check_strided(const char *what, sc_shape lp, sc_shape ls, const int64_t *la, sc_shape rp, sc_shape rs,
-                          const int64_t *ra, sk_dot_dims d) {
+                          const int64_t *ra, sk_dot_dims d, int64_t row) {
     static const sk_dtype TYPES[] = {SK_F32, SK_F64, SK_BF16, SK_F16, SK_I32};
     for (int ti = 0; ti < COUNT(TYPES); ti++)
-        for (int acc = 0; acc < 2; acc++) {
+        for (int acc = 0; acc < 2; acc++)
+            for (int64_t ldo = 0; ldo <= row + 3; ldo += row + 3) {
             sk_dtype t = TYPES[ti];
             void *lpar = fill(t, elems(lp), 3 + ti), *rpar = fill(t, elems(rp), 5 + ti);
             void *a = carve(t, lp, lpar, ls, la), *b = carve(t, rp, rpar, rs, ra);
@@ -308,18 +312,20 @@ static void check_strided(const char *what, sc_shape lp, sc_shape ls, const int6
             for (int k = rp.rank - 1; k >= 0; k--)
                 rst[k] = m, m *= rp.dims[k];
             sc_shape os;
-            void *want = malloc(4096 * 8), *got = fill(t, 4096, 17);
+            void *want = malloc(4096 * 8), *got = fill(t, 4096, 17), *start = fill(t, 4096, 17);
             ref_dot(t, ls, a, rs, b, &d, want, &os);
-            int64_t n = elems(os);
-            if (acc) {   /* want = got's start + the product, rounded as the unfused add */
-                for (int64_t i = 0; i < n; i++)
-                    st(t, want, i, ld(t, want, i) + ld(t, got, i));
-            }
+            int64_t n = elems(os), step = ldo ? ldo : row;
+            for (int64_t i = n * step / row; i-- > 0;)   /* want laid out as got: the block, and what it leaves */
+                st(t, want, i, i % step < row ? ld(t, want, i / step * row + i % step) : ld(t, start, i));
+            for (int64_t i = 0; acc && i < n * step / row; i++)   /* + got's start, rounded as the unfused add */
+                if (i % step < row)
+                    st(t, want, i, ld(t, want, i) + ld(t, start, i));
             sk_epilogue ep = {NULL, SK_COPY, acc, 0};
             int ok = sk_dot_strided(t, ls, at_offset(t, lp, lpar, la), lst, rs, at_offset(t, rp, rpar, ra), rst, &d,
-                                    &ep, got) == 0 && equal(t, got, want, n);
-            check(ok, "dot strided %s %s%s", what, NAME[t], acc ? " accumulate" : "");
-            free(lpar); free(rpar); free(a); free(b); free(want); free(got);
+                                    &ep, got, ldo) == 0 && equal(t, got, want, n * step / row);
+            check(ok, "dot strided %s %s%s, rows %lld apart", what, NAME[t], acc ? " accumulate" : "",
+                  (long long)step);
+            free(lpar); free(rpar); free(a); free(b); free(want); free(got); free(start);
         }
 }
 
@@ -327,12 +333,21 @@ static void test_dot_strided(void) {
     const int z[1] = {0}, o[1] = {1}, t2[1] = {2};
     check_strided("rows and columns of [8,12] x a column block of [7,10]", SC_SHAPE(8, 12), SC_SHAPE(5, 7),
                   (const int64_t[]){1, 2}, SC_SHAPE(7, 10), SC_SHAPE(7, 3), (const int64_t[]){0, 4},
-                  dd(0, 0, 0, 1, o, z));
+                  dd(0, 0, 0, 1, o, z), 3);
     check_strided("transposed rhs, a block of [6,9]", SC_SHAPE(5, 7), SC_SHAPE(5, 7), (const int64_t[]){0, 0},
-                  SC_SHAPE(6, 9), SC_SHAPE(3, 7), (const int64_t[]){2, 1}, dd(0, 0, 0, 1, o, o));
+                  SC_SHAPE(6, 9), SC_SHAPE(3, 7), (const int64_t[]){2, 1}, dd(0, 0, 0, 1, o, o), 3);
     check_strided("batched blocks of [4,5,9] x [4,8,3]", SC_SHAPE(4, 5, 9), SC_SHAPE(4, 5, 7),
                   (const int64_t[]){0, 0, 1}, SC_SHAPE(4, 8, 3), SC_SHAPE(4, 7, 3), (const int64_t[]){0, 1, 0},
-                  dd(1, z, z, 1, t2, o));
+                  dd(1, z, z, 1, t2, o), 3);
+    /* An empty sum: zeros in the block's rows, 5 apart, nothing between. */
+    float a[1] = {0}, b[1] = {0}, got[10];
+    for (int i = 0; i < 10; i++)
+        got[i] = 7;
+    sk_dot_dims empty = dd(0, 0, 0, 1, o, z);
+    int ok = sk_dot_strided(SK_F32, SC_SHAPE(2, 0), a, NULL, SC_SHAPE(0, 3), b, NULL, &empty, NULL, got, 5) == 0;
+    for (int i = 0; i < 10; i++)
+        ok &= got[i] == (i % 5 < 3 ? 0 : 7);
+    check(ok, "dot strided: an empty sum [2,0]x[0,3] into rows 5 apart");
 }
 
 static void test_dot_epilogue(void) {

@@ -294,6 +294,106 @@ static void test_all_reduce(void) {
     all_reduce_case("16", m16, SC_AXES(0), "{X}", SC_F32, SC_SUM, 777, 1, 0);
 }
 
+/* ---- the all-reduce over a strided block ---- */
+
+typedef struct {
+    sc_axes axes;
+    sc_dtype t;
+    sc_reduce op;
+    int64_t rows, cols, ld;
+    int async;
+    void *buf[16], *orig[16];
+    int bad[16];
+    char msg[16][200];
+} Sar;
+
+/* Each device reduces the rows x cols block of its buffer (rows ld
+ * apart) in place: each element the reference's reduction of the
+ * members' originals, the elements between the rows as they were. */
+static int sar_body(sc_device *dev, void *arg) {
+    Sar *a = arg;
+    int me = sc_device_id(dev), k = sc_group_size(dev, a->axes);
+    size_t es = sc_dtype_size(a->t);
+    int64_t n = a->rows * a->ld;
+    for (int64_t i = 0; i < n; i++)
+        fill_value(a->t, a->buf[me], i, (uint64_t)me);
+    memcpy(a->orig[me], a->buf[me], (size_t)n * es);
+    int rc;
+    if (a->async) {                      /* another collective in flight on another group meanwhile */
+        int32_t x = me, all[16];
+        sc_handle *h = sc_start_all_reduce_strided(dev, a->axes, a->t, a->op, a->buf[me], a->rows, a->cols, a->ld);
+        int rc2 = sc_all_gather(dev, SC_AXES(0), SC_I32, SC_SHAPE(1), 0, &x, all);
+        rc = sc_done(h) | rc2;
+    } else
+        rc = sc_all_reduce_strided(dev, a->axes, a->t, a->op, a->buf[me], a->rows, a->cols, a->ld);
+    if (rc) {
+        a->bad[me] = 1;
+        snprintf(a->msg[me], sizeof a->msg[me], "device %d: %s", me, sc_device_error(dev));
+        return 0;
+    }
+    const void *src[16];
+    for (int j = 0; j < k; j++)
+        src[j] = a->orig[sc_group_member(dev, a->axes, j)];
+    double want[2];
+    for (int64_t i = 0; i < n && !a->bad[me]; i++) {
+        if (i % a->ld < a->cols)
+            ref_reduce(a->t, a->op, src, k, i, want, 0);
+        else
+            memcpy(want, (const char *)a->orig[me] + i * (int64_t)es, es);
+        if (memcmp((char *)a->buf[me] + i * (int64_t)es, want, es)) {
+            a->bad[me] = 1;
+            snprintf(a->msg[me], sizeof a->msg[me], "device %d element %lld (row %lld) is %g, want %g", me,
+                     (long long)i, (long long)(i / a->ld), get(a->t, a->buf[me], i), get(a->t, want, 0));
+        }
+    }
+    return 0;
+}
+
+static void strided_case(const char *mesh_name, sc_mesh mesh, sc_axes axes, const char *axes_name, sc_dtype t,
+                         sc_reduce op, int64_t rows, int64_t cols, int64_t ld, int async) {
+    static Sar a;
+    memset(&a, 0, sizeof a);
+    a.axes = axes, a.t = t, a.op = op, a.rows = rows, a.cols = cols, a.ld = ld, a.async = async;
+    int ndev = 1;
+    for (int i = 0; i < mesh.naxes; i++)
+        ndev *= mesh.sizes[i];
+    for (int d = 0; d < ndev; d++)
+        a.buf[d] = malloc((size_t)(rows * ld + 1) * sc_dtype_size(t)),
+        a.orig[d] = malloc((size_t)(rows * ld + 1) * sc_dtype_size(t));
+    sc_world *w = sc_threads_create(&mesh, NULL, NULL, 0);
+    int rc = sc_run(w, sar_body, &a), bad = 0;
+    const char *msg = "";
+    for (int d = 0; d < ndev; d++)
+        if (a.bad[d] && !bad)
+            bad = 1, msg = a.msg[d];
+    static const char *const opn[] = {"sum", "max", "min"};
+    check(rc == 0 && !bad, "strided all-reduce %s %s of %lld x %lld rows %lld apart on mesh %s over %s%s: exact, "
+          "the rest untouched%s%s", sc_dtype_name(t), opn[op], (long long)rows, (long long)cols, (long long)ld,
+          mesh_name, axes_name, async ? ", start/done" : "", bad ? ": " : "", rc ? sc_world_error(w) : msg);
+    sc_world_destroy(w);
+    for (int d = 0; d < ndev; d++)
+        free(a.buf[d]), free(a.orig[d]);
+}
+
+/* Every path (eager, sliced, non-temporal pieces) and dtype, ld == cols,
+ * one row and one column. */
+static void test_all_reduce_strided(void) {
+    const sc_mesh m24 = {2, {2, 4}, {"X", "Y"}}, m5 = {1, {5}, {"X"}};
+    const struct { sc_axes axes; const char *name; } groups[] = {
+        {SC_AXES(1), "{Y}"}, {SC_AXES(0), "{X}"}, {SC_AXES(0, 1), "{X,Y}"}, {SC_AXES(1, 0), "{Y,X}"}};
+    static const int64_t shapes[][3] = {{3, 5, 9}, {1, 7, 7}, {100, 37, 50}, {64, 64, 64}, {333, 1, 4},
+                                        {300, 1000, 1500}};
+    for (int g = 0; g < 4; g++)
+        for (int s = 0; s < 6; s++)
+            strided_case("2x4", m24, groups[g].axes, groups[g].name, SC_F32, SC_SUM, shapes[s][0], shapes[s][1],
+                         shapes[s][2], s == 2);
+    for (int t = 0; t < SC_DTYPE_COUNT; t++)
+        for (int op = SC_SUM; op <= SC_MIN; op++)
+            strided_case("2x4", m24, SC_AXES(1, 0), "{Y,X}", (sc_dtype)t, (sc_reduce)op, 41, 100, 130, op == SC_MAX);
+    strided_case("5", m5, SC_AXES(0), "{X}", SC_F64, SC_SUM, 200, 700, 1001, 1);
+    strided_case("5", m5, SC_AXES(0), "{X}", SC_BF16, SC_SUM, 7, 3, 5, 0);
+}
+
 /* ---- the other kinds, eager and not ---- */
 
 typedef struct {
@@ -562,6 +662,7 @@ static void test_rounds(void) {
 int main(void) {
     test_kernels();
     test_all_reduce();
+    test_all_reduce_strided();
     test_kinds();
     test_pipeline();
     test_order();

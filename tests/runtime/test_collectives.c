@@ -190,6 +190,23 @@ static void run_all_reduce(Dev *d) {
             snprintf(what, sizeof what, "op %d count %lld", op, (long long)n);
             compare(d, AR, rc, n, what);
         }
+    /* In place over a strided block (rows x cols, rows ld apart): the
+     * elements between the rows stay as they were. */
+    static const int64_t blocks[][3] = {{3, 5, 8}, {4, 6, 6}, {1, 7, 9}, {5, 1, 3}, {6, 0, 2}};
+    for (int bi = 0; bi < 5; bi++)
+        for (int op = SC_SUM; op <= SC_MIN; op++) {
+            int64_t rows = blocks[bi][0], cols = blocks[bi][1], ld = blocks[bi][2], n = rows * ld;
+            for (int64_t i = 0; i < n; i++) {
+                put(d->c->t, d->recv, i, value(d->c->t, d->me, i));
+                put(d->c->t, d->want, i, i % ld < cols ? ref_reduce(d->c->t, (sc_reduce)op, d->members, d->k, i)
+                                                       : value(d->c->t, d->me, i));
+            }
+            int rc = sc_all_reduce_strided(d->dev, d->c->axes, d->c->t, (sc_reduce)op, d->recv, rows, cols, ld);
+            char what[64];
+            snprintf(what, sizeof what, "op %d strided %lld x %lld rows %lld apart", op, (long long)rows,
+                     (long long)cols, (long long)ld);
+            compare(d, AR, rc, n, what);
+        }
 }
 
 static void run_all_gather(Dev *d) {

@@ -472,6 +472,9 @@ static int err_body(sc_device *dev, void *arg) {
     case 3:
         rc = sc_collective_permute(dev, SC_AXES(1), SC_F32, (const int[]){0, 1, 2, 1}, 2, x, y, 8);
         break;
+    case 6:                  /* device 0's strided block has its rows further apart */
+        rc = sc_all_reduce_strided(dev, SC_AXES(1), SC_F32, SC_SUM, y, 2, 4, me == 0 ? 9 : 8);
+        break;
     default: {               /* too many started and not done */
         sc_handle *h[SC_MAX_PENDING + 1];
         for (int i = 0; i <= SC_MAX_PENDING; i++)
@@ -495,8 +498,16 @@ static void test_errors(void) {
         {"a rank targeted twice", "collective-permute over {Y}: a rank is the source or the target of two pairs", 0},
         {"too many pending", "more than 8 collectives started and not done", 0},
         {"a device returning an error", "all-reduce over {X,Y}: aborted: device 6 returned 7", 0},
+        {"a strided mismatch", "calls all-reduce f32 sum [2,4] rows 9 apart where another member calls all-reduce f32 "
+                               "sum [2,4] rows 8 apart", 0},
     };
-    for (int c = 0; c < 6; c++) {
+    /* A mismatch is seen by whoever compares the calls: look at the world,
+     * where the calls may be named in either order. */
+    static const char *const swapped[] = {
+        "calls all-reduce f32 sum [8] where another member calls all-gather f32 [8] dim 0", NULL, NULL, NULL, NULL,
+        NULL, "calls all-reduce f32 sum [2,4] rows 8 apart where another member calls all-reduce f32 sum [2,4] rows 9 "
+              "apart"};
+    for (int c = 0; c < 7; c++) {
         static Err e;
         memset(&e, 0, sizeof e);
         e.which = c;
@@ -504,14 +515,13 @@ static void test_errors(void) {
         sc_set_timeout(w, 5);
         int rc = sc_run(w, err_body, &e), all_fail = 1, prompt = 1;
         for (int d = 0; d < 8; d++) {
-            all_fail &= e.rc[d] == SC_ERR || c == 0 || c == 2 || (c == 5 && d == 6);   /* groups without the culprit finish */
+            /* groups without the culprit finish */
+            all_fail &= e.rc[d] == SC_ERR || c == 0 || c == 2 || c == 6 || (c == 5 && d == 6);
             prompt &= e.took[d] < 2;
         }
         all_fail &= e.rc[cases[c].dev] == SC_ERR;
-        /* Mismatch: whoever arrives second sees it, so look at the world. */
-        const char *msg = c == 0 ? sc_world_error(w) : e.msg[cases[c].dev];
-        int named = strstr(msg, cases[c].want) != NULL ||
-                    (c == 0 && strstr(msg, "calls all-reduce f32 sum [8] where another member calls all-gather f32 [8] dim 0"));
+        const char *msg = swapped[c] ? sc_world_error(w) : e.msg[cases[c].dev];
+        int named = strstr(msg, cases[c].want) != NULL || (swapped[c] && strstr(msg, swapped[c]));
         check(rc == SC_ERR && all_fail && prompt && named, "%s fails the world at once: \"%s\"", cases[c].what, msg);
         sc_world_destroy(w);
     }
