@@ -18,6 +18,7 @@ mesh, and the skip is counted, not passed.
 Prints one line per failure and ends with "N passed, N failed, N skipped".
 """
 import argparse
+import concurrent.futures
 import glob
 import os
 import re
@@ -132,11 +133,13 @@ def close(a, b, dtype):
     return bool(same_nan.all() and same_inf.all() and (diff <= TOL[dtype] * scale).all())
 
 
-def check_program(shardc, tmp, path, consts, counts):
+def check_program(shardc, tmp, path, consts):
+    """The program's checks in folder tmp: (counts, failure lines)."""
+    counts, lines = {"passed": 0, "failed": 0, "skipped": 0}, []
     base = ["--const", consts] if consts else []
     parsed = run(shardc, ["dump", path, "--stage", "parsed"] + base)
     if parsed.returncode != 0:
-        return                      # the lit tests own programs that do not compile
+        return counts, lines        # the lit tests own programs that do not compile
     axes = re.findall(r"(\w+)=\d+", parsed.stdout.splitlines()[0])
     rng = np.random.default_rng(1234)
     name = os.path.relpath(path, ROOT)
@@ -165,7 +168,7 @@ def check_program(shardc, tmp, path, consts, counts):
                 counts["passed"] += 1       # both stop with the same run-time error
                 continue
             if isinstance(g, str) or isinstance(p, str):
-                print("FAIL %s: %s" % (what, g if isinstance(g, str) else p))
+                lines.append("FAIL %s: %s" % (what, g if isinstance(g, str) else p))
                 counts["failed"] += 1
                 continue
             ok = len(g) == len(p) and all(close(a, b, dtypes[i] if i < len(dtypes) else "f32")
@@ -173,8 +176,9 @@ def check_program(shardc, tmp, path, consts, counts):
             if ok:
                 counts["passed"] += 1
             else:
-                print("FAIL %s: partitioned results differ from the global program" % what)
+                lines.append("FAIL %s: partitioned results differ from the global program" % what)
                 counts["failed"] += 1
+    return counts, lines
 
 
 def main():
@@ -182,14 +186,25 @@ def main():
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
     ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-partition"))
     ap.add_argument("--only", help="check only the programs whose path matches this regex")
+    ap.add_argument("--jobs", type=int, default=2, help="programs checked at once")
     args = ap.parse_args()
     shutil.rmtree(args.tmp, ignore_errors=True)
     os.makedirs(args.tmp)
+    todo = [(path, consts) for path, consts in programs()
+            if not args.only or re.search(args.only, os.path.relpath(path, ROOT))]
+    shardc = os.path.abspath(args.shardc)
+
+    def one(i):
+        return check_program(shardc, os.path.join(args.tmp, str(i)), *todo[i])
+
     counts = {"passed": 0, "failed": 0, "skipped": 0}
-    for path, consts in programs():
-        if args.only and not re.search(args.only, os.path.relpath(path, ROOT)):
-            continue
-        check_program(os.path.abspath(args.shardc), args.tmp, path, consts, counts)
+    # Each program in a folder of its own; results reported in program order.
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        for c, lines in pool.map(one, range(len(todo))):
+            for line in lines:
+                print(line)
+            for k in counts:
+                counts[k] += c[k]
     print("%d passed, %d failed, %d skipped" % (counts["passed"], counts["failed"], counts["skipped"]))
     return 1 if counts["failed"] else 0
 
