@@ -1,7 +1,7 @@
 /* Internals of compiler/partition, shared by its files: partition.c lowers
- * each op, reshard.c moves values between shardings, halo.c exchanges the
- * halos of shifted slices, rolls, concats, pads and reshapes, place.c moves values between
- * submeshes. */
+ * each op, reshard.c moves values between shardings, halo.c and
+ * halo_concat.c exchange the halos of shifted slices, rolls, concats, pads
+ * and reshapes, place.c moves values between submeshes. */
 #ifndef SHARDC_PART_H
 #define SHARDC_PART_H
 
@@ -221,7 +221,8 @@ int gather_choice(const Part *p, int v, GatherChoice *c);
 /* The choice and both costs, as the dumps print them after the gather. */
 const char *gather_choice_note(Arena *arena, const GatherChoice *c);
 
-/* halo.c: each returns 0 when its exchange does not apply. */
+/* halo.c and halo_concat.c: each returns 0 when its exchange does not
+ * apply. */
 int lower_split_roll(Part *p, const Inst *in, Piece *out);
 int halo_reshard_dim(const Piece *x, const Sharding *to);
 void halo_reshard(Part *p, Piece *x, const Sharding *to, int dim, int gather);
