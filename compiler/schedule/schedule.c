@@ -861,19 +861,21 @@ static int *mark_runs(Arena *a, Fn *fn, const int *uses, const int *last, const 
         Inst *in = &fn->insts[c];
         if (in->op != OP_CONCAT || in->flags || in->place)
             continue;
-        int ok = 1, run[3], strided = !runs_contiguous(fn, in);
+        /* Each operand's writers, three at most, kept until all qualify. */
+        int strided = !runs_contiguous(fn, in), ok = 1;
+        int *writers = arena_alloc(a, sizeof(int) * 4 * (size_t)in->nargs);
         for (int i = 0; ok && i < in->nargs; i++) {
-            const Inst *p = &fn->insts[ir_arg(fn, in, i)];
-            ok = run_writers(fn, uses, last, in_place, c, ir_arg(fn, in, i), strided ? block_cols(fn, in, p) : 0,
-                             run) > 0;
+            int p = ir_arg(fn, in, i), *w = &writers[4 * i];
+            w[3] = run_writers(fn, uses, last, in_place, c, p, strided ? block_cols(fn, in, &fn->insts[p]) : 0, w);
+            ok = w[3] > 0;
         }
         if (!ok)
             continue;
         in->flags |= INST_ASSEMBLED;
         for (int i = 0; i < in->nargs; i++)
-            for (int k = run_writers(fn, uses, last, in_place, c, ir_arg(fn, in, i), 0, run) - 1; k >= 0; k--) {
-                fn->insts[run[k]].flags |= INST_IN_RUN;
-                run_of[run[k]] = c;
+            for (int k = 0; k < writers[4 * i + 3]; k++) {
+                fn->insts[writers[4 * i + k]].flags |= INST_IN_RUN;
+                run_of[writers[4 * i + k]] = c;
             }
     }
     return run_of;
