@@ -162,11 +162,18 @@ static PtrVec one(ParseCtx *ctx, void *p) {
 %token T_NL "end of line"
 %token T_MESH "mesh" T_CONST "const" T_FN "fn" T_SPMD "spmd" T_RETURN "return"
 %token T_FOR "for" T_IN "in" T_SUBMESH "submesh" T_ON "on"
+%token T_AND "and" T_OR "or" T_XOR "xor" T_NOT "not"
 %token T_ARROW "->" T_DOTDOT ".." T_LE "<=" T_GE ">=" T_EQ "==" T_NE "!=" T_PLUSEQ "+="
 %token <ival> T_INT "integer" T_IDENT "name" T_DTYPE "dtype"
 %token <fval> T_FLOAT "number"
 %token T_ERROR "invalid token"
 
+/* The logic ops bind more loosely than comparisons, so `a < b and b < c`
+ * needs no parentheses; or < xor < and < not, as | ^ & ! in C. */
+%left T_OR
+%left T_XOR
+%left T_AND
+%precedence T_NOT
 %nonassoc '<' '>' T_LE T_GE T_EQ T_NE
 %left '+' '-'
 %left '*' '/' '%'
@@ -388,6 +395,15 @@ expr:
   | expr ">=" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_GE, $1, $3, @2)))) YYABORT; }
   | expr "==" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_EQ, $1, $3, @2)))) YYABORT; }
   | expr "!=" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_NE, $1, $3, @2)))) YYABORT; }
+  | expr "and" expr                 { if (!($$ = nest(ctx, binary(ctx, OPR_AND, $1, $3, @2)))) YYABORT; }
+  | expr "or" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_OR, $1, $3, @2)))) YYABORT; }
+  | expr "xor" expr                 { if (!($$ = nest(ctx, binary(ctx, OPR_XOR, $1, $3, @2)))) YYABORT; }
+  | "not" expr                      {
+        $$ = expr(ctx, E_UNARY, @1);
+        $$->op = OPR_NOT;
+        $$->lhs = $2;
+        if (!nest(ctx, $$)) YYABORT;
+    }
   | '-' expr %prec UMINUS           {
         $$ = expr(ctx, E_UNARY, @1);
         $$->op = '-';

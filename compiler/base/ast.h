@@ -47,8 +47,9 @@ typedef struct {
     Loc loc;
 } AstType;
 
-/* Operators: single characters stand for themselves ('+', '<', ...). */
-enum { OPR_LE = 256, OPR_GE, OPR_EQ, OPR_NE };
+/* Operators: single characters stand for themselves ('+', '<', ...); the
+ * logic ops are the keywords and, or, xor and (unary) not. */
+enum { OPR_LE = 256, OPR_GE, OPR_EQ, OPR_NE, OPR_AND, OPR_OR, OPR_XOR, OPR_NOT };
 
 typedef enum {
     E_INT,      /* ival */

@@ -529,7 +529,9 @@ static Term lower(Ix *ix, Expr *e) {
     switch (e->kind) {
     case E_UNARY:
         t = lower(ix, e->lhs);
-        t = from_val(t.v < 0 ? eval(s, e) : unary_op(s, OP_NEGATE, "unary -", tensor(t.v), e->loc), &t);
+        t = from_val(t.v < 0                 ? eval(s, e)
+                     : e->op == OPR_NOT ? not_op(s, tensor(t.v), e->loc)
+                                        : unary_op(s, OP_NEGATE, "unary -", tensor(t.v), e->loc), &t);
         break;
     case E_BINARY: {
         Term a = lower(ix, e->lhs), b = lower(ix, e->rhs);

@@ -254,6 +254,41 @@ case("compare_f32", prog("binary.tdsl"), "compare_f32", compare_f32)
 case("compare_i32", prog("binary.tdsl"), "compare_i32", compare_i32)
 
 
+# ---- logic (tests/interp/progs/logic.tdsl) ----
+
+def logic_inputs(rng):
+    a = rng.integers(-3, 4, (9, 5)).astype(np.float32)     # small integers: ties on every comparison
+    b = rng.integers(-3, 4, (9, 5)).astype(np.float32)
+    return a, b, rng.random((9, 5)) < 0.5
+
+
+def logic(rng, m):
+    a, b, p = logic_inputs(rng)
+    mm = (~(a < b) & p) | ((b > 2) ^ p)
+    return {"a": a, "b": b, "p": p}, [((a < b) & (b < 1), "bool"), ((a < 0) | p, "bool"), (p ^ (a > b), "bool"),
+                                      (~p, "bool"), (mm, "bool"), (np.where((0 < a) & (a < 2), a, b), "f32")]
+
+
+def scalar_mask(rng, m):
+    a, _, _ = logic_inputs(rng)
+    s = np.float32(rng.choice([-1, 1]))
+    return {"a": a, "s": s}, [((a > 1) ^ (s < 0), "bool"), (((a > 0) & (s > 0)) | ~(a < -1), "bool")]
+
+
+def masked_grad(rng, m):
+    w, x, _ = logic_inputs(rng)
+    mask = ((x > 0) & ~(w < -1)) | (x > 2)
+    return {"w": w, "x": x}, [(np.where(mask, x, 0), "f32")]
+
+
+# Two meshes that split the rows unevenly (2 and 8 devices) and one device.
+case("logic", prog("logic.tdsl"), "logic", logic, exact=True, interp=[None, (1,), (4,)], codegen=[0, 1, 3])
+case("logic.scalar_mask", prog("logic.tdsl"), "scalar_mask", scalar_mask, exact=True, interp=[None, (3,)],
+     codegen=[1, 4])
+case("logic.masked_grad", prog("logic.tdsl"), "masked_grad", masked_grad, exact=True, interp=[None, (3,)],
+     codegen=[1, 4])
+
+
 # ---- casts (tests/interp/progs/casts.tdsl) ----
 
 def casts(rng, m):
