@@ -289,6 +289,28 @@ case("logic.masked_grad", prog("logic.tdsl"), "masked_grad", masked_grad, exact=
      codegen=[1, 4])
 
 
+# ---- inf, -inf, nan (tests/interp/progs/nonfinite.tdsl) ----
+
+def specials(rng, m):
+    x = normal(rng, 8)
+    inf, nan = np.float32(np.inf), np.float32(np.nan)
+    with np.errstate(invalid="ignore"):
+        return {"x": x}, [(np.where(x > 0, inf, -inf), "f32"), (np.full(8, np.nan), "f64"), (np.full(8, inf), "bf16"),
+                          (np.full(8, -np.inf), "f16"), (np.isfinite(x), "bool"), (np.full(8, nan), "f32"),
+                          (np.float32(-np.inf), "f32")]
+
+
+def causal(rng, m):
+    s = normal(rng, 6, 6)
+    z = np.where(np.tril(np.ones((6, 6), bool)), d(s), -np.inf)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return {"s": s}, [(e / e.sum(axis=1, keepdims=True), "f32")]
+
+
+case("nonfinite.specials", prog("nonfinite.tdsl"), "specials", specials, exact=True, interp=[None, (3,)],
+     codegen=[0, 1, 3])
+case("nonfinite.causal", prog("nonfinite.tdsl"), "causal", causal, interp=[None, (4,)], codegen=[1, 4])
+
 # ---- casts (tests/interp/progs/casts.tdsl) ----
 
 def casts(rng, m):
