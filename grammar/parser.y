@@ -275,7 +275,7 @@ types:
 sig_type:
     type
   | name                            {
-        char hint[160];
+        char hint[200];
         const char *word = sym_name(ctx->syms, $1->sym);
         parse_error(ctx, $1->loc, "unknown dtype '%s'%s", word, dtype_hint(word, hint, sizeof hint));
         YYABORT;
