@@ -548,9 +548,19 @@ static int yyreport_syntax_error(const yypcontext_t *yc, yyscan_t scanner, Parse
         parse_error(ctx, at, "%s%s", msg, suggest_text(&sg, hint, sizeof hint));
         return 0;
     }
-    int name_expected = 0;
-    for (int i = 0; i < n; i++)
+    /* A comparison where a binary operator may stand (after an operand):
+     * comparisons are not associative, so this is a chain. */
+    int name_expected = 0, after_operand = 0;
+    for (int i = 0; i < n; i++) {
         name_expected |= exp[i] == YYSYMBOL_T_IDENT;
+        after_operand |= exp[i] == YYTRANSLATE('*');
+    }
+    int cmp = la == YYTRANSLATE('<') || la == YYTRANSLATE('>') || la == YYSYMBOL_T_LE || la == YYSYMBOL_T_GE ||
+              la == YYSYMBOL_T_EQ || la == YYSYMBOL_T_NE;
+    if (cmp && after_operand) {
+        parse_error(ctx, at, "%s; comparisons do not chain: write a < b and b < c", msg);
+        return 0;
+    }
     if (word[0] && la != YYSYMBOL_T_IDENT && name_expected) {
         parse_error(ctx, at, "%s; '%s' is a reserved word and cannot be a name", msg, word);
         return 0;

@@ -68,9 +68,9 @@ static int literal_dtype(Val a, Val b) {
 static void unify(Sema *s, Val *a, Val *b, Loc loc, int *x, int *y) {
     int da = dtype_of_val(s, *a), db = dtype_of_val(s, *b);
     int dt = da >= 0 ? da : db >= 0 ? db : literal_dtype(*a, *b);
-    if (da >= 0 && db >= 0 && da != db)
+    if (da >= 0 && db >= 0 && da != db)     /* there is no bool(...): cast the bool one */
         sema_error(s, loc, "operands have different dtypes, %s and %s; cast one with %s(...)",
-                   dtype_name[da], dtype_name[db], dtype_name[da]);
+                   dtype_name[da], dtype_name[db], dtype_name[da == DT_BOOL ? db : da]);
     *x = to_tensor(s, *a, dt, loc);
     *y = to_tensor(s, *b, dt, loc);
     const Shape *sx = &s->fn->insts[*x].type, *sy = &s->fn->insts[*y].type;
