@@ -281,10 +281,16 @@ def masked_grad(rng, m):
     return {"w": w, "x": x}, [(np.where(mask, x, 0), "f32")]
 
 
+def mixed(rng, m):
+    p, q = rng.random((8, 6)) < 0.5, rng.random((8, 6)) < 0.5
+    return {"p": p, "q": q}, [(p ^ q, "bool"), (~p | q, "bool")]
+
+
 # Two meshes that split the rows unevenly (2 and 8 devices) and one device.
 case("logic", prog("logic.tdsl"), "logic", logic, exact=True, interp=[None, (1,), (4,)], codegen=[0, 1, 3])
 case("logic.scalar_mask", prog("logic.tdsl"), "scalar_mask", scalar_mask, exact=True, interp=[None, (3,)],
      codegen=[1, 4])
+case("logic.mixed", prog("logic.tdsl"), "mixed", mixed, exact=True, interp=[None, (4,)], codegen=[1, 3])
 case("logic.masked_grad", prog("logic.tdsl"), "masked_grad", masked_grad, exact=True, interp=[None, (3,)],
      codegen=[1, 4])
 
