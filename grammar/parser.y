@@ -1,7 +1,8 @@
 /* TDSL grammar (docs/language.md).  Actions only build the syntax tree;
  * every check beyond syntax happens in compiler/sema. */
 %define api.pure full
-%define parse.error detailed
+%define parse.error custom
+%define parse.lac full
 %define api.location.type {Loc}
 %locations
 %param {yyscan_t scanner}
@@ -19,6 +20,8 @@ int yylex(YYSTYPE *lval, Loc *lloc, yyscan_t scanner);
 %code {
 #include <stdarg.h>
 #include <string.h>
+
+#include "suggest.h"
 
 #define YYLLOC_DEFAULT(Cur, Rhs, N) \
     do { (Cur) = (N) ? YYRHSLOC(Rhs, 1) : YYRHSLOC(Rhs, 0); } while (0)
@@ -162,11 +165,18 @@ static PtrVec one(ParseCtx *ctx, void *p) {
 %token T_NL "end of line"
 %token T_MESH "mesh" T_CONST "const" T_FN "fn" T_SPMD "spmd" T_RETURN "return"
 %token T_FOR "for" T_IN "in" T_SUBMESH "submesh" T_ON "on"
+%token T_AND "and" T_OR "or" T_XOR "xor" T_NOT "not"
 %token T_ARROW "->" T_DOTDOT ".." T_LE "<=" T_GE ">=" T_EQ "==" T_NE "!=" T_PLUSEQ "+="
 %token <ival> T_INT "integer" T_IDENT "name" T_DTYPE "dtype"
 %token <fval> T_FLOAT "number"
 %token T_ERROR "invalid token"
 
+/* The logic ops bind more loosely than comparisons, so `a < b and b < c`
+ * needs no parentheses; or < xor < and < not, as | ^ & ! in C. */
+%left T_OR
+%left T_XOR
+%left T_AND
+%precedence T_NOT
 %nonassoc '<' '>' T_LE T_GE T_EQ T_NE
 %left '+' '-'
 %left '*' '/' '%'
@@ -198,8 +208,13 @@ top:
   | fn                      { $$ = node(ctx, sizeof *$$); $$->kind = TOP_FN; $$->loc = $1->loc; $$->fn = $1; }
   | name fn                 {   /* `checkpoint fn f(...)`: no other word may stand before fn */
         if (strcmp(sym_name(ctx->syms, $1->sym), "checkpoint") != 0) {
+            char hint[48];
+            Suggest sg = suggest_begin(sym_name(ctx->syms, $1->sym));
+            suggest_add(&sg, "checkpoint", -1);
+            suggest_add(&sg, "spmd", -1);
             parse_error(ctx, $1->loc, "'%s' cannot stand before fn; the only word that can is checkpoint "
-                        "(checkpoint fn f: every call of f is checkpointed)", sym_name(ctx->syms, $1->sym));
+                        "(checkpoint fn f: every call of f is checkpointed)%s", sym_name(ctx->syms, $1->sym),
+                        suggest_text(&sg, hint, sizeof hint));
             YYABORT;
         }
         $2->checkpoint = 1;
@@ -268,7 +283,7 @@ types:
 sig_type:
     type
   | name                            {
-        char hint[160];
+        char hint[200];
         const char *word = sym_name(ctx->syms, $1->sym);
         parse_error(ctx, $1->loc, "unknown dtype '%s'%s", word, dtype_hint(word, hint, sizeof hint));
         YYABORT;
@@ -388,6 +403,15 @@ expr:
   | expr ">=" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_GE, $1, $3, @2)))) YYABORT; }
   | expr "==" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_EQ, $1, $3, @2)))) YYABORT; }
   | expr "!=" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_NE, $1, $3, @2)))) YYABORT; }
+  | expr "and" expr                 { if (!($$ = nest(ctx, binary(ctx, OPR_AND, $1, $3, @2)))) YYABORT; }
+  | expr "or" expr                  { if (!($$ = nest(ctx, binary(ctx, OPR_OR, $1, $3, @2)))) YYABORT; }
+  | expr "xor" expr                 { if (!($$ = nest(ctx, binary(ctx, OPR_XOR, $1, $3, @2)))) YYABORT; }
+  | "not" expr                      {
+        $$ = expr(ctx, E_UNARY, @1);
+        $$->op = OPR_NOT;
+        $$->lhs = $2;
+        if (!nest(ctx, $$)) YYABORT;
+    }
   | '-' expr %prec UMINUS           {
         $$ = expr(ctx, E_UNARY, @1);
         $$->op = '-';
@@ -445,6 +469,105 @@ primary:
 %%
 
 void ptrvec_push(Arena *a, PtrVec *v, void *p) { *VEC_PUSH(a, v->items, v->n, v->cap) = p; }
+
+/* ---- syntax errors ---- */
+
+static int is_keyword(yysymbol_kind_t k) { return k >= YYSYMBOL_T_MESH && k <= YYSYMBOL_T_NOT; }
+
+/* The identifier-like word of the source at loc ("" for none): a name, a
+ * keyword, a dtype, inf or nan. */
+static const char *word_at(const ParseCtx *ctx, Loc loc, char *buf, size_t cap) {
+    const char *p = ctx->diag->text, *end = p + ctx->diag->len;
+    for (int line = 1; line < loc.line && p < end; p++)
+        line += *p == '\n';
+    if (loc.col < 1 || end - p < loc.col - 1)
+        return strcpy(buf, "");
+    p += loc.col - 1;
+    size_t n = 0;
+    while (p + n < end && n + 1 < cap && (p[n] == '_' || (p[n] >= 'a' && p[n] <= 'z') || (p[n] >= 'A' && p[n] <= 'Z') ||
+                                          (n && p[n] >= '0' && p[n] <= '9')))
+        n++;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The keyword among ks[0..n) nearest to word, into *sg. */
+static void near_keywords(Suggest *sg, const yysymbol_kind_t *ks, int n) {
+    for (int i = 0; i < n; i++)
+        if (is_keyword(ks[i]))
+            suggest_add(sg, yysymbol_name(ks[i]), -1);
+}
+
+/* Bison's "syntax error, unexpected X, expecting Y or Z" (the expected
+ * tokens when at most four), and where the parser can tell, what was meant:
+ *   - a name where a keyword may stand, near one (`for i inn`, `x adn y`,
+ *     `-> f32[4] onn s`): did you mean it;
+ *   - a name first on its line, then a token no statement can continue
+ *     with: a misspelled keyword that starts a line (`retrun x`, `fro i in`,
+ *     `fnn f(`, `mesj X = 2`), among those that may start it there;
+ *   - a reserved word where a name is expected (`in = 1`, `inf = x`). */
+static int yyreport_syntax_error(const yypcontext_t *yc, yyscan_t scanner, ParseCtx *ctx) {
+    (void)scanner;
+    yysymbol_kind_t exp[YYNTOKENS], la = yypcontext_token(yc);
+    int n = yypcontext_expected_tokens(yc, exp, YYNTOKENS);
+    Loc at = *yypcontext_location(yc);
+    char msg[400], w[SUGGEST_MAX_LEN + 2], hint[SUGGEST_MAX_LEN + 32];
+    const char *word = la == YYSYMBOL_YYEMPTY ? "" : word_at(ctx, at, w, sizeof w);
+    size_t len = (size_t)snprintf(msg, sizeof msg, "syntax error");
+    if (la == YYSYMBOL_T_IDENT)      /* which name */
+        len += (size_t)snprintf(msg + len, sizeof msg - len, ", unexpected name '%s'", word);
+    else if (la != YYSYMBOL_YYEMPTY)
+        len += (size_t)snprintf(msg + len, sizeof msg - len, ", unexpected %s", yysymbol_name(la));
+    if (la != YYSYMBOL_YYEMPTY) {
+        for (int i = 0; n <= 4 && i < n && len < sizeof msg; i++)
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s", i ? " or " : ", expecting ",
+                                    yysymbol_name(exp[i]));
+    }
+    /* recent[2] is the unexpected token, recent[1] the word before it. */
+    if (la != YYSYMBOL_YYEMPTY && ctx->recent[2].loc.line == at.line && ctx->recent[2].loc.col == at.col &&
+        ctx->recent[1].tok == T_IDENT && (ctx->recent[0].tok == 0 || ctx->recent[0].tok == T_NL || ctx->recent[0].tok == '{')) {
+        static const yysymbol_kind_t top[] = {YYSYMBOL_T_MESH, YYSYMBOL_T_CONST, YYSYMBOL_T_SUBMESH, YYSYMBOL_T_FN,
+                                              YYSYMBOL_T_SPMD};
+        static const yysymbol_kind_t body[] = {YYSYMBOL_T_RETURN, YYSYMBOL_T_FOR};
+        int in_body = ctx->recent[1].braces > 0;
+        char first[SUGGEST_MAX_LEN + 2];
+        word_at(ctx, ctx->recent[1].loc, first, sizeof first);
+        Suggest line = suggest_begin(first);
+        near_keywords(&line, in_body ? body : top, in_body ? 2 : 5);
+        if (line.best) {
+            parse_error(ctx, ctx->recent[1].loc, "syntax error, unexpected name '%s' at the start of a %s%s", first,
+                        in_body ? "statement" : "line", suggest_text(&line, hint, sizeof hint));
+            return 0;
+        }
+    }
+    Suggest sg = suggest_begin(word);
+    if (la == YYSYMBOL_T_IDENT)
+        near_keywords(&sg, exp, n);
+    if (sg.best) {
+        parse_error(ctx, at, "%s%s", msg, suggest_text(&sg, hint, sizeof hint));
+        return 0;
+    }
+    /* A comparison where a binary operator may stand (after an operand):
+     * comparisons are not associative, so this is a chain. */
+    int name_expected = 0, after_operand = 0;
+    for (int i = 0; i < n; i++) {
+        name_expected |= exp[i] == YYSYMBOL_T_IDENT;
+        after_operand |= exp[i] == YYTRANSLATE('*');
+    }
+    int cmp = la == YYTRANSLATE('<') || la == YYTRANSLATE('>') || la == YYSYMBOL_T_LE || la == YYSYMBOL_T_GE ||
+              la == YYSYMBOL_T_EQ || la == YYSYMBOL_T_NE;
+    if (cmp && after_operand) {
+        parse_error(ctx, at, "%s; comparisons do not chain: write a < b and b < c", msg);
+        return 0;
+    }
+    if (word[0] && la != YYSYMBOL_T_IDENT && name_expected) {
+        parse_error(ctx, at, "%s; '%s' is a reserved word and cannot be a name", msg, word);
+        return 0;
+    }
+    parse_error(ctx, at, "%s", msg);
+    return 0;
+}
 
 void parse_error(ParseCtx *ctx, Loc loc, const char *fmt, ...) {
     if (ctx->failed)

@@ -10,7 +10,7 @@
 #include <math.h>
 
 /* Which dtypes each op takes (shardc_elementwise.def's dtypes column). */
-enum { ANY, NUM, FLOAT };
+enum { ANY, NUM, FLOAT, BOOL };
 static const unsigned char unary_dtypes[SK_UNARY_COUNT] = {
 #define SK_UNARY(ID, name, builtin, dtypes, f, fi) [SK_##ID] = dtypes,
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi)
@@ -27,12 +27,14 @@ static const unsigned char binary_dtypes[SK_BINARY_COUNT] = {
 };
 
 static int takes(int dtypes, sk_dtype t) {
+    if (dtypes == BOOL)
+        return t == SK_BOOL;
     return dtypes == ANY || (t != SK_BOOL && (dtypes == NUM || t != SK_I32));
 }
 
 /* One loop per op and dtype, each calling the op's function of ew_ops.h;
- * the i32 loop exists only for ops that take i32 (the others never get
- * there: takes() refused them).  Blocks of 64 elements, a count the
+ * the float, i32 and bool loops exist only for ops that take those dtypes
+ * (the others never get there: takes() refused them).  Blocks of 64 elements, a count the
  * compiler knows, which -O2's vectorizer needs (it makes no remainder
  * loops), then the rest; elements are independent (in place, element i is
  * read before it is written), which SK_INDEPENDENT tells it.  The blocks
@@ -63,14 +65,16 @@ SK_ISA_CLONES int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x,
     switch (op) {
 #define SK_UNARY(ID, name, builtin, dtypes, f, fi)                                                     \
     case SK_##ID:                                                                                       \
+        EW_IF_BOOL_##dtypes(if (t == SK_BOOL) LOOP(uint8_t, ew_##ID##_bool, AT(uint8_t, x));)           \
+        EW_IF_F_##dtypes(                                                                               \
         if (t == SK_F32)                                                                                \
             LOOP(float, ew_##ID##_f32, AT(float, x));                                                   \
         else if (t == SK_F64)                                                                           \
             LOOP(double, ew_##ID##_f64, AT(double, x));                                                 \
         EW_IF_I32_##dtypes(else if (t == SK_I32) LOOP(int32_t, ew_##ID##_i32, AT(int32_t, x));)         \
-        else /* bf16, f16 */                                                                            \
+        else if (t != SK_BOOL) /* bf16, f16 */                                                          \
             SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++)                                            \
-                sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, x, i))););                             \
+                sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, x, i))););)                            \
         break;
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi)
 #include "shardc_elementwise.def"
@@ -90,14 +94,16 @@ SK_ISA_CLONES int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *
 #define SK_UNARY(ID, name, builtin, dtypes, f, fi)
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi)                                                    \
     case SK_##ID:                                                                                       \
+        EW_IF_BOOL_##dtypes(if (t == SK_BOOL) LOOP(uint8_t, ew_##ID##_bool, AT(uint8_t, a), AT(uint8_t, b));) \
+        EW_IF_F_##dtypes(                                                                               \
         if (t == SK_F32)                                                                                \
             LOOP(float, ew_##ID##_f32, AT(float, a), AT(float, b));                                     \
         else if (t == SK_F64)                                                                           \
             LOOP(double, ew_##ID##_f64, AT(double, a), AT(double, b));                                  \
         EW_IF_I32_##dtypes(else if (t == SK_I32) LOOP(int32_t, ew_##ID##_i32, AT(int32_t, a), AT(int32_t, b));) \
-        else /* bf16, f16 */                                                                            \
+        else if (t != SK_BOOL) /* bf16, f16 */                                                          \
             SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++)                                            \
-                sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, a, i), sk_load_f(t, b, i))););          \
+                sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, a, i), sk_load_f(t, b, i))););)         \
         break;
 #include "shardc_elementwise.def"
 #undef SK_UNARY

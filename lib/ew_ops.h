@@ -1,6 +1,7 @@
 /* ew_ops.h: each op of shardc_elementwise.def as static inline functions,
- * one per dtype it computes in: ew_ID_f32 (float), ew_ID_f64 (double) and,
- * for ops that take i32, ew_ID_i32.  The kernels of lib/elementwise.c and
+ * one per dtype it computes in: ew_ID_f32 (float) and ew_ID_f64 (double)
+ * for ops that take floats, ew_ID_i32 for ops that take i32, ew_ID_bool
+ * (uint8_t 0 or 1) for ops that take bool.  The kernels of lib/elementwise.c and
  * the reference interpreter (compiler/interp) call these, so both compute
  * what the formulas say.  Not installed. */
 #ifndef SHARDC_EW_OPS_H
@@ -14,6 +15,18 @@
 #define EW_IF_I32_ANY(...) __VA_ARGS__
 #define EW_IF_I32_NUM(...) __VA_ARGS__
 #define EW_IF_I32_FLOAT(...)
+#define EW_IF_I32_BOOL(...)
+/* EW_IF_F_dtypes(code): the code for ops that take floating point (all but
+ * the BOOL ones); EW_IF_BOOL_dtypes(code): for ops that take bool (ANY,
+ * BOOL), whose formula then works on bytes 0 and 1. */
+#define EW_IF_F_ANY(...) __VA_ARGS__
+#define EW_IF_F_NUM(...) __VA_ARGS__
+#define EW_IF_F_FLOAT(...) __VA_ARGS__
+#define EW_IF_F_BOOL(...)
+#define EW_IF_BOOL_ANY(...) __VA_ARGS__
+#define EW_IF_BOOL_NUM(...)
+#define EW_IF_BOOL_FLOAT(...)
+#define EW_IF_BOOL_BOOL(...) __VA_ARGS__
 
 #define EW_F(T, SUFFIX, ID, f) static inline T ew_##ID##_##SUFFIX(T x) { return f; }
 #define EW_F2(T, SUFFIX, ID, f) static inline T ew_##ID##_##SUFFIX(T x, T y) { return f; }
@@ -21,8 +34,8 @@
 #define K(c) c##f
 #define M(fn) fn##f
 #define T(fn) sk_##fn##_f32
-#define SK_UNARY(ID, name, builtin, dtypes, f, fi) EW_F(float, f32, ID, f)
-#define SK_BINARY(ID, name, builtin, dtypes, f, fi) EW_F2(float, f32, ID, f)
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) EW_IF_F_##dtypes(EW_F(float, f32, ID, f))
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) EW_IF_F_##dtypes(EW_F2(float, f32, ID, f))
 #include "shardc_elementwise.def"
 #undef K
 #undef M
@@ -33,8 +46,8 @@
 #define K(c) c
 #define M(fn) fn
 #define T(fn) sk_##fn##_f64
-#define SK_UNARY(ID, name, builtin, dtypes, f, fi) EW_F(double, f64, ID, f)
-#define SK_BINARY(ID, name, builtin, dtypes, f, fi) EW_F2(double, f64, ID, f)
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) EW_IF_F_##dtypes(EW_F(double, f64, ID, f))
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) EW_IF_F_##dtypes(EW_F2(double, f64, ID, f))
 #include "shardc_elementwise.def"
 #undef K
 #undef M
@@ -47,6 +60,12 @@
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi) EW_IF_I32_##dtypes(EW_F2(int32_t, i32, ID, fi))
 #include "shardc_elementwise.def"
 #undef T
+#undef SK_UNARY
+#undef SK_BINARY
+
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) EW_IF_BOOL_##dtypes(EW_F(uint8_t, bool, ID, (uint8_t)(f)))
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) EW_IF_BOOL_##dtypes(EW_F2(uint8_t, bool, ID, (uint8_t)(f)))
+#include "shardc_elementwise.def"
 #undef SK_UNARY
 #undef SK_BINARY
 

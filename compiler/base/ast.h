@@ -21,9 +21,14 @@ typedef enum {
 /* Names by dtype, and "tuple" after them (compiler/ir/ir.c). */
 extern const char *const dtype_name[];
 /* The end of the message for an unknown dtype `word`: ": dtypes are f32,
- * f64, ...", then "; did you mean 'f32'?" when one is near.  The parser
- * (a parameter's type) and sema (zeros(T)) both say it. */
+ * f64, ...", then "; did you mean 'f32'?" when one is near, or when the word
+ * is near another language's name of one (flaot, double).  The parser (a
+ * parameter's type) and sema (zeros(T), casts) say it. */
 const char *dtype_hint(const char *word, char *buf, size_t cap);
+/* Whether an unknown word, called as a function, is meant as a cast: it has
+ * the form of a dtype name (a kind, then digits: i64, u8, f23, bf61) or is
+ * near another language's name of one (flaot, int32). */
+int dtype_like(const char *word);
 
 /* `@X`, `@(X, Y)`, `@?`, or nothing. */
 typedef enum { AXES_NONE, AXES_LIST, AXES_OPEN } AxesKind;
@@ -47,8 +52,9 @@ typedef struct {
     Loc loc;
 } AstType;
 
-/* Operators: single characters stand for themselves ('+', '<', ...). */
-enum { OPR_LE = 256, OPR_GE, OPR_EQ, OPR_NE };
+/* Operators: single characters stand for themselves ('+', '<', ...); the
+ * logic ops are the keywords and, or, xor and (unary) not. */
+enum { OPR_LE = 256, OPR_GE, OPR_EQ, OPR_NE, OPR_AND, OPR_OR, OPR_XOR, OPR_NOT };
 
 typedef enum {
     E_INT,      /* ival */

@@ -15,6 +15,12 @@ typedef struct {
     int nesting;        /* open ( and [: newlines inside them are spaces */
     int last_was_nl;    /* to insert the newline a '}' or EOF implies */
     int failed;         /* an error was reported: report no more */
+    int braces;         /* open { (0: top level) */
+    struct {
+        int tok;        /* 0 before the first */
+        Loc loc;
+        int braces;     /* open { where it stands */
+    } recent[3];        /* the last three tokens, newest last: the hints of syntax errors */
 } ParseCtx;
 
 /* Parse `diag->text` into `*prog`.  Returns 0, or -1 after reporting the

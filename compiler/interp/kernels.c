@@ -103,13 +103,16 @@ static double min_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : 
 /* ---- elementwise ---- */
 
 /* Each op's formula (lib/shardc_elementwise.def): floating-point dtypes in
- * double, rounded to their dtype by the caller; i32 in int32_t, wrapping
- * (ops whose dtypes do not take i32 have no i32 function). */
+ * double, rounded to their dtype by the caller; i32 in int32_t, wrapping;
+ * bool in bytes 0 and 1 (an op has the functions of the dtypes it takes). */
 static const struct {
     double (*f64)(double);
     int32_t (*i32)(int32_t);
+    uint8_t (*b)(uint8_t);
 } unary_fn[OP_COUNT] = {
-#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = {.f64 = ew_##ID##_f64, EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32)},
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) \
+    [OP_##ID] = {EW_IF_F_##dtypes(.f64 = ew_##ID##_f64, ) EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32, ) \
+                 EW_IF_BOOL_##dtypes(.b = ew_##ID##_bool)},
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi)
 #include "../../lib/shardc_elementwise.def"
 #undef SK_UNARY
@@ -118,22 +121,29 @@ static const struct {
 static const struct {
     double (*f64)(double, double);
     int32_t (*i32)(int32_t, int32_t);
+    uint8_t (*b)(uint8_t, uint8_t);
 } binary_fn[OP_COUNT] = {
 #define SK_UNARY(ID, name, builtin, dtypes, f, fi)
-#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = {.f64 = ew_##ID##_f64, EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32)},
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) \
+    [OP_##ID] = {EW_IF_F_##dtypes(.f64 = ew_##ID##_f64, ) EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32, ) \
+                 EW_IF_BOOL_##dtypes(.b = ew_##ID##_bool)},
 #include "../../lib/shardc_elementwise.def"
 #undef SK_UNARY
 #undef SK_BINARY
 };
 
-/* i32 values are exact in double, and an op on i32 is in the i32 tables
- * (sema and the verifier check dtypes against ops.def). */
+/* i32 values are exact in double, and an op on i32 or bool is in the i32 or
+ * bool tables (sema and the verifier check dtypes against ops.def). */
 static int kernel_unary(const Kernel *k, double *out) {
     const double *x = arg(k, 0);
     int64_t n = shape_elems(&k->in->type);
-    if (arg_type(k, 0)->dtype == DT_I32)
+    int dt = arg_type(k, 0)->dtype;
+    if (dt == DT_I32)
         for (int64_t i = 0; i < n; i++)
             out[i] = unary_fn[k->in->op].i32((int32_t)x[i]);
+    else if (dt == DT_BOOL && unary_fn[k->in->op].b)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = unary_fn[k->in->op].b(x[i] != 0);
     else
         for (int64_t i = 0; i < n; i++)
             out[i] = unary_fn[k->in->op].f64(x[i]);
@@ -146,6 +156,9 @@ static int kernel_binary(const Kernel *k, double *out) {
     if (k->in->type.dtype == DT_I32)
         for (int64_t i = 0; i < n; i++)
             out[i] = binary_fn[k->in->op].i32((int32_t)x[i], (int32_t)y[i]);
+    else if (k->in->type.dtype == DT_BOOL)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = binary_fn[k->in->op].b(x[i] != 0, y[i] != 0);
     else
         for (int64_t i = 0; i < n; i++)
             out[i] = binary_fn[k->in->op].f64(x[i], y[i]);

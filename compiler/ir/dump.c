@@ -3,6 +3,7 @@
  * Output depends only on the module, so dumps are byte-identical run to run. */
 #include "ir.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -325,8 +326,10 @@ static void print_constant(Printer *p, const Inst *in) {
         fputs(in->value != 0 ? "true" : "false", p->out);
     else if (in->type.dtype == DT_I32)
         fprintf(p->out, "%lld", (long long)in->value);
+    else if (isnan(in->value))        /* "nan" whatever its sign bit, which printf may show */
+        fputs("nan", p->out);
     else
-        fprintf(p->out, "%.9g", in->value);
+        fprintf(p->out, "%.9g", in->value);   /* inf and -inf as such */
 }
 
 static const char *root_text(Printer *p, int root) {

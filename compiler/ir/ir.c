@@ -11,6 +11,38 @@ const char *const dtype_name[DT_COUNT + 1] = {
     [DT_TUPLE] = "tuple",
 };
 
+/* Other languages' names of the dtypes (NumPy's, C's), each with the dtype
+ * it means here; a dtype not (yet) in dtypes.def is never suggested. */
+static const struct {
+    const char *alias, *dtype;
+} dtype_alias[] = {
+    {"float", "f32"}, {"float32", "f32"}, {"double", "f64"}, {"float64", "f64"}, {"half", "f16"},
+    {"float16", "f16"}, {"bfloat16", "bf16"}, {"int", "i32"}, {"int32", "i32"}, {"int64", "i64"},
+    {"long", "i64"}, {"uint8", "u8"}, {"byte", "u8"}, {"uint32", "u32"}, {"boolean", "bool"},
+};
+
+static int dtype_named(const char *name) {
+    for (int i = 0; i < DT_COUNT; i++)
+        if (strcmp(name, dtype_name[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* The alias nearest to word (word itself included), or NULL. */
+static const char *near_alias(const char *word) {
+    Suggest sg = suggest_begin(word);
+    for (size_t i = 0; i < sizeof dtype_alias / sizeof dtype_alias[0]; i++) {
+        if (strcmp(word, dtype_alias[i].alias) == 0)
+            return dtype_named(dtype_alias[i].dtype) ? dtype_alias[i].dtype : NULL;
+        if (dtype_named(dtype_alias[i].dtype))
+            suggest_add(&sg, dtype_alias[i].alias, -1);
+    }
+    for (size_t i = 0; sg.best && i < sizeof dtype_alias / sizeof dtype_alias[0]; i++)
+        if (sg.best == dtype_alias[i].alias)
+            return dtype_alias[i].dtype;
+    return NULL;
+}
+
 const char *dtype_hint(const char *word, char *buf, size_t cap) {
     Suggest sg = suggest_begin(word);
     size_t n = (size_t)snprintf(buf, cap, ": dtypes are");
@@ -19,9 +51,21 @@ const char *dtype_hint(const char *word, char *buf, size_t cap) {
         if (word[0] == dtype_name[i][0])     /* the first letter is the kind: i64 is no misspelled f64 */
             suggest_add(&sg, dtype_name[i], -1);
     }
+    const char *alias = sg.best ? NULL : near_alias(word);
+    if (alias)
+        sg.best = alias, sg.best_len = (int)strlen(alias);
     if (n < cap)
         suggest_text(&sg, buf + n, cap - n);
     return buf;
+}
+
+int dtype_like(const char *word) {
+    static const char *const kinds[] = {"f", "i", "u", "b", "bf", "int", "uint", "float"};
+    size_t letters = strspn(word, "abcdefghijklmnopqrstuvwxyz"), digits = strspn(word + letters, "0123456789");
+    for (size_t k = 0; digits && !word[letters + digits] && k < sizeof kinds / sizeof kinds[0]; k++)
+        if (strlen(kinds[k]) == letters && strncmp(word, kinds[k], letters) == 0)
+            return 1;
+    return near_alias(word) != NULL;
 }
 
 int dtype_size(int dt) {

@@ -219,7 +219,7 @@ static inline int fn_is_local(const Fn *fn) { return fn->spmd || fn->partitioned
 
 /* ---- op facts: the columns of ops.def (ops.c) ---- */
 enum { OPF_COLLECTIVE = 1, OPF_INVARIANT = 2, OPF_FUSIBLE = 4, OPF_MOVES = 8 };
-typedef enum { TY_ANY, TY_NUM, TY_FLOAT } TypeClass;
+typedef enum { TY_ANY, TY_NUM, TY_FLOAT, TY_BOOL } TypeClass;
 typedef struct {
     const char *name;
     int8_t nargs;                /* -1: variadic */

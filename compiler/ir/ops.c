@@ -19,6 +19,7 @@ int op_accepts(int op, int dt) {
     switch ((TypeClass)op_info[op].dtypes) {
     case TY_NUM: return dt != DT_BOOL;
     case TY_FLOAT: return dtype_is_float(dt);
+    case TY_BOOL: return dt == DT_BOOL;
     default: return 1;
     }
 }
@@ -91,7 +92,11 @@ static const char *infer_elementwise(InferCtx *c, Shape *out) {
     *out = *c->arg[0];
     if (op_accepts(c->in->op, out->dtype))
         return NULL;
-    return op_info[c->in->op].dtypes == TY_NUM ? "arithmetic on bool" : "float op on a non-float dtype";
+    switch ((TypeClass)op_info[c->in->op].dtypes) {
+    case TY_NUM: return "arithmetic on bool";
+    case TY_BOOL: return "logic op on a non-bool dtype";
+    default: return "float op on a non-float dtype";
+    }
 }
 
 static const char *infer_convert(InferCtx *c, Shape *out) {

@@ -94,7 +94,7 @@ static void require_spmd(Sema *s, const Expr *e) {
 static Val creation(Sema *s, const Expr *e, int which) {
     const Expr *t = arg(e, 0);
     if (t->kind == E_INDEX && t->lhs->kind == E_NAME && !lookup(s, t->lhs->sym)) {   /* zeros(i64[4]) */
-        char hint[160];
+        char hint[200];
         const char *word = sym(s, t->lhs->sym);
         sema_error(s, t->lhs->loc, "unknown dtype '%s'%s", word, dtype_hint(word, hint, sizeof hint));
     }
@@ -411,6 +411,20 @@ static const char *near_callee(Sema *s, int symbol) {
     return near_text(s, &sg);
 }
 
+/* A call of a name that is neither a function nor a builtin: a cast to a
+ * dtype that does not exist (i64(x), flaot(x)) says so and lists the
+ * dtypes, unless a function of the program is near (f3 for f2); anything
+ * else gets the nearest function or builtin. */
+void unknown_callee(Sema *s, const Expr *e) {
+    const char *name = sym(s, e->sym);
+    char hint[200];
+    Suggest fns = suggest_begin(name);
+    near_add_scope(s, &fns, NEAR_FNS);
+    if (dtype_like(name) && !fns.best)
+        sema_error(s, e->loc, "unknown dtype '%s' in a cast%s", name, dtype_hint(name, hint, sizeof hint));
+    sema_error(s, e->loc, "'%s' is not a function or builtin%s", name, near_callee(s, e->sym));
+}
+
 Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
     if (e->lhs)
         return transform_call(s, e, nwanted, results);
@@ -424,7 +438,7 @@ Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
     if (!bi && strcmp(name, "checkpoint") == 0)     /* a transform: it makes a function, which must be called */
         sema_error(s, e->loc, "checkpoint(f) is a function: call it with f's arguments, checkpoint(f)(x, w)");
     if (!bi)
-        sema_error(s, e->loc, "'%s' is not a function or builtin%s", name, near_callee(s, e->sym));
+        unknown_callee(s, e);
     int top = bi->kind == BK_SPECIAL && bi->op == SP_TOP_K;
     if (nwanted != 1 && !top)
         sema_error(s, e->loc, "%s returns one value", name);

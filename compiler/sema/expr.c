@@ -68,9 +68,9 @@ static int literal_dtype(Val a, Val b) {
 static void unify(Sema *s, Val *a, Val *b, Loc loc, int *x, int *y) {
     int da = dtype_of_val(s, *a), db = dtype_of_val(s, *b);
     int dt = da >= 0 ? da : db >= 0 ? db : literal_dtype(*a, *b);
-    if (da >= 0 && db >= 0 && da != db)
+    if (da >= 0 && db >= 0 && da != db)     /* there is no bool(...): cast the bool one */
         sema_error(s, loc, "operands have different dtypes, %s and %s; cast one with %s(...)",
-                   dtype_name[da], dtype_name[db], dtype_name[da]);
+                   dtype_name[da], dtype_name[db], dtype_name[da == DT_BOOL ? db : da]);
     *x = to_tensor(s, *a, dt, loc);
     *y = to_tensor(s, *b, dt, loc);
     const Shape *sx = &s->fn->insts[*x].type, *sy = &s->fn->insts[*y].type;
@@ -107,7 +107,39 @@ static const char *const builtin_name[OP_COUNT] = {
 #undef SK_BINARY
 };
 
+/* ---- the logic ops: bool in, bool out ---- */
+
+/* What a logic op's operand is, when it is not bool: "f32", "a number". */
+static const char *kind_of(Sema *s, Val v) {
+    int dt = dtype_of_val(s, v);
+    return dt >= 0 ? dtype_name[dt] : v.kind == VAL_FLOAT || int_is_const(v.i) ? "a number" : "an integer";
+}
+
+static void want_bool(Sema *s, const char *name, const char *which, Val v, Loc loc) {
+    if (dtype_of_val(s, v) != DT_BOOL)
+        sema_error(s, loc, "'%s' takes bool operands (comparisons such as x > 0), and its %s is %s", name, which,
+                   kind_of(s, v));
+}
+
+/* `x and y`, `x or y`, `x xor y`: two bool tensors of one shape, or a bool
+ * scalar beside a bool tensor (broadcast, as arithmetic's scalars are). */
+static Val logic_op(Sema *s, int tok, Val a, Val b, Loc loc) {
+    Op op = tok == OPR_AND ? OP_AND : tok == OPR_OR ? OP_OR : OP_XOR;
+    want_bool(s, op_info[op].name, "left operand", a, loc);
+    want_bool(s, op_info[op].name, "right operand", b, loc);
+    int x, y;
+    unify(s, &a, &b, loc, &x, &y);
+    return tensor(emit(s, op, (int32_t[]){x, y}, 2, NULL, 0, NULL, loc));
+}
+
+Val not_op(Sema *s, Val a, Loc loc) {
+    want_bool(s, "not", "operand", a, loc);
+    return tensor(emit(s, OP_NOT, (int32_t[]){a.v}, 1, NULL, 0, NULL, loc));
+}
+
 Val binary_op(Sema *s, int tok, Val a, Val b, Loc loc) {
+    if (tok == OPR_AND || tok == OPR_OR || tok == OPR_XOR)
+        return logic_op(s, tok, a, b, loc);
     int cmp;
     Op op = binary_ir_op(tok, &cmp);
     int ints = a.kind == VAL_INT && b.kind == VAL_INT;

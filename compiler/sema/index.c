@@ -479,6 +479,8 @@ static Term lower_call(Ix *ix, Expr *e) {
     }
     if (bi && bi->kind == BK_REDUCTION)
         sema_error(s, e->loc, "%s needs the index names it reduces, as in y[i] = %s[j](x[i, j])", name, name);
+    if (!bi && !lookup(s, e->sym))   /* a misspelled builtin or a cast to no dtype, not a function */
+        unknown_callee(s, e);
     if (!bi || (bi->kind != BK_UNARY && bi->kind != BK_BINARY && bi->kind != BK_CAST &&
                 !(bi->kind == BK_SPECIAL && strcmp(name, "where") == 0)))
         sema_error(s, e->loc, "'%s' cannot be used in an index statement; compute it in a value statement first", name);
@@ -529,7 +531,9 @@ static Term lower(Ix *ix, Expr *e) {
     switch (e->kind) {
     case E_UNARY:
         t = lower(ix, e->lhs);
-        t = from_val(t.v < 0 ? eval(s, e) : unary_op(s, OP_NEGATE, "unary -", tensor(t.v), e->loc), &t);
+        t = from_val(t.v < 0                 ? eval(s, e)
+                     : e->op == OPR_NOT ? not_op(s, tensor(t.v), e->loc)
+                                        : unary_op(s, OP_NEGATE, "unary -", tensor(t.v), e->loc), &t);
         break;
     case E_BINARY: {
         Term a = lower(ix, e->lhs), b = lower(ix, e->rhs);

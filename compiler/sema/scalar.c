@@ -124,6 +124,8 @@ Val eval(Sema *s, const Expr *e) {
     case E_NAME: return eval_name(s, e);
     case E_UNARY: {
         Val a = eval(s, e->lhs);
+        if (e->op == OPR_NOT)
+            return not_op(s, a, e->loc);
         if (a.kind == VAL_INT)
             return (Val){VAL_INT, int_binary(s, '-', (IntVal){0, 0, -1}, a.i, e->loc), 0, -1};
         if (a.kind == VAL_FLOAT)

@@ -166,6 +166,8 @@ int expect_tensor(Sema *s, const Expr *e, const char *what);
 Val binary_op(Sema *s, int op, Val a, Val b, Loc loc);
 Val unary_op(Sema *s, Op op, const char *name, Val a, Loc loc);
 Val elementwise2(Sema *s, Op op, Val a, Val b, Loc loc);
+Val not_op(Sema *s, Val a, Loc loc);
+_Noreturn void unknown_callee(Sema *s, const Expr *e);
 Val select_op(Sema *s, Val c, Val a, Val b, Loc loc);
 Val tensor(int v);
 int dtype_of_val(Sema *s, Val v);

@@ -254,6 +254,69 @@ case("compare_f32", prog("binary.tdsl"), "compare_f32", compare_f32)
 case("compare_i32", prog("binary.tdsl"), "compare_i32", compare_i32)
 
 
+# ---- logic (tests/interp/progs/logic.tdsl) ----
+
+def logic_inputs(rng):
+    a = rng.integers(-3, 4, (9, 5)).astype(np.float32)     # small integers: ties on every comparison
+    b = rng.integers(-3, 4, (9, 5)).astype(np.float32)
+    return a, b, rng.random((9, 5)) < 0.5
+
+
+def logic(rng, m):
+    a, b, p = logic_inputs(rng)
+    mm = (~(a < b) & p) | ((b > 2) ^ p)
+    return {"a": a, "b": b, "p": p}, [((a < b) & (b < 1), "bool"), ((a < 0) | p, "bool"), (p ^ (a > b), "bool"),
+                                      (~p, "bool"), (mm, "bool"), (np.where((0 < a) & (a < 2), a, b), "f32")]
+
+
+def scalar_mask(rng, m):
+    a, _, _ = logic_inputs(rng)
+    s = np.float32(rng.choice([-1, 1]))
+    return {"a": a, "s": s}, [((a > 1) ^ (s < 0), "bool"), (((a > 0) & (s > 0)) | ~(a < -1), "bool")]
+
+
+def masked_grad(rng, m):
+    w, x, _ = logic_inputs(rng)
+    mask = ((x > 0) & ~(w < -1)) | (x > 2)
+    return {"w": w, "x": x}, [(np.where(mask, x, 0), "f32")]
+
+
+def mixed(rng, m):
+    p, q = rng.random((8, 6)) < 0.5, rng.random((8, 6)) < 0.5
+    return {"p": p, "q": q}, [(p ^ q, "bool"), (~p | q, "bool")]
+
+
+# Two meshes that split the rows unevenly (2 and 8 devices) and one device.
+case("logic", prog("logic.tdsl"), "logic", logic, exact=True, interp=[None, (1,), (4,)], codegen=[0, 1, 3])
+case("logic.scalar_mask", prog("logic.tdsl"), "scalar_mask", scalar_mask, exact=True, interp=[None, (3,)],
+     codegen=[1, 4])
+case("logic.mixed", prog("logic.tdsl"), "mixed", mixed, exact=True, interp=[None, (4,)], codegen=[1, 3])
+case("logic.masked_grad", prog("logic.tdsl"), "masked_grad", masked_grad, exact=True, interp=[None, (3,)],
+     codegen=[1, 4])
+
+
+# ---- inf, -inf, nan (tests/interp/progs/nonfinite.tdsl) ----
+
+def specials(rng, m):
+    x = normal(rng, 8)
+    inf, nan = np.float32(np.inf), np.float32(np.nan)
+    with np.errstate(invalid="ignore"):
+        return {"x": x}, [(np.where(x > 0, inf, -inf), "f32"), (np.full(8, np.nan), "f64"), (np.full(8, inf), "bf16"),
+                          (np.full(8, -np.inf), "f16"), (np.isfinite(x), "bool"), (np.full(8, nan), "f32"),
+                          (np.float32(-np.inf), "f32")]
+
+
+def causal(rng, m):
+    s = normal(rng, 6, 6)
+    z = np.where(np.tril(np.ones((6, 6), bool)), d(s), -np.inf)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return {"s": s}, [(e / e.sum(axis=1, keepdims=True), "f32")]
+
+
+case("nonfinite.specials", prog("nonfinite.tdsl"), "specials", specials, exact=True, interp=[None, (3,)],
+     codegen=[0, 1, 3])
+case("nonfinite.causal", prog("nonfinite.tdsl"), "causal", causal, interp=[None, (4,)], codegen=[1, 4])
+
 # ---- casts (tests/interp/progs/casts.tdsl) ----
 
 def casts(rng, m):

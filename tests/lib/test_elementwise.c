@@ -292,6 +292,28 @@ static void test_elementwise(void) {
     sk_binary(SK_MAX, SK_F32, 3, fa, fb, fr);
     check(isnan(fr[2]) && fr[0] == 5.5f, "maximum propagates NaN");
 
+    /* The logic ops: bool only, over more than one block of 64. */
+    enum { NB = 150 };
+    uint8_t la[NB], lb[NB], lo[NB];
+    for (int i = 0; i < NB; i++)
+        la[i] = (uint8_t)(i % 2), lb[i] = (uint8_t)(i / 2 % 2);
+    static const char *logic_name[] = {"and", "or", "xor"};
+    for (int op = SK_AND; op <= SK_XOR; op++) {
+        int ok = sk_binary((sk_binary_op)op, SK_BOOL, NB, la, lb, lo) == 0;
+        for (int i = 0; i < NB && ok; i++)
+            ok = lo[i] == (op == SK_AND ? la[i] && lb[i] : op == SK_OR ? la[i] || lb[i] : la[i] != lb[i]);
+        check(ok, "%s bool", logic_name[op - SK_AND]);
+        check(sk_binary((sk_binary_op)op, SK_F32, 2, fa, fb, fr) == SC_ERR &&
+                  sk_binary((sk_binary_op)op, SK_I32, 2, a, b, q) == SC_ERR,
+              "%s of f32 or i32 is an error", logic_name[op - SK_AND]);
+    }
+    int not_ok = sk_unary(SK_NOT, SK_BOOL, NB, la, lo) == 0;
+    for (int i = 0; i < NB && not_ok; i++)
+        not_ok = lo[i] == !la[i];
+    check(not_ok, "not bool");
+    check(sk_unary(SK_NOT, SK_F32, 2, fa, fr) == SC_ERR, "not f32 is an error");
+    check(sk_binary(SK_ADD, SK_BOOL, 2, la, lb, lo) == SC_ERR, "add bool is an error");
+
     /* convert */
     float fc[7] = {2.9f, -2.9f, 3e9f, -3e9f, NAN, 0.0f, -0.5f};
     int32_t ic[7];
