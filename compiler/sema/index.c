@@ -762,7 +762,7 @@ static void lower_slot_write(Sema *s, const Stmt *st) {
         const AstIndex *in = d < k ? &st->indices[d] : NULL;
         if (!in || in->whole) {
             slot.dims[slot.rank++] = xs.dims[d];
-            args[2 + d] = materialize_int(s, (IntVal){0, 0, -1}, st->loc);
+            args[2 + d] = -1;            /* offset 0, emitted after the update */
             continue;
         }
         if (!slot_index(s, in) || in->axes.kind != AXES_NONE)
@@ -786,6 +786,9 @@ static void lower_slot_write(Sema *s, const Stmt *st) {
                    sym(s, st->sym), shape_str(s, &s->fn->insts[u].type), sym(s, st->sym), shape_str(s, &slot));
     args[0] = x;
     args[1] = emit(s, OP_RESHAPE, (int32_t[]){u}, 1, NULL, 0, &window, st->loc);
+    for (int d = 0; d < xs.rank; d++)
+        if (args[2 + d] < 0)
+            args[2 + d] = materialize_int(s, (IntVal){0, 0, -1}, st->loc);
     int v = emit(s, OP_DYNAMIC_UPDATE_SLICE, args, 2 + xs.rank, NULL, 0, NULL, st->loc);
     s->fn->insts[v].sym = st->sym;
     bind_local(s, st->sym, tensor(v), st->loc);
