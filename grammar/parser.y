@@ -369,6 +369,7 @@ indices:
 index:
     name                            { $$ = node(ctx, sizeof *$$); $$->sym = $1->sym; $$->loc = @1; }
   | name '@' axes                   { $$ = node(ctx, sizeof *$$); $$->sym = $1->sym; $$->loc = @1; $$->axes = $3; }
+  | ':'                             { $$ = node(ctx, sizeof *$$); $$->loc = @1; $$->whole = 1; }
   | name '[' subscripts ']'         {
         $$ = node(ctx, sizeof *$$);
         $$->sym = $1->sym;

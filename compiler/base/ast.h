@@ -95,6 +95,7 @@ typedef struct {
     AstAxes axes;
     Loc loc;
     Expr *gather;           /* `idx[s]` on the left of `+=` (a scatter), else NULL */
+    int whole;              /* `:`, a whole dim of a slot write (cache[l, :, pos] = k); sym is 0 */
 } AstIndex;
 
 typedef enum { S_ASSIGN, S_INDEX, S_MULTI, S_RETURN, S_FOR } StmtKind;

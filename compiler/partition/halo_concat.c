@@ -567,3 +567,56 @@ int lower_split_update_slice(Part *p, const Inst *in, Piece *out) {
     *out = (Piece){v, in->sh, in->type, p->place};
     return 1;
 }
+
+/* ---- dynamic-slice along split dims ---- */
+
+/* A dynamic slice (`data[t]`, `x[t : t + n]`) that may start anywhere
+ * along a dim its operand splits: rather than gather the operand, each
+ * device slices its own block, padded by the window on both sides of the
+ * dim as a slot write's is (block_start), so that the window's rows it
+ * holds land where they belong and the rest are zeros; the result is then
+ * a partial sum over the dim's axes, which the reshard to the result's
+ * sharding all-reduces: one window moved instead of the operand.  Taken
+ * when that moves fewer bytes (the window at most half the dim) and the
+ * sum is exact in the dtype (no bf16 or f16 partials, no bool). */
+int lower_split_dynamic_slice(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    int x = ir_arg(src, in, 0), rank = in->type.rank, dt = in->type.dtype;
+    const Shape *xs = &src->insts[x].type;
+    Piece xp = p->value[x];
+    if (dt == DT_BOOL || sum_dtype(dt) != dt || partial_axes(&xp.sh) || partial_axes(&in->sh))
+        return 0;
+    uint32_t moving = moving_write_dims(&xp.sh, xs, &in->type);
+    if (!moving)
+        return 0;
+    /* The operand as the result is split, plus its own axes on the moving dims. */
+    Sharding want = in->sh, partial = in->sh;
+    for (int a = 0; a < p->m->naxes; a++) {
+        if (want.dim[a] >= 0 && moving & (1u << want.dim[a]))
+            return 0;
+        if (xp.sh.dim[a] < 0 || !(moving & (1u << xp.sh.dim[a])))
+            continue;
+        if (want.dim[a] != SH_REPLICATED || 2 * in->type.dims[xp.sh.dim[a]] > xs->dims[xp.sh.dim[a]])
+            return 0;
+        want.dim[a] = xp.sh.dim[a], want.pos[a] = xp.sh.pos[a];
+        partial.dim[a] = SH_PARTIAL;
+    }
+    partial.reducer = RED_SUM;
+    int v = reshard(p, xp, &want).v;
+    int32_t args[1 + MAX_RANK];
+    for (int d = 0; d < rank; d++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(&want, d, axes);
+        int64_t b = p->dst->insts[v].type.dims[d], u = in->type.dims[d];
+        args[1 + d] = p->value[ir_arg(src, in, 1 + d)].v;
+        if (!(moving & (1u << d)))
+            continue;
+        v = pad_zeros(p, v, d, u, u);
+        args[1 + d] = block_start(p, args[1 + d], axes, n, xs->dims[d], u, b);
+    }
+    args[0] = v;
+    Shape local = shape_local(p->m, &in->type, &in->sh);
+    v = emit_local(p, OP_DYNAMIC_SLICE, args, 1 + rank, NULL, 0, &local);
+    p->dst->insts[v].sh = partial;
+    *out = reshard(p, (Piece){v, partial, in->type, p->place}, &in->sh);
+    return 1;
+}

@@ -227,6 +227,7 @@ int lower_split_roll(Part *p, const Inst *in, Piece *out);
 int halo_reshard_dim(const Piece *x, const Sharding *to);
 void halo_reshard(Part *p, Piece *x, const Sharding *to, int dim, int gather);
 int lower_split_update_slice(Part *p, const Inst *in, Piece *out);
+int lower_split_dynamic_slice(Part *p, const Inst *in, Piece *out);
 int lower_split_slice(Part *p, const Inst *in, Piece *out);
 int lower_split_concat(Part *p, const Inst *in, Piece *out);
 int lower_split_cumsum(Part *p, const Inst *in, Piece *out);

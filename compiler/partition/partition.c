@@ -651,6 +651,7 @@ static void lower_placed(Part *p, int v) {
         if ((in->op == OP_ROLL && lower_split_roll(p, in, &out)) ||
             (in->op == OP_SLICE && lower_split_slice(p, in, &out)) ||
             (in->op == OP_DYNAMIC_UPDATE_SLICE && lower_split_update_slice(p, in, &out)) ||
+            (in->op == OP_DYNAMIC_SLICE && lower_split_dynamic_slice(p, in, &out)) ||
             (in->op == OP_CONCAT && lower_split_concat(p, in, &out)) ||
             (in->op == OP_RESHAPE && lower_split_reshape(p, in, &out)) ||
             (in->op == OP_CUMSUM && lower_split_cumsum(p, in, &out)) ||

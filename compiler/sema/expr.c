@@ -220,7 +220,12 @@ Val unary_op(Sema *s, Op op, const char *name, Val a, Loc loc) {
 static int64_t bound(Sema *s, const Expr *e, int64_t extent, int64_t dflt) {
     if (!e)
         return dflt;
-    int64_t written = eval_const_int(s, e, "a slice bound"), v = written < 0 ? written + extent : written;
+    Val b = eval_index(s, e, "a slice bound");
+    if (b.kind != VAL_INT)
+        sema_error(s, e->loc, "a slice bound must be an integer");
+    if (!int_is_const(b.i))
+        sema_error(s, e->loc, "a slice bound must be known at compile time");
+    int64_t written = b.i.konst, v = written < 0 ? written + extent : written;
     if (v < 0 || v > extent)
         sema_error(s, e->loc, "slice bound %lld is outside %lld..%lld", (long long)written, (long long)-extent, (long long)extent);
     return v;
@@ -292,18 +297,18 @@ static void subscript(Sema *s, const Expr *sub, int64_t extent, int d, SliceSpec
         if (sub->kind == E_NAME && !lookup(s, sub->sym))
             sema_error(s, sub->loc, "undefined name '%s' (index names are only allowed in index statements, such as y[i] = x[i])%s",
                        sym(s, sub->sym), did_you_mean(s, sub->sym, NEAR_VALUES));
-        Val v = eval(s, sub);
+        Val v = eval_index(s, sub, "an index");
         if (v.kind != VAL_INT)
             sema_error(s, sub->loc, "an index in a value statement must be an integer (index names go in index statements: y[i] = x[i])");
         slice_spec_select(s, sp, d, v, extent, sub->loc);
         return;
     }
-    Val lo = sub->lhs ? eval(s, sub->lhs) : int_val(0);
+    Val lo = sub->lhs ? eval_index(s, sub->lhs, "a slice bound") : int_val(0);
     if (lo.kind != VAL_INT)
         sema_error(s, sub->lhs->loc, "a slice bound must be an integer");
     if (!int_is_const(lo.i)) {
         /* Dynamic slice: the size hi - lo must still be a compile-time constant. */
-        Val hi = sub->rhs ? eval(s, sub->rhs) : int_val(extent);
+        Val hi = sub->rhs ? eval_index(s, sub->rhs, "a slice bound") : int_val(extent);
         if (hi.kind != VAL_INT)
             sema_error(s, sub->rhs->loc, "a slice bound must be an integer");
         IntVal n = int_binary(s, '-', hi.i, lo.i, sub->loc);

@@ -649,6 +649,23 @@ static int scatter_indices(Ix *ix, const AstIndex *in, const Expr *first) {
     return t;
 }
 
+/* A batch dim of a scatter, `g[b, label[b]] += d[b]`: plain left subscript
+ * `in` also names a dim of the index tensors (the first is `first`), so
+ * dim `b` of g is scattered into at position b itself: an iota along that
+ * dim, of the index tensors' shape, is its index tensor.  The transpose of
+ * a batched gather, and the scatter's partitioning and gradient are the
+ * plain ones. */
+static int scatter_batch_indices(Ix *ix, const AstIndex *in, const Expr *first, int64_t extent) {
+    Sema *s = ix->s;
+    int64_t d = 0;
+    while (((const Expr *)first->args.items[d])->sym != in->sym)
+        d++;
+    use_extent(ix, ix->label_of[in->sym] - 1, extent, in->loc);
+    int t = tensor_named(ix, first->lhs);
+    Shape shape = s->fn->insts[t].type;
+    return emit(s, OP_IOTA, NULL, 0, &d, 1, &shape, in->loc);
+}
+
 /* `t[subs] += e`: t + e, or with index tensors among the subscripts a
  * scatter-add of e into t.  Its updates have the index tensors' dims, then
  * t's other dims (the IR's order), so the right side is lowered with the
@@ -669,6 +686,7 @@ static void lower_add_stmt(Ix *ix, const Stmt *st) {
     int32_t args[MAX_RANK + 2] = {acc};
     int64_t dims[MAX_RANK];
     const Expr *first = NULL;
+    uint64_t batched = 0;
     for (int i = 0; i < st->nindices; i++) {
         const AstIndex *in = &st->indices[i];
         if (in->axes.kind != AXES_NONE)
@@ -683,9 +701,15 @@ static void lower_add_stmt(Ix *ix, const Stmt *st) {
         const AstIndex *in = &st->indices[i];
         if (in->gather)
             continue;
-        if (ix->label_of[in->sym] && n)
-            sema_error(s, in->loc, "'%s' is both an index of a scatter's index tensor and a dim of '%s': batch dims in a scatter are not yet implemented",
-                       sym(s, in->sym), sym(s, st->sym));
+        if (ix->label_of[in->sym] && n) {
+            uint64_t l = bit(ix->label_of[in->sym] - 1);
+            if (batched & l)
+                sema_error(s, in->loc, "index '%s' appears twice on the left", sym(s, in->sym));
+            batched |= l;
+            args[1 + n] = scatter_batch_indices(ix, in, first, shape.dims[i]);
+            dims[n++] = i;
+            continue;
+        }
         use_extent(ix, left_label(ix, in), shape.dims[i], in->loc);
     }
     int v = lower_right(ix, st, ix->nlabels);
@@ -718,35 +742,44 @@ static int slot_index(Sema *s, const AstIndex *in) {
     return t && t->rank == 0 && t->dtype == DT_I32;
 }
 
-/* `ys[t] = h` (or ys[a, b] = ...): ys with h written at index t of its
- * leading dim, a new value of ys (JAX's ys.at[t].set(h), a
- * dynamic-update-slice); the index clamps into the dim as a dynamic slice's
- * does.  In a loop, ys is carried: a scan's stacked outputs. */
+/* `ys[t] = h` (or ys[a, b] = ..., cache[l, :, pos] = ...): ys with h
+ * written at index t of its leading dim, a new value of ys (JAX's
+ * ys.at[t].set(h), a dynamic-update-slice); a `:` keeps a dim whole, and
+ * dims past the subscripts are whole too.  The index clamps into the dim
+ * as a dynamic slice's does.  In a loop, ys is carried: a scan's stacked
+ * outputs. */
 static void lower_slot_write(Sema *s, const Stmt *st) {
     const Binding *b = lookup(s, st->sym);
+    const AstIndex *first = &st->indices[0];
     if (!b || b->kind != B_VALUE || b->val.kind != VAL_TENSOR)
         sema_error(s, st->loc, "'%s[%s] = ...' writes a slot of an existing tensor, but '%s' is not one; bind it "
-                   "first, e.g. %s = zeros(f32[...])%s", sym(s, st->sym), sym(s, st->indices[0].sym), sym(s, st->sym),
-                   sym(s, st->sym), b ? "" : did_you_mean(s, st->sym, NEAR_VALUES));
+                   "first, e.g. %s = zeros(f32[...])%s", sym(s, st->sym), first->whole ? ":" : sym(s, first->sym),
+                   sym(s, st->sym), sym(s, st->sym), b ? "" : did_you_mean(s, st->sym, NEAR_VALUES));
     int x = b->val.v;
     Shape xs = s->fn->insts[x].type;
-    int k = st->nindices;
+    int k = st->nindices, nint = 0;
     if (k > xs.rank)
         sema_error(s, st->loc, "'%s' has %d dims; %d subscripts write no slot of it", sym(s, st->sym), xs.rank, k);
     int32_t args[2 + MAX_RANK];
-    for (int i = 0; i < k; i++) {
-        const AstIndex *in = &st->indices[i];
+    Shape slot = {xs.dtype, 0, {0}}, window = xs;
+    for (int d = 0; d < xs.rank; d++) {
+        const AstIndex *in = d < k ? &st->indices[d] : NULL;
+        if (!in || in->whole) {
+            slot.dims[slot.rank++] = xs.dims[d];
+            args[2 + d] = -1;            /* offset 0, emitted after the update */
+            continue;
+        }
         if (!slot_index(s, in) || in->axes.kind != AXES_NONE)
-            sema_error(s, in->loc, "a slot write's subscripts are integers (a loop index, an i32[] scalar): '%s' "
+            sema_error(s, in->loc, "a slot write's subscripts are integers (a loop index, an i32[] scalar) or ':': '%s' "
                        "is not one", sym(s, in->sym));
         const Val *v = &lookup(s, in->sym)->val;
-        args[2 + i] = v->kind == VAL_INT ? materialize_int(s, v->i, in->loc) : v->v;
-    }
-    Shape slot = {xs.dtype, (uint8_t)(xs.rank - k), {0}}, window = xs;
-    for (int d = 0; d < slot.rank; d++)
-        slot.dims[d] = xs.dims[k + d];
-    for (int d = 0; d < k; d++)
+        args[2 + d] = v->kind == VAL_INT ? materialize_int(s, v->i, in->loc) : v->v;
         window.dims[d] = 1;
+        nint++;
+    }
+    if (!nint)
+        sema_error(s, st->loc, "a slot write needs an integer subscript (cache[l, :, pos] = k); '%s[:] = ...' writes no slot",
+                   sym(s, st->sym));
     Val val = eval(s, st->value);
     int u = val.kind == VAL_TENSOR ? val.v : to_tensor(s, val, xs.dtype, st->value->loc);
     const Shape *us = &s->fn->insts[u].type;
@@ -757,19 +790,29 @@ static void lower_slot_write(Sema *s, const Stmt *st) {
                    sym(s, st->sym), shape_str(s, &s->fn->insts[u].type), sym(s, st->sym), shape_str(s, &slot));
     args[0] = x;
     args[1] = emit(s, OP_RESHAPE, (int32_t[]){u}, 1, NULL, 0, &window, st->loc);
-    for (int d = k; d < xs.rank; d++)
-        args[2 + d] = materialize_int(s, (IntVal){0, 0, -1}, st->loc);
+    for (int d = 0; d < xs.rank; d++)
+        if (args[2 + d] < 0)
+            args[2 + d] = materialize_int(s, (IntVal){0, 0, -1}, st->loc);
     int v = emit(s, OP_DYNAMIC_UPDATE_SLICE, args, 2 + xs.rank, NULL, 0, NULL, st->loc);
     s->fn->insts[v].sym = st->sym;
     bind_local(s, st->sym, tensor(v), st->loc);
 }
 
+/* `:` on the left belongs to slot writes only. */
+static void no_whole_dims(Sema *s, const Stmt *st) {
+    for (int i = 0; i < st->nindices; i++)
+        if (st->indices[i].whole)
+            sema_error(s, st->indices[i].loc, "':' on the left is for slot writes, whose other subscripts are bound "
+                       "integers (cache[l, :, pos] = k)%s", st->add ? "; '+=' takes index names" : "");
+}
+
 void lower_index_stmt(Sema *s, const Stmt *st) {
     Ix ix = {s, .label_of = s->label_of};
-    if (!st->add && st->nindices && slot_index(s, &st->indices[0])) {
+    if (!st->add && st->nindices && (slot_index(s, &st->indices[0]) || st->indices[0].whole)) {
         lower_slot_write(s, st);
         return;
     }
+    no_whole_dims(s, st);
     if (st->add) {
         lower_add_stmt(&ix, st);
         return;

@@ -73,7 +73,8 @@ static void names_stmts(Sema *s, Names *nm, const PtrVec *body, int from) {
         names_expr(s, nm, st->lo);
         names_expr(s, nm, st->hi);
         for (int k = 0; k < st->nindices; k++) {
-            note(s, nm, st->indices[k].sym);
+            if (!st->indices[k].whole)
+                note(s, nm, st->indices[k].sym);
             names_expr(s, nm, st->indices[k].gather);
         }
         if (st->kind == S_FOR)

@@ -142,3 +142,40 @@ Val eval(Sema *s, const Expr *e) {
     }
     sema_error(s, e->loc, "unknown expression");
 }
+
+/* An `i32[]` tensor used where an integer may stand (a subscript, a slice
+ * bound) is a run-time integer: the atom of an IntVal, so that `t + n`
+ * stays affine and `x[t : t + n]` knows its size n at compile time.  In an
+ * fn the scalar is one value for the whole mesh (the partitioner makes it
+ * replicated where a dynamic slice reads it); in an spmd fn it is each
+ * device's own, as axis_index is. */
+static Val as_index_int(Sema *s, Val v, Loc loc, const char *what) {
+    if (v.kind != VAL_TENSOR)
+        return v;
+    const Shape *t = &s->fn->insts[v.v].type;
+    if (t->rank == 0 && t->dtype == DT_I32)
+        return (Val){VAL_INT, atom(v.v), 0, -1};
+    if (t->rank == 0)
+        sema_error(s, loc, "%s must be an integer or an i32[] scalar, not %s[]; convert it with i32(...)", what,
+                   dtype_name[t->dtype]);
+    sema_error(s, loc, "%s must be an integer or an i32[] scalar, not the tensor %s", what, shape_str(s, t));
+}
+
+/* An expression in a subscript or slice bound: + - * and unary - of
+ * integers and i32[] scalars stay affine (eval would make `t + 1` a tensor);
+ * anything else is evaluated as a value and then taken as an integer. */
+Val eval_index(Sema *s, const Expr *e, const char *what) {
+    if (e->kind == E_BINARY && (e->op == '+' || e->op == '-' || e->op == '*')) {
+        Val a = eval_index(s, e->lhs, what), b = eval_index(s, e->rhs, what);
+        if (a.kind == VAL_INT && b.kind == VAL_INT)
+            return (Val){VAL_INT, int_binary(s, e->op, a.i, b.i, e->loc), 0, -1};
+        return as_index_int(s, binary_op(s, e->op, a, b, e->loc), e->loc, what);
+    }
+    if (e->kind == E_UNARY && e->op == '-') {
+        Val a = eval_index(s, e->lhs, what);
+        if (a.kind == VAL_INT)
+            return (Val){VAL_INT, int_binary(s, '-', (IntVal){0, 0, -1}, a.i, e->loc), 0, -1};
+        return as_index_int(s, unary_op(s, OP_NEGATE, "unary -", a, e->loc), e->loc, what);
+    }
+    return as_index_int(s, eval(s, e), e->loc, what);
+}

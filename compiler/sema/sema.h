@@ -142,6 +142,7 @@ IntVal int_binary(Sema *s, int op, IntVal a, IntVal b, Loc loc);
 int int_is_const(IntVal v);
 int materialize_int(Sema *s, IntVal v, Loc loc);
 Val int_val(int64_t k);
+Val eval_index(Sema *s, const Expr *e, const char *what);   /* a subscript: i32[] scalars are run-time integers */
 
 /* types.c */
 _Noreturn void not_an_axis(Sema *s, int symbol, Loc loc);     /* with the mesh's nearest axis */

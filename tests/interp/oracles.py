@@ -830,6 +830,95 @@ for _name, _fns, _fn in (("plain", "plain", sc_plain), ("dispatch", ("dispatch",
     case("scatter " + _name, prog("scatter.tdsl"), _fns, _fn, interp=[None, (3, 2)])
 
 
+# ---- run-time positions from i32[] scalars (tests/interp/progs/dynidx.tdsl) ----
+# A position clamps into the dim so the slice or the written slot stays
+# inside it (jax.lax.dynamic_slice / dynamic_update_slice); the positions
+# drawn include some past either end.
+
+def clamp(t, n, size=1):
+    return min(max(int(t), 0), n - size)
+
+
+def i32(t):
+    return np.array(t, dtype=np.int32)
+
+
+def dyn_pick(rng, m):
+    data, t = normal(rng, 5, 4, 6), int(rng.integers(-2, 8))
+    return {"data": data, "t": i32(t)}, [(data[clamp(t, 5)], "f32")]
+
+
+def dyn_window(rng, m):
+    x, t = normal(rng, 6, 4), int(rng.integers(-3, 6))
+    at = clamp(t + 1, 6, 3)
+    return {"x": x, "t": i32(t)}, [(x[at:at + 3], "f32")]
+
+
+def dyn_pick_summed(rng, m):
+    x, idx = normal(rng, 5, 4), rng.integers(-1, 3, 4).astype(np.int32)
+    return {"x": x, "idx": idx}, [(x[clamp(idx.sum(), 5)], "f32")]
+
+
+def dyn_update(scale):
+    def make(rng, m):
+        cache, row, pos = normal(rng, 2, 4, 6, 4), normal(rng, 4, 4), int(rng.integers(-2, 9))
+        want = d(cache).copy()
+        for layer in range(2):
+            want[layer, :, clamp(pos, 6)] = scale(d(row), layer)
+        return {"cache": cache, "pos": i32(pos), "row": row}, [(want, "f32")]
+    return make
+
+
+def scatter_batch(rng, m):
+    g, label, dd = normal(rng, 4, 5), positions(rng, 5, 4), normal(rng, 4)
+    return {"g": g, "label": label, "d": dd}, [(scatter_add(g, [1, 0], [label, np.arange(4)], dd), "f32")]
+
+
+def scatter_batch2(rng, m):
+    g, label, dd = normal(rng, 4, 5, 4), positions(rng, 5, (4, 4)), normal(rng, 4, 4)
+    b, e = np.meshgrid(np.arange(4), np.arange(4), indexing="ij")
+    return {"g": g, "label": label, "d": dd}, [(scatter_add(g, [1, 0, 2], [label, b, e], dd), "f32")]
+
+
+def dyn_g_slice(rng, m):
+    def loss(x, w, t):
+        at = clamp(t, 6, 3)
+        y = x[at:at + 3]
+        return (y * y * w).sum()
+    return with_grads(loss, {"x": normal(rng, 6, 4), "w": normal(rng, 3, 4), "t": i32(rng.integers(-2, 7))}, ["x"])
+
+
+def dyn_g_update(rng, m):
+    def loss(cache, row, w, pos):
+        c = cache.copy()
+        c[1, :, clamp(pos, 6)] = row * row
+        return (c * c * w).sum()
+    inputs = {"cache": normal(rng, 2, 4, 6), "row": normal(rng, 4), "w": normal(rng, 2, 4, 6),
+              "pos": i32(rng.integers(-2, 8))}
+    return with_grads(loss, inputs, ["cache", "row"])
+
+
+def dyn_g_scatter(rng, m):
+    def loss(g, label, d, w):
+        return (scatter_add(g, [1, 0], [label, np.arange(4)], d * d) ** 2 * w).sum()
+    inputs = {"g": normal(rng, 4, 5), "label": positions(rng, 5, 4), "d": normal(rng, 4), "w": normal(rng, 4, 5)}
+    return with_grads(loss, inputs, ["g", "d"])
+
+
+_dy = prog("dynidx.tdsl")
+for _name, _fns, _fn, _exact in (("pick", ("pick", "pick_split"), dyn_pick, True), ("window", "window", dyn_window, True),
+                                 ("pick_summed", "pick_summed", dyn_pick_summed, True),
+                                 ("update_mid", "update_mid", dyn_update(lambda r, l: r * (l + 1)), True),
+                                 ("update_split", "update_split", dyn_update(lambda r, l: r - l), True),
+                                 ("scatter_batch", "scatter_batch", scatter_batch, False),
+                                 ("scatter_batch2", "scatter_batch2", scatter_batch2, False),
+                                 ("g_slice", "g_slice", dyn_g_slice, False), ("g_update", "g_update", dyn_g_update, False),
+                                 ("g_scatter", "g_scatter", dyn_g_scatter, False)):
+    # Generated C on the uneven mesh only (split dims, padded blocks, both
+    # backends); check_partition.py covers the other meshes in the interpreter.
+    case("dynidx " + _name, _dy, _fns, _fn, exact=_exact, interp=[None, (3, 2)], codegen=[4], runs=1)
+
+
 # ---- argmax, argmin, top_k (tests/interp/progs/topk.tdsl) ----
 # Values are a few multiples of 1/2, so rows have many ties: the indices of
 # equal values must come lowest first, which a stable argsort of -x gives.
