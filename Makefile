@@ -57,7 +57,8 @@ all: $(BUILD)/shardc $(BUILD)/shardc.1 $(BUILD)/libshardc_rt.a $(BUILD)/libshard
 $(BUILD)/shardc.1: $(BUILD)/shardc
 	$(BUILD)/shardc --man > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/gen/parser.c $(BUILD)/gen/parser.h: grammar/parser.y
+# One bison run writes both (a grouped target: make -j must not run it twice).
+$(BUILD)/gen/parser.c $(BUILD)/gen/parser.h &: grammar/parser.y
 	@mkdir -p $(BUILD)/gen
 	bison -Wall -Werror --defines=$(BUILD)/gen/parser.h -o $(BUILD)/gen/parser.c $<
 
