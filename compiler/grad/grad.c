@@ -183,7 +183,9 @@ _Noreturn void no_gradient(Grad *g, const char *what) {
 /* ---- which values take part ---- */
 
 /* active[v]: v is a float value computed from a differentiated parameter
- * (wrt[p] for parameter p) and used, through such values, by a seed. */
+ * (wrt[p] for parameter p) and used, through such values, by a seed.  A
+ * stop-gradient's value is taken as computed from nothing: no cotangent
+ * reaches its operand (JAX's lax.stop_gradient). */
 void find_active(Grad *g, const uint8_t *wrt, const uint8_t *seed) {
     const Fn *src = g->src;
     uint8_t *depends = arena_alloc(g->m->arena, (size_t)src->ninsts + 1);
@@ -192,7 +194,7 @@ void find_active(Grad *g, const uint8_t *wrt, const uint8_t *seed) {
         int fl = in->type.dtype == DT_TUPLE || dtype_is_float(in->type.dtype);
         if (in->op == OP_PARAMETER)
             depends[v] = fl && wrt[ir_attr(src, in, 0)];
-        for (int i = 0; i < in->nargs && fl && in->op != OP_RETURN; i++)
+        for (int i = 0; i < in->nargs && fl && in->op != OP_RETURN && in->op != OP_STOP_GRADIENT; i++)
             depends[v] |= depends[ir_arg(src, in, i)];
     }
     for (int v = src->ninsts - 1; v >= 0; v--) {

@@ -22,6 +22,8 @@ static const Builtin builtins[] = {
     {"bf16", BK_CAST, DT_BF16, 1, 1},      {"f16", BK_CAST, DT_F16, 1, 1},
     {"i32", BK_CAST, DT_I32, 1, 1},
     {"sum", BK_REDUCTION, RED_SUM, 1, 1},  {"mean", BK_REDUCTION, RED_SUM, 1, 1},
+    {"logsumexp", BK_REDUCTION, RED_SUM, 1, 1},
+    {"softmax", BK_REDUCTION, RED_SUM, 1, 1}, {"log_softmax", BK_REDUCTION, RED_SUM, 1, 1},
     {"where", BK_SPECIAL, SP_WHERE, 3, 3}, {"zeros", BK_SPECIAL, SP_ZEROS, 1, 1},
     {"full", BK_SPECIAL, SP_FULL, 2, 2},   {"iota", BK_SPECIAL, SP_IOTA, 2, 2},
     {"reshape", BK_SPECIAL, SP_RESHAPE, 2, 2}, {"concat", BK_SPECIAL, SP_CONCAT, 2, 2},
@@ -50,7 +52,10 @@ void builtins_init(Sema *s) {
             s->builtin[ids[i]] = &builtins[i];
 }
 
-static const char *const reductions[] = {"sum", "max", "min", "mean"};
+/* The builtins that take index names, sum[k](...): reductions, and the
+ * normalizations softmax and log_softmax, whose result keeps the dims they
+ * normalize over (index.c lowers them all). */
+static const char *const reductions[] = {"sum", "max", "min", "mean", "logsumexp", "softmax", "log_softmax"};
 
 int is_reduction_name(const char *name) {
     for (size_t i = 0; i < sizeof reductions / sizeof reductions[0]; i++)
@@ -59,11 +64,14 @@ int is_reduction_name(const char *name) {
     return 0;
 }
 
+int is_normalization(const char *name) { return strcmp(name, "softmax") == 0 || strcmp(name, "log_softmax") == 0; }
+
 _Noreturn void not_a_reduction(Sema *s, const Expr *e) {
     Suggest sg = suggest_begin(sym(s, e->sym));
     for (size_t i = 0; i < sizeof reductions / sizeof reductions[0]; i++)
         near_add(&sg, reductions[i]);
-    sema_error(s, e->loc, "'%s' is not a reduction; use sum, max, min or mean%s", sym(s, e->sym), near_text(s, &sg));
+    sema_error(s, e->loc, "'%s' is not a reduction; use sum, max, min, mean, logsumexp, softmax or log_softmax%s",
+               sym(s, e->sym), near_text(s, &sg));
 }
 
 static const Expr *arg(const Expr *e, int i) { return e->args.items[i]; }
@@ -433,7 +441,8 @@ Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
     if (e->binders.n && !is_reduction_name(name))
         not_a_reduction(s, e);
     if (e->binders.n || bi->kind == BK_REDUCTION)
-        sema_error(s, e->loc, "%s reduces over index names; use it in an index statement such as y[i] = %s[j](x[i, j])", name, name);
+        sema_error(s, e->loc, "%s %s over index names; use it in an index statement such as y[i%s] = %s[j](x[i, j])", name,
+                   is_normalization(name) ? "normalizes" : "reduces", is_normalization(name) ? ", j" : "", name);
     if (e->args.n < bi->min_args || e->args.n > bi->max_args)
         sema_error(s, e->loc, "%s takes %s, not %d", name, count_of(s, bi->min_args, "argument"), e->args.n);
     switch (bi->kind) {
