@@ -486,9 +486,9 @@ static Term binary_term(Ix *ix, int tok, Term a, Term b, Loc loc) {
  * (docs/grad.md, "Softmax"). */
 static Term lower_softmax(Ix *ix, Expr *e, Term x, uint64_t over, const char *name) {
     Sema *s = ix->s;
-    if (x.v < 0 || !dtype_is_float(s->fn->insts[x.v].type.dtype))
-        sema_error(s, e->loc, "%s needs a floating-point operand%s%s", name, x.v < 0 ? "" : ", not ",
-                   x.v < 0 ? " with the index names it normalizes over" : dtype_name[s->fn->insts[x.v].type.dtype]);
+    int dt = s->fn->insts[x.v].type.dtype;      /* a tensor: its index names appear in it */
+    if (!dtype_is_float(dt))
+        sema_error(s, e->loc, "%s needs a floating-point operand, not %s; cast with f32(...)", name, dtype_name[dt]);
     Term m = unary_term(ix, OP_STOP_GRADIENT, reduce_term(ix, x, over, RED_MAX, e->loc), e->loc);
     Term z = binary_term(ix, '-', x, m, e->loc);
     Term p = unary_term(ix, OP_EXP, z, e->loc);
@@ -531,7 +531,8 @@ static Term lower_call(Ix *ix, Expr *e) {
         return t;
     }
     if (bi && bi->kind == BK_REDUCTION)
-        sema_error(s, e->loc, "%s needs the index names it reduces, as in y[i] = %s[j](x[i, j])", name, name);
+        sema_error(s, e->loc, "%s needs the index names it %s, as in y[i%s] = %s[j](x[i, j])", name,
+                   is_normalization(name) ? "normalizes over" : "reduces", is_normalization(name) ? ", j" : "", name);
     if (!bi || (bi->kind != BK_UNARY && bi->kind != BK_BINARY && bi->kind != BK_CAST &&
                 !(bi->kind == BK_SPECIAL && strcmp(name, "where") == 0)))
         sema_error(s, e->loc, "'%s' cannot be used in an index statement; compute it in a value statement first", name);
