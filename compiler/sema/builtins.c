@@ -6,7 +6,7 @@
 
 enum {
     SP_WHERE, SP_ZEROS, SP_FULL, SP_IOTA, SP_RESHAPE, SP_CONCAT, SP_ROLL, SP_CUMSUM, SP_SIZE, SP_AXIS_INDEX,
-    SP_ARGMAX, SP_ARGMIN, SP_TOP_K,
+    SP_ARGMAX, SP_ARGMIN, SP_TOP_K, SP_SORT, SP_ARGSORT,
 };
 enum { CO_PSUM, CO_PMEAN, CO_PMAX, CO_PMIN, CO_ALL_GATHER, CO_PSUM_SCATTER, CO_ALL_TO_ALL, CO_PPERMUTE };
 
@@ -32,6 +32,7 @@ static const Builtin builtins[] = {
     {"axis_index", BK_SPECIAL, SP_AXIS_INDEX, 1, 1},
     {"argmax", BK_SPECIAL, SP_ARGMAX, 1, 1}, {"argmin", BK_SPECIAL, SP_ARGMIN, 1, 1},
     {"top_k", BK_SPECIAL, SP_TOP_K, 2, 2},
+    {"sort", BK_SPECIAL, SP_SORT, 1, 2},   {"argsort", BK_SPECIAL, SP_ARGSORT, 1, 2},
     {"psum", BK_COLLECTIVE, CO_PSUM, 2, 2}, {"pmean", BK_COLLECTIVE, CO_PMEAN, 2, 2},
     {"pmax", BK_COLLECTIVE, CO_PMAX, 2, 2}, {"pmin", BK_COLLECTIVE, CO_PMIN, 2, 2},
     {"all_gather", BK_COLLECTIVE, CO_ALL_GATHER, 3, 3},
@@ -258,6 +259,40 @@ static Val top_k(Sema *s, const Expr *e, Val *results) {
     return results[0];
 }
 
+/* sort(x, dim) and argsort(x, dim): numpy's ascending order along dim
+ * (stable, NaN last; dim defaults to the last): a top-k of the whole dim in
+ * TOP_K_ASCENDING order, with dim moved last and back.  sort's values are
+ * the batched gather of x through those indices, as top_k's, so its
+ * gradient is the gather's: the cotangent scattered back by the
+ * permutation. */
+static Val sort_along(Sema *s, const Expr *e, int values) {
+    int x = tensor_arg(s, e, 0, "the operand");
+    const Shape *xs = shape_of(s, x);
+    if (xs->dtype == DT_BOOL)
+        sema_error(s, arg(e, 0)->loc, "%s needs a numeric operand, not bool", sym(s, e->sym));
+    if (xs->rank == 0)
+        sema_error(s, arg(e, 0)->loc, "%s sorts along a dim, so it needs an operand with a dim, not a scalar",
+                   sym(s, e->sym));
+    int rank = xs->rank;
+    int64_t d = e->args.n > 1 ? dim_arg(s, arg(e, 1), rank) : rank - 1, n = xs->dims[d];
+    int64_t perm[MAX_RANK], back[MAX_RANK];     /* the operand dim of each result dim */
+    for (int i = 0, j = 0; i < rank; i++)
+        if (i != d)
+            perm[j++] = i;
+    perm[rank - 1] = d;
+    for (int i = 0; i < rank; i++)
+        back[perm[i]] = i;
+    int last = d == rank - 1 ? x : emit(s, OP_TRANSPOSE, (int32_t[]){x}, 1, perm, rank, NULL, e->loc);
+    int r = emit(s, OP_TOP_K, (int32_t[]){last}, 1, (int64_t[]){n, TOP_K_ASCENDING}, 2, NULL, e->loc);
+    if (values) {
+        int64_t attrs[2 + 2 * MAX_RANK] = {rank - 1, GATHER_CLAMP};
+        for (int i = 0; i < rank - 1; i++)
+            attrs[2 + 2 * i] = attrs[3 + 2 * i] = i;
+        r = emit(s, OP_GATHER, (int32_t[]){last, r}, 2, attrs, 2 * rank, NULL, e->loc);
+    }
+    return tensor(d == rank - 1 ? r : emit(s, OP_TRANSPOSE, (int32_t[]){r}, 1, back, rank, NULL, e->loc));
+}
+
 static Val special(Sema *s, const Expr *e, int which) {
     int64_t axes[MAX_AXES];
     int n;
@@ -276,6 +311,7 @@ static Val special(Sema *s, const Expr *e, int which) {
     case SP_SIZE:
         return int_val(axes_size(s->m, axes_arg(s, arg(e, 0), axes, &n)));
     case SP_ARGMAX: case SP_ARGMIN: return arg_best(s, e, which == SP_ARGMAX);
+    case SP_SORT: case SP_ARGSORT: return sort_along(s, e, which == SP_SORT);
     case SP_AXIS_INDEX: {
         require_spmd(s, e);
         axes_arg(s, arg(e, 0), axes, &n);

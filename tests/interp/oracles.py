@@ -872,10 +872,36 @@ def staples_grad(rng, m):
     return with_grads(loss, {"x": x, "c": c}, ["x"])
 
 
-for _fn in (staples_elementwise, staples_elementwise_bf16, staples_normalize, staples_normalize2):
+def staples_sorts(rng, m):
+    x = tied(rng, 6, 8)
+    x[1, 2] = x[1, 5] = x[4, 0] = np.nan              # NaNs sort last, in index order
+    x[2, 3], x[3, 7] = -np.inf, np.inf
+    st = lambda f, a: f(x, axis=a, kind="stable")
+    return {"x": x}, [(st(np.sort, 1), "f32"), (st(np.argsort, 1).astype(np.int32), "i32"), (st(np.sort, 0), "f32"),
+                      (st(np.argsort, 0).astype(np.int32), "i32")]
+
+
+def staples_sorts_i32(rng, m):
+    x = rng.integers(-4, 5, (6, 8)).astype(np.int32)
+    x[0, :2] = [2**31 - 1, -2**31]
+    return {"x": x}, [(np.sort(x, 1, kind="stable"), "i32"), (np.argsort(x, 1, kind="stable").astype(np.int32), "i32")]
+
+
+def staples_sort_grad(rng, m):
+    x, c = normal(rng, 6, 8), normal(rng, 6, 8)
+    def loss(x, c):
+        y = np.sort(x, 1)
+        return (c * y * y).sum()
+    return with_grads(loss, {"x": x, "c": c}, ["x"])
+
+
+for _fn in (staples_elementwise, staples_elementwise_bf16, staples_normalize, staples_normalize2, staples_sorts,
+            staples_sorts_i32):
     case("staples " + _fn.__name__[8:], prog("staples.tdsl"), _fn.__name__[8:], _fn, interp=[None, (2, 4), (3, 2)],
          codegen=[0, 2, 4])
 case("staples grad", prog("staples.tdsl"), "g_staples", staples_grad, scaled=True, interp=[None, (2, 4), (3, 2)],
+     codegen=[0, 2, 4])
+case("staples sort grad", prog("staples.tdsl"), "g_sort", staples_sort_grad, scaled=True, interp=[None, (2, 4), (3, 2)],
      codegen=[0, 2, 4])
 
 
