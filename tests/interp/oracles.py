@@ -895,14 +895,16 @@ def staples_sort_grad(rng, m):
     return with_grads(loss, {"x": x, "c": c}, ["x"])
 
 
+# Generated C on 4 devices (2x2) and the uneven 3x2, both splitting t by Y;
+# check_partition.py runs every function on every mesh in the interpreter.
 for _fn in (staples_elementwise, staples_elementwise_bf16, staples_normalize, staples_normalize2, staples_sorts,
             staples_sorts_i32):
     case("staples " + _fn.__name__[8:], prog("staples.tdsl"), _fn.__name__[8:], _fn, interp=[None, (2, 4), (3, 2)],
-         codegen=[0, 2, 4])
+         codegen=[2, 4])
 case("staples grad", prog("staples.tdsl"), "g_staples", staples_grad, scaled=True, interp=[None, (2, 4), (3, 2)],
-     codegen=[0, 2, 4])
+     codegen=[2, 4])
 case("staples sort grad", prog("staples.tdsl"), "g_sort", staples_sort_grad, scaled=True, interp=[None, (2, 4), (3, 2)],
-     codegen=[0, 2, 4])
+     codegen=[2, 4])
 
 
 # ---- bf16 and f16 partial sums in f32 (tests/interp/progs/partial_f32.tdsl) ----
