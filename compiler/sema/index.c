@@ -483,7 +483,8 @@ static Term binary_term(Ix *ix, int tok, Term a, Term b, Loc loc) {
  * m, so its gradient through m is zero, and the backward pass skips the
  * max's adjoint (a compare, a select and a count per element) that the
  * hand-written form differentiates; what is left is the cheap adjoint
- * (docs/grad.md, "Softmax"). */
+ * (docs/grad.md, "Normalizations").  The gradient pass then drops the
+ * stop-gradient, so the forward pass is the hand-written form's. */
 static Term lower_softmax(Ix *ix, Expr *e, Term x, uint64_t over, const char *name) {
     Sema *s = ix->s;
     int dt = s->fn->insts[x.v].type.dtype;      /* a tensor: its index names appear in it */
