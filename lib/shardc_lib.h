@@ -139,7 +139,10 @@ int sk_cumsum(sk_dtype t, sc_shape in, const void *x, int dim, void *out);
  * of the operand's element of rank j in row R, largest first (largest = 1)
  * or smallest first (0); equal elements rank by index, lower first, and
  * NaN ranks above every number either way (jax.lax.top_k, jnp.argmax and
- * argmin: argmax is k = 1).  Numeric dtypes; 1 <= k <= the last dim. */
+ * argmin: argmax is k = 1).  largest = SK_ASCENDING is numpy's sort order:
+ * smallest first, NaN below every number (last), equal elements by index
+ * (argsort is k = the last dim).  Numeric dtypes; 1 <= k <= the last dim. */
+enum { SK_ASCENDING = 2 };
 int sk_top_k(sk_dtype t, sc_shape in, const void *x, int64_t k, int largest, int32_t *out);
 
 /* ---- structure ----

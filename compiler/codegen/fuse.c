@@ -133,6 +133,9 @@ int64_t row_reduce_inner(const Fn *fn, const Inst *in) {
     int reduce = in->op == OP_REDUCE && in->nargs == 1, dot = in->op == OP_DOT && in->nargs == 2;
     if (!(reduce || dot) || in->flags & INST_ASYNC || in->place)
         return 0;
+    for (int i = 0; i < in->nargs; i++)     /* a loop reads runs; sk_dot_strided reads a strided view */
+        if (fn->insts[ir_arg(fn, in, i)].flags & INST_STRIDED)
+            return 0;
     const Shape *a = &fn->insts[ir_arg(fn, in, 0)].type;
     int dt = in->type.dtype;
     if ((dt != DT_F32 && dt != DT_F64) || a->dtype != dt || !(dot ? row_dot(fn, in) : reduces_trailing(fn, in)))

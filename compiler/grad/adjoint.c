@@ -107,6 +107,20 @@ static int unary_adjoint(Grad *g, Op op, int c, int x, int y) {
         int ds = op2(g, OP_MUL, xs, op2(g, OP_MUL, op2(g, OP_SUB, one_s, s), du));
         return op2(g, OP_MUL, c, op2(g, OP_ADD, s, ds));
     }
+    case OP_ERF: {           /* 2/sqrt(pi) exp(-x^2) */
+        int e = op1(g, OP_EXP, op1(g, OP_NEGATE, op2(g, OP_MUL, x, x)));
+        return op2(g, OP_MUL, c, op2(g, OP_MUL, e, like(g, 1.1283791670955126, x)));
+    }
+    case OP_GELU_EXACT: {    /* Phi(x) + x phi(x): Phi the normal CDF, phi its density */
+        int erf = op1(g, OP_ERF, op2(g, OP_MUL, x, like(g, 0.7071067811865476, x)));
+        int one_erf = op2(g, OP_ADD, erf, like(g, 1, x));
+        int cdf = op2(g, OP_MUL, one_erf, like(g, 0.5, x));
+        int x2 = op2(g, OP_MUL, x, x);
+        int pdf = op1(g, OP_EXP, op2(g, OP_MUL, x2, like(g, -0.5, x)));
+        int xpdf = op2(g, OP_MUL, x, pdf);
+        int dx = op2(g, OP_ADD, cdf, op2(g, OP_MUL, xpdf, like(g, 0.3989422804014327, x)));
+        return op2(g, OP_MUL, c, dx);
+    }
     default: no_gradient(g, "an elementwise op without a derivative");
     }
 }

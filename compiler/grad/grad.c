@@ -183,7 +183,9 @@ _Noreturn void no_gradient(Grad *g, const char *what) {
 /* ---- which values take part ---- */
 
 /* active[v]: v is a float value computed from a differentiated parameter
- * (wrt[p] for parameter p) and used, through such values, by a seed. */
+ * (wrt[p] for parameter p) and used, through such values, by a seed.  A
+ * stop-gradient's value is taken as computed from nothing: no cotangent
+ * reaches its operand (JAX's lax.stop_gradient). */
 void find_active(Grad *g, const uint8_t *wrt, const uint8_t *seed) {
     const Fn *src = g->src;
     uint8_t *depends = arena_alloc(g->m->arena, (size_t)src->ninsts + 1);
@@ -192,7 +194,7 @@ void find_active(Grad *g, const uint8_t *wrt, const uint8_t *seed) {
         int fl = in->type.dtype == DT_TUPLE || dtype_is_float(in->type.dtype);
         if (in->op == OP_PARAMETER)
             depends[v] = fl && wrt[ir_attr(src, in, 0)];
-        for (int i = 0; i < in->nargs && fl && in->op != OP_RETURN; i++)
+        for (int i = 0; i < in->nargs && fl && in->op != OP_RETURN && in->op != OP_STOP_GRADIENT; i++)
             depends[v] |= depends[ir_arg(src, in, i)];
     }
     for (int v = src->ninsts - 1; v >= 0; v--) {
@@ -417,12 +419,37 @@ void drop_dead(Module *m, Fn *fn) {
             map[v] = reemit(m, fn, &old, v, map);
 }
 
+/* Once the gradients are built a stop-gradient has done its work: each
+ * becomes its operand (one that carries a sharding constraint stays, as
+ * the copy that holds it), so the forward pass computes what the same
+ * program without it would, with no copy (softmax's max, index.c). */
+static void drop_stop_gradients(Module *m) {
+    for (int f = 0; f < m->nfns; f++) {
+        Fn *fn = &m->fns[f];
+        int any = 0;
+        for (int v = 0; v < fn->ninsts && !any; v++)
+            any = fn->insts[v].op == OP_STOP_GRADIENT && !(fn->insts[v].flags & INST_CONSTRAINED);
+        if (!any)
+            continue;
+        Fn old = *fn;
+        *fn = fn_without_body(&old);
+        int32_t *map = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(old.ninsts + 1));
+        for (int v = 0; v < old.ninsts; v++) {
+            const Inst *in = &old.insts[v];
+            int gone = in->op == OP_STOP_GRADIENT && !(in->flags & INST_CONSTRAINED);
+            map[v] = gone ? map[ir_arg(&old, in, 0)] : reemit(m, fn, &old, v, map);
+        }
+    }
+}
+
 int grad_module(Module *m, Diag *diag, KeptCalls *kept) {
     int any = 0;
     for (int f = 0; f < m->nfns; f++)
         any |= m->fns[f].grad_of != 0;
-    if (!any)
+    if (!any) {
+        drop_stop_gradients(m);
         return 0;
+    }
     jmp_buf bail;
     diag->bail = &bail;
     if (setjmp(bail))
@@ -450,5 +477,6 @@ int grad_module(Module *m, Diag *diag, KeptCalls *kept) {
     for (int d = 0; d < m->nfns; d++)
         if (m->fns[d].grad_of || m->fns[d].vjp_of)
             drop_dead(m, &m->fns[d]);
+    drop_stop_gradients(m);
     return 0;
 }

@@ -317,11 +317,13 @@ static int kernel_roll(const Kernel *k, double *out) {
 }
 
 /* Whether a ranks strictly above b: NaN above every number, in either
- * direction (jnp.argmax and argmin give the first NaN). */
-static int ranks_above(double a, double b, int largest) {
+ * direction (jnp.argmax and argmin give the first NaN), but below every
+ * number in the ascending order of sort and argsort (TOP_K_ASCENDING, as
+ * numpy.sort puts NaNs last). */
+static int ranks_above(double a, double b, int order) {
     if (isnan(a) || isnan(b))
-        return isnan(a) && !isnan(b);
-    return largest ? a > b : a < b;
+        return order == TOP_K_ASCENDING ? !isnan(a) && isnan(b) : isnan(a) && !isnan(b);
+    return order == 1 ? a > b : a < b;
 }
 
 /* Per row, slot j gets the element with exactly j elements ranking above

@@ -393,6 +393,11 @@ static inline const int64_t *inst_axes(const Fn *fn, const Inst *in, int *n) {
  * the element it is clamped to (the language's gathers), or GATHER_FILL,
  * zeros (a device's local gather from its own block of a split table). */
 enum { GATHER_CLAMP, GATHER_FILL };
+/* A top-k's order, its attrs[1]: 0 smallest first, 1 largest first (NaN
+ * first either way, jax.lax.top_k), or TOP_K_ASCENDING, numpy.sort's order
+ * (smallest first, NaN last) for sort and argsort; the kernel library's
+ * SK_ASCENDING has the same value. */
+enum { TOP_K_ASCENDING = 2 };
 static inline int inst_gather_mode(const Fn *fn, const Inst *in) { return (int)fn->ints[in->attrs + 1]; }
 /* A gather's batch dims: *n (table dim, indices dim) pairs. */
 static inline const int64_t *inst_gather_batch(const Fn *fn, const Inst *in, int *n) {

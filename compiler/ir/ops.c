@@ -286,6 +286,8 @@ static const char *infer_top_k(InferCtx *c, Shape *out) {
     int64_t k = ir_attr(c->fn, c->in, 0);
     if (k < 1 || k > x->dims[x->rank - 1])
         return "top-k's k is outside 1 .. the last dim";
+    if (ir_attr(c->fn, c->in, 1) < 0 || ir_attr(c->fn, c->in, 1) > TOP_K_ASCENDING)
+        return "top-k's order is 0, 1 or 2";
     *out = *x;
     out->dtype = DT_I32;
     out->dims[x->rank - 1] = k;

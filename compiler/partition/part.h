@@ -248,6 +248,7 @@ int topk_split(const Module *m, const Fn *src, int v, TopkSplit *t);
  * its operand)?  It is read from the candidates, with no collective. */
 int topk_values_gather(const Module *m, const Fn *src, int v);
 int lower_split_top_k(Part *p, const Inst *in, Piece *out);
+int lower_whole_top_k(Part *p, const Inst *in, Piece *out);      /* its result's last dim split */
 int lower_top_k_values(Part *p, const Inst *in, Piece *out);
 
 /* scatter.c: a scatter-add on the devices' blocks; always applies. */

@@ -656,7 +656,7 @@ static void lower_placed(Part *p, int v) {
             (in->op == OP_RESHAPE && lower_split_reshape(p, in, &out)) ||
             (in->op == OP_CUMSUM && lower_split_cumsum(p, in, &out)) ||
             (in->op == OP_SCATTER && lower_scatter(p, in, &out)) ||
-            (in->op == OP_TOP_K && lower_split_top_k(p, in, &out)) ||
+            (in->op == OP_TOP_K && (lower_split_top_k(p, in, &out) || lower_whole_top_k(p, in, &out))) ||
             (in->op == OP_GATHER && lower_top_k_values(p, in, &out)))
             break;
         if (in->op == OP_DOT && op_rule(p->src, in, &rule) && local_op_is_exact(p->m, in, &rule)) {

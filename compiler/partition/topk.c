@@ -25,8 +25,8 @@
 
 int topk_split(const Module *m, const Fn *src, int v, TopkSplit *t) {
     const Inst *in = &src->insts[v];
-    if (in->op != OP_TOP_K)
-        return 0;
+    if (in->op != OP_TOP_K || ir_attr(src, in, 1) == TOP_K_ASCENDING)
+        return 0;        /* sort order: k is the whole dim, so the operand is all-gathered */
     const Inst *x = &src->insts[ir_arg(src, in, 0)];
     int last = x->type.rank - 1;
     t->naxes = sharding_dim_axes(&x->sh, last, t->axes);
@@ -121,6 +121,27 @@ int lower_split_top_k(Part *p, const Inst *in, Piece *out) {
     Sharding sh = sharding_without(&x.sh, gathered, SH_REPLICATED);
     c->sh = sh;
     int r = take_along(p, all_indices, c->positions);
+    p->dst->insts[r].sh = sh;
+    *out = reshard(p, (Piece){r, sh, in->type, p->place}, &in->sh);
+    return 1;
+}
+
+/* A top-k whose own sharding splits its last dim: sort's and argsort's,
+ * whose result keeps the sorted dim's sharding (docs/partitioning.md,
+ * "Sort along a split dim").  The dim is selected whole: the operand is
+ * all-gathered along it only, the leading dims keep their split, and each
+ * device keeps its block of the result, a slice that sends nothing. */
+int lower_whole_top_k(Part *p, const Inst *in, Piece *out) {
+    int last = in->type.rank - 1;
+    uint32_t split = 0;
+    for (int a = 0; a < MAX_AXES; a++)
+        if (in->sh.dim[a] == last)
+            split |= 1u << a;
+    if (!split || partial_axes(&in->sh))
+        return 0;
+    Sharding sh = sharding_without(&in->sh, split, SH_REPLICATED);
+    Piece x = reshard(p, p->value[ir_arg(p->src, in, 0)], &sh);
+    int r = emit_local(p, OP_TOP_K, (int32_t[]){x.v}, 1, ir_attrs(p->src, in), 2, NULL);
     p->dst->insts[r].sh = sh;
     *out = reshard(p, (Piece){r, sh, in->type, p->place}, &in->sh);
     return 1;

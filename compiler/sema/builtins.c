@@ -6,7 +6,7 @@
 
 enum {
     SP_WHERE, SP_ZEROS, SP_FULL, SP_IOTA, SP_RESHAPE, SP_CONCAT, SP_ROLL, SP_CUMSUM, SP_SIZE, SP_AXIS_INDEX,
-    SP_ARGMAX, SP_ARGMIN, SP_TOP_K,
+    SP_ARGMAX, SP_ARGMIN, SP_TOP_K, SP_SORT, SP_ARGSORT,
 };
 enum { CO_PSUM, CO_PMEAN, CO_PMAX, CO_PMIN, CO_ALL_GATHER, CO_PSUM_SCATTER, CO_ALL_TO_ALL, CO_PPERMUTE };
 
@@ -22,6 +22,8 @@ static const Builtin builtins[] = {
     {"bf16", BK_CAST, DT_BF16, 1, 1},      {"f16", BK_CAST, DT_F16, 1, 1},
     {"i32", BK_CAST, DT_I32, 1, 1},
     {"sum", BK_REDUCTION, RED_SUM, 1, 1},  {"mean", BK_REDUCTION, RED_SUM, 1, 1},
+    {"logsumexp", BK_REDUCTION, RED_SUM, 1, 1},
+    {"softmax", BK_REDUCTION, RED_SUM, 1, 1}, {"log_softmax", BK_REDUCTION, RED_SUM, 1, 1},
     {"where", BK_SPECIAL, SP_WHERE, 3, 3}, {"zeros", BK_SPECIAL, SP_ZEROS, 1, 1},
     {"full", BK_SPECIAL, SP_FULL, 2, 2},   {"iota", BK_SPECIAL, SP_IOTA, 2, 2},
     {"reshape", BK_SPECIAL, SP_RESHAPE, 2, 2}, {"concat", BK_SPECIAL, SP_CONCAT, 2, 2},
@@ -30,6 +32,7 @@ static const Builtin builtins[] = {
     {"axis_index", BK_SPECIAL, SP_AXIS_INDEX, 1, 1},
     {"argmax", BK_SPECIAL, SP_ARGMAX, 1, 1}, {"argmin", BK_SPECIAL, SP_ARGMIN, 1, 1},
     {"top_k", BK_SPECIAL, SP_TOP_K, 2, 2},
+    {"sort", BK_SPECIAL, SP_SORT, 1, 2},   {"argsort", BK_SPECIAL, SP_ARGSORT, 1, 2},
     {"psum", BK_COLLECTIVE, CO_PSUM, 2, 2}, {"pmean", BK_COLLECTIVE, CO_PMEAN, 2, 2},
     {"pmax", BK_COLLECTIVE, CO_PMAX, 2, 2}, {"pmin", BK_COLLECTIVE, CO_PMIN, 2, 2},
     {"all_gather", BK_COLLECTIVE, CO_ALL_GATHER, 3, 3},
@@ -50,7 +53,10 @@ void builtins_init(Sema *s) {
             s->builtin[ids[i]] = &builtins[i];
 }
 
-static const char *const reductions[] = {"sum", "max", "min", "mean"};
+/* The builtins that take index names, sum[k](...): reductions, and the
+ * normalizations softmax and log_softmax, whose result keeps the dims they
+ * normalize over (index.c lowers them all). */
+static const char *const reductions[] = {"sum", "max", "min", "mean", "logsumexp", "softmax", "log_softmax"};
 
 int is_reduction_name(const char *name) {
     for (size_t i = 0; i < sizeof reductions / sizeof reductions[0]; i++)
@@ -59,11 +65,14 @@ int is_reduction_name(const char *name) {
     return 0;
 }
 
+int is_normalization(const char *name) { return strcmp(name, "softmax") == 0 || strcmp(name, "log_softmax") == 0; }
+
 _Noreturn void not_a_reduction(Sema *s, const Expr *e) {
     Suggest sg = suggest_begin(sym(s, e->sym));
     for (size_t i = 0; i < sizeof reductions / sizeof reductions[0]; i++)
         near_add(&sg, reductions[i]);
-    sema_error(s, e->loc, "'%s' is not a reduction; use sum, max, min or mean%s", sym(s, e->sym), near_text(s, &sg));
+    sema_error(s, e->loc, "'%s' is not a reduction; use sum, max, min, mean, logsumexp, softmax or log_softmax%s",
+               sym(s, e->sym), near_text(s, &sg));
 }
 
 static const Expr *arg(const Expr *e, int i) { return e->args.items[i]; }
@@ -250,6 +259,40 @@ static Val top_k(Sema *s, const Expr *e, Val *results) {
     return results[0];
 }
 
+/* sort(x, dim) and argsort(x, dim): numpy's ascending order along dim
+ * (stable, NaN last; dim defaults to the last): a top-k of the whole dim in
+ * TOP_K_ASCENDING order, with dim moved last and back.  sort's values are
+ * the batched gather of x through those indices, as top_k's, so its
+ * gradient is the gather's: the cotangent scattered back by the
+ * permutation. */
+static Val sort_along(Sema *s, const Expr *e, int values) {
+    int x = tensor_arg(s, e, 0, "the operand");
+    const Shape *xs = shape_of(s, x);
+    if (xs->dtype == DT_BOOL)
+        sema_error(s, arg(e, 0)->loc, "%s needs a numeric operand, not bool", sym(s, e->sym));
+    if (xs->rank == 0)
+        sema_error(s, arg(e, 0)->loc, "%s sorts along a dim, so it needs an operand with a dim, not a scalar",
+                   sym(s, e->sym));
+    int rank = xs->rank;
+    int64_t d = e->args.n > 1 ? dim_arg(s, arg(e, 1), rank) : rank - 1, n = xs->dims[d];
+    int64_t perm[MAX_RANK], back[MAX_RANK];     /* the operand dim of each result dim */
+    for (int i = 0, j = 0; i < rank; i++)
+        if (i != d)
+            perm[j++] = i;
+    perm[rank - 1] = d;
+    for (int i = 0; i < rank; i++)
+        back[perm[i]] = i;
+    int last = d == rank - 1 ? x : emit(s, OP_TRANSPOSE, (int32_t[]){x}, 1, perm, rank, NULL, e->loc);
+    int r = emit(s, OP_TOP_K, (int32_t[]){last}, 1, (int64_t[]){n, TOP_K_ASCENDING}, 2, NULL, e->loc);
+    if (values) {
+        int64_t attrs[2 + 2 * MAX_RANK] = {rank - 1, GATHER_CLAMP};
+        for (int i = 0; i < rank - 1; i++)
+            attrs[2 + 2 * i] = attrs[3 + 2 * i] = i;
+        r = emit(s, OP_GATHER, (int32_t[]){last, r}, 2, attrs, 2 * rank, NULL, e->loc);
+    }
+    return tensor(d == rank - 1 ? r : emit(s, OP_TRANSPOSE, (int32_t[]){r}, 1, back, rank, NULL, e->loc));
+}
+
 static Val special(Sema *s, const Expr *e, int which) {
     int64_t axes[MAX_AXES];
     int n;
@@ -268,6 +311,7 @@ static Val special(Sema *s, const Expr *e, int which) {
     case SP_SIZE:
         return int_val(axes_size(s->m, axes_arg(s, arg(e, 0), axes, &n)));
     case SP_ARGMAX: case SP_ARGMIN: return arg_best(s, e, which == SP_ARGMAX);
+    case SP_SORT: case SP_ARGSORT: return sort_along(s, e, which == SP_SORT);
     case SP_AXIS_INDEX: {
         require_spmd(s, e);
         axes_arg(s, arg(e, 0), axes, &n);
@@ -447,7 +491,8 @@ Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
     if (e->binders.n && !is_reduction_name(name))
         not_a_reduction(s, e);
     if (e->binders.n || bi->kind == BK_REDUCTION)
-        sema_error(s, e->loc, "%s reduces over index names; use it in an index statement such as y[i] = %s[j](x[i, j])", name, name);
+        sema_error(s, e->loc, "%s %s over index names; use it in an index statement such as y[i%s] = %s[j](x[i, j])", name,
+                   is_normalization(name) ? "normalizes" : "reduces", is_normalization(name) ? ", j" : "", name);
     if (e->args.n < bi->min_args || e->args.n > bi->max_args)
         sema_error(s, e->loc, "%s takes %s, not %d", name, count_of(s, bi->min_args, "argument"), e->args.n);
     switch (bi->kind) {

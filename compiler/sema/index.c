@@ -193,11 +193,13 @@ static uint64_t scan_node(Ix *ix, Expr *e) {
     }
     case E_INDEX: return scan_access(ix, e, 1);
     case E_CALL: {
+        /* softmax[t](...) keeps t: a dim of its result, not a bound name */
+        int keeps = e->binders.n && is_normalization(sym(s, e->sym));
         uint64_t occ = 0, binders = 0;
         for (int i = 0; i < e->binders.n; i++) {
             Expr *b = e->binders.items[i];
             int l = label_for(ix, b, 1);
-            if (ix->lhs & bit(l))
+            if ((ix->lhs & bit(l)) && !keeps)
                 sema_error(s, b->loc, "index '%s' is on the left, so it cannot be reduced here", sym(s, b->sym));
             binders |= bit(l);
         }
@@ -208,9 +210,10 @@ static uint64_t scan_node(Ix *ix, Expr *e) {
             if (!(occ & bit(label_for(ix, b, 0))))
                 sema_error(s, b->loc, "index '%s' of %s[...] does not appear in its argument", sym(s, b->sym), sym(s, e->sym));
         }
-        ix->bound |= binders;
+        if (!keeps)
+            ix->bound |= binders;
         e->has_index = binders != 0 || any_index(&e->args);
-        return e->occ = occ & ~binders;
+        return e->occ = keeps ? occ : occ & ~binders;
     }
     default:
         sema_error(s, e->loc, "this expression is not allowed in an index statement");
@@ -235,9 +238,20 @@ static int is_cast(const Ix *ix, const Expr *e) {
     return b && b->kind == BK_CAST && e->binders.n == 0;
 }
 
+/* Does call e take `label` as an index name (softmax[label](...))? */
+static int binds(const Ix *ix, const Expr *e, int label) {
+    for (int i = 0; e->kind == E_CALL && i < e->binders.n; i++)
+        if (ix->label_of[((const Expr *)e->binders.items[i])->sym] == label + 1)
+            return 1;
+    return 0;
+}
+
 static void place_sum(const Ix *ix, Expr *root, int label) {
     Expr *e = root, *kids[3];
     for (;;) {
+        /* sum_t softmax[t](x[t]) sums the normalized values: it stays outside */
+        if (binds(ix, e, label))
+            break;
         int n = children(e, kids), holders = 0;
         Expr *only = NULL;
         for (int i = 0; i < n; i++)
@@ -449,6 +463,43 @@ static Term lower_product(Ix *ix, Expr *e, Term a, Term b) {
     return out;
 }
 
+static Term unary_term(Ix *ix, Op op, Term t, Loc loc) {
+    return from_val(unary_op(ix->s, op, op_info[op].name, tensor(t.v), loc), &t);
+}
+
+/* a - b or a + b, b broadcast to a's labels (b's are among them). */
+static Term binary_term(Ix *ix, int tok, Term a, Term b, Loc loc) {
+    Term both[2] = {a, b};
+    align(ix, both, 2, 0, loc);
+    return from_val(binary_op(ix->s, tok, val_of(&both[0]), val_of(&both[1]), loc), &both[0]);
+}
+
+/* softmax[t](x), log_softmax[t](x) and logsumexp[t](x) over the labels
+ * `over` of x, in the numerically stable form: m = max[t](x), then
+ * exp(x - m), its sum s, and e / s, (x - m) - log(s) or m + log(s).  These
+ * are the ops a hand-written softmax uses, so partitioning finds the same
+ * all-reduces of the max and the sum on a split t and fusion the same
+ * loops.  m goes through stop-gradient: each result is the same for every
+ * m, so its gradient through m is zero, and the backward pass skips the
+ * max's adjoint (a compare, a select and a count per element) that the
+ * hand-written form differentiates; what is left is the cheap adjoint
+ * (docs/grad.md, "Normalizations").  The gradient pass then drops the
+ * stop-gradient, so the forward pass is the hand-written form's. */
+static Term lower_softmax(Ix *ix, Expr *e, Term x, uint64_t over, const char *name) {
+    Sema *s = ix->s;
+    int dt = s->fn->insts[x.v].type.dtype;      /* a tensor: its index names appear in it */
+    if (!dtype_is_float(dt))
+        sema_error(s, e->loc, "%s needs a floating-point operand, not %s; cast with f32(...)", name, dtype_name[dt]);
+    Term m = unary_term(ix, OP_STOP_GRADIENT, reduce_term(ix, x, over, RED_MAX, e->loc), e->loc);
+    Term z = binary_term(ix, '-', x, m, e->loc);
+    Term p = unary_term(ix, OP_EXP, z, e->loc);
+    Term sum = reduce_term(ix, p, over, RED_SUM, e->loc);
+    if (strcmp(name, "softmax") == 0)
+        return binary_term(ix, '/', p, sum, e->loc);
+    Term lse = unary_term(ix, OP_LOG, sum, e->loc);
+    return strcmp(name, "log_softmax") == 0 ? binary_term(ix, '-', z, lse, e->loc) : binary_term(ix, '+', lse, m, e->loc);
+}
+
 static Term lower_call(Ix *ix, Expr *e) {
     Sema *s = ix->s;
     const Builtin *bi = e->sym < s->nsyms ? s->builtin[e->sym] : NULL;
@@ -456,7 +507,8 @@ static Term lower_call(Ix *ix, Expr *e) {
     if (e->binders.n) {
         int red = strcmp(name, "sum") == 0 || strcmp(name, "mean") == 0 ? RED_SUM
                 : strcmp(name, "max") == 0 ? RED_MAX : strcmp(name, "min") == 0 ? RED_MIN : -1;
-        if (red < 0)
+        int stable = is_normalization(name) || strcmp(name, "logsumexp") == 0;
+        if (red < 0 && !stable)
             not_a_reduction(s, e);
         if (e->args.n != 1)
             sema_error(s, e->loc, "%s[...] takes one argument", name);
@@ -469,6 +521,8 @@ static Term lower_call(Ix *ix, Expr *e) {
                 count *= ix->extent[l];
             binders |= bit(l);
         }
+        if (stable)
+            return lower_softmax(ix, e, t, binders, name);
         t = reduce_term(ix, t, binders, (Reducer)red, e->loc);
         if (strcmp(name, "mean") == 0) {
             if (!dtype_is_float(s->fn->insts[t.v].type.dtype))
@@ -478,7 +532,8 @@ static Term lower_call(Ix *ix, Expr *e) {
         return t;
     }
     if (bi && bi->kind == BK_REDUCTION)
-        sema_error(s, e->loc, "%s needs the index names it reduces, as in y[i] = %s[j](x[i, j])", name, name);
+        sema_error(s, e->loc, "%s needs the index names it %s, as in y[i%s] = %s[j](x[i, j])", name,
+                   is_normalization(name) ? "normalizes over" : "reduces", is_normalization(name) ? ", j" : "", name);
     if (!bi && !lookup(s, e->sym))   /* a misspelled builtin or a cast to no dtype, not a function */
         unknown_callee(s, e);
     if (!bi || (bi->kind != BK_UNARY && bi->kind != BK_BINARY && bi->kind != BK_CAST &&

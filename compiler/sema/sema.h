@@ -188,6 +188,7 @@ struct Builtin {
 enum { BK_UNARY, BK_BINARY, BK_CAST, BK_REDUCTION, BK_SPECIAL, BK_COLLECTIVE };
 void builtins_init(Sema *s);
 int is_reduction_name(const char *name);
+int is_normalization(const char *name);                     /* softmax[k](...), log_softmax[k](...) */
 _Noreturn void not_a_reduction(Sema *s, const Expr *e);     /* called with index names, not a reduction */
 Val call_value(Sema *s, const Expr *e, int nresults_wanted, Val *results);
 

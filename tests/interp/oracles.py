@@ -399,7 +399,7 @@ def reductions(rng, m):
                                          (r.mean((0, 1)), "f32"), (r.sum(), "f32"), (np.exp(r).sum((1, 2)), "f32")]
 
 
-def softmax(rng, m):
+def row_softmax(rng, m):
     lg = normal(rng, 4, 10)
     e = np.exp(d(lg) - d(lg).max(1, keepdims=True))
     return {"logits": lg}, [(e / e.sum(1, keepdims=True), "f32")]
@@ -427,7 +427,7 @@ def moe(rng, m):
     return {"w": w, "route": route, "a": a}, [(np.einsum("sdf,sd->sf", d(w)[route], d(a)), "f32")]
 
 
-for _fn in (matmul, matmul_bias, matmul_transposed, batched, one_side, reductions, softmax, broadcasts,
+for _fn in (matmul, matmul_bias, matmul_transposed, batched, one_side, reductions, row_softmax, broadcasts,
             low_precision, moe):
     case(_fn.__name__, prog("einsum.tdsl"), _fn.__name__, _fn)
 
@@ -967,6 +967,96 @@ for _name, _make in (("top3", top_of(3, "f32", 8, 12)), ("sort_all", top_of(5, "
                      ("top_many", top_of(6, "f32", 4, 10)), ("top_bf16_split", top_of(2, "bf16", 8, 64)),
                      ("top_i32_split", top_of(4, "i32", 3, 100))):
     case("top_k " + _name, prog("topk.tdsl"), _name, _make, exact=_name != "router", interp=[None, (3, 2), (2, 4)])
+
+
+# ---- training staples (tests/interp/progs/staples.tdsl) ----
+
+erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def gelu_exact(x):
+    return 0.5 * x * np.vectorize(math.erfc, otypes=[np.float64])(-x / math.sqrt(2))
+
+
+def np_softmax(x, axis):
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def np_logsumexp(x, axis):
+    m = x.max(axis, keepdims=True)
+    return np.squeeze(m, axis) + np.log(np.exp(x - m).sum(axis))
+
+
+def np_log_softmax(x, axis):
+    return x - np.expand_dims(np_logsumexp(x, axis), axis)
+
+
+def staples_elementwise(rng, m):
+    x = (rng.uniform(-4, 4, (6, 8))).astype(np.float32)
+    return {"x": x}, [(erf(d(x)), "f32"), (gelu_exact(d(x)), "f32"), (2 * d(x), "f32")]
+
+
+def staples_elementwise_bf16(rng, m):
+    x = quantize(rng.uniform(-4, 4, (6, 8)), "bf16")
+    return {"x": x}, [(erf(d(x)), "bf16"), (gelu_exact(d(x)), "bf16")]
+
+
+def staples_normalize(rng, m):
+    x = normal(rng, 6, 8) * 4
+    x[0, 3] = 60                 # exp(60) overflows f32 unless the max is subtracted first
+    return {"x": x}, [(np_softmax(d(x), 1), "f32"), (np_log_softmax(d(x), 1), "f32"), (np_logsumexp(d(x), 1), "f32")]
+
+
+def staples_normalize2(rng, m):
+    x = normal(rng, 2, 6, 8) * 4
+    p = np_softmax(d(x).reshape(2, 48), 1).reshape(2, 6, 8).transpose(2, 0, 1)
+    return {"x": x}, [(p, "f32"), (np_logsumexp(d(x).reshape(2, 48), 1), "f32")]
+
+
+def staples_grad(rng, m):
+    x, c = normal(rng, 6, 8) * 2, normal(rng, 6, 8)
+    x0 = d(x)                    # stop_gradient(x): a constant to the finite differences
+    def loss(x, c):
+        u = erf(x) + gelu_exact(x) * x0
+        l = np_logsumexp(x, 1)
+        return (c * (np_softmax(x, 1) + 0.5 * np_log_softmax(x, 1) + u)).sum() + 0.25 * (l * l).sum()
+    return with_grads(loss, {"x": x, "c": c}, ["x"])
+
+
+def staples_sorts(rng, m):
+    x = tied(rng, 6, 8)
+    x[1, 2] = x[1, 5] = x[4, 0] = np.nan              # NaNs sort last, in index order
+    x[2, 3], x[3, 7] = -np.inf, np.inf
+    st = lambda f, a: f(x, axis=a, kind="stable")
+    return {"x": x}, [(st(np.sort, 1), "f32"), (st(np.argsort, 1).astype(np.int32), "i32"), (st(np.sort, 0), "f32"),
+                      (st(np.argsort, 0).astype(np.int32), "i32")]
+
+
+def staples_sorts_i32(rng, m):
+    x = rng.integers(-4, 5, (6, 8)).astype(np.int32)
+    x[0, :2] = [2**31 - 1, -2**31]
+    return {"x": x}, [(np.sort(x, 1, kind="stable"), "i32"), (np.argsort(x, 1, kind="stable").astype(np.int32), "i32")]
+
+
+def staples_sort_grad(rng, m):
+    x, c = normal(rng, 6, 8), normal(rng, 6, 8)
+    def loss(x, c):
+        y = np.sort(x, 1)
+        return (c * y * y).sum()
+    return with_grads(loss, {"x": x, "c": c}, ["x"])
+
+
+# Generated C on 4 devices (2x2) and the uneven 3x2, both splitting t by Y;
+# check_partition.py runs every function on every mesh in the interpreter.
+for _fn in (staples_elementwise, staples_elementwise_bf16, staples_normalize, staples_normalize2, staples_sorts,
+            staples_sorts_i32):
+    case("staples " + _fn.__name__[8:], prog("staples.tdsl"), _fn.__name__[8:], _fn, interp=[None, (2, 4), (3, 2)],
+         codegen=[2, 4])
+case("staples grad", prog("staples.tdsl"), "g_staples", staples_grad, scaled=True, interp=[None, (2, 4), (3, 2)],
+     codegen=[2, 4])
+case("staples sort grad", prog("staples.tdsl"), "g_sort", staples_sort_grad, scaled=True, interp=[None, (2, 4), (3, 2)],
+     codegen=[2, 4])
 
 
 # ---- bf16 and f16 partial sums in f32 (tests/interp/progs/partial_f32.tdsl) ----

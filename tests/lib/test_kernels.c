@@ -490,6 +490,11 @@ static void test_top_k(void) {
     check(sk_top_k(SK_F32, SC_SHAPE(5), nan_row, 1, 0, amin) == 0 && amin[0] == 1, "argmin gives the first NaN");
     check(sk_top_k(SK_F32, SC_SHAPE(5), nan_row, 6, 1, i3) == SC_ERR && sk_top_k(SK_BOOL, SC_SHAPE(5), nan_row, 1, 1, i3) == SC_ERR,
           "top_k rejects k past the dim and bool");
+    /* argsort's order: ascending, ties by index, NaN last (numpy.sort) */
+    float row[7] = {NAN, 2, -INFINITY, 2, NAN, INFINITY, -1};
+    int32_t order[7], want_order[7] = {2, 6, 1, 3, 5, 0, 4};
+    check(sk_top_k(SK_F32, SC_SHAPE(7), row, 7, SK_ASCENDING, order) == 0 &&
+          memcmp(order, want_order, sizeof order) == 0, "top_k SK_ASCENDING sorts NaN last, ties by index");
 }
 
 /* out[p, j] = sum_c x[p / rep, c] * w[idx[p], c, j] (trans: w[idx[p], j, c]),
