@@ -64,11 +64,13 @@ def quantize(a, dt):
         return a.astype(np.int32)
     if dt == "bool":
         return a.astype(np.bool_)
+    if dt == "u32":
+        return a.astype(np.uint32)
     raise ValueError(dt)
 
 
 STORED = {"f32": np.float32, "bf16": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
-          "bool": np.bool_}
+          "bool": np.bool_, "u32": np.uint32}
 TOL = {"f32": 1e-5, "bf16": 1e-2, "f16": 1e-3, "f64": 1e-12}
 
 
@@ -84,7 +86,7 @@ def compare(got, want, dt, exact=False, scaled=False):
     if got.dtype != STORED[dt] or got.shape != want.shape:
         return False, "got %s%s, want %s%s" % (got.dtype, got.shape, want.dtype, want.shape)
     g64, w64 = got.astype(np.float64), want.astype(np.float64)
-    if exact or dt in ("i32", "bool"):
+    if exact or dt in ("i32", "bool", "u32"):
         with np.errstate(invalid="ignore"):
             bad = ~((g64 == w64) | (np.isnan(g64) & np.isnan(w64)))
         excess = bad.astype(np.float64)
@@ -298,8 +300,140 @@ def identity(dt):
     return make
 
 
-for _dt in ("f32", "f64", "f16", "i32", "bool"):
+for _dt in ("f32", "f64", "f16", "i32", "bool", "u32"):
     case("npy: %s round trip" % _dt, prog("formats.tdsl"), "id_" + _dt, identity(_dt), exact=True)
+
+
+# ---- random numbers (tests/interp/progs/random.tdsl) ----
+# Threefry-2x32 and JAX's partitionable draws, written from the paper and
+# JAX's definitions: element i of a draw is threefry(key, (0, i)), i its
+# row-major index in the whole tensor.
+
+def rotl(x, r):
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """(out0, out1) for uint32 arrays of counts x0, x1 under key (k0, k1)."""
+    k0, k1 = np.uint32(k0), np.uint32(k1)
+    ks = [k0, k1, k0 ^ k1 ^ np.uint32(0x1BD11BDA)]
+    x0 = np.asarray(x0, np.uint32) + ks[0]
+    x1 = np.asarray(x1, np.uint32) + ks[1]
+    rots = [[13, 15, 26, 6], [17, 29, 16, 24]]
+    with np.errstate(over="ignore"):
+        for g in range(5):
+            for r in rots[g % 2]:
+                x0 = x0 + x1
+                x1 = rotl(x1, r) ^ x0
+            x0 = x0 + ks[(g + 1) % 3]
+            x1 = x1 + ks[(g + 2) % 3] + np.uint32(g + 1)
+    return x0, x1
+
+
+# The known-answer vectors of Random123's kat_vectors (threefry2x32_20).
+for _k, _x, _want in [((0, 0), (0, 0), (0x6b200159, 0x99ba4efe)),
+                      ((0xffffffff, 0xffffffff), (0xffffffff, 0xffffffff), (0x1cb996fc, 0xbb002be7)),
+                      ((0x13198a2e, 0x03707344), (0x243f6a88, 0x85a308d3), (0xc4923a9c, 0x483df7a0))]:
+    assert tuple(int(v) for v in threefry2x32(*_k, *_x)) == _want, "threefry2x32 known answer"
+
+
+def rng_words(key, n):
+    """Both words of threefry(key, (0, i)) for i < n."""
+    return threefry2x32(key[0], key[1], np.zeros(n, np.uint32), np.arange(n, dtype=np.uint32))
+
+
+def rng_bits(key, shape):
+    w0, w1 = rng_words(key, int(np.prod(shape)))
+    return (w0 ^ w1).reshape(shape)
+
+
+def rng_split(key, n):
+    return np.stack(rng_words(key, n), axis=1)
+
+
+def rng_fold_in(key, data):
+    w0, w1 = threefry2x32(key[0], key[1], np.zeros(1, np.uint32), np.array([data], np.uint32))
+    return np.array([w0[0], w1[0]], np.uint32)
+
+
+def rng_uniform(key, shape, dt):
+    """[0, 1) from the top mantissa bits: 23 of 32 (f32), 52 of 64 (f64), 10 of the low 16 (f16)."""
+    n = int(np.prod(shape))
+    w0, w1 = rng_words(key, n)
+    if dt == "f64":
+        b = (w0.astype(np.uint64) << np.uint64(32)) | w1.astype(np.uint64)
+        return ((b >> np.uint64(12)).astype(np.float64) * 2.0 ** -52).reshape(shape)
+    if dt == "f16":
+        return ((((w0 ^ w1) & np.uint32(0xffff)) >> np.uint32(6)).astype(np.float64) * 2.0 ** -10).reshape(shape)
+    return (((w0 ^ w1) >> np.uint32(9)).astype(np.float64) * 2.0 ** -23).reshape(shape)
+
+
+_erf = np.vectorize(math.erf)
+
+
+def erfinv(y):
+    """By bisection on math.erf (no SciPy here), to double precision."""
+    y = np.asarray(y, np.float64)
+    lo, hi = np.full(y.shape, -6.0), np.full(y.shape, 6.0)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        below = _erf(mid) < y
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return (lo + hi) / 2
+
+
+def rng_normal(key, shape, lo=None, hi=None):
+    """f32: sqrt(2) erfinv(u), u uniform in [a, b) computed in f32 as JAX does."""
+    u = rng_uniform(key, shape, "f32").astype(np.float32)
+    f = np.float32
+    if lo is None:
+        a, b = np.nextafter(f(-1), f(1)), f(1)
+    else:
+        a, b = f(math.erf(f(lo) / f(np.sqrt(2)))), f(math.erf(f(hi) / f(np.sqrt(2))))
+    v = np.maximum(a, u * (b - a) + a)
+    y = np.sqrt(2) * erfinv(v.astype(np.float64))
+    if lo is not None:
+        y = np.clip(y, np.nextafter(f(lo), f(np.inf)), np.nextafter(f(hi), f(-np.inf)))
+    return y
+
+
+def rng_randint(key, shape, lo, hi):
+    """JAX's randint: two draws from split(key, 2) combined modulo the span, in u32."""
+    k = rng_split(key, 2)
+    hb, lb = rng_bits(k[0], shape).astype(np.uint64), rng_bits(k[1], shape).astype(np.uint64)
+    span = np.uint64(hi - lo if hi > lo else 1)
+    mult = np.uint64(65536) % span
+    mult = (mult * mult) % span
+    off = ((hb % span) * mult % np.uint64(2**32) + lb % span) % np.uint64(2**32) % span
+    return (lo + off.astype(np.int64)).astype(np.int32)
+
+
+def rng_draws(rng, m):
+    r, c = 8, 6
+    k = rng.integers(0, 2**32, 2, dtype=np.uint64).astype(np.uint32)
+    p, i = np.float32(rng.uniform(0.2, 0.8)), np.int32(rng.integers(-5, 100))
+    ks = rng_split(k, 4)
+    u = rng_uniform(k, (r, c), "f32")
+    g = np.maximum(np.float32(-2), u.astype(np.float32) * np.float32(5) + np.float32(-2))
+    wants = [(np.array([0, 42]), "u32"), (ks, "u32"), (rng_fold_in(k, 7), "u32"),
+             (rng_bits(rng_fold_in(ks[1], np.uint32(i)), (r, c)), "u32"), (u, "f32"),
+             (rng_uniform(rng_fold_in(k, 1), (r, c), "f64"), "f64"), (rng_normal(k, (r, c)), "f32"),
+             (rng_normal(ks[2], (r, c), -0.5, 2.0), "f32"), (u.astype(np.float32) < p, "bool"),
+             (rng_randint(ks[3], (r, c), -3, 1000), "i32"), (g, "f32"), (rng_uniform(k, (r, c), "f16"), "f16")]
+    return {"k": k, "p": p, "i": i}, wants
+
+
+def casts_u32(rng, m):
+    x = np.array([-1, 0, 7, 2**31 - 1, -2**31], np.int32)
+    y = np.array([3.7, -0.5, 4294967295.0, 1e10, 7.0], np.float32)
+    u = x.astype(np.int64) % 2**32
+    uy = np.array([3, 0, 4294967295, 4294967295, 7])
+    return {"x": x, "y": y}, [(u, "u32"), (uy, "u32"), (np.minimum(u, 2**31 - 1), "i32"),
+                              (u.astype(np.float32), "f32"), (u == uy, "bool")]
+
+
+case("random draws", prog("random.tdsl"), "draws", rng_draws, interp=[(1, 1), (2, 2)], codegen=[3, 4], runs=1)
+case("u32 casts", prog("random.tdsl"), "casts_u32", casts_u32, exact=True, codegen=[0], runs=1)
 
 
 # ---- index statements (tests/interp/progs/einsum.tdsl) ----
