@@ -432,7 +432,18 @@ def casts_u32(rng, m):
                               (u.astype(np.float32), "f32"), (u == uy, "bool")]
 
 
+def dropout_step(rng, m):
+    b, dd, f = 8, 4, 6
+    x, w = normal(rng, b, dd), normal(rng, dd, f)
+    k = rng.integers(0, 2**32, 2, dtype=np.uint64).astype(np.uint32)
+    keep = rng_uniform(k, (b, f), "f32").astype(np.float32) < np.float32(0.75)
+    y = np.where(keep, d(x) @ d(w) / 0.75, 0.0)
+    return {"x": x, "w": w, "k": k}, [(np.sum(y * y), "f32"), (d(x).T @ (2 * y * keep / 0.75), "f32")]
+
+
 case("random draws", prog("random.tdsl"), "draws", rng_draws, interp=[(1, 1), (2, 2)], codegen=[3, 4], runs=1)
+case("dropout with a gradient", prog("random.tdsl"), "dropout_step", dropout_step, scaled=True,
+     interp=[(1, 1), (2, 2)], codegen=[3], runs=1)
 case("u32 casts", prog("random.tdsl"), "casts_u32", casts_u32, exact=True, codegen=[0], runs=1)
 
 
