@@ -1796,6 +1796,56 @@ case("sample gpt_block", sample("gpt_block.tdsl"), ["gpt_block", "block_inlined"
 case("sample gpt", sample("gpt.tdsl"), "gpt", gpt, consts=gpt_consts(*GPT), scaled=True, interp=[None])
 
 
+
+# gpt.tdsl's init (GPT-2's initialization, drawn in the program) and
+# gpt_dropout (the loss with dropout masks from fold_in'd keys): the draws
+# by the NumPy Threefry above (rng_normal, rng_uniform), on a split mesh too.
+def gpt_init(rng, m):
+    g = GPT
+    seed = np.int32(rng.integers(0, 1000))
+    ks = rng_split(np.array([0, seed], np.uint32), 9)
+    r = 0.02 / np.sqrt(2.0 * g["L"])
+    L, D, H, K, F = g["L"], g["D"], g["H"], g["K"], g["F"]
+    n = lambda i, shape, scale: (rng_normal(ks[i], shape) * scale, "f32")
+    ones, zero = (np.ones((L, D)), "f32"), (np.zeros((L, D)), "f32")
+    return {"seed": seed}, [n(0, (g["V"], D), 0.02), n(1, (g["S"], D), 0.01), ones, zero, n(2, (L, D, H, K), 0.02),
+                            n(3, (L, D, H, K), 0.02), n(4, (L, D, H, K), 0.02), n(5, (L, H, K, D), r), zero, ones,
+                            zero, n(6, (L, D, F), 0.02), (np.zeros((L, F)), "f32"), n(7, (L, F, D), r), zero,
+                            (np.ones(D), "f32"), (np.zeros(D), "f32"), n(8, (D, g["V"]), 0.02)]
+
+
+def gpt_dropout(rng, m):
+    g = GPT
+    inputs, _ = gpt(rng, m)
+    k = rng.integers(0, 2**32, 2, dtype=np.uint64).astype(np.uint32)
+    w = {name: d(a) for name, a in inputs.items() if name not in ("tokens", "labels")}
+
+    def drop(x, key):
+        keep = rng_uniform(key, x.shape, "f32").astype(np.float32) < np.float32(0.9)
+        return np.where(keep, x / 0.9, 0.0)
+
+    x = drop(w["wte"][inputs["tokens"]] + w["wpe"][None], rng_fold_in(k, g["L"]))
+    for layer in range(g["L"]):
+        p = {name: a[layer] for name, a in w.items() if a.ndim > 1 and name not in ("wte", "wpe", "w_vocab")}
+        p.update({name: w[name][layer] for name in ("ln1_g", "ln1_b", "bo", "ln2_g", "ln2_b", "b_out")})
+        ks = rng_split(rng_fold_in(k, layer), 2)
+        x1 = x + drop(causal_attention_np(layernorm_np(x, p["ln1_g"], p["ln1_b"]), p["wq"], p["wk"], p["wv"],
+                                          p["wo"], p["bo"]), ks[0])
+        h = layernorm_np(x1, p["ln2_g"], p["ln2_b"])
+        x = x1 + drop(gelu(h @ p["w_in"] + p["b_in"]) @ p["w_out"] + p["b_out"], ks[1])
+    logits = layernorm_np(x, w["lnf_g"], w["lnf_b"]) @ w["w_vocab"]
+    peak = logits.max(-1)
+    lse = np.log(np.exp(logits - peak[..., None]).sum(-1)) + peak
+    picked = np.take_along_axis(logits, inputs["labels"][..., None], -1)[..., 0]
+    inputs["k"] = k
+    return inputs, [((lse - picked).mean(), "f32")]
+
+
+case("sample gpt init", sample("gpt.tdsl"), "init", gpt_init, consts=gpt_consts(*GPT), scaled=True,
+     interp=[None, (2, 2)], codegen=[3], runs=1)
+case("sample gpt dropout", sample("gpt.tdsl"), "gpt_dropout", gpt_dropout, consts=gpt_consts(*GPT), scaled=True,
+     interp=[None, (2, 2)], codegen=[3], runs=1)
+
 # train_step: the loss, every weight's gradient by the backward pass written
 # by hand in gpt_ref.py (checked there against central differences), and SGD
 # with momentum.  Uneven splits on the meshes: F=30 and V=18 over Y=4, B=4
