@@ -163,7 +163,9 @@ static Val draw_builtin(Sema *s, const Expr *e, int which, int key) {
     }
     default: {    /* RB_RANDINT */
         constrained = draw_type(s, e, is_i32, "i32", &shape, &sh);
-        int bounds[2] = {bound_arg(s, e, 1, DT_I32), bound_arg(s, e, 2, DT_I32)};
+        int bounds[2];
+        bounds[0] = bound_arg(s, e, 1, DT_I32);     /* in order: an initializer's are unsequenced */
+        bounds[1] = bound_arg(s, e, 2, DT_I32);
         v = draw(s, SK_RNG_RANDINT, key, counters(s, e, &shape), &shape, bounds, e->loc);
         break;
     }
@@ -190,14 +192,16 @@ Val random_builtin(Sema *s, const Expr *e, int which) {
         Shape c = {DT_I32, 1, {n}}, u = {DT_U32, 1, {n}};
         int64_t d0 = 0;
         int ctr = emit(s, OP_IOTA, NULL, 0, &d0, 1, &c, loc);
-        return tensor(stack_words(s, draw(s, SK_RNG_WORD0, key, ctr, &u, NULL, loc),
-                                  draw(s, SK_RNG_WORD1, key, ctr, &u, NULL, loc), loc));
+        int w0 = draw(s, SK_RNG_WORD0, key, ctr, &u, NULL, loc);      /* named: argument order is unspecified */
+        int w1 = draw(s, SK_RNG_WORD1, key, ctr, &u, NULL, loc);
+        return tensor(stack_words(s, w0, w1, loc));
     }
     if (which == RB_FOLD_IN) {  /* threefry(k, [0, data]), both words */
         int data = word_arg(s, e, 1, "fold_in's data");
         Shape u = {DT_U32, 0, {0}};
-        return tensor(stack_words(s, draw(s, SK_RNG_WORD0, key, data, &u, NULL, loc),
-                                  draw(s, SK_RNG_WORD1, key, data, &u, NULL, loc), loc));
+        int w0 = draw(s, SK_RNG_WORD0, key, data, &u, NULL, loc);
+        int w1 = draw(s, SK_RNG_WORD1, key, data, &u, NULL, loc);
+        return tensor(stack_words(s, w0, w1, loc));
     }
     return draw_builtin(s, e, which, key);
 }
