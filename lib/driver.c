@@ -51,6 +51,7 @@ static void log_step(const Run *r, long s) {
             w += snprintf(line + w, sizeof line - (size_t)w, "%.6g", sc_f16_to_float(*(const uint16_t *)x));
             break;
         case SK_I32: w += snprintf(line + w, sizeof line - (size_t)w, "%d", (int)*(const int32_t *)x); break;
+        case SK_U32: w += snprintf(line + w, sizeof line - (size_t)w, "%u", (unsigned)*(const uint32_t *)x); break;
         default: w += snprintf(line + w, sizeof line - (size_t)w, "%d", *(const uint8_t *)x != 0); break;
         }
         any = 1;

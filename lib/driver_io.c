@@ -162,6 +162,7 @@ static double load(const void *x, int64_t i, int dt) {
     case SK_BF16: return sc_bf16_to_float(((const uint16_t *)x)[i]);
     case SK_F16: return sc_f16_to_float(((const uint16_t *)x)[i]);
     case SK_I32: return ((const int32_t *)x)[i];
+    case SK_U32: return ((const uint32_t *)x)[i];
     default: return ((const uint8_t *)x)[i];
     }
 }
@@ -173,6 +174,7 @@ static void store(void *x, int64_t i, int dt, double v) {
     case SK_BF16: ((uint16_t *)x)[i] = sc_bf16_from_float((float)v); break;
     case SK_F16: ((uint16_t *)x)[i] = sc_f16_from_float((float)v); break;
     case SK_I32: ((int32_t *)x)[i] = (int32_t)v; break;
+    case SK_U32: ((uint32_t *)x)[i] = (uint32_t)v; break;
     default: ((uint8_t *)x)[i] = v != 0; break;
     }
 }

@@ -29,7 +29,7 @@ static const unsigned char binary_dtypes[SK_BINARY_COUNT] = {
 static int takes(int dtypes, sk_dtype t) {
     if (dtypes == BOOL)
         return t == SK_BOOL;
-    return dtypes == ANY || (t != SK_BOOL && (dtypes == NUM || t != SK_I32));
+    return dtypes == ANY || (t != SK_BOOL && t != SK_U32 && (dtypes == NUM || t != SK_I32));
 }
 
 /* One loop per op and dtype, each calling the op's function of ew_ops.h;
@@ -129,6 +129,7 @@ int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out) 
         case SK_F64: ((double *)out)[i] = v; break;
         case SK_BOOL: ((uint8_t *)out)[i] = v != 0; break;
         case SK_I32: ((int32_t *)out)[i] = sk_to_i32(v); break;
+        case SK_U32: ((uint32_t *)out)[i] = sk_to_u32(v); break;
         /* f32, bf16, f16: through float (f64 and large i32 round twice). */
         default: sk_store_f(to, out, i, (float)v); break;
         }

@@ -35,6 +35,7 @@ static inline float sk_load_f(sk_dtype t, const void *p, int64_t i) {
     case SK_BF16: return sc_bf16_to_float(((const uint16_t *)p)[i]);
     case SK_F16: return sc_f16_to_float(((const uint16_t *)p)[i]);
     case SK_I32: return (float)((const int32_t *)p)[i];
+    case SK_U32: return (float)((const uint32_t *)p)[i];
     default: return (float)((const uint8_t *)p)[i];
     }
 }
@@ -44,6 +45,7 @@ static inline double sk_load_d(sk_dtype t, const void *p, int64_t i) {
     switch (t) {
     case SK_F64: return ((const double *)p)[i];
     case SK_I32: return ((const int32_t *)p)[i];
+    case SK_U32: return ((const uint32_t *)p)[i];
     default: return sk_load_f(t, p, i);
     }
 }

@@ -420,6 +420,7 @@ static void iota_range(void *ctx, int64_t lo, int64_t hi) {
         for (int64_t j = 0; j < a->inner; j++, k++) {
             switch (a->t) {
             case SK_I32: ((int32_t *)a->out)[k] = (int32_t)i; break;
+            case SK_U32: ((uint32_t *)a->out)[k] = (uint32_t)i; break;
             case SK_BOOL: ((uint8_t *)a->out)[k] = i != 0; break;
             case SK_F64: ((double *)a->out)[k] = (double)i; break;
             default: sk_store_f(a->t, a->out, k, (float)i); break;

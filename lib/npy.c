@@ -77,6 +77,7 @@ static const char *numpy_name(int dtype) {
     case SK_F64: return "float64";
     case SK_F16: return "float16";
     case SK_I32: return "int32";
+    case SK_U32: return "uint32";
     case SK_BOOL: return "bool_";
     default: return "float32";                  /* f32, and bf16 (stored as '<f4') */
     }
@@ -320,6 +321,7 @@ static double decode(const unsigned char *b, int dtype) {
         return x;
     }
     case SK_I32: return (int32_t)(uint32_t)load_le(b, 4);
+    case SK_U32: return (uint32_t)load_le(b, 4);
     case SK_BOOL: return b[0] != 0;
     default: return sc_f16_to_float((uint16_t)load_le(b, 2));
     }
@@ -795,6 +797,7 @@ static void encode(unsigned char *b, double x, int dtype) {
         break;
     }
     case SK_I32: store_le(b, (uint32_t)(int32_t)x, 4); break;
+    case SK_U32: store_le(b, (uint32_t)x, 4); break;
     case SK_BOOL: b[0] = x != 0; break;
     default: store_le(b, sc_f16_from_float((float)x), 2); break;
     }

@@ -90,4 +90,12 @@ static inline int32_t sk_to_i32(double v) {
     return isnan(v) ? 0 : v <= INT32_MIN ? INT32_MIN : v >= INT32_MAX ? INT32_MAX : (int32_t)v;
 }
 
+/* Conversion to u32: toward zero; an i32 keeps its bits (-1 is 0xffffffff,
+ * as NumPy's astype), so values from -2^31 up wrap modulo 2^32, below that
+ * they saturate to 0x80000000 and above 2^32 - 1 to 0xffffffff; NaN is 0. */
+static inline uint32_t sk_to_u32(double v) {
+    return isnan(v) ? 0 : v <= INT32_MIN ? 0x80000000u : v >= 4294967295.0 ? 0xffffffffu
+           : v < 0 ? (uint32_t)(int32_t)v : (uint32_t)v;
+}
+
 #endif

@@ -329,6 +329,20 @@ static void reduce_i32(sc_reduce op, const void *const *srcs, int k, int64_t off
     }
 }
 
+/* u32: sums wrap, maxima and minima unsigned. */
+static void reduce_u32(sc_reduce op, const void *const *srcs, int k, int64_t off, uint32_t *dst,
+                       int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t sum = 0, m = ((const uint32_t *)srcs[0])[off + i];
+        for (int j = 0; j < k; j++) {
+            uint32_t z = ((const uint32_t *)srcs[j])[off + i];
+            sum += z;
+            m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
+        }
+        dst[i] = op == SC_SUM ? sum : m;
+    }
+}
+
 /* Or (sum, max) or and (min) of bools, any nonzero byte true. */
 static void reduce_bool(sc_reduce op, const void *const *srcs, int k, int64_t off, uint8_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
@@ -350,6 +364,10 @@ void rt_reduce(sc_dtype t, sc_reduce op, const void *const *srcs, int k, int64_t
     }
     if (t == SC_I32) {
         reduce_i32(op, srcs, k, off, dst, n);
+        return;
+    }
+    if (t == SC_U32) {
+        reduce_u32(op, srcs, k, off, dst, n);
         return;
     }
     if (op == SC_SUM && k >= 1 && t == SC_F32) {

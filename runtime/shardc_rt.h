@@ -43,7 +43,7 @@ enum { SC_MAX_AXES = 8, SC_MAX_RANK = 8, SC_MAX_DEVICES = 65536, SC_ERR = -1 };
 
 /* Element types.  bf16 and f16 are stored as uint16_t bit patterns, bool
  * as one byte, 0 or 1. */
-typedef enum { SC_F32, SC_F64, SC_BF16, SC_F16, SC_I32, SC_BOOL, SC_DTYPE_COUNT } sc_dtype;
+typedef enum { SC_F32, SC_F64, SC_BF16, SC_F16, SC_I32, SC_BOOL, SC_U32, SC_DTYPE_COUNT } sc_dtype;
 
 /* Reductions.  Floating-point max and min propagate NaN; i32 sums wrap;
  * over bool, sum and max are or, min is and. */

@@ -79,6 +79,10 @@ static void literal(Str *b, int dt, double x) {
             put(b, i < 0 ? "(%d)" : "%d", (int)i);
         return;
     }
+    if (dt == DT_U32) {
+        put(b, "%lluu", (unsigned long long)x);
+        return;
+    }
     int dbl = dt == DT_F64;
     double y = dbl ? x : (double)(float)x;
     if (isnan(y)) {
@@ -266,6 +270,8 @@ static void member_expr(Loop *L, Str *b, int v) {
             t = "x != 0";
         else if (dt == DT_I32)
             t = from == DT_BOOL ? "(int32_t)x" : "sk_to_i32(x)";
+        else if (dt == DT_U32)
+            t = from == DT_BOOL ? "(uint32_t)x" : "sk_to_u32(x)";
         else if (dt == DT_F64)
             t = "(double)x";
         else {                   /* f32, bf16, f16: through float */

@@ -61,6 +61,7 @@ static void emit_constant(Gen *g, const Inst *in, const char *r) {
     case DT_F16: fprintf(o, "    *%s = sc_f16_from_float((float)%s);\n", r, num); break;
     case DT_I32: fprintf(o, "    *%s = (int32_t)%lld;\n", r, (long long)x); break;
     case DT_BOOL: fprintf(o, "    *%s = %d;\n", r, x != 0); break;
+    case DT_U32: fprintf(o, "    *%s = %lluu;\n", r, (unsigned long long)x); break;
     default: fprintf(o, "    *%s = (%s)%s;\n", r, ctype_of[in->type.dtype], num); break;
     }
 }
@@ -385,6 +386,17 @@ static void emit_iota(Gen *g, const Inst *in, const char *r) {
     fprintf(g->out, "sk_iota(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(g->out, &in->type);
     fprintf(g->out, ", %d, %s));\n", inst_dim(g->fn, in), r);
+}
+
+/* The counters are i32 or u32: their 32 bits either way. */
+static void emit_random(Gen *g, const Inst *in, const char *r) {
+    static const char *const kind[] = {"SK_RNG_WORD0", "SK_RNG_WORD1", "SK_RNG_BITS", "SK_RNG_UNIFORM",
+                                       "SK_RNG_NORMAL", "SK_RNG_TRUNCATED_NORMAL", "SK_RNG_RANDINT"};
+    const Fn *fn = g->fn;
+    try_open(g);
+    fprintf(g->out, "sk_random(%s, %s, (const uint32_t *)%s, %lld, (const uint32_t *)%s, %s, %s, %s));\n",
+            kind[ir_attr(fn, in, 0)], sk_dtype_of[in->type.dtype], A(0), elems_of(in), A(1),
+            in->nargs == 4 ? A(2) : "NULL", in->nargs == 4 ? A(3) : "NULL", r);
 }
 
 /* The device's index in the groups of the axes, major first. */

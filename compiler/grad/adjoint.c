@@ -607,6 +607,8 @@ void adjoint(Grad *g, int c) {
     switch (op) {
     case OP_PARAMETER: case OP_CONSTANT: case OP_IOTA: case OP_AXIS_INDEX:
         return;
+    case OP_RANDOM:          /* a draw is a constant to grad: no gradient reaches its bounds */
+        return;
 #define SK_UNARY(ID, name, builtin, dtypes, f, fi) case OP_##ID:
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi)
 #include "../../lib/shardc_elementwise.def"

@@ -6,6 +6,7 @@
 
 #include "numerics.h"
 #include "../../lib/ew_ops.h"
+#include "../../lib/rng_ops.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -211,6 +212,20 @@ static int kernel_iota(const Kernel *k, double *out) {
 
 static int kernel_axis_index(const Kernel *k, double *out) {
     out[0] = (double)(k->groups->slot[k->dev] % k->groups->size);
+    return 0;
+}
+
+/* random(key, counters[, lo, hi]): lib/rng_ops.h's draw, as generated
+ * code computes it; counters are i32 or u32, read as their 32 bits. */
+static int kernel_random(const Kernel *k, double *out) {
+    const double *key = arg(k, 0), *ctr = arg(k, 1);
+    uint32_t kw[2] = {(uint32_t)(int64_t)key[0], (uint32_t)(int64_t)key[1]};
+    int bounded = k->in->nargs == 4;
+    sk_rng r;
+    sk_rng_init(&r, (int)attr(k, 0), (sk_dtype)k->in->type.dtype, kw, bounded ? arg(k, 2)[0] : 0,
+                bounded ? arg(k, 3)[0] : 0);
+    for (int64_t i = 0, n = shape_elems(&k->in->type); i < n; i++)
+        out[i] = sk_rng_at(&r, (uint32_t)(int64_t)ctr[i]);
     return 0;
 }
 

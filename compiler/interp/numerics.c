@@ -27,6 +27,7 @@ double num_round(double x, int dtype) {
     case DT_F16: return round_binary(x, 11, -14, 15);
     case DT_I32: return sk_to_i32(x);
     case DT_BOOL: return x != 0;
+    case DT_U32: return sk_to_u32(x);
     default: return x;
     }
 }

@@ -198,6 +198,13 @@ static void print_attrs(Printer *p, const Inst *in) {
     int rank = in->nargs ? fn->insts[ir_arg(fn, in, 0)].type.rank : 0;
     switch ((Op)in->op) {
     case OP_IOTA: fprintf(out, " iota_dimension=%lld", (long long)at[0]); break;
+    case OP_RANDOM: {
+        /* sk_rng_kind's order (lib/shardc_lib.h). */
+        static const char *const kind[] = {"word0", "word1", "bits", "uniform", "normal", "truncated_normal",
+                                           "randint"};
+        fprintf(out, " distribution=%s", kind[at[0]]);
+        break;
+    }
     case OP_AXIS_INDEX: print_collective_axes(p, in); break;
     case OP_COMPARE: fprintf(out, " direction=%s", cmp_name[at[0]]); break;
     case OP_BROADCAST: case OP_TRANSPOSE:
@@ -327,7 +334,7 @@ const char ***ir_module_value_names(const Module *m, Arena *arena) {
 static void print_constant(Printer *p, const Inst *in) {
     if (in->type.dtype == DT_BOOL)
         fputs(in->value != 0 ? "true" : "false", p->out);
-    else if (in->type.dtype == DT_I32)
+    else if (in->type.dtype == DT_I32 || in->type.dtype == DT_U32)
         fprintf(p->out, "%lld", (long long)in->value);
     else if (isnan(in->value))        /* "nan" whatever its sign bit, which printf may show */
         fputs("nan", p->out);

@@ -86,6 +86,8 @@ int dtype_is_float(int dt) {
     return is[dt];
 }
 
+int dtype_is_num(int dt) { return dt != DT_BOOL && dt != DT_U32; }
+
 void module_init(Module *m, Arena *arena, Symtab *syms) {
     memset(m, 0, sizeof *m);
     m->arena = arena;

@@ -4,6 +4,7 @@
  * propagation reads op_rule: one source of truth for what each op does to
  * shapes. */
 #include "ir.h"
+#include "../../lib/shardc_lib.h"   /* the kinds of random: sk_rng_kind */
 
 #include <string.h>
 
@@ -17,7 +18,7 @@ const OpInfo op_info[OP_COUNT] = {
 
 int op_accepts(int op, int dt) {
     switch ((TypeClass)op_info[op].dtypes) {
-    case TY_NUM: return dt != DT_BOOL;
+    case TY_NUM: return dtype_is_num(dt);
     case TY_FLOAT: return dtype_is_float(dt);
     case TY_BOOL: return dt == DT_BOOL;
     default: return 1;
@@ -28,7 +29,7 @@ typedef enum {
     C_LEAF, C_ELEMENTWISE, C_CONVERT, C_COMPARE, C_SELECT, C_BROADCAST,
     C_TRANSPOSE, C_RESHAPE, C_DOT, C_REDUCE, C_SLICE, C_DYNAMIC_SLICE, C_DYNAMIC_UPDATE_SLICE, C_CONCAT,
     C_ROLL, C_CUMSUM, C_GATHER, C_SCATTER, C_TOP_K, C_CALL, C_TUPLE_ELEMENT, C_RETURN, C_ALL_REDUCE,
-    C_ALL_GATHER, C_REDUCE_SCATTER, C_ALL_TO_ALL, C_PERMUTE, C_DONE,
+    C_ALL_GATHER, C_REDUCE_SCATTER, C_ALL_TO_ALL, C_PERMUTE, C_DONE, C_RANDOM,
 } OpClass;
 
 static const uint8_t op_class[OP_COUNT] = {
@@ -83,6 +84,31 @@ static const char *infer_leaf(InferCtx *c, Shape *out) {
         return axes_product(c->m, c->fn, in, 0) > 0 ? NULL : "axis-index names no mesh axis";
     }
     return "not a leaf";
+}
+
+/* random(key, counters[, lo, hi]) [kind]: the counters' dims in the dtype
+ * the kind draws (docs/ir.md). */
+static const char *infer_random(InferCtx *c, Shape *out) {
+    const Inst *in = c->in;
+    int64_t kind = in->nattrs == 1 ? ir_attr(c->fn, in, 0) : -1;
+    int bounded = kind == SK_RNG_TRUNCATED_NORMAL || kind == SK_RNG_RANDINT;
+    if (kind < 0 || kind >= SK_RNG_KIND_COUNT || in->nargs != 2 + 2 * bounded)
+        return "random needs [kind] and its operands";
+    const Shape *key = c->arg[0], *ctr = c->arg[1];
+    if (key->dtype != DT_U32 || key->rank != 1 || key->dims[0] != 2)
+        return "random's key is not u32[2]";
+    if (ctr->dtype != DT_I32 && ctr->dtype != DT_U32)
+        return "random's counters are not i32 or u32";
+    *out = *ctr;
+    out->dtype = in->type.dtype;
+    int ok = kind <= SK_RNG_BITS ? out->dtype == DT_U32 : kind == SK_RNG_RANDINT ? out->dtype == DT_I32
+                                                                                   : dtype_is_float(out->dtype);
+    if (!ok)
+        return "random's dtype does not fit its kind";
+    for (int i = 2; i < in->nargs; i++)
+        if (c->arg[i]->rank != 0 || c->arg[i]->dtype != out->dtype)
+            return "random's bounds are not scalars of its dtype";
+    return NULL;
 }
 
 static const char *infer_elementwise(InferCtx *c, Shape *out) {
@@ -281,7 +307,7 @@ static const char *infer_roll(InferCtx *c, Shape *out) {
 /* top-k(x) [k, largest]: i32[..., k] from x[..., n], 1 <= k <= n. */
 static const char *infer_top_k(InferCtx *c, Shape *out) {
     const Shape *x = c->arg[0];
-    if (x->rank < 1 || x->dtype == DT_BOOL || c->in->nattrs != 2)
+    if (x->rank < 1 || !dtype_is_num(x->dtype) || c->in->nattrs != 2)
         return "top-k needs a numeric operand with a dim and [k, largest]";
     int64_t k = ir_attr(c->fn, c->in, 0);
     if (k < 1 || k > x->dims[x->rank - 1])
@@ -504,6 +530,7 @@ const char *op_infer(const Module *m, const Fn *fn, const Inst *in, Shape *out) 
         c.arg[i] = arg_shape(fn, in, i);
     switch ((OpClass)op_class[in->op]) {
     case C_LEAF: return infer_leaf(&c, out);
+    case C_RANDOM: return infer_random(&c, out);
     case C_ELEMENTWISE: return infer_elementwise(&c, out);
     case C_CONVERT: return infer_convert(&c, out);
     case C_COMPARE: return infer_compare(&c, out);
@@ -565,6 +592,21 @@ static void rule_aligned(Rule *r, const Fn *fn, const Inst *in, uint32_t odd) {
         for (int d = 0; d < s->rank && s->rank == in->type.rank; d++)
             map_dim(r, t, d, d);
     }
+}
+
+/* The counters and the result share a factor per dim; the key's dim is a
+ * REPLICATE factor of its own (the key is whole on every device), and the
+ * bounds are scalars. */
+static void rule_random(Rule *r, const Fn *fn, const Inst *in) {
+    for (int d = 0; d < in->type.rank; d++)
+        add_factor(r, in->type.dims[d], FACTOR_PASS);
+    for (int t = 0; t <= in->nargs; t++) {
+        const Shape *s = t < in->nargs ? arg_shape(fn, in, t) : &in->type;
+        set_rank(r, t, s->rank);
+        for (int d = 0; d < s->rank && t > 0; d++)
+            map_dim(r, t, d, d);
+    }
+    map_dim(r, 0, 0, add_factor(r, 2, FACTOR_REPLICATE));
 }
 
 static void rule_broadcast(Rule *r, const Fn *fn, const Inst *in) {
@@ -775,6 +817,7 @@ int op_rule(const Fn *fn, const Inst *in, Rule *r) {
     case C_RESHAPE: rule_reshape(r, fn, in); return 1;
     case C_GATHER: rule_gather(r, fn, in); return 1;
     case C_SCATTER: rule_scatter(r, fn, in); return 1;
+    case C_RANDOM: rule_random(r, fn, in); return 1;
     default:
         return 0;
     }

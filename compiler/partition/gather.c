@@ -159,7 +159,7 @@ int gather_choice(const Part *p, int v, GatherChoice *c) {
     Rule rule;
     memset(c, 0, sizeof *c);
     c->naxes = sharding_dim_axes(&table->sh, inst_dim(src, in), c->axes);
-    if (!c->naxes || in->type.dtype == DT_BOOL || !op_rule(src, in, &rule))
+    if (!c->naxes || !dtype_is_num(in->type.dtype) || !op_rule(src, in, &rule))
         return 0;
     /* A gather sums no factor, so its plan is its result's axes alone:
      * the partitioner's, whatever shardings its operands arrive with. */

@@ -412,7 +412,7 @@ typedef struct {
 } Pad;
 
 static int pad_of(const Fn *src, const Inst *in, Pad *pad) {
-    if (in->op != OP_CONCAT || in->type.dtype == DT_BOOL)
+    if (in->op != OP_CONCAT || !dtype_is_num(in->type.dtype))
         return 0;
     *pad = (Pad){-1, (int)src->ints[in->attrs], 0, 0, 0};
     int nfill = 0;
@@ -660,7 +660,7 @@ static int lower_slice_to_whole(Part *p, const Inst *in, Piece *out) {
     const Fn *src = p->src;
     Piece x = p->value[ir_arg(src, in, 0)];
     int dim = partial_axes(&x.sh) || partial_axes(&in->sh) ? -1 : dim_sliced_to_whole(src, in, &x.sh);
-    if (dim < 0 || in->type.dtype == DT_BOOL || reshard_done(p, &x, &in->sh))
+    if (dim < 0 || !dtype_is_num(in->type.dtype) || reshard_done(p, &x, &in->sh))
         return 0;                /* the rule slices a gather done before, for free */
     int rank = in->type.rank, axes[MAX_AXES], n = sharding_dim_axes(&x.sh, dim, axes);
     int64_t k = 1, lo = src->ints[in->attrs + dim], hi = src->ints[in->attrs + rank + dim], most = 0;

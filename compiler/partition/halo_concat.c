@@ -273,7 +273,7 @@ int lower_split_concat(Part *p, const Inst *in, Piece *out) {
     int64_t k = 1, total = in->type.dims[dim];
     for (int i = 0; i < n; i++)
         k *= p->m->axis_size[axes[i]];
-    if (!n || in->type.dtype == DT_BOOL || !any_split_along(p, in, (int)dim))
+    if (!n || !dtype_is_num(in->type.dtype) || !any_split_along(p, in, (int)dim))
         return 0;
     int64_t B = (total + k - 1) / k, nruns = 0, cap = 2 * k * (in->nargs + 1);   /* blocks of B >= b: 2 runs each */
     Run *runs = arena_alloc(p->m->arena, sizeof(Run) * (size_t)cap);
@@ -466,7 +466,7 @@ int lower_split_reshape(Part *p, const Inst *in, Piece *out) {
     const Shape *xs = &src->insts[x].type, *ys = &in->type;
     int dy = only_split_dim(&in->sh, ys->rank, axes, &naxes);
     int dx = only_split_dim(&p->value[x].sh, xs->rank, xaxes, &nx);
-    if (dy < 0 || partial_axes(&in->sh) || ys->dtype == DT_BOOL)
+    if (dy < 0 || partial_axes(&in->sh) || !dtype_is_num(ys->dtype))
         return 0;
     int64_t pre = dims_product(ys, 0, dy), k = 1;
     for (int i = 0; i < naxes; i++)

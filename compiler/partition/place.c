@@ -44,10 +44,11 @@ static Piece transfer(Part *p, Piece x, const Submesh *from, const Submesh *to) 
 
 /* Submesh (A, k) to every device: the devices at k contribute their block,
  * the others zeros (whatever their buffer holds is never read), and an
- * all-reduce over A adds them up.  bool travels as i32. */
+ * all-reduce over A adds them up.  bool travels as i32, u32 (which has no
+ * sums) as f64, which holds it exactly. */
 static Piece broadcast(Part *p, Piece x, const Submesh *from) {
     Shape local = p->dst->insts[x.v].type, pred = local;
-    int dtype = local.dtype == DT_BOOL ? DT_I32 : local.dtype;
+    int dtype = local.dtype == DT_BOOL ? DT_I32 : local.dtype == DT_U32 ? DT_F64 : local.dtype;
     Shape wide = local;
     wide.dtype = (uint8_t)dtype;
     pred.dtype = DT_BOOL;
@@ -64,7 +65,9 @@ static Piece broadcast(Part *p, Piece x, const Submesh *from) {
     int sel = shaped(p, OP_SELECT, (int32_t[]){mask, v, zeros}, 3, NULL, 0, NULL, &x.sh);
     int64_t attrs[2] = {RED_SUM, from->axis};
     v = shaped(p, OP_ALL_REDUCE, (int32_t[]){sel}, 1, attrs, 2, NULL, &x.sh);
-    if (dtype != local.dtype) {
+    if (local.dtype == DT_U32)
+        v = shaped(p, OP_CONVERT, (int32_t[]){v}, 1, NULL, 0, &local, &x.sh);
+    else if (dtype != local.dtype) {
         int64_t ne = CMP_NE;
         v = shaped(p, OP_COMPARE, (int32_t[]){v, zeros}, 2, &ne, 1, NULL, &x.sh);
     }

@@ -875,7 +875,7 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
     c[PLAN_HALO].ok = halo >= 0;
     c[PLAN_HALO_GATHER].ok = halo >= 0 && sharding_dim_axes(&x.sh, halo, axes) > sharding_dim_axes(to, halo, axes);
     c[PLAN_DROP].ok = !has_partial(&x.sh) && drops_axes(&x, to);
-    c[PLAN_SUM].ok = !has_partial(&x.sh) && uneven_split(p->m, &x.global, &x.sh) && x.global.dtype != DT_BOOL;
+    c[PLAN_SUM].ok = !has_partial(&x.sh) && uneven_split(p->m, &x.global, &x.sh) && dtype_is_num(x.global.dtype);
     int chosen = PLAN_RECIPE;
     for (int k = 0; k < NPLANS; k++) {
         if (!c[k].ok)

@@ -20,7 +20,7 @@ static const Builtin builtins[] = {
 #undef SK_BINARY
     {"f32", BK_CAST, DT_F32, 1, 1},        {"f64", BK_CAST, DT_F64, 1, 1},
     {"bf16", BK_CAST, DT_BF16, 1, 1},      {"f16", BK_CAST, DT_F16, 1, 1},
-    {"i32", BK_CAST, DT_I32, 1, 1},
+    {"i32", BK_CAST, DT_I32, 1, 1},        {"u32", BK_CAST, DT_U32, 1, 1},
     {"sum", BK_REDUCTION, RED_SUM, 1, 1},  {"mean", BK_REDUCTION, RED_SUM, 1, 1},
     {"logsumexp", BK_REDUCTION, RED_SUM, 1, 1},
     {"softmax", BK_REDUCTION, RED_SUM, 1, 1}, {"log_softmax", BK_REDUCTION, RED_SUM, 1, 1},
@@ -39,6 +39,11 @@ static const Builtin builtins[] = {
     {"psum_scatter", BK_COLLECTIVE, CO_PSUM_SCATTER, 3, 3},
     {"all_to_all", BK_COLLECTIVE, CO_ALL_TO_ALL, 4, 4},
     {"ppermute", BK_COLLECTIVE, CO_PPERMUTE, 3, 3},
+    {"key", BK_RANDOM, RB_KEY, 1, 1},      {"split_key", BK_RANDOM, RB_SPLIT, 1, 2},
+    {"fold_in", BK_RANDOM, RB_FOLD_IN, 2, 2},
+    {"random_bits", BK_RANDOM, RB_BITS, 2, 2}, {"uniform", BK_RANDOM, RB_UNIFORM, 2, 4},
+    {"normal", BK_RANDOM, RB_NORMAL, 2, 2}, {"truncated_normal", BK_RANDOM, RB_TRUNCATED_NORMAL, 4, 4},
+    {"bernoulli", BK_RANDOM, RB_BERNOULLI, 3, 3}, {"randint", BK_RANDOM, RB_RANDINT, 4, 4},
 };
 
 void builtins_init(Sema *s) {
@@ -98,25 +103,31 @@ static void require_spmd(Sema *s, const Expr *e) {
         sema_error(s, e->loc, "%s is only allowed in an spmd fn", sym(s, e->sym));
 }
 
-/* zeros(T), full(T, v), iota(T, dim): a sharding written in T constrains
- * the new value, as a constrained index statement would. */
-static Val creation(Sema *s, const Expr *e, int which) {
-    const Expr *t = arg(e, 0);
+int type_arg(Sema *s, const Expr *e, int i, const char *where, Shape *shape, Sharding *sh) {
+    const Expr *t = arg(e, i);
     if (t->kind == E_INDEX && t->lhs->kind == E_NAME && !lookup(s, t->lhs->sym)) {   /* zeros(i64[4]) */
         char hint[200];
         const char *word = sym(s, t->lhs->sym);
         sema_error(s, t->lhs->loc, "unknown dtype '%s'%s", word, dtype_hint(word, hint, sizeof hint));
     }
     if (t->kind != E_TYPE)
-        sema_error(s, t->loc, "%s needs a tensor type such as f32[8, 16] as its first argument", sym(s, e->sym));
-    Shape shape;
-    Sharding sh;
-    resolve_type(s, t->type, &shape, &sh);
-    int constrained = sh.open != 0;
+        sema_error(s, t->loc, "%s needs a tensor type such as f32[8, 16] as its %s argument", sym(s, e->sym), where);
+    resolve_type(s, t->type, shape, sh);
+    int constrained = sh->open != 0;
     for (int a = 0; a < s->m->naxes; a++)
-        constrained |= sh.dim[a] != SH_REPLICATED;
+        constrained |= sh->dim[a] != SH_REPLICATED;
     if (constrained && s->fn->spmd)
         sema_error(s, t->loc, "shardings are not allowed inside an spmd fn: its body works on local blocks");
+    return constrained;
+}
+
+/* zeros(T), full(T, v), iota(T, dim): a sharding written in T constrains
+ * the new value, as a constrained index statement would. */
+static Val creation(Sema *s, const Expr *e, int which) {
+    const Expr *t = arg(e, 0);
+    Shape shape;
+    Sharding sh;
+    int constrained = type_arg(s, e, 0, "first", &shape, &sh);
     int v;
     if (which == SP_IOTA) {
         if (shape.dtype == DT_BOOL)
@@ -214,8 +225,9 @@ static Val roll(Sema *s, const Expr *e) {
 /* cumsum(x, dim): the inclusive prefix sum along dim (numeric dtypes). */
 static Val cumsum(Sema *s, const Expr *e) {
     int x = tensor_arg(s, e, 0, "cumsum's operand");
-    if (shape_of(s, x)->dtype == DT_BOOL)
-        sema_error(s, arg(e, 0)->loc, "cumsum needs a numeric operand, not bool; cast it with i32(...) or f32(...)");
+    if (!dtype_is_num(shape_of(s, x)->dtype))
+        sema_error(s, arg(e, 0)->loc, "cumsum needs a numeric operand, not %s; cast it with i32(...) or f32(...)",
+                   dtype_name[shape_of(s, x)->dtype]);
     int64_t d = dim_arg(s, arg(e, 1), shape_of(s, x)->rank);
     return tensor(emit(s, OP_CUMSUM, (int32_t[]){x}, 1, &d, 1, NULL, e->loc));
 }
@@ -224,8 +236,8 @@ static Val cumsum(Sema *s, const Expr *e) {
  * best elements along x's last dim (docs/ir.md, top-k). */
 static int top_k_indices(Sema *s, const Expr *e, int x, int64_t k, int largest) {
     const Shape *xs = shape_of(s, x);
-    if (xs->dtype == DT_BOOL)
-        sema_error(s, arg(e, 0)->loc, "%s needs a numeric operand, not bool", sym(s, e->sym));
+    if (!dtype_is_num(xs->dtype))
+        sema_error(s, arg(e, 0)->loc, "%s needs a numeric operand, not %s", sym(s, e->sym), dtype_name[xs->dtype]);
     if (xs->rank == 0)
         sema_error(s, arg(e, 0)->loc, "%s selects along the last dim, so it needs an operand with a dim, not a scalar",
                    sym(s, e->sym));
@@ -359,8 +371,8 @@ static Val collective(Sema *s, const Expr *e, int which) {
     uint32_t mask = axes_arg(s, arg(e, 1), axes, &n);
     int64_t group = axes_size(s->m, mask);
     const Shape *xs = shape_of(s, x);
-    if (xs->dtype == DT_BOOL)
-        sema_error(s, e->loc, "collectives need numeric values, not bool");
+    if (!dtype_is_num(xs->dtype))
+        sema_error(s, e->loc, "collectives need numeric values, not %s", dtype_name[xs->dtype]);
     Op op;
     switch (which) {
     case CO_PSUM: case CO_PMEAN: case CO_PMAX: case CO_PMIN:
@@ -518,6 +530,7 @@ Val call_value(Sema *s, const Expr *e, int nwanted, Val *results) {
     }
     case BK_SPECIAL: return top ? top_k(s, e, results) : special(s, e, bi->op);
     case BK_COLLECTIVE: return collective(s, e, bi->op);
+    case BK_RANDOM: return random_builtin(s, e, bi->op);
     }
     sema_error(s, e->loc, "unknown builtin");
 }

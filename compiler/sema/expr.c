@@ -38,6 +38,8 @@ int to_tensor(Sema *s, Val v, int dtype, Loc loc) {
     double value = v.kind == VAL_INT ? (double)v.i.konst : v.f;
     if (dtype == DT_I32 && (value != floor(value) || fabs(value) > 2147483647.0))
         sema_error(s, loc, "constant %g is not an i32", value);
+    if (dtype == DT_U32 && (value != floor(value) || value < 0 || value > 4294967295.0))
+        sema_error(s, loc, "constant %g is not a u32", value);
     if (dtype == DT_BOOL)
         sema_error(s, loc, "a number cannot be a bool; use a comparison");
     int k = emit(s, OP_CONSTANT, NULL, 0, NULL, 0, &scalar, loc);
@@ -179,6 +181,9 @@ Val elementwise2(Sema *s, Op op, Val a, Val b, Loc loc) {
     int dt = s->fn->insts[x].type.dtype;
     if (dt == DT_BOOL)
         sema_error(s, loc, "arithmetic on bool values; use where(c, a, b)");
+    if (dt == DT_U32)
+        sema_error(s, loc, "arithmetic on u32 values (random keys and bits); draw numbers with uniform(...) or "
+                   "randint(...), or cast with i32(...) or f32(...)");
     if (!op_accepts(op, dt))
         sema_error(s, loc, "%s needs floating-point operands, not %s", builtin_name[op], dtype_name[dt]);
     return tensor(emit(s, op, (int32_t[]){x, y}, 2, NULL, 0, NULL, loc));
@@ -208,8 +213,8 @@ Val unary_op(Sema *s, Op op, const char *name, Val a, Loc loc) {
     int arith = op_info[op].dtypes == TY_NUM;
     int x = to_tensor(s, a, a.kind == VAL_INT && arith ? DT_I32 : DT_F32, loc);
     int dt = s->fn->insts[x].type.dtype;
-    if (arith && dt == DT_BOOL)
-        sema_error(s, loc, "%s needs a numeric operand, not bool", name);
+    if (arith && !dtype_is_num(dt))
+        sema_error(s, loc, "%s needs a numeric operand, not %s", name, dtype_name[dt]);
     if (!arith && !dtype_is_float(dt))
         sema_error(s, loc, "%s needs a floating-point operand, not %s; cast with f32(...)", name, dtype_name[dt]);
     return tensor(emit(s, op, (int32_t[]){x}, 1, NULL, 0, NULL, loc));

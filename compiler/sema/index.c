@@ -279,8 +279,9 @@ static Shape union_shape(Ix *ix, const uint8_t *labels, int n, int dtype) {
 static Term reduce_term(Ix *ix, Term t, uint64_t mask, Reducer r, Loc loc) {
     if (!(mask_of(&t) & mask))
         return t;
-    if (ix->s->fn->insts[t.v].type.dtype == DT_BOOL)
-        sema_error(ix->s, loc, "cannot reduce bool values; cast them with i32(...) or f32(...)");
+    if (!dtype_is_num(ix->s->fn->insts[t.v].type.dtype))
+        sema_error(ix->s, loc, "cannot reduce %s values; cast them with i32(...) or f32(...)",
+                   dtype_name[ix->s->fn->insts[t.v].type.dtype]);
     int64_t attrs[1 + MAX_RANK] = {r};
     int na = 1;
     Term out = {0, t.c, 0, {0}};
@@ -423,8 +424,10 @@ static Term lower_access(Ix *ix, Expr *e) {
 static Term lower_product(Ix *ix, Expr *e, Term a, Term b) {
     Sema *s = ix->s;
     uint64_t S = e->sum_here, ma = mask_of(&a), mb = mask_of(&b);
-    if (s->fn->insts[a.v].type.dtype == DT_BOOL || s->fn->insts[b.v].type.dtype == DT_BOOL)
-        sema_error(s, e->loc, "a product of bool values; cast them with i32(...) or f32(...)");
+    if (!dtype_is_num(s->fn->insts[a.v].type.dtype) || !dtype_is_num(s->fn->insts[b.v].type.dtype))
+        sema_error(s, e->loc, "a product of %s values; cast them with i32(...) or f32(...)",
+                   dtype_name[dtype_is_num(s->fn->insts[a.v].type.dtype) ? s->fn->insts[b.v].type.dtype
+                                                                          : s->fn->insts[a.v].type.dtype]);
     a = reduce_term(ix, a, S & ma & ~mb, RED_SUM, e->loc);   /* sum_k a*b = (sum_k a)*b */
     b = reduce_term(ix, b, S & mb & ~ma, RED_SUM, e->loc);
     uint64_t contract = S & ma & mb;
@@ -736,8 +739,8 @@ static void lower_add_stmt(Ix *ix, const Stmt *st) {
     if (st->nindices != shape.rank)
         sema_error(s, st->loc, "'%s' has %s but %s", sym(s, st->sym), count_of(s, shape.rank, "dim"),
                    count_of(s, st->nindices, "subscript"));
-    if (shape.dtype == DT_BOOL)
-        sema_error(s, st->loc, "'+=' adds numbers, and '%s' is bool", sym(s, st->sym));
+    if (!dtype_is_num(shape.dtype))
+        sema_error(s, st->loc, "'+=' adds numbers, and '%s' is %s", sym(s, st->sym), dtype_name[shape.dtype]);
     int32_t args[MAX_RANK + 2] = {acc};
     int64_t dims[MAX_RANK];
     const Expr *first = NULL;

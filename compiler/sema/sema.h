@@ -185,8 +185,11 @@ struct Builtin {
     int op;                          /* Op, Dtype or Reducer by kind */
     int min_args, max_args;
 };
-enum { BK_UNARY, BK_BINARY, BK_CAST, BK_REDUCTION, BK_SPECIAL, BK_COLLECTIVE };
+enum { BK_UNARY, BK_BINARY, BK_CAST, BK_REDUCTION, BK_SPECIAL, BK_COLLECTIVE, BK_RANDOM };
 void builtins_init(Sema *s);
+/* Argument i of call e, a tensor type (`where` names its place in messages:
+ * "first", "last"); returns whether it writes a sharding. */
+int type_arg(Sema *s, const Expr *e, int i, const char *where, Shape *shape, Sharding *sh);
 int is_reduction_name(const char *name);
 int is_normalization(const char *name);                     /* softmax[k](...), log_softmax[k](...) */
 _Noreturn void not_a_reduction(Sema *s, const Expr *e);     /* called with index names, not a reduction */
@@ -200,6 +203,12 @@ Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *results);
 /* A call of fn `callee`, named `name` in diagnostics, its instruction
  * given `flags` (INST_REMAT for checkpoint). */
 Val fn_call(Sema *s, const Expr *e, int callee, const char *name, int flags, int nwanted, Val *results);
+
+/* random.c: key, split, fold_in and the draws (docs/language.md#random-numbers) */
+enum {
+    RB_KEY, RB_SPLIT, RB_FOLD_IN, RB_BITS, RB_UNIFORM, RB_NORMAL, RB_TRUNCATED_NORMAL, RB_BERNOULLI, RB_RANDINT,
+};
+Val random_builtin(Sema *s, const Expr *e, int which);
 
 /* replication.c */
 void check_replication(Sema *s, Fn *fn);

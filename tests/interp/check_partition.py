@@ -48,7 +48,7 @@ SAMPLE_CONSTS = {
 }
 TOL = {"f32": 2e-5, "bf16": 2e-2, "f16": 4e-3, "f64": 1e-12}
 STORED = {"f32": np.float32, "bf16": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
-          "bool": np.bool_}
+          "bool": np.bool_, "u32": np.uint32}
 
 
 def programs(subdirs=("tests/lit/parsed", "tests/lit/sharded", "tests/lit/partitioned", "tests/interp/progs")):
@@ -107,6 +107,8 @@ def random_input(rng, dtype, shape):
         return rng.integers(0, 3, size=shape).astype(np.int32)
     if dtype == "bool":
         return rng.random(shape) < 0.5
+    if dtype == "u32":                       # random keys: any bits
+        return rng.integers(0, 2**32, size=shape, dtype=np.uint64).astype(np.uint32)
     return rng.standard_normal(shape).astype(STORED[dtype])
 
 
@@ -123,7 +125,7 @@ def write_inputs(case, params, rng):
 def close(a, b, dtype):
     if a.shape != b.shape:
         return False
-    if dtype in ("i32", "bool"):
+    if dtype in ("i32", "bool", "u32"):
         return np.array_equal(a, b)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     same_nan = np.isnan(a64) == np.isnan(b64)

@@ -64,11 +64,13 @@ def quantize(a, dt):
         return a.astype(np.int32)
     if dt == "bool":
         return a.astype(np.bool_)
+    if dt == "u32":
+        return a.astype(np.uint32)
     raise ValueError(dt)
 
 
 STORED = {"f32": np.float32, "bf16": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
-          "bool": np.bool_}
+          "bool": np.bool_, "u32": np.uint32}
 TOL = {"f32": 1e-5, "bf16": 1e-2, "f16": 1e-3, "f64": 1e-12}
 
 
@@ -84,7 +86,7 @@ def compare(got, want, dt, exact=False, scaled=False):
     if got.dtype != STORED[dt] or got.shape != want.shape:
         return False, "got %s%s, want %s%s" % (got.dtype, got.shape, want.dtype, want.shape)
     g64, w64 = got.astype(np.float64), want.astype(np.float64)
-    if exact or dt in ("i32", "bool"):
+    if exact or dt in ("i32", "bool", "u32"):
         with np.errstate(invalid="ignore"):
             bad = ~((g64 == w64) | (np.isnan(g64) & np.isnan(w64)))
         excess = bad.astype(np.float64)
@@ -361,8 +363,151 @@ def identity(dt):
     return make
 
 
-for _dt in ("f32", "f64", "f16", "i32", "bool"):
+for _dt in ("f32", "f64", "f16", "i32", "bool", "u32"):
     case("npy: %s round trip" % _dt, prog("formats.tdsl"), "id_" + _dt, identity(_dt), exact=True)
+
+
+# ---- random numbers (tests/interp/progs/random.tdsl) ----
+# Threefry-2x32 and JAX's partitionable draws, written from the paper and
+# JAX's definitions: element i of a draw is threefry(key, (0, i)), i its
+# row-major index in the whole tensor.
+
+def rotl(x, r):
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """(out0, out1) for uint32 arrays of counts x0, x1 under key (k0, k1)."""
+    k0, k1 = np.uint32(k0), np.uint32(k1)
+    ks = [k0, k1, k0 ^ k1 ^ np.uint32(0x1BD11BDA)]
+    x0 = np.asarray(x0, np.uint32) + ks[0]
+    x1 = np.asarray(x1, np.uint32) + ks[1]
+    rots = [[13, 15, 26, 6], [17, 29, 16, 24]]
+    with np.errstate(over="ignore"):
+        for g in range(5):
+            for r in rots[g % 2]:
+                x0 = x0 + x1
+                x1 = rotl(x1, r) ^ x0
+            x0 = x0 + ks[(g + 1) % 3]
+            x1 = x1 + ks[(g + 2) % 3] + np.uint32(g + 1)
+    return x0, x1
+
+
+# The known-answer vectors of Random123's kat_vectors (threefry2x32_20).
+for _k, _x, _want in [((0, 0), (0, 0), (0x6b200159, 0x99ba4efe)),
+                      ((0xffffffff, 0xffffffff), (0xffffffff, 0xffffffff), (0x1cb996fc, 0xbb002be7)),
+                      ((0x13198a2e, 0x03707344), (0x243f6a88, 0x85a308d3), (0xc4923a9c, 0x483df7a0))]:
+    assert tuple(int(v) for v in threefry2x32(*_k, *_x)) == _want, "threefry2x32 known answer"
+
+
+def rng_words(key, n):
+    """Both words of threefry(key, (0, i)) for i < n."""
+    return threefry2x32(key[0], key[1], np.zeros(n, np.uint32), np.arange(n, dtype=np.uint32))
+
+
+def rng_bits(key, shape):
+    w0, w1 = rng_words(key, int(np.prod(shape)))
+    return (w0 ^ w1).reshape(shape)
+
+
+def rng_split(key, n):
+    return np.stack(rng_words(key, n), axis=1)
+
+
+def rng_fold_in(key, data):
+    w0, w1 = threefry2x32(key[0], key[1], np.zeros(1, np.uint32), np.array([data], np.uint32))
+    return np.array([w0[0], w1[0]], np.uint32)
+
+
+def rng_uniform(key, shape, dt):
+    """[0, 1) from the top mantissa bits: 23 of 32 (f32), 52 of 64 (f64), 10 of the low 16 (f16)."""
+    n = int(np.prod(shape))
+    w0, w1 = rng_words(key, n)
+    if dt == "f64":
+        b = (w0.astype(np.uint64) << np.uint64(32)) | w1.astype(np.uint64)
+        return ((b >> np.uint64(12)).astype(np.float64) * 2.0 ** -52).reshape(shape)
+    if dt == "f16":
+        return ((((w0 ^ w1) & np.uint32(0xffff)) >> np.uint32(6)).astype(np.float64) * 2.0 ** -10).reshape(shape)
+    return (((w0 ^ w1) >> np.uint32(9)).astype(np.float64) * 2.0 ** -23).reshape(shape)
+
+
+_erf = np.vectorize(math.erf)
+
+
+def erfinv(y):
+    """By bisection on math.erf (no SciPy here), to double precision."""
+    y = np.asarray(y, np.float64)
+    lo, hi = np.full(y.shape, -6.0), np.full(y.shape, 6.0)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        below = _erf(mid) < y
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return (lo + hi) / 2
+
+
+def rng_normal(key, shape, lo=None, hi=None):
+    """f32: sqrt(2) erfinv(u), u uniform in [a, b) computed in f32 as JAX does."""
+    u = rng_uniform(key, shape, "f32").astype(np.float32)
+    f = np.float32
+    if lo is None:
+        a, b = np.nextafter(f(-1), f(1)), f(1)
+    else:
+        a, b = f(math.erf(f(lo) / f(np.sqrt(2)))), f(math.erf(f(hi) / f(np.sqrt(2))))
+    v = np.maximum(a, u * (b - a) + a)
+    y = np.sqrt(2) * erfinv(v.astype(np.float64))
+    if lo is not None:
+        y = np.clip(y, np.nextafter(f(lo), f(np.inf)), np.nextafter(f(hi), f(-np.inf)))
+    return y
+
+
+def rng_randint(key, shape, lo, hi):
+    """JAX's randint: two draws from split(key, 2) combined modulo the span, in u32."""
+    k = rng_split(key, 2)
+    hb, lb = rng_bits(k[0], shape).astype(np.uint64), rng_bits(k[1], shape).astype(np.uint64)
+    span = np.uint64(hi - lo if hi > lo else 1)
+    mult = np.uint64(65536) % span
+    mult = (mult * mult) % span
+    off = ((hb % span) * mult % np.uint64(2**32) + lb % span) % np.uint64(2**32) % span
+    return (lo + off.astype(np.int64)).astype(np.int32)
+
+
+def rng_draws(rng, m):
+    r, c = 8, 6
+    k = rng.integers(0, 2**32, 2, dtype=np.uint64).astype(np.uint32)
+    p, i = np.float32(rng.uniform(0.2, 0.8)), np.int32(rng.integers(-5, 100))
+    ks = rng_split(k, 4)
+    u = rng_uniform(k, (r, c), "f32")
+    g = np.maximum(np.float32(-2), u.astype(np.float32) * np.float32(5) + np.float32(-2))
+    wants = [(np.array([0, 42]), "u32"), (ks, "u32"), (rng_fold_in(k, 7), "u32"),
+             (rng_bits(rng_fold_in(ks[1], np.uint32(i)), (r, c)), "u32"), (u, "f32"),
+             (rng_uniform(rng_fold_in(k, 1), (r, c), "f64"), "f64"), (rng_normal(k, (r, c)), "f32"),
+             (rng_normal(ks[2], (r, c), -0.5, 2.0), "f32"), (u.astype(np.float32) < p, "bool"),
+             (rng_randint(ks[3], (r, c), -3, 1000), "i32"), (g, "f32"), (rng_uniform(k, (r, c), "f16"), "f16")]
+    return {"k": k, "p": p, "i": i}, wants
+
+
+def casts_u32(rng, m):
+    x = np.array([-1, 0, 7, 2**31 - 1, -2**31], np.int32)
+    y = np.array([3.7, -0.5, 4294967295.0, 1e10, 7.0], np.float32)
+    u = x.astype(np.int64) % 2**32
+    uy = np.array([3, 0, 4294967295, 4294967295, 7])
+    return {"x": x, "y": y}, [(u, "u32"), (uy, "u32"), (np.minimum(u, 2**31 - 1), "i32"),
+                              (u.astype(np.float32), "f32"), (u == uy, "bool")]
+
+
+def dropout_step(rng, m):
+    b, dd, f = 8, 4, 6
+    x, w = normal(rng, b, dd), normal(rng, dd, f)
+    k = rng.integers(0, 2**32, 2, dtype=np.uint64).astype(np.uint32)
+    keep = rng_uniform(k, (b, f), "f32").astype(np.float32) < np.float32(0.75)
+    y = np.where(keep, d(x) @ d(w) / 0.75, 0.0)
+    return {"x": x, "w": w, "k": k}, [(np.sum(y * y), "f32"), (d(x).T @ (2 * y * keep / 0.75), "f32")]
+
+
+case("random draws", prog("random.tdsl"), "draws", rng_draws, interp=[(1, 1), (2, 2)], codegen=[3, 4], runs=1)
+case("dropout with a gradient", prog("random.tdsl"), "dropout_step", dropout_step, scaled=True,
+     interp=[(1, 1), (2, 2)], codegen=[3], runs=1)
+case("u32 casts", prog("random.tdsl"), "casts_u32", casts_u32, exact=True, codegen=[0], runs=1)
 
 
 # ---- index statements (tests/interp/progs/einsum.tdsl) ----
@@ -1892,6 +2037,56 @@ case("sample gpt_block", sample("gpt_block.tdsl"), ["gpt_block", "block_inlined"
      consts=gpt_consts("B", "S", "D", "H", "K", "F"), scaled=True, interp=[None, (1, 2)])
 case("sample gpt", sample("gpt.tdsl"), "gpt", gpt, consts=gpt_consts(*GPT), scaled=True, interp=[None])
 
+
+
+# gpt.tdsl's init (GPT-2's initialization, drawn in the program) and
+# gpt_dropout (the loss with dropout masks from fold_in'd keys): the draws
+# by the NumPy Threefry above (rng_normal, rng_uniform), on a split mesh too.
+def gpt_init(rng, m):
+    g = GPT
+    seed = np.int32(rng.integers(0, 1000))
+    ks = rng_split(np.array([0, seed], np.uint32), 9)
+    r = 0.02 / np.sqrt(2.0 * g["L"])
+    L, D, H, K, F = g["L"], g["D"], g["H"], g["K"], g["F"]
+    n = lambda i, shape, scale: (rng_normal(ks[i], shape) * scale, "f32")
+    ones, zero = (np.ones((L, D)), "f32"), (np.zeros((L, D)), "f32")
+    return {"seed": seed}, [n(0, (g["V"], D), 0.02), n(1, (g["S"], D), 0.01), ones, zero, n(2, (L, D, H, K), 0.02),
+                            n(3, (L, D, H, K), 0.02), n(4, (L, D, H, K), 0.02), n(5, (L, H, K, D), r), zero, ones,
+                            zero, n(6, (L, D, F), 0.02), (np.zeros((L, F)), "f32"), n(7, (L, F, D), r), zero,
+                            (np.ones(D), "f32"), (np.zeros(D), "f32"), n(8, (D, g["V"]), 0.02)]
+
+
+def gpt_dropout(rng, m):
+    g = GPT
+    inputs, _ = gpt(rng, m)
+    k = rng.integers(0, 2**32, 2, dtype=np.uint64).astype(np.uint32)
+    w = {name: d(a) for name, a in inputs.items() if name not in ("tokens", "labels")}
+
+    def drop(x, key):
+        keep = rng_uniform(key, x.shape, "f32").astype(np.float32) < np.float32(0.9)
+        return np.where(keep, x / 0.9, 0.0)
+
+    x = drop(w["wte"][inputs["tokens"]] + w["wpe"][None], rng_fold_in(k, g["L"]))
+    for layer in range(g["L"]):
+        p = {name: a[layer] for name, a in w.items() if a.ndim > 1 and name not in ("wte", "wpe", "w_vocab")}
+        p.update({name: w[name][layer] for name in ("ln1_g", "ln1_b", "bo", "ln2_g", "ln2_b", "b_out")})
+        ks = rng_split(rng_fold_in(k, layer), 2)
+        x1 = x + drop(causal_attention_np(layernorm_np(x, p["ln1_g"], p["ln1_b"]), p["wq"], p["wk"], p["wv"],
+                                          p["wo"], p["bo"]), ks[0])
+        h = layernorm_np(x1, p["ln2_g"], p["ln2_b"])
+        x = x1 + drop(gelu(h @ p["w_in"] + p["b_in"]) @ p["w_out"] + p["b_out"], ks[1])
+    logits = layernorm_np(x, w["lnf_g"], w["lnf_b"]) @ w["w_vocab"]
+    peak = logits.max(-1)
+    lse = np.log(np.exp(logits - peak[..., None]).sum(-1)) + peak
+    picked = np.take_along_axis(logits, inputs["labels"][..., None], -1)[..., 0]
+    inputs["k"] = k
+    return inputs, [((lse - picked).mean(), "f32")]
+
+
+case("sample gpt init", sample("gpt.tdsl"), "init", gpt_init, consts=gpt_consts(*GPT), scaled=True,
+     interp=[None, (2, 2)], codegen=[3], runs=1)
+case("sample gpt dropout", sample("gpt.tdsl"), "gpt_dropout", gpt_dropout, consts=gpt_consts(*GPT), scaled=True,
+     interp=[None, (2, 2)], codegen=[3], runs=1)
 
 # train_step: the loss, every weight's gradient by the backward pass written
 # by hand in gpt_ref.py (checked there against central differences), and SGD

@@ -56,6 +56,16 @@ static void ref_reduce(sc_dtype t, sc_reduce op, const void *const *src, int k, 
         ((int32_t *)dst)[at] = m;
         return;
     }
+    if (t == SC_U32) {                   /* sums wrap; unsigned maxima */
+        uint32_t sum = 0, m = ((const uint32_t *)src[0])[i];
+        for (int j = 0; j < k; j++) {
+            uint32_t z = ((const uint32_t *)src[j])[i];
+            sum += z;
+            m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
+        }
+        ((uint32_t *)dst)[at] = op == SC_SUM ? sum : m;
+        return;
+    }
     double acc = op == SC_SUM ? 0.0 : get(t, src[0], i);
     for (int j = 0; j < k; j++) {
         double x = get(t, src[j], i);
@@ -100,6 +110,10 @@ static void gen_value(sc_dtype t, void *p, int64_t at, uint64_t seed, int64_t i)
     }
     if (t == SC_I32) {
         ((int32_t *)p)[at] = (int32_t)(uint32_t)(r >> 16);
+        return;
+    }
+    if (t == SC_U32) {
+        ((uint32_t *)p)[at] = (uint32_t)(r >> 16);
         return;
     }
     if (t == SC_BOOL) {                  /* mostly false, so that and and or both vary */

@@ -85,6 +85,8 @@ static double value(sc_dtype t, int dev, int64_t i) {
         return (dev + i) % 3 == 0;
     if (t == SC_I32)
         return i % 5 == 0 ? small + (dev % 2 ? 0x7ffffff0 : -0x7ffffff0) : small;
+    if (t == SC_U32)                     /* sums wrap; maxima above 2^31 */
+        return i % 5 == 0 ? 0xfffffff0u - (uint32_t)(dev * 3) : (double)(uint32_t)(small + 8);
     if (i == 5 && dev == 1)
         return NAN;
     if (i % 7 == 3)
@@ -110,6 +112,15 @@ static double ref_reduce(sc_dtype t, sc_reduce op, const int *mem, int k, int64_
             m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
         }
         return op == SC_SUM ? (double)(sum >= 0x80000000u ? (int64_t)sum - 0x100000000LL : (int64_t)sum) : m;
+    }
+    if (t == SC_U32) {
+        uint32_t sum = 0, m = (uint32_t)value(t, mem[0], i);
+        for (int j = 0; j < k; j++) {
+            uint32_t z = (uint32_t)value(t, mem[j], i);
+            sum += z;
+            m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
+        }
+        return op == SC_SUM ? sum : m;
     }
     double acc = op == SC_SUM ? 0.0 : value(t, mem[0], i);
     for (int j = 0; j < k; j++) {
