@@ -56,8 +56,16 @@ static int derived_fn(Sema *s, const Expr *t, int f, int value, const int32_t *w
             return d;
     const Fn *src = &m->fns[f];
     const char *name = arena_printf(s->arena, "%s_%s", sym(s, src->sym), value ? "value_and_grad" : "grad");
-    for (int i = 0; i < n; i++)
-        name = arena_printf(s->arena, "%s_%s", name, sym(s, ((const AstParam *)s->ast_fns[f]->params.items[wrt[i]])->sym));
+    const char *prev = "";
+    for (int i = 0; i < n; i++) {
+        /* A record's fields (`p.wq`, records.c) are named once, by the record. */
+        const char *p = sym(s, ((const AstParam *)s->ast_fns[f]->params.items[wrt[i]])->sym), *dot = strchr(p, '.');
+        if (dot)
+            p = arena_strndup(s->arena, p, (size_t)(dot - p));
+        if (!dot || strcmp(p, prev) != 0)
+            name = arena_printf(s->arena, "%s_%s", name, p);
+        prev = dot ? p : "";
+    }
     if (m->nfns == m->fns_cap)       /* sema_program reserved one slot per transform call */
         sema_error(s, t->loc, "internal error: no room for the fn of this transform");
     int id = fresh_fn_name(s, name);

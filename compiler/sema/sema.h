@@ -197,6 +197,10 @@ Val user_call(Sema *s, const Expr *e, int callee, int nwanted, Val *results);
  * given `flags` (INST_REMAT for checkpoint). */
 Val fn_call(Sema *s, const Expr *e, int callee, const char *name, int flags, int nwanted, Val *results);
 
+/* records.c: the program with its records lowered to their tensor fields
+ * (run before builtins_init: it interns the fields' names, `p.wq`) */
+const AstProgram *lower_records(Sema *s, const AstProgram *prog);
+
 /* replication.c */
 void check_replication(Sema *s, Fn *fn);
 
