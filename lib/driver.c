@@ -140,10 +140,41 @@ static int is_archive(const char *v) {
     return !strchr(v, '=') && n > 4 && strcmp(v + n - 4, ".npz") == 0;
 }
 
+/* --in p=FILE for a record p: its fields' parameters p.wq, p.layer.wq, ...
+ * (named so by the compiler), each from the archive by
+ * sk_npy_record_file.  The number of fields, 0 when p is no record, -1
+ * after an error (in r->err).  The fields' file names live as long as the
+ * process. */
+static int record_input(Run *r, const char *opt, const char *v, int len) {
+    int n = 0;
+    for (int k = 0; k < r->p->nparams; k++) {
+        const char *p = r->p->params[k].name;
+        if ((int)strlen(p) <= len + 1 || memcmp(p, v, (size_t)len) != 0 || p[len] != '.')
+            continue;
+        char buf[4096], rec[128];
+        snprintf(rec, sizeof rec, "%.*s", len < 100 ? len : 100, v);
+        int rc = strcmp(opt, "--in") == 0 ? sk_npy_record_file(v + len + 1, rec, p + len + 1, buf, sizeof buf) : -1;
+        if (rc == -1) {
+            sk_run_fail(r, "%s '%s': '%s' is a record, read from a .npz archive (its fields by name: --in %s=FILE.npz)",
+                        opt, v, rec, rec);
+            return -1;
+        }
+        if (rc < 0 || r->file[k] || !(r->file[k] = strdup(buf))) {
+            sk_run_fail(r, "%s %s: %s", opt, p, rc < 0 ? "the file name is too long" : r->file[k] ? "given twice" : "out of memory");
+            return -1;
+        }
+        n++;
+    }
+    return n;
+}
+
 /* --in / --local-in NAME=FILE.  0, or 1 for an error (in r->err). */
 static int parse_input(Run *r, const char *opt, const char *v) {
     const char *eq = strchr(v, '=');
     int len = eq ? (int)(eq - v) : (int)strlen(v), which = eq ? find_param(r->p, v, len) : -1;
+    int fields = which < 0 && eq ? record_input(r, opt, v, len) : 0;
+    if (fields)
+        return fields < 0;
     if (which < 0) {
         char want[128], hint[160];
         snprintf(want, sizeof want, "%.*s", len < 100 ? len : 100, v);
