@@ -159,10 +159,24 @@ static int leaf_at(Rec *r, int k, const char *path) {
 static int rtype(Rec *r, const Expr *e);
 static Expr *rw(Rec *r, const Expr *e);
 
+/* Records of two types mix when they have the same fields, by name and in
+ * order (the fields' types may differ: a sharding-generic record takes any
+ * of its shardings, and sema checks each field's shape where it is used). */
+static int same_fields(Rec *r, int a, int b) {
+    if (a == b)
+        return 1;
+    if (a < 0 || b < 0 || r->rec[a].nleaves != r->rec[b].nleaves)
+        return 0;
+    for (int j = 0; j < r->rec[a].nleaves; j++)
+        if (strcmp(r->rec[a].leaf[j].path, r->rec[b].leaf[j].path) != 0)
+            return 0;
+    return 1;
+}
+
 static int join(Rec *r, int a, int b, Loc loc) {
-    if (a >= 0 && b >= 0 && a != b)
-        sema_error(r->s, loc, "records of different types: '%s' and '%s'; arithmetic maps over the fields of one "
-                   "record type", rec_name(r, a), rec_name(r, b));
+    if (a >= 0 && b >= 0 && !same_fields(r, a, b))
+        sema_error(r->s, loc, "records of different fields: '%s' and '%s'; arithmetic maps over the fields of "
+                   "records with the same fields", rec_name(r, a), rec_name(r, b));
     return a >= 0 ? a : b;
 }
 
@@ -265,7 +279,7 @@ static PtrVec call_args(Rec *r, const FnInfo *f, const PtrVec *args, Loc loc) {
     for (int i = 0; i < args->n; i++) {
         const Expr *a = args->items[i];
         int want = i < f->fn->params.n ? f->param_rec[i] : -1, got = rtype(r, a);
-        if (want != got && (want >= 0 || got >= 0))
+        if (!same_fields(r, want, got) && (want >= 0 || got >= 0))
             sema_error(r->s, a->loc, "argument %d of '%s' ('%s') is %s, but this is %s", i + 1, fname,
                        name_of(r, ((const AstParam *)f->fn->params.items[i])->sym), what_rec(r, want), what_rec(r, got));
         if (got >= 0)
@@ -451,6 +465,19 @@ static void rw_multi(Rec *r, PtrVec *out, const Stmt *st) {
 }
 
 static void rw_assign(Rec *r, PtrVec *out, const Stmt *st) {
+    if (st->value->kind == E_CALL && st->value->lhs) {     /* g = grad(f, [p])(...): g may be a record */
+        Stmt *m = copy_stmt(r, st);
+        m->names = (PtrVec){0};
+        ptrvec_push(r->s->arena, &m->names, name_expr(r, st->sym, st->loc));
+        rw_multi(r, out, m);
+        Stmt *c = out->items[out->n - 1];
+        if (c->names.n == 1) {          /* a tensor: the assignment as written */
+            c->kind = S_ASSIGN;
+            c->names = (PtrVec){0};
+        } else
+            c->kind = S_MULTI;
+        return;
+    }
     int k = rtype(r, st->value);
     if (k < 0) {
         Stmt *c = copy_stmt(r, st);
@@ -489,7 +516,7 @@ static void rw_return(Rec *r, PtrVec *out, const Stmt *st) {
     for (int i = 0; i < st->values.n; i++) {
         const Expr *v = st->values.items[i];
         int want = i < f->fn->results.n ? f->result_rec[i] : -1, got = rtype(r, v);
-        if (want != got && (want >= 0 || got >= 0))
+        if (!same_fields(r, want, got) && (want >= 0 || got >= 0))
             sema_error(r->s, v->loc, "result %d of '%s' is declared %s, but this is %s", i + 1, fname,
                        what_rec(r, want), what_rec(r, got));
         if (got >= 0)
