@@ -2377,9 +2377,9 @@ def train_sgd(rng, m):
     vs = [(normal(rng, *w.shape) * 0.1).astype(np.float32) for w in ws]
     loss, gs = mlp_grads(d(x), d(y), *map(d, ws))
     nws, nvs = sgd_momentum(list(map(d, ws)), list(map(d, vs)), gs)
-    inputs = {"x": x, "y": y}
-    inputs.update({n: w for (n, _), w in zip(MLP_SHAPES, ws)})
-    inputs.update({"v_" + n: v for (n, _), v in zip(MLP_SHAPES, vs)})
+    inputs = {"x": x, "y": y}                  # the records p and v by their fields
+    inputs.update({"p." + n: w for (n, _), w in zip(MLP_SHAPES, ws)})
+    inputs.update({"v." + n: v for (n, _), v in zip(MLP_SHAPES, vs)})
     return inputs, [(loss, "f32")] + [(w, "f32") for w in nws] + [(v, "f32") for v in nvs]
 
 
@@ -2391,7 +2391,7 @@ def train_adam(rng, m):
     loss, gs = mlp_grads(d(x), d(y), *map(d, ws))
     nws, nms, nvs, nt = adam(list(map(d, ws)), list(map(d, ms)), list(map(d, vs)), gs, 4.0)
     inputs = {"x": x, "y": y, "t": np.array(t, np.float32)}
-    for pre, arrs in (("", ws), ("m_", ms), ("v_", vs)):
+    for pre, arrs in (("p.", ws), ("m.", ms), ("v.", vs)):
         inputs.update({pre + n: a for (n, _), a in zip(MLP_SHAPES, arrs)})
     wants = [(loss, "f32")] + [(a, "f32") for a in nws + nms + nvs] + [(nt, "f32")]
     return inputs, wants
