@@ -104,8 +104,8 @@ def gpt_case(cfg=GPT_CFG, steps=200, learn=0.5, name="gpt train_step"):
     def make():
         inputs = gpt_ref.train_inputs(np.random.default_rng(1), cfg)
         losses, w, v = gpt_ref.train(cfg, inputs, steps)
-        final = dict(w)
-        final.update({"v_" + k: a for k, a in v.items()})
+        final = gpt_ref.as_record(w, "p")
+        final.update(gpt_ref.as_record(v, "v"))
         return inputs, losses, final
     const = ",".join("%s=%d" % kv for kv in cfg.items())
     return (name, os.path.join(ROOT, "samples", "gpt.tdsl"), "train_step", const, steps, learn, make)

@@ -1538,8 +1538,9 @@ def gpt(rng, m):
     peak = logits.max(-1)
     lse = np.log(np.exp(logits - peak[..., None]).sum(-1)) + peak
     picked = np.take_along_axis(logits, labels[..., None], -1)[..., 0]
-    inputs = dict(tokens=tokens, labels=labels, wte=wte, wpe=wpe, lnf_g=lnf_g.astype(np.float32),
-                  lnf_b=lnf_b.astype(np.float32), w_vocab=w_vocab.astype(np.float32), **w)
+    inputs = dict(tokens=tokens, labels=labels, **gpt_ref.as_record(dict(
+        wte=wte, wpe=wpe, lnf_g=lnf_g.astype(np.float32), lnf_b=lnf_b.astype(np.float32),
+        w_vocab=w_vocab.astype(np.float32), **w)))                  # gpt's record p
     return inputs, [((lse - picked).mean(), "f32")]
 
 
@@ -1667,8 +1668,8 @@ def gpt_train_step(rng, m):
     labels = rng.integers(0, cfg["V"], (cfg["B"], cfg["S"])).astype(np.int32)
     loss, nw, nv = gpt_ref.train_step(tokens, labels, {k: d(a) for k, a in w.items()},
                                       {k: d(a) for k, a in v.items()})
-    inputs = dict(tokens=tokens, labels=labels, **w)
-    inputs.update({"v_" + k: a for k, a in v.items()})
+    inputs = dict(tokens=tokens, labels=labels, **gpt_ref.as_record(w, "p"))
+    inputs.update(gpt_ref.as_record(v, "v"))
     return inputs, [(loss, "f32")] + [(nw[k], "f32") for k in gpt_ref.NAMES] + [(nv[k], "f32") for k in gpt_ref.NAMES]
 
 
