@@ -44,7 +44,8 @@ typedef struct {
     int nfns;
     int nsyms;                       /* the arrays below cover the symbols interned before this pass */
     int *rec_by_sym, *fn_by_sym;     /* symbol -> index + 1 */
-    int *scope;                      /* symbol -> record index + 1 of a record-valued local name */
+    int *scope;                      /* symbol -> 0 unbound, 1 a local tensor, 2 + record index a local record */
+    uint8_t *global;                 /* symbol -> a mesh axis, constant or submesh */
     int *touched;
     int ntouched, touched_cap;
     const FnInfo *cur;               /* the fn being rewritten */
@@ -193,10 +194,17 @@ static const char *what_rec(Rec *r, int k) {
 /* The record e is (its type's index), or -1 when it is a tensor or a number. */
 static int rtype(Rec *r, const Expr *e) {
     switch (e->kind) {
-    case E_NAME: return e->sym < r->nsyms && r->scope[e->sym] ? r->scope[e->sym] - 1 : -1;
+    case E_NAME: return e->sym < r->nsyms && r->scope[e->sym] >= 2 ? r->scope[e->sym] - 2 : -1;
     case E_FIELD: {
         int k = rtype(r, e->lhs);
         if (k < 0) {
+            if (e->lhs->kind == E_NAME && e->lhs->sym < r->nsyms && !r->scope[e->lhs->sym] && !r->global[e->lhs->sym] &&
+                !r->fn_by_sym[e->lhs->sym]) {
+                Suggest sg = suggest_begin(name_of(r, e->lhs->sym));
+                for (int i = 0; i < r->ntouched; i++)
+                    near_add(&sg, name_of(r, r->touched[i]));
+                sema_error(r->s, e->lhs->loc, "undefined name '%s'%s", name_of(r, e->lhs->sym), near_text(r->s, &sg));
+            }
             if (e->lhs->kind == E_NAME)
                 sema_error(r->s, e->loc, "'%s' is not a record, so it has no field '%s'", name_of(r, e->lhs->sym),
                            name_of(r, e->sym));
@@ -402,9 +410,9 @@ static Expr *rw(Rec *r, const Expr *e) {
 static void set_scope(Rec *r, int symbol, int k) {
     if (symbol >= r->nsyms)
         return;
-    if (!r->scope[symbol] && k >= 0)
+    if (!r->scope[symbol])
         *VEC_PUSH(r->s->arena, r->touched, r->ntouched, r->touched_cap) = symbol;
-    r->scope[symbol] = k + 1;
+    r->scope[symbol] = k + 2;
 }
 
 static void push_names(Rec *r, PtrVec *out, const Expr *n, int k) {
@@ -548,6 +556,7 @@ static PtrVec rw_stmts(Rec *r, const PtrVec *stmts) {
             ptrvec_push(r->s->arena, &out, c);
             break;
         case S_FOR:
+            set_scope(r, st->sym, -1);
             c = copy_stmt(r, st);
             c->lo = rw(r, st->lo);
             c->hi = rw(r, st->hi);
@@ -617,6 +626,7 @@ const AstProgram *lower_records(Sema *s, const AstProgram *prog) {
     r->rec_by_sym = arena_alloc(s->arena, sizeof(int) * (size_t)(r->nsyms + 1));
     r->fn_by_sym = arena_alloc(s->arena, sizeof(int) * (size_t)(r->nsyms + 1));
     r->scope = arena_alloc(s->arena, sizeof(int) * (size_t)(r->nsyms + 1));
+    r->global = arena_alloc(s->arena, (size_t)r->nsyms + 1);
     int rcap = 0, fcap = 0;
     for (int i = 0; i < prog->tops.n; i++) {
         const AstTop *t = prog->tops.items[i];
@@ -627,6 +637,8 @@ const AstProgram *lower_records(Sema *s, const AstProgram *prog) {
             *VEC_PUSH(s->arena, r->rec, r->nrec, rcap) = (Record){t, NULL, 0, 0};
             r->rec_by_sym[t->sym] = r->nrec;
         }
+        for (int b = 0; t->kind != TOP_FN && t->kind != TOP_RECORD && b < t->bindings.n; b++)
+            r->global[((const AstBinding *)t->bindings.items[b])->sym] = 1;
         if (t->kind == TOP_FN) {
             *VEC_PUSH(s->arena, r->fn, r->nfns, fcap) = (FnInfo){0};
             r->fn_by_sym[t->fn->sym] = r->nfns;
