@@ -208,7 +208,8 @@ static long number(const char *v, long lo, long hi) {
 static int parse_args(Run *r, int argc, char **argv) {
     static const char *const opts[] = {"--in", "--local-in", "--out", "--outputs", "--repeat", "--local-devices",
                                        "--steps", "--log-every", "--cast"};
-    const char *archive = NULL;
+    const char *archive[16];                   /* --in FILE.npz alone, in order */
+    int narchives = 0;
     for (int i = 1; i < argc; i++) {
         char opt[32];
         const char *a = argv[i], *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
@@ -234,7 +235,11 @@ static int parse_args(Run *r, int argc, char **argv) {
             return 2;
         const char *v = eq ? eq + 1 : argv[++i];
         if (o == 0 && is_archive(v)) {
-            archive = v;
+            if (narchives == (int)(sizeof archive / sizeof *archive)) {
+                sk_run_fail(r, "--in %s: at most %d archives alone", v, narchives);
+                return 2;
+            }
+            archive[narchives++] = v;
             continue;
         }
         if (o <= 1 && parse_input(r, opt, v))
@@ -264,8 +269,14 @@ static int parse_args(Run *r, int argc, char **argv) {
     }
     if (r->steps && !r->log_every)
         r->log_every = r->steps / 10 > 1 ? r->steps / 10 : 1;     /* about 10 lines */
-    for (int k = 0; archive && k < r->p->nparams; k++)
-        r->file[k] = r->file[k] ? r->file[k] : archive;
+    /* Each parameter not named otherwise: the first archive with its array
+     * (--in data.npz --in ck.npz), else the first, whose error lists its arrays. */
+    for (int k = 0; narchives && k < r->p->nparams; k++) {
+        for (int a = 0; !r->file[k] && a < narchives; a++)
+            if (narchives == 1 || sk_npz_has(archive[a], r->p->params[k].name))
+                r->file[k] = archive[a];
+        r->file[k] = r->file[k] ? r->file[k] : archive[0];
+    }
     size_t n = r->out ? strlen(r->out) : 0;
     r->npz_out = n > 4 && strcmp(r->out + n - 4, ".npz") == 0;
     if (r->npz_out && r->local_outputs) {

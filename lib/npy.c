@@ -1039,7 +1039,7 @@ int sk_npy_read_source(const sk_npy_source *src, const sk_npy_shape *want, sk_np
     return rc;
 }
 
-static int npz_has(const char *path, const char *member) {
+int sk_npz_has(const char *path, const char *member) {
     int fd = open(path, O_RDONLY), has = 0;
     struct stat st;
     ZipDir zd;
@@ -1066,7 +1066,7 @@ int sk_npy_record_file(const char *file, const char *record, const char *field, 
     if (n >= 4 && strcmp(file + n - 4, ".npz") == 0) {
         char full[4096];
         snprintf(full, sizeof full, "%s.%s", record, field);
-        w = snprintf(out, cap, "%s:%s", file, npz_has(file, full) ? full : field);
+        w = snprintf(out, cap, "%s:%s", file, sk_npz_has(file, full) ? full : field);
     } else if (colon && colon[1])
         w = snprintf(out, cap, "%s.%s", file, field);
     else

@@ -73,11 +73,12 @@ static int record_ins(const Module *m, const Fn *fn, const char *in, const char 
 }
 
 static int match_ins(const Module *m, const Fn *fn, const char *const *ins, int nins, Arena *arena, const char **file) {
-    const char *fname = sym_name(m->syms, fn->sym), *archive = NULL;
+    const char *fname = sym_name(m->syms, fn->sym), **archive = arena_alloc(arena, sizeof(char *) * (size_t)(nins + 1));
+    int narchives = 0;
     for (int k = 0; k < nins; k++) {
         const char *eq = strchr(ins[k], '='), *npz = strstr(ins[k], ".npz");
         if (!eq && npz && !npz[4] && npz != ins[k]) {
-            archive = ins[k];              /* --in data.npz: every parameter by name */
+            archive[narchives++] = ins[k];     /* --in data.npz: every parameter by name */
             continue;
         }
         if (!eq || eq == ins[k] || !eq[1]) {
@@ -103,9 +104,14 @@ static int match_ins(const Module *m, const Fn *fn, const char *const *ins, int 
         file[i] = eq + 1;
     }
     for (int i = 0; i < fn->nparams; i++) {
-        file[i] = file[i] ? file[i] : archive;
+        /* The first archive alone with the parameter's array (--in data.npz
+         * --in ck.npz), else the first, whose error lists its arrays. */
+        const char *name = param_name(m, fn, i);
+        for (int a = 0; !file[i] && a < narchives; a++)
+            if (narchives == 1 || (name && sk_npz_has(archive[a], name)))
+                file[i] = archive[a];
+        file[i] = file[i] ? file[i] : narchives ? archive[0] : NULL;
         if (!file[i]) {
-            const char *name = param_name(m, fn, i);
             fprintf(stderr, "shardc: error: no --in for parameter '%s' of '%s', which needs a .npy file of ",
                     name ? name : "?", fname);
             print_type(&fn->params[i].type);

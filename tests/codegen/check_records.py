@@ -12,6 +12,8 @@ state records, against NumPy (f64; f32 tolerances):
   --out archive of a run, `p.l1.w`): --out then --in round trip;
 - `shardc run --steps 6` carries the returned records p, m, v and t into
   their parameters: NumPy's six Adam steps;
+- `--in data.npz --in ck.npz`: each parameter from the archive given alone
+  that has its array (interp and run);
 - errors, exit 1: a field missing from the archive names the field and the
   archive's arrays; a record read from a .npy file.
 
@@ -156,6 +158,15 @@ def main():
                                                        + xy + pin + ["--in", "m=" + state, "--in", "v=" + state,
                                                                      "--in", "t=" + os.path.join(tmp, "t.npy")]),
               out, want)
+
+    # --in data.npz --in ck.npz: each parameter from the archive that has it.
+    np.savez(os.path.join(tmp, "data.npz"), x=x, y=y)
+    np.savez(os.path.join(tmp, "ck.npz"), **{"p." + k: a for k, a in p.items()})
+    for cmd in ("interp", "run"):
+        out = os.path.join(tmp, "two_%s.npz" % cmd)
+        c.results(cmd + " layer_grad --in data.npz --in ck.npz",
+                  c.shardc_run([cmd, PROG, "--fn", "layer_grad", "--out", out, "--in", os.path.join(tmp, "data.npz"),
+                                "--in", os.path.join(tmp, "ck.npz")]), out, want_layer)
 
     # Errors.
     np.savez(os.path.join(tmp, "short.npz"), **{k: a for k, a in p.items() if k != "b2"})
