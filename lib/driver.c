@@ -179,8 +179,12 @@ static int parse_input(Run *r, const char *opt, const char *v) {
         char want[128], hint[160];
         snprintf(want, sizeof want, "%.*s", len < 100 ? len : 100, v);
         Suggest sg = suggest_begin(want);
-        for (int k = 0; k < r->p->nparams; k++)
+        for (int k = 0; k < r->p->nparams; k++) {
+            const char *dot = strchr(r->p->params[k].name, '.');     /* a record's field: the record too */
+            if (dot)
+                suggest_add(&sg, r->p->params[k].name, (int)(dot - r->p->params[k].name));
             suggest_add(&sg, r->p->params[k].name, -1);
+        }
         sk_run_fail(r, "%s '%s': '%s' has no parameter named '%.*s'%s", opt, v, r->p->fn, len, v,
                     suggest_text(&sg, hint, sizeof hint));
         return 1;

@@ -33,9 +33,11 @@ static int find_param(const Module *m, const Fn *fn, const char *name, size_t le
     snprintf(want, sizeof want, "%.*s", (int)(len < 100 ? len : 100), name);
     Suggest sg = suggest_begin(want);
     for (int i = 0; i < fn->nparams; i++) {
-        const char *p = param_name(m, fn, i);
+        const char *p = param_name(m, fn, i), *dot = p ? strchr(p, '.') : NULL;
         if (p && strlen(p) == len && memcmp(p, name, len) == 0)
             return i;
+        if (dot)                /* a record's field: the record too */
+            suggest_add(&sg, p, (int)(dot - p));
         suggest_add(&sg, p, -1);
     }
     suggest_text(&sg, hint, cap);

@@ -20,11 +20,16 @@ static int param_named(Sema *s, int f, const Expr *name) {
     for (int i = 0; i < af->params.n; i++)
         if (((const AstParam *)af->params.items[i])->sym == name->sym)
             return i;
-    const char *all = "";
+    const char *all = "", *prev = "";
     Suggest sg = suggest_begin(sym(s, name->sym));
     for (int i = 0; i < af->params.n; i++) {
-        const char *p = sym(s, ((const AstParam *)af->params.items[i])->sym);
-        all = arena_printf(s->arena, "%s%s'%s'", all, i ? ", " : "", p);
+        const char *p = sym(s, ((const AstParam *)af->params.items[i])->sym), *dot = strchr(p, '.');
+        if (dot)        /* a record's fields (p.wq, records.c): the record, once */
+            p = arena_strndup(s->arena, p, (size_t)(dot - p));
+        if (dot && strcmp(p, prev) == 0)
+            continue;
+        prev = p;
+        all = arena_printf(s->arena, "%s%s'%s'", all, *all ? ", " : "", p);
         near_add(&sg, p);
     }
     sema_error(s, name->loc, "'%s' is not a parameter of '%s' (its parameters: %s)%s", sym(s, name->sym), sym(s, af->sym),

@@ -15,7 +15,8 @@ state records, against NumPy (f64; f32 tolerances):
 - `--in data.npz --in ck.npz`: each parameter from the archive given alone
   that has its array (interp and run);
 - errors, exit 1: a field missing from the archive names the field and the
-  archive's arrays; a record read from a .npy file.
+  archive's arrays; a record read from a .npy file; an unknown --in name
+  offers the nearest record.
 
     tests/codegen/check_records.py [--shardc build/shardc] [--tmp DIR]
 
@@ -179,6 +180,10 @@ def main():
                          ["--in", "p=" + os.path.join(tmp, "x.npy")])
         c.check(r.returncode == 1 and "'p' is a record, read from a .npz archive" in r.stderr,
                 cmd + ": a record from a .npy file", "exit %d: %s" % (r.returncode, r.stderr))
+        r = c.shardc_run([cmd, PROG, "--fn", "layer_grad", "--out", os.path.join(tmp, "e.npz")] + xy +
+                         ["--in", "pp=" + os.path.join(tmp, "p.npz")])
+        c.check(r.returncode == 1 and "has no parameter named 'pp'; did you mean 'p'?" in r.stderr,
+                cmd + ": an unknown record name, with the nearest", "exit %d: %s" % (r.returncode, r.stderr))
     return c.summary()
 
 
