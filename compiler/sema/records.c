@@ -181,7 +181,14 @@ static int join(Rec *r, int a, int b, Loc loc) {
     return a >= 0 ? a : b;
 }
 
+/* The fn a call calls as written: f(...) or checkpoint(f)(...); NULL for
+ * builtins and the other transforms. */
 static const FnInfo *user_fn(Rec *r, const Expr *e) {
+    if (e->kind == E_CALL && e->lhs && e->lhs->kind == E_CALL && e->lhs->args.n == 1 &&
+        strcmp(name_of(r, e->lhs->sym), "checkpoint") == 0) {
+        const Expr *f = e->lhs->args.items[0];
+        return f->kind == E_NAME && f->sym < r->nsyms && r->fn_by_sym[f->sym] ? &r->fn[r->fn_by_sym[f->sym] - 1] : NULL;
+    }
     if (e->kind != E_CALL || e->lhs || e->binders.n || e->sym < 0 || e->sym >= r->nsyms || !r->fn_by_sym[e->sym])
         return NULL;
     return &r->fn[r->fn_by_sym[e->sym] - 1];
@@ -216,11 +223,11 @@ static int rtype(Rec *r, const Expr *e) {
     case E_BINARY: return join(r, rtype(r, e->lhs), rtype(r, e->rhs), e->loc);
     case E_INDEX: return rtype(r, e->lhs);
     case E_CALL: {
-        if (e->lhs)
-            return -1;          /* a transform: its results are bound by a multiple assignment */
         const FnInfo *f = user_fn(r, e);
         if (f)
             return f->fn->results.n == 1 ? f->result_rec[0] : -1;
+        if (e->lhs)
+            return -1;          /* grad, value_and_grad: their results are bound by a multiple assignment */
         int k = -1;
         for (int i = 0; i < e->args.n; i++)
             k = join(r, k, rtype(r, e->args.items[i]), ((const Expr *)e->args.items[i])->loc);
@@ -380,13 +387,13 @@ static _Noreturn void record_as_tensor(Rec *r, const Expr *e, int k) {
 static Expr *rw(Rec *r, const Expr *e) {
     if (!e)
         return NULL;
-    if (e->kind == E_CALL && e->lhs)
-        return transform(r, e, NULL, NULL);
     if (e->kind == E_CALL && user_fn(r, e)) {
         Expr *c = copy_expr(r, e);
         c->args = call_args(r, user_fn(r, e), &e->args, e->loc);
         return c;
     }
+    if (e->kind == E_CALL && e->lhs)
+        return transform(r, e, NULL, NULL);
     int k = rtype(r, e);
     if (k >= 0)
         record_as_tensor(r, e, k);
@@ -439,7 +446,11 @@ static void rw_multi(Rec *r, PtrVec *out, const Stmt *st) {
     const Expr *v = st->value;
     int *types = NULL, n = -1;
     const FnInfo *f = user_fn(r, v);
-    if (v->kind == E_CALL && v->lhs) {
+    if (f) {
+        c->value = rw(r, v);
+        n = f->fn->results.n;
+        types = f->result_rec;
+    } else if (v->kind == E_CALL && v->lhs) {
         int *wrt, nwrt = 0;
         c->value = transform(r, v, &wrt, &nwrt);
         const Expr *t = v->lhs, *fname = t->args.n ? t->args.items[0] : NULL;
@@ -454,10 +465,6 @@ static void rw_multi(Rec *r, PtrVec *out, const Stmt *st) {
                 types[i] = src->result_rec[i];
             memcpy(types + nres, wrt, sizeof(int) * (size_t)nwrt);
         }
-    } else if (f) {
-        c->value = rw(r, v);
-        n = f->fn->results.n;
-        types = f->result_rec;
     } else
         c->value = rw(r, v);
     int any = 0;
@@ -473,7 +480,7 @@ static void rw_multi(Rec *r, PtrVec *out, const Stmt *st) {
 }
 
 static void rw_assign(Rec *r, PtrVec *out, const Stmt *st) {
-    if (st->value->kind == E_CALL && st->value->lhs) {     /* g = grad(f, [p])(...): g may be a record */
+    if (st->value->kind == E_CALL && st->value->lhs && !user_fn(r, st->value)) {  /* g = grad(f, [p])(...): g may be a record */
         Stmt *m = copy_stmt(r, st);
         m->names = (PtrVec){0};
         ptrvec_push(r->s->arena, &m->names, name_expr(r, st->sym, st->loc));
