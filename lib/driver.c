@@ -117,7 +117,7 @@ static void usage(FILE *out, const char *prog) {
             "           [--outputs gather|local] [--local-devices L] [--repeat N | --steps N [--log-every K]]\n"
             "           [--cast]\n"
             "  --in: NAME=FILE.npz reads the archive's array NAME, NAME=FILE.npz:KEY its array KEY,\n"
-            "        FILE.npz every parameter by name\n"
+            "        FILE.npz every parameter by name; a record NAME=FILE.npz reads every field\n"
             "  --local-in: FILE holds this process's part of NAME; %%p in FILE is the process index\n"
             "  --out: a path ending in .npz writes one archive (result0, result1, ... and named results)\n"
             "  --cast: convert float64 inputs to f32, bf16 or f16 by rounding, int64 to i32\n"
