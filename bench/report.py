@@ -693,14 +693,14 @@ def signature_inputs(shardc, work, sample, fn, const, rng, ints):
     sig = [l for l in out.splitlines() if l.startswith("partitioned fn %s(" % fn)][0].split(" -> ")[0]
     sizes = dict(kv.split("=") for kv in MLP_MESH.split(","))
     flags, local = [], 0
-    for name, dtype, dims, sh in re.findall(r"(\w+): (\w+)\[([\d,]*)\](?: \{([^}]*)\})?", sig):
+    for name, dtype, dims, sh in re.findall(r"([\w.]+): (\w+)\[([\d,]*)\](?: \{([^}]*)\})?", sig):   # a record's p.w1
         shape = tuple(int(x) for x in dims.split(",") if x)
         path = os.path.join(work, "%s-%s.npy" % (fn, name))
         if dtype == "i32":
             a = rng.integers(0, ints, shape).astype(np.int32)
         elif name == "t":
             a = np.zeros(shape, np.float32)
-        elif name.startswith("v_") and "adam" in fn:
+        elif name.startswith(("v_", "v.")) and "adam" in fn:
             a = np.full(shape, 1e-3, np.float32)         # Adam's second moments: positive
         else:
             a = (rng.standard_normal(shape) * (0.02 if len(shape) > 1 else 1.0)).astype(np.float32)

@@ -164,7 +164,7 @@ static PtrVec one(ParseCtx *ctx, void *p) {
 
 %token T_NL "end of line"
 %token T_MESH "mesh" T_CONST "const" T_FN "fn" T_SPMD "spmd" T_RETURN "return"
-%token T_FOR "for" T_IN "in" T_SUBMESH "submesh" T_ON "on"
+%token T_FOR "for" T_IN "in" T_SUBMESH "submesh" T_ON "on" T_RECORD "record"
 %token T_AND "and" T_OR "or" T_XOR "xor" T_NOT "not"
 %token T_ARROW "->" T_DOTDOT ".." T_LE "<=" T_GE ">=" T_EQ "==" T_NE "!=" T_PLUSEQ "+="
 %token <ival> T_INT "integer" T_IDENT "name" T_DTYPE "dtype"
@@ -184,7 +184,7 @@ static PtrVec one(ParseCtx *ctx, void *p) {
 
 %type <expr> expr postfix primary subscript name
 %type <vec> exprs opt_exprs subscripts names bindings params results types dims opt_dims
-%type <vec> stmts indices
+%type <vec> stmts indices fields
 %type <stmt> stmt
 %type <type> type sig_type
 %type <dim> dim
@@ -206,6 +206,9 @@ top:
   | "const" bindings        { $$ = node(ctx, sizeof *$$); $$->kind = TOP_CONST; $$->loc = @1; $$->bindings = $2; }
   | "submesh" bindings      { $$ = node(ctx, sizeof *$$); $$->kind = TOP_SUBMESH; $$->loc = @1; $$->bindings = $2; }
   | fn                      { $$ = node(ctx, sizeof *$$); $$->kind = TOP_FN; $$->loc = $1->loc; $$->fn = $1; }
+  | "record" name '{' fields '}' {
+        $$ = node(ctx, sizeof *$$); $$->kind = TOP_RECORD; $$->loc = $2->loc; $$->sym = $2->sym; $$->fields = $4;
+    }
   | name fn                 {   /* `checkpoint fn f(...)`: no other word may stand before fn */
         if (strcmp(sym_name(ctx->syms, $1->sym), "checkpoint") != 0) {
             char hint[48];
@@ -267,6 +270,19 @@ params:
     }
   ;
 
+/* A record's fields, one a line or separated by commas. */
+fields:
+    %empty                          { $$ = (PtrVec){0}; }
+  | fields T_NL
+  | fields ','
+  | fields name ':' sig_type        {
+        AstParam *p = node(ctx, sizeof *p);
+        *p = (AstParam){$2->sym, $4, $2->loc};
+        ptrvec_push(ctx->arena, &$1, p);
+        $$ = $1;
+    }
+  ;
+
 results:
     types
   | '(' types ')'                   { $$ = $2; }
@@ -277,12 +293,18 @@ types:
   | types ',' sig_type              { ptrvec_push(ctx->arena, &$1, $3); $$ = $1; }
   ;
 
-/* A parameter's or a result's type.  Only a type can stand here, so a name
- * is a dtype misspelled (f23) or one that does not exist (i64): say which
- * dtypes do, where bison would say only "expecting dtype". */
+/* A parameter's or a result's type: a tensor type or a record's name
+ * (sema/records.c says "unknown dtype", with the dtypes, when no record has
+ * it).  A name with dims is a dtype misspelled: say which dtypes there are,
+ * where bison would say only "expecting dtype". */
 sig_type:
     type
   | name                            {
+        $$ = node(ctx, sizeof *$$);
+        $$->loc = $1->loc;
+        $$->record = 1 + $1->sym;
+    }
+  | name '[' opt_dims ']'           {     /* a dtype misspelled (f23) or one that does not exist (i64) */
         char hint[200];
         const char *word = sym_name(ctx->syms, $1->sym);
         parse_error(ctx, $1->loc, "unknown dtype '%s'%s", word, dtype_hint(word, hint, sizeof hint));
@@ -430,6 +452,12 @@ postfix:
         if (!nest(ctx, $$)) YYABORT;
     }
   | postfix '(' opt_exprs ')'       { if (!($$ = nest(ctx, call(ctx, $1, $3, @2)))) YYABORT; }
+  | postfix '.' name                {
+        $$ = expr(ctx, E_FIELD, @2);
+        $$->lhs = $1;
+        $$->sym = $3->sym;
+        if (!nest(ctx, $$)) YYABORT;
+    }
   ;
 
 subscripts:

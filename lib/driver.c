@@ -118,7 +118,7 @@ static void usage(FILE *out, const char *prog) {
             "           [--outputs gather|local] [--local-devices L] [--repeat N | --steps N [--log-every K]]\n"
             "           [--cast]\n"
             "  --in: NAME=FILE.npz reads the archive's array NAME, NAME=FILE.npz:KEY its array KEY,\n"
-            "        FILE.npz every parameter by name\n"
+            "        FILE.npz every parameter by name; a record NAME=FILE.npz reads every field\n"
             "  --local-in: FILE holds this process's part of NAME; %%p in FILE is the process index\n"
             "  --out: a path ending in .npz writes one archive (result0, result1, ... and named results)\n"
             "  --cast: convert float64 inputs to f32, bf16 or f16 by rounding, int64 to i32\n"
@@ -141,16 +141,51 @@ static int is_archive(const char *v) {
     return !strchr(v, '=') && n > 4 && strcmp(v + n - 4, ".npz") == 0;
 }
 
+/* --in p=FILE for a record p: its fields' parameters p.wq, p.layer.wq, ...
+ * (named so by the compiler), each from the archive by
+ * sk_npy_record_file.  The number of fields, 0 when p is no record, -1
+ * after an error (in r->err).  The fields' file names live as long as the
+ * process. */
+static int record_input(Run *r, const char *opt, const char *v, int len) {
+    int n = 0;
+    for (int k = 0; k < r->p->nparams; k++) {
+        const char *p = r->p->params[k].name;
+        if ((int)strlen(p) <= len + 1 || memcmp(p, v, (size_t)len) != 0 || p[len] != '.')
+            continue;
+        char buf[4096], rec[128];
+        snprintf(rec, sizeof rec, "%.*s", len < 100 ? len : 100, v);
+        int rc = strcmp(opt, "--in") == 0 ? sk_npy_record_file(v + len + 1, rec, p + len + 1, buf, sizeof buf) : -1;
+        if (rc == -1) {
+            sk_run_fail(r, "%s '%s': '%s' is a record, read from a .npz archive (its fields by name: --in %s=FILE.npz)",
+                        opt, v, rec, rec);
+            return -1;
+        }
+        if (rc < 0 || r->file[k] || !(r->file[k] = strdup(buf))) {
+            sk_run_fail(r, "%s %s: %s", opt, p, rc < 0 ? "the file name is too long" : r->file[k] ? "given twice" : "out of memory");
+            return -1;
+        }
+        n++;
+    }
+    return n;
+}
+
 /* --in / --local-in NAME=FILE.  0, or 1 for an error (in r->err). */
 static int parse_input(Run *r, const char *opt, const char *v) {
     const char *eq = strchr(v, '=');
     int len = eq ? (int)(eq - v) : (int)strlen(v), which = eq ? find_param(r->p, v, len) : -1;
+    int fields = which < 0 && eq ? record_input(r, opt, v, len) : 0;
+    if (fields)
+        return fields < 0;
     if (which < 0) {
         char want[128], hint[160];
         snprintf(want, sizeof want, "%.*s", len < 100 ? len : 100, v);
         Suggest sg = suggest_begin(want);
-        for (int k = 0; k < r->p->nparams; k++)
+        for (int k = 0; k < r->p->nparams; k++) {
+            const char *dot = strchr(r->p->params[k].name, '.');     /* a record's field: the record too */
+            if (dot)
+                suggest_add(&sg, r->p->params[k].name, (int)(dot - r->p->params[k].name));
             suggest_add(&sg, r->p->params[k].name, -1);
+        }
         sk_run_fail(r, "%s '%s': '%s' has no parameter named '%.*s'%s", opt, v, r->p->fn, len, v,
                     suggest_text(&sg, hint, sizeof hint));
         return 1;
@@ -178,7 +213,8 @@ static long number(const char *v, long lo, long hi) {
 static int parse_args(Run *r, int argc, char **argv) {
     static const char *const opts[] = {"--in", "--local-in", "--out", "--outputs", "--repeat", "--local-devices",
                                        "--steps", "--log-every", "--cast"};
-    const char *archive = NULL;
+    const char *archive[16];                   /* --in FILE.npz alone, in order */
+    int narchives = 0;
     for (int i = 1; i < argc; i++) {
         char opt[32];
         const char *a = argv[i], *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
@@ -204,7 +240,11 @@ static int parse_args(Run *r, int argc, char **argv) {
             return 2;
         const char *v = eq ? eq + 1 : argv[++i];
         if (o == 0 && is_archive(v)) {
-            archive = v;
+            if (narchives == (int)(sizeof archive / sizeof *archive)) {
+                sk_run_fail(r, "--in %s: at most %d archives alone", v, narchives);
+                return 2;
+            }
+            archive[narchives++] = v;
             continue;
         }
         if (o <= 1 && parse_input(r, opt, v))
@@ -234,8 +274,14 @@ static int parse_args(Run *r, int argc, char **argv) {
     }
     if (r->steps && !r->log_every)
         r->log_every = r->steps / 10 > 1 ? r->steps / 10 : 1;     /* about 10 lines */
-    for (int k = 0; archive && k < r->p->nparams; k++)
-        r->file[k] = r->file[k] ? r->file[k] : archive;
+    /* Each parameter not named otherwise: the first archive with its array
+     * (--in data.npz --in ck.npz), else the first, whose error lists its arrays. */
+    for (int k = 0; narchives && k < r->p->nparams; k++) {
+        for (int a = 0; !r->file[k] && a < narchives; a++)
+            if (narchives == 1 || sk_npz_has(archive[a], r->p->params[k].name))
+                r->file[k] = archive[a];
+        r->file[k] = r->file[k] ? r->file[k] : archive[0];
+    }
     size_t n = r->out ? strlen(r->out) : 0;
     r->npz_out = n > 4 && strcmp(r->out + n - 4, ".npz") == 0;
     if (r->npz_out && r->local_outputs) {

@@ -1042,6 +1042,41 @@ int sk_npy_read_source(const sk_npy_source *src, const sk_npy_shape *want, sk_np
     return rc;
 }
 
+int sk_npz_has(const char *path, const char *member) {
+    int fd = open(path, O_RDONLY), has = 0;
+    struct stat st;
+    ZipDir zd;
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !zip_dir(fd, (int64_t)st.st_size, &zd)) {
+        unsigned char *cd = malloc((size_t)zd.cd_size + 1);
+        char names[8];
+        ZipEntry z;
+        has = cd && !pread_all(fd, cd, (size_t)zd.cd_size, zd.cd_at) &&
+              !zip_lookup(cd, zd.cd_size, zd.entries, member, &z, names, sizeof names);
+        free(cd);
+    }
+    close(fd);
+    return has;
+}
+
+int sk_npy_record_file(const char *file, const char *record, const char *field, char *out, size_t cap) {
+    size_t n = strlen(file);
+    const char *colon = NULL;
+    for (const char *p = strstr(file, ".npz:"); p; p = strstr(p + 1, ".npz:"))
+        colon = p + 4;
+    int w;
+    if (n >= 4 && strcmp(file + n - 4, ".npz") == 0) {
+        char full[4096];
+        snprintf(full, sizeof full, "%s.%s", record, field);
+        w = snprintf(out, cap, "%s:%s", file, sk_npz_has(file, full) ? full : field);
+    } else if (colon && colon[1])
+        w = snprintf(out, cap, "%s.%s", file, field);
+    else
+        return -1;
+    return w < 0 || (size_t)w >= cap ? -2 : 0;
+}
+
 int sk_npy_split_npz(const char *file, const char *name, char *path, size_t cap, const char **member) {
     size_t n = strlen(file);
     const char *colon = NULL;

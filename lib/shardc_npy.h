@@ -75,6 +75,15 @@ const char *sk_npy_file_converted(const sk_npy_file *f);
  * "a.npz:KEY" its array KEY.  The file's path goes to path; returns 1 with
  * *member set for an archive, 0 for a .npy file, -1 when path is too long. */
 int sk_npy_split_npz(const char *file, const char *name, char *path, size_t cap, const char **member);
+/* 1 when the .npz archive at path has the array `member`, else 0 (also
+ * when path cannot be read as an archive: reading it then says why). */
+int sk_npz_has(const char *path, const char *member);
+/* `--in p=FILE` for a record p (docs/cli.md, "Records"): the --in FILE of
+ * its field `field` ("wq", "layer.wq") into out.  FILE.npz: the archive's
+ * array p.FIELD when it has one (what --out writes for a result returned as
+ * p), else its array FIELD (np.savez(**fields)); FILE.npz:KEY: its array
+ * KEY.FIELD.  -1 when FILE is no archive, -2 when out is too small. */
+int sk_npy_record_file(const char *file, const char *record, const char *field, char *out, size_t cap);
 
 /* One array of an archive being written: NAME.npy. */
 typedef struct {

@@ -50,6 +50,7 @@ typedef struct {
     int ndims;
     AstDim *dims;
     Loc loc;
+    int record;      /* a record's name as a type (`p: Params`): 1 + its symbol; 0 for a tensor type */
 } AstType;
 
 /* Operators: single characters stand for themselves ('+', '<', ...); the
@@ -69,6 +70,7 @@ typedef enum {
     E_LIST,     /* [a, b, ...] */
     E_TUPLE,    /* (a, b, ...) */
     E_TYPE,     /* a tensor type used as a value: zeros(f32[8, 16]) */
+    E_FIELD,    /* lhs.sym: a record's field (sema/records.c rewrites it away) */
 } ExprKind;
 
 struct Expr {
@@ -140,12 +142,14 @@ typedef struct {
     Loc loc;
 } AstBinding;           /* `X = 2` in a mesh line, `N = 1024` in a const line, `first = S[0]` in a submesh line */
 
-typedef enum { TOP_MESH, TOP_CONST, TOP_FN, TOP_SUBMESH } TopKind;
+typedef enum { TOP_MESH, TOP_CONST, TOP_FN, TOP_SUBMESH, TOP_RECORD } TopKind;
 typedef struct {
     TopKind kind;
     Loc loc;
     PtrVec bindings;        /* AstBinding*: mesh axes, constants or submeshes (`first = S[0]`) */
     AstFn *fn;
+    int sym;                /* TOP_RECORD: its name */
+    PtrVec fields;          /* TOP_RECORD: AstParam*, a field's name and type */
 } AstTop;
 
 typedef struct {

@@ -33,9 +33,11 @@ static int find_param(const Module *m, const Fn *fn, const char *name, size_t le
     snprintf(want, sizeof want, "%.*s", (int)(len < 100 ? len : 100), name);
     Suggest sg = suggest_begin(want);
     for (int i = 0; i < fn->nparams; i++) {
-        const char *p = param_name(m, fn, i);
+        const char *p = param_name(m, fn, i), *dot = p ? strchr(p, '.') : NULL;
         if (p && strlen(p) == len && memcmp(p, name, len) == 0)
             return i;
+        if (dot)                /* a record's field: the record too */
+            suggest_add(&sg, p, (int)(dot - p));
         suggest_add(&sg, p, -1);
     }
     suggest_text(&sg, hint, cap);
@@ -44,12 +46,41 @@ static int find_param(const Module *m, const Fn *fn, const char *name, size_t le
 
 /* Each parameter's file (`file`, NAME=FILE's FILE, or an archive given
  * alone for every parameter not named otherwise).  Returns an exit status. */
-static int match_ins(const Module *m, const Fn *fn, const char *const *ins, int nins, const char **file) {
-    const char *fname = sym_name(m->syms, fn->sym), *archive = NULL;
+/* --in p=FILE for a record p: its fields' parameters p.wq, p.layer.wq, ...
+ * (sema/records.c), each from the archive by sk_npy_record_file.  The
+ * number of fields, 0 when p is no record, -1 after an error. */
+static int record_ins(const Module *m, const Fn *fn, const char *in, const char *eq, Arena *arena, const char **file) {
+    size_t len = (size_t)(eq - in);
+    int n = 0;
+    for (int i = 0; i < fn->nparams; i++) {
+        const char *p = param_name(m, fn, i);
+        if (!p || strlen(p) <= len + 1 || memcmp(p, in, len) != 0 || p[len] != '.')
+            continue;
+        char buf[4096], rec[128];
+        snprintf(rec, sizeof rec, "%.*s", (int)(len < 100 ? len : 100), in);
+        int rc = sk_npy_record_file(eq + 1, rec, p + len + 1, buf, sizeof buf);
+        if (rc == -1) {
+            fprintf(stderr, "shardc: error: --in '%s': '%s' is a record, read from a .npz archive (its fields by "
+                    "name: %s=FILE.npz)\n", in, rec, rec);
+            return -1;
+        }
+        if (rc < 0 || file[i]) {
+            fprintf(stderr, "shardc: error: --in %s: %s\n", p, rc < 0 ? "the file name is too long" : "given twice");
+            return -1;
+        }
+        file[i] = arena_strndup(arena, buf, strlen(buf));
+        n++;
+    }
+    return n;
+}
+
+static int match_ins(const Module *m, const Fn *fn, const char *const *ins, int nins, Arena *arena, const char **file) {
+    const char *fname = sym_name(m->syms, fn->sym), **archive = arena_alloc(arena, sizeof(char *) * (size_t)(nins + 1));
+    int narchives = 0;
     for (int k = 0; k < nins; k++) {
         const char *eq = strchr(ins[k], '='), *npz = strstr(ins[k], ".npz");
         if (!eq && npz && !npz[4] && npz != ins[k]) {
-            archive = ins[k];              /* --in data.npz: every parameter by name */
+            archive[narchives++] = ins[k];     /* --in data.npz: every parameter by name */
             continue;
         }
         if (!eq || eq == ins[k] || !eq[1]) {
@@ -58,6 +89,11 @@ static int match_ins(const Module *m, const Fn *fn, const char *const *ins, int 
         }
         char hint[160];
         int i = find_param(m, fn, ins[k], (size_t)(eq - ins[k]), hint, sizeof hint);
+        int fields = i < 0 ? record_ins(m, fn, ins[k], eq, arena, file) : 0;
+        if (fields < 0)
+            return 1;
+        if (fields)
+            continue;
         if (i < 0) {
             fprintf(stderr, "shardc: error: --in '%s': '%s' has no parameter named '%.*s'%s\n", ins[k], fname,
                     (int)(eq - ins[k]), ins[k], hint);
@@ -70,9 +106,14 @@ static int match_ins(const Module *m, const Fn *fn, const char *const *ins, int 
         file[i] = eq + 1;
     }
     for (int i = 0; i < fn->nparams; i++) {
-        file[i] = file[i] ? file[i] : archive;
+        /* The first archive alone with the parameter's array (--in data.npz
+         * --in ck.npz), else the first, whose error lists its arrays. */
+        const char *name = param_name(m, fn, i);
+        for (int a = 0; !file[i] && a < narchives; a++)
+            if (narchives == 1 || (name && sk_npz_has(archive[a], name)))
+                file[i] = archive[a];
+        file[i] = file[i] ? file[i] : narchives ? archive[0] : NULL;
         if (!file[i]) {
-            const char *name = param_name(m, fn, i);
             fprintf(stderr, "shardc: error: no --in for parameter '%s' of '%s', which needs a .npy file of ",
                     name ? name : "?", fname);
             print_type(&fn->params[i].type);
@@ -166,7 +207,7 @@ int interp_command(const Module *m, int f, const char *const *ins, int nins, con
     const char **file = arena_alloc(&arena, sizeof(char *) * ((size_t)fn->nparams + 1));
     InterpValue *args = arena_alloc(&arena, sizeof *args * ((size_t)fn->nparams + 1));
     InterpValue *res = arena_alloc(&arena, sizeof *res * ((size_t)fn->nresults + 1));
-    int rc = match_ins(m, fn, ins, nins, file);
+    int rc = match_ins(m, fn, ins, nins, &arena, file);
     if (!rc)
         rc = read_inputs(m, fn, file, cast, args);
     char err[512];

@@ -83,7 +83,8 @@ const OptionSpec shardc_options[] = {
     {OPT_IN, "--in", "NAME=FILE", CMD_INTERP | CMD_RUN,
      "with interp and run: parameter NAME from a .npy file (one per parameter);\n"
      "NAME=FILE.npz takes the array NAME of an archive, NAME=FILE.npz:KEY its\n"
-     "array KEY, and FILE.npz alone every parameter by name", NULL},
+     "array KEY, and FILE.npz alone every parameter by name; for a record NAME,\n"
+     "every field (NAME.FIELD, else FIELD)", NULL},
     {OPT_OUT, "--out", "DIR", CMD_INTERP | CMD_RUN,
      "with interp and run: where the results are written (a path ending in .npz:\n"
      "one archive holding result0, result1, ... and the named results)", NULL},

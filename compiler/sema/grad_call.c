@@ -20,11 +20,16 @@ static int param_named(Sema *s, int f, const Expr *name) {
     for (int i = 0; i < af->params.n; i++)
         if (((const AstParam *)af->params.items[i])->sym == name->sym)
             return i;
-    const char *all = "";
+    const char *all = "", *prev = "";
     Suggest sg = suggest_begin(sym(s, name->sym));
     for (int i = 0; i < af->params.n; i++) {
-        const char *p = sym(s, ((const AstParam *)af->params.items[i])->sym);
-        all = arena_printf(s->arena, "%s%s'%s'", all, i ? ", " : "", p);
+        const char *p = sym(s, ((const AstParam *)af->params.items[i])->sym), *dot = strchr(p, '.');
+        if (dot)        /* a record's fields (p.wq, records.c): the record, once */
+            p = arena_strndup(s->arena, p, (size_t)(dot - p));
+        if (dot && strcmp(p, prev) == 0)
+            continue;
+        prev = p;
+        all = arena_printf(s->arena, "%s%s'%s'", all, *all ? ", " : "", p);
         near_add(&sg, p);
     }
     sema_error(s, name->loc, "'%s' is not a parameter of '%s' (its parameters: %s)%s", sym(s, name->sym), sym(s, af->sym),
@@ -56,8 +61,16 @@ static int derived_fn(Sema *s, const Expr *t, int f, int value, const int32_t *w
             return d;
     const Fn *src = &m->fns[f];
     const char *name = arena_printf(s->arena, "%s_%s", sym(s, src->sym), value ? "value_and_grad" : "grad");
-    for (int i = 0; i < n; i++)
-        name = arena_printf(s->arena, "%s_%s", name, sym(s, ((const AstParam *)s->ast_fns[f]->params.items[wrt[i]])->sym));
+    const char *prev = "";
+    for (int i = 0; i < n; i++) {
+        /* A record's fields (`p.wq`, records.c) are named once, by the record. */
+        const char *p = sym(s, ((const AstParam *)s->ast_fns[f]->params.items[wrt[i]])->sym), *dot = strchr(p, '.');
+        if (dot)
+            p = arena_strndup(s->arena, p, (size_t)(dot - p));
+        if (!dot || strcmp(p, prev) != 0)
+            name = arena_printf(s->arena, "%s_%s", name, p);
+        prev = dot ? p : "";
+    }
     if (m->nfns == m->fns_cap)       /* sema_program reserved one slot per transform call */
         sema_error(s, t->loc, "internal error: no room for the fn of this transform");
     int id = fresh_fn_name(s, name);

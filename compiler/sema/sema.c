@@ -40,8 +40,12 @@ void near_add(Suggest *sg, const char *name) {
 void near_add_scope(Sema *s, Suggest *sg, unsigned kinds) {
     for (int id = 0; id < s->nsyms; id++) {
         const Binding *b = lookup(s, id);
-        if ((b && kinds >> b->kind & 1) || (kinds & NEAR_BUILTINS && s->builtin[id]))
-            near_add(sg, sym(s, id));
+        if ((b && kinds >> b->kind & 1) || (kinds & NEAR_BUILTINS && s->builtin[id])) {
+            const char *name = sym(s, id), *dot = strchr(name, '.');
+            if (dot)            /* a record's field `p.wq` (records.c): the record's name is what was written */
+                name = arena_strndup(s->arena, name, (size_t)(dot - name));
+            near_add(sg, name);
+        }
     }
 }
 
@@ -477,6 +481,7 @@ int sema_program(Module *m, Diag *diag, const AstProgram *prog, const MeshOverri
     s->syms = m->syms;
     s->arena = m->arena;
     s->stmts_left = MAX_STMTS_RUN;
+    prog = lower_records(s, prog);
     builtins_init(s);    /* interns the builtin names and sets nsyms */
     s->global = arena_alloc(s->arena, sizeof(Binding) * (size_t)s->nsyms);
     s->local = arena_alloc(s->arena, sizeof(Binding) * (size_t)s->nsyms);

@@ -209,6 +209,9 @@ enum {
     RB_KEY, RB_SPLIT, RB_FOLD_IN, RB_BITS, RB_UNIFORM, RB_NORMAL, RB_TRUNCATED_NORMAL, RB_BERNOULLI, RB_RANDINT,
 };
 Val random_builtin(Sema *s, const Expr *e, int which);
+/* records.c: the program with its records lowered to their tensor fields
+ * (run before builtins_init: it interns the fields' names, `p.wq`) */
+const AstProgram *lower_records(Sema *s, const AstProgram *prog);
 
 /* replication.c */
 void check_replication(Sema *s, Fn *fn);

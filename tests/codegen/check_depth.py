@@ -74,7 +74,7 @@ def gpt_train_step(tap, shardc, tmp):
     tokens = rng.integers(0, cfg["V"], (cfg["B"], cfg["S"])).astype(np.int32)
     labels = rng.integers(0, cfg["V"], (cfg["B"], cfg["S"])).astype(np.int32)
     inputs = os.path.join(tmp, "gpt_in.npz")
-    np.savez(inputs, tokens=tokens, labels=labels, **w, **{"v_" + k: a for k, a in v.items()})
+    np.savez(inputs, tokens=tokens, labels=labels, **gpt_ref.as_record(w, "p"), **gpt_ref.as_record(v, "v"))
     loss, nw, nv = gpt_ref.train_step(tokens, labels, {k: a.astype(np.float64) for k, a in w.items()},
                                       {k: a.astype(np.float64) for k, a in v.items()})
     want = [loss] + [nw[k] for k in gpt_ref.NAMES] + [nv[k] for k in gpt_ref.NAMES]

@@ -53,9 +53,9 @@ def mlp_inputs(rng, adam_state):
     y = np.sin(x @ (rng.standard_normal((d, o)) / np.sqrt(d)))
     ws = [rng.standard_normal((d, h)) * 0.5 / np.sqrt(d), np.zeros(h), rng.standard_normal((h, o)) * 0.5 / np.sqrt(h),
           np.zeros(o)]
-    inputs = {"x": x, "y": y}
-    inputs.update(zip(MLP_NAMES, ws))
-    for pre in (("m_", "v_") if adam_state else ("v_",)):
+    inputs = {"x": x, "y": y}                  # the records p, m and v by their fields (p.w1, ...)
+    inputs.update(zip(["p." + n for n in MLP_NAMES], ws))
+    for pre in (("m.", "v.") if adam_state else ("v.",)):
         inputs.update({pre + n: np.zeros_like(w) for n, w in zip(MLP_NAMES, ws)})
     if adam_state:
         inputs["t"] = np.zeros(())
@@ -67,18 +67,18 @@ def mlp_train(inputs, steps, optimizer):
     st = {k: np.asarray(v, np.float64) for k, v in inputs.items()}
     losses = []
     for _ in range(steps):
-        ws = [st[n] for n in MLP_NAMES]
+        ws = [st["p." + n] for n in MLP_NAMES]
         loss, gs = mlp_grads(st["x"], st["y"], *ws)
         losses.append(loss)
         if optimizer == "sgd":
-            ws, vs = sgd_momentum(ws, [st["v_" + n] for n in MLP_NAMES], gs)
-            st.update(zip(["v_" + n for n in MLP_NAMES], vs))
+            ws, vs = sgd_momentum(ws, [st["v." + n] for n in MLP_NAMES], gs)
+            st.update(zip(["v." + n for n in MLP_NAMES], vs))
         else:
-            ws, ms, vs, st["t"] = adam(ws, [st["m_" + n] for n in MLP_NAMES], [st["v_" + n] for n in MLP_NAMES], gs,
+            ws, ms, vs, st["t"] = adam(ws, [st["m." + n] for n in MLP_NAMES], [st["v." + n] for n in MLP_NAMES], gs,
                                        st["t"])
-            st.update(zip(["m_" + n for n in MLP_NAMES], ms))
-            st.update(zip(["v_" + n for n in MLP_NAMES], vs))
-        st.update(zip(MLP_NAMES, ws))
+            st.update(zip(["m." + n for n in MLP_NAMES], ms))
+            st.update(zip(["v." + n for n in MLP_NAMES], vs))
+        st.update(zip(["p." + n for n in MLP_NAMES], ws))
     return np.array(losses), {k: a for k, a in st.items() if k not in ("x", "y")}   # what the steps carry
 
 
@@ -104,8 +104,8 @@ def gpt_case(cfg=GPT_CFG, steps=200, learn=0.5, name="gpt train_step"):
     def make():
         inputs = gpt_ref.train_inputs(np.random.default_rng(1), cfg)
         losses, w, v = gpt_ref.train(cfg, inputs, steps)
-        final = dict(w)
-        final.update({"v_" + k: a for k, a in v.items()})
+        final = gpt_ref.as_record(w, "p")
+        final.update(gpt_ref.as_record(v, "v"))
         return inputs, losses, final
     const = ",".join("%s=%d" % kv for kv in cfg.items())
     return (name, os.path.join(ROOT, "samples", "gpt.tdsl"), "train_step", const, steps, learn, make)

@@ -29,6 +29,17 @@ NAMES = ["wte", "wpe", "ln1_g", "ln1_b", "wq", "wk", "wv", "wo", "bo", "ln2_g", 
          "b_out", "lnf_g", "lnf_b", "w_vocab"]
 LAYER = NAMES[2:15]
 
+
+def field(k, rec="p"):
+    """The sample's parameter name of weight k in its record rec (train_step's
+    p or v: a Gpt, the per-layer weights in its `layers`): p.wte, v.layers.wq."""
+    return "%s.%s%s" % (rec, "layers." if k in LAYER else "", k)
+
+
+def as_record(w, rec="p"):
+    """Weights by name as the fields of record rec, by parameter name."""
+    return {field(k, rec): a for k, a in w.items()}
+
 EPS, SCALE, MASK = 1e-5, 0.125, -1e9
 GELU_C, GELU_A = 1.5957691216057308, 0.044715      # 2 sqrt(2 / pi); the cubic's coefficient
 
@@ -187,14 +198,14 @@ def train_step(tokens, labels, w, v, lr=0.1, mu=0.9):
 
 def train(cfg, inputs, steps, lr=0.1, dtype=np.float64):
     """`steps` train_steps from inputs (train_step's parameters by name:
-    tokens, labels, the weights and v_<weight>), each feeding its new weights
+    tokens, labels and the records p and v: p.wte, v.layers.wq, ...), each feeding its new weights
     and velocities to the next, as `shardc run --steps N` does.  Returns the
     per-step losses (each step's loss, before its update) and the final
     weights and velocities by name.  dtype=np.float32 runs the steps in f32,
     as the sample does (to see how far rounding moves the trajectory)."""
-    assert inputs["wte"].shape == shapes(cfg)["wte"]
-    w = {k: np.asarray(inputs[k], dtype) for k in NAMES}
-    v = {k: np.asarray(inputs["v_" + k], dtype) for k in NAMES}
+    assert inputs[field("wte")].shape == shapes(cfg)["wte"]
+    w = {k: np.asarray(inputs[field(k, "p")], dtype) for k in NAMES}
+    v = {k: np.asarray(inputs[field(k, "v")], dtype) for k in NAMES}
     losses = []
     for _ in range(steps):
         loss, w, v = train_step(inputs["tokens"], inputs["labels"], w, v, dtype(lr), dtype(0.9))
@@ -239,8 +250,8 @@ def train_inputs(rng, cfg, scale=0.3):
     loss is near log V), zero velocities."""
     tokens, labels = learnable_data(rng, cfg)
     w = init_weights(rng, cfg, scale)
-    inputs = dict(tokens=tokens, labels=labels, **w)
-    inputs.update({"v_" + k: np.zeros_like(a) for k, a in w.items()})
+    inputs = dict(tokens=tokens, labels=labels, **as_record(w, "p"))
+    inputs.update(as_record({k: np.zeros_like(a) for k, a in w.items()}, "v"))
     return inputs
 
 

@@ -1925,8 +1925,9 @@ def gpt(rng, m):
     peak = logits.max(-1)
     lse = np.log(np.exp(logits - peak[..., None]).sum(-1)) + peak
     picked = np.take_along_axis(logits, labels[..., None], -1)[..., 0]
-    inputs = dict(tokens=tokens, labels=labels, wte=wte, wpe=wpe, lnf_g=lnf_g.astype(np.float32),
-                  lnf_b=lnf_b.astype(np.float32), w_vocab=w_vocab.astype(np.float32), **w)
+    inputs = dict(tokens=tokens, labels=labels, **gpt_ref.as_record(dict(
+        wte=wte, wpe=wpe, lnf_g=lnf_g.astype(np.float32), lnf_b=lnf_b.astype(np.float32),
+        w_vocab=w_vocab.astype(np.float32), **w)))                  # gpt's record p
     return inputs, [((lse - picked).mean(), "f32")]
 
 
@@ -2104,8 +2105,8 @@ def gpt_train_step(rng, m):
     labels = rng.integers(0, cfg["V"], (cfg["B"], cfg["S"])).astype(np.int32)
     loss, nw, nv = gpt_ref.train_step(tokens, labels, {k: d(a) for k, a in w.items()},
                                       {k: d(a) for k, a in v.items()})
-    inputs = dict(tokens=tokens, labels=labels, **w)
-    inputs.update({"v_" + k: a for k, a in v.items()})
+    inputs = dict(tokens=tokens, labels=labels, **gpt_ref.as_record(w, "p"))
+    inputs.update(gpt_ref.as_record(v, "v"))
     return inputs, [(loss, "f32")] + [(nw[k], "f32") for k in gpt_ref.NAMES] + [(nv[k], "f32") for k in gpt_ref.NAMES]
 
 
@@ -2814,9 +2815,9 @@ def train_sgd(rng, m):
     vs = [(normal(rng, *w.shape) * 0.1).astype(np.float32) for w in ws]
     loss, gs = mlp_grads(d(x), d(y), *map(d, ws))
     nws, nvs = sgd_momentum(list(map(d, ws)), list(map(d, vs)), gs)
-    inputs = {"x": x, "y": y}
-    inputs.update({n: w for (n, _), w in zip(MLP_SHAPES, ws)})
-    inputs.update({"v_" + n: v for (n, _), v in zip(MLP_SHAPES, vs)})
+    inputs = {"x": x, "y": y}                  # the records p and v by their fields
+    inputs.update({"p." + n: w for (n, _), w in zip(MLP_SHAPES, ws)})
+    inputs.update({"v." + n: v for (n, _), v in zip(MLP_SHAPES, vs)})
     return inputs, [(loss, "f32")] + [(w, "f32") for w in nws] + [(v, "f32") for v in nvs]
 
 
@@ -2828,7 +2829,7 @@ def train_adam(rng, m):
     loss, gs = mlp_grads(d(x), d(y), *map(d, ws))
     nws, nms, nvs, nt = adam(list(map(d, ws)), list(map(d, ms)), list(map(d, vs)), gs, 4.0)
     inputs = {"x": x, "y": y, "t": np.array(t, np.float32)}
-    for pre, arrs in (("", ws), ("m_", ms), ("v_", vs)):
+    for pre, arrs in (("p.", ws), ("m.", ms), ("v.", vs)):
         inputs.update({pre + n: a for (n, _), a in zip(MLP_SHAPES, arrs)})
     wants = [(loss, "f32")] + [(a, "f32") for a in nws + nms + nvs] + [(nt, "f32")]
     return inputs, wants
