@@ -16,6 +16,7 @@
 
 #include "shardc_elementwise.h"
 #include "shardc_parallel.h"
+#include "shardc_rng.h"
 #include "shardc_rt.h"
 
 #include <stddef.h>
@@ -185,17 +186,12 @@ int sk_scatter_add(sk_dtype t, sc_shape x_shape, const void *x, int nidx, const 
                    const int32_t *const *idx, const void *updates, void *out);
 int sk_iota(sk_dtype t, sc_shape s, int dim, void *out);
 /* random (random.c, docs/language.md#random-numbers): out[i] = the draw of
- * `kind` with key[0..1] at counter[i] (the element's index in the whole
- * tensor, i32 or u32 bits), n elements of dtype t: the Threefry words (u32;
- * a split key is both), JAX's 32 random bits (u32), uniform [0, 1), normal
- * and truncated normal (floating point; lo and hi point to the bounds, of
- * dtype t), randint (i32; lo and hi point to minval and maxval, i32).  lo
- * and hi are NULL for the other kinds.  The IR's op `random` numbers the
- * kinds the same. */
-typedef enum {
-    SK_RNG_WORD0, SK_RNG_WORD1, SK_RNG_BITS, SK_RNG_UNIFORM, SK_RNG_NORMAL, SK_RNG_TRUNCATED_NORMAL,
-    SK_RNG_RANDINT, SK_RNG_KIND_COUNT
-} sk_rng_kind;
+ * `kind` (shardc_rng.h) with key[0..1] at counter[i] (the element's index
+ * in the whole tensor, i32 or u32 bits), n elements of dtype t: the
+ * Threefry words (u32; a split key is both), JAX's 32 random bits (u32),
+ * uniform [0, 1), normal and truncated normal (floating point; lo and hi
+ * point to the bounds, of dtype t), randint (i32; lo and hi point to minval
+ * and maxval, i32).  lo and hi are NULL for the other kinds. */
 int sk_random(sk_rng_kind kind, sk_dtype t, const uint32_t *key, int64_t n, const uint32_t *counter, const void *lo,
               const void *hi, void *out);
 /* gather-dot: out[p, :] = x[p / rep, :] @ w[idx[p]] for p < rows, where

@@ -199,7 +199,7 @@ static void print_attrs(Printer *p, const Inst *in) {
     switch ((Op)in->op) {
     case OP_IOTA: fprintf(out, " iota_dimension=%lld", (long long)at[0]); break;
     case OP_RANDOM: {
-        /* sk_rng_kind's order (lib/shardc_lib.h). */
+        /* sk_rng_kind's order (lib/shardc_rng.h). */
         static const char *const kind[] = {"word0", "word1", "bits", "uniform", "normal", "truncated_normal",
                                            "randint"};
         fprintf(out, " distribution=%s", kind[at[0]]);

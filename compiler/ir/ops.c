@@ -4,7 +4,7 @@
  * propagation reads op_rule: one source of truth for what each op does to
  * shapes. */
 #include "ir.h"
-#include "../../lib/shardc_lib.h"   /* the kinds of random: sk_rng_kind */
+#include "../../lib/shardc_rng.h"   /* the kinds of random: sk_rng_kind */
 
 #include <string.h>
 

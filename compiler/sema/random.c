@@ -5,7 +5,7 @@
  * (their global offsets), so a split draw has the same values on every
  * mesh and layout without communication (JAX's threefry_partitionable). */
 #include "sema.h"
-#include "../../lib/shardc_lib.h"    /* sk_rng_kind */
+#include "../../lib/shardc_rng.h"    /* sk_rng_kind */
 
 static const Expr *arg(const Expr *e, int i) { return e->args.items[i]; }
 
