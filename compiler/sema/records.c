@@ -52,6 +52,8 @@ typedef struct {
     PtrVec *out;                     /* the statements being written: a literal's checked fields go first */
     const char *lit_name;            /* the name a literal's leaf is bound to (p.w in p = P { w: x }), or NULL */
     int nliterals;                   /* literals not assigned to a name, numbered for their leaves' names */
+    Expr ***lit_leaves;              /* by number - 1: the names of those literals' leaves bound so far */
+    int lit_cap;
 } Rec;
 
 static const char *name_of(Rec *r, int symbol) { return sym(r->s, symbol); }
@@ -274,8 +276,13 @@ static Expr *literal_leaf(Rec *r, const Expr *e, int k, int j) {
     const Expr *v = e->args.items[i];
     const char *up = r->lit_name, *name = up;
     if (!name) {
-        if (!e->ival)                /* numbered once, for the names of all its leaves */
-            ((Expr *)e)->ival = ++r->nliterals;
+        if (!e->ival) {              /* numbered once, for the names of all its leaves */
+            *VEC_PUSH(r->s->arena, r->lit_leaves, r->nliterals, r->lit_cap) =
+                arena_alloc(r->s->arena, sizeof(Expr *) * (size_t)r->rec[k].nleaves);
+            ((Expr *)e)->ival = r->nliterals;
+        }
+        if (r->lit_leaves[e->ival - 1][j])       /* bound already (all_literal_leaves) */
+            return r->lit_leaves[e->ival - 1][j];
         name = arena_printf(r->s->arena, "%s{%lld}.%s", rec_name(r, k), (long long)e->ival, path);
     }
     /* A nested literal binds the same name; any other expression's literals
@@ -288,8 +295,38 @@ static Expr *literal_leaf(Rec *r, const Expr *e, int k, int j) {
     } else
         value = rw(r, v);
     r->lit_name = up;
-    return checked(r, sym_intern(r->s->syms, name, strlen(name)), value, r->rec[k].leaf[j].type,
-                   arena_printf(r->s->arena, "field '%s' of record '%s'", path, rec_name(r, k)));
+    Expr *n = checked(r, sym_intern(r->s->syms, name, strlen(name)), value, r->rec[k].leaf[j].type,
+                      arena_printf(r->s->arena, "field '%s' of record '%s'", path, rec_name(r, k)));
+    if (!up)
+        r->lit_leaves[e->ival - 1][j] = n;
+    return n;
+}
+
+/* Before one field of a record expression is read (`P { ... }.w`,
+ * `(p + P { ... }).l.w`): every leaf of the literals in it bound, so that
+ * each of their fields is checked, read or not. */
+static void all_literal_leaves(Rec *r, const Expr *e) {
+    int k = rtype(r, e);
+    if (k < 0)
+        return;
+    switch (e->kind) {
+    case E_RECORD:
+        for (int j = 0; j < r->rec[k].nleaves; j++)
+            leaf(r, e, k, j);
+        return;
+    case E_FIELD:
+    case E_INDEX:
+    case E_UNARY: all_literal_leaves(r, e->lhs); return;
+    case E_BINARY:
+        all_literal_leaves(r, e->lhs);
+        all_literal_leaves(r, e->rhs);
+        return;
+    case E_CALL:
+        for (int i = 0; i < e->args.n && !e->lhs; i++)
+            all_literal_leaves(r, e->args.items[i]);
+        return;
+    default: return;
+    }
 }
 
 static const char *what_rec(Rec *r, int k) {
@@ -343,6 +380,7 @@ static Expr *leaf(Rec *r, const Expr *e, int k, int j) {
     case E_NAME: return name_expr(r, leaf_sym(r, e->sym, path), e->loc);
     case E_FIELD: {
         int q = rtype(r, e->lhs);
+        all_literal_leaves(r, e->lhs);
         return leaf(r, e->lhs, q, leaf_at(r, q, arena_printf(r->s->arena, "%s.%s", name_of(r, e->sym), path)));
     }
     case E_RECORD: return literal_leaf(r, e, k, j);
@@ -499,6 +537,7 @@ static Expr *rw(Rec *r, const Expr *e) {
         record_as_tensor(r, e, k);
     if (e->kind == E_FIELD) {
         int q = rtype(r, e->lhs);
+        all_literal_leaves(r, e->lhs);
         return leaf(r, e->lhs, q, leaf_at(r, q, name_of(r, e->sym)));
     }
     if (e->kind == E_NAME || e->kind == E_INT || e->kind == E_FLOAT || e->kind == E_TYPE)
