@@ -660,17 +660,17 @@ static void rw_field_assign(Rec *r, PtrVec *out, const Stmt *st) {
     }
     for (int j = 0; j < r->rec[want].nleaves; j++) {
         const char *lp = r->rec[want].leaf[j].path;
-        Stmt *c = copy_stmt(r, st);
-        c->sym = target;
-        c->field = NULL;
-        c->check_what = arena_printf(r->s->arena, "field '%s.%s' of '%s'", path, lp, name_of(r, root));
         int t = leaf_sym(r, target, lp);
         Expr *v = named_leaf(r, st->value, got, leaf_at(r, got, lp), t);
+        if (v->kind == E_NAME && v->sym == t)
+            continue;                /* a literal's leaf, bound and checked already */
+        Stmt *c = copy_stmt(r, st);
         c->sym = t;
+        c->field = NULL;
         c->value = v;
         c->check = r->rec[want].leaf[j].type;
-        if (!(v->kind == E_NAME && v->sym == t))
-            ptrvec_push(r->s->arena, out, c);
+        c->check_what = arena_printf(r->s->arena, "field '%s.%s' of '%s'", path, lp, name_of(r, root));
+        ptrvec_push(r->s->arena, out, c);
     }
 }
 
