@@ -170,6 +170,7 @@ static PtrVec one(ParseCtx *ctx, void *p) {
 %token <ival> T_INT "integer" T_IDENT "name" T_DTYPE "dtype"
 %token <fval> T_FLOAT "number"
 %token T_ERROR "invalid token"
+%token T_RECOPEN "'{' of a record"
 
 /* The logic ops bind more loosely than comparisons, so `a < b and b < c`
  * needs no parentheses; or < xor < and < not, as | ^ & ! in C. */
@@ -182,7 +183,7 @@ static PtrVec one(ParseCtx *ctx, void *p) {
 %left '*' '/' '%'
 %precedence UMINUS
 
-%type <expr> expr postfix primary subscript name
+%type <expr> expr postfix primary subscript name field_target literal_fields
 %type <vec> exprs opt_exprs subscripts names bindings params results types dims opt_dims
 %type <vec> stmts indices fields
 %type <stmt> stmt
@@ -207,6 +208,9 @@ top:
   | "submesh" bindings      { $$ = node(ctx, sizeof *$$); $$->kind = TOP_SUBMESH; $$->loc = @1; $$->bindings = $2; }
   | fn                      { $$ = node(ctx, sizeof *$$); $$->kind = TOP_FN; $$->loc = $1->loc; $$->fn = $1; }
   | "record" name '{' fields '}' {
+        $$ = node(ctx, sizeof *$$); $$->kind = TOP_RECORD; $$->loc = $2->loc; $$->sym = $2->sym; $$->fields = $4;
+    }
+  | "record" name T_RECOPEN fields '}' {    /* the lexer's '{' before `name:` (a literal's, lexer.l) */
         $$ = node(ctx, sizeof *$$); $$->kind = TOP_RECORD; $$->loc = $2->loc; $$->sym = $2->sym; $$->fields = $4;
     }
   | name fn                 {   /* `checkpoint fn f(...)`: no other word may stand before fn */
@@ -373,6 +377,15 @@ stmt:
             ptrvec_push(ctx->arena, &$$->names, $3.items[i]);
         $$->value = $5;
     }
+  | field_target '=' expr           {
+        const Expr *root = $1;
+        while (root->kind == E_FIELD)
+            root = root->lhs;
+        $$ = stmt(ctx, S_ASSIGN, @1);
+        $$->sym = root->sym;
+        $$->field = $1;
+        $$->value = $3;
+    }
   | "return" exprs                  { $$ = stmt(ctx, S_RETURN, @1); $$->values = $2; }
   | "for" name "in" expr ".." expr '{' stmts '}' {
         $$ = stmt(ctx, S_FOR, @1);
@@ -380,6 +393,25 @@ stmt:
         $$->lo = $4;
         $$->hi = $6;
         $$->body = $8;
+    }
+  ;
+
+ /* p.w or p.a.b on the left of '=': one field of a record set alone. */
+field_target:
+    name '.' name                   { $$ = expr(ctx, E_FIELD, @2); $$->lhs = $1; $$->sym = $3->sym; if (!nest(ctx, $$)) YYABORT; }
+  | field_target '.' name           { $$ = expr(ctx, E_FIELD, @2); $$->lhs = $1; $$->sym = $3->sym; if (!nest(ctx, $$)) YYABORT; }
+  ;
+
+/* A record literal's fields `name: expr`, one a line or separated by commas:
+ * binders gets the names, args the values. */
+literal_fields:
+    %empty                          { $$ = expr(ctx, E_RECORD, (Loc){0, 0}); }
+  | literal_fields T_NL
+  | literal_fields ','
+  | literal_fields name ':' expr    {
+        ptrvec_push(ctx->arena, &$1->binders, $2);
+        ptrvec_push(ctx->arena, &$1->args, $4);
+        $$ = $1;
     }
   ;
 
@@ -483,6 +515,12 @@ primary:
         $$->args = one(ctx, $2);
         for (int i = 0; i < $4.n; i++)
             ptrvec_push(ctx->arena, &$$->args, $4.items[i]);
+        if (!nest(ctx, $$)) YYABORT;
+    }
+  | name T_RECOPEN literal_fields '}' {
+        $$ = $3;
+        $$->sym = $1->sym;
+        $$->loc = $1->loc;
         if (!nest(ctx, $$)) YYABORT;
     }
   | '[' opt_exprs ']'               { $$ = expr(ctx, E_LIST, @1); $$->args = $2; if (!nest(ctx, $$)) YYABORT; }

@@ -71,6 +71,8 @@ typedef enum {
     E_TUPLE,    /* (a, b, ...) */
     E_TYPE,     /* a tensor type used as a value: zeros(f32[8, 16]) */
     E_FIELD,    /* lhs.sym: a record's field (sema/records.c rewrites it away) */
+    E_RECORD,   /* a record literal sym { f: e, ... }: args the values, binders the
+                 * field names (E_NAME), in the order written (sema/records.c) */
 } ExprKind;
 
 struct Expr {
@@ -114,6 +116,9 @@ struct Stmt {
     PtrVec values;          /* S_RETURN: Expr* */
     Expr *lo, *hi;          /* S_FOR bounds */
     PtrVec body;            /* S_FOR: Stmt* */
+    Expr *field;            /* S_ASSIGN to a record's field, p.a.b = e: the E_FIELD target (sym is p) */
+    AstType *check;         /* S_ASSIGN made by sema/records.c: the type its value must have, a field's */
+    const char *check_what; /* that field, for the message: "field 'w' of record 'P'" */
 };
 
 typedef struct {

@@ -49,6 +49,11 @@ typedef struct {
     int *touched;
     int ntouched, touched_cap;
     const FnInfo *cur;               /* the fn being rewritten */
+    PtrVec *out;                     /* the statements being written: a literal's checked fields go first */
+    const char *lit_name;            /* the name a literal's leaf is bound to (p.w in p = P { w: x }), or NULL */
+    int nliterals;                   /* literals not assigned to a name, numbered for their leaves' names */
+    Expr ***lit_leaves;              /* by number - 1: the names of those literals' leaves bound so far */
+    int lit_cap;
 } Rec;
 
 static const char *name_of(Rec *r, int symbol) { return sym(r->s, symbol); }
@@ -158,7 +163,6 @@ static int leaf_at(Rec *r, int k, const char *path) {
 /* ---- expressions ---- */
 
 static int rtype(Rec *r, const Expr *e);
-static Expr *rw(Rec *r, const Expr *e);
 
 /* Records of two types mix when they have the same fields, by name and in
  * order (the fields' types may differ: a sharding-generic record takes any
@@ -194,6 +198,137 @@ static const FnInfo *user_fn(Rec *r, const Expr *e) {
     return &r->fn[r->fn_by_sym[e->sym] - 1];
 }
 
+/* ---- record literals: P { w: x, l: L { ... } } ---- */
+
+/* The record a literal names, or an error with the nearest record's name. */
+static int literal_rec(Rec *r, const Expr *e) {
+    if (e->sym < r->nsyms && r->rec_by_sym[e->sym])
+        return r->rec_by_sym[e->sym] - 1;
+    Suggest sg = suggest_begin(name_of(r, e->sym));
+    for (int k = 0; k < r->nrec; k++)
+        near_add(&sg, rec_name(r, k));
+    sema_error(r->s, e->loc, "unknown record '%s' in a record literal%s", name_of(r, e->sym), near_text(r->s, &sg));
+}
+
+static const char *what_rec(Rec *r, int k);
+
+/* The literal's record, its fields checked: each of the record's fields
+ * given once, a record field's value a record with its fields. */
+static int check_literal(Rec *r, const Expr *e) {
+    int k = literal_rec(r, e);
+    const AstTop *t = r->rec[k].top;
+    for (int i = 0; i < e->binders.n; i++) {
+        const Expr *n = e->binders.items[i], *v = e->args.items[i];
+        const AstParam *f = field_of(r, k, n->sym, n->loc);
+        for (int j = 0; j < i; j++)
+            if (((const Expr *)e->binders.items[j])->sym == n->sym)
+                sema_error(r->s, n->loc, "field '%s' is given twice in this '%s' literal (first at %d:%d)", name_of(r, n->sym),
+                           rec_name(r, k), ((const Expr *)e->binders.items[j])->loc.line,
+                           ((const Expr *)e->binders.items[j])->loc.col);
+        int want = type_rec(r, f->type), got = rtype(r, v);
+        if (!same_fields(r, want, got) && (want >= 0 || got >= 0))
+            sema_error(r->s, v->loc, "field '%s' of record '%s' is %s, but this is %s", name_of(r, n->sym), rec_name(r, k),
+                       what_rec(r, want), what_rec(r, got));
+    }
+    const char *missing = "";
+    int nmissing = 0;
+    for (int i = 0; i < t->fields.n; i++) {
+        int f = ((const AstParam *)t->fields.items[i])->sym, given = 0;
+        for (int j = 0; j < e->binders.n && !given; j++)
+            given = ((const Expr *)e->binders.items[j])->sym == f;
+        if (!given)
+            missing = arena_printf(r->s->arena, "%s%s'%s'", missing, nmissing++ ? ", " : "", name_of(r, f));
+    }
+    if (nmissing)
+        sema_error(r->s, e->loc, "this '%s' literal lacks %s %s: a literal gives every field", rec_name(r, k),
+                   nmissing == 1 ? "field" : "fields", missing);
+    return k;
+}
+
+/* `name = value` checked against a field's type (sema.c, checked_field),
+ * written before the statement being rewritten; the name as an expression. */
+static Expr *checked(Rec *r, int name, Expr *value, AstType *type, const char *what) {
+    Stmt *st = arena_alloc(r->s->arena, sizeof *st);
+    st->kind = S_ASSIGN;
+    st->loc = value->loc;
+    st->sym = name;
+    st->value = value;
+    st->check = type;
+    st->check_what = what;
+    ptrvec_push(r->s->arena, r->out, st);
+    return name_expr(r, name, value->loc);
+}
+
+static Expr *leaf(Rec *r, const Expr *e, int k, int j);
+static Expr *rw(Rec *r, const Expr *e);
+
+/* Leaf j of literal e (record k): its field's value (or the leaf of a
+ * record field's value), checked against the leaf's type and bound to a name
+ * of its own: lit_name when the literal is assigned to a name, else
+ * "P{}.path", which no source name can take. */
+static Expr *literal_leaf(Rec *r, const Expr *e, int k, int j) {
+    const char *path = r->rec[k].leaf[j].path, *dot = strchr(path, '.');
+    size_t len = dot ? (size_t)(dot - path) : strlen(path);
+    int i = 0;
+    while (strlen(name_of(r, ((const Expr *)e->binders.items[i])->sym)) != len ||
+           strncmp(name_of(r, ((const Expr *)e->binders.items[i])->sym), path, len) != 0)
+        i++;
+    const Expr *v = e->args.items[i];
+    const char *up = r->lit_name, *name = up;
+    if (!name) {
+        if (!e->ival) {              /* numbered once, for the names of all its leaves */
+            *VEC_PUSH(r->s->arena, r->lit_leaves, r->nliterals, r->lit_cap) =
+                arena_alloc(r->s->arena, sizeof(Expr *) * (size_t)r->rec[k].nleaves);
+            ((Expr *)e)->ival = r->nliterals;
+        }
+        if (r->lit_leaves[e->ival - 1][j])       /* bound already (all_literal_leaves) */
+            return r->lit_leaves[e->ival - 1][j];
+        name = arena_printf(r->s->arena, "%s{%lld}.%s", rec_name(r, k), (long long)e->ival, path);
+    }
+    /* A nested literal binds the same name; any other expression's literals
+     * names of their own (two of them in one expression may not share). */
+    r->lit_name = v->kind == E_RECORD ? name : NULL;
+    Expr *value;
+    if (dot) {
+        int q = rtype(r, v);
+        value = leaf(r, v, q, leaf_at(r, q, dot + 1));
+    } else
+        value = rw(r, v);
+    r->lit_name = up;
+    Expr *n = checked(r, sym_intern(r->s->syms, name, strlen(name)), value, r->rec[k].leaf[j].type,
+                      arena_printf(r->s->arena, "field '%s' of record '%s'", path, rec_name(r, k)));
+    if (!up)
+        r->lit_leaves[e->ival - 1][j] = n;
+    return n;
+}
+
+/* Before one field of a record expression is read (`P { ... }.w`,
+ * `(p + P { ... }).l.w`): every leaf of the literals in it bound, so that
+ * each of their fields is checked, read or not. */
+static void all_literal_leaves(Rec *r, const Expr *e) {
+    int k = rtype(r, e);
+    if (k < 0)
+        return;
+    switch (e->kind) {
+    case E_RECORD:
+        for (int j = 0; j < r->rec[k].nleaves; j++)
+            leaf(r, e, k, j);
+        return;
+    case E_FIELD:
+    case E_INDEX:
+    case E_UNARY: all_literal_leaves(r, e->lhs); return;
+    case E_BINARY:
+        all_literal_leaves(r, e->lhs);
+        all_literal_leaves(r, e->rhs);
+        return;
+    case E_CALL:
+        for (int i = 0; i < e->args.n && !e->lhs; i++)
+            all_literal_leaves(r, e->args.items[i]);
+        return;
+    default: return;
+    }
+}
+
 static const char *what_rec(Rec *r, int k) {
     return k >= 0 ? arena_printf(r->s->arena, "a record of type '%s'", rec_name(r, k)) : "a tensor";
 }
@@ -219,6 +354,7 @@ static int rtype(Rec *r, const Expr *e) {
         }
         return type_rec(r, field_of(r, k, e->sym, e->loc)->type);
     }
+    case E_RECORD: return check_literal(r, e);
     case E_UNARY: return rtype(r, e->lhs);
     case E_BINARY: return join(r, rtype(r, e->lhs), rtype(r, e->rhs), e->loc);
     case E_INDEX: return rtype(r, e->lhs);
@@ -244,8 +380,10 @@ static Expr *leaf(Rec *r, const Expr *e, int k, int j) {
     case E_NAME: return name_expr(r, leaf_sym(r, e->sym, path), e->loc);
     case E_FIELD: {
         int q = rtype(r, e->lhs);
+        all_literal_leaves(r, e->lhs);
         return leaf(r, e->lhs, q, leaf_at(r, q, arena_printf(r->s->arena, "%s.%s", name_of(r, e->sym), path)));
     }
+    case E_RECORD: return literal_leaf(r, e, k, j);
     case E_UNARY:
     case E_BINARY: {
         Expr *c = copy_expr(r, e);
@@ -399,6 +537,7 @@ static Expr *rw(Rec *r, const Expr *e) {
         record_as_tensor(r, e, k);
     if (e->kind == E_FIELD) {
         int q = rtype(r, e->lhs);
+        all_literal_leaves(r, e->lhs);
         return leaf(r, e->lhs, q, leaf_at(r, q, name_of(r, e->sym)));
     }
     if (e->kind == E_NAME || e->kind == E_INT || e->kind == E_FLOAT || e->kind == E_TYPE)
@@ -479,7 +618,67 @@ static void rw_multi(Rec *r, PtrVec *out, const Stmt *st) {
     ptrvec_push(r->s->arena, out, c);
 }
 
+/* Leaf j of e, for the name `name`: a literal's leaf is bound to it
+ * directly (p = P { w: x } binds p.w to x, checked), so the leaves of a
+ * literal keep the names they are assigned to. */
+static Expr *named_leaf(Rec *r, const Expr *e, int k, int j, int name) {
+    r->lit_name = e->kind == E_RECORD ? name_of(r, name) : NULL;
+    Expr *v = leaf(r, e, k, j);
+    r->lit_name = NULL;
+    return v;
+}
+
+/* The path of a field target p.a.b ("a.b"); *root gets p. */
+static const char *target_path(Rec *r, const Expr *e, int *root) {
+    if (e->kind == E_NAME) {
+        *root = e->sym;
+        return NULL;
+    }
+    const char *up = target_path(r, e->lhs, root);
+    return up ? arena_printf(r->s->arena, "%s.%s", up, name_of(r, e->sym)) : name_of(r, e->sym);
+}
+
+/* p.a.b = e: the field's leaves (one for a tensor field) rebound, each
+ * value checked against the field's type; the rest of p is unchanged. */
+static void rw_field_assign(Rec *r, PtrVec *out, const Stmt *st) {
+    int want = rtype(r, st->field), got = rtype(r, st->value), root;
+    const char *path = target_path(r, st->field, &root);
+    if (!same_fields(r, want, got) && (want >= 0 || got >= 0))
+        sema_error(r->s, st->value->loc, "field '%s' of '%s' is %s, but this is %s", path, name_of(r, root),
+                   what_rec(r, want), what_rec(r, got));
+    int kroot = rtype(r, &(Expr){.kind = E_NAME, .sym = root});
+    int target = leaf_sym(r, root, path);
+    if (want < 0) {
+        Stmt *c = copy_stmt(r, st);
+        c->sym = target;
+        c->field = NULL;
+        c->value = rw(r, st->value);
+        c->check = r->rec[kroot].leaf[leaf_at(r, kroot, path)].type;
+        c->check_what = arena_printf(r->s->arena, "field '%s' of '%s'", path, name_of(r, root));
+        ptrvec_push(r->s->arena, out, c);
+        return;
+    }
+    for (int j = 0; j < r->rec[want].nleaves; j++) {
+        const char *lp = r->rec[want].leaf[j].path;
+        int t = leaf_sym(r, target, lp);
+        Expr *v = named_leaf(r, st->value, got, leaf_at(r, got, lp), t);
+        if (v->kind == E_NAME && v->sym == t)
+            continue;                /* a literal's leaf, bound and checked already */
+        Stmt *c = copy_stmt(r, st);
+        c->sym = t;
+        c->field = NULL;
+        c->value = v;
+        c->check = r->rec[want].leaf[j].type;
+        c->check_what = arena_printf(r->s->arena, "field '%s.%s' of '%s'", path, lp, name_of(r, root));
+        ptrvec_push(r->s->arena, out, c);
+    }
+}
+
 static void rw_assign(Rec *r, PtrVec *out, const Stmt *st) {
+    if (st->field) {
+        rw_field_assign(r, out, st);
+        return;
+    }
     if (st->value->kind == E_CALL && st->value->lhs && !user_fn(r, st->value)) {  /* g = grad(f, [p])(...): g may be a record */
         Stmt *m = copy_stmt(r, st);
         m->names = (PtrVec){0};
@@ -514,8 +713,9 @@ static void rw_assign(Rec *r, PtrVec *out, const Stmt *st) {
     for (int j = 0; j < r->rec[k].nleaves; j++) {
         Stmt *c = copy_stmt(r, st);
         c->sym = leaf_sym(r, target.sym, r->rec[k].leaf[j].path);
-        c->value = leaf(r, st->value, k, j);
-        ptrvec_push(r->s->arena, out, c);
+        c->value = named_leaf(r, st->value, k, j, c->sym);
+        if (!(c->value->kind == E_NAME && c->value->sym == c->sym))     /* a literal's leaf, bound already */
+            ptrvec_push(r->s->arena, out, c);
     }
     set_scope(r, st->sym, k);
 }
@@ -543,7 +743,8 @@ static void rw_return(Rec *r, PtrVec *out, const Stmt *st) {
 }
 
 static PtrVec rw_stmts(Rec *r, const PtrVec *stmts) {
-    PtrVec out = {0};
+    PtrVec out = {0}, *up = r->out;
+    r->out = &out;
     for (int i = 0; i < stmts->n; i++) {
         const Stmt *st = stmts->items[i];
         Stmt *c;
@@ -572,6 +773,7 @@ static PtrVec rw_stmts(Rec *r, const PtrVec *stmts) {
             break;
         }
     }
+    r->out = up;
     return out;
 }
 
@@ -600,6 +802,7 @@ static AstFn *rw_fn(Rec *r, const FnInfo *f) {
         r->scope[r->touched[i]] = 0;
     r->ntouched = 0;
     r->cur = f;
+    r->nliterals = 0;
     c->params = (PtrVec){0};
     for (int i = 0; i < af->params.n; i++) {
         const AstParam *p = af->params.items[i];

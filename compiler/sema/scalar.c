@@ -140,6 +140,7 @@ Val eval(Sema *s, const Expr *e) {
     case E_TUPLE: sema_error(s, e->loc, "a tuple (...) is only allowed where mesh axes or permutation pairs are expected");
     case E_TYPE: sema_error(s, e->loc, "a type is only allowed as the first argument of zeros, full or iota, or the last of a random draw");
     case E_FIELD: sema_error(s, e->loc, "a field '.%s' is only read from a record, in a function's body", sym(s, e->sym));
+    case E_RECORD: sema_error(s, e->loc, "a record literal %s { ... } is only allowed in a function's body", sym(s, e->sym));
     }
     sema_error(s, e->loc, "unknown expression");
 }

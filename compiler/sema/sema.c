@@ -308,10 +308,26 @@ static void lower_return(Sema *s, const Stmt *st) {
     s->returned = 1;
 }
 
+/* A record field's value (a literal's, or p.w = e; sema/records.c): the
+ * field's dtype and shape, as a call's argument has its parameter's (a
+ * number takes the dtype; the sharding is the value's, as an argument's). */
+static Val checked_field(Sema *s, const Stmt *st, Val v) {
+    Shape want;
+    Sharding sh;
+    resolve_type(s, st->check, &want, &sh);
+    int t = to_tensor(s, v, want.dtype, st->value->loc);
+    if (!shape_eq(&s->fn->insts[t].type, &want))
+        sema_error(s, st->value->loc, "%s is %s, but this is %s", st->check_what, shape_str(s, &want),
+                   shape_str(s, &s->fn->insts[t].type));
+    return tensor(t);
+}
+
 static void lower_assign(Sema *s, const Stmt *st) {
     check_local_name(s, st->sym, st->loc);
     int first_new = s->fn->ninsts;
     Val v = eval(s, st->value);
+    if (st->check)
+        v = checked_field(s, st, v);
     if (v.kind == VAL_TENSOR && v.v >= first_new && s->fn->insts[v.v].sym < 0)
         s->fn->insts[v.v].sym = st->sym;
     bind_local(s, st->sym, v, st->loc);

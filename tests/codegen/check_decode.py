@@ -56,14 +56,14 @@ def run(c, args, label):
 def check_mesh(c, shardc, tmp, mesh, w, prompt):
     d = os.path.join(tmp, mesh.replace(",", "_").replace("=", ""))
     os.makedirs(d)
-    inputs = dict(w, tokens=prompt, n=np.array(P, np.int32))
+    inputs = dict(gpt_ref.as_record(w), tokens=prompt, n=np.array(P, np.int32))     # p: Gpt
     np.savez(os.path.join(d, "prefill.npz"), **inputs)
     base = [shardc, "run", SAMPLE, "--const", CONST, "--mesh", mesh]
     if not run(c, base + ["--fn", "prefill", "--in", os.path.join(d, "prefill.npz"), "--out", os.path.join(d, "pre")],
                "prefill " + mesh):
         return
     state = {k: np.load(os.path.join(d, "pre", "result%d.npy" % i)) for i, k in enumerate(STATE)}
-    np.savez(os.path.join(d, "decode.npz"), **w, **state)
+    np.savez(os.path.join(d, "decode.npz"), **gpt_ref.as_record(w), **state)
     if not run(c, base + ["--fn", "decode_step", "--steps", str(N), "--in", os.path.join(d, "decode.npz"),
                           "--out", os.path.join(d, "out")], "decode_step --steps %d %s" % (N, mesh)):
         return

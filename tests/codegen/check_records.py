@@ -5,7 +5,8 @@ state records, against NumPy (f64; f32 tolerances):
 
 - `shardc interp` and `shardc run` (threads) on the meshes X=2,Y=2 and
   X=1,Y=4 (the hidden dim split 2 and 4 ways) of `sgd`, `adam_step` and
-  `layer_grad`: every result, read by its dotted name (p.l1.w, ...) from
+  `layer_grad`, and of `rebuild` (a record literal, fields assigned
+  alone): every result, read by its dotted name (p.l1.w, ...) from
   the --out archive, is NumPy's;
 - --in p=FILE.npz reads a record's fields: from an archive of its field
   names (np.savez(**{"l1.w": ...})), and from one of dotted names (the
@@ -123,17 +124,24 @@ def main():
     for pre, r in (("p.", np_), ("m.", nm), ("v.", nv)):
         want_adam.update({pre + k: a for k, a in r.items()})
     want_layer = {"result0": g["l1.w"], "result1": g["l1.b"], "result2": p["b2"] + 1.0}
-    cases = [("sgd", ["--in", "v=" + state + ":m"], want_sgd),
-             ("adam_step", ["--in", "m=" + state, "--in", "v=" + state, "--in", "t=" + os.path.join(tmp, "t.npy")],
+    w2 = rng.standard_normal((H, O)).astype(np.float32)
+    np.save(os.path.join(tmp, "w2.npy"), w2)
+    np.save(os.path.join(tmp, "s.npy"), np.array(3, np.float32))
+    want_rebuild = {"q.l1.w": 4 * p["l1.w"], "q.l1.b": 2 * p["l1.b"] + 1, "q.w2": w2, "q.b2": 2 * p["b2"],
+                    "d.l1.w": 0 * p["l1.w"], "d.l1.b": 0 * p["l1.b"], "d.w2": w2 - p["w2"], "d.b2": 0 * p["b2"]}
+    cases = [("sgd", xy + ["--in", "v=" + state + ":m"], want_sgd),
+             ("adam_step", xy + ["--in", "m=" + state, "--in", "v=" + state, "--in", "t=" + os.path.join(tmp, "t.npy")],
               want_adam),
-             ("layer_grad", [], want_layer)]
+             ("layer_grad", xy, want_layer),
+             ("rebuild", ["--in", "w2=" + os.path.join(tmp, "w2.npy"), "--in", "s=" + os.path.join(tmp, "s.npy")],
+              want_rebuild)]
     for fn, ins, want in cases:
         out = os.path.join(tmp, "interp_%s.npz" % fn)
-        c.results("interp " + fn, c.shardc_run(["interp", PROG, "--fn", fn, "--out", out] + xy + pin + ins), out, want)
+        c.results("interp " + fn, c.shardc_run(["interp", PROG, "--fn", fn, "--out", out] + pin + ins), out, want)
         for mesh in MESHES:
             out = os.path.join(tmp, "run_%s_%s.npz" % (fn, mesh.replace(",", "_").replace("=", "")))
             c.results("run %s --mesh %s" % (fn, mesh),
-                      c.shardc_run(["run", PROG, "--fn", fn, "--mesh", mesh, "--out", out] + xy + pin + ins), out, want)
+                      c.shardc_run(["run", PROG, "--fn", fn, "--mesh", mesh, "--out", out] + pin + ins), out, want)
 
     # --out then --in: the adam run's archive holds p.l1.w, ... m.*, v.*, t.
     first = os.path.join(tmp, "run_adam_step_X2_Y2.npz")

@@ -2061,7 +2061,7 @@ def gpt_dropout(rng, m):
     g = GPT
     inputs, _ = gpt(rng, m)
     k = rng.integers(0, 2**32, 2, dtype=np.uint64).astype(np.uint32)
-    w = {name: d(a) for name, a in inputs.items() if name not in ("tokens", "labels")}
+    w = {name.split(".")[-1]: d(a) for name, a in inputs.items() if name.startswith("p.")}     # gpt's record p
 
     def drop(x, key):
         keep = rng_uniform(key, x.shape, "f32").astype(np.float32) < np.float32(0.9)
