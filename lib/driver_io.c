@@ -154,7 +154,9 @@ static void each_in_box(const sk_arg_desc *a, const Box *outer, const Box *b, vi
     }
 }
 
-/* Blocks hold their dtype; files and parts travel as doubles. */
+/* Blocks hold their dtype; files and parts travel as doubles, which hold
+ * every value exactly but i64's beyond 2^53 (docs/cli.md: lib/npy.c refuses
+ * to read those, and writing rounds them). */
 static double load(const void *x, int64_t i, int dt) {
     switch (dt) {
     case SK_F32: return ((const float *)x)[i];
@@ -163,6 +165,7 @@ static double load(const void *x, int64_t i, int dt) {
     case SK_F16: return sc_f16_to_float(((const uint16_t *)x)[i]);
     case SK_I32: return ((const int32_t *)x)[i];
     case SK_U32: return ((const uint32_t *)x)[i];
+    case SK_I64: return (double)((const int64_t *)x)[i];
     default: return ((const uint8_t *)x)[i];
     }
 }
@@ -175,6 +178,8 @@ static void store(void *x, int64_t i, int dt, double v) {
     case SK_F16: ((uint16_t *)x)[i] = sc_f16_from_float((float)v); break;
     case SK_I32: ((int32_t *)x)[i] = (int32_t)v; break;
     case SK_U32: ((uint32_t *)x)[i] = (uint32_t)v; break;
+    case SK_I64: ((int64_t *)x)[i] = sk_to_i64(v); break;
+    case SK_U8: ((uint8_t *)x)[i] = (uint8_t)v; break;
     default: ((uint8_t *)x)[i] = v != 0; break;
     }
 }
