@@ -419,7 +419,7 @@ static int check_dtype(const char *path, const NpyType *t, int want, char *err, 
     if (need && (need == t || converts(t, want)))
         return 0;
     return fail(err, errlen, "'%s' holds %s (%s) data, but %s is needed%s: save arr.astype(np.%s)", path, t->descr,
-                dtype_names[t->dtype], dtype_names[want],
+                t->dtype == SK_I64 ? "int64" : dtype_names[t->dtype], dtype_names[want],   /* NumPy's default integers */
                 want == SK_BF16 ? " (bf16 is stored as '<f4')" : "", numpy_name(want));
 }
 

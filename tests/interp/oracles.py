@@ -399,11 +399,13 @@ case("number_casts", prog("casts.tdsl"), "number_casts", number_casts, exact=Tru
 def identity(dt):
     def make(rng, m):
         a = quantize(rng.integers(-1, 3, (2, 3)), dt)
+        if dt == "i64":                      # the whole range that .npy input takes: to 2^53
+            a = rng.integers(-2**53, 2**53 + 1, (2, 3)).astype(np.int64)
         return {"x": a}, [(a, dt)]
     return make
 
 
-for _dt in ("f32", "f64", "f16", "i32", "bool", "u32"):
+for _dt in ("f32", "f64", "f16", "i32", "bool", "u32", "i64", "u8"):
     case("npy: %s round trip" % _dt, prog("formats.tdsl"), "id_" + _dt, identity(_dt), exact=True)
 
 
