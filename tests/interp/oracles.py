@@ -337,6 +337,19 @@ case("dtypes", prog("dtypes.tdsl"), "dtypes", dtypes, exact=True, interp=[None, 
 case("dtypes.row", prog("dtypes.tdsl"), "row", dtypes_row, exact=True, interp=[None, (3,)], codegen=[1, 4])
 
 
+def dtypes_embed_grad(rng, m):
+    wte = normal(rng, 9, 4)
+    tok = rng.integers(0, 9, 6).astype(np.int64)
+    tok[1], tok[4] = 2**40, -5                             # clamped to rows 8 and 0
+    rows = np.clip(tok, 0, 8)
+    want = np.zeros((9, 4), np.float64)
+    np.add.at(want, rows, 2 * d(wte)[rows])
+    return {"wte": wte, "tok": tok}, [(want, "f32")]
+
+
+case("dtypes.embed_grad", prog("dtypes.tdsl"), "embed_grad", dtypes_embed_grad, interp=[None, (4,)], codegen=[1, 4])
+
+
 # ---- inf, -inf, nan (tests/interp/progs/nonfinite.tdsl) ----
 
 def specials(rng, m):
