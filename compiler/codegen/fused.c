@@ -275,7 +275,7 @@ static void member_expr(Loop *L, Str *b, int v) {
         else if (dt == DT_I32)
             t = from == DT_BOOL ? "(int32_t)x" : from == DT_I64 ? "sk_wrap_i32(x)" : "sk_to_i32(x)";
         else if (dt == DT_U32)
-            t = from == DT_BOOL ? "(uint32_t)x" : from == DT_I64 ? "(uint32_t)x" : "sk_to_u32(x)";
+            t = from == DT_BOOL || from == DT_I64 ? "(uint32_t)x" : "sk_to_u32(x)";
         else if (dt == DT_I64)   /* integers by value, floats toward zero (sk_convert's convert_wide) */
             t = dtype_is_float(from) ? "sk_to_i64(x)" : "(int64_t)x";
         else if (dt == DT_U8)

@@ -181,7 +181,7 @@ static int kernel_convert(const Kernel *k, double *out) {
         return 0;
     }
     for (int64_t i = 0; i < n; i++) {
-        int64_t v = (int64_t)x[i];
+        int64_t v = sk_to_i64(x[i]);   /* INT64_MAX is held as 2^63, which a plain cast does not take */
         out[i] = to == DT_I32 ? sk_wrap_i32(v) : to == DT_U32 ? (uint32_t)(uint64_t)v
                : to == DT_U8 ? (uint8_t)(uint64_t)v : (double)v;
     }

@@ -347,6 +347,15 @@ def dtypes_embed_grad(rng, m):
     return {"wte": wte, "tok": tok}, [(want, "f32")]
 
 
+def dtypes_wide_casts(rng, m):
+    # 1e19 and -1e19 saturate (NumPy's astype leaves them undefined: the wanted values are written out).
+    x = np.array([1e19, -1e19, 2.0**60 + 2.0**12, -7.9, float(rng.integers(-2**40, 2**40))])
+    t = np.array([2**63 - 1, -2**63, 2**60 + 2**12, -7, int(x[4])], np.int64)
+    return {"x": x}, [(t, "i64"), (t.astype(np.int32), "i32"), (t.astype(np.uint8), "u8"), (t.astype(np.uint32), "u32")]
+
+
+case("dtypes.wide_casts", prog("dtypes.tdsl"), "wide_casts", dtypes_wide_casts, exact=True, interp=[None, (4,)],
+     codegen=[1])
 case("dtypes.embed_grad", prog("dtypes.tdsl"), "embed_grad", dtypes_embed_grad, interp=[None, (4,)], codegen=[1, 4])
 
 
