@@ -52,6 +52,8 @@ static void log_step(const Run *r, long s) {
             break;
         case SK_I32: w += snprintf(line + w, sizeof line - (size_t)w, "%d", (int)*(const int32_t *)x); break;
         case SK_U32: w += snprintf(line + w, sizeof line - (size_t)w, "%u", (unsigned)*(const uint32_t *)x); break;
+        case SK_I64: w += snprintf(line + w, sizeof line - (size_t)w, "%lld", (long long)*(const int64_t *)x); break;
+        case SK_U8: w += snprintf(line + w, sizeof line - (size_t)w, "%u", (unsigned)*(const uint8_t *)x); break;
         default: w += snprintf(line + w, sizeof line - (size_t)w, "%d", *(const uint8_t *)x != 0); break;
         }
         any = 1;

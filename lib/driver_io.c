@@ -154,7 +154,9 @@ static void each_in_box(const sk_arg_desc *a, const Box *outer, const Box *b, vi
     }
 }
 
-/* Blocks hold their dtype; files and parts travel as doubles. */
+/* Blocks hold their dtype; files and parts travel as doubles, which hold
+ * every value exactly but i64's beyond 2^53 (docs/cli.md: lib/npy.c refuses
+ * to read those, and from_block to write one a double does not hold). */
 static double load(const void *x, int64_t i, int dt) {
     switch (dt) {
     case SK_F32: return ((const float *)x)[i];
@@ -163,6 +165,7 @@ static double load(const void *x, int64_t i, int dt) {
     case SK_F16: return sc_f16_to_float(((const uint16_t *)x)[i]);
     case SK_I32: return ((const int32_t *)x)[i];
     case SK_U32: return ((const uint32_t *)x)[i];
+    case SK_I64: return (double)((const int64_t *)x)[i];
     default: return ((const uint8_t *)x)[i];
     }
 }
@@ -175,6 +178,8 @@ static void store(void *x, int64_t i, int dt, double v) {
     case SK_F16: ((uint16_t *)x)[i] = sc_f16_from_float((float)v); break;
     case SK_I32: ((int32_t *)x)[i] = (int32_t)v; break;
     case SK_U32: ((uint32_t *)x)[i] = (uint32_t)v; break;
+    case SK_I64: ((int64_t *)x)[i] = sk_to_i64(v); break;
+    case SK_U8: ((uint8_t *)x)[i] = (uint8_t)v; break;
     default: ((uint8_t *)x)[i] = v != 0; break;
     }
 }
@@ -195,6 +200,10 @@ static void to_block(void *ctx, int64_t g, int64_t l) {
 static void from_block(void *ctx, int64_t g, int64_t l) {
     Copy *c = ctx;
     c->outer[g] = load(c->block, l, c->dtype);
+    /* An i64 that the double does not hold (the writer's sk_to_i64 gives
+     * INT64_MAX back from 2^63) would be written rounded: c->bad says so. */
+    if (c->dtype == SK_I64 && c->bad < 0 && sk_to_i64(c->outer[g]) != ((const int64_t *)c->block)[l])
+        c->bad = g;
 }
 
 static void compare_blocks(void *ctx, int64_t g, int64_t l) {
@@ -526,6 +535,12 @@ static double *assemble_part(Run *r, int i, const Box *part, const int *use) {
             continue;
         Copy c = {a->global.dtype, g, r->results[d][i], NULL, -1};
         each_in_box(a, part, &b, from_block, &c);
+        if (c.bad >= 0) {
+            sk_run_fail(r, "result %d: element %lld of the written part is an i64 beyond 2^53 that a double does "
+                        "not hold; .npy output carries values as doubles (docs/cli.md)", i, (long long)c.bad);
+            free(g);
+            return NULL;
+        }
     }
     return g;
 }

@@ -29,7 +29,7 @@ static const unsigned char binary_dtypes[SK_BINARY_COUNT] = {
 static int takes(int dtypes, sk_dtype t) {
     if (dtypes == BOOL)
         return t == SK_BOOL;
-    return dtypes == ANY || (t != SK_BOOL && t != SK_U32 && (dtypes == NUM || t != SK_I32));
+    return dtypes == ANY || (t != SK_BOOL && t != SK_U32 && t != SK_I64 && t != SK_U8 && (dtypes == NUM || t != SK_I32));
 }
 
 /* One loop per op and dtype, each calling the op's function of ew_ops.h;
@@ -115,12 +115,53 @@ SK_ISA_CLONES int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *
 
 /* ---- convert, compare, select ---- */
 
+static int is_int(sk_dtype t) { return t == SK_I32 || t == SK_BOOL || t == SK_U32 || t == SK_I64 || t == SK_U8; }
+
+/* Element i of an integer buffer, exact (a double does not hold every i64). */
+static int64_t load_int(sk_dtype t, const void *p, int64_t i) {
+    switch (t) {
+    case SK_I32: return ((const int32_t *)p)[i];
+    case SK_U32: return ((const uint32_t *)p)[i];
+    case SK_I64: return ((const int64_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];   /* bool, u8 */
+    }
+}
+
+/* Conversions to or from i64 and u8 (docs/language.md, Casts): between
+ * integers by value, modulo the target's width (NumPy's astype); from
+ * floating point toward zero (sk_to_i64, sk_to_u8); i64 to floating point
+ * rounded once, from int64_t. */
+static void convert_wide(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out) {
+    SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++) {
+        if (is_int(from) && to != SK_BOOL) {
+            int64_t v = load_int(from, x, i);
+            switch (to) {
+            case SK_I32: ((int32_t *)out)[i] = sk_wrap_i32(v); break;
+            case SK_U32: ((uint32_t *)out)[i] = (uint32_t)(uint64_t)v; break;
+            case SK_I64: ((int64_t *)out)[i] = v; break;
+            case SK_U8: ((uint8_t *)out)[i] = (uint8_t)(uint64_t)v; break;
+            case SK_F64: ((double *)out)[i] = (double)v; break;
+            default: sk_store_f(to, out, i, (float)v); break;   /* f32, bf16, f16 */
+            }
+        } else if (to == SK_BOOL)
+            ((uint8_t *)out)[i] = is_int(from) ? load_int(from, x, i) != 0 : sk_load_d(from, x, i) != 0;
+        else if (to == SK_I64)
+            ((int64_t *)out)[i] = sk_to_i64(sk_load_d(from, x, i));
+        else
+            ((uint8_t *)out)[i] = sk_to_u8(sk_load_d(from, x, i));
+    });
+}
+
 int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out) {
     if (!sk_valid_dtype(from) || !sk_valid_dtype(to) || n < 0)
         return SC_ERR;
     if (from == to) {
         if (out != x)
             memmove(out, x, (size_t)n * sk_dtype_size(to));
+        return 0;
+    }
+    if (from == SK_I64 || from == SK_U8 || to == SK_I64 || to == SK_U8) {
+        convert_wide(from, to, n, x, out);
         return 0;
     }
     SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++) {
@@ -140,6 +181,14 @@ int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out) 
 int sk_compare(sk_cmp dir, sk_dtype t, int64_t n, const void *a, const void *b, uint8_t *out) {
     if (!sk_valid_dtype(t) || n < 0 || (int)dir < 0 || dir > SK_NE)
         return SC_ERR;
+    if (t == SK_I64) {   /* exact: compared as int64_t */
+        SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++) {
+            int64_t x = ((const int64_t *)a)[i], y = ((const int64_t *)b)[i];
+            out[i] = (uint8_t)(dir == SK_LT ? x < y : dir == SK_LE ? x <= y : dir == SK_GT ? x > y
+                               : dir == SK_GE ? x >= y : dir == SK_EQ ? x == y : x != y);
+        });
+        return 0;
+    }
     SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++) {
         double x = sk_load_d(t, a, i), y = sk_load_d(t, b, i);
         int r;

@@ -36,16 +36,19 @@ static inline float sk_load_f(sk_dtype t, const void *p, int64_t i) {
     case SK_F16: return sc_f16_to_float(((const uint16_t *)p)[i]);
     case SK_I32: return (float)((const int32_t *)p)[i];
     case SK_U32: return (float)((const uint32_t *)p)[i];
+    case SK_I64: return (float)((const int64_t *)p)[i];
     default: return (float)((const uint8_t *)p)[i];
     }
 }
 
-/* Element i of any dtype's buffer as double: every dtype's values are exact. */
+/* Element i of any dtype's buffer as double: every dtype's values are exact
+ * but i64's beyond 2^53 (convert and compare read i64 as int64_t). */
 static inline double sk_load_d(sk_dtype t, const void *p, int64_t i) {
     switch (t) {
     case SK_F64: return ((const double *)p)[i];
     case SK_I32: return ((const int32_t *)p)[i];
     case SK_U32: return ((const uint32_t *)p)[i];
+    case SK_I64: return (double)((const int64_t *)p)[i];
     default: return sk_load_f(t, p, i);
     }
 }

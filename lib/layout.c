@@ -421,6 +421,8 @@ static void iota_range(void *ctx, int64_t lo, int64_t hi) {
             switch (a->t) {
             case SK_I32: ((int32_t *)a->out)[k] = (int32_t)i; break;
             case SK_U32: ((uint32_t *)a->out)[k] = (uint32_t)i; break;
+            case SK_I64: ((int64_t *)a->out)[k] = i; break;
+            case SK_U8: ((uint8_t *)a->out)[k] = (uint8_t)i; break;
             case SK_BOOL: ((uint8_t *)a->out)[k] = i != 0; break;
             case SK_F64: ((double *)a->out)[k] = (double)i; break;
             default: sk_store_f(a->t, a->out, k, (float)i); break;

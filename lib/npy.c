@@ -58,17 +58,15 @@ typedef struct {
     const char *descr;
     int dtype;
     int size;                        /* bytes per element */
-    const char *numpy;               /* NumPy's name, for messages */
 } NpyType;
 
 /* By dtype.  A file's descr is looked up in order, so '<f4' reads as f32;
- * bf16 files hold '<f4' too. */
+ * bf16 files hold '<f4' too.  '<i8' is i64, and NumPy's default integers
+ * also read as i32 when every value fits (converts). */
 static const NpyType npy_types[] = {
-#define DTYPE(ID, name, bytes, ctype, npy, is_float) {npy, SK_##ID, bytes, NULL},
+#define DTYPE(ID, name, bytes, ctype, npy, is_float) {npy, SK_##ID, bytes},
 #include "../compiler/ir/dtypes.def"
 #undef DTYPE
-    /* NumPy's default integers: read as i32 when every value fits. */
-    {"<i8", SK_I32, 8, "int64"},
 };
 
 /* NumPy's name of a dtype's array type, for the fix a message suggests. */
@@ -78,6 +76,8 @@ static const char *numpy_name(int dtype) {
     case SK_F16: return "float16";
     case SK_I32: return "int32";
     case SK_U32: return "uint32";
+    case SK_I64: return "int64";
+    case SK_U8: return "uint8";
     case SK_BOOL: return "bool_";
     default: return "float32";                  /* f32, and bf16 (stored as '<f4') */
     }
@@ -272,14 +272,18 @@ static uint64_t load_le(const unsigned char *b, int size) {
 
 /* Converting NumPy's float64 or int64 data to the dtype wanted.  Without
  * --cast only exact conversions are made; an int64 value outside i32's
- * range never converts.  The first element that does not is kept, to be
- * named in the error. */
+ * range never converts to i32, nor one beyond 2^53 in magnitude to i64
+ * (values travel as doubles: sk_npy_read's interface).  The first element
+ * that does not is kept, to be named in the error. */
 typedef struct {
     const NpyType *file;
     int dtype, cast;
     int64_t bad;                     /* flat index of the first bad element, or -1 */
     double bad_value;
+    int64_t bad_int;                 /* the same, when the file holds int64 */
 } Conv;
+
+static const int64_t MAX_EXACT_I64 = (int64_t)1 << 53;   /* every integer to here is a double */
 
 static double decode(const unsigned char *b, int dtype);
 
@@ -290,13 +294,14 @@ static double round_any(double x, int dtype) {
 static double convert(Conv *c, const unsigned char *b, int64_t index) {
     if (!c || c->file->size != 8 || c->dtype == SK_F64)
         return decode(b, c ? c->dtype : SK_F32);
-    if (c->file->dtype == SK_I32) {                 /* int64 */
+    if (c->file->dtype == SK_I64) {                 /* int64, to i32 or i64 */
         int64_t v = (int64_t)load_le(b, 8);
-        if ((v < INT32_MIN || v > INT32_MAX) && c->bad < 0) {
+        int ok = c->dtype == SK_I32 ? v >= INT32_MIN && v <= INT32_MAX : v >= -MAX_EXACT_I64 && v <= MAX_EXACT_I64;
+        if (!ok && c->bad < 0) {
             c->bad = index;
-            c->bad_value = (double)v;
+            c->bad_int = v;
         }
-        return v < INT32_MIN || v > INT32_MAX ? 0 : (double)v;
+        return ok ? (double)v : 0;
     }
     double x = decode(b, SK_F64), y = round_any(x, c->dtype);
     if (!c->cast && y != x && x == x && c->bad < 0) {
@@ -322,6 +327,8 @@ static double decode(const unsigned char *b, int dtype) {
     }
     case SK_I32: return (int32_t)(uint32_t)load_le(b, 4);
     case SK_U32: return (uint32_t)load_le(b, 4);
+    case SK_I64: return (double)(int64_t)load_le(b, 8);
+    case SK_U8: return b[0];
     case SK_BOOL: return b[0] != 0;
     default: return sc_f16_to_float((uint16_t)load_le(b, 2));
     }
@@ -385,8 +392,8 @@ static const NpyType *check_type(const char *path, Header *h, int want, int64_t 
     const NpyType *t = type_of_descr(h->descr);
     char descr[80];
     if (!t) {
-        fail(err, errlen, "'%s' has dtype '%s'; supported are '<f4', '<f8', '<i4', '<i8', '|b1' and '<f2' "
-             "(little-endian)", path, printable(h->descr, descr, sizeof descr));
+        fail(err, errlen, "'%s' has dtype '%s'; supported are '<f4', '<f8', '<i4', '<i8', '|b1', '<f2', '<u4' and "
+             "'|u1' (little-endian)", path, printable(h->descr, descr, sizeof descr));
         return NULL;
     }
     if (h->fortran) {
@@ -412,7 +419,7 @@ static int check_dtype(const char *path, const NpyType *t, int want, char *err, 
     if (need && (need == t || converts(t, want)))
         return 0;
     return fail(err, errlen, "'%s' holds %s (%s) data, but %s is needed%s: save arr.astype(np.%s)", path, t->descr,
-                t->numpy ? t->numpy : dtype_names[t->dtype], dtype_names[want],
+                t->dtype == SK_I64 ? "int64" : dtype_names[t->dtype], dtype_names[want],   /* NumPy's default integers */
                 want == SK_BF16 ? " (bf16 is stored as '<f4')" : "", numpy_name(want));
 }
 
@@ -454,9 +461,12 @@ static int conv_check(const Conv *c, const char *path, const sk_npy_shape *s, ch
         return 0;
     char at[200];
     index_text(s, c->bad, at, sizeof at);
-    if (c->file->dtype == SK_I32)
-        return fail(err, errlen, "'%s' holds int64 data, and element %s (%.0f) is outside i32's range "
-                    "(-2147483648 to 2147483647), so it cannot be read as i32", path, at, c->bad_value);
+    if (c->file->dtype == SK_I64 && c->dtype == SK_I32)
+        return fail(err, errlen, "'%s' holds int64 data, and element %s (%lld) is outside i32's range "
+                    "(-2147483648 to 2147483647), so it cannot be read as i32", path, at, (long long)c->bad_int);
+    if (c->file->dtype == SK_I64)
+        return fail(err, errlen, "'%s': element %s (%lld) is beyond 2^53 in magnitude; shardc's .npy input carries "
+                    "values as doubles, exact only to 2^53 (docs/cli.md)", path, at, (long long)c->bad_int);
     return fail(err, errlen, "'%s' holds float64 data, but %s is needed, and element %s (%.17g) is not exact in %s: "
                 "save arr.astype(np.%s), or pass --cast to round", path, dtype_names[c->dtype], at, c->bad_value,
                 dtype_names[c->dtype], numpy_name(c->dtype));
@@ -483,7 +493,7 @@ static int read_data(FILE *f, const char *path, const NpyType *t, const sk_npy_s
         else if (extra)
             rc = fail(err, errlen, "'%s' has bytes after the %zu bytes of data its shape needs", path, bytes);
     }
-    Conv c = {t, dtype, cast, -1, 0};
+    Conv c = {t, dtype, cast, -1, 0, 0};
     for (int64_t i = 0; rc == 0 && i < n; i++)
         out[i] = convert(&c, raw + i * t->size, i);
     if (rc == 0)
@@ -498,7 +508,7 @@ static int read_data(FILE *f, const char *path, const NpyType *t, const sk_npy_s
 
 /* The name of a file type that was converted to `dtype`, else NULL. */
 static const char *converted_from(const NpyType *t, int dtype) {
-    return t && t->size == 8 && dtype != SK_F64 ? (t->numpy ? t->numpy : "float64") : NULL;
+    return t && t->dtype != dtype && t->size == 8 && dtype != SK_F64 ? (t->dtype == SK_I64 ? "int64" : "float64") : NULL;
 }
 
 static int read_plain(const char *path, int cast, const sk_npy_shape *want, sk_npy_shape *shape, double **data,
@@ -750,7 +760,7 @@ int sk_npy_read_box(sk_npy_file *f, const int64_t *start, const int64_t *count, 
     if (!buf)
         return fail(err, errlen, "out of memory reading '%s'", f->path);
     int rc = 0;
-    Conv c = {f->type, f->shape.dtype, f->cast, -1, 0};
+    Conv c = {f->type, f->shape.dtype, f->cast, -1, 0, 0};
     for (int64_t j = 0; rc == 0 && j < r.nruns;) {
         /* Runs j .. k-1 close together are one span, read at once; a run
          * longer than the buffer is read in pieces. */
@@ -798,6 +808,8 @@ static void encode(unsigned char *b, double x, int dtype) {
     }
     case SK_I32: store_le(b, (uint32_t)(int32_t)x, 4); break;
     case SK_U32: store_le(b, (uint32_t)x, 4); break;
+    case SK_I64: store_le(b, (uint64_t)sk_to_i64(x), 8); break;
+    case SK_U8: b[0] = (uint8_t)x; break;
     case SK_BOOL: b[0] = x != 0; break;
     default: store_le(b, sc_f16_from_float((float)x), 2); break;
     }

@@ -98,4 +98,23 @@ static inline uint32_t sk_to_u32(double v) {
            : v < 0 ? (uint32_t)(int32_t)v : (uint32_t)v;
 }
 
+/* Conversion of a floating-point value to i64: toward zero, saturating,
+ * NaN 0 (as to i32).  2^63 is the first double past INT64_MAX. */
+static inline int64_t sk_to_i64(double v) {
+    return isnan(v) ? 0 : v <= -9223372036854775808.0 ? INT64_MIN : v >= 9223372036854775808.0 ? INT64_MAX
+           : (int64_t)v;
+}
+
+/* Conversion of a floating-point value to u8: toward zero as to i64, then
+ * modulo 256, as integers convert to u8 (NumPy's astype(np.uint8) wraps);
+ * NaN 0.  The unsigned conversion is C's modulo, well defined. */
+static inline uint8_t sk_to_u8(double v) { return (uint8_t)(uint64_t)sk_to_i64(v); }
+
+/* An integer's low 32 bits as i32 (NumPy's astype(np.int32) of an int64):
+ * modulo 2^32 without C's implementation-defined narrowing. */
+static inline int32_t sk_wrap_i32(int64_t v) {
+    uint32_t u = (uint32_t)(uint64_t)v;
+    return u <= INT32_MAX ? (int32_t)u : (int32_t)(u - 2147483648u) - 2147483647 - 1;
+}
+
 #endif

@@ -35,6 +35,8 @@ typedef enum {
     SK_I32 = SC_I32,
     SK_BOOL = SC_BOOL,
     SK_U32 = SC_U32,
+    SK_I64 = SC_I64,
+    SK_U8 = SC_U8,
     SK_DTYPE_COUNT = SC_DTYPE_COUNT
 } sk_dtype;
 

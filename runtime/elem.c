@@ -343,6 +343,37 @@ static void reduce_u32(sc_reduce op, const void *const *srcs, int k, int64_t off
     }
 }
 
+/* i64: sums wrap modulo 2^64 (through uint64_t, where C defines it), in
+ * 64 bits: no double holds every i64. */
+static void reduce_i64(sc_reduce op, const void *const *srcs, int k, int64_t off, int64_t *dst,
+                       int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t sum = 0;
+        int64_t m = ((const int64_t *)srcs[0])[off + i];
+        for (int j = 0; j < k; j++) {
+            int64_t z = ((const int64_t *)srcs[j])[off + i];
+            sum += (uint64_t)z;
+            m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
+        }
+        if (op == SC_SUM)
+            memcpy(&m, &sum, sizeof m);                 /* wraps, no implementation-defined cast */
+        dst[i] = m;
+    }
+}
+
+/* u8: sums wrap modulo 256, maxima and minima unsigned. */
+static void reduce_u8(sc_reduce op, const void *const *srcs, int k, int64_t off, uint8_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        unsigned sum = 0, m = ((const uint8_t *)srcs[0])[off + i];
+        for (int j = 0; j < k; j++) {
+            unsigned z = ((const uint8_t *)srcs[j])[off + i];
+            sum += z;
+            m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
+        }
+        dst[i] = (uint8_t)(op == SC_SUM ? sum : m);
+    }
+}
+
 /* Or (sum, max) or and (min) of bools, any nonzero byte true. */
 static void reduce_bool(sc_reduce op, const void *const *srcs, int k, int64_t off, uint8_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
@@ -368,6 +399,14 @@ void rt_reduce(sc_dtype t, sc_reduce op, const void *const *srcs, int k, int64_t
     }
     if (t == SC_U32) {
         reduce_u32(op, srcs, k, off, dst, n);
+        return;
+    }
+    if (t == SC_I64) {
+        reduce_i64(op, srcs, k, off, dst, n);
+        return;
+    }
+    if (t == SC_U8) {
+        reduce_u8(op, srcs, k, off, dst, n);
         return;
     }
     if (op == SC_SUM && k >= 1 && t == SC_F32) {

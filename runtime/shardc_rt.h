@@ -42,10 +42,11 @@ extern "C" {
 enum { SC_MAX_AXES = 8, SC_MAX_RANK = 8, SC_MAX_DEVICES = 65536, SC_ERR = -1 };
 
 /* Element types.  bf16 and f16 are stored as uint16_t bit patterns, bool
- * as one byte, 0 or 1. */
-typedef enum { SC_F32, SC_F64, SC_BF16, SC_F16, SC_I32, SC_BOOL, SC_U32, SC_DTYPE_COUNT } sc_dtype;
+ * as one byte, 0 or 1; i64 as int64_t, u8 as uint8_t. */
+typedef enum { SC_F32, SC_F64, SC_BF16, SC_F16, SC_I32, SC_BOOL, SC_U32, SC_I64, SC_U8, SC_DTYPE_COUNT } sc_dtype;
 
-/* Reductions.  Floating-point max and min propagate NaN; i32 sums wrap;
+/* Reductions.  Floating-point max and min propagate NaN; i32, u32, i64 and
+ * u8 sums wrap (modulo 2^32, 2^64, 256), computed in their own width;
  * over bool, sum and max are or, min is and. */
 typedef enum { SC_SUM, SC_MAX, SC_MIN } sc_reduce;
 

@@ -79,8 +79,12 @@ static void literal(Str *b, int dt, double x) {
             put(b, i < 0 ? "(%d)" : "%d", (int)i);
         return;
     }
-    if (dt == DT_U32) {
-        put(b, "%lluu", (unsigned long long)x);
+    if (dt == DT_U32 || dt == DT_U8) {
+        put(b, dt == DT_U8 ? "%llu" : "%lluu", (unsigned long long)x);
+        return;
+    }
+    if (dt == DT_I64) {   /* constants are doubles: integers within 2^53 (sema's check) */
+        put(b, x < 0 ? "(INT64_C(%lld))" : "INT64_C(%lld)", (long long)x);
         return;
     }
     int dbl = dt == DT_F64;
@@ -269,9 +273,13 @@ static void member_expr(Loop *L, Str *b, int v) {
         else if (dt == DT_BOOL)
             t = "x != 0";
         else if (dt == DT_I32)
-            t = from == DT_BOOL ? "(int32_t)x" : "sk_to_i32(x)";
+            t = from == DT_BOOL ? "(int32_t)x" : from == DT_I64 ? "sk_wrap_i32(x)" : "sk_to_i32(x)";
         else if (dt == DT_U32)
-            t = from == DT_BOOL ? "(uint32_t)x" : "sk_to_u32(x)";
+            t = from == DT_BOOL || from == DT_I64 ? "(uint32_t)x" : "sk_to_u32(x)";
+        else if (dt == DT_I64)   /* integers by value, floats toward zero (sk_convert's convert_wide) */
+            t = dtype_is_float(from) ? "sk_to_i64(x)" : "(int64_t)x";
+        else if (dt == DT_U8)
+            t = dtype_is_float(from) ? "sk_to_u8(x)" : "(uint8_t)x";
         else if (dt == DT_F64)
             t = "(double)x";
         else {                   /* f32, bf16, f16: through float */

@@ -62,6 +62,8 @@ static void emit_constant(Gen *g, const Inst *in, const char *r) {
     case DT_I32: fprintf(o, "    *%s = (int32_t)%lld;\n", r, (long long)x); break;
     case DT_BOOL: fprintf(o, "    *%s = %d;\n", r, x != 0); break;
     case DT_U32: fprintf(o, "    *%s = %lluu;\n", r, (unsigned long long)x); break;
+    case DT_I64: fprintf(o, "    *%s = INT64_C(%lld);\n", r, (long long)x); break;
+    case DT_U8: fprintf(o, "    *%s = %u;\n", r, (unsigned)x); break;
     default: fprintf(o, "    *%s = (%s)%s;\n", r, ctype_of[in->type.dtype], num); break;
     }
 }

@@ -166,9 +166,25 @@ static int kernel_binary(const Kernel *k, double *out) {
     return 0;
 }
 
-/* The caller's rounding to the result dtype is the conversion. */
+static int int_dtype(int dt) { return dt == DT_I32 || dt == DT_U32 || dt == DT_I64 || dt == DT_U8 || dt == DT_BOOL; }
+
+/* The caller's rounding to the result dtype is the conversion, but for
+ * integers to or from i64 and u8, which keep their value modulo the
+ * target's width (lib/elementwise.c's convert_wide). */
 static int kernel_convert(const Kernel *k, double *out) {
-    memcpy(out, arg(k, 0), sizeof(double) * (size_t)shape_elems(&k->in->type));
+    const double *x = arg(k, 0);
+    int64_t n = shape_elems(&k->in->type);
+    int from = k->fn->insts[ir_arg(k->fn, k->in, 0)].type.dtype, to = k->in->type.dtype;
+    if (!(int_dtype(from) && int_dtype(to) && to != DT_BOOL &&
+          (from == DT_I64 || from == DT_U8 || to == DT_I64 || to == DT_U8))) {
+        memcpy(out, x, sizeof(double) * (size_t)n);
+        return 0;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = sk_to_i64(x[i]);   /* INT64_MAX is held as 2^63, which a plain cast does not take */
+        out[i] = to == DT_I32 ? sk_wrap_i32(v) : to == DT_U32 ? (uint32_t)(uint64_t)v
+               : to == DT_U8 ? (uint8_t)(uint64_t)v : (double)v;
+    }
     return 0;
 }
 

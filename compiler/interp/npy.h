@@ -7,7 +7,8 @@
 #include "../../lib/shardc_npy.h"
 
 _Static_assert((int)DT_F32 == (int)SK_F32 && (int)DT_F64 == (int)SK_F64 && (int)DT_BF16 == (int)SK_BF16 && (int)DT_F16 == (int)SK_F16 && (int)DT_I32 == (int)SK_I32 &&
-               (int)DT_BOOL == (int)SK_BOOL && (int)MAX_RANK == (int)SC_MAX_RANK, "the IR's dtypes are the kernel library's");
+               (int)DT_BOOL == (int)SK_BOOL && (int)DT_U32 == (int)SK_U32 && (int)DT_I64 == (int)SK_I64 &&
+               (int)DT_U8 == (int)SK_U8 && (int)DT_COUNT == (int)SK_DTYPE_COUNT && (int)MAX_RANK == (int)SC_MAX_RANK, "the IR's dtypes are the kernel library's");
 
 static inline sk_npy_shape npy_shape_of(const Shape *s) {
     sk_npy_shape n = {s->dtype, s->rank, {0}};

@@ -28,6 +28,8 @@ double num_round(double x, int dtype) {
     case DT_I32: return sk_to_i32(x);
     case DT_BOOL: return x != 0;
     case DT_U32: return sk_to_u32(x);
+    case DT_I64: return (double)sk_to_i64(x);   /* exact up to 2^53 only: docs/language.md */
+    case DT_U8: return sk_to_u8(x);
     default: return x;
     }
 }

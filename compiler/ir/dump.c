@@ -334,7 +334,7 @@ const char ***ir_module_value_names(const Module *m, Arena *arena) {
 static void print_constant(Printer *p, const Inst *in) {
     if (in->type.dtype == DT_BOOL)
         fputs(in->value != 0 ? "true" : "false", p->out);
-    else if (in->type.dtype == DT_I32 || in->type.dtype == DT_U32)
+    else if (in->type.dtype == DT_I32 || in->type.dtype == DT_U32 || in->type.dtype == DT_I64 || in->type.dtype == DT_U8)
         fprintf(p->out, "%lld", (long long)in->value);
     else if (isnan(in->value))        /* "nan" whatever its sign bit, which printf may show */
         fputs("nan", p->out);

@@ -86,7 +86,7 @@ int dtype_is_float(int dt) {
     return is[dt];
 }
 
-int dtype_is_num(int dt) { return dt != DT_BOOL && dt != DT_U32; }
+int dtype_is_num(int dt) { return dt != DT_BOOL && dt != DT_U32 && dt != DT_I64 && dt != DT_U8; }
 
 void module_init(Module *m, Arena *arena, Symtab *syms) {
     memset(m, 0, sizeof *m);

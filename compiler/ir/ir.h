@@ -435,7 +435,8 @@ Shape shape_local(const Module *m, const Shape *global, const Sharding *sh);
 /* Axes splitting dim d, major first; returns how many. */
 int sharding_dim_axes(const Sharding *sh, int d, int axes[MAX_AXES]);
 int dtype_is_float(int dt);
-/* Whether dt has arithmetic: not bool, nor u32 (random keys and bits). */
+/* Whether dt has arithmetic: not bool, nor u32 (random keys and bits), nor
+ * i64 and u8 (value dtypes: no arithmetic yet, dtypes.def). */
 int dtype_is_num(int dt);
 int dtype_size(int dt);                     /* bytes of one element */
 

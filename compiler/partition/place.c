@@ -45,7 +45,9 @@ static Piece transfer(Part *p, Piece x, const Submesh *from, const Submesh *to) 
 /* Submesh (A, k) to every device: the devices at k contribute their block,
  * the others zeros (whatever their buffer holds is never read), and an
  * all-reduce over A adds them up.  bool travels as i32, u32 (which has no
- * sums) as f64, which holds it exactly. */
+ * sums) as f64, which holds it exactly; i64 and u8 as themselves (the
+ * runtime sums them in their own width, and a double would not hold every
+ * i64). */
 static Piece broadcast(Part *p, Piece x, const Submesh *from) {
     Shape local = p->dst->insts[x.v].type, pred = local;
     int dtype = local.dtype == DT_BOOL ? DT_I32 : local.dtype == DT_U32 ? DT_F64 : local.dtype;

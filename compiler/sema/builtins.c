@@ -21,6 +21,7 @@ static const Builtin builtins[] = {
     {"f32", BK_CAST, DT_F32, 1, 1},        {"f64", BK_CAST, DT_F64, 1, 1},
     {"bf16", BK_CAST, DT_BF16, 1, 1},      {"f16", BK_CAST, DT_F16, 1, 1},
     {"i32", BK_CAST, DT_I32, 1, 1},        {"u32", BK_CAST, DT_U32, 1, 1},
+    {"i64", BK_CAST, DT_I64, 1, 1},        {"u8", BK_CAST, DT_U8, 1, 1},
     {"sum", BK_REDUCTION, RED_SUM, 1, 1},  {"mean", BK_REDUCTION, RED_SUM, 1, 1},
     {"logsumexp", BK_REDUCTION, RED_SUM, 1, 1},
     {"softmax", BK_REDUCTION, RED_SUM, 1, 1}, {"log_softmax", BK_REDUCTION, RED_SUM, 1, 1},

@@ -40,6 +40,12 @@ int to_tensor(Sema *s, Val v, int dtype, Loc loc) {
         sema_error(s, loc, "constant %g is not an i32", value);
     if (dtype == DT_U32 && (value != floor(value) || value < 0 || value > 4294967295.0))
         sema_error(s, loc, "constant %g is not a u32", value);
+    /* The IR holds constants as doubles: an i64 constant is an integer a
+     * double holds exactly (larger values come from data or casts). */
+    if (dtype == DT_I64 && (value != floor(value) || fabs(value) > 9007199254740992.0))
+        sema_error(s, loc, "constant %.17g is not an i64 constant (integers up to 2^53 in magnitude)", value);
+    if (dtype == DT_U8 && (value != floor(value) || value < 0 || value > 255))
+        sema_error(s, loc, "constant %g is not a u8", value);
     if (dtype == DT_BOOL)
         sema_error(s, loc, "a number cannot be a bool; use a comparison");
     int k = emit(s, OP_CONSTANT, NULL, 0, NULL, 0, &scalar, loc);
@@ -184,6 +190,9 @@ Val elementwise2(Sema *s, Op op, Val a, Val b, Loc loc) {
     if (dt == DT_U32)
         sema_error(s, loc, "arithmetic on u32 values (random keys and bits); draw numbers with uniform(...) or "
                    "randint(...), or cast with i32(...) or f32(...)");
+    if (dt == DT_I64 || dt == DT_U8)
+        sema_error(s, loc, "arithmetic on %s values is not implemented yet (they move, compare and convert); "
+                   "cast with i32(...) or f64(...)", dtype_name[dt]);
     if (!op_accepts(op, dt))
         sema_error(s, loc, "%s needs floating-point operands, not %s", builtin_name[op], dtype_name[dt]);
     return tensor(emit(s, op, (int32_t[]){x, y}, 2, NULL, 0, NULL, loc));
@@ -206,6 +215,22 @@ Val select_op(Sema *s, Val c, Val a, Val b, Loc loc) {
     } else if (!shape_eq(sp, &want))
         sema_error(s, loc, "where's condition is %s but its values are %s", shape_str(s, sp), shape_str(s, sx));
     return tensor(emit(s, OP_SELECT, (int32_t[]){p, x, y}, 3, NULL, 0, NULL, loc));
+}
+
+/* An index tensor or scalar as the IR's i32 indices: i64 ones are clamped
+ * to i32's range, then converted.  Gathers and dynamic slices clamp their
+ * indices and scatters drop those out of range, so an i64 index past 2^31
+ * must stay past the end: a plain conversion would wrap it back in. */
+int index_as_i32(Sema *s, int v, Loc loc) {
+    Shape to = s->fn->insts[v].type;
+    if (to.dtype != DT_I64)
+        return v;
+    Val x = tensor(v), hi = tensor(to_tensor(s, int_val(INT32_MAX), DT_I64, loc)),
+        lo = tensor(to_tensor(s, int_val(INT32_MIN), DT_I64, loc));
+    x = select_op(s, binary_op(s, '>', x, hi, loc), hi, x, loc);
+    x = select_op(s, binary_op(s, '<', x, lo, loc), lo, x, loc);
+    to.dtype = DT_I32;
+    return emit(s, OP_CONVERT, (int32_t[]){x.v}, 1, NULL, 0, &to, loc);
 }
 
 /* `name` is how the user spelled the op, for messages: "exp", "-". */

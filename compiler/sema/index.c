@@ -138,8 +138,9 @@ static uint64_t scan_access(Ix *ix, Expr *e, int allow_gather) {
             use_extent(ix, l, shape->dims[d], sub->loc);
             own |= sub->occ = bit(l);
         } else if (sub->kind == E_INDEX) {
-            if (s->fn->insts[tensor_named(ix, sub->lhs)].type.dtype != DT_I32)
-                sema_error(s, sub->loc, "a gather's index tensor must be i32");
+            int dt = s->fn->insts[tensor_named(ix, sub->lhs)].type.dtype;
+            if (dt != DT_I32 && dt != DT_I64)
+                sema_error(s, sub->loc, "a gather's index tensor must be i32 or i64, not %s", dtype_name[dt]);
             if (!allow_gather || gathers++)
                 sema_error(s, sub->loc, "only one subscript of an access can be a gather, and gathers do not nest");
             gathered = sub->occ = scan_access(ix, sub, 0);
@@ -383,7 +384,7 @@ static Term gather_term(Ix *ix, int table, const Term *t, int gather_dim, Term i
             if (idx.label[j] == t->label[k])
                 attrs[na++] = j;
     }
-    g.v = emit(ix->s, OP_GATHER, (int32_t[]){table, idx.v}, 2, attrs, na, NULL, loc);
+    g.v = emit(ix->s, OP_GATHER, (int32_t[]){table, index_as_i32(ix->s, idx.v, loc)}, 2, attrs, na, NULL, loc);
     return g;
 }
 
@@ -683,8 +684,8 @@ static int scatter_indices(Ix *ix, const AstIndex *in, const Expr *first) {
     const Expr *g = in->gather;
     int t = tensor_named(ix, g->lhs);
     const Shape *shape = &s->fn->insts[t].type;
-    if (shape->dtype != DT_I32)
-        sema_error(s, g->loc, "a scatter's index tensor must be i32, not %s", dtype_name[shape->dtype]);
+    if (shape->dtype != DT_I32 && shape->dtype != DT_I64)
+        sema_error(s, g->loc, "a scatter's index tensor must be i32 or i64, not %s", dtype_name[shape->dtype]);
     if (g->args.n != shape->rank)
         sema_error(s, g->loc, "'%s' has %s but %s", sym(s, g->lhs->sym), count_of(s, shape->rank, "dim"),
                    count_of(s, g->args.n, "subscript"));
@@ -704,7 +705,7 @@ static int scatter_indices(Ix *ix, const AstIndex *in, const Expr *first) {
         ix->lhs |= bit(l);
         use_extent(ix, l, shape->dims[d], sub->loc);
     }
-    return t;
+    return index_as_i32(s, t, g->loc);
 }
 
 /* A batch dim of a scatter, `g[b, label[b]] += d[b]`: plain left subscript
@@ -721,6 +722,7 @@ static int scatter_batch_indices(Ix *ix, const AstIndex *in, const Expr *first, 
     use_extent(ix, ix->label_of[in->sym] - 1, extent, in->loc);
     int t = tensor_named(ix, first->lhs);
     Shape shape = s->fn->insts[t].type;
+    shape.dtype = DT_I32;   /* the index tensors may be i64; the IR's are i32 */
     return emit(s, OP_IOTA, NULL, 0, &d, 1, &shape, in->loc);
 }
 
@@ -788,7 +790,7 @@ static void lower_add_stmt(Ix *ix, const Stmt *st) {
 /* ---- slot writes: `ys[t] = h` ---- */
 
 /* Is left subscript `in` an integer: a name bound to an integer (a loop's
- * index) or to an i32[] scalar?  Then the statement writes a slot of an
+ * index) or to an i32[] or i64[] scalar?  Then the statement writes a slot of an
  * existing tensor instead of defining one. */
 static int slot_index(Sema *s, const AstIndex *in) {
     const Binding *b = lookup(s, in->sym);
@@ -797,7 +799,7 @@ static int slot_index(Sema *s, const AstIndex *in) {
     if (b->val.kind == VAL_INT)
         return 1;
     const Shape *t = b->val.kind == VAL_TENSOR ? &s->fn->insts[b->val.v].type : NULL;
-    return t && t->rank == 0 && t->dtype == DT_I32;
+    return t && t->rank == 0 && (t->dtype == DT_I32 || t->dtype == DT_I64);
 }
 
 /* `ys[t] = h` (or ys[a, b] = ..., cache[l, :, pos] = ...): ys with h
@@ -828,10 +830,10 @@ static void lower_slot_write(Sema *s, const Stmt *st) {
             continue;
         }
         if (!slot_index(s, in) || in->axes.kind != AXES_NONE)
-            sema_error(s, in->loc, "a slot write's subscripts are integers (a loop index, an i32[] scalar) or ':': '%s' "
+            sema_error(s, in->loc, "a slot write's subscripts are integers (a loop index, an i32[] or i64[] scalar) or ':': '%s' "
                        "is not one", sym(s, in->sym));
         const Val *v = &lookup(s, in->sym)->val;
-        args[2 + d] = v->kind == VAL_INT ? materialize_int(s, v->i, in->loc) : v->v;
+        args[2 + d] = v->kind == VAL_INT ? materialize_int(s, v->i, in->loc) : index_as_i32(s, v->v, in->loc);
         window.dims[d] = 1;
         nint++;
     }

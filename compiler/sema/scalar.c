@@ -155,12 +155,12 @@ static Val as_index_int(Sema *s, Val v, Loc loc, const char *what) {
     if (v.kind != VAL_TENSOR)
         return v;
     const Shape *t = &s->fn->insts[v.v].type;
-    if (t->rank == 0 && t->dtype == DT_I32)
-        return (Val){VAL_INT, atom(v.v), 0, -1};
+    if (t->rank == 0 && (t->dtype == DT_I32 || t->dtype == DT_I64))
+        return (Val){VAL_INT, atom(index_as_i32(s, v.v, loc)), 0, -1};
     if (t->rank == 0)
-        sema_error(s, loc, "%s must be an integer or an i32[] scalar, not %s[]; convert it with i32(...)", what,
+        sema_error(s, loc, "%s must be an integer or an i32[] or i64[] scalar, not %s[]; convert it with i32(...)", what,
                    dtype_name[t->dtype]);
-    sema_error(s, loc, "%s must be an integer or an i32[] scalar, not the tensor %s", what, shape_str(s, t));
+    sema_error(s, loc, "%s must be an integer or an i32[] or i64[] scalar, not the tensor %s", what, shape_str(s, t));
 }
 
 /* An expression in a subscript or slice bound: + - * and unary - of

@@ -169,6 +169,8 @@ Val unary_op(Sema *s, Op op, const char *name, Val a, Loc loc);
 Val elementwise2(Sema *s, Op op, Val a, Val b, Loc loc);
 Val not_op(Sema *s, Val a, Loc loc);
 _Noreturn void unknown_callee(Sema *s, const Expr *e);
+/* An i32 or i64 index as i32 (i64 clamped to i32's range first). */
+int index_as_i32(Sema *s, int v, Loc loc);
 Val select_op(Sema *s, Val c, Val a, Val b, Loc loc);
 Val tensor(int v);
 int dtype_of_val(Sema *s, Val v);

@@ -13,6 +13,10 @@ built by `shardc build`, against NumPy:
   and rounds to f32 with --cast; an int64 value outside i32's range is an
   error with and without --cast, naming the element;
 - int64 for an f32 parameter is an error that names f32 and astype;
+- `ids`: int64 and uint8 files for i64 and u8 parameters read as they are,
+  without a warning, up to 2^53 in magnitude; 2^53 + 1 is an error naming
+  the element and the limit; int32 for an i64 parameter names astype(np.int64)
+  (interp and run);
 - .npz in: `--in data.npz` (every parameter by name), `--in x=data.npz`
   (the array x), `--in x=data.npz:KEY`; a missing array names the archive's
   arrays; np.savez_compressed's archive is refused, naming np.savez;
@@ -60,6 +64,9 @@ class Checker:
             self.failed += 1
             print("not ok %d - %s\n    %s" % (self.passed + self.failed, name, detail))
         sys.stdout.flush()
+
+    def runner(self, cmd):
+        return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300)
 
     def run(self, how, args):
         """Run mix by `how` (interp, run or prog) with these arguments."""
@@ -161,6 +168,29 @@ def check_widths(c, how, d):
     p = c.run(how, args + ["--out", os.path.join(d, how + "-i64f32")])
     ok = p.returncode == 1 and "holds <i8 (int64) data, but f32 is needed" in p.stderr and "astype(np.float32)" in p.stderr
     c.check("%s: int64 for an f32 parameter names the fix" % how, ok, "status %d, stderr %r" % (p.returncode, p.stderr))
+
+
+def check_ids(c, how, d):
+    """i64 and u8 parameters: NumPy's int64 and uint8 arrays as they are."""
+    def run(name, t, b):
+        args = ins_args(d, how + "-" + name, dict(t=t, b=b))
+        out = os.path.join(d, how + "-" + name)
+        return c.runner([c.shardc, how, PROG, "--fn", "ids"] + args + ["--out", out]), out
+
+    t = np.array([2**53, -(2**53), 3000000000, -1, 7], np.int64)
+    b = np.array([0, 255, 128, 3], np.uint8)
+    p, out = run("ids", t, b)
+    ok = p.returncode == 0 and "warning" not in p.stderr and same(results_of(out)[0], [t, b, t.astype(np.int32)])
+    c.check("%s: int64 and uint8 files for i64 and u8 parameters, exact to 2^53" % how, ok,
+            "status %d, stderr %r" % (p.returncode, p.stderr))
+    p, out = run("ids-big", np.array([1, 2, 2**53 + 1, 4, 5], np.int64), b)
+    ok = (p.returncode == 1 and "element [2] (9007199254740993) is beyond 2^53" in p.stderr
+          and not os.path.exists(out))
+    c.check("%s: an int64 value beyond 2^53 for an i64 parameter is an error" % how, ok,
+            "status %d, stderr %r" % (p.returncode, p.stderr))
+    p, out = run("ids-i32", t.astype(np.int32), b)
+    ok = p.returncode == 1 and "but i64 is needed" in p.stderr and "astype(np.int64)" in p.stderr
+    c.check("%s: int32 for an i64 parameter names the fix" % how, ok, "status %d, stderr %r" % (p.returncode, p.stderr))
 
 
 def check_npz(c, how, d):
@@ -306,7 +336,7 @@ def main():
             continue
         d = os.path.join(c.tmp, how)
         os.makedirs(d)
-        for step in (check_widths, check_npz):
+        for step in (check_widths, check_npz) + ((check_ids,) if how != "prog" else ()):
             try:
                 step(c, how, d)
             except Exception as e:                  # a broken step is a failure, not a crash

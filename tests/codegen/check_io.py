@@ -56,7 +56,7 @@ SIZES = {"X": 2, "Y": 2}            # the program's mesh, row-major: device = 2 
 NDEV = 4
 RUN_TIMEOUT = 120
 FILE_DTYPE = {"f32": np.float32, "bf16": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
-              "bool": np.bool_}
+              "bool": np.bool_, "i64": np.int64, "u8": np.uint8}
 
 # Each function: its parameters and results as (name, dtype, dims, spec), where
 # spec gives per dim the mesh axes splitting it (major first), and what NumPy
@@ -76,6 +76,8 @@ CASES = {
               lambda x: [x * np.float16(2)]),
     "vec64": ([("x", "f64", (6,), (Y,)), ("s", "f64", (), ())], [("f64", (6,), (Y,))], lambda x, s: [x * s]),
     "flags": ([("b", "bool", (8,), (X,))], [("bool", (8,), (X,))], lambda b: [b.copy()]),
+    "ids": ([("t", "i64", (4, 6), (X, Y)), ("b", "u8", (4, 6), (_, Y))], [("i64", (4, 6), (X, Y)), ("u8", (4, 6), (_, Y))],
+            lambda t, b: [np.where(t > 0, t, b.astype(np.int64)), t.astype(np.uint8)]),
     "notbox": ([("x", "f32", (8, 2), (YX, _))], [("f32", (8, 2), (YX, _))], lambda x: [x + x]),
 }
 

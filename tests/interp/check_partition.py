@@ -48,7 +48,7 @@ SAMPLE_CONSTS = {
 }
 TOL = {"f32": 2e-5, "bf16": 2e-2, "f16": 4e-3, "f64": 1e-12}
 STORED = {"f32": np.float32, "bf16": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
-          "bool": np.bool_, "u32": np.uint32}
+          "bool": np.bool_, "u32": np.uint32, "i64": np.int64, "u8": np.uint8}
 
 
 def programs(subdirs=("tests/lit/parsed", "tests/lit/sharded", "tests/lit/partitioned", "tests/interp/progs")):
@@ -109,6 +109,11 @@ def random_input(rng, dtype, shape):
         return rng.random(shape) < 0.5
     if dtype == "u32":                       # random keys: any bits
         return rng.integers(0, 2**32, size=shape, dtype=np.uint64).astype(np.uint32)
+    if dtype == "i64":                       # token ids, some past i32's range (and 2^53 at most: .npy input)
+        return np.where(rng.random(shape) < 0.2, rng.integers(-2**53, 2**53, size=shape),
+                        rng.integers(0, 3, size=shape)).astype(np.int64)
+    if dtype == "u8":
+        return rng.integers(0, 256, size=shape).astype(np.uint8)
     return rng.standard_normal(shape).astype(STORED[dtype])
 
 
@@ -125,7 +130,7 @@ def write_inputs(case, params, rng):
 def close(a, b, dtype):
     if a.shape != b.shape:
         return False
-    if dtype in ("i32", "bool", "u32"):
+    if dtype in ("i32", "bool", "u32", "i64", "u8"):
         return np.array_equal(a, b)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     same_nan = np.isnan(a64) == np.isnan(b64)

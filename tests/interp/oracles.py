@@ -66,11 +66,15 @@ def quantize(a, dt):
         return a.astype(np.bool_)
     if dt == "u32":
         return a.astype(np.uint32)
+    if dt == "i64":
+        return a.astype(np.int64)
+    if dt == "u8":
+        return a.astype(np.uint8)
     raise ValueError(dt)
 
 
 STORED = {"f32": np.float32, "bf16": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
-          "bool": np.bool_, "u32": np.uint32}
+          "bool": np.bool_, "u32": np.uint32, "i64": np.int64, "u8": np.uint8}
 TOL = {"f32": 1e-5, "bf16": 1e-2, "f16": 1e-3, "f64": 1e-12}
 
 
@@ -85,8 +89,16 @@ def compare(got, want, dt, exact=False, scaled=False):
     want = quantize(want, dt)
     if got.dtype != STORED[dt] or got.shape != want.shape:
         return False, "got %s%s, want %s%s" % (got.dtype, got.shape, want.dtype, want.shape)
+    if dt == "i64":            # compared as integers: a double does not hold every i64
+        bad = got != want
+        excess = bad.astype(np.float64)
+        if not bad.any():
+            return True, ""
+        k = np.unravel_index(np.argmax(excess), excess.shape) if excess.ndim else ()
+        return False, "%d of %d elements differ; the first at %s: got %r, want %r" % (
+            int(bad.sum()), got.size, tuple(int(i) for i in k), got[k], want[k])
     g64, w64 = got.astype(np.float64), want.astype(np.float64)
-    if exact or dt in ("i32", "bool", "u32"):
+    if exact or dt in ("i32", "bool", "u32", "u8"):
         with np.errstate(invalid="ignore"):
             bad = ~((g64 == w64) | (np.isnan(g64) & np.isnan(w64)))
         excess = bad.astype(np.float64)
@@ -297,6 +309,56 @@ case("logic.masked_grad", prog("logic.tdsl"), "masked_grad", masked_grad, exact=
      codegen=[1, 4])
 
 
+# ---- i64 and u8 (tests/interp/progs/dtypes.tdsl) ----
+
+def dtypes(rng, m):
+    t = rng.integers(-2, 11, (6, 5)).astype(np.int64)      # ids 0..8, and some out of the table's range
+    t[0, 0], t[1, 1], t[2, 2], t[5, 4] = 2**32 + 1, -(2**33) - 3, 2**40 + 300, 2**31   # clamped, not wrapped
+    b = rng.integers(0, 256, (6, 5)).astype(np.uint8)
+    x = rng.uniform(-300, 300, (6, 5)).astype(np.float32)
+    wte = normal(rng, 9, 4)
+    s = rng.integers(-2**40, 2**40, (6, 5)).astype(np.int64)
+    s[0, :2] = t[0, :2]                                      # equal elements for ==
+    toward0 = np.trunc(x.astype(np.float64)).astype(np.int64)
+    return ({"t": t, "b": b, "x": x, "wte": wte, "s": s},
+            [(wte[np.clip(t, 0, 8)], "f32"), (t.astype(np.uint8), "u8"), (t.astype(np.int32), "i32"),
+             ((b.astype(np.int32) * 7).astype(np.uint8), "u8"), (toward0, "i64"), (toward0.astype(np.uint8), "u8"),
+             (np.where(t > 3, s, b.astype(np.int64)), "i64"), (t == s, "bool"), (b < 100, "bool"),
+             (t.astype(np.float64), "f64"), (b.astype(np.float32), "f32")])
+
+
+def dtypes_row(rng, m):
+    wte = normal(rng, 9, 4)
+    p = np.int64(rng.choice([0, 5, 8, 2**33]))           # 2^33: clamped to the last row
+    return {"wte": wte, "p": p}, [(wte[min(int(p), 8)], "f32")]
+
+
+case("dtypes", prog("dtypes.tdsl"), "dtypes", dtypes, exact=True, interp=[None, (1,), (4,)], codegen=[1, 4])
+case("dtypes.row", prog("dtypes.tdsl"), "row", dtypes_row, exact=True, interp=[None, (3,)], codegen=[1, 4])
+
+
+def dtypes_embed_grad(rng, m):
+    wte = normal(rng, 9, 4)
+    tok = rng.integers(0, 9, 6).astype(np.int64)
+    tok[1], tok[4] = 2**40, -5                             # clamped to rows 8 and 0
+    rows = np.clip(tok, 0, 8)
+    want = np.zeros((9, 4), np.float64)
+    np.add.at(want, rows, 2 * d(wte)[rows])
+    return {"wte": wte, "tok": tok}, [(want, "f32")]
+
+
+def dtypes_wide_casts(rng, m):
+    # 1e19 and -1e19 saturate (NumPy's astype leaves them undefined: the wanted values are written out).
+    x = np.array([1e19, -1e19, 2.0**60 + 2.0**12, -7.9, float(rng.integers(-2**40, 2**40))])
+    t = np.array([2**63 - 1, -2**63, 2**60 + 2**12, -7, int(x[4])], np.int64)
+    return {"x": x}, [(t, "i64"), (t.astype(np.int32), "i32"), (t.astype(np.uint8), "u8"), (t.astype(np.uint32), "u32")]
+
+
+case("dtypes.wide_casts", prog("dtypes.tdsl"), "wide_casts", dtypes_wide_casts, exact=True, interp=[None, (4,)],
+     codegen=[1])
+case("dtypes.embed_grad", prog("dtypes.tdsl"), "embed_grad", dtypes_embed_grad, interp=[None, (4,)], codegen=[1, 4])
+
+
 # ---- inf, -inf, nan (tests/interp/progs/nonfinite.tdsl) ----
 
 def specials(rng, m):
@@ -359,11 +421,13 @@ case("number_casts", prog("casts.tdsl"), "number_casts", number_casts, exact=Tru
 def identity(dt):
     def make(rng, m):
         a = quantize(rng.integers(-1, 3, (2, 3)), dt)
+        if dt == "i64":                      # the whole range that .npy input takes: to 2^53
+            a = rng.integers(-2**53, 2**53 + 1, (2, 3)).astype(np.int64)
         return {"x": a}, [(a, dt)]
     return make
 
 
-for _dt in ("f32", "f64", "f16", "i32", "bool", "u32"):
+for _dt in ("f32", "f64", "f16", "i32", "bool", "u32", "i64", "u8"):
     case("npy: %s round trip" % _dt, prog("formats.tdsl"), "id_" + _dt, identity(_dt), exact=True)
 
 

@@ -187,6 +187,58 @@ static double floor_rem(double a, double b) {
     return r == 0 ? copysign(0, b) : r;
 }
 
+/* i64 and u8: convert and compare are exact past 2^53 (no double in the
+ * way); between integers the value is kept modulo the target's width, as
+ * NumPy's astype; floats truncate toward zero.  No arithmetic yet. */
+static void test_wide_ints(void) {
+    const int64_t p53 = (int64_t)1 << 53;
+    int64_t a[6] = {p53 + 1, -p53 - 3, INT64_MAX, INT64_MIN, 0x123456789abLL, -1};
+    int64_t b[6] = {p53, -p53 - 3, INT64_MAX - 1, INT64_MIN, 0x123456789abLL, 255};
+    uint8_t eq[6], gt[6];
+    sk_compare(SK_EQ, SK_I64, 6, a, b, eq);
+    sk_compare(SK_GT, SK_I64, 6, a, b, gt);
+    check(!eq[0] && eq[1] && !eq[2] && eq[3] && eq[4] && !eq[5] && gt[0] && !gt[1] && gt[2] && !gt[3] && !gt[5],
+          "compare i64 is exact past 2^53 (2^53 + 1 > 2^53, INT64_MAX > INT64_MAX - 1)");
+    int32_t lo[6];
+    sk_convert(SK_I64, SK_I32, 6, a, lo);
+    check(lo[0] == 1 && lo[1] == -3 && lo[2] == -1 && lo[3] == 0 && lo[4] == 0x456789ab && lo[5] == -1,
+          "convert i64 -> i32 keeps the low 32 bits");
+    uint8_t u[6];
+    sk_convert(SK_I64, SK_U8, 6, a, u);
+    check(u[0] == 1 && u[1] == 253 && u[2] == 255 && u[3] == 0 && u[4] == 0xab && u[5] == 255,
+          "convert i64 -> u8 wraps modulo 256");
+    uint32_t w[6];
+    sk_convert(SK_I64, SK_U32, 6, a, w);
+    check(w[0] == 1 && w[1] == 0xfffffffdu && w[4] == 0x456789abu, "convert i64 -> u32 wraps modulo 2^32");
+    int64_t back[6];
+    sk_convert(SK_I32, SK_I64, 6, lo, back);
+    check(back[1] == -3 && back[2] == -1 && back[4] == 0x456789ab, "convert i32 -> i64 keeps the value");
+    sk_convert(SK_U8, SK_I64, 6, u, back);
+    check(back[1] == 253 && back[2] == 255 && back[4] == 0xab, "convert u8 -> i64 keeps the value");
+    double d[6];
+    float f[6];
+    sk_convert(SK_I64, SK_F64, 6, a, d);
+    sk_convert(SK_I64, SK_F32, 6, a, f);
+    check(d[0] == (double)a[0] && d[2] == 0x1p63 && d[3] == -0x1p63 && f[4] == (float)a[4] && f[5] == -1.0f,
+          "convert i64 -> f64, f32 rounds once");
+    double fd[6] = {2.9, -2.9, 1e19, -1e19, NAN, 0x1p60};
+    sk_convert(SK_F64, SK_I64, 6, fd, back);
+    check(back[0] == 2 && back[1] == -2 && back[2] == INT64_MAX && back[3] == INT64_MIN && back[4] == 0 &&
+              back[5] == (int64_t)1 << 60,
+          "convert f64 -> i64 truncates, saturates, NaN gives 0");
+    float ff[6] = {2.9f, -1.5f, 300.7f, NAN, 255.9f, -256.0f};
+    sk_convert(SK_F32, SK_U8, 6, ff, u);
+    check(u[0] == 2 && u[1] == 255 && u[2] == 44 && u[3] == 0 && u[4] == 255 && u[5] == 0,
+          "convert f32 -> u8 truncates toward zero, then wraps modulo 256");
+    uint8_t pick[6] = {1, 0, 1, 0, 1, 0};
+    int64_t sel[6];
+    check(sk_select(SK_I64, 6, pick, a, b, sel) == 0 && sel[0] == p53 + 1 && sel[1] == b[1] && sel[2] == INT64_MAX,
+          "select i64 moves all 64 bits");
+    check(sk_binary(SK_ADD, SK_I64, 6, a, b, sel) == SC_ERR && sk_binary(SK_MAX, SK_U8, 6, u, u, u) == SC_ERR &&
+              sk_unary(SK_NEGATE, SK_I64, 6, a, sel) == SC_ERR,
+          "arithmetic on i64 and u8 is an error (not implemented)");
+}
+
 static void test_elementwise(void) {
     enum { N = 40 };
     static const char *un_name[] = {"copy", "negate", "abs", "square", "relu", "exp", "log", "tanh",
@@ -352,6 +404,7 @@ static void test_elementwise(void) {
         free(y);
     }
     check(sk_binary(SK_ADD, SK_BOOL, 1, bc, bc, bc) == SC_ERR, "add bool is an error");
+    test_wide_ints();
 }
 
 int main(void) {

@@ -50,6 +50,8 @@ TAP_UNUSED static double get(sc_dtype t, const void *p, int64_t i) {
     case SC_F16: return sc_f16_to_float(((const uint16_t *)p)[i]);
     case SC_BOOL: return ((const uint8_t *)p)[i];
     case SC_U32: return ((const uint32_t *)p)[i];
+    case SC_I64: return (double)((const int64_t *)p)[i];   /* exact to 2^53: compare i64 by bits (same) */
+    case SC_U8: return ((const uint8_t *)p)[i];
     default: return ((const int32_t *)p)[i];
     }
 }
@@ -63,6 +65,8 @@ TAP_UNUSED static void put(sc_dtype t, void *p, int64_t i, double x) {
     case SC_F16: ((uint16_t *)p)[i] = sc_f16_from_float((float)x); break;
     case SC_BOOL: ((uint8_t *)p)[i] = x != 0; break;
     case SC_U32: ((uint32_t *)p)[i] = (uint32_t)(int64_t)x; break;
+    case SC_I64: ((int64_t *)p)[i] = (int64_t)x; break;
+    case SC_U8: ((uint8_t *)p)[i] = (uint8_t)(int64_t)x; break;
     default: ((int32_t *)p)[i] = (int32_t)x; break;
     }
 }

@@ -66,6 +66,29 @@ static void ref_reduce(sc_dtype t, sc_reduce op, const void *const *src, int k, 
         ((uint32_t *)dst)[at] = op == SC_SUM ? sum : m;
         return;
     }
+    if (t == SC_I64) {                   /* in 64 bits: sums wrap modulo 2^64 */
+        uint64_t sum = 0;
+        int64_t m = ((const int64_t *)src[0])[i];
+        for (int j = 0; j < k; j++) {
+            int64_t z = ((const int64_t *)src[j])[i];
+            sum += (uint64_t)z;
+            m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
+        }
+        if (op == SC_SUM)
+            memcpy(&m, &sum, sizeof m);
+        ((int64_t *)dst)[at] = m;
+        return;
+    }
+    if (t == SC_U8) {                    /* sums wrap modulo 256 */
+        unsigned sum = 0, m = ((const uint8_t *)src[0])[i];
+        for (int j = 0; j < k; j++) {
+            unsigned z = ((const uint8_t *)src[j])[i];
+            sum += z;
+            m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
+        }
+        ((uint8_t *)dst)[at] = (uint8_t)(op == SC_SUM ? sum : m);
+        return;
+    }
     double acc = op == SC_SUM ? 0.0 : get(t, src[0], i);
     for (int j = 0; j < k; j++) {
         double x = get(t, src[j], i);
@@ -114,6 +137,14 @@ static void gen_value(sc_dtype t, void *p, int64_t at, uint64_t seed, int64_t i)
     }
     if (t == SC_U32) {
         ((uint32_t *)p)[at] = (uint32_t)(r >> 16);
+        return;
+    }
+    if (t == SC_I64) {                   /* any 64 bits: far past 2^53, and sums that wrap */
+        memcpy((int64_t *)p + at, &r, sizeof r);
+        return;
+    }
+    if (t == SC_U8) {
+        ((uint8_t *)p)[at] = (uint8_t)(r >> 16);
         return;
     }
     if (t == SC_BOOL) {                  /* mostly false, so that and and or both vary */

@@ -87,6 +87,10 @@ static double value(sc_dtype t, int dev, int64_t i) {
         return i % 5 == 0 ? small + (dev % 2 ? 0x7ffffff0 : -0x7ffffff0) : small;
     if (t == SC_U32)                     /* sums wrap; maxima above 2^31 */
         return i % 5 == 0 ? 0xfffffff0u - (uint32_t)(dev * 3) : (double)(uint32_t)(small + 8);
+    if (t == SC_I64)                     /* past i32's range (a double holds these exactly) */
+        return i % 5 == 0 ? small + (dev % 2 ? 0x1p50 : -0x1p50) : small;
+    if (t == SC_U8)                      /* sums wrap modulo 256 */
+        return (double)((dev * 37 + i * 11) % 256);
     if (i == 5 && dev == 1)
         return NAN;
     if (i % 7 == 3)
@@ -121,6 +125,15 @@ static double ref_reduce(sc_dtype t, sc_reduce op, const int *mem, int k, int64_
             m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
         }
         return op == SC_SUM ? sum : m;
+    }
+    if (t == SC_I64 || t == SC_U8) {      /* integers: sums exact (i64, within 2^53) or modulo 256 (u8) */
+        int64_t sum = 0, m = (int64_t)value(t, mem[0], i);
+        for (int j = 0; j < k; j++) {
+            int64_t z = (int64_t)value(t, mem[j], i);
+            sum += z;
+            m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
+        }
+        return op == SC_SUM ? (double)(t == SC_U8 ? sum % 256 : sum) : (double)m;
     }
     double acc = op == SC_SUM ? 0.0 : value(t, mem[0], i);
     for (int j = 0; j < k; j++) {
