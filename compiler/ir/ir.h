@@ -438,6 +438,7 @@ int dtype_is_float(int dt);
 /* Whether dt has arithmetic: not bool, nor u32 (random keys and bits), nor
  * i64 and u8 (value dtypes: no arithmetic yet, dtypes.def). */
 int dtype_is_num(int dt);
+int dtype_is_arith(int dt);
 int dtype_size(int dt);                     /* bytes of one element */
 
 /* ---- checking and printing ---- */
