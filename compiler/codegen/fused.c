@@ -83,8 +83,11 @@ static void literal(Str *b, int dt, double x) {
         put(b, dt == DT_U8 ? "%llu" : "%lluu", (unsigned long long)x);
         return;
     }
-    if (dt == DT_I64) {   /* constants are doubles: integers within 2^53 (sema's check) */
-        put(b, x < 0 ? "(INT64_C(%lld))" : "INT64_C(%lld)", (long long)x);
+    if (dt == DT_I64) {   /* constants are doubles: integers within 2^53 (sema's check), or +-2^63 (padding) */
+        if (x >= 0x1p63 || x <= -0x1p63)
+            put(b, x < 0 ? "INT64_MIN" : "INT64_MAX");
+        else
+            put(b, x < 0 ? "(INT64_C(%lld))" : "INT64_C(%lld)", (long long)x);
         return;
     }
     int dbl = dt == DT_F64;

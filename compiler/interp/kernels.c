@@ -69,33 +69,39 @@ void copy_box(double *dst, const int64_t *dstride, const double *src, const int6
 
 /* Sums accumulate in double, which stands for the f32 accumulator of bf16
  * and f16 sums (docs/ir.md): the sum is rounded to f32 once, then the
- * caller rounds it to the dtype.  i32 sums wrap, so they are kept modulo
- * 2^64 in unsigned arithmetic (well defined) and wrapped to 32 bits. */
+ * caller rounds it to the dtype.  Integer sums wrap, so they are kept modulo
+ * 2^64 in unsigned arithmetic (well defined) and wrapped to the dtype's
+ * width (i64: exact while the operands and the result stay within 2^53). */
 typedef struct {
     double f;
     uint64_t i;
 } Acc;
 
-static int64_t as_int(double x) { return (int64_t)x; }   /* x is an i32 value: exact */
+static int wraps(int dtype) { return dtype == DT_I32 || dtype == DT_I64 || dtype == DT_U8 || dtype == DT_U32; }
+static int64_t as_int(double x) { return sk_to_i64(x); }   /* an integer value; INT64_MAX is held as 2^63 */
 
 static void acc_add(Acc *a, double x, int dtype) {
-    if (dtype == DT_I32)
+    if (wraps(dtype))
         a->i += (uint64_t)as_int(x);
     else
         a->f += x;
 }
 
 static void acc_add_product(Acc *a, double x, double y, int dtype) {
-    if (dtype == DT_I32)
+    if (wraps(dtype))
         a->i += (uint64_t)as_int(x) * (uint64_t)as_int(y);
     else
         a->f += x * y;
 }
 
 static double acc_result(const Acc *a, int dtype) {
-    if (dtype == DT_I32)
-        return num_wrap_i32((int64_t)(a->i & 0xffffffffu));
-    return dtype == DT_BF16 || dtype == DT_F16 ? (float)a->f : a->f;
+    switch (dtype) {
+    case DT_I32: return num_wrap_i32((int64_t)(a->i & 0xffffffffu));
+    case DT_I64: return (double)(int64_t)a->i;
+    case DT_U8: return (uint8_t)a->i;
+    case DT_U32: return (uint32_t)a->i;
+    default: return dtype == DT_BF16 || dtype == DT_F16 ? (float)a->f : a->f;
+    }
 }
 
 static double max_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
