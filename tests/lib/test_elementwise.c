@@ -279,6 +279,23 @@ static void test_wide_int_arith(void) {
     check(w[2] == 0xfffffff7u && w[1] == 8, "subtract u32 wraps");
     sk_binary(SK_MIN, SK_U32, 3, u, v, w);
     check(w[0] == 3 && w[1] == 7 && w[2] == 0, "minimum u32 compares unsigned");
+    /* Reductions and cumsum in the dtype: sums wrap, max and min exact. */
+    int64_t big[4] = {INT64_MAX, 2, p53 + 1, -p53}, rs[2];
+    check(sk_reduce(SK_I64, SC_SHAPE(2, 2), big, 1, (int[]){0}, SC_SUM, rs) == 0 && rs[0] == INT64_MIN + p53 &&
+              rs[1] == 2 - p53,
+          "sum i64 wraps and is exact past 2^53");
+    check(sk_reduce(SK_I64, SC_SHAPE(4), big, 1, (int[]){0}, SC_MIN, rs) == 0 && rs[0] == -p53, "min i64");
+    uint8_t bytes[3] = {200, 100, 7}, bs[3];
+    check(sk_reduce(SK_U8, SC_SHAPE(3), bytes, 1, (int[]){0}, SC_SUM, bs) == 0 && bs[0] == 51, "sum u8 wraps (307 = 51)");
+    check(sk_reduce(SK_U8, SC_SHAPE(3), bytes, 1, (int[]){0}, SC_MAX, bs) == 0 && bs[0] == 200, "max u8");
+    check(sk_cumsum(SK_U8, SC_SHAPE(3), bytes, 0, bs) == 0 && bs[0] == 200 && bs[1] == 44 && bs[2] == 51,
+          "cumsum u8 wraps");
+    int64_t cs[4];
+    check(sk_cumsum(SK_I64, SC_SHAPE(4), big, 0, cs) == 0 && cs[1] == INT64_MIN + 1 && cs[3] == INT64_MIN + 2,
+          "cumsum i64 wraps");
+    uint32_t us[3] = {0xfffffff0u, 0x20u, 5}, uo[1];
+    check(sk_reduce(SK_U32, SC_SHAPE(3), us, 1, (int[]){0}, SC_SUM, uo) == 0 && uo[0] == 0x15u, "sum u32 wraps");
+    check(sk_reduce(SK_U32, SC_SHAPE(3), us, 1, (int[]){0}, SC_MIN, uo) == 0 && uo[0] == 5, "min u32 compares unsigned");
     check(sk_unary(SK_EXP, SK_I64, 3, a, r) == SC_ERR && sk_binary(SK_POW, SK_U8, 4, p, q, o) == SC_ERR &&
               sk_unary(SK_SQRT, SK_U32, 3, u, w) == SC_ERR && sk_binary(SK_ADD, SK_BOOL, 4, p, q, o) == SC_ERR,
           "float-only ops on integers, arithmetic on bool, are errors");
