@@ -121,8 +121,9 @@ static const struct {
     uint8_t (*b)(uint8_t);
 } unary_fn[OP_COUNT] = {
 #define SK_UNARY(ID, name, builtin, dtypes, f, fi) \
-    [OP_##ID] = {EW_IF_F_##dtypes(.f64 = ew_##ID##_f64, ) EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32, .i64 = ew_##ID##_i64, .u8 = ew_##ID##_u8, \
-                 .u32 = ew_##ID##_u32, ) \
+    [OP_##ID] = {EW_IF_F_##dtypes(.f64 = ew_##ID##_f64, ) \
+                 EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32, .i64 = ew_##ID##_i64, .u8 = ew_##ID##_u8, \
+                                    .u32 = ew_##ID##_u32, ) \
                  EW_IF_BOOL_##dtypes(.b = ew_##ID##_bool)},
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi)
 #include "../../lib/shardc_elementwise.def"
@@ -139,8 +140,9 @@ static const struct {
 } binary_fn[OP_COUNT] = {
 #define SK_UNARY(ID, name, builtin, dtypes, f, fi)
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi) \
-    [OP_##ID] = {EW_IF_F_##dtypes(.f64 = ew_##ID##_f64, ) EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32, .i64 = ew_##ID##_i64, .u8 = ew_##ID##_u8, \
-                 .u32 = ew_##ID##_u32, ) \
+    [OP_##ID] = {EW_IF_F_##dtypes(.f64 = ew_##ID##_f64, ) \
+                 EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32, .i64 = ew_##ID##_i64, .u8 = ew_##ID##_u8, \
+                                    .u32 = ew_##ID##_u32, ) \
                  EW_IF_BOOL_##dtypes(.b = ew_##ID##_bool)},
 #include "../../lib/shardc_elementwise.def"
 #undef SK_UNARY
