@@ -29,11 +29,11 @@ static const unsigned char binary_dtypes[SK_BINARY_COUNT] = {
 static int takes(int dtypes, sk_dtype t) {
     if (dtypes == BOOL)
         return t == SK_BOOL;
-    return dtypes == ANY || (t != SK_BOOL && t != SK_U32 && t != SK_I64 && t != SK_U8 && (dtypes == NUM || t != SK_I32));
+    return dtypes == ANY || (t != SK_BOOL && (dtypes == NUM || (t != SK_I32 && t != SK_I64 && t != SK_U8 && t != SK_U32)));
 }
 
 /* One loop per op and dtype, each calling the op's function of ew_ops.h;
- * the float, i32 and bool loops exist only for ops that take those dtypes
+ * the float, integer and bool loops exist only for ops that take those dtypes
  * (the others never get there: takes() refused them).  Blocks of 64 elements, a count the
  * compiler knows, which -O2's vectorizer needs (it makes no remainder
  * loops), then the rest; elements are independent (in place, element i is
@@ -72,6 +72,9 @@ SK_ISA_CLONES int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x,
         else if (t == SK_F64)                                                                           \
             LOOP(double, ew_##ID##_f64, AT(double, x));                                                 \
         EW_IF_I32_##dtypes(else if (t == SK_I32) LOOP(int32_t, ew_##ID##_i32, AT(int32_t, x));)         \
+        EW_IF_I32_##dtypes(else if (t == SK_I64) LOOP(int64_t, ew_##ID##_i64, AT(int64_t, x));)         \
+        EW_IF_I32_##dtypes(else if (t == SK_U8) LOOP(uint8_t, ew_##ID##_u8, AT(uint8_t, x));)           \
+        EW_IF_I32_##dtypes(else if (t == SK_U32) LOOP(uint32_t, ew_##ID##_u32, AT(uint32_t, x));)       \
         else if (t != SK_BOOL) /* bf16, f16 */                                                          \
             SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++)                                            \
                 sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, x, i))););)                            \
@@ -101,6 +104,9 @@ SK_ISA_CLONES int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *
         else if (t == SK_F64)                                                                           \
             LOOP(double, ew_##ID##_f64, AT(double, a), AT(double, b));                                  \
         EW_IF_I32_##dtypes(else if (t == SK_I32) LOOP(int32_t, ew_##ID##_i32, AT(int32_t, a), AT(int32_t, b));) \
+        EW_IF_I32_##dtypes(else if (t == SK_I64) LOOP(int64_t, ew_##ID##_i64, AT(int64_t, a), AT(int64_t, b));) \
+        EW_IF_I32_##dtypes(else if (t == SK_U8) LOOP(uint8_t, ew_##ID##_u8, AT(uint8_t, a), AT(uint8_t, b));) \
+        EW_IF_I32_##dtypes(else if (t == SK_U32) LOOP(uint32_t, ew_##ID##_u32, AT(uint32_t, a), AT(uint32_t, b));) \
         else if (t != SK_BOOL) /* bf16, f16 */                                                          \
             SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++)                                            \
                 sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, a, i), sk_load_f(t, b, i))););)         \

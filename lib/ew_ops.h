@@ -1,6 +1,7 @@
 /* ew_ops.h: each op of shardc_elementwise.def as static inline functions,
  * one per dtype it computes in: ew_ID_f32 (float) and ew_ID_f64 (double)
- * for ops that take floats, ew_ID_i32 for ops that take i32, ew_ID_bool
+ * for ops that take floats, ew_ID_i32 (_i64, _u8, _u32) for ops that take
+ * integers, ew_ID_bool
  * (uint8_t 0 or 1) for ops that take bool.  The kernels of lib/elementwise.c and
  * the reference interpreter (compiler/interp) call these, so both compute
  * what the formulas say.  Not installed. */
@@ -55,13 +56,56 @@
 #undef SK_UNARY
 #undef SK_BINARY
 
+/* The integer formula once per integer dtype: I its C type, U the unsigned
+ * type of its width.  abs's `x < 0` is always false on the unsigned ones
+ * (abs of an unsigned value is the value, as in NumPy). */
+#define EW_FI(T, SUFFIX, ID, f) EW_F(T, SUFFIX, ID, f)      /* expands EW_SUFFIX first */
+#define EW_FI2(T, SUFFIX, ID, f) EW_F2(T, SUFFIX, ID, f)
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) EW_IF_I32_##dtypes(EW_FI(I, EW_SUFFIX, ID, fi))
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) EW_IF_I32_##dtypes(EW_FI2(I, EW_SUFFIX, ID, fi))
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#define I int32_t
+#define U uint32_t
+#define EW_SUFFIX i32
 #define T(fn) sk_##fn##_i32
-#define SK_UNARY(ID, name, builtin, dtypes, f, fi) EW_IF_I32_##dtypes(EW_F(int32_t, i32, ID, fi))
-#define SK_BINARY(ID, name, builtin, dtypes, f, fi) EW_IF_I32_##dtypes(EW_F2(int32_t, i32, ID, fi))
 #include "shardc_elementwise.def"
+#undef I
+#undef U
+#undef EW_SUFFIX
 #undef T
+#define I int64_t
+#define U uint64_t
+#define EW_SUFFIX i64
+#define T(fn) sk_##fn##_i64
+#include "shardc_elementwise.def"
+#undef I
+#undef U
+#undef EW_SUFFIX
+#undef T
+#define I uint8_t
+#define U uint8_t
+#define EW_SUFFIX u8
+#define T(fn) sk_##fn##_u8
+#include "shardc_elementwise.def"
+#undef I
+#undef U
+#undef EW_SUFFIX
+#undef T
+#define I uint32_t
+#define U uint32_t
+#define EW_SUFFIX u32
+#define T(fn) sk_##fn##_u32
+#include "shardc_elementwise.def"
+#undef I
+#undef U
+#undef EW_SUFFIX
+#undef T
+#pragma GCC diagnostic pop
 #undef SK_UNARY
 #undef SK_BINARY
+#undef EW_FI
+#undef EW_FI2
 
 #define SK_UNARY(ID, name, builtin, dtypes, f, fi) EW_IF_BOOL_##dtypes(EW_F(uint8_t, bool, ID, (uint8_t)(f)))
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi) EW_IF_BOOL_##dtypes(EW_F2(uint8_t, bool, ID, (uint8_t)(f)))

@@ -5,7 +5,8 @@
  * dims have output stride 0.  Reading the input once and in order is what
  * makes this fast whichever dims are reduced; the accumulators are f32 for
  * f32/bf16/f16 (docs/ir.md: bf16 and f16 sums accumulate in f32), f64 for
- * f64, wrapping uint32 for i32, and bytes for bool.
+ * f64, the dtype itself for i32, i64, u8 and u32 (sums wrap modulo 2^bits,
+ * added in the unsigned type, where C defines overflow), and bytes for bool.
  *
  * Adjacent dims that are both reduced or both kept are merged first (the
  * order in memory is the same), so the odometer has at most one level per
@@ -39,6 +40,24 @@ static inline double fold_d(sc_reduce op, double acc, double x) {
 static inline int32_t fold_i(sc_reduce op, int32_t acc, int32_t x) {
     if (op == SC_SUM)
         return (int32_t)((uint32_t)acc + (uint32_t)x);
+    return op == SC_MAX ? (x > acc ? x : acc) : (x < acc ? x : acc);
+}
+
+static inline int64_t fold_l(sc_reduce op, int64_t acc, int64_t x) {
+    if (op == SC_SUM)
+        return (int64_t)((uint64_t)acc + (uint64_t)x);
+    return op == SC_MAX ? (x > acc ? x : acc) : (x < acc ? x : acc);
+}
+
+static inline uint8_t fold_u8(sc_reduce op, uint8_t acc, uint8_t x) {
+    if (op == SC_SUM)
+        return (uint8_t)(acc + x);
+    return op == SC_MAX ? (x > acc ? x : acc) : (x < acc ? x : acc);
+}
+
+static inline uint32_t fold_u32(sc_reduce op, uint32_t acc, uint32_t x) {
+    if (op == SC_SUM)
+        return acc + x;
     return op == SC_MAX ? (x > acc ? x : acc) : (x < acc ? x : acc);
 }
 
@@ -80,6 +99,8 @@ typedef struct {
 #define LOAD_F64(k) ((const double *)r->x)[k]
 #define LOAD_I32(k) ((const int32_t *)r->x)[k]
 #define LOAD_B(k) ((const uint8_t *)r->x)[k]
+#define LOAD_I64(k) ((const int64_t *)r->x)[k]
+#define LOAD_U32(k) ((const uint32_t *)r->x)[k]
 
 /* The outputs [lo, hi) of the accumulators set to the identity. */
 static void identities(const Red *r, int64_t lo, int64_t hi) {
@@ -88,6 +109,9 @@ static void identities(const Red *r, int64_t lo, int64_t hi) {
         switch (r->t) {
         case SK_F64: ((double *)r->acc)[o] = op == SC_SUM ? 0.0 : op == SC_MAX ? -INFINITY : INFINITY; break;
         case SK_I32: ((int32_t *)r->acc)[o] = op == SC_SUM ? 0 : op == SC_MAX ? INT32_MIN : INT32_MAX; break;
+        case SK_I64: ((int64_t *)r->acc)[o] = op == SC_SUM ? 0 : op == SC_MAX ? INT64_MIN : INT64_MAX; break;
+        case SK_U8: ((uint8_t *)r->acc)[o] = op == SC_MIN ? UINT8_MAX : 0; break;
+        case SK_U32: ((uint32_t *)r->acc)[o] = op == SC_MIN ? UINT32_MAX : 0; break;
         case SK_BOOL: ((uint8_t *)r->acc)[o] = op == SC_MIN; break;
         default: ((float *)r->acc)[o] = op == SC_SUM ? 0.0f : op == SC_MAX ? -INFINITY : INFINITY; break;
         }
@@ -120,6 +144,9 @@ static void reduce_range(void *ctx, int64_t lo, int64_t hi) {
         case SK_BF16: case SK_F16: ROW(float, fold_f, LOAD_16); break;
         case SK_F64: ROW(double, fold_d, LOAD_F64); break;
         case SK_I32: ROW(int32_t, fold_i, LOAD_I32); break;
+        case SK_I64: ROW(int64_t, fold_l, LOAD_I64); break;
+        case SK_U8: ROW(uint8_t, fold_u8, LOAD_B); break;
+        case SK_U32: ROW(uint32_t, fold_u32, LOAD_U32); break;
         default: ROW(uint8_t, fold_b, LOAD_B); break;
         }
         for (int d = m - 2; d >= 0; d--) {   /* the odometer over the outer dims */
@@ -213,7 +240,7 @@ int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims
 
 /* ---- cumsum ----
  * Rows along the scanned dim are `inner` elements apart.  Each outer slab
- * (n rows) is one work item: f32, f64 and i32 copy the first row and add
+ * (n rows) is one work item: f32, f64 and the integers copy the first row and add
  * each next input row to the output row before it (the output is the
  * accumulator, and the inner loop runs over contiguous elements); bf16 and
  * f16 keep an f32 accumulator per column, as their sums do, and round each
@@ -227,6 +254,8 @@ typedef struct {
 
 #define ADD(a, b) ((a) + (b))
 #define ADD_WRAP(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
+#define ADD_WRAP64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
+#define ADD_U8(a, b) ((uint8_t)((a) + (b)))
 
 /* The slab at `base` in dtype T: the dispatch stays out of the loops. */
 #define SCAN_SLAB(T, OP)                                     \
@@ -243,7 +272,10 @@ static void scan_slab(const Scan *c, int64_t o) {
     switch (c->t) {
     case SK_F32: SCAN_SLAB(float, ADD); break;
     case SK_F64: SCAN_SLAB(double, ADD); break;
-    default: SCAN_SLAB(int32_t, ADD_WRAP); break;    /* i32: wraps */
+    case SK_I64: SCAN_SLAB(int64_t, ADD_WRAP64); break;
+    case SK_U8: SCAN_SLAB(uint8_t, ADD_U8); break;
+    case SK_U32: SCAN_SLAB(uint32_t, ADD); break;
+    default: SCAN_SLAB(int32_t, ADD_WRAP); break;    /* i32: wraps, as the others do */
     }
 }
 

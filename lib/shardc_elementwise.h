@@ -28,6 +28,36 @@ static inline int32_t sk_floor_rem_i32(int32_t a, int32_t b) {
     return (int32_t)r;
 }
 
+/* i64 the same way (INT64_MIN / -1 wraps to INT64_MIN, % -1 is 0: C leaves
+ * both undefined, so -1 is taken apart).  u8 and u32 floor by truncating;
+ * x / 0 is all ones (-1 as the unsigned dtype, XLA's value) and x % 0 = x. */
+static inline int64_t sk_floor_div_i64(int64_t a, int64_t b) {
+    if (b == 0)
+        return -1;
+    if (b == -1)
+        return (int64_t)(0u - (uint64_t)a);
+    int64_t q = a / b, r = a % b;
+    if (r != 0 && (r < 0) != (b < 0))
+        q -= 1;
+    return q;
+}
+
+static inline int64_t sk_floor_rem_i64(int64_t a, int64_t b) {
+    if (b == 0)
+        return a;
+    if (b == -1)
+        return 0;
+    int64_t r = a % b;
+    if (r != 0 && (r < 0) != (b < 0))
+        r += b;
+    return r;
+}
+
+static inline uint8_t sk_floor_div_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a / b) : UINT8_MAX; }
+static inline uint8_t sk_floor_rem_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a % b) : a; }
+static inline uint32_t sk_floor_div_u32(uint32_t a, uint32_t b) { return b ? a / b : UINT32_MAX; }
+static inline uint32_t sk_floor_rem_u32(uint32_t a, uint32_t b) { return b ? a % b : a; }
+
 /* Floor modulo: the result has the divisor's sign (np.mod). */
 static inline float sk_floor_rem_f32(float a, float b) {
     float r = fmodf(a, b);

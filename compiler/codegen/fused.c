@@ -83,8 +83,11 @@ static void literal(Str *b, int dt, double x) {
         put(b, dt == DT_U8 ? "%llu" : "%lluu", (unsigned long long)x);
         return;
     }
-    if (dt == DT_I64) {   /* constants are doubles: integers within 2^53 (sema's check) */
-        put(b, x < 0 ? "(INT64_C(%lld))" : "INT64_C(%lld)", (long long)x);
+    if (dt == DT_I64) {   /* constants are doubles: integers within 2^53 (sema's check), or +-2^63 (padding) */
+        if (x >= 0x1p63 || x <= -0x1p63)
+            put(b, x < 0 ? "INT64_MIN" : "INT64_MAX");
+        else
+            put(b, x < 0 ? "(INT64_C(%lld))" : "INT64_C(%lld)", (long long)x);
         return;
     }
     int dbl = dt == DT_F64;
@@ -217,9 +220,13 @@ static int is_ident(char c) { return c == '_' || isalnum((unsigned char)c); }
 /* Write formula t (lib/shardc_elementwise.def's notation) in dtype dt: the
  * operands x, y, z are args[0..2] (their float values where `fl`), K(c) and
  * M(f) get the float suffix in f32, T(f) is the helper sk_f_f32, _f64 or
- * _i32.  Numbers are copied whole, so the x of 0x1 is not an operand. */
+ * the integer dtype's (_i32, _i64, _u8, _u32), and the integer formula's I
+ * and U are the dtype's C type and the unsigned type of its width.  Numbers
+ * are copied whole, so the x of 0x1 is not an operand. */
 static void expand(Loop *L, Str *b, const char *t, const int *args, int fl, int dt) {
-    const char *suffix = dt == DT_F64 ? "" : "f", *type = dt == DT_F64 ? "f64" : dt == DT_I32 ? "i32" : "f32";
+    int integer = dt == DT_I32 || dt == DT_I64 || dt == DT_U8 || dt == DT_U32;
+    const char *suffix = dt == DT_F64 ? "" : "f", *type = dt == DT_F64 ? "f64" : integer ? dtype_name[dt] : "f32";
+    const char *unsig = dt == DT_I32 ? "uint32_t" : dt == DT_I64 ? "uint64_t" : dt == DT_U8 ? "uint8_t" : "uint32_t";
     while (*t) {
         size_t n = 1;
         if (*t >= '0' && *t <= '9') {
@@ -231,6 +238,8 @@ static void expand(Loop *L, Str *b, const char *t, const int *args, int fl, int 
                 n++;
             if (n == 1 && *t >= 'x' && *t <= 'z')
                 ref(L, b, args[*t - 'x'], fl);
+            else if (n == 1 && integer && (*t == 'I' || *t == 'U'))
+                put(b, "%s", *t == 'U' ? unsig : ctype_of[dt]);
             else if (n == 1 && t[1] == '(' && (*t == 'K' || *t == 'M' || *t == 'T')) {
                 const char *inner = t + 2, *close = strchr(inner, ')');
                 int len = (int)(close - inner);
@@ -287,7 +296,7 @@ static void member_expr(Loop *L, Str *b, int v) {
             round = is16(dt);
         }
     } else if (op != OP_COPY && op != OP_RESHAPE && op != OP_BROADCAST) {
-        t = dt == DT_I32 ? formula[op].i32 : formula[op].f;
+        t = dt == DT_I32 || dt == DT_I64 || dt == DT_U8 || dt == DT_U32 ? formula[op].i32 : formula[op].f;
         fl = 1;
         round = is16(dt);
     }

@@ -62,7 +62,12 @@ static void emit_constant(Gen *g, const Inst *in, const char *r) {
     case DT_I32: fprintf(o, "    *%s = (int32_t)%lld;\n", r, (long long)x); break;
     case DT_BOOL: fprintf(o, "    *%s = %d;\n", r, x != 0); break;
     case DT_U32: fprintf(o, "    *%s = %lluu;\n", r, (unsigned long long)x); break;
-    case DT_I64: fprintf(o, "    *%s = INT64_C(%lld);\n", r, (long long)x); break;
+    case DT_I64:   /* +-2^63: INT64_MAX and INT64_MIN (a max or min reduction's padding) */
+        if (x >= 0x1p63 || x <= -0x1p63)
+            fprintf(o, "    *%s = %s;\n", r, x < 0 ? "INT64_MIN" : "INT64_MAX");
+        else
+            fprintf(o, "    *%s = INT64_C(%lld);\n", r, (long long)x);
+        break;
     case DT_U8: fprintf(o, "    *%s = %u;\n", r, (unsigned)x); break;
     default: fprintf(o, "    *%s = (%s)%s;\n", r, ctype_of[in->type.dtype], num); break;
     }

@@ -69,33 +69,39 @@ void copy_box(double *dst, const int64_t *dstride, const double *src, const int6
 
 /* Sums accumulate in double, which stands for the f32 accumulator of bf16
  * and f16 sums (docs/ir.md): the sum is rounded to f32 once, then the
- * caller rounds it to the dtype.  i32 sums wrap, so they are kept modulo
- * 2^64 in unsigned arithmetic (well defined) and wrapped to 32 bits. */
+ * caller rounds it to the dtype.  Integer sums wrap, so they are kept modulo
+ * 2^64 in unsigned arithmetic (well defined) and wrapped to the dtype's
+ * width (i64: exact while the operands and the result stay within 2^53). */
 typedef struct {
     double f;
     uint64_t i;
 } Acc;
 
-static int64_t as_int(double x) { return (int64_t)x; }   /* x is an i32 value: exact */
+static int wraps(int dtype) { return dtype == DT_I32 || dtype == DT_I64 || dtype == DT_U8 || dtype == DT_U32; }
+static int64_t as_int(double x) { return sk_to_i64(x); }   /* an integer value; INT64_MAX is held as 2^63 */
 
 static void acc_add(Acc *a, double x, int dtype) {
-    if (dtype == DT_I32)
+    if (wraps(dtype))
         a->i += (uint64_t)as_int(x);
     else
         a->f += x;
 }
 
 static void acc_add_product(Acc *a, double x, double y, int dtype) {
-    if (dtype == DT_I32)
+    if (wraps(dtype))
         a->i += (uint64_t)as_int(x) * (uint64_t)as_int(y);
     else
         a->f += x * y;
 }
 
 static double acc_result(const Acc *a, int dtype) {
-    if (dtype == DT_I32)
-        return num_wrap_i32((int64_t)(a->i & 0xffffffffu));
-    return dtype == DT_BF16 || dtype == DT_F16 ? (float)a->f : a->f;
+    switch (dtype) {
+    case DT_I32: return num_wrap_i32((int64_t)(a->i & 0xffffffffu));
+    case DT_I64: return (double)(int64_t)a->i;
+    case DT_U8: return (uint8_t)a->i;
+    case DT_U32: return (uint32_t)a->i;
+    default: return dtype == DT_BF16 || dtype == DT_F16 ? (float)a->f : a->f;
+    }
 }
 
 static double max_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
@@ -109,10 +115,15 @@ static double min_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : 
 static const struct {
     double (*f64)(double);
     int32_t (*i32)(int32_t);
+    int64_t (*i64)(int64_t);
+    uint8_t (*u8)(uint8_t);
+    uint32_t (*u32)(uint32_t);
     uint8_t (*b)(uint8_t);
 } unary_fn[OP_COUNT] = {
 #define SK_UNARY(ID, name, builtin, dtypes, f, fi) \
-    [OP_##ID] = {EW_IF_F_##dtypes(.f64 = ew_##ID##_f64, ) EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32, ) \
+    [OP_##ID] = {EW_IF_F_##dtypes(.f64 = ew_##ID##_f64, ) \
+                 EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32, .i64 = ew_##ID##_i64, .u8 = ew_##ID##_u8, \
+                                    .u32 = ew_##ID##_u32, ) \
                  EW_IF_BOOL_##dtypes(.b = ew_##ID##_bool)},
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi)
 #include "../../lib/shardc_elementwise.def"
@@ -122,26 +133,44 @@ static const struct {
 static const struct {
     double (*f64)(double, double);
     int32_t (*i32)(int32_t, int32_t);
+    int64_t (*i64)(int64_t, int64_t);
+    uint8_t (*u8)(uint8_t, uint8_t);
+    uint32_t (*u32)(uint32_t, uint32_t);
     uint8_t (*b)(uint8_t, uint8_t);
 } binary_fn[OP_COUNT] = {
 #define SK_UNARY(ID, name, builtin, dtypes, f, fi)
 #define SK_BINARY(ID, name, builtin, dtypes, f, fi) \
-    [OP_##ID] = {EW_IF_F_##dtypes(.f64 = ew_##ID##_f64, ) EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32, ) \
+    [OP_##ID] = {EW_IF_F_##dtypes(.f64 = ew_##ID##_f64, ) \
+                 EW_IF_I32_##dtypes(.i32 = ew_##ID##_i32, .i64 = ew_##ID##_i64, .u8 = ew_##ID##_u8, \
+                                    .u32 = ew_##ID##_u32, ) \
                  EW_IF_BOOL_##dtypes(.b = ew_##ID##_bool)},
 #include "../../lib/shardc_elementwise.def"
 #undef SK_UNARY
 #undef SK_BINARY
 };
 
-/* i32 values are exact in double, and an op on i32 or bool is in the i32 or
- * bool tables (sema and the verifier check dtypes against ops.def). */
+/* i32, u8 and u32 values are exact in double, and an op on an integer or
+ * bool is in that dtype's table (sema and the verifier check dtypes against
+ * ops.def).  i64 is computed exactly in int64_t on the double's value
+ * (sk_to_i64: INT64_MAX is held as 2^63) and rounded back to double, so it
+ * is exact while values stay within 2^53 (docs/language.md). */
 static int kernel_unary(const Kernel *k, double *out) {
     const double *x = arg(k, 0);
     int64_t n = shape_elems(&k->in->type);
     int dt = arg_type(k, 0)->dtype;
+    int op = k->in->op;
     if (dt == DT_I32)
         for (int64_t i = 0; i < n; i++)
-            out[i] = unary_fn[k->in->op].i32((int32_t)x[i]);
+            out[i] = unary_fn[op].i32((int32_t)x[i]);
+    else if (dt == DT_I64)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = (double)unary_fn[op].i64(sk_to_i64(x[i]));
+    else if (dt == DT_U8)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = unary_fn[op].u8((uint8_t)x[i]);
+    else if (dt == DT_U32)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = unary_fn[op].u32((uint32_t)x[i]);
     else if (dt == DT_BOOL && unary_fn[k->in->op].b)
         for (int64_t i = 0; i < n; i++)
             out[i] = unary_fn[k->in->op].b(x[i] != 0);
@@ -154,9 +183,19 @@ static int kernel_unary(const Kernel *k, double *out) {
 static int kernel_binary(const Kernel *k, double *out) {
     const double *x = arg(k, 0), *y = arg(k, 1);
     int64_t n = shape_elems(&k->in->type);
-    if (k->in->type.dtype == DT_I32)
+    int op = k->in->op, dt = k->in->type.dtype;
+    if (dt == DT_I32)
         for (int64_t i = 0; i < n; i++)
-            out[i] = binary_fn[k->in->op].i32((int32_t)x[i], (int32_t)y[i]);
+            out[i] = binary_fn[op].i32((int32_t)x[i], (int32_t)y[i]);
+    else if (dt == DT_I64)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = (double)binary_fn[op].i64(sk_to_i64(x[i]), sk_to_i64(y[i]));
+    else if (dt == DT_U8)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = binary_fn[op].u8((uint8_t)x[i], (uint8_t)y[i]);
+    else if (dt == DT_U32)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = binary_fn[op].u32((uint32_t)x[i], (uint32_t)y[i]);
     else if (k->in->type.dtype == DT_BOOL)
         for (int64_t i = 0; i < n; i++)
             out[i] = binary_fn[k->in->op].b(x[i] != 0, y[i] != 0);

@@ -87,6 +87,11 @@ int dtype_is_float(int dt) {
 }
 
 int dtype_is_num(int dt) { return dt != DT_BOOL && dt != DT_U32 && dt != DT_I64 && dt != DT_U8; }
+/* Elementwise arithmetic (ops.def's NUM ops), reductions and cumsum take
+ * every dtype but bool: i64, u8 and u32 wrap as i32 does.  dtype_is_num's
+ * users (dots, +=, explicit collectives, the partitioner's padded sums) do
+ * not take them yet. */
+int dtype_is_arith(int dt) { return dt != DT_BOOL; }
 
 void module_init(Module *m, Arena *arena, Symtab *syms) {
     memset(m, 0, sizeof *m);

@@ -435,9 +435,12 @@ Shape shape_local(const Module *m, const Shape *global, const Sharding *sh);
 /* Axes splitting dim d, major first; returns how many. */
 int sharding_dim_axes(const Sharding *sh, int d, int axes[MAX_AXES]);
 int dtype_is_float(int dt);
-/* Whether dt has arithmetic: not bool, nor u32 (random keys and bits), nor
- * i64 and u8 (value dtypes: no arithmetic yet, dtypes.def). */
+/* dtype_is_num: f32, f64, bf16, f16, i32 (what dots, +=, scatter-adds,
+ * collectives' sema checks and the partitioner's padded sums take);
+ * dtype_is_arith: every dtype but bool (elementwise arithmetic, reductions,
+ * cumsum: i64, u8 and u32 wrap as i32 does). */
 int dtype_is_num(int dt);
+int dtype_is_arith(int dt);
 int dtype_size(int dt);                     /* bytes of one element */
 
 /* ---- checking and printing ---- */

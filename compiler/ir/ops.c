@@ -18,7 +18,7 @@ const OpInfo op_info[OP_COUNT] = {
 
 int op_accepts(int op, int dt) {
     switch ((TypeClass)op_info[op].dtypes) {
-    case TY_NUM: return dtype_is_num(dt);
+    case TY_NUM: return dtype_is_arith(dt);
     case TY_FLOAT: return dtype_is_float(dt);
     case TY_BOOL: return dt == DT_BOOL;
     default: return 1;

@@ -904,6 +904,20 @@ Piece reshard(Part *p, Piece x, const Sharding *to) {
     return x;
 }
 
+/* The fill that a max (highest = 0) or min (highest = 1) cannot see: the
+ * dtype's lowest or highest value, infinity for floats.  2^63 stands for
+ * INT64_MAX, as constants are doubles (sk_to_i64 and the C literals
+ * saturate it). */
+static double extreme(int dt, int highest) {
+    switch (dt) {
+    case DT_I32: return highest ? (double)INT32_MAX : (double)INT32_MIN;
+    case DT_I64: return highest ? 0x1p63 : -0x1p63;
+    case DT_U8: return highest ? (double)UINT8_MAX : 0.0;
+    case DT_U32: return highest ? (double)UINT32_MAX : 0.0;
+    default: return highest ? INFINITY : -INFINITY;
+    }
+}
+
 /* Replace the padding of dim d's uneven blocks with `identity`, so a sum,
  * max or min over the blocks cannot see it: position i of the block is
  * padding when block * b + i >= n. */
@@ -919,10 +933,7 @@ int mask_padding(Part *p, Piece x, int d, Reducer reducer) {
                                                                   &pos_shape)}, 2, NULL, 0, NULL);
     int limit = splat(p, (double)x.global.dims[d], &pos_shape);
     int valid = emit_local(p, OP_COMPARE, (int32_t[]){pos, limit}, 2, (int64_t[]){CMP_LT}, 1, NULL);
-    int is_int = local.dtype == DT_I32;
-    int fill = splat(p, reducer == RED_SUM ? 0.0
-                        : reducer == RED_MAX ? (is_int ? (double)INT32_MIN : -INFINITY)
-                        : (is_int ? (double)INT32_MAX : INFINITY), &local);
+    int fill = splat(p, reducer == RED_SUM ? 0.0 : extreme(local.dtype, reducer != RED_MAX), &local);
     int v = emit_local(p, OP_SELECT, (int32_t[]){valid, x.v, fill}, 3, NULL, 0, NULL);
     p->dst->insts[v].sh = x.sh;
     return v;

@@ -226,7 +226,7 @@ static Val roll(Sema *s, const Expr *e) {
 /* cumsum(x, dim): the inclusive prefix sum along dim (numeric dtypes). */
 static Val cumsum(Sema *s, const Expr *e) {
     int x = tensor_arg(s, e, 0, "cumsum's operand");
-    if (!dtype_is_num(shape_of(s, x)->dtype))
+    if (!dtype_is_arith(shape_of(s, x)->dtype))
         sema_error(s, arg(e, 0)->loc, "cumsum needs a numeric operand, not %s; cast it with i32(...) or f32(...)",
                    dtype_name[shape_of(s, x)->dtype]);
     int64_t d = dim_arg(s, arg(e, 1), shape_of(s, x)->rank);

@@ -187,12 +187,6 @@ Val elementwise2(Sema *s, Op op, Val a, Val b, Loc loc) {
     int dt = s->fn->insts[x].type.dtype;
     if (dt == DT_BOOL)
         sema_error(s, loc, "arithmetic on bool values; use where(c, a, b)");
-    if (dt == DT_U32)
-        sema_error(s, loc, "arithmetic on u32 values (random keys and bits); draw numbers with uniform(...) or "
-                   "randint(...), or cast with i32(...) or f32(...)");
-    if (dt == DT_I64 || dt == DT_U8)
-        sema_error(s, loc, "arithmetic on %s values is not implemented yet (they move, compare and convert); "
-                   "cast with i32(...) or f64(...)", dtype_name[dt]);
     if (!op_accepts(op, dt))
         sema_error(s, loc, "%s needs floating-point operands, not %s", builtin_name[op], dtype_name[dt]);
     return tensor(emit(s, op, (int32_t[]){x, y}, 2, NULL, 0, NULL, loc));
@@ -238,10 +232,12 @@ Val unary_op(Sema *s, Op op, const char *name, Val a, Loc loc) {
     int arith = op_info[op].dtypes == TY_NUM;
     int x = to_tensor(s, a, a.kind == VAL_INT && arith ? DT_I32 : DT_F32, loc);
     int dt = s->fn->insts[x].type.dtype;
-    if (arith && !dtype_is_num(dt))
+    if (arith && !dtype_is_arith(dt))
         sema_error(s, loc, "%s needs a numeric operand, not %s", name, dtype_name[dt]);
     if (!arith && !dtype_is_float(dt))
         sema_error(s, loc, "%s needs a floating-point operand, not %s; cast with f32(...)", name, dtype_name[dt]);
+    if (op == OP_ABS && (dt == DT_U8 || dt == DT_U32))
+        return tensor(x);   /* an unsigned value is its own abs (NumPy's too) */
     return tensor(emit(s, op, (int32_t[]){x}, 1, NULL, 0, NULL, loc));
 }
 

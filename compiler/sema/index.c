@@ -280,7 +280,7 @@ static Shape union_shape(Ix *ix, const uint8_t *labels, int n, int dtype) {
 static Term reduce_term(Ix *ix, Term t, uint64_t mask, Reducer r, Loc loc) {
     if (!(mask_of(&t) & mask))
         return t;
-    if (!dtype_is_num(ix->s->fn->insts[t.v].type.dtype))
+    if (!dtype_is_arith(ix->s->fn->insts[t.v].type.dtype))
         sema_error(ix->s, loc, "cannot reduce %s values; cast them with i32(...) or f32(...)",
                    dtype_name[ix->s->fn->insts[t.v].type.dtype]);
     int64_t attrs[1 + MAX_RANK] = {r};

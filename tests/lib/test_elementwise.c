@@ -189,7 +189,7 @@ static double floor_rem(double a, double b) {
 
 /* i64 and u8: convert and compare are exact past 2^53 (no double in the
  * way); between integers the value is kept modulo the target's width, as
- * NumPy's astype; floats truncate toward zero.  No arithmetic yet. */
+ * NumPy's astype; floats truncate toward zero. */
 static void test_wide_ints(void) {
     const int64_t p53 = (int64_t)1 << 53;
     int64_t a[6] = {p53 + 1, -p53 - 3, INT64_MAX, INT64_MIN, 0x123456789abLL, -1};
@@ -234,9 +234,71 @@ static void test_wide_ints(void) {
     int64_t sel[6];
     check(sk_select(SK_I64, 6, pick, a, b, sel) == 0 && sel[0] == p53 + 1 && sel[1] == b[1] && sel[2] == INT64_MAX,
           "select i64 moves all 64 bits");
-    check(sk_binary(SK_ADD, SK_I64, 6, a, b, sel) == SC_ERR && sk_binary(SK_MAX, SK_U8, 6, u, u, u) == SC_ERR &&
-              sk_unary(SK_NEGATE, SK_I64, 6, a, sel) == SC_ERR,
-          "arithmetic on i64 and u8 is an error (not implemented)");
+}
+
+/* Arithmetic on i64, u8 and u32 wraps modulo 2^bits (exact past 2^53);
+ * divide and remainder floor (unsigned ones truncate), x / 0 is all ones and
+ * x % 0 = x; negating an unsigned value wraps, and its abs is itself. */
+static void test_wide_int_arith(void) {
+    const int64_t p53 = (int64_t)1 << 53;
+    int64_t a[6] = {p53 + 1, INT64_MAX, INT64_MIN, -7, 7, 5}, b[6] = {p53 + 3, 1, -1, 2, -2, 0}, r[6];
+    check(sk_binary(SK_ADD, SK_I64, 6, a, b, r) == 0 && r[0] == 2 * p53 + 4 && r[1] == INT64_MIN && r[2] == INT64_MAX,
+          "add i64 is exact past 2^53 and wraps");
+    sk_binary(SK_MUL, SK_I64, 6, a, b, r);
+    check(r[0] == (int64_t)((uint64_t)(p53 + 1) * (uint64_t)(p53 + 3)) && r[2] == INT64_MIN && r[3] == -14,
+          "multiply i64 wraps modulo 2^64");
+    sk_binary(SK_DIV, SK_I64, 6, a, b, r);
+    check(r[0] == 0 && r[1] == INT64_MAX && r[2] == INT64_MIN && r[3] == -4 && r[4] == -4 && r[5] == -1,
+          "divide i64 floors; INT64_MIN / -1 wraps; x / 0 = -1");
+    sk_binary(SK_REM, SK_I64, 6, a, b, r);
+    check(r[0] == p53 + 1 && r[2] == 0 && r[3] == 1 && r[4] == -1 && r[5] == 5,
+          "remainder i64 has the divisor's sign; x %% 0 = x");
+    sk_unary(SK_NEGATE, SK_I64, 6, a, r);
+    check(r[0] == -p53 - 1 && r[2] == INT64_MIN, "negate i64 wraps");
+    sk_binary(SK_MAX, SK_I64, 6, a, b, r);
+    check(r[0] == p53 + 3 && r[1] == INT64_MAX && r[2] == -1, "maximum i64 is exact past 2^53");
+    uint8_t p[4] = {200, 3, 0, 255}, q[4] = {100, 5, 7, 0}, o[4];
+    sk_binary(SK_ADD, SK_U8, 4, p, q, o);
+    check(o[0] == 44 && o[1] == 8 && o[3] == 255, "add u8 wraps modulo 256 (200 + 100 = 44)");
+    sk_binary(SK_SUB, SK_U8, 4, p, q, o);
+    check(o[1] == 254 && o[2] == 249, "subtract u8 wraps");
+    sk_binary(SK_MUL, SK_U8, 4, p, q, o);
+    check(o[0] == (uint8_t)20000 && o[1] == 15, "multiply u8 wraps");
+    sk_binary(SK_DIV, SK_U8, 4, p, q, o);
+    check(o[0] == 2 && o[1] == 0 && o[3] == 255, "divide u8 truncates; x / 0 is all ones");
+    sk_binary(SK_REM, SK_U8, 4, p, q, o);
+    check(o[0] == 0 && o[1] == 3 && o[3] == 255, "remainder u8; x %% 0 = x");
+    sk_unary(SK_NEGATE, SK_U8, 4, p, o);
+    check(o[0] == 56 && o[2] == 0 && o[3] == 1, "negate u8 wraps");
+    sk_unary(SK_ABS, SK_U8, 4, p, o);
+    check(o[0] == 200 && o[3] == 255, "abs u8 is the value");
+    uint32_t u[3] = {0x80000005u, 7, 0}, v[3] = {3, 0xffffffffu, 9}, w[3];
+    sk_binary(SK_MUL, SK_U32, 3, u, v, w);
+    check(w[0] == 0x8000000fu && w[1] == 0xfffffff9u, "multiply u32 wraps modulo 2^32");
+    sk_binary(SK_SUB, SK_U32, 3, u, v, w);
+    check(w[2] == 0xfffffff7u && w[1] == 8, "subtract u32 wraps");
+    sk_binary(SK_MIN, SK_U32, 3, u, v, w);
+    check(w[0] == 3 && w[1] == 7 && w[2] == 0, "minimum u32 compares unsigned");
+    /* Reductions and cumsum in the dtype: sums wrap, max and min exact. */
+    int64_t big[4] = {INT64_MAX, 2, p53 + 1, -p53}, rs[2];
+    check(sk_reduce(SK_I64, SC_SHAPE(2, 2), big, 1, (int[]){0}, SC_SUM, rs) == 0 && rs[0] == INT64_MIN + p53 &&
+              rs[1] == 2 - p53,
+          "sum i64 wraps and is exact past 2^53");
+    check(sk_reduce(SK_I64, SC_SHAPE(4), big, 1, (int[]){0}, SC_MIN, rs) == 0 && rs[0] == -p53, "min i64");
+    uint8_t bytes[3] = {200, 100, 7}, bs[3];
+    check(sk_reduce(SK_U8, SC_SHAPE(3), bytes, 1, (int[]){0}, SC_SUM, bs) == 0 && bs[0] == 51, "sum u8 wraps (307 = 51)");
+    check(sk_reduce(SK_U8, SC_SHAPE(3), bytes, 1, (int[]){0}, SC_MAX, bs) == 0 && bs[0] == 200, "max u8");
+    check(sk_cumsum(SK_U8, SC_SHAPE(3), bytes, 0, bs) == 0 && bs[0] == 200 && bs[1] == 44 && bs[2] == 51,
+          "cumsum u8 wraps");
+    int64_t cs[4];
+    check(sk_cumsum(SK_I64, SC_SHAPE(4), big, 0, cs) == 0 && cs[1] == INT64_MIN + 1 && cs[3] == INT64_MIN + 2,
+          "cumsum i64 wraps");
+    uint32_t us[3] = {0xfffffff0u, 0x20u, 5}, uo[1];
+    check(sk_reduce(SK_U32, SC_SHAPE(3), us, 1, (int[]){0}, SC_SUM, uo) == 0 && uo[0] == 0x15u, "sum u32 wraps");
+    check(sk_reduce(SK_U32, SC_SHAPE(3), us, 1, (int[]){0}, SC_MIN, uo) == 0 && uo[0] == 5, "min u32 compares unsigned");
+    check(sk_unary(SK_EXP, SK_I64, 3, a, r) == SC_ERR && sk_binary(SK_POW, SK_U8, 4, p, q, o) == SC_ERR &&
+              sk_unary(SK_SQRT, SK_U32, 3, u, w) == SC_ERR && sk_binary(SK_ADD, SK_BOOL, 4, p, q, o) == SC_ERR,
+          "float-only ops on integers, arithmetic on bool, are errors");
 }
 
 static void test_elementwise(void) {
@@ -405,6 +467,7 @@ static void test_elementwise(void) {
     }
     check(sk_binary(SK_ADD, SK_BOOL, 1, bc, bc, bc) == SC_ERR, "add bool is an error");
     test_wide_ints();
+    test_wide_int_arith();
 }
 
 int main(void) {
