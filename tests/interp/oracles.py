@@ -406,11 +406,11 @@ def dtypes_reduce(rng, m):
 
 
 # The interpreter holds values as doubles (i64 exact within 2^53): arith_big
-# runs in generated C only.  Both are built on every mesh (codegen=None), so
+# (tests/codegen/progs/int64_big.tdsl) runs in generated C only.  Both are built on every mesh (codegen=None), so
 # check_run.py leaves them here: its random i64 inputs reach 2^53, where
 # products leave what a double holds and the interpreter is not exact.
 case("dtypes.arith", prog("dtypes.tdsl"), "arith", dtypes_arith, exact=True, interp=[None, (4,)], runs=1)
-case("dtypes.arith_big", prog("dtypes.tdsl"), "arith_big", dtypes_arith_big, exact=True, interp=[], runs=1)
+case("dtypes.arith_big", os.path.join(ROOT, "tests", "codegen", "progs", "int64_big.tdsl"), "arith_big", dtypes_arith_big, exact=True, interp=[], runs=1)
 case("dtypes.reduce", prog("dtypes.tdsl"), "reduce_ints", dtypes_reduce, exact=True, interp=[None, (4,)], runs=1)
 
 
