@@ -17,10 +17,9 @@ input sets (random, fixed seeds):
 then the executable per input set: itself on the threads backend, under
 `mpirun -np P` (one process per device, with `shardc run`'s options) on the
 mpi backend.  The threads backend runs every input set (case.runs, 2 by
-default), the mpi backend the first, on meshes of 3 or more devices (2x2,
-2x4 and the uneven one: one and two devices add nothing that the threads
-backend and the larger meshes do not cover, and an MPI run costs half a
-second to start).
+default), the mpi backend the first, on the 2x4 mesh and the uneven one
+(one, two and four devices add nothing that the threads backend and those
+two do not cover, and an MPI build and run cost two seconds).
 Backends: --backend LIST (comma-separated), or by default threads, and mpi
 when the MPI runtime library (libshardc_rt_mpi.a, next to shardc) exists;
 a backend that is not available is reported as such, never as passed.
@@ -213,11 +212,11 @@ class Harness:
 
     def backends_for(self, k, sizes):
         """The backends that run input set k on a mesh of `sizes`: all the
-        first (mpi on 3 or more devices), threads the others; with --layouts,
-        threads and then mpi in each layout."""
+        first (mpi on the 2x4 mesh and the uneven one), threads the others;
+        with --layouts, threads and then mpi in each layout."""
         if self.layouts:
             return ["threads"] + ["mpi:%d" % p for p in LAYOUTS if "mpi" in self.backends]
-        many = int(np.prod(sizes)) >= 3
+        many = int(np.prod(sizes)) in (8, 3, 6)
         return [b for b in self.backends if b == "threads" or (k == 0 and many)]
 
     def runs(self, case):
