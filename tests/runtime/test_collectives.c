@@ -351,10 +351,24 @@ static void axes_text(const sc_mesh *m, sc_axes a, char *buf) {
  * launcher sets them (tests/run-tests). */
 static sc_options options;
 
+/* Whether dtype t is tested: all of them, or those SHARDC_TEST_DTYPES lists
+ * ("f32,bf16,f64,u8": the two-hosts run, where each dtype's worlds cost a
+ * TCP setup and one dtype per element size covers the transport). */
+static int dtype_wanted(sc_dtype t) {
+    const char *list = getenv("SHARDC_TEST_DTYPES"), *name = sc_dtype_name(t);
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p; p += strcspn(p, ","), p += *p == ',')
+        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == 0))
+            return 1;
+    return list == NULL;
+}
+
 static void run_case(const char *mesh_name, const sc_mesh *m, sc_axes axes) {
     char ax[64], err[256];
     axes_text(m, axes, ax);
     for (int t = 0; t < SC_DTYPE_COUNT; t++) {
+        if (!dtype_wanted((sc_dtype)t))
+            continue;
         static Case c;
         memset(&c, 0, sizeof c);
         c.mesh = *m;
