@@ -5,7 +5,7 @@
  * padded with spaces and a newline, then the raw elements.  The reader
  * checks every part and says what is wrong; bytes are decoded one by one, so
  * it does not depend on the host's byte order. */
-#include "shardc_npy.h"
+#include "npy_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -90,8 +90,7 @@ static int converts(const NpyType *t, int want) {
            (strcmp(t->descr, "<i8") == 0 && want == SK_I32);
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
+int npy_fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
@@ -263,7 +262,7 @@ static void describe_shape(const sk_npy_shape *s, char *buf, size_t cap) {
         snprintf(buf + n, cap - n, s->rank == 1 ? ",)" : ")");
 }
 
-static uint64_t load_le(const unsigned char *b, int size) {
+uint64_t npy_load_le(const unsigned char *b, int size) {
     uint64_t v = 0;
     for (int i = size - 1; i >= 0; i--)
         v = v << 8 | b[i];
@@ -295,7 +294,7 @@ static double convert(Conv *c, const unsigned char *b, int64_t index) {
     if (!c || c->file->size != 8 || c->dtype == SK_F64)
         return decode(b, c ? c->dtype : SK_F32);
     if (c->file->dtype == SK_I64) {                 /* int64, to i32 or i64 */
-        int64_t v = (int64_t)load_le(b, 8);
+        int64_t v = (int64_t)npy_load_le(b, 8);
         int ok = c->dtype == SK_I32 ? v >= INT32_MIN && v <= INT32_MAX : v >= -MAX_EXACT_I64 && v <= MAX_EXACT_I64;
         if (!ok && c->bad < 0) {
             c->bad = index;
@@ -314,23 +313,23 @@ static double convert(Conv *c, const unsigned char *b, int64_t index) {
 static double decode(const unsigned char *b, int dtype) {
     switch (dtype) {
     case SK_F32: case SK_BF16: {
-        uint32_t bits = (uint32_t)load_le(b, 4);
+        uint32_t bits = (uint32_t)npy_load_le(b, 4);
         float f;
         memcpy(&f, &bits, sizeof f);
         return round_to(f, dtype);
     }
     case SK_F64: {
-        uint64_t bits = load_le(b, 8);
+        uint64_t bits = npy_load_le(b, 8);
         double x;
         memcpy(&x, &bits, sizeof x);
         return x;
     }
-    case SK_I32: return (int32_t)(uint32_t)load_le(b, 4);
-    case SK_U32: return (uint32_t)load_le(b, 4);
-    case SK_I64: return (double)(int64_t)load_le(b, 8);
+    case SK_I32: return (int32_t)(uint32_t)npy_load_le(b, 4);
+    case SK_U32: return (uint32_t)npy_load_le(b, 4);
+    case SK_I64: return (double)(int64_t)npy_load_le(b, 8);
     case SK_U8: return b[0];
     case SK_BOOL: return b[0] != 0;
-    default: return sc_f16_to_float((uint16_t)load_le(b, 2));
+    default: return sc_f16_to_float((uint16_t)npy_load_le(b, 2));
     }
 }
 
@@ -350,32 +349,32 @@ static int read_header(read_fn rd, void *src, const char *path, Header *h, int64
     unsigned char pre[12];
     size_t got = rd(src, pre, 8);
     if (got < 6 || memcmp(pre, "\x93NUMPY", 6) != 0)
-        return fail(err, errlen, "'%s' is not a .npy file (no \\x93NUMPY magic)", path);
+        return npy_fail(err, errlen, "'%s' is not a .npy file (no \\x93NUMPY magic)", path);
     if (got < 8)
-        return fail(err, errlen, "'%s' is truncated inside its header", path);
+        return npy_fail(err, errlen, "'%s' is truncated inside its header", path);
     if ((pre[6] != 1 && pre[6] != 2) || pre[7] != 0)
-        return fail(err, errlen, "'%s' has .npy format version %d.%d; only 1.0 and 2.0 are supported", path,
+        return npy_fail(err, errlen, "'%s' has .npy format version %d.%d; only 1.0 and 2.0 are supported", path,
                     pre[6], pre[7]);
     int lenbytes = pre[6] == 1 ? 2 : 4;
     if (rd(src, pre + 8, (size_t)lenbytes) != (size_t)lenbytes)
-        return fail(err, errlen, "'%s' is truncated inside its header", path);
-    uint64_t hlen = load_le(pre + 8, lenbytes);
+        return npy_fail(err, errlen, "'%s' is truncated inside its header", path);
+    uint64_t hlen = npy_load_le(pre + 8, lenbytes);
     if (hlen > MAX_HEADER)
-        return fail(err, errlen, "'%s' declares a header of %llu bytes, more than a .npy header can sensibly be",
+        return npy_fail(err, errlen, "'%s' declares a header of %llu bytes, more than a .npy header can sensibly be",
                     path, (unsigned long long)hlen);
     char *text = malloc(hlen + 1);
     if (!text)
-        return fail(err, errlen, "out of memory reading '%s'", path);
+        return npy_fail(err, errlen, "out of memory reading '%s'", path);
     int rc = 0;
     if (rd(src, text, hlen) != hlen)
-        rc = fail(err, errlen, "'%s' is truncated inside its header", path);
+        rc = npy_fail(err, errlen, "'%s' is truncated inside its header", path);
     else if (memchr(text, '\0', hlen))
-        rc = fail(err, errlen, "'%s' has a bad header: it contains a NUL byte", path);
+        rc = npy_fail(err, errlen, "'%s' has a bad header: it contains a NUL byte", path);
     else {
         *h = (Header){text, text + hlen, {0}, 0, 0, 0, 0, {0}, NULL};
         const char *why = parse_header(h);
         if (why)
-            rc = fail(err, errlen, "'%s' has a bad header: %s", path, why);
+            rc = npy_fail(err, errlen, "'%s' has a bad header: %s", path, why);
     }
     free(text);
     h->p = h->end = NULL;
@@ -392,18 +391,18 @@ static const NpyType *check_type(const char *path, Header *h, int want, int64_t 
     const NpyType *t = type_of_descr(h->descr);
     char descr[80];
     if (!t) {
-        fail(err, errlen, "'%s' has dtype '%s'; supported are '<f4', '<f8', '<i4', '<i8', '|b1', '<f2', '<u4' and "
+        npy_fail(err, errlen, "'%s' has dtype '%s'; supported are '<f4', '<f8', '<i4', '<i8', '|b1', '<f2', '<u4' and "
              "'|u1' (little-endian)", path, printable(h->descr, descr, sizeof descr));
         return NULL;
     }
     if (h->fortran) {
-        fail(err, errlen, "'%s' is in Fortran order; save a C-order array (np.ascontiguousarray)", path);
+        npy_fail(err, errlen, "'%s' is in Fortran order; save a C-order array (np.ascontiguousarray)", path);
         return NULL;
     }
     int64_t n = 1;
     for (int d = 0; d < h->shape.rank; d++) {
         if (h->shape.dims[d] && n > limit / h->shape.dims[d]) {
-            fail(err, errlen, "'%s' has more than %lld elements", path, (long long)limit);
+            npy_fail(err, errlen, "'%s' has more than %lld elements", path, (long long)limit);
             return NULL;
         }
         n *= h->shape.dims[d];
@@ -418,7 +417,7 @@ static int check_dtype(const char *path, const NpyType *t, int want, char *err, 
     const NpyType *need = type_of_dtype(want);
     if (need && (need == t || converts(t, want)))
         return 0;
-    return fail(err, errlen, "'%s' holds %s (%s) data, but %s is needed%s: save arr.astype(np.%s)", path, t->descr,
+    return npy_fail(err, errlen, "'%s' holds %s (%s) data, but %s is needed%s: save arr.astype(np.%s)", path, t->descr,
                 t->dtype == SK_I64 ? "int64" : dtype_names[t->dtype], dtype_names[want],   /* NumPy's default integers */
                 want == SK_BF16 ? " (bf16 is stored as '<f4')" : "", numpy_name(want));
 }
@@ -436,7 +435,7 @@ static int check_wanted(const char *path, const NpyType *t, const sk_npy_shape *
         char have[160], need_s[160];
         describe_shape(s, have, sizeof have);
         describe_shape(want, need_s, sizeof need_s);
-        return fail(err, errlen, "'%s' has shape %s, but %s is needed", path, have, need_s);
+        return npy_fail(err, errlen, "'%s' has shape %s, but %s is needed", path, have, need_s);
     }
     return 0;
 }
@@ -462,12 +461,12 @@ static int conv_check(const Conv *c, const char *path, const sk_npy_shape *s, ch
     char at[200];
     index_text(s, c->bad, at, sizeof at);
     if (c->file->dtype == SK_I64 && c->dtype == SK_I32)
-        return fail(err, errlen, "'%s' holds int64 data, and element %s (%lld) is outside i32's range "
+        return npy_fail(err, errlen, "'%s' holds int64 data, and element %s (%lld) is outside i32's range "
                     "(-2147483648 to 2147483647), so it cannot be read as i32", path, at, (long long)c->bad_int);
     if (c->file->dtype == SK_I64)
-        return fail(err, errlen, "'%s': element %s (%lld) is beyond 2^53 in magnitude; shardc's .npy input carries "
+        return npy_fail(err, errlen, "'%s': element %s (%lld) is beyond 2^53 in magnitude; shardc's .npy input carries "
                     "values as doubles, exact only to 2^53 (docs/cli.md)", path, at, (long long)c->bad_int);
-    return fail(err, errlen, "'%s' holds float64 data, but %s is needed, and element %s (%.17g) is not exact in %s: "
+    return npy_fail(err, errlen, "'%s' holds float64 data, but %s is needed, and element %s (%.17g) is not exact in %s: "
                 "save arr.astype(np.%s), or pass --cast to round", path, dtype_names[c->dtype], at, c->bad_value,
                 dtype_names[c->dtype], numpy_name(c->dtype));
 }
@@ -481,17 +480,17 @@ static int read_data(FILE *f, const char *path, const NpyType *t, const sk_npy_s
     double *out = malloc(sizeof(double) * (size_t)(n ? n : 1));
     int rc = 0;
     if (!raw || !out)
-        rc = fail(err, errlen, "out of memory reading '%s' (%lld elements)", path, (long long)n);
+        rc = npy_fail(err, errlen, "out of memory reading '%s' (%lld elements)", path, (long long)n);
     else {
         size_t got = fread(raw, 1, bytes, f);
         int extra = got == bytes && fgetc(f) != EOF;
         if (ferror(f))
-            rc = fail(err, errlen, "cannot read '%s': %s", path, strerror(errno ? errno : EIO));
+            rc = npy_fail(err, errlen, "cannot read '%s': %s", path, strerror(errno ? errno : EIO));
         else if (got < bytes)
-            rc = fail(err, errlen, "'%s' is truncated: its shape needs %zu bytes of data, it has %zu", path, bytes,
+            rc = npy_fail(err, errlen, "'%s' is truncated: its shape needs %zu bytes of data, it has %zu", path, bytes,
                       got);
         else if (extra)
-            rc = fail(err, errlen, "'%s' has bytes after the %zu bytes of data its shape needs", path, bytes);
+            rc = npy_fail(err, errlen, "'%s' has bytes after the %zu bytes of data its shape needs", path, bytes);
     }
     Conv c = {t, dtype, cast, -1, 0, 0};
     for (int64_t i = 0; rc == 0 && i < n; i++)
@@ -515,7 +514,7 @@ static int read_plain(const char *path, int cast, const sk_npy_shape *want, sk_n
                       const char **from, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return fail(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+        return npy_fail(err, errlen, "cannot read '%s': %s", path, strerror(errno));
     Header h = {0};
     int64_t n = 0;
     int rc = read_header(stdio_read, f, path, &h, NULL, err, errlen);
@@ -597,9 +596,9 @@ static int read_at(sk_npy_file *f, void *buf, size_t n, int64_t at, char *err, s
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0)
-            return fail(err, errlen, "cannot read '%s': %s", f->path, strerror(errno));
+            return npy_fail(err, errlen, "cannot read '%s': %s", f->path, strerror(errno));
         if (k == 0)
-            return fail(err, errlen, "'%s' is truncated: it became shorter while being read", f->path);
+            return npy_fail(err, errlen, "'%s' is truncated: it became shorter while being read", f->path);
         got += (size_t)k;
     }
     f->bytes_read += (int64_t)n;
@@ -612,30 +611,30 @@ static int check_size(sk_npy_file *f, int64_t elems, char *err, size_t errlen) {
     struct stat st;
     int64_t need = elems * f->type->size;
     if (fstat(f->fd, &st) != 0)
-        return fail(err, errlen, "cannot read '%s': %s", f->path, strerror(errno));
+        return npy_fail(err, errlen, "cannot read '%s': %s", f->path, strerror(errno));
     if (S_ISREG(st.st_mode)) {
         f->file_bytes = (int64_t)st.st_size;
     } else {
         FdSrc src = {f->fd, &f->bytes_read};
         unsigned char probe;
         if (!(f->mem = malloc((size_t)need + 1)))
-            return fail(err, errlen, "out of memory reading '%s' (%lld elements)", f->path, (long long)elems);
+            return npy_fail(err, errlen, "out of memory reading '%s' (%lld elements)", f->path, (long long)elems);
         int64_t got = (int64_t)fd_read(&src, f->mem, (size_t)need);
         got += (int64_t)fd_read(&src, &probe, got == need);
         f->file_bytes = f->data_at + got;
     }
     int64_t have = (f->member_end >= 0 ? f->member_end : f->file_bytes) - f->data_at;
     if (have < need)
-        return fail(err, errlen, "'%s' is truncated: its shape needs %lld bytes of data, it has %lld", f->path,
+        return npy_fail(err, errlen, "'%s' is truncated: its shape needs %lld bytes of data, it has %lld", f->path,
                     (long long)need, (long long)(have < 0 ? 0 : have));
     if (have > need)
-        return fail(err, errlen, "'%s' has bytes after the %lld bytes of data its shape needs", f->path,
+        return npy_fail(err, errlen, "'%s' has bytes after the %lld bytes of data its shape needs", f->path,
                     (long long)need);
     return 0;
 }
 
 /* `member` of the archive f->fd: the descriptor is left at its first
- * byte, and f->member_end set.  The zip reader is below. */
+ * byte, and f->member_end set (below; the zip reader is lib/npz.c). */
 static int seek_member(sk_npy_file *f, const char *member, char *err, size_t errlen);
 
 static sk_npy_file *open_file(const char *path, const char *member, int cast, int dtype, sk_npy_shape *shape,
@@ -644,7 +643,7 @@ static sk_npy_file *open_file(const char *path, const char *member, int cast, in
     size_t plen = strlen(path) + 1;
     if (!f || !(f->path = malloc(plen))) {
         free(f);
-        fail(err, errlen, "out of memory reading '%s'", path);
+        npy_fail(err, errlen, "out of memory reading '%s'", path);
         return NULL;
     }
     memcpy(f->path, path, plen);
@@ -654,7 +653,7 @@ static sk_npy_file *open_file(const char *path, const char *member, int cast, in
     Header h = {0};
     FdSrc src = {f->fd, &f->bytes_read};
     int64_t n = 0, base = 0;
-    int rc = f->fd < 0 ? fail(err, errlen, "cannot read '%s': %s", path, strerror(errno)) : 0;
+    int rc = f->fd < 0 ? npy_fail(err, errlen, "cannot read '%s': %s", path, strerror(errno)) : 0;
     if (!rc && member && !(rc = seek_member(f, member, err, errlen)))
         base = f->data_at;                             /* seek_member leaves the member's offset there */
     rc = rc ? rc : read_header(fd_read, &src, path, &h, &f->data_at, err, errlen);
@@ -752,13 +751,13 @@ int sk_npy_read_box(sk_npy_file *f, const int64_t *start, const int64_t *count, 
                     size_t errlen) {
     for (int d = 0; d < f->shape.rank; d++)
         if (start[d] < 0 || count[d] < 0 || start[d] + count[d] > f->shape.dims[d])
-            return fail(err, errlen, "'%s': a box outside the array was asked for (dim %d)", f->path, d);
+            return npy_fail(err, errlen, "'%s': a box outside the array was asked for (dim %d)", f->path, d);
     Runs r;
     runs_of(&r, &f->shape, start, count, f->type->size);
     int64_t run_bytes = r.run_elems * r.size;
     unsigned char *buf = malloc(SPAN_BYTES);
     if (!buf)
-        return fail(err, errlen, "out of memory reading '%s'", f->path);
+        return npy_fail(err, errlen, "out of memory reading '%s'", f->path);
     int rc = 0;
     Conv c = {f->type, f->shape.dtype, f->cast, -1, 0, 0};
     for (int64_t j = 0; rc == 0 && j < r.nruns;) {
@@ -785,7 +784,7 @@ int sk_npy_read_box(sk_npy_file *f, const int64_t *start, const int64_t *count, 
 
 /* ---- writing ---- */
 
-static void store_le(unsigned char *b, uint64_t v, int size) {
+void npy_store_le(unsigned char *b, uint64_t v, int size) {
     for (int i = 0; i < size; i++, v >>= 8)
         b[i] = (unsigned char)(v & 0xff);
 }
@@ -797,21 +796,21 @@ static void encode(unsigned char *b, double x, int dtype) {
         float f = (float)x;
         uint32_t bits;
         memcpy(&bits, &f, sizeof bits);
-        store_le(b, bits, 4);
+        npy_store_le(b, bits, 4);
         break;
     }
     case SK_F64: {
         uint64_t bits;
         memcpy(&bits, &x, sizeof bits);
-        store_le(b, bits, 8);
+        npy_store_le(b, bits, 8);
         break;
     }
-    case SK_I32: store_le(b, (uint32_t)(int32_t)x, 4); break;
-    case SK_U32: store_le(b, (uint32_t)x, 4); break;
-    case SK_I64: store_le(b, (uint64_t)sk_to_i64(x), 8); break;
+    case SK_I32: npy_store_le(b, (uint32_t)(int32_t)x, 4); break;
+    case SK_U32: npy_store_le(b, (uint32_t)x, 4); break;
+    case SK_I64: npy_store_le(b, (uint64_t)sk_to_i64(x), 8); break;
     case SK_U8: b[0] = (uint8_t)x; break;
     case SK_BOOL: b[0] = x != 0; break;
-    default: store_le(b, sc_f16_from_float((float)x), 2); break;
+    default: npy_store_le(b, sc_f16_from_float((float)x), 2); break;
     }
 }
 
@@ -827,7 +826,7 @@ static size_t format_header(char *buf, size_t cap, const NpyType *t, const sk_np
     memset(buf + NPY_PRELUDE_V1 + n, ' ', padded - total);
     buf[padded - 1] = '\n';
     memcpy(buf, "\x93NUMPY\x01\x00", 8);
-    store_le((unsigned char *)buf + 8, padded - NPY_PRELUDE_V1, 2);
+    npy_store_le((unsigned char *)buf + 8, padded - NPY_PRELUDE_V1, 2);
     return padded;
 }
 
@@ -851,11 +850,11 @@ static int write_all(FILE *f, const sk_npy_shape *s, const double *data, const N
 int sk_npy_write(const char *path, const sk_npy_shape *shape, const double *data, char *err, size_t errlen) {
     const NpyType *t = type_of_dtype(shape->dtype);
     if (!t)
-        return fail(err, errlen, "cannot write '%s': %s has no .npy dtype", path, dtype_names[shape->dtype]);
+        return npy_fail(err, errlen, "cannot write '%s': %s has no .npy dtype", path, dtype_names[shape->dtype]);
     size_t n = strlen(path) + 32;
     char *tmp = malloc(n);
     if (!tmp)
-        return fail(err, errlen, "out of memory writing '%s'", path);
+        return npy_fail(err, errlen, "out of memory writing '%s'", path);
     snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
     errno = 0;
     FILE *f = fopen(tmp, "wb");
@@ -868,153 +867,23 @@ int sk_npy_write(const char *path, const sk_npy_shape *shape, const double *data
     ok = ok && rename(tmp, path) == 0;
     int rc = 0;
     if (!ok) {
-        rc = fail(err, errlen, "cannot write '%s': %s", path, strerror(errno ? errno : EIO));
+        rc = npy_fail(err, errlen, "cannot write '%s': %s", path, strerror(errno ? errno : EIO));
         remove(tmp);
     }
     free(tmp);
     return rc;
 }
 
-/* ---- .npz archives ----
- * np.savez writes a zip archive of NAME.npy members, stored (not
- * compressed), with zip64 extra fields; np.savez_compressed deflates them,
- * which would need zlib: those are refused with the fix.  Reading finds
- * the central directory from the end record, then the member's local
- * header, whose data is read as a .npy file at that offset. */
-
-enum {
-    ZIP_EOCD = 0x06054b50, ZIP64_LOCATOR = 0x07064b50, ZIP64_EOCD = 0x06064b50, ZIP_CENTRAL = 0x02014b50,
-    ZIP_LOCAL = 0x04034b50, ZIP_EOCD_MAX = 22 + 65535, ZIP_CD_MAX = 64 << 20,
-};
-
-static int pread_all(int fd, void *buf, size_t n, int64_t at) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(at + (int64_t)got));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        got += (size_t)k;
-    }
-    return 0;
-}
-
-typedef struct {
-    int64_t cd_at, cd_size, entries;
-} ZipDir;
-
-/* The end of central directory record (and its zip64 twin). */
-static int zip_dir(int fd, int64_t size, ZipDir *z) {
-    int64_t tail = size < ZIP_EOCD_MAX ? size : ZIP_EOCD_MAX;
-    unsigned char *b = malloc((size_t)tail + 1);
-    int64_t at = -1;
-    if (b && pread_all(fd, b, (size_t)tail, size - tail) == 0)
-        for (int64_t i = tail - 22; i >= 0 && at < 0; i--)
-            at = load_le(b + i, 4) == ZIP_EOCD ? i : -1;
-    if (at < 0) {
-        free(b);
-        return -1;
-    }
-    z->entries = (int64_t)load_le(b + at + 10, 2);
-    z->cd_size = (int64_t)load_le(b + at + 12, 4);
-    z->cd_at = (int64_t)load_le(b + at + 16, 4);
-    unsigned char loc[20], e64[56];
-    int zip64 = at >= 20 && load_le(b + at - 20, 4) == ZIP64_LOCATOR;
-    if (zip64)
-        memcpy(loc, b + at - 20, 20);
-    free(b);
-    if (zip64) {
-        if (pread_all(fd, e64, 56, (int64_t)load_le(loc + 8, 8)) || load_le(e64, 4) != ZIP64_EOCD)
-            return -1;
-        z->entries = (int64_t)load_le(e64 + 32, 8);
-        z->cd_size = (int64_t)load_le(e64 + 40, 8);
-        z->cd_at = (int64_t)load_le(e64 + 48, 8);
-    }
-    return z->cd_at >= 0 && z->cd_size >= 0 && z->cd_at + z->cd_size <= size && z->cd_size <= ZIP_CD_MAX ? 0 : -1;
-}
-
-typedef struct {
-    int method;
-    int64_t size, local_at;
-} ZipEntry;
-
-/* A central directory entry's sizes and offset, from its zip64 extra field
- * where the 32-bit ones are 0xffffffff. */
-static void zip_entry(const unsigned char *e, const unsigned char *extra, size_t extra_len, ZipEntry *z) {
-    uint64_t csize = load_le(e + 20, 4), usize = load_le(e + 24, 4), off = load_le(e + 42, 4);
-    for (size_t p = 0; p + 4 <= extra_len;) {
-        size_t id = (size_t)load_le(extra + p, 2), n = (size_t)load_le(extra + p + 2, 2), q = p + 4;
-        if (id == 1) {
-            if (usize == 0xffffffffu && q + 8 <= p + 4 + n && q + 8 <= extra_len)
-                usize = load_le(extra + q, 8), q += 8;
-            if (csize == 0xffffffffu && q + 8 <= p + 4 + n && q + 8 <= extra_len)
-                csize = load_le(extra + q, 8), q += 8;
-            if (off == 0xffffffffu && q + 8 <= p + 4 + n && q + 8 <= extra_len)
-                off = load_le(extra + q, 8);
-        }
-        p += 4 + n;
-    }
-    (void)usize;
-    z->method = (int)load_le(e + 10, 2);
-    z->size = (int64_t)csize;
-    z->local_at = (int64_t)off;
-}
-
-/* Find NAME.npy (or NAME) in the central directory; `names` gets the
- * archive's array names for the message when it is missing. */
-static int zip_lookup(const unsigned char *cd, int64_t cd_size, int64_t entries, const char *member, ZipEntry *z,
-                      char *names, size_t cap) {
-    size_t mlen = strlen(member), w = 0;
-    names[0] = '\0';
-    int64_t p = 0;
-    for (int64_t k = 0; k < entries && p + 46 <= cd_size && load_le(cd + p, 4) == ZIP_CENTRAL; k++) {
-        size_t nlen = (size_t)load_le(cd + p + 28, 2), xlen = (size_t)load_le(cd + p + 30, 2),
-               clen = (size_t)load_le(cd + p + 32, 2);
-        if (p + 46 + (int64_t)(nlen + xlen + clen) > cd_size)
-            break;
-        const char *name = (const char *)cd + p + 46;
-        size_t stem = nlen >= 4 && memcmp(name + nlen - 4, ".npy", 4) == 0 ? nlen - 4 : nlen;
-        if (stem == mlen && memcmp(name, member, mlen) == 0) {
-            zip_entry(cd + p, cd + p + 46 + nlen, xlen, z);
-            return 0;
-        }
-        if (w + stem + 4 < cap)
-            w += (size_t)snprintf(names + w, cap - w, "%s%.*s", w ? ", " : "", (int)stem, name);
-        p += 46 + (int64_t)(nlen + xlen + clen);
-    }
-    return -1;
-}
+/* ---- .npz members ---- */
 
 static int seek_member(sk_npy_file *f, const char *member, char *err, size_t errlen) {
-    struct stat st;
-    ZipDir zd;
-    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode))
-        return fail(err, errlen, "cannot read the .npz archive '%s': not a regular file", f->path);
-    if (zip_dir(f->fd, (int64_t)st.st_size, &zd))
-        return fail(err, errlen, "'%s' is not a .npz archive (no zip directory at its end)", f->path);
-    unsigned char *cd = malloc((size_t)zd.cd_size + 1), local[30];
-    char names[512];
-    ZipEntry z = {0, 0, 0};
-    int rc = !cd || pread_all(f->fd, cd, (size_t)zd.cd_size, zd.cd_at)
-                 ? fail(err, errlen, "cannot read '%s': %s", f->path, cd ? strerror(errno ? errno : EIO) : "out of memory")
-             : zip_lookup(cd, zd.cd_size, zd.entries, member, &z, names, sizeof names)
-                 ? fail(err, errlen, "'%s' has no array named '%s' (it has: %s)", f->path, member,
-                        names[0] ? names : "none")
-             : 0;
-    free(cd);
-    if (rc)
-        return rc;
-    if (z.method != 0)
-        return fail(err, errlen, "'%s': array '%s' is compressed (zip method %d); shardc reads archives written by "
-                    "np.savez, not np.savez_compressed", f->path, member, z.method);
-    if (pread_all(f->fd, local, 30, z.local_at) || load_le(local, 4) != ZIP_LOCAL)
-        return fail(err, errlen, "'%s' is a damaged .npz archive (array '%s')", f->path, member);
-    int64_t at = z.local_at + 30 + (int64_t)load_le(local + 26, 2) + (int64_t)load_le(local + 28, 2);
-    if (at + z.size > (int64_t)st.st_size || lseek(f->fd, (off_t)at, SEEK_SET) < 0)
-        return fail(err, errlen, "'%s' is a damaged .npz archive (array '%s')", f->path, member);
+    int64_t at, size;
+    if (npz_member_data(f->fd, f->path, member, &at, &size, err, errlen))
+        return -1;
+    if (lseek(f->fd, (off_t)at, SEEK_SET) < 0)
+        return npy_fail(err, errlen, "'%s' is a damaged .npz archive (array '%s')", f->path, member);
     f->data_at = at;
-    f->member_end = at + z.size;
+    f->member_end = at + size;
     return 0;
 }
 
@@ -1034,14 +903,14 @@ int sk_npy_read_source(const sk_npy_source *src, const sk_npy_shape *want, sk_np
             char have[160], need[160];
             describe_shape(&got, have, sizeof have);
             describe_shape(want, need, sizeof need);
-            rc = fail(err, errlen, "'%s' array '%s' has shape %s, but %s is needed", src->path, src->member, have,
+            rc = npy_fail(err, errlen, "'%s' array '%s' has shape %s, but %s is needed", src->path, src->member, have,
                       need);
         }
     }
     int64_t start[SC_MAX_RANK] = {0}, n = elems_of(&got);
     double *out = rc ? NULL : malloc(sizeof(double) * (size_t)(n ? n : 1));
     if (!rc && !out)
-        rc = fail(err, errlen, "out of memory reading '%s'", src->path);
+        rc = npy_fail(err, errlen, "out of memory reading '%s'", src->path);
     if (!rc && (rc = sk_npy_read_box(f, start, got.dims, out, err, errlen)) != 0)
         free(out);
     if (!rc && from)
@@ -1052,72 +921,6 @@ int sk_npy_read_source(const sk_npy_source *src, const sk_npy_shape *want, sk_np
         *shape = got;
     }
     return rc;
-}
-
-int sk_npz_has(const char *path, const char *member) {
-    int fd = open(path, O_RDONLY), has = 0;
-    struct stat st;
-    ZipDir zd;
-    if (fd < 0)
-        return 0;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !zip_dir(fd, (int64_t)st.st_size, &zd)) {
-        unsigned char *cd = malloc((size_t)zd.cd_size + 1);
-        char names[8];
-        ZipEntry z;
-        has = cd && !pread_all(fd, cd, (size_t)zd.cd_size, zd.cd_at) &&
-              !zip_lookup(cd, zd.cd_size, zd.entries, member, &z, names, sizeof names);
-        free(cd);
-    }
-    close(fd);
-    return has;
-}
-
-int sk_npy_record_file(const char *file, const char *record, const char *field, char *out, size_t cap) {
-    size_t n = strlen(file);
-    const char *colon = NULL;
-    for (const char *p = strstr(file, ".npz:"); p; p = strstr(p + 1, ".npz:"))
-        colon = p + 4;
-    int w;
-    if (n >= 4 && strcmp(file + n - 4, ".npz") == 0) {
-        char full[4096];
-        snprintf(full, sizeof full, "%s.%s", record, field);
-        w = snprintf(out, cap, "%s:%s", file, sk_npz_has(file, full) ? full : field);
-    } else if (colon && colon[1])
-        w = snprintf(out, cap, "%s.%s", file, field);
-    else
-        return -1;
-    return w < 0 || (size_t)w >= cap ? -2 : 0;
-}
-
-int sk_npy_split_npz(const char *file, const char *name, char *path, size_t cap, const char **member) {
-    size_t n = strlen(file);
-    const char *colon = NULL;
-    for (const char *p = strstr(file, ".npz:"); p; p = strstr(p + 1, ".npz:"))
-        colon = p + 4;
-    *member = NULL;
-    if (n >= 4 && strcmp(file + n - 4, ".npz") == 0)
-        *member = name;
-    else if (colon && colon[1])
-        *member = colon + 1, n = (size_t)(colon - file);
-    if ((size_t)snprintf(path, cap, "%.*s", (int)n, file) >= cap)
-        return -1;
-    return *member != NULL;
-}
-
-/* ---- writing .npz ---- */
-
-static uint32_t crc32_of(const unsigned char *p, size_t n) {
-    uint32_t table[256];                 /* the reflected CRC-32 of zip (polynomial 0xedb88320) */
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-        table[i] = c;
-    }
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++)
-        c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
-    return c ^ 0xffffffffu;
 }
 
 /* A .npy file's bytes in memory (malloc'd), for a member. */
@@ -1135,93 +938,13 @@ static unsigned char *npy_bytes(const sk_npy_shape *s, const double *data, const
     return b;
 }
 
-/* A zip header: the fields after the signature, each 2 or 4 bytes. */
-static size_t zip_header(unsigned char *b, uint32_t sig, const uint32_t *fields, const int *sizes, int n) {
-    size_t w = 4;
-    store_le(b, sig, 4);
-    for (int i = 0; i < n; i++) {
-        store_le(b + w, fields[i], sizes[i]);
-        w += (size_t)sizes[i];
-    }
-    return w;
-}
-
-typedef struct {
-    uint32_t crc, size, at;
-    const char *name;
-} Member;
-
-static int write_member(FILE *f, Member *m, const sk_npz_entry *e, int64_t *at, char *err, size_t errlen) {
+/* A .npz member's bytes: the .npy file of entry e (malloc'd), for lib/npz.c. */
+unsigned char *npy_member_bytes(const sk_npz_entry *e, size_t *len, char *err, size_t errlen) {
     const NpyType *t = type_of_dtype(e->shape.dtype);
-    size_t len = 0, nlen = strlen(e->name) + 4;
-    unsigned char *b = t ? npy_bytes(&e->shape, e->data, t, &len) : NULL, h[64];
+    unsigned char *b = t ? npy_bytes(&e->shape, e->data, t, len) : NULL;
     if (!t)
-        return fail(err, errlen, "%s has no .npy dtype", dtype_names[e->shape.dtype]);
-    if (!b)
-        return fail(err, errlen, "out of memory");
-    if (*at + (int64_t)len + 64 + (int64_t)nlen >= 0xffffffffll) {
-        free(b);
-        return fail(err, errlen, "the results are over 4 GiB, more than a .npz archive without zip64 holds: "
-                    "write a directory instead");
-    }
-    *m = (Member){crc32_of(b, len), (uint32_t)len, (uint32_t)*at, e->name};
-    /* version 20, no flags, stored, no time (1980-01-01), crc, sizes, name length, no extra */
-    static const int sizes[] = {2, 2, 2, 2, 2, 4, 4, 4, 2, 2};
-    uint32_t fields[] = {20, 0, 0, 0, 0x21, m->crc, m->size, m->size, (uint32_t)nlen, 0};
-    size_t hl = zip_header(h, ZIP_LOCAL, fields, sizes, 10);
-    int ok = fwrite(h, 1, hl, f) == hl && fprintf(f, "%s.npy", e->name) == (int)nlen && fwrite(b, 1, len, f) == len;
-    free(b);
-    *at += (int64_t)(hl + nlen + len);
-    return ok ? 0 : fail(err, errlen, "%s", strerror(errno ? errno : EIO));
-}
-
-static int write_directory(FILE *f, const Member *m, int n, int64_t at) {
-    static const int cs[] = {2, 2, 2, 2, 2, 2, 4, 4, 4, 2, 2, 2, 2, 2, 4, 4};
-    static const int es[] = {2, 2, 2, 2, 4, 4, 2};
-    unsigned char h[64];
-    uint32_t cd_size = 0;
-    for (int i = 0; i < n; i++) {
-        uint32_t nlen = (uint32_t)strlen(m[i].name) + 4;
-        uint32_t fields[] = {20, 20, 0, 0, 0, 0x21, m[i].crc, m[i].size, m[i].size, nlen, 0, 0, 0, 0, 0, m[i].at};
-        size_t hl = zip_header(h, ZIP_CENTRAL, fields, cs, 16);
-        if (fwrite(h, 1, hl, f) != hl || fprintf(f, "%s.npy", m[i].name) != (int)nlen)
-            return -1;
-        cd_size += (uint32_t)(hl + nlen);
-    }
-    uint32_t end[] = {0, 0, (uint32_t)n, (uint32_t)n, cd_size, (uint32_t)at, 0};
-    size_t hl = zip_header(h, ZIP_EOCD, end, es, 7);
-    return fwrite(h, 1, hl, f) == hl ? 0 : -1;
-}
-
-int sk_npz_write(const char *path, const sk_npz_entry *e, int n, char *err, size_t errlen) {
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen), why[256] = "";
-    Member *m = calloc((size_t)n + 1, sizeof *m);
-    if (!tmp || !m) {
-        free(tmp);
-        free(m);
-        return fail(err, errlen, "out of memory writing '%s'", path);
-    }
-    snprintf(tmp, plen, "%s.tmp%ld", path, (long)getpid());
-    errno = 0;
-    FILE *f = fopen(tmp, "wb");
-    int64_t at = 0;
-    int rc = f ? 0 : fail(why, sizeof why, "%s", strerror(errno));
-    for (int i = 0; i < n && !rc; i++)
-        rc = write_member(f, &m[i], &e[i], &at, why, sizeof why);
-    if (!rc && write_directory(f, m, n, at))
-        rc = fail(why, sizeof why, "%s", strerror(errno ? errno : EIO));
-    int bad_close = f && (fflush(f) != 0 || ferror(f));
-    bad_close |= f && fclose(f) != 0;
-    if (bad_close && !rc)
-        rc = fail(why, sizeof why, "%s", strerror(errno ? errno : EIO));
-    if (!rc && rename(tmp, path) != 0)
-        rc = fail(why, sizeof why, "%s", strerror(errno));
-    if (rc) {
-        fail(err, errlen, "cannot write '%s': %s", path, why);
-        remove(tmp);
-    }
-    free(tmp);
-    free(m);
-    return rc;
+        npy_fail(err, errlen, "%s has no .npy dtype", dtype_names[e->shape.dtype]);
+    else if (!b)
+        npy_fail(err, errlen, "out of memory");
+    return b;
 }
