@@ -23,15 +23,11 @@ static inline float uniform_at(uint32_t k0, uint32_t k1, uint32_t c) {
     return (float)(bits_at(k0, k1, c) >> 9) * 0x1p-23f;
 }
 
-/* n elements, 64 at a time in a loop of its own (restrict: no aliasing). */
+/* Bits and f32 uniforms in loops of their own, free of the kind's switch
+ * (restrict: no aliasing). */
 static void bits_block(uint32_t k0, uint32_t k1, const uint32_t *restrict c, uint32_t *restrict out, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         out[i] = bits_at(k0, k1, c[i]);
-}
-
-static void bits_64(uint32_t k0, uint32_t k1, const uint32_t *restrict c, uint32_t *restrict out) {
-    for (int j = 0; j < 64; j++)
-        out[j] = bits_at(k0, k1, c[j]);
 }
 
 static void uniform_block(uint32_t k0, uint32_t k1, const uint32_t *restrict c, float *restrict out, int64_t n) {
@@ -39,27 +35,14 @@ static void uniform_block(uint32_t k0, uint32_t k1, const uint32_t *restrict c, 
         out[i] = uniform_at(k0, k1, c[i]);
 }
 
-static void uniform_64(uint32_t k0, uint32_t k1, const uint32_t *restrict c, float *restrict out) {
-    for (int j = 0; j < 64; j++)
-        out[j] = uniform_at(k0, k1, c[j]);
-}
-
 static int draw_fast(const Draw *d, int64_t lo, int64_t hi) {
     const uint32_t k0 = d->r.key[0], k1 = d->r.key[1], *c = d->counter;
-    int bits = d->r.kind == SK_RNG_BITS, uni = d->r.kind == SK_RNG_UNIFORM && d->r.t == SK_F32;
-    if (!bits && !uni)
-        return 0;
-    int64_t i = lo;
-    for (; i + 64 <= hi; i += 64) {
-        if (bits)
-            bits_64(k0, k1, c + i, (uint32_t *)d->out + i);
-        else
-            uniform_64(k0, k1, c + i, (float *)d->out + i);
-    }
-    if (bits)
-        bits_block(k0, k1, c + i, (uint32_t *)d->out + i, hi - i);
+    if (d->r.kind == SK_RNG_BITS)
+        bits_block(k0, k1, c + lo, (uint32_t *)d->out + lo, hi - lo);
+    else if (d->r.kind == SK_RNG_UNIFORM && d->r.t == SK_F32)
+        uniform_block(k0, k1, c + lo, (float *)d->out + lo, hi - lo);
     else
-        uniform_block(k0, k1, c + i, (float *)d->out + i, hi - i);
+        return 0;
     return 1;
 }
 

@@ -310,72 +310,31 @@ static void sum_f64(const void *const *srcs, int k, int64_t off, double *dst, in
         sum_f64_base(srcs, k, off, dst, n);
 }
 
-static void reduce_i32(sc_reduce op, const void *const *srcs, int k, int64_t off, int32_t *dst,
-                       int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        const int32_t *s0 = srcs[0];
-        uint32_t sum = 0;
-        int32_t m = s0[off + i];
-        for (int j = 0; j < k; j++) {
-            int32_t z = ((const int32_t *)srcs[j])[off + i];
-            if (op == SC_SUM)
-                sum += (uint32_t)z;
-            else
-                m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
-        }
-        if (op == SC_SUM)
-            memcpy(&m, &sum, sizeof m);                 /* wraps, no implementation-defined cast */
-        dst[i] = m;
+/* Integer reductions: sums wrap, in U, the unsigned type of T's width (where C
+ * defines wrapping; memcpy back, no implementation-defined cast), in the
+ * dtype's own width (no double holds every i64); maxima and minima in T. */
+#define DEFINE_INT_REDUCE(name, T, U)                                                                \
+    static void name(sc_reduce op, const void *const *srcs, int k, int64_t off, void *dst, int64_t n) { \
+        for (int64_t i = 0; i < n; i++) {                                                           \
+            U sum = 0;                                                                              \
+            T m = ((const T *)srcs[0])[off + i];                                                    \
+            for (int j = 0; j < k; j++) {                                                           \
+                T z = ((const T *)srcs[j])[off + i];                                                \
+                sum += (U)z;                                                                        \
+                m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);                               \
+            }                                                                                       \
+            if (op == SC_SUM)                                                                       \
+                memcpy(&m, &sum, sizeof m);                                                         \
+            ((T *)dst)[i] = m;                                                                      \
+        }                                                                                           \
     }
-}
-
-/* u32: sums wrap, maxima and minima unsigned. */
-static void reduce_u32(sc_reduce op, const void *const *srcs, int k, int64_t off, uint32_t *dst,
-                       int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t sum = 0, m = ((const uint32_t *)srcs[0])[off + i];
-        for (int j = 0; j < k; j++) {
-            uint32_t z = ((const uint32_t *)srcs[j])[off + i];
-            sum += z;
-            m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
-        }
-        dst[i] = op == SC_SUM ? sum : m;
-    }
-}
-
-/* i64: sums wrap modulo 2^64 (through uint64_t, where C defines it), in
- * 64 bits: no double holds every i64. */
-static void reduce_i64(sc_reduce op, const void *const *srcs, int k, int64_t off, int64_t *dst,
-                       int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t sum = 0;
-        int64_t m = ((const int64_t *)srcs[0])[off + i];
-        for (int j = 0; j < k; j++) {
-            int64_t z = ((const int64_t *)srcs[j])[off + i];
-            sum += (uint64_t)z;
-            m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
-        }
-        if (op == SC_SUM)
-            memcpy(&m, &sum, sizeof m);                 /* wraps, no implementation-defined cast */
-        dst[i] = m;
-    }
-}
-
-/* u8: sums wrap modulo 256, maxima and minima unsigned. */
-static void reduce_u8(sc_reduce op, const void *const *srcs, int k, int64_t off, uint8_t *dst, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        unsigned sum = 0, m = ((const uint8_t *)srcs[0])[off + i];
-        for (int j = 0; j < k; j++) {
-            unsigned z = ((const uint8_t *)srcs[j])[off + i];
-            sum += z;
-            m = op == SC_MAX ? (z > m ? z : m) : (z < m ? z : m);
-        }
-        dst[i] = (uint8_t)(op == SC_SUM ? sum : m);
-    }
-}
+DEFINE_INT_REDUCE(reduce_i32, int32_t, uint32_t)
+DEFINE_INT_REDUCE(reduce_u32, uint32_t, uint32_t)
+DEFINE_INT_REDUCE(reduce_i64, int64_t, uint64_t)
+DEFINE_INT_REDUCE(reduce_u8, uint8_t, uint8_t)
 
 /* Or (sum, max) or and (min) of bools, any nonzero byte true. */
-static void reduce_bool(sc_reduce op, const void *const *srcs, int k, int64_t off, uint8_t *dst, int64_t n) {
+static void reduce_bool(sc_reduce op, const void *const *srcs, int k, int64_t off, void *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         int any = 0, all = 1;
         for (int j = 0; j < k; j++) {
@@ -383,30 +342,18 @@ static void reduce_bool(sc_reduce op, const void *const *srcs, int k, int64_t of
             any |= z;
             all &= z;
         }
-        dst[i] = (uint8_t)(op == SC_MIN ? all : any);
+        ((uint8_t *)dst)[i] = (uint8_t)(op == SC_MIN ? all : any);
     }
 }
 
 void rt_reduce(sc_dtype t, sc_reduce op, const void *const *srcs, int k, int64_t off, void *dst,
                int64_t n) {
-    if (t == SC_BOOL) {
-        reduce_bool(op, srcs, k, off, dst, n);
-        return;
-    }
-    if (t == SC_I32) {
-        reduce_i32(op, srcs, k, off, dst, n);
-        return;
-    }
-    if (t == SC_U32) {
-        reduce_u32(op, srcs, k, off, dst, n);
-        return;
-    }
-    if (t == SC_I64) {
-        reduce_i64(op, srcs, k, off, dst, n);
-        return;
-    }
-    if (t == SC_U8) {
-        reduce_u8(op, srcs, k, off, dst, n);
+    static void (*const exact[SC_DTYPE_COUNT])(sc_reduce, const void *const *, int, int64_t, void *, int64_t) = {
+        [SC_BOOL] = reduce_bool, [SC_I32] = reduce_i32, [SC_U32] = reduce_u32, [SC_I64] = reduce_i64,
+        [SC_U8] = reduce_u8,
+    };
+    if (exact[t]) {                         /* the integers and bool: no float accumulation */
+        exact[t](op, srcs, k, off, dst, n);
         return;
     }
     if (op == SC_SUM && k >= 1 && t == SC_F32) {

@@ -52,25 +52,11 @@ def bf16(a):
 def quantize(a, dt):
     """The values of dtype dt nearest to a, in the array type its .npy file holds."""
     a = np.asarray(a)
-    if dt == "f32":
-        return a.astype(np.float32)
     if dt == "bf16":
         return bf16(a.astype(np.float32))
-    if dt == "f16":
-        return a.astype(np.float16)
-    if dt == "f64":
-        return a.astype(np.float64)
-    if dt == "i32":
-        return a.astype(np.int32)
-    if dt == "bool":
-        return a.astype(np.bool_)
-    if dt == "u32":
-        return a.astype(np.uint32)
-    if dt == "i64":
-        return a.astype(np.int64)
-    if dt == "u8":
-        return a.astype(np.uint8)
-    raise ValueError(dt)
+    if dt not in STORED:
+        raise ValueError(dt)
+    return a.astype(STORED[dt])
 
 
 STORED = {"f32": np.float32, "bf16": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
