@@ -17,9 +17,10 @@ input sets (random, fixed seeds):
 then the executable per input set: itself on the threads backend, under
 `mpirun -np P` (one process per device, with `shardc run`'s options) on the
 mpi backend.  The threads backend runs every input set (case.runs, 2 by
-default), the mpi backend the first, on the 2x4 mesh and the uneven one
-(one, two and four devices add nothing that the threads backend and those
-two do not cover, and an MPI build and run cost two seconds).
+default), the mpi backend the first, on one mesh per case: the uneven one, else
+the 2x4 one (the generated C is the backends' same C; the transport is
+tested by tests/runtime on every mesh and by --layouts on the samples, and
+an MPI build and run cost two seconds).
 Backends: --backend LIST (comma-separated), or by default threads, and mpi
 when the MPI runtime library (libshardc_rt_mpi.a, next to shardc) exists;
 a backend that is not available is reported as such, never as passed.
@@ -191,6 +192,7 @@ class Harness:
                 else:
                     specs = specs[3:] if self.sanitize == "asan" else specs[3:4]
             specs = [s for s in specs if s in wanted]
+            taken = []
             for spec in specs:
                 sizes = [int(n) for n in re.findall(r"=(\d+)", spec)] if spec else [n for _, n in axes]
                 m = dict(zip(names, sizes))
@@ -198,26 +200,30 @@ class Harness:
                 what = "%s --fn %s%s" % (os.path.relpath(case.prog, ROOT), "/".join(case.fns),
                                          "".join(" " + f for f in self.flags(spec, consts, extra)))
                 bad = self.schedulable(case.prog, spec, consts, extra)
-                n = len(case.fns) * sum(len(self.backends_for(k, sizes)) for k in range(self.runs(case)))
+                n = len(case.fns) * sum(len(self.backends_for(k, sizes, False)) for k in range(self.runs(case)))
                 if bad and bad[0]:
                     self.skip(what, "the program does not take this mesh (%s)" % bad[1], n)
                     continue
                 if bad:
                     self.fail(what, "shardc dump --stage scheduled: " + bad[1])
                     continue
+                taken.append((spec, sizes, m, consts, extra))
+            # The mpi backend runs each case once, on the uneven mesh, else
+            # on the 8-device one.
+            mpi_spec = next((t[0] for t in reversed(taken) if int(np.prod(t[1])) in (3, 6, 8)), None)
+            for spec, sizes, m, consts, extra in taken:
                 for fn in case.fns:
                     g = groups.setdefault((case.prog, fn, spec, consts, extra), [])
-                    g += [(case, k, m, sizes) for k in range(self.runs(case))]
+                    g += [(case, k, m, sizes, spec == mpi_spec) for k in range(self.runs(case))]
         return groups
 
-    def backends_for(self, k, sizes):
+    def backends_for(self, k, sizes, mpi_mesh):
         """The backends that run input set k on a mesh of `sizes`: all the
-        first (mpi on the 2x4 mesh and the uneven one), threads the others;
-        with --layouts, threads and then mpi in each layout."""
+        first on the case's mpi mesh (mpi_mesh), threads the others; with
+        --layouts, threads and then mpi in each layout."""
         if self.layouts:
             return ["threads"] + ["mpi:%d" % p for p in LAYOUTS if "mpi" in self.backends]
-        many = int(np.prod(sizes)) in (8, 3, 6)
-        return [b for b in self.backends if b == "threads" or (k == 0 and many)]
+        return [b for b in self.backends if b == "threads" or (k == 0 and mpi_mesh)]
 
     def runs(self, case):
         return 1 if self.sanitize or self.layouts else case.runs
@@ -256,14 +262,14 @@ class Harness:
         what = "%s --fn %s%s" % (os.path.relpath(path, ROOT), fn, "".join(" " + f for f in flags))
         d = os.path.join(self.tmp, "g%d" % i)
         os.makedirs(d)
-        used = {b.split(":")[0] for _, k, _, sizes in items for b in self.backends_for(k, sizes)}
+        used = {b.split(":")[0] for _, k, _, sizes, mm in items for b in self.backends_for(k, sizes, mm)}
         exes = {b: self.build(d, path, fn, flags, b) for b in self.backends if b in used}
         kept = False
-        for case, k, m, sizes in items:
+        for case, k, m, sizes, mpi_mesh in items:
             label = "%s (case '%s', input %d)" % (what, case.name, k)
             made = case.make(np.random.default_rng(seed(case.name, *sizes, k)), m)
             if made is None:
-                self.skip(label, "the case does not apply to this mesh", len(self.backends_for(k, sizes)))
+                self.skip(label, "the case does not apply to this mesh", len(self.backends_for(k, sizes, mpi_mesh)))
                 continue
             inputs, wants = made
             run_dir = os.path.join(d, "in%d-%s" % (k, re.sub(r"\W", "_", case.name)))
@@ -274,7 +280,7 @@ class Harness:
                 np.save(f, a)
                 ins += ["--in", "%s=%s" % (name, f)]
             first = None                        # --layouts: the threads run's results
-            for backend in self.backends_for(k, sizes):
+            for backend in self.backends_for(k, sizes, mpi_mesh):
                 tag = backend + ("+" + self.sanitize if self.sanitize else "")
                 out = os.path.join(run_dir, "out-" + backend.replace(":", "-"))
                 exe, why = exes[backend.split(":")[0]]
