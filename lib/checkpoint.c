@@ -18,6 +18,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define STEP_KEY "shardc:step"
 #define FN_KEY "shardc:fn"
@@ -55,8 +56,8 @@ static double *read_key(Run *r, const char *key, int dtype, sk_npy_shape *shape)
     double *data = NULL;
     char err[768];
     if (!sk_npz_has(r->resume, key)) {
-        /* An unreadable file or no archive: reading says why. */
-        if (sk_npy_read_source(&src, NULL, shape, &data, NULL, err, sizeof err) != 0)
+        /* A file that cannot be read: reading says why. */
+        if (access(r->resume, R_OK) != 0 && sk_npy_read_source(&src, NULL, shape, &data, NULL, err, sizeof err) != 0)
             sk_run_fail(r, "--resume: %s", err);
         else
             sk_run_fail(r, "--resume '%s' is not a checkpoint: it has no array '%s' (--checkpoint writes one)",

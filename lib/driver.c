@@ -395,6 +395,7 @@ static int run_failed(Run *r) {
 static int run_steps(Run *r) {
     long k = r->checkpoint ? r->checkpoint_every : r->steps;
     r->tty = r->root && isatty(fileno(stderr));
+    r->started = sk_seconds();
     for (long s = r->resumed_at; s < r->steps; s = r->to) {
         r->from = s + 1;
         r->to = (s / k + 1) * k < r->steps ? (s / k + 1) * k : r->steps;

@@ -77,7 +77,8 @@ static void rates(double per, char *buf, size_t cap) {
 }
 
 /* "step 2000 of 20000, 1.52 ms/step, 657 steps/s, ETA 27 s": the pace is
- * the average since this run's start (its first step included). */
+ * the average since this run's start (r->started, set before its first
+ * step, which is included). */
 static void pace(const Run *r, long s, double now, char *buf, size_t cap) {
     long done = s - r->resumed_at;
     double t = now - r->started, per = t / (double)(done > 0 ? done : 1);
@@ -92,8 +93,6 @@ void sk_progress_step(Run *r, long s) {
     double now = sk_seconds();
     int first = s == r->resumed_at + 1, last = s == r->steps;
     char line[1024], text[256];
-    if (first)
-        r->started = now - 1e-9;
     if (first || s % r->log_every == 0 || last) {
         if (scalars(r, line, sizeof line)) {
             if (r->tty && r->drawn > 0)
