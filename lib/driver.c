@@ -394,7 +394,9 @@ static int run_failed(Run *r) {
  * run checkpoints at the same steps) and at N, a checkpoint after each. */
 static int run_steps(Run *r) {
     long k = r->checkpoint ? r->checkpoint_every : r->steps;
-    r->tty = r->root && isatty(fileno(stderr));
+    const char *progress = getenv("SHARDC_PROGRESS");
+    r->quiet = progress && strcmp(progress, "0") == 0;
+    r->tty = r->root && !r->quiet && isatty(fileno(stderr));
     r->started = sk_seconds();
     for (long s = r->resumed_at; s < r->steps; s = r->to) {
         r->from = s + 1;
@@ -404,7 +406,7 @@ static int run_steps(Run *r) {
         if (r->checkpoint && sk_checkpoint_write(r, r->to))
             return 1;
     }
-    if (r->root)
+    if (r->root && !r->quiet)
         sk_progress_end(r);
     return 0;
 }

@@ -28,6 +28,7 @@ typedef struct {
     const char *checkpoint, *resume; /* --checkpoint FILE.npz, --resume FILE.npz (checkpoint.c) */
     long checkpoint_every;           /* --checkpoint-every K (default: --log-every's) */
     int tty;                         /* standard error is a terminal: progress is one rewritten line */
+    int quiet;                       /* SHARDC_PROGRESS=0: no progress on standard error */
     double started, drawn;           /* the steps' start and the progress line's last drawing (seconds) */
     int *carry;                      /* [result]: with --steps, the parameter it becomes, or -1 */
     long *step_failed;               /* [device]: the step whose run failed, or 0 */

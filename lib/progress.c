@@ -7,7 +7,8 @@
  * people: on a terminal one line rewritten at most four times a second
  * (the step, the time per step, steps per second, the time left and the
  * scalars); otherwise a plain line with each loss line after the first,
- * and a last one with the totals.  Device 0 (on process 0) calls it from
+ * and a last one with the totals (none with SHARDC_PROGRESS=0 in the
+ * environment: for a caller that shows only the loss).  Device 0 (on process 0) calls it from
  * its thread: every device holds a copy of a scalar, and device 0's pace
  * is the run's, the collectives keeping the devices together. */
 #include "driver.h"
@@ -101,7 +102,7 @@ void sk_progress_step(Run *r, long s) {
             fflush(stdout);
             r->drawn = r->tty && r->drawn > 0 ? -1 : r->drawn;    /* redraw at once */
         }
-        if (!r->tty && !first && !last) {
+        if (!r->tty && !r->quiet && !first && !last) {
             pace(r, s, now, text, sizeof text);
             fprintf(stderr, "progress: %s\n", text);
         }

@@ -12,7 +12,7 @@ written"), with the built programs of tests/codegen/progs/steps.tdsl
 - the progress on standard error: not on a terminal, a line per
   --log-every K steps and the totals; on one (through script(1)), a line
   rewritten with \\r; standard output keeps only the loss lines, the first
-  step's among them;
+  step's among them; none with SHARDC_PROGRESS=0;
 - files whole or absent: no temporary file is left after a run; a result
   that cannot be written (tests/codegen/progs/outputs.tdsl: an i64 past
   2^53) leaves no other result in DIR; a checkpoint that cannot be written
@@ -163,6 +163,9 @@ class Check:
                        "not on a terminal: a progress line at steps 10, 20, 30, then the totals", repr(err))
         self.tap.check(re.findall(r"^step (\d+):", out, re.M) == ["1", "10", "20", "30", "40"] and
                        len(out.splitlines()) == 5, "standard output: the loss after steps 1, 10, 20, 30, 40", repr(out))
+        rc, quiet, err = self.run(argv, {"SHARDC_PROGRESS": "0"})
+        self.tap.check(rc == 0 and quiet == out and err == "", "SHARDC_PROGRESS=0: the loss lines, no progress",
+                       repr(err))
         if not shutil.which("script"):
             print("skip the terminal's progress line (no script(1))")
             return
