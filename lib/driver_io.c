@@ -569,8 +569,15 @@ static int pending_add(Run *r, Pending *w, const char *path) {
     return 0;
 }
 
-/* rc == 0: every file renamed into place; else every temporary removed. */
+/* rc == 0: every file renamed into place; else every temporary removed.
+ * A signal that came while they were written (write_results holds them)
+ * removes them too; one that comes while they are renamed waits until all
+ * are: either way, none or all of them take their final names. */
 static int pending_finish(Run *r, Pending *w, int rc) {
+    if (!rc && sk_signals_caught()) {
+        sk_run_fail(r, "stopped by signal %d before the results were written", sk_signals_caught());
+        rc = 1;
+    }
     for (int k = 0; k < w->n; k++) {
         if (!rc && sk_commit(w->tmp[k], w->path[k]) != 0) {
             sk_run_fail(r, "cannot write '%s': %s", w->path[k], strerror(errno));
@@ -669,11 +676,22 @@ static int write_archive(Run *r) {
     return rc;
 }
 
+static int write_files(Run *r);
+
 /* The results, then (with --steps) each carried one again as the final
- * value of its parameter: DIR/NAME.npy, or DIR/NAME.process{p}.npy. */
+ * value of its parameter: DIR/NAME.npy, or DIR/NAME.process{p}.npy, all
+ * or none of them (Pending), with the signals that end a process held
+ * meanwhile. */
 static int write_results(Run *r) {
     if (r->npz_out)
         return write_archive(r);
+    sk_signals_hold();
+    int rc = write_files(r);
+    sk_signals_release();
+    return rc;
+}
+
+static int write_files(Run *r) {
     int n = 2 * r->p->nresults + 1;
     Pending w = {0, calloc((size_t)n, sizeof(char *)), calloc((size_t)n, sizeof(char *))};
     int *use = malloc((size_t)r->ndev * sizeof *use), rc = !use || !w.tmp || !w.path || make_out_dir(r);

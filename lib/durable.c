@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,4 +57,36 @@ int sk_commit(const char *tmp, const char *path) {
     if (rename(tmp, path) != 0)
         return -1;
     return sync_dir_of(path);
+}
+
+/* ---- signals held while a set of files is renamed into place ---- */
+
+static const int held[] = {SIGINT, SIGTERM, SIGHUP};
+static struct sigaction before[sizeof held / sizeof *held];
+static volatile sig_atomic_t caught;
+
+static void note(int sig) {
+    caught = sig;
+}
+
+void sk_signals_hold(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = note;
+    sa.sa_flags = SA_RESTART;            /* the writes go on; the flag says what came */
+    sigemptyset(&sa.sa_mask);
+    caught = 0;
+    for (size_t k = 0; k < sizeof held / sizeof *held; k++)
+        sigaction(held[k], &sa, &before[k]);
+}
+
+int sk_signals_caught(void) {
+    return caught;
+}
+
+void sk_signals_release(void) {
+    for (size_t k = 0; k < sizeof held / sizeof *held; k++)
+        sigaction(held[k], &before[k], NULL);
+    if (caught)
+        raise(caught);                   /* what it would have done: with the default action, end */
 }

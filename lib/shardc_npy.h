@@ -48,6 +48,15 @@ int sk_commit(const char *tmp, const char *path);
  * renamed: messages name `path`, its final name.  On failure tmp is removed. */
 int sk_npy_write_temp(const char *path, const char *tmp, const sk_npy_shape *shape, const double *data, char *err,
                       size_t errlen);
+/* SIGINT, SIGTERM and SIGHUP held while a set of files is written
+ * (lib/durable.c): sk_signals_hold notes them instead of ending the
+ * process; the writer asks sk_signals_caught (the signal, or 0) before
+ * renaming its files, removing them instead when one came, so that a
+ * signal leaves all of them or none; sk_signals_release puts the former
+ * handlers back and raises the signal noted, if any. */
+void sk_signals_hold(void);
+int sk_signals_caught(void);
+void sk_signals_release(void);
 /* "(4, 8)", "(5,)" or "()", as the messages write shapes. */
 void sk_npy_shape_text(const sk_npy_shape *s, char *buf, size_t cap);
 
