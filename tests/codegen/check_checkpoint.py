@@ -17,6 +17,9 @@ written"), with the built programs of tests/codegen/progs/steps.tdsl
   that cannot be written (tests/codegen/progs/outputs.tdsl: an i64 past
   2^53) leaves no other result in DIR; a checkpoint that cannot be written
   stops the run with status 1 and no results;
+- records (tests/codegen/progs/records.tdsl's adam_step, Adam on records
+  p, m, v): the checkpoint names their fields p.l1.w, ..., and resuming
+  from step 3 gives the 6-step run's bits;
 - errors: a checkpoint of another fn, one missing a carried parameter, one
   at or past --steps, a file that is no checkpoint, --checkpoint FILE.npy,
   --checkpoint-every without --checkpoint, --resume without --steps;
@@ -46,6 +49,7 @@ from check_numpy import mpirun  # noqa: E402
 
 STEPS = os.path.join(ROOT, "tests", "codegen", "progs", "steps.tdsl")
 OUTPUTS = os.path.join(ROOT, "tests", "codegen", "progs", "outputs.tdsl")
+RECORDS = os.path.join(ROOT, "tests", "codegen", "progs", "records.tdsl")
 TIMEOUT = 120
 N, K, LOG = 6000, 250, 1000
 PROGRESS = re.compile(r"^progress: step (\d+) of (\d+), \S+ m?s/step, \S+ steps/s, ETA \S+( s)?$")
@@ -249,6 +253,41 @@ class Check:
                             "--checkpoint-every '0': a whole number of steps")):
             self.error([mom] + ins + args, text, 2, "%s: a usage error" % " ".join(args))
 
+    # ---- records ----
+
+    def records(self):
+        """tests/codegen/progs/records.tdsl's adam_step carries records p, m,
+        v (Params: l1.w, l1.b, w2, b2) and t: the checkpoint names the fields
+        p.l1.w, ..., and resuming gives the uninterrupted run's bits."""
+        exe = self.build(RECORDS, "adam_step")
+        if not exe:
+            return
+        rng = np.random.default_rng(5)
+        shapes = {"l1.w": (6, 8), "l1.b": (8,), "w2": (8, 4), "b2": (4,)}
+        d = self.path("records")
+        os.makedirs(d)
+        np.save(os.path.join(d, "x.npy"), rng.standard_normal((8, 6)).astype(np.float32))
+        np.save(os.path.join(d, "y.npy"), rng.standard_normal((8, 4)).astype(np.float32))
+        np.save(os.path.join(d, "t.npy"), np.array(3, np.float32))
+        np.savez(os.path.join(d, "state.npz"), **{
+            r + "." + k: (rng.standard_normal(s) * (0.5 if r == "p" else 0.1) if r != "v" else
+                          rng.uniform(0.01, 0.1, s)).astype(np.float32) for r in "pmv" for k, s in shapes.items()})
+        ins = ["--in", os.path.join(d, "state.npz")] + sum((["--in", "%s=%s" % (k, os.path.join(d, k + ".npy"))]
+                                                            for k in "xyt"), [])
+        ck = os.path.join(d, "ck.npz")
+        runs = [self.run([exe] + ins + ["--steps", "6", "--out", os.path.join(d, "full.npz")]),
+                self.run([exe] + ins + ["--steps", "3", "--out", os.path.join(d, "three.npz"), "--checkpoint", ck])]
+        names = sorted(np.load(ck).files) if runs[1][0] == 0 else []
+        want = sorted(["shardc:fn", "shardc:step", "t"] + [r + "." + k for r in "pmv" for k in shapes])
+        self.tap.check(all(rc == 0 for rc, _, _ in runs) and names == want,
+                       "adam_step --checkpoint: the records' fields by dotted name (p.l1.w, ...) and t",
+                       "%s: %s" % (names, "".join(e[-400:] for _, _, e in runs)))
+        rc, out, err = self.run([exe] + ins + ["--steps", "6", "--out", os.path.join(d, "resumed.npz"), "--resume", ck])
+        if self.tap.check(rc == 0, "adam_step --resume from step 3 to 6", err[-600:]):
+            a, b = np.load(os.path.join(d, "full.npz")), np.load(os.path.join(d, "resumed.npz"))
+            self.tap.check(sorted(a.files) == sorted(b.files) and all(same(a[k], b[k]) for k in a.files),
+                           "adam_step resumed: every result and final record field the uninterrupted run's bits")
+
     # ---- MPI ----
 
     def mpi_resume(self, mom):
@@ -294,6 +333,7 @@ class Check:
             self.progress(mom)
             self.files(mom)
             self.errors(mom, full)
+            self.records()
             if self.mpi:
                 self.mpi_resume(mom)
             else:
