@@ -2,8 +2,9 @@
  * the run: the world made, every process's inputs read and checked
  * (driver_io.c), the processes agreeing before the devices run (--repeat
  * times, timed, when asked; or --steps times, the carried results fed back
- * into their parameters), the results written (driver_io.c), and the first
- * error reported where it is needed. */
+ * into their parameters, with progress.c's lines and checkpoint.c's
+ * checkpoints), the results written (driver_io.c), and the first error
+ * reported where it is needed. */
 #include "driver.h"
 
 #include "../compiler/base/suggest.h"
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define STEPS_MAX 2000000000L             /* --steps and --log-every: at most this */
@@ -42,7 +42,9 @@ static void carry_results(Run *r, int d) {
 /* One device's run, on its own thread (or the process's main thread when
  * it is the process's only device): the function once, or with --steps the
  * steps r->from to r->to (all N, or those up to the next checkpoint), the
- * carried results fed back in before each step but the run's first.  Each device swaps its
+ * carried results fed back in before each step but the run's first (so
+ * that after the last, the results hold the carried values for a
+ * checkpoint and the next run).  Each device swaps its
  * own blocks, so the devices need not wait for each other between steps
  * (the collectives of step s + 1 follow those of step s, as two calls of
  * one function in a program do).  OpenMP's thread count is a setting of

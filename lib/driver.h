@@ -29,7 +29,7 @@ typedef struct {
     long checkpoint_every;           /* --checkpoint-every K (default: --log-every's) */
     int tty;                         /* standard error is a terminal: progress is one rewritten line */
     int quiet;                       /* SHARDC_PROGRESS=0: no progress on standard error */
-    double started, drawn;           /* the steps' start and the progress line's last drawing (seconds) */
+    double started, drawn;           /* the steps' start; the progress line's last drawing, 0: none shown */
     int *carry;                      /* [result]: with --steps, the parameter it becomes, or -1 */
     long *step_failed;               /* [device]: the step whose run failed, or 0 */
     int cast;                        /* --cast: round float64 inputs to the parameters' float dtypes */

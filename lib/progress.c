@@ -96,18 +96,19 @@ void sk_progress_step(Run *r, long s) {
     char line[1024], text[256];
     if (first || s % r->log_every == 0 || last) {
         if (scalars(r, line, sizeof line)) {
-            if (r->tty && r->drawn > 0)
-                fputs("\r\033[K", stderr);            /* the loss line takes the progress line's place */
+            if (r->tty && r->drawn > 0) {        /* the loss line takes the progress line's place */
+                fputs("\r\033[K", stderr);
+                r->drawn = 0;                     /* and it is drawn again below at once */
+            }
             printf("step %ld:%s\n", s, line);
             fflush(stdout);
-            r->drawn = r->tty && r->drawn > 0 ? -1 : r->drawn;    /* redraw at once */
         }
         if (!r->tty && !r->quiet && !first && !last) {
             pace(r, s, now, text, sizeof text);
             fprintf(stderr, "progress: %s\n", text);
         }
     }
-    if (r->tty && !last && (r->drawn <= 0 || now - r->drawn >= 0.25)) {
+    if (r->tty && !last && (r->drawn == 0 || now - r->drawn >= 0.25)) {
         scalars(r, line, sizeof line);
         pace(r, s, now, text, sizeof text);
         fprintf(stderr, "\r\033[K%s%s%s", text, line[0] ? ":" : "", line);
@@ -125,7 +126,7 @@ void sk_progress_end(Run *r) {
     duration(t, took, sizeof took);
     if (r->resumed_at)
         snprintf(from, sizeof from, " (steps %ld to %ld)", r->resumed_at + 1, r->steps);
-    if (r->tty && r->drawn != 0)
+    if (r->tty && r->drawn > 0)
         fputs("\r\033[K", stderr);
     char rate[64];
     rates(per, rate, sizeof rate);
