@@ -112,25 +112,25 @@ int sk_resume(Run *r) {
         return 1;
     }
     const sk_program *p = r->p;
+    size_t need = 1, w = 0;
+    for (int i = 0; i < p->nresults; i++)
+        need += r->carry[i] < 0 ? 0 : strlen(r->resume) + strlen(p->params[r->carry[i]].name) + 2;
+    if (!(r->resume_files = malloc(need))) {          /* "FILE.npz:NAME" for each, freed with r */
+        sk_run_fail(r, "out of memory");
+        return 1;
+    }
     for (int i = 0; i < p->nresults; i++) {
         if (r->carry[i] < 0)
             continue;
         const char *name = p->params[r->carry[i]].name;
-        size_t n = strlen(r->resume) + strlen(name) + 2;
-        char *file = malloc(n);                      /* lives as long as the process, as r->file's strings */
-        if (!file) {
-            sk_run_fail(r, "out of memory");
-            return 1;
-        }
         if (!sk_npz_has(r->resume, name)) {
             sk_run_fail(r, "--resume '%s' has no array '%s', the carried parameter %s of '%s': it is a checkpoint "
                            "of another program", r->resume, name, name, p->fn);
-            free(file);
             return 1;
         }
-        snprintf(file, n, "%s:%s", r->resume, name);
-        r->file[r->carry[i]] = file;
+        r->file[r->carry[i]] = r->resume_files + w;
         r->local_in[r->carry[i]] = 0;
+        w += (size_t)sprintf(r->resume_files + w, "%s:%s", r->resume, name) + 1;
     }
     r->resumed_at = at;
     return 0;

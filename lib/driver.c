@@ -495,6 +495,7 @@ void sk_run_free(Run *r) {
     free(r->step_failed);
     free(r->carry);
     free(r->file);
+    free(r->resume_files);
     free(r->local_in);
 }
 

@@ -26,6 +26,7 @@ typedef struct {
     long resumed_at;                 /* --resume: the checkpoint's step (the run starts after it); else 0 */
     long from, to;                   /* with --steps: the steps the current sc_run takes (progress.c) */
     const char *checkpoint, *resume; /* --checkpoint FILE.npz, --resume FILE.npz (checkpoint.c) */
+    char *resume_files;              /* with --resume: the carried parameters' files, FILE.npz:NAME */
     long checkpoint_every;           /* --checkpoint-every K (default: --log-every's) */
     int tty;                         /* standard error is a terminal: progress is one rewritten line */
     int quiet;                       /* SHARDC_PROGRESS=0: no progress on standard error */
