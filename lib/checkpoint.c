@@ -16,6 +16,8 @@
  * (sk_npz_write): a run killed at any moment leaves the previous one whole. */
 #include "driver.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -133,6 +135,21 @@ int sk_resume(Run *r) {
         w += (size_t)sprintf(r->resume_files + w, "%s:%s", r->resume, name) + 1;
     }
     r->resumed_at = at;
+    return 0;
+}
+
+int sk_checkpoint_probe(Run *r) {
+    char tmp[4096 + 32];
+    if (!r->checkpoint || !r->root)
+        return 0;
+    errno = 0;
+    FILE *f = sk_temp_path(r->checkpoint, tmp, sizeof tmp) ? NULL : fopen(tmp, "wb");
+    if (!f) {
+        sk_run_fail(r, "--checkpoint: cannot write '%s': %s", r->checkpoint, strerror(errno ? errno : ENAMETOOLONG));
+        return 1;
+    }
+    fclose(f);
+    remove(tmp);
     return 0;
 }
 

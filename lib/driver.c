@@ -576,6 +576,7 @@ int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create creat
         usage(stderr, argc > 0 ? argv[0] : "prog");
     rc = rc ? rc : check_steps(&r);
     rc = rc ? rc : sk_resume(&r);
+    rc = rc ? rc : sk_checkpoint_probe(&r);
     rc = rc ? rc : check_local_devices(&r);
     rc = rc ? rc : sk_run_alloc(&r);
     rc = rc ? rc : sk_read_inputs(&r);

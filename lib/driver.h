@@ -93,6 +93,10 @@ void sk_progress_end(Run *r);
  * process's failure. */
 int sk_checkpoint_args(Run *r);
 int sk_resume(Run *r);
+/* Before anything runs, process 0 makes sure that --checkpoint's file can
+ * be written (a temporary file created and removed there), so that a bad
+ * path stops a long run at its start, not at its first checkpoint. */
+int sk_checkpoint_probe(Run *r);
 int sk_checkpoint_write(Run *r, long s);
 
 /* The global API (session.c): parameter i's blocks of this process's

@@ -16,7 +16,7 @@ written"), with the built programs of tests/codegen/progs/steps.tdsl
 - files whole or absent: no temporary file is left after a run; a result
   that cannot be written (tests/codegen/progs/outputs.tdsl: an i64 past
   2^53) leaves no other result in DIR; a checkpoint that cannot be written
-  stops the run with status 1 and no results;
+  stops the run with status 1 before its first step;
 - records (tests/codegen/progs/records.tdsl's adam_step, Adam on records
   p, m, v): the checkpoint names their fields p.l1.w, ..., and resuming
   from step 3 gives the 6-step run's bits;
@@ -203,7 +203,8 @@ class Check:
         rc, out, err = self.run([mom] + self.ins() + ["--out", out_dir, "--steps", "4", "--checkpoint",
                                                      self.path("no-such-dir", "ck.npz")])
         self.tap.check(rc == 1 and "error: --checkpoint: cannot write '%s'" % self.path("no-such-dir", "ck.npz") in err
-                       and not os.path.exists(out_dir), "a checkpoint that cannot be written: status 1, no results",
+                       and not os.path.exists(out_dir) and not out,
+                       "a checkpoint that cannot be written: status 1 before the first step, no results",
                        "status %d, DIR %s: %s" % (rc, os.path.exists(out_dir), err[-400:]))
 
     # ---- errors ----
