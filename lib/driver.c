@@ -2,8 +2,9 @@
  * the run: the world made, every process's inputs read and checked
  * (driver_io.c), the processes agreeing before the devices run (--repeat
  * times, timed, when asked; or --steps times, the carried results fed back
- * into their parameters), the results written (driver_io.c), and the first
- * error reported where it is needed. */
+ * into their parameters, with progress.c's lines and checkpoint.c's
+ * checkpoints), the results written (driver_io.c), and the first error
+ * reported where it is needed. */
 #include "driver.h"
 
 #include "../compiler/base/suggest.h"
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define STEPS_MAX 2000000000L             /* --steps and --log-every: at most this */
@@ -25,43 +25,6 @@ void sk_run_fail(Run *r, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(r->err, sizeof r->err, fmt, ap);
     va_end(ap);
-}
-
-/* --steps: after step s of n, device 0 (on process 0) prints the scalar
- * results that are not carried, every log_every steps and after the last:
- * "step 100: l 0.0123457 result2 3".  Every device holds a copy of a
- * scalar, so no other device's block is needed. */
-static void log_step(const Run *r, long s) {
-    const sk_program *p = r->p;
-    char line[1024];
-    int w = snprintf(line, sizeof line, "step %ld:", s), any = 0;
-    for (int i = 0; i < p->nresults && w < (int)sizeof line - 96; i++) {
-        const sk_arg_desc *a = &p->results[i];
-        const void *x = r->results[0][i];
-        if (a->global.rank || r->carry[i] >= 0)
-            continue;
-        w += snprintf(line + w, sizeof line - (size_t)w, " %s ", a->var ? a->var : a->name);
-        switch (a->global.dtype) {
-        case SK_F32: w += snprintf(line + w, sizeof line - (size_t)w, "%.6g", *(const float *)x); break;
-        case SK_F64: w += snprintf(line + w, sizeof line - (size_t)w, "%.6g", *(const double *)x); break;
-        case SK_BF16:
-            w += snprintf(line + w, sizeof line - (size_t)w, "%.6g", sc_bf16_to_float(*(const uint16_t *)x));
-            break;
-        case SK_F16:
-            w += snprintf(line + w, sizeof line - (size_t)w, "%.6g", sc_f16_to_float(*(const uint16_t *)x));
-            break;
-        case SK_I32: w += snprintf(line + w, sizeof line - (size_t)w, "%d", (int)*(const int32_t *)x); break;
-        case SK_U32: w += snprintf(line + w, sizeof line - (size_t)w, "%u", (unsigned)*(const uint32_t *)x); break;
-        case SK_I64: w += snprintf(line + w, sizeof line - (size_t)w, "%lld", (long long)*(const int64_t *)x); break;
-        case SK_U8: w += snprintf(line + w, sizeof line - (size_t)w, "%u", (unsigned)*(const uint8_t *)x); break;
-        default: w += snprintf(line + w, sizeof line - (size_t)w, "%d", *(const uint8_t *)x != 0); break;
-        }
-        any = 1;
-    }
-    if (any) {
-        puts(line);
-        fflush(stdout);
-    }
 }
 
 /* --steps: each carried result's block becomes its parameter's for the
@@ -77,8 +40,11 @@ static void carry_results(Run *r, int d) {
 }
 
 /* One device's run, on its own thread (or the process's main thread when
- * it is the process's only device): the function once, or with --steps N
- * times, the carried results fed back in between.  Each device swaps its
+ * it is the process's only device): the function once, or with --steps the
+ * steps r->from to r->to (all N, or those up to the next checkpoint), the
+ * carried results fed back in before each step but the run's first (so
+ * that after the last, the results hold the carried values for a
+ * checkpoint and the next run).  Each device swaps its
  * own blocks, so the devices need not wait for each other between steps
  * (the collectives of step s + 1 follow those of step s, as two calls of
  * one function in a program do).  OpenMP's thread count is a setting of
@@ -87,19 +53,19 @@ static void carry_results(Run *r, int d) {
 static int body(sc_device *dev, void *arg) {
     Run *r = arg;
     int d = sc_device_id(dev), rc = 0;
-    long n = r->steps ? r->steps : 1;
+    long from = r->steps ? r->from : 1, to = r->steps ? r->to : 1;
     if (r->threads > 0)
         sk_set_threads(r->threads);
     sk_parallel_stats s0 = sk_parallel_stats_get();
     sk_workspace_bind(r->workspace[d]);   /* the device's buffers, kept between runs and steps */
-    for (long s = 1; s <= n && rc == 0; s++) {
+    for (long s = from; s <= to && rc == 0; s++) {
+        if (r->steps && s > r->resumed_at + 1)     /* the previous step's carried results, in */
+            carry_results(r, d);
         rc = r->p->entry(dev, (const void *const *)r->params[d], r->results[d]);
         if (rc)
             r->step_failed[d] = s;
-        else if (r->steps && d == 0 && (s % r->log_every == 0 || s == n))
-            log_step(r, s);
-        if (rc == 0 && s < n)
-            carry_results(r, d);
+        else if (r->steps && d == 0)
+            sk_progress_step(r, s);
     }
     sk_workspace_bind(NULL);
     sk_parallel_stats s1 = sk_parallel_stats_get();
@@ -118,13 +84,16 @@ static void usage(FILE *out, const char *prog) {
     fprintf(out,
             "usage: %s (--in NAME=FILE.npy | --local-in NAME=FILE.npy | --in FILE.npz) ... --out DIR\n"
             "           [--outputs gather|local] [--local-devices L] [--repeat N | --steps N [--log-every K]]\n"
-            "           [--cast]\n"
+            "           [--checkpoint FILE.npz [--checkpoint-every K]] [--resume FILE.npz] [--cast]\n"
             "  --in: NAME=FILE.npz reads the archive's array NAME, NAME=FILE.npz:KEY its array KEY,\n"
             "        FILE.npz every parameter by name; a record NAME=FILE.npz reads every field\n"
             "  --local-in: FILE holds this process's part of NAME; %%p in FILE is the process index\n"
             "  --out: a path ending in .npz writes one archive (result0, result1, ... and named results)\n"
             "  --cast: convert float64 inputs to f32, bf16 or f16 by rounding, int64 to i32\n"
-            "  --steps: run N times, each result named like a parameter becoming it for the next step\n"
+            "  --steps: run N times, each result named like a parameter becoming it for the next step;\n"
+            "           the loss after step 1, every K (--log-every) and the last, progress on stderr\n"
+            "  --checkpoint: write the carried parameters and the step every K steps (default\n"
+            "           --log-every's) and after the last; --resume: go on from one to step N\n"
             "  options take their value as --opt VALUE or --opt=VALUE\n",
             prog);
 }
@@ -214,7 +183,8 @@ static long number(const char *v, long lo, long hi) {
  * error. */
 static int parse_args(Run *r, int argc, char **argv) {
     static const char *const opts[] = {"--in", "--local-in", "--out", "--outputs", "--repeat", "--local-devices",
-                                       "--steps", "--log-every", "--cast"};
+                                       "--steps", "--log-every", "--cast", "--checkpoint", "--checkpoint-every",
+                                       "--resume"};
     const char *archive[16];                   /* --in FILE.npz alone, in order */
     int narchives = 0;
     for (int i = 1; i < argc; i++) {
@@ -261,7 +231,10 @@ static int parse_args(Run *r, int argc, char **argv) {
             return 2;
         if (o == 5 && (r->local_devices = (int)number(v, 1, SC_MAX_DEVICES)) < 0)
             return 2;
-        if (o >= 6 && (*(o == 6 ? &r->steps : &r->log_every) = number(v, 1, STEPS_MAX)) < 0) {
+        if (o == 9 || o == 11)
+            *(o == 9 ? &r->checkpoint : &r->resume) = v;
+        long *count = o == 6 ? &r->steps : o == 7 ? &r->log_every : o == 10 ? &r->checkpoint_every : NULL;
+        if (count && (*count = number(v, 1, STEPS_MAX)) < 0) {
             sk_run_fail(r, "%s '%s': a whole number of steps from 1 to %ld", opt, v, STEPS_MAX);
             return 2;
         }
@@ -276,6 +249,9 @@ static int parse_args(Run *r, int argc, char **argv) {
     }
     if (r->steps && !r->log_every)
         r->log_every = r->steps / 10 > 1 ? r->steps / 10 : 1;     /* about 10 lines */
+    int bad = sk_checkpoint_args(r);
+    if (bad)
+        return bad;
     /* Each parameter not named otherwise: the first archive with its array
      * (--in data.npz --in ck.npz), else the first, whose error lists its arrays. */
     for (int k = 0; narchives && k < r->p->nparams; k++) {
@@ -362,12 +338,6 @@ static int check_local_devices(Run *r) {
 
 /* ---- running ---- */
 
-static double seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -409,7 +379,41 @@ static void print_thread_stats(const Run *r) {
                     (long long)r->stats[d].kernels, r->stats[d].team);
 }
 
-/* Run the devices (r->repeat times, timed, when asked). */
+/* A failed sc_run: which step failed, with --steps. */
+static int run_failed(Run *r) {
+    long step = 0;
+    for (int d = 0; d < r->ndev; d++)
+        step = r->step_failed[d] && (!step || r->step_failed[d] < step) ? r->step_failed[d] : step;
+    if (r->steps && step)
+        sk_run_fail(r, "running '%s' (step %ld of %ld): %s", r->p->fn, step, r->steps, sc_world_error(r->w));
+    else
+        sk_run_fail(r, "running '%s': %s", r->p->fn, sc_world_error(r->w));
+    return 1;
+}
+
+/* --steps: the steps after r->resumed_at up to N, in one sc_run, or with
+ * --checkpoint in runs that end at each multiple of K (so that a resumed
+ * run checkpoints at the same steps) and at N, a checkpoint after each. */
+static int run_steps(Run *r) {
+    long k = r->checkpoint ? r->checkpoint_every : r->steps;
+    const char *progress = getenv("SHARDC_PROGRESS");
+    r->quiet = progress && strcmp(progress, "0") == 0;
+    r->tty = r->root && !r->quiet && isatty(fileno(stderr));
+    r->started = sk_seconds();
+    for (long s = r->resumed_at; s < r->steps; s = r->to) {
+        r->from = s + 1;
+        r->to = (s / k + 1) * k < r->steps ? (s / k + 1) * k : r->steps;
+        if (sc_run(r->w, body, r) != 0)
+            return run_failed(r);
+        if (r->checkpoint && sk_checkpoint_write(r, r->to))
+            return 1;
+    }
+    if (r->root && !r->quiet)
+        sk_progress_end(r);
+    return 0;
+}
+
+/* Run the devices (r->repeat times, timed, when asked; --steps times). */
 int sk_run_devices(Run *r) {
     int n = r->repeat ? r->repeat : 1;
     double *t = calloc((size_t)n, sizeof *t);
@@ -421,19 +425,12 @@ int sk_run_devices(Run *r) {
     for (int k = 0; k < n; k++) {
         if (n > 1)
             sc_world_agree(r->w, 1, NULL);  /* start every process's run together */
-        double t0 = seconds();
-        if (sc_run(r->w, body, r) != 0) {
-            long step = 0;
-            for (int d = 0; d < r->ndev; d++)
-                step = r->step_failed[d] && (!step || r->step_failed[d] < step) ? r->step_failed[d] : step;
-            if (r->steps && step)
-                sk_run_fail(r, "running '%s' (step %ld of %ld): %s", r->p->fn, step, r->steps, sc_world_error(r->w));
-            else
-                sk_run_fail(r, "running '%s': %s", r->p->fn, sc_world_error(r->w));
+        double t0 = sk_seconds();
+        if (r->steps ? run_steps(r) : sc_run(r->w, body, r) != 0 && run_failed(r)) {
             free(t);
             return 1;
         }
-        t[k] = seconds() - t0;
+        t[k] = sk_seconds() - t0;
     }
     if (r->repeat && r->root) {
         qsort(t, (size_t)n, sizeof *t, by_value);
@@ -498,6 +495,7 @@ void sk_run_free(Run *r) {
     free(r->step_failed);
     free(r->carry);
     free(r->file);
+    free(r->resume_files);
     free(r->local_in);
 }
 
@@ -577,6 +575,8 @@ int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create creat
     if (rc == 2 && r.root)
         usage(stderr, argc > 0 ? argv[0] : "prog");
     rc = rc ? rc : check_steps(&r);
+    rc = rc ? rc : sk_resume(&r);
+    rc = rc ? rc : sk_checkpoint_probe(&r);
     rc = rc ? rc : check_local_devices(&r);
     rc = rc ? rc : sk_run_alloc(&r);
     rc = rc ? rc : sk_read_inputs(&r);

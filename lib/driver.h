@@ -23,6 +23,14 @@ typedef struct {
     sk_workspace **workspace;        /* [device]: local devices' buffers, kept between runs */
     int borrowed_workspace;          /* workspace is a session's, which frees it (sk_run_free does not) */
     long steps, log_every;           /* --steps N (0: one run, nothing carried), --log-every K */
+    long resumed_at;                 /* --resume: the checkpoint's step (the run starts after it); else 0 */
+    long from, to;                   /* with --steps: the steps the current sc_run takes (progress.c) */
+    const char *checkpoint, *resume; /* --checkpoint FILE.npz, --resume FILE.npz (checkpoint.c) */
+    char *resume_files;              /* with --resume: the carried parameters' files, FILE.npz:NAME */
+    long checkpoint_every;           /* --checkpoint-every K (default: --log-every's) */
+    int tty;                         /* standard error is a terminal: progress is one rewritten line */
+    int quiet;                       /* SHARDC_PROGRESS=0: no progress on standard error */
+    double started, drawn;           /* the steps' start; the progress line's last drawing, 0: none shown */
     int *carry;                      /* [result]: with --steps, the parameter it becomes, or -1 */
     long *step_failed;               /* [device]: the step whose run failed, or 0 */
     int cast;                        /* --cast: round float64 inputs to the parameters' float dtypes */
@@ -61,6 +69,35 @@ int sk_prepare_outputs(Run *r);
  * written; with --steps, each carried result also as DIR/NAME.npy (or
  * DIR/NAME.process{p}.npy), NAME the parameter it carries into. */
 int sk_write_outputs(Run *r);
+
+/* Process 0 receives every device's blocks of each result (every process
+ * calls it). */
+int sk_gather_results(Run *r);
+/* Result i as the whole global array of doubles (malloc'd), from the
+ * blocks of each block's owner, which process 0 holds after
+ * sk_gather_results; NULL with r->err set. */
+double *sk_result_array(Run *r, int i);
+
+/* --steps progress (progress.c), called by device 0: sk_progress_step after
+ * each step s, which prints the loss lines on standard output and the
+ * progress on standard error; sk_progress_end after the last. */
+double sk_seconds(void);
+void sk_progress_step(Run *r, long s);
+void sk_progress_end(Run *r);
+
+/* Checkpoints (checkpoint.c).  sk_checkpoint_args: the options' checks
+ * after parsing (2: a usage error).  sk_resume: --resume's checkpoint
+ * read and checked, and the carried parameters pointed at its arrays (1:
+ * an error), after r->carry is known.  sk_checkpoint_write: after step s,
+ * every process gathers and process 0 writes --checkpoint; 1 on any
+ * process's failure. */
+int sk_checkpoint_args(Run *r);
+int sk_resume(Run *r);
+/* Before anything runs, process 0 makes sure that --checkpoint's file can
+ * be written (a temporary file created and removed there), so that a bad
+ * path stops a long run at its start, not at its first checkpoint. */
+int sk_checkpoint_probe(Run *r);
+int sk_checkpoint_write(Run *r, long s);
 
 /* The global API (session.c): parameter i's blocks of this process's
  * devices from the global array global[i] (allocated, zero padded, at the

@@ -438,7 +438,7 @@ int sk_read_inputs(Run *r) {
 /* Result blocks: this process's devices', and, when process 0 gathers the
  * results, every device's there, which collect fills. */
 static int alloc_results(Run *r) {
-    int all = r->root && !r->local_outputs;
+    int all = r->root && (!r->local_outputs || r->checkpoint);     /* a checkpoint gathers */
     for (int i = 0; i < r->p->nresults; i++)
         for (int d = 0; d < r->ndev; d++)
             if ((all || sc_world_is_local(r->w, d)) &&
@@ -545,15 +545,65 @@ static double *assemble_part(Run *r, int i, const Box *part, const int *use) {
     return g;
 }
 
-static int write_part(Run *r, int i, const Box *part, const int *use, const char *path) {
+/* The files of one write_results: each written whole to its temporary
+ * name (PATH.tmpPID) first, and all renamed to their final names only once
+ * every one is written, so that a result that fails leaves none of the
+ * others in DIR under a final name (their temporary files are removed). */
+typedef struct {
+    int n;
+    char **tmp, **path;
+} Pending;
+
+static int pending_add(Run *r, Pending *w, const char *path) {
+    char tmp[4096 + 32];
+    if (sk_temp_path(path, tmp, sizeof tmp)) {
+        sk_run_fail(r, "cannot write '%s': the path is too long", path);
+        return 1;
+    }
+    if (!(w->tmp[w->n] = strdup(tmp)) || !(w->path[w->n] = strdup(path))) {
+        free(w->tmp[w->n]);
+        sk_run_fail(r, "out of memory");
+        return 1;
+    }
+    w->n++;
+    return 0;
+}
+
+/* rc == 0: every file renamed into place; else every temporary removed.
+ * A signal that came while they were written (write_results holds them)
+ * removes them too; one that comes while they are renamed waits until all
+ * are: either way, none or all of them take their final names. */
+static int pending_finish(Run *r, Pending *w, int rc) {
+    if (!rc && sk_signals_caught()) {
+        sk_run_fail(r, "stopped by signal %d before the results were written", sk_signals_caught());
+        rc = 1;
+    }
+    for (int k = 0; k < w->n; k++) {
+        if (!rc && sk_commit(w->tmp[k], w->path[k]) != 0) {
+            sk_run_fail(r, "cannot write '%s': %s", w->path[k], strerror(errno));
+            rc = 1;
+        }
+        if (rc)
+            remove(w->tmp[k]);
+        free(w->tmp[k]);
+        free(w->path[k]);
+    }
+    free(w->tmp);
+    free(w->path);
+    return rc;
+}
+
+static int write_part(Run *r, int i, const Box *part, const int *use, const char *path, Pending *w) {
     const sk_arg_desc *a = &r->p->results[i];
     sk_npy_shape shape = a->global;
     char err[512];
     memcpy(shape.dims, part->count, sizeof shape.dims);
     double *g = assemble_part(r, i, part, use);
-    if (!g)
+    if (!g || pending_add(r, w, path)) {
+        free(g);
         return 1;
-    int rc = sk_npy_write(path, &shape, g, err, sizeof err);
+    }
+    int rc = sk_npy_write_temp(path, w->tmp[w->n - 1], &shape, g, err, sizeof err);
     if (rc)
         sk_run_fail(r, "%s", err);
     free(g);
@@ -626,18 +676,31 @@ static int write_archive(Run *r) {
     return rc;
 }
 
+static int write_files(Run *r);
+
 /* The results, then (with --steps) each carried one again as the final
- * value of its parameter: DIR/NAME.npy, or DIR/NAME.process{p}.npy. */
+ * value of its parameter: DIR/NAME.npy, or DIR/NAME.process{p}.npy, all
+ * or none of them (Pending), with the signals that end a process held
+ * meanwhile. */
 static int write_results(Run *r) {
     if (r->npz_out)
         return write_archive(r);
-    int *use = malloc((size_t)r->ndev * sizeof *use), rc = !use || make_out_dir(r);
-    if (!use)
+    sk_signals_hold();
+    int rc = write_files(r);
+    sk_signals_release();
+    return rc;
+}
+
+static int write_files(Run *r) {
+    int n = 2 * r->p->nresults + 1;
+    Pending w = {0, calloc((size_t)n, sizeof(char *)), calloc((size_t)n, sizeof(char *))};
+    int *use = malloc((size_t)r->ndev * sizeof *use), rc = !use || !w.tmp || !w.path || make_out_dir(r);
+    if (!use || !w.tmp || !w.path)
         sk_run_fail(r, "out of memory");
     for (int i = 0; i < r->p->nresults && !rc; i++) {
         Box part;
         char path[4096];
-        rc = result_part(r, i, &part, use, path, sizeof path) || write_part(r, i, &part, use, path);
+        rc = result_part(r, i, &part, use, path, sizeof path) || write_part(r, i, &part, use, path, &w);
     }
     for (int i = 0; r->steps && i < r->p->nresults && !rc; i++) {
         Box part;
@@ -649,14 +712,13 @@ static int write_results(Run *r) {
             snprintf(path, sizeof path, "%s/%s.process%d.npy", r->out, name, r->process);
         else
             snprintf(path, sizeof path, "%s/%s.npy", r->out, name);
-        rc = write_part(r, i, &part, use, path);
+        rc = write_part(r, i, &part, use, path, &w);
     }
     free(use);
-    return rc;
+    return pending_finish(r, &w, rc);
 }
 
-/* Process 0 receives every device's blocks of each result. */
-static int gather_results(Run *r) {
+int sk_gather_results(Run *r) {
     for (int i = 0; i < r->p->nresults; i++) {
         void **blocks = malloc((size_t)r->ndev * sizeof *blocks);
         for (int d = 0; blocks && d < r->ndev; d++)
@@ -671,12 +733,27 @@ static int gather_results(Run *r) {
     return 0;
 }
 
+double *sk_result_array(Run *r, int i) {
+    const sk_arg_desc *a = &r->p->results[i];
+    int *use = malloc(((size_t)r->ndev + 1) * sizeof *use);
+    if (!use) {
+        sk_run_fail(r, "out of memory");
+        return NULL;
+    }
+    for (int d = 0; d < r->ndev; d++)
+        use[d] = owner_of(&r->p->mesh, a, d) == d;
+    Box whole = whole_box(a);
+    double *g = assemble_part(r, i, &whole, use);
+    free(use);
+    return g;
+}
+
 /* --outputs gather: process 0 checks and writes everything.  --outputs
  * local: every process checks its copies, they agree that all are right,
  * and each writes its parts. */
 int sk_write_outputs(Run *r) {
     if (!r->local_outputs) {
-        if (gather_results(r))
+        if (sk_gather_results(r))
             return 1;
         return r->root ? check_replicas(r) || write_results(r) : 0;
     }
@@ -753,7 +830,7 @@ int sk_params_from(Run *r, const void *const *global) {
  * files; the replicas are not compared (sk_main does that: here it would
  * cost every call a pass over every copy). */
 int sk_results_to(Run *r, void *const *global) {
-    if (sc_world_process_count(r->w) > 1 && gather_results(r))
+    if (sc_world_process_count(r->w) > 1 && sk_gather_results(r))
         return 1;
     for (int i = 0; r->root && i < r->p->nresults; i++) {
         const sk_arg_desc *a = &r->p->results[i];

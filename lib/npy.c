@@ -847,30 +847,36 @@ static int write_all(FILE *f, const sk_npy_shape *s, const double *data, const N
     return 0;
 }
 
-int sk_npy_write(const char *path, const sk_npy_shape *shape, const double *data, char *err, size_t errlen) {
+int sk_npy_write_temp(const char *path, const char *tmp, const sk_npy_shape *shape, const double *data, char *err,
+                      size_t errlen) {
     const NpyType *t = type_of_dtype(shape->dtype);
     if (!t)
         return npy_fail(err, errlen, "cannot write '%s': %s has no .npy dtype", path, dtype_names[shape->dtype]);
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return npy_fail(err, errlen, "out of memory writing '%s'", path);
-    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
     errno = 0;
     FILE *f = fopen(tmp, "wb");
-    int ok = f != NULL;
+    int ok = f != NULL, e = errno;
     if (f) {
         ok = write_all(f, shape, data, t) == 0;
-        ok &= fflush(f) == 0 && !ferror(f);
-        ok &= fclose(f) == 0;
+        e = ok ? 0 : errno;
+        ok = sk_close_synced(f) == 0 && ok;
+        e = e ? e : errno;
     }
-    ok = ok && rename(tmp, path) == 0;
-    int rc = 0;
-    if (!ok) {
-        rc = npy_fail(err, errlen, "cannot write '%s': %s", path, strerror(errno ? errno : EIO));
-        remove(tmp);
-    }
-    free(tmp);
+    if (ok)
+        return 0;
+    remove(tmp);
+    return npy_fail(err, errlen, "cannot write '%s': %s", path, strerror(e ? e : EIO));
+}
+
+int sk_npy_write(const char *path, const sk_npy_shape *shape, const double *data, char *err, size_t errlen) {
+    char tmp[4096 + 32];
+    if (sk_temp_path(path, tmp, sizeof tmp))
+        return npy_fail(err, errlen, "cannot write '%s': the path is too long", path);
+    if (sk_npy_write_temp(path, tmp, shape, data, err, errlen))
+        return -1;
+    if (sk_commit(tmp, path) == 0)
+        return 0;
+    int rc = npy_fail(err, errlen, "cannot write '%s': %s", path, strerror(errno ? errno : EIO));
+    remove(tmp);
     return rc;
 }
 

@@ -288,15 +288,14 @@ static int write_directory(FILE *f, const Member *m, int n, int64_t at) {
 }
 
 int sk_npz_write(const char *path, const sk_npz_entry *e, int n, char *err, size_t errlen) {
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen), why[256] = "";
+    char tmp[4096 + 32], why[256] = "";
     Member *m = calloc((size_t)n + 1, sizeof *m);
-    if (!tmp || !m) {
-        free(tmp);
-        free(m);
+    if (!m)
         return npy_fail(err, errlen, "out of memory writing '%s'", path);
+    if (sk_temp_path(path, tmp, sizeof tmp)) {
+        free(m);
+        return npy_fail(err, errlen, "cannot write '%s': the path is too long", path);
     }
-    snprintf(tmp, plen, "%s.tmp%ld", path, (long)getpid());
     errno = 0;
     FILE *f = fopen(tmp, "wb");
     int64_t at = 0;
@@ -305,17 +304,14 @@ int sk_npz_write(const char *path, const sk_npz_entry *e, int n, char *err, size
         rc = write_member(f, &m[i], &e[i], &at, why, sizeof why);
     if (!rc && write_directory(f, m, n, at))
         rc = npy_fail(why, sizeof why, "%s", strerror(errno ? errno : EIO));
-    int bad_close = f && (fflush(f) != 0 || ferror(f));
-    bad_close |= f && fclose(f) != 0;
-    if (bad_close && !rc)
+    if (f && sk_close_synced(f) != 0 && !rc)           /* on the disk before it takes the name */
         rc = npy_fail(why, sizeof why, "%s", strerror(errno ? errno : EIO));
-    if (!rc && rename(tmp, path) != 0)
+    if (!rc && sk_commit(tmp, path) != 0)
         rc = npy_fail(why, sizeof why, "%s", strerror(errno));
     if (rc) {
         npy_fail(err, errlen, "cannot write '%s': %s", path, why);
         remove(tmp);
     }
-    free(tmp);
     free(m);
     return rc;
 }

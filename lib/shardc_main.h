@@ -6,6 +6,7 @@
  *     prog (--in x=x.npy | --local-in x=x.%p.npy) ... --out DIR
  *          [--outputs gather|local] [--local-devices L]
  *          [--repeat N | --steps N [--log-every K]]
+ *          [--checkpoint FILE.npz [--checkpoint-every K]] [--resume FILE.npz]
  *
  * --in FILE is the global array: each process reads from it only the
  * blocks of its own devices.  --local-in FILE holds this process's part
@@ -22,9 +23,15 @@
  * w`) becomes that parameter's value for the next step, each device's
  * result block taking the place of its parameter block (no copy, no file,
  * no gather); the other scalar results are printed on standard output
- * every K steps (--log-every, default N / 10) and after the last, as
- * "step 100: l 0.0123457"; DIR then gets the last step's results and each
- * carried parameter as DIR/NAME.npy.  With SHARDC_IO_STATS=1 in the
+ * after the first step, every K steps (--log-every, default N / 10) and
+ * after the last, as "step 100: l 0.0123457", and the progress (time per
+ * step, steps per second, time left) on standard error (progress.c); DIR
+ * then gets the last step's results and each carried parameter as
+ * DIR/NAME.npy.  --checkpoint FILE.npz writes the carried parameters and
+ * the step every K steps (--checkpoint-every) and after the last, and
+ * --resume FILE.npz goes on from such a file (checkpoint.c).  Every file
+ * is written to a temporary name, fsync'd and renamed, and DIR's files are
+ * renamed only once all are written (lib/durable.c).  With SHARDC_IO_STATS=1 in the
  * environment, each process prints on standard error how many bytes of
  * each input file it read.
  *

@@ -11,6 +11,7 @@
 #include "shardc_lib.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,9 +29,34 @@ typedef struct {
 int sk_npy_read(const char *path, const sk_npy_shape *want, sk_npy_shape *shape, double **data, char *err,
                 size_t errlen);
 /* Write `data` (rounded to shape->dtype) to `path` through a temporary file
- * renamed into place, so that a failure leaves no partial file.  Returns 0,
+ * fsync'd and renamed into place (sk_commit below), so that a failure or a
+ * crash leaves no partial file.  Returns 0,
  * or -1 with a message in err. */
 int sk_npy_write(const char *path, const sk_npy_shape *shape, const double *data, char *err, size_t errlen);
+/* Durable writes (lib/durable.c): a file goes to a temporary path next to
+ * its final one (sk_temp_path: PATH.tmpPID), is flushed to the disk when
+ * closed (sk_close_synced: fflush, fsync, fclose; -1 with errno), and is
+ * renamed into place, the directory flushed after (sk_commit; -1 with
+ * errno), so that no crash leaves a partial file under the final name.
+ * sk_npy_write and sk_npz_write do all three; sk_npy_write_temp only the
+ * first two, for a caller that renames several files once all are written.
+ * sk_temp_path returns -1 when tmp is too small. */
+int sk_temp_path(const char *path, char *tmp, size_t cap);
+int sk_close_synced(FILE *f);
+int sk_commit(const char *tmp, const char *path);
+/* Writes `data` as sk_npy_write does, to the file `tmp`, fsync'd but not
+ * renamed: messages name `path`, its final name.  On failure tmp is removed. */
+int sk_npy_write_temp(const char *path, const char *tmp, const sk_npy_shape *shape, const double *data, char *err,
+                      size_t errlen);
+/* SIGINT, SIGTERM and SIGHUP held while a set of files is written
+ * (lib/durable.c): sk_signals_hold notes them instead of ending the
+ * process; the writer asks sk_signals_caught (the signal, or 0) before
+ * renaming its files, removing them instead when one came, so that a
+ * signal leaves all of them or none; sk_signals_release puts the former
+ * handlers back and raises the signal noted, if any. */
+void sk_signals_hold(void);
+int sk_signals_caught(void);
+void sk_signals_release(void);
 /* "(4, 8)", "(5,)" or "()", as the messages write shapes. */
 void sk_npy_shape_text(const sk_npy_shape *s, char *buf, size_t cap);
 
@@ -92,7 +118,8 @@ typedef struct {
     const double *data;
 } sk_npz_entry;
 /* Write the arrays as one .npz archive (stored, as np.savez writes them)
- * through a temporary file renamed into place.  0, or -1 with err. */
+ * through a temporary file fsync'd and renamed into place (sk_commit).  0,
+ * or -1 with err. */
 int sk_npz_write(const char *path, const sk_npz_entry *e, int n, char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -6,8 +6,8 @@ against the same loop in NumPy (f64; f32 tolerances):
 
 - `shardc run --steps 40 --log-every 7` on the threads backend and on MPI
   (--np 2: 2 processes x 2 devices): the printed lines are exactly
-  "step S: l V" for S = 7, 14, ..., 35 and 40, V NumPy's loss before step
-  S's update; DIR holds result0..2 (the last step's results) and w.npy,
+  "step S: l V" for S = 1 (the first step's: the starting parameters'
+  loss), 7, 14, ..., 35 and 40, V NumPy's loss before step S's update; DIR holds result0..2 (the last step's results) and w.npy,
   v.npy (the final parameters, bit for bit the carried results) and
   nothing else, w and v NumPy's after 40 steps; with --check, the
   one-device run takes the same steps without printing, and its last
@@ -16,7 +16,7 @@ against the same loop in NumPy (f64; f32 tolerances):
   devices, threads 1x4 and MPI 4x1, 2x2 (--local-devices 2), 1x4: a bias
   (replicated), a carried scalar step counter t that is not printed, an
   unnamed scalar printed as result4, x returned unchanged (carried as it
-  is), the default --log-every (25 steps: every 2nd, and the 25th); every
+  is), the default --log-every (25 steps: the 1st, every 2nd, and the 25th); every
   layout gives the threads run's bits;
 - --outputs local on MPI 2x2: each process writes its part of w as
   w.process{p}.npy, which put together make the gathered w;
@@ -204,7 +204,7 @@ class Harness:
         loop, _ = LOOPS[fn]
         logs, last, final = loop(self.arrays, n)
         k = log_every or max(1, n // 10)
-        want_steps = [s for s in range(1, n + 1) if s % k == 0 or s == n]
+        want_steps = [s for s in range(1, n + 1) if s == 1 or s % k == 0 or s == n]
         out_dir = os.path.join(d, "out")
         shutil.rmtree(out_dir, ignore_errors=True)
         rc, out, err = self.run(argv_of(out_dir), tag.replace(" ", "-"))
@@ -249,7 +249,7 @@ class Harness:
                                  "--check", "--out", out_dir] + self.ins("momentum", self.data), "run-check")
         errors = [float(e) for e in re.findall(r"^check: result\d: largest absolute error (\S+),", out, re.M)]
         steps = re.findall(r"^step \d+:", out, re.M)
-        self.tap.check(rc == 0 and steps == ["step 6:", "step 12:"] and len(errors) == 3 and max(errors) < 1e-4,
+        self.tap.check(rc == 0 and steps == ["step 1:", "step 6:", "step 12:"] and len(errors) == 3 and max(errors) < 1e-4,
                        "shardc run --check --steps 12: one log, the one-device run's last results",
                        "status %d: %s%s" % (rc, out, err[-1000:]))
 
