@@ -24,7 +24,9 @@ CODEGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/codegen/*.c) 
 
 # The communication runtime (docs/runtime.md): a static library of its own,
 # built with -pthread, and its tests (tests/runtime/*.c, TAP-like output).
-RT_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -pthread -Iruntime
+# -fPIC: the libraries also go into shared objects (the Python package's
+# `shardc build --shared`, docs/python.md).
+RT_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -fPIC -pthread -Iruntime
 RT_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out runtime/mpi.c,$(wildcard runtime/*.c)))
 # The MPI backend (runtime/mpi.c) is a library of its own, built with mpicc
 # (OpenMPI) when it is installed; programs built for MPI link it before
@@ -42,7 +44,7 @@ RT_TESTS := $(patsubst tests/runtime/%.c,$(BUILD)/tests/runtime/%,$(wildcard tes
 # oneDNN runs on too (clang: LLVM's libomp, which also serves oneDNN's
 # libgomp calls; a library built by one compiler is linked by the same one).
 OPENMP    ?= -fopenmp
-LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) $(OPENMP) -Iruntime -Ilib
+LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -fPIC $(OPENMP) -Iruntime -Ilib
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/*.c))
 LIB_HDR   := $(wildcard lib/*.h lib/*.def compiler/ir/*.def) runtime/shardc_rt.h
 LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -ldnnl -lopenblas -lm -pthread $(OPENMP)
