@@ -140,7 +140,7 @@ def _check_fields(record, paths, pname):
             else:
                 yield full
     for k in keys(record, ""):
-        near = get_close_matches(k, paths, 1)
+        near = get_close_matches(k, paths, 1, 0.5)
         raise TypeError("record parameter '%s' has no field '%s'%s" % (
             pname, k, "; did you mean '%s'?" % near[0] if near else ""))
 
@@ -200,7 +200,7 @@ class Function:
         given = [True] * len(args) + [False] * (len(self._groups) - len(args))
         for k, v in kwargs.items():
             if k not in self._names:
-                near = get_close_matches(k, self._names, 1)
+                near = get_close_matches(k, self._names, 1, 0.5)
                 raise TypeError("%s() has no parameter '%s'%s" % (
                     self.name, k, "; did you mean '%s'?" % near[0] if near else ""))
             i = self._names.index(k)
