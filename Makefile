@@ -212,6 +212,11 @@ PUB_HDR := runtime/shardc_rt.h lib/shardc_lib.h lib/shardc_elementwise.h lib/sha
 VERSION := $(shell sed -n 's/^\#define SHARDC_VERSION "\(.*\)"/\1/p' compiler/driver/main.c)
 PC_SED   = sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|'
 
+# The Python package (docs/python.md), where Debian's python3 looks for
+# /usr/local's: PREFIX/lib/python3.X/dist-packages (and the package finds
+# PREFIX/bin/shardc from there).
+PYTHON_DIR ?= $(PREFIX)/lib/python$(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/shardc $(DESTDIR)$(PREFIX)/share/shardc/samples
 	install -m 755 $(BUILD)/shardc $(DESTDIR)$(PREFIX)/bin/shardc
@@ -229,6 +234,8 @@ install: all
 	$(if $(RT_MPI),install -m 644 $(RT_MPI) $(DESTDIR)$(PREFIX)/lib/libshardc_rt_mpi.a)
 	$(PC_SED) tools/pkgconfig/shardc.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/shardc.pc
 	$(if $(RT_MPI),$(PC_SED) tools/pkgconfig/shardc-mpi.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/shardc-mpi.pc)
+	install -d $(DESTDIR)$(PYTHON_DIR)/shardc
+	install -m 644 python/shardc/*.py $(DESTDIR)$(PYTHON_DIR)/shardc/
 
 deps:
 	tools/install-deps

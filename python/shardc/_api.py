@@ -20,7 +20,7 @@ class CompileError(Exception):
 def shardc_binary():
     """The shardc that compile runs: $SHARDC, else the build tree's
     (python/../build/shardc), else the installed one beside this package
-    (PREFIX/lib/python3/dist-packages/shardc -> PREFIX/bin/shardc), else
+    (PREFIX/lib/python3.X/dist-packages/shardc -> PREFIX/bin/shardc), else
     shardc on PATH."""
     env = os.environ.get("SHARDC")
     if env:
