@@ -176,6 +176,8 @@ class Function:
         self._lib.sk_session_error.restype = ctypes.c_char_p
         self._lib.sk_session_error.argtypes = [ctypes.c_void_p]
         self._lib.sk_session_free.argtypes = [ctypes.c_void_p]
+        self._lib.sk_session_carry.restype = ctypes.c_int
+        self._lib.sk_session_carry.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
         self._session = self._lib.sk_session_new(None)
         if not self._session:
             raise MemoryError("cannot make a session")
@@ -184,6 +186,8 @@ class Function:
         self._result_groups = _group_results(results)
         self._names = [g[0] for g in self._groups]
         self._mpi = _mpi.Broadcast(self._lib) if backend == "mpi" else None
+        self._last = {}              # id of a result of the last call -> (weak reference, its index)
+        self.carried = 0             # parameters the last call took from the device blocks (no copy)
 
     def __repr__(self):
         return "<shardc.Function %s(%s) on mesh %s>" % (self.name, ", ".join(self._names), self.mesh or "{}")
@@ -237,16 +241,34 @@ class Function:
         if not self._finalizer.alive:
             raise RuntimeError("%s: the function was closed" % self.name)
         ins = self.arrays(*args, **kwargs)
+        self.carried = self._carry(ins)
         outs = [_convert.empty_c(dt, shape) for _, dt, shape in self.signature["results"]]
         ptrs = [a.ctypes.data for a in ins] + [a.ctypes.data for a in outs]
+        self._last = {}
         if self._cfn(self._session, *ptrs) != 0:
             raise RuntimeError("%s: %s" % (self.name, self._lib.sk_session_error(self._session).decode()))
         if self._mpi:
             self._mpi.share(outs)
         results = [_convert.from_c(a, dt) for a, (_, dt, _) in zip(outs, self.signature["results"])]
+        for j, a in enumerate(results):
+            a.flags.writeable = False            # so that one passed back unchanged can be carried
+            self._last[id(a)] = (weakref.ref(a), j)
         grouped = [results[f[0][0]] if f[0][1] is None else _nest([(p, results[i]) for i, p in f])
                    for _, f in self._result_groups]
         return grouped[0] if len(grouped) == 1 else tuple(grouped)
+
+    def _carry(self, ins):
+        """A result of the last call passed back as it was returned (the
+        same array, still read-only, so unchanged) is already in the
+        devices' blocks: the session takes it from there instead of copying
+        it in (sk_session_carry; the C checks that the blocks fit, else
+        copies as usual).  Threads backend only.  Returns how many."""
+        n = 0
+        for i, a in enumerate(ins):
+            ref = self._last.get(id(a)) if not self._mpi else None
+            if ref and ref[0]() is a and not a.flags.writeable:
+                n += self._lib.sk_session_carry(self._session, i, ref[1]) == 0
+        return n
 
     def dump(self, stage="scheduled"):
         """The IR after a stage (parsed, sharded, partitioned, scheduled), as `shardc dump` prints it."""

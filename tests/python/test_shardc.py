@@ -86,8 +86,9 @@ def test_train_loop_records(mesh):
     v = f32({k: np.zeros_like(a) for k, a in p.items()})
     P = {k: a.astype(np.float64) for k, a in p.items()}
     V = {k: a.astype(np.float64) for k, a in v.items()}
-    for _ in range(5):
+    for k in range(5):
         loss, p, v = step(x, y, p, v)
+        assert step.carried == (8 if k else 0)          # p and v fed back: taken from the device blocks
         L, P, V = numpy_sgd(x.astype(np.float64), y.astype(np.float64), P, V)
         assert loss.shape == () and loss.dtype == np.float32
         assert abs(float(loss) - L) <= 1e-4 * abs(L) + 1e-6
@@ -95,6 +96,33 @@ def test_train_loop_records(mesh):
     for k in P:
         np.testing.assert_allclose(p[k], P[k], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(v[k], V[k], rtol=1e-4, atol=1e-5)
+
+
+def test_results_changed_are_not_carried():
+    """Results are read-only; one made writeable and changed in place, or
+    a copy, is copied in again: the C sees the new values."""
+    step = shardc.compile(TRAIN_MLP, fn="sgd_dp", mesh={"X": 2, "Y": 2}, const=SMALL)
+    r = rng(5)
+    x = r.standard_normal((SMALL["B"], SMALL["D"])).astype(np.float32)
+    y = r.standard_normal((SMALL["B"], SMALL["O"])).astype(np.float32)
+    p = f32(mlp_params(r))
+    v = {k: np.zeros_like(a) for k, a in p.items()}
+    _, p, v = step(x, y, p, v)
+    with pytest.raises(ValueError, match="read-only"):
+        p["w1"][0, 0] = 1.0
+    p["w1"].flags.writeable = True
+    p["w1"][:] *= 0.5                                   # changed in place
+    p["b1"] = p["b1"] + 1.0                             # a new array
+    P = {k: a.astype(np.float64) for k, a in p.items()}
+    V = {k: a.astype(np.float64) for k, a in v.items()}
+    loss, p2, v2 = step(x, y, p, v)
+    assert step.carried == 6                            # w2, b2 and v's four
+    L, P, V = numpy_sgd(x.astype(np.float64), y.astype(np.float64), P, V)
+    assert abs(float(loss) - L) <= 1e-4 * abs(L)
+    for k in P:
+        np.testing.assert_allclose(p2[k], P[k], rtol=1e-4, atol=1e-5)
+    _, p3, _ = step(x, y, p2, v)                        # v is from the call before: copied
+    assert step.carried == 4
 
 
 def test_record_dotted_keys_and_split_fields():
