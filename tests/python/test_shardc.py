@@ -294,3 +294,29 @@ def test_mpi_two_processes(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     got = [(tmp_path / ("rank%d" % r)).read_text() for r in range(2)]     # each process's results right
     assert got == ["True True"] * 2, p.stdout + p.stderr
+
+
+DOUBLE = """
+mesh X = 2
+fn f(x: f32[4@X]) -> f32[4] {
+    return x * 2.0
+}
+"""
+
+
+def test_run_failure_and_close(monkeypatch):
+    """A run that fails raises RuntimeError with the runtime's reason, and
+    the callable refuses further calls (its world may be stopped); a closed
+    one too."""
+    monkeypatch.setenv("SHARDC_TIMEOUT", "bogus")              # read when the world is made, at the first call
+    f = shardc.compile(DOUBLE, fn="f")
+    with pytest.raises(RuntimeError, match=r"f: SHARDC_TIMEOUT=bogus is not a positive number of seconds"):
+        f(np.ones(4, np.float32))
+    with pytest.raises(RuntimeError, match=r"an earlier call of this session failed"):
+        f(np.ones(4, np.float32))
+    monkeypatch.delenv("SHARDC_TIMEOUT")
+    g = shardc.compile(DOUBLE, fn="f")
+    np.testing.assert_array_equal(g(np.arange(4, dtype=np.float32)), 2 * np.arange(4))
+    g.close()
+    with pytest.raises(RuntimeError, match=r"f: the function was closed"):
+        g(np.ones(4, np.float32))
