@@ -160,7 +160,7 @@ class Function:
     """A compiled function: call it with NumPy arrays (records as dicts).
     Keeps its session (the devices and their buffers) until close()."""
 
-    def __init__(self, source, fn, lib_path, sig_text, options, cast, backend):
+    def __init__(self, source, lib_path, sig_text, options, cast, backend):
         self._source, self._options, self.cast, self.backend = source, options, cast, backend
         self.signature = _parse_signature(sig_text)
         self.name = self.signature["fn"]
@@ -308,6 +308,6 @@ def compile(source, fn, mesh=None, const=None, backend="threads", cast=False, ca
         with open(os.path.join(tmp, "prog.sig")) as f:
             sig = f.read()
         # Loaded, the library stays mapped after its file is removed.
-        return Function(src, fn, lib, sig, options, cast, backend)
+        return Function(src, lib, sig, options, cast, backend)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
