@@ -24,7 +24,9 @@ CODEGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/codegen/*.c) 
 
 # The communication runtime (docs/runtime.md): a static library of its own,
 # built with -pthread, and its tests (tests/runtime/*.c, TAP-like output).
-RT_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -pthread -Iruntime
+# -fPIC: the libraries also go into shared objects (the Python package's
+# `shardc build --shared`, docs/python.md).
+RT_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -fPIC -pthread -Iruntime
 RT_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out runtime/mpi.c,$(wildcard runtime/*.c)))
 # The MPI backend (runtime/mpi.c) is a library of its own, built with mpicc
 # (OpenMPI) when it is installed; programs built for MPI link it before
@@ -42,7 +44,7 @@ RT_TESTS := $(patsubst tests/runtime/%.c,$(BUILD)/tests/runtime/%,$(wildcard tes
 # oneDNN runs on too (clang: LLVM's libomp, which also serves oneDNN's
 # libgomp calls; a library built by one compiler is linked by the same one).
 OPENMP    ?= -fopenmp
-LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) $(OPENMP) -Iruntime -Ilib
+LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -fPIC $(OPENMP) -Iruntime -Ilib
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/*.c))
 LIB_HDR   := $(wildcard lib/*.h lib/*.def compiler/ir/*.def) runtime/shardc_rt.h
 LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -ldnnl -lopenblas -lm -pthread $(OPENMP)
@@ -210,6 +212,11 @@ PUB_HDR := runtime/shardc_rt.h lib/shardc_lib.h lib/shardc_elementwise.h lib/sha
 VERSION := $(shell sed -n 's/^\#define SHARDC_VERSION "\(.*\)"/\1/p' compiler/driver/main.c)
 PC_SED   = sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|'
 
+# The Python package (docs/python.md), where Debian's python3 looks for
+# /usr/local's: PREFIX/lib/python3.X/dist-packages (and the package finds
+# PREFIX/bin/shardc from there).
+PYTHON_DIR ?= $(PREFIX)/lib/python$(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/shardc $(DESTDIR)$(PREFIX)/share/shardc/samples
 	install -m 755 $(BUILD)/shardc $(DESTDIR)$(PREFIX)/bin/shardc
@@ -227,6 +234,8 @@ install: all
 	$(if $(RT_MPI),install -m 644 $(RT_MPI) $(DESTDIR)$(PREFIX)/lib/libshardc_rt_mpi.a)
 	$(PC_SED) tools/pkgconfig/shardc.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/shardc.pc
 	$(if $(RT_MPI),$(PC_SED) tools/pkgconfig/shardc-mpi.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/shardc-mpi.pc)
+	install -d $(DESTDIR)$(PYTHON_DIR)/shardc
+	install -m 644 python/shardc/*.py $(DESTDIR)$(PYTHON_DIR)/shardc/
 
 deps:
 	tools/install-deps

@@ -45,6 +45,7 @@ Usage: bench/report.py [--build DIR] [--doc FILE [--out FILE]] [--quick] [--only
 """
 import argparse
 import datetime
+import json
 import os
 import platform
 import re
@@ -776,6 +777,25 @@ def training_section(rows, lim, summary):
             % (MLP_MESH, rows[0]["const"], rows[2]["const"], lim["fma_peak_all"], mem, tab))
 
 
+# ---- (j) a Python loop (python/shardc, docs/python.md) ----
+
+def python_section(build, quick, summary):
+    const = TRAIN_QUICK if quick else "B=1024,D=256,H=1024,O=256"
+    _, out, _ = run([sys.executable, os.path.join(ROOT, "bench", "python_loop.py"), "--build", build,
+                     "--const", const, "--steps", "100"])
+    r = json.loads(out.strip().splitlines()[-1])
+    log("100 steps: Python loop %s, shardc run --steps %s: ratio %.3f" % (fmt_time(r["python"]), fmt_time(r["run"]),
+                                                                          r["ratio"]))
+    summary.append(("(j) Python loop / `--steps` time, 100 steps (target at most 1.05)", "%.3f" % r["ratio"],
+                    met(r["ratio"] <= 1.05)))
+    return ("## A Python loop\n\n"
+            "`samples/train_mlp.tdsl`'s `sgd_dp` at `--const %s` on `--mesh X=2,Y=4` (threads), 100 steps: "
+            "called from a Python loop through the package (`shardc.compile`, each call's results fed back as "
+            "the next call's arguments; bench/python_loop.py) against `shardc run --steps 100`. Each is timed as "
+            "110 steps less 10 (no start-up), best of 3. Python loop: %s; `--steps`: %s; ratio %.3f.\n\n"
+            % (const, fmt_time(r["python"]), fmt_time(r["run"]), r["ratio"]))
+
+
 # ---- (d) compile time ----
 
 def chain_program(layers):
@@ -960,8 +980,8 @@ def main():
     ap.add_argument("--doc", default=None, help="the document to rewrite (docs/performance.md)")
     ap.add_argument("--out", default=None, help="write the rewritten document here, leaving --doc as it is")
     ap.add_argument("--quick", action="store_true", help="small sizes, for testing the script")
-    ap.add_argument("--only", default="abcdefghi", help="which benchmarks: letters of abcdefghi (g: mixture of experts, "
-                    "h: training, i: cost against depth, each its own section of the document, so `--only g` "
+    ap.add_argument("--only", default="abcdefghij", help="which benchmarks: letters of abcdefghij (g: mixture of experts, "
+                    "h: training, i: cost against depth, j: a Python loop, each its own section of the document, so `--only g` "
                     "refreshes just that)")
     args = ap.parse_args()
     shared = set(args.only) & set("abcdef")
@@ -1180,6 +1200,9 @@ def main():
             log("\n== (i) cost against depth: compile and build time of deep and long programs")
             os.makedirs(os.path.join(work, "depth"))
             depth_text = depth_section(bench_depth(build, os.path.join(work, "depth"), args.quick), summary)
+        if "j" in args.only:
+            log("\n== (j) a training step called from a Python loop against shardc run --steps")
+            python_text = python_section(build, args.quick, summary)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -1210,6 +1233,9 @@ def main():
         if "i" in args.only:
             update_doc(doc, "bench/depth", prose(depth_text + "Measured %s, load average %s when the run started.\n\n"
                                                  % (m["date"], m["load"])))
+        if "j" in args.only:
+            update_doc(doc, "bench/python", prose(python_text + "Measured %s, load average %s when the run started.\n\n"
+                                                  % (m["date"], m["load"])))
         if "g" in args.only:
             update_doc(doc, "bench/moe", prose(moe_text + "Measured %s, load average %s when the run started.\n\n"
                                                % (m["date"], m["load"])))

@@ -820,7 +820,7 @@ static int param_from(Run *r, int i, const void *global) {
 
 int sk_params_from(Run *r, const void *const *global) {
     for (int i = 0; i < r->p->nparams; i++)
-        if (param_from(r, i, global[i]))
+        if (global[i] && param_from(r, i, global[i]))   /* NULL: the blocks hold it (sk_session_carry) */
             return 1;
     return 0;
 }

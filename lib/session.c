@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { MAX_CARRY = 256 };
+
 /* A function's Run, found by its sk_program (the generated C's static
  * table, one per function). */
 typedef struct Bound {
@@ -29,6 +31,11 @@ struct sk_session {
     int ndev, failed;             /* failed: a run failed, and w with it */
     Bound *bound;
     char err[1024];
+    /* sk_session_carry: (parameter, result) pairs for the next call, and
+     * the Run of the last call that succeeded (whose result blocks hold
+     * what it returned). */
+    int carry[MAX_CARRY][2], ncarry;
+    Run *last;
 };
 
 static int fail(sk_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -119,6 +126,56 @@ static Run *bind(sk_session *s, const sk_program *p) {
     return s->err[0] ? NULL : &b->r;
 }
 
+/* sk_session_carry: do result `res`'s blocks fit parameter `par`'s (the
+ * same global type and the same blocks on every device)? */
+static int same_blocks(const sk_program *p, const sk_arg_desc *a, const sk_arg_desc *b) {
+    int same = a->global.dtype == b->global.dtype && a->global.rank == b->global.rank;
+    for (int d = 0; same && d < a->global.rank; d++)
+        same = a->global.dims[d] == b->global.dims[d] && a->local[d] == b->local[d];
+    for (int ax = 0; same && ax < p->mesh.naxes; ax++)
+        same = a->dim[ax] == b->dim[ax] && (a->dim[ax] < 0 || a->pos[ax] == b->pos[ax]);
+    return same;
+}
+
+int sk_session_carry(sk_session *s, int param, int result) {
+    if (!s || s->ncarry >= MAX_CARRY)
+        return SC_ERR;
+    s->carry[s->ncarry][0] = param;
+    s->carry[s->ncarry][1] = result;
+    s->ncarry++;
+    return 0;
+}
+
+/* The carries asked for, applied to r when its previous call was the
+ * session's last (its result blocks hold what that call returned): each
+ * local device's result block becomes the parameter's, which then needs no
+ * copy (skip[param] = 1), and the old parameter block takes the next
+ * result, as --steps does between steps.  A carry that does not fit is
+ * left out: the parameter is copied from its global array as usual. */
+static void apply_carries(sk_session *s, Run *r, char *skip) {
+    const sk_program *p = r->p;
+    int used[MAX_CARRY], nused = 0;          /* the results carried: each once */
+    for (int k = 0; k < s->ncarry && r == s->last; k++) {
+        int i = s->carry[k][0], j = s->carry[k][1], again = 0;
+        for (int e = 0; e < nused; e++)
+            again |= used[e] == j;
+        if (i < 0 || i >= p->nparams || j < 0 || j >= p->nresults || skip[i] || again ||
+            !same_blocks(p, &p->results[j], &p->params[i]))
+            continue;
+        for (int d = 0; d < r->ndev; d++)
+            if (sc_world_is_local(r->w, d) && !r->params[d][i])
+                return;                  /* never copied in: nothing to swap */
+        for (int d = 0; d < r->ndev; d++)
+            if (sc_world_is_local(r->w, d)) {
+                void *old = r->params[d][i];
+                r->params[d][i] = r->results[d][j];
+                r->results[d][j] = old;
+            }
+        skip[i] = 1;
+        used[nused++] = j;
+    }
+}
+
 /* One call on a session (not NULL). */
 static int call(sk_session *s, const sk_program *p, sk_world_create create, const void *const *params,
                 void *const *results) {
@@ -142,11 +199,27 @@ static int call(sk_session *s, const sk_program *p, sk_world_create create, cons
         return SC_ERR;
     }
     r->err[0] = 0;
-    int rc = sk_params_from(r, params) || sk_run_devices(r) || sk_results_to(r, results);
+    const void **in = calloc((size_t)p->nparams + 1, sizeof *in);
+    char *skip = calloc((size_t)p->nparams + 1, 1);
+    if (!in || !skip) {
+        free(in);
+        free(skip);
+        s->ncarry = 0;
+        return fail(s, "out of memory");
+    }
+    apply_carries(s, r, skip);
+    s->ncarry = 0;
+    for (int i = 0; i < p->nparams; i++)
+        in[i] = skip[i] ? NULL : params[i];     /* NULL: already in the blocks */
+    s->last = NULL;
+    int rc = sk_params_from(r, in) || sk_run_devices(r) || sk_results_to(r, results);
+    free(in);
+    free(skip);
     if (rc) {
         s->failed = sc_world_failed(s->w);
         return fail(s, "%s", r->err);
     }
+    s->last = r;
     return 0;
 }
 

@@ -49,6 +49,16 @@ sk_session *sk_session_new(const sc_options *opt);
 /* Why the last call failed ("" if none). */
 const char *sk_session_error(const sk_session *s);
 
+/* The next call on s takes parameter `param`'s device blocks (its index
+ * among the C function's parameters) from result `result` of the call
+ * before it, when that was of the same function and the two have the same
+ * type and blocks: each device's result block becomes its parameter block,
+ * with no copy, as `--steps` carries a result between steps.  The global
+ * array passed for the parameter is then not read (otherwise it is, as
+ * usual).  For a caller that feeds results back unchanged (the Python
+ * package, docs/python.md).  SC_ERR past 256 carries per call. */
+int sk_session_carry(sk_session *s, int param, int result);
+
 /* The world, the workspaces and the blocks freed (NULL: nothing). */
 void sk_session_free(sk_session *s);
 

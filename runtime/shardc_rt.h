@@ -153,7 +153,9 @@ void sc_world_destroy(sc_world *w);
 void sc_set_timeout(sc_world *w, double seconds);
 double sc_timeout(const sc_world *w);
 /* Runs fn(device, arg) on the thread of every device of this process and
- * joins them (on MPI, every process calls it: each runs its own).  Returns 0
+ * waits for them (on MPI, every process calls it: each runs its own).  The
+ * threads are started at the first run and kept until sc_world_destroy
+ * (one device runs on the calling thread).  Returns 0
  * when every fn returned 0 and no collective failed, else SC_ERR.  A fn
  * returning nonzero fails the world, so its peers do not wait for it.  A
  * world may run again after a successful run. */

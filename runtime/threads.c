@@ -312,9 +312,12 @@ sc_world *sc_threads_create(const sc_mesh *mesh, const sc_options *opt, char *er
     return rt_world_new(mesh, opt, err, errlen);
 }
 
+static void stop_pool(sc_world *w);
+
 void sc_world_destroy(sc_world *w) {
     if (!w)
         return;
+    stop_pool(w);
     if (w->remote)
         w->remote->destroy(w);
     for (int i = 0; i < w->nfam; i++)
@@ -385,6 +388,81 @@ static void *device_main(void *p) {
     return NULL;
 }
 
+/* A pool thread: run device `p`'s part of every run posted, until told to quit. */
+static void *pool_main(void *p) {
+    sc_device *dev = p;
+    sc_world *w = dev->w;
+    unsigned long seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&w->pool_mu);
+        while (w->pool_gen == seen && !w->pool_quit)
+            pthread_cond_wait(&w->pool_go, &w->pool_mu);
+        int quit = w->pool_quit;
+        seen = w->pool_gen;
+        pthread_mutex_unlock(&w->pool_mu);
+        if (quit)
+            return NULL;
+        device_main(dev);
+        pthread_mutex_lock(&w->pool_mu);
+        if (--w->pool_pending == 0)
+            pthread_cond_signal(&w->pool_done);
+        pthread_mutex_unlock(&w->pool_mu);
+    }
+}
+
+/* Tell the first n pool threads to quit, and wait for them. */
+static void join_pool(sc_world *w, int n) {
+    pthread_mutex_lock(&w->pool_mu);
+    w->pool_quit = 1;
+    pthread_cond_broadcast(&w->pool_go);
+    pthread_mutex_unlock(&w->pool_mu);
+    for (int i = 0; i < n; i++)
+        pthread_join(w->pool[i], NULL);
+}
+
+/* Start a thread per local device (each on its own core when binding). */
+static int start_pool(sc_world *w) {
+    if (!(w->pool = calloc((size_t)(unsigned)w->nlocal, sizeof *w->pool))) {
+        fail_world(w, "sc_run: out of memory");
+        return SC_ERR;
+    }
+    pthread_mutex_init(&w->pool_mu, NULL);
+    pthread_cond_init(&w->pool_go, NULL);
+    pthread_cond_init(&w->pool_done, NULL);
+    sc_device *local = w->dev + w->local;
+    Cores all;
+    pthread_attr_t attr;
+    int bound = bind_cores(w, &all) && pthread_attr_init(&attr) == 0, started = 0;
+    for (; started < w->nlocal; started++)
+        if (pthread_create(&w->pool[started], bound ? on_core(&all, started, &attr) : NULL, pool_main,
+                           &local[started]) != 0) {
+            char msg[MSG];
+            snprintf(msg, sizeof msg, "sc_run: cannot start the thread of device %d", local[started].id);
+            fail_world(w, msg);
+            break;
+        }
+    if (bound)
+        pthread_attr_destroy(&attr);
+    if (started < w->nlocal) {
+        join_pool(w, started);
+        stop_pool(w);
+        return SC_ERR;
+    }
+    return 0;
+}
+
+static void stop_pool(sc_world *w) {
+    if (!w->pool)
+        return;
+    if (!w->pool_quit)
+        join_pool(w, w->nlocal);
+    pthread_cond_destroy(&w->pool_done);
+    pthread_cond_destroy(&w->pool_go);
+    pthread_mutex_destroy(&w->pool_mu);
+    free(w->pool);
+    w->pool = NULL;
+}
+
 int sc_run(sc_world *w, int (*fn)(sc_device *, void *), void *arg) {
     if (atomic_load(&w->failed))
         return SC_ERR;
@@ -401,31 +479,20 @@ int sc_run(sc_world *w, int (*fn)(sc_device *, void *), void *arg) {
         device_main(local);
         return local->rc || atomic_load(&w->failed) ? SC_ERR : 0;
     }
-    pthread_t *th = calloc((size_t)(unsigned)w->nlocal, sizeof *th);
-    if (!th) {
-        fail_world(w, "sc_run: out of memory");
+    if (!w->pool && start_pool(w))
         return SC_ERR;
-    }
-    int started = 0, rc = 0;
-    Cores all;
-    pthread_attr_t attr;
-    int bound = bind_cores(w, &all) && pthread_attr_init(&attr) == 0;
-    for (; started < w->nlocal; started++) {
-        if (pthread_create(&th[started], bound ? on_core(&all, started, &attr) : NULL, device_main, &local[started]) !=
-            0) {
-            char msg[MSG];
-            snprintf(msg, sizeof msg, "sc_run: cannot start the thread of device %d", local[started].id);
-            fail_world(w, msg);
-            break;
-        }
-    }
-    for (int i = 0; i < started; i++) {
-        pthread_join(th[i], NULL);
+    /* Post the run (fn and arg above, published by the mutex) and wait for
+     * every device to finish it. */
+    pthread_mutex_lock(&w->pool_mu);
+    w->pool_pending = w->nlocal;
+    w->pool_gen++;
+    pthread_cond_broadcast(&w->pool_go);
+    while (w->pool_pending > 0)
+        pthread_cond_wait(&w->pool_done, &w->pool_mu);
+    pthread_mutex_unlock(&w->pool_mu);
+    int rc = 0;
+    for (int i = 0; i < w->nlocal; i++)
         rc |= local[i].rc != 0;
-    }
-    if (bound)
-        pthread_attr_destroy(&attr);
-    free(th);
     return rc || atomic_load(&w->failed) ? SC_ERR : 0;
 }
 

@@ -195,6 +195,15 @@ struct sc_world {
     long spin_ns;
     const RtRemote *remote;
     void *remote_state;
+    /* The local devices' threads (sc_run with nlocal > 1): started at the
+     * first run and kept until sc_world_destroy, each waiting for the next
+     * run, so that a host calling sc_run in a loop (the global API, the
+     * Python package) starts no threads, nor OpenMP teams, per call. */
+    pthread_t *pool;         /* NULL until started */
+    pthread_mutex_t pool_mu;
+    pthread_cond_t pool_go, pool_done;
+    unsigned long pool_gen;  /* runs posted */
+    int pool_pending, pool_quit;
 };
 
 struct sc_device {

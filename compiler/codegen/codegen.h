@@ -19,5 +19,8 @@ int codegen_emit(const Module *m, int main_fn, FILE *out, char *err, size_t errl
  * for its include guard (prog.h: SHARDC_PROG_H).  Returns 0: err is there
  * for a failure like codegen_emit's, which the header has none of today. */
 int codegen_emit_header(const Module *m, int main_fn, const char *path, FILE *out, char *err, size_t errlen);
+/* The signature of fn f's global entry point, for the Python package
+ * (signature.c, `shardc build --shared`).  Returns 0. */
+int codegen_emit_signature(const Module *m, int f, FILE *out);
 
 #endif

@@ -328,6 +328,10 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
         argv[n++] = "-fuse-ld=gold";
     if (mpi)
         argv[n++] = "-DSHARDC_MPI";
+    if (ro->shared) {           /* the libraries are built -fPIC for this */
+        argv[n++] = "-shared";
+        argv[n++] = "-fPIC";
+    }
     rc = cached_cc(argv, src, out, dir, &in, ro, may_link);
     if (rc) {
         status_end(ro->status);

@@ -20,6 +20,7 @@ typedef struct {
     CacheOptions cache;     /* the build cache (cache.h) */
     Status *status;         /* the progress line on a terminal (status.h) */
     int cast;               /* run --cast, passed to the program */
+    int shared;             /* build --shared: a shared library (the Python package's) */
 } RunOptions;
 
 /* Emit C for function f and link it into the executable `out`. */

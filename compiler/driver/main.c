@@ -7,6 +7,7 @@
 #include "show.h"
 #include "version.h"
 #include "usage.h"
+#include "../codegen/codegen.h"
 
 #include "../base/suggest.h"
 
@@ -23,6 +24,7 @@ typedef struct {
     const char *command, *input, *stage, *fn, *output, *value, *format, *backend, *np, *steps, *log_every;
     int check, cast;                 /* run --check; interp and run --cast */
     int no_cache;                    /* build and run --no-cache */
+    int shared;                      /* build --shared */
     const char *file;                /* cache hash FILE */
     MeshFlag mesh;
     const char *ins[MAX_INS], *out;  /* interp */
@@ -207,6 +209,10 @@ static int parse_args(int argc, char **argv, Options *o) {
             *(s->id == OPT_CHECK ? &o->check : s->id == OPT_CAST ? &o->cast : &o->no_cache) = 1;
             continue;
         }
+        if (s->id == OPT_SHARED) {
+            o->shared = 1;
+            continue;
+        }
         if (!s->arg)
             continue;                   /* --help, --version, --man: answered before parsing */
         const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
@@ -300,6 +306,24 @@ static int write_dump(FILE *out, void *ctx) {
 }
 
 static int fn_index(const Compilation *c, int sym);
+
+typedef struct {
+    const Module *m;
+    int f;
+} SigArgs;
+
+static int write_sig_to(FILE *out, void *ctx) {
+    const SigArgs *a = ctx;
+    return codegen_emit_signature(a->m, a->f, out);
+}
+
+/* build --shared -o prog.so: the signature in prog.sig (prog: prog.sig). */
+static int write_signature(const Module *m, int f, const char *out) {
+    size_t n = strlen(out), stem = n >= 3 && strcmp(out + n - 3, ".so") == 0 ? n - 3 : n;
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s.sig", (int)stem, out);
+    return write_output(path, write_sig_to, &(SigArgs){m, f});
+}
 
 /* run --check: compile the program again with every mesh axis of size 1,
  * so that the function runs unpartitioned on one device, and compare. */
@@ -473,6 +497,9 @@ int main(int argc, char **argv) {
     if ((is_build || is_run) && cache_options(&ro.cache, cache_dir, sizeof cache_dir))
         return 2;
     ro.cache.enabled &= !o.no_cache;
+    if (o.shared && !is_build)
+        return usage_error("%s", "--shared goes with build");
+    ro.shared = o.shared;
     if (o.np && (!is_run || !ro.mpi))
         return usage_error("%s", "--np goes with run --backend mpi");
     if (o.np) {
@@ -572,8 +599,11 @@ int main(int argc, char **argv) {
             rc = write_output(o.output, write_dump, &(DumpArgs){&c.module, only, stage == STAGE_SHARDED});
         else if (is_compile)
             rc = compile_command(&c.module, o.fn ? fn_index(&c, only) : -1, o.output);
-        else if (is_build)
+        else if (is_build) {
             rc = build_command(&c.module, fn_index(&c, only), o.output, &ro);
+            if (rc == 0 && o.shared)
+                rc = write_signature(&c.module, fn_index(&c, only), o.output);
+        }
         else if (is_run && o.check)
             rc = run_checked(&c, only, o.input, text, len, &o.mesh, o.ins, o.nins, o.out, &ro);
         else if (is_run)

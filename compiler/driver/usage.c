@@ -105,6 +105,9 @@ const OptionSpec shardc_options[] = {
      "weighed for it and the bytes each sends per device", NULL},
     {OPT_NO_CACHE, "--no-cache", NULL, CMD_BUILD | CMD_RUN,
      "with build and run: neither use nor fill the build cache", NULL},
+    {OPT_SHARED, "--shared", NULL, CMD_BUILD,
+     "with build: link a shared library (-o prog.so) for the Python package, and\n"
+     "write the function's signature beside it (prog.sig; docs/python.md)", NULL},
     {OPT_STEPS, "--steps", "N", CMD_RUN,
      "with run: run the function N times, each result named like a\n"
      "parameter (return loss, w) becoming that parameter for the next step;\n"
