@@ -262,29 +262,26 @@ static int run_cc(char *const *argv, const char *dir, Status *status) {
     return rc;
 }
 
-/* Compile and link by `argv`, or take the executable from the cache.
- * `may_link`: `out` is shardc's own (run's temporary directory), so it may
- * share the cache entry's inode. */
+/* Compile and link by `argv`, or take the executable from the cache. */
 static int cached_cc(char *const *argv, const char *src, const char *out, const char *dir, const BuildInputs *in,
-                     const RunOptions *ro, int may_link) {
+                     const RunOptions *ro) {
     char key[65];
     long lines = 0;
     int keyed = ro->cache.enabled && build_key(argv, src, out, in, key, &lines) == 0;
     status_add(ro->status, "C %ld lines", keyed ? lines : count_lines(src));
-    if (keyed && cache_fetch(&ro->cache, key, out, may_link)) {
+    if (keyed && cache_fetch(&ro->cache, key, out)) {
         status_add(ro->status, "cached");
         return 0;
     }
     int rc = run_cc(argv, dir, ro->status);
     if (rc == 0 && keyed)
-        cache_store(&ro->cache, key, out, may_link);
+        cache_store(&ro->cache, key, out);
     return rc;
 }
 
 /* Emit `dir`/prog.c and link `out`; for MPI with mpicc (-DSHARDC_MPI picks
  * the backend in shardc_main.h) and libshardc_rt_mpi.a. */
-static int build_in(const Module *m, int f, const char *dir, const char *out, int mpi, const RunOptions *ro,
-                    int may_link) {
+static int build_in(const Module *m, int f, const char *dir, const char *out, int mpi, const RunOptions *ro) {
     BuildInputs in = {.mpi = mpi};
     if (locate(in.inc1, in.inc2, in.libdir, PATH_MAX)) {
         status_end(ro->status);
@@ -328,7 +325,7 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
         argv[n++] = "-fuse-ld=gold";
     if (mpi)
         argv[n++] = "-DSHARDC_MPI";
-    rc = cached_cc(argv, src, out, dir, &in, ro, may_link);
+    rc = cached_cc(argv, src, out, dir, &in, ro);
     if (rc) {
         status_end(ro->status);
         fprintf(stderr, "shardc: error: the C compiler '%s' failed on the generated %s (status %d)\n", cc, src, rc);
@@ -375,7 +372,7 @@ static void remove_temp(const char *dir, const char *const *names, int n) {
 int build_command(const Module *m, int f, const char *out, const RunOptions *ro) {
     Arena arena = {0};
     char *dir = make_temp_dir(&arena);
-    int rc = dir ? build_in(m, f, dir, out, ro->mpi, ro, 0) : 1;
+    int rc = dir ? build_in(m, f, dir, out, ro->mpi, ro) : 1;
     status_end(ro->status);
     if (dir)
         remove_temp(dir, (const char *[]){"prog.c"}, 1);
@@ -499,14 +496,14 @@ int run_command(const Module *m, int f, const char *const *ins, int nins, const 
     fmt(prog, sizeof prog, "%s/prog", dir);
     fmt(ref, sizeof ref, "%s/one", dir);
     fmt(ref_out, sizeof ref_out, "%s/one-out", dir);
-    int rc = build_in(m, f, dir, prog, ro->mpi, ro, 1);
+    int rc = build_in(m, f, dir, prog, ro->mpi, ro);
     status_end(ro->status);            /* the program prints next */
     if (!rc)
         rc = run_program(prog, ins, nins, out_dir, ro->mpi, np, ndev, ro, 0);
     if (!rc && ro->check) {               /* the same function, compiled for one device */
         int g = ro->check_fn;
         status_begin(ro->status, "shardc: --check: '%s' on one device", sym_name(m->syms, m->fns[f].sym));
-        rc = build_in(ro->check, g, dir, ref, 0, ro, 1);
+        rc = build_in(ro->check, g, dir, ref, 0, ro);
         status_end(ro->status);
         rc = rc ? rc : run_program(ref, ins, nins, ref_out, 0, 1, 1, ro, 1);   /* its --steps log unprinted */
         rc = rc ? rc : compare_results(m, f, out_dir, ref_out);

@@ -14,6 +14,10 @@ cache"), each point a check:
 - SHARDC_CACHE=0 and --no-cache never create the cache directory;
 - 4 concurrent builds of a new program all succeed with the same bytes,
   leaving one entry and no temporary file; 4 concurrent runs then all hit;
+- a damaged entry (emptied, truncated, one byte altered, a shell script
+  put there, another key's entry copied over it) is never used: build and
+  run report it in one line, remove it, build again (the same bytes as a
+  good build; the script never runs) and store a good entry;
 - SHARDC_CACHE_MAX evicts the least recently used entry (a hit counts as a
   use); a bad value is a usage error (status 2);
 - `cache info` counts the entries, `cache clean` removes them and nothing
@@ -22,7 +26,7 @@ cache"), each point a check:
   on a miss and "cached" on a hit, a failing cc's messages after it; on a
   pipe, standard error stays empty.
 
-    tests/codegen/check_cache.py [--shardc build/shardc] [--tmp DIR]
+    tests/codegen/check_cache.py [--shardc build/shardc] [--tmp DIR] [--only REGEX]
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
@@ -212,6 +216,62 @@ def check_concurrent(c):
               str([r[:2] + (r[2][-200:] if r[0] else "",) for r in runs]))
 
 
+def damage_cases(c):
+    """(what, how to damage the entry at `path` given another entry's bytes)."""
+    def truncate(path, _):
+        data = open(path, "rb").read()
+        open(path, "wb").write(data[:len(data) // 2])
+
+    def alter(path, _):
+        data = bytearray(open(path, "rb").read())
+        data[len(data) - 1000] ^= 1
+        open(path, "wb").write(bytes(data))
+
+    marker = os.path.join(c.tmp, "script-ran")
+
+    def script(path, _):
+        open(path, "w").write("touch %s\n" % marker)
+
+    def foreign(path, other):
+        open(path, "wb").write(other)
+
+    return marker, [("emptied", lambda p, o: open(p, "wb").close()), ("truncated", truncate),
+                    ("with one byte altered", alter), ("replaced by a shell script", script),
+                    ("replaced by another key's entry", foreign)]
+
+
+def check_damaged(c):
+    cache = c.fresh("damaged")
+    _, _, good, _ = c.build(cache)
+    _, did, _, err = c.build(cache)
+    mine = STAT.findall(err)[0][1]
+    c.build(cache, ["--const", "B=16,D=32,F=96"])
+    path = lambda k: os.path.join(cache, "v1", k)
+    other = open(path([k for k in entries(cache) if k != mine][0]), "rb").read()
+    _, _, want = c.run(cache)
+    marker, cases = damage_cases(c)
+    told = re.compile(r"^shardc: cache entry %s\.\.\. was damaged \(.+\): removed, building again$" % mine[:12],
+                      re.M)
+    for what, damage in cases:
+        damage(path(mine), other)
+        rc, did, out, err = c.build(cache)
+        c.t.check(rc == 0 and same_file(good, out) and did == ["miss", "stored"] and len(told.findall(err)) == 1,
+                  "build: an entry %s is reported in one line, removed and rebuilt" % what,
+                  "status %d, %s, %r" % (rc, did, err[-300:]))
+        damage(path(mine), other)
+        out = c.out()
+        p = subprocess.run([c.shardc, "run", MLP, "--fn", "mlp", "--const", CONST, "--out", out] + c.ins,
+                           capture_output=True, text=True, env=c.env(cache), timeout=TIMEOUT)
+        got = os.path.join(out, "result0.npy")
+        c.t.check(p.returncode == 0 and len(told.findall(p.stderr)) == 1 and os.path.exists(got) and
+                  open(got, "rb").read() == want and not os.path.exists(marker),
+                  "run: an entry %s is reported, rebuilt, and the results are right" % what,
+                  "status %d, %r" % (p.returncode, p.stderr[-300:]))
+    rc, did, out, err = c.build(cache)
+    c.t.check(rc == 0 and did == ["hit"] and same_file(good, out) and not temps(cache),
+              "... the rebuilt entry then hits, with no temporary file left", "%s %s" % (did, temps(cache)))
+
+
 def check_evict(c):
     cache = c.fresh("evict")
     rc, _, _, _ = c.build(cache)
@@ -304,19 +364,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
     ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-cache"))
+    ap.add_argument("--only", help="a regular expression: the checks whose names match (hits, misses, inputs, off, "
+                                   "concurrent, damaged, evict, commands, status, ...)")
     args = ap.parse_args()
     shutil.rmtree(args.tmp, ignore_errors=True)
     os.makedirs(args.tmp)
     c = Cache(os.path.abspath(args.shardc), os.path.abspath(args.tmp), Tap())
-    check_hash(c)
-    cache = check_hits(c)
-    check_misses(c, cache)
-    check_inputs(c)
-    check_off(c)
-    check_concurrent(c)
-    check_evict(c)
-    check_commands(c)
-    check_status(c)
+    only = lambda name: not args.only or re.search(args.only, name)
+    cache = check_hits(c) if only("hits") or only("misses") else None
+    steps = [("hash", check_hash), ("misses", lambda c: check_misses(c, cache)), ("inputs", check_inputs),
+             ("off", check_off), ("concurrent", check_concurrent), ("damaged", check_damaged), ("evict", check_evict),
+             ("commands", check_commands), ("status", check_status)]
+    for name, step in steps:
+        if only(name):
+            step(c)
     return c.t.summary()
 
 
