@@ -20,7 +20,7 @@ INTERP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/interp/*.c) co
 # The build cache (cache.c, sha256.c) and the progress line (status.c) serve
 # `shardc build` and `run`.
 CODEGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/codegen/*.c) compiler/driver/codegen_cmd.c \
-	compiler/driver/cache.c compiler/driver/sha256.c compiler/driver/status.c)
+	compiler/driver/cache.c compiler/driver/sha256.c compiler/driver/status.c compiler/driver/child.c)
 
 # The communication runtime (docs/runtime.md): a static library of its own,
 # built with -pthread, and its tests (tests/runtime/*.c, TAP-like output).

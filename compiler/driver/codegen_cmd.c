@@ -3,6 +3,7 @@
  * libshardc_*.a, runtime/ and lib/ one or two levels up) or in an installed
  * PREFIX (bin/shardc, include/, lib/). */
 #include "codegen_cmd.h"
+#include "child.h"
 #include "output.h"
 #include "version.h"
 
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -71,32 +73,8 @@ static int locate(char *inc1, char *inc2, char *libdir, size_t cap) {
     return -1;
 }
 
-/* Run argv and wait; `quiet`: its standard output goes to /dev/null;
- * `errors` (unless NULL): its standard error goes to that file. */
-static int spawn_to(char *const *argv, int quiet, const char *errors) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        if (quiet && !freopen("/dev/null", "w", stdout))
-            _exit(127);
-        /* dup2, not freopen: stderr stays unbuffered, so the message
-         * below reaches the file before _exit. */
-        int fd = errors ? open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
-        if (errors && (fd < 0 || dup2(fd, STDERR_FILENO) < 0))
-            _exit(127);
-        execvp(argv[0], argv);
-        fprintf(stderr, "shardc: error: cannot run '%s': %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
-
+/* Run argv and wait (child.h): its exit status, 128 + N after signal N. */
+static int spawn_to(char *const *argv, int quiet, const char *errors) { return child_run(argv, quiet, errors); }
 
 /* Where execvp finds the command `name`: `name` itself when it has a
  * slash, else its directory of $PATH.  Returns 0, or -1 when not found. */
@@ -300,6 +278,7 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     char src[PATH_MAX + 16];
     fmt(src, sizeof src, "%s/prog.c", dir);
     int rc = write_c(m, f, src);
+    child_stop_if_asked();         /* a signal during code generation */
     if (rc)
         return rc;
     char i1[PATH_MAX + 4], i2[PATH_MAX + 4], l[PATH_MAX + 4];
@@ -341,6 +320,7 @@ static char *make_temp_dir(Arena *arena) {
         fprintf(stderr, "shardc: error: cannot create a temporary directory in '%s': %s\n", t, strerror(errno));
         return NULL;
     }
+    child_guard_dir(dir);            /* removed if shardc is told to stop */
     return dir;
 }
 
@@ -376,6 +356,7 @@ int build_command(const Module *m, int f, const char *out, const RunOptions *ro)
     status_end(ro->status);
     if (dir)
         remove_temp(dir, (const char *[]){"prog.c"}, 1);
+    child_guard_dir(NULL);
     arena_free(&arena);
     return rc;
 }
@@ -385,6 +366,17 @@ static int device_count(const Module *m) {
     for (int a = 0; a < m->naxes; a++)
         n *= (int)m->axis_size[a];
     return n;
+}
+
+/* The program died by `sig`: say which, and how to look closer. */
+static void report_signal(int sig) {
+    char buf[32];
+    fprintf(stderr, "shardc: error: the program was killed by %s (%s)", child_signal_name(sig, buf, sizeof buf),
+            strsignal(sig));
+    if (sig == SIGKILL)
+        fprintf(stderr, "; when nobody killed it, the system was probably out of memory (dmesg says)");
+    fprintf(stderr, "; to debug it, build it with 'shardc build' (the same --fn, --mesh and --const) and run "
+                    "'gdb --args PROG --in ... --out DIR',\n");
 }
 
 /* Run `prog` on the inputs; on MPI through mpirun with np processes of
@@ -428,7 +420,9 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
         argv[k++] = "--cast";
     int rc = spawn_to(argv, quiet, NULL);
     arena_free(&arena);
-    return rc == 0 ? 0 : rc == 2 ? 2 : 1;
+    if (rc > 128 && !mpi)          /* mpirun reports a rank's signal itself */
+        report_signal(rc - 128);
+    return rc == 0 ? 0 : rc == 2 ? 2 : rc > 128 && !mpi ? rc : 1;
 }
 
 /* --check: compare the results with the one-device run's. */
@@ -510,6 +504,7 @@ int run_command(const Module *m, int f, const char *const *ins, int nins, const 
         remove_dir(ref_out);
     }
     remove_temp(dir, (const char *[]){"prog.c", "prog", "one"}, 3);
+    child_guard_dir(NULL);
     arena_free(&arena);
     return rc;
 }

@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""`shardc run` owns the program it starts (docs/cli.md, "Exit status"),
+each point a check on a long run (tests/codegen/progs/steps.tdsl's momentum
+with --steps 2000000000, a private TMPDIR):
+
+- the program killed by SIGSEGV (sent to it): shardc says "the program was
+  killed by SIGSEGV (Segmentation fault)" with how to debug it, exits
+  128 + 11, and leaves no temporary folder;
+- SIGTERM, SIGINT and SIGHUP to shardc: the program is stopped, shardc dies
+  by the same signal, the temporary folder is removed, --out has nothing;
+- `timeout 2 shardc run ...`: status 124, no process, no temporary folder;
+- SIGKILL to shardc (nothing can catch it): the program still ends.
+
+    tests/codegen/check_driver.py [--shardc build/shardc] [--tmp DIR]
+
+Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
+"""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
+
+PROG = os.path.join(ROOT, "tests", "codegen", "progs", "steps.tdsl")
+TIMEOUT = 120
+
+
+def children(pid):
+    """The processes whose parent is `pid`: [(pid, command name)]."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open("/proc/%s/stat" % d).read()
+            except OSError:
+                continue
+            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+            if int(rest[1]) == pid:
+                found.append((int(d), name))
+    return found
+
+
+def alive(pid):
+    try:
+        stat = open("/proc/%d/stat" % pid).read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+class Driver:
+    def __init__(self, shardc, tmp, tap):
+        self.shardc, self.tmp, self.t, self.n = shardc, tmp, tap, 0
+        rng = np.random.default_rng(3)
+        self.ins = []
+        for name, shape in (("x", (8, 6)), ("y", (8, 5)), ("w", (6, 5)), ("v", (6, 5))):
+            path = os.path.join(tmp, name + ".npy")
+            np.save(path, (0.1 * rng.standard_normal(shape)).astype(np.float32))
+            self.ins += ["--in", "%s=%s" % (name, path)]
+
+    def start(self, prefix=()):
+        """A long `shardc run` (under `prefix`, e.g. timeout), its private
+        TMPDIR and --out; returns once the program runs: (Popen, program's
+        pid or None, tmpdir, out)."""
+        self.n += 1
+        tmpdir, out = os.path.join(self.tmp, "t%d" % self.n), os.path.join(self.tmp, "out%d" % self.n)
+        os.makedirs(tmpdir)
+        env = dict(os.environ, TMPDIR=tmpdir)
+        argv = list(prefix) + [self.shardc, "run", PROG, "--fn", "momentum", "--steps", "2000000000",
+                               "--log-every", "1000000000", "--out", out] + self.ins
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        shardc = p.pid
+        deadline = time.time() + TIMEOUT
+        while time.time() < deadline and p.poll() is None:
+            if prefix:                       # timeout's child is shardc
+                kids = [k for k in children(p.pid) if k[1] == "shardc"]
+                shardc = kids[0][0] if kids else None
+            prog = [k for k in children(shardc) if k[1] == "prog"] if shardc else []
+            if prog:
+                time.sleep(0.3)          # well into its steps
+                return p, prog[0][0], tmpdir, out
+            time.sleep(0.05)
+        return p, None, tmpdir, out
+
+    def finish(self, p, prog):
+        try:
+            _, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+        deadline = time.time() + 10
+        while prog and alive(prog) and time.time() < deadline:
+            time.sleep(0.05)
+        return p.returncode, err, bool(prog) and alive(prog)
+
+
+def left(tmpdir):
+    return os.listdir(tmpdir)
+
+
+def check_segv(d):
+    p, prog, tmpdir, out = d.start()
+    if prog:
+        os.kill(prog, signal.SIGSEGV)
+    rc, err, still = d.finish(p, prog)
+    d.t.check(prog and rc == 128 + signal.SIGSEGV and "shardc: error: the program was killed by SIGSEGV "
+              "(Segmentation fault); to debug it" in err and not left(tmpdir),
+              "a program killed by SIGSEGV: named, how to debug it, status 139, no temporary folder",
+              "status %s, %r, left %s" % (rc, err[-300:], left(tmpdir)))
+
+
+def check_stop(d, sig):
+    p, prog, tmpdir, out = d.start()
+    if prog:
+        p.send_signal(sig)
+    rc, err, still = d.finish(p, prog)
+    name = signal.Signals(sig).name
+    d.t.check(prog and rc == -sig and not still and not left(tmpdir) and not (os.path.isdir(out) and os.listdir(out)),
+              "%s to shardc run: the program stopped, shardc dies by %s, its temporary folder removed" % (name, name),
+              "status %s, program %s, left %s, %r" % (rc, "alive" if still else "gone", left(tmpdir), err[-300:]))
+
+
+def check_timeout(d):
+    if not shutil.which("timeout"):
+        return
+    p, prog, tmpdir, out = d.start(["timeout", "2"])
+    rc, err, still = d.finish(p, prog)
+    d.t.check(prog and rc == 124 and not still and not left(tmpdir),
+              "timeout 2 shardc run: status 124, the program gone, no temporary folder",
+              "status %s, program %s, left %s, %r" % (rc, "alive" if still else "gone", left(tmpdir), err[-300:]))
+
+
+def check_kill(d):
+    p, prog, tmpdir, out = d.start()
+    if prog:
+        p.kill()
+    rc, err, still = d.finish(p, prog)
+    d.t.check(prog and rc == -signal.SIGKILL and not still, "SIGKILL to shardc run: the program ends too",
+              "status %s, program %s" % (rc, "alive" if still else "gone"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
+    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-driver"))
+    args = ap.parse_args()
+    shutil.rmtree(args.tmp, ignore_errors=True)
+    os.makedirs(args.tmp)
+    d = Driver(os.path.abspath(args.shardc), os.path.abspath(args.tmp), Tap())
+    check_segv(d)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        check_stop(d, sig)
+    check_timeout(d)
+    check_kill(d)
+    return d.t.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
