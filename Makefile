@@ -207,7 +207,7 @@ fuzz: $(BUILD)/fuzz_frontend
 PUB_HDR := runtime/shardc_rt.h lib/shardc_lib.h lib/shardc_elementwise.h lib/shardc_elementwise.def \
 	lib/shardc_parallel.h lib/shardc_npy.h lib/shardc_main.h lib/shardc_trace.h lib/shardc_session.h \
 	lib/shardc_rng.h
-VERSION := $(shell sed -n 's/^\#define SHARDC_VERSION "\(.*\)"/\1/p' compiler/driver/main.c)
+VERSION := $(shell sed -n 's/^\#define SHARDC_VERSION "\(.*\)"/\1/p' compiler/driver/version.h)
 PC_SED   = sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|'
 
 install: all

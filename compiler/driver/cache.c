@@ -18,6 +18,10 @@
 #include <unistd.h>
 
 enum { STALE_TEMP_SECONDS = 3600 };   /* a temporary file this old was left by a killed shardc */
+/* The entries' folder, named by their format: v1 held bare executables,
+ * which a shardc of before v2 would still link and run, so the two never
+ * share a folder. */
+#define LAYOUT "v2"
 
 void cache_key_str(Sha256 *key, const char *label, const char *value) {
     sha256_update(key, label, strlen(label));
@@ -115,10 +119,10 @@ static int make_dirs(const char *dir) {
     return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-static void entries_dir(const CacheOptions *o, char *buf, size_t cap) { snprintf(buf, cap, "%s/v1", o->dir); }
+static void entries_dir(const CacheOptions *o, char *buf, size_t cap) { snprintf(buf, cap, "%s/" LAYOUT, o->dir); }
 
 static void entry_path(const CacheOptions *o, const char *key, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s/v1/%s", o->dir, key);
+    snprintf(buf, cap, "%s/" LAYOUT "/%s", o->dir, key);
 }
 
 /* An entry's file: a header of ENTRY_HEADER bytes (the format's name, the
@@ -407,11 +411,15 @@ static int cache_hash(const char *file) {
 int cache_command(const CacheOptions *o, const char *what, const char *file) {
     if (strcmp(what, "hash") == 0)
         return cache_hash(file);
+    if (!o->dir[0]) {                /* nowhere to look: say why, not "SHARDC_CACHE=0" */
+        printf("cache: none (off: %s)\n", o->off);
+        return 0;
+    }
     int n, removed = 0;
     int64_t total;
     Entry *es = list_entries(o, &n, &total);
     if (strcmp(what, "info") == 0) {
-        printf("cache: %s/v1 (%s)\n", o->dir, o->enabled ? "on" : "off: SHARDC_CACHE=0");
+        printf("cache: %s/" LAYOUT " (%s%s)\n", o->dir, o->enabled ? "on" : "off: ", o->enabled ? "" : o->off);
         printf("entries: %d, %.1f MiB of %.1f MiB (SHARDC_CACHE_MAX)\n", n, total / 1048576.0, o->max_bytes / 1048576.0);
     } else {
         for (int i = 0; i < n; i++) {
@@ -419,7 +427,7 @@ int cache_command(const CacheOptions *o, const char *what, const char *file) {
             entry_path(o, es[i].name, path, sizeof path);
             removed += unlink(path) == 0;
         }
-        printf("cache: removed %d entries from %s/v1\n", removed, o->dir);
+        printf("cache: removed %d entries from %s/" LAYOUT "\n", removed, o->dir);
     }
     free(es);
     return 0;

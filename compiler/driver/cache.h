@@ -4,7 +4,7 @@
  * identity, the headers and libraries, shardc's version), so that building an
  * unchanged program again copies the executable instead of running cc.
  *
- * Layout: DIR/v1/KEY, one executable per entry behind a header that
+ * Layout: DIR/v2/KEY, one executable per entry behind a header that
  * records its size and SHA-256 (checked before every use), written to a
  * temporary file in the same directory, fsync'd and renamed into place, so
  * that a concurrent reader (tests build two at a time, MPI ranks) sees a
@@ -18,8 +18,9 @@
 #include <stdint.h>
 
 typedef struct {
-    int enabled;             /* 0: SHARDC_CACHE=0 or --no-cache */
-    const char *dir;         /* the cache directory (entries in dir/v1) */
+    int enabled;             /* 0: SHARDC_CACHE=0, --no-cache, or nowhere to keep it */
+    const char *off;         /* why it is off, for `cache info` (NULL: on) */
+    const char *dir;         /* the cache directory (entries in dir/v2) */
     int64_t max_bytes;       /* SHARDC_CACHE_MAX */
     int stats;               /* SHARDC_CACHE_STATS: say each hit and miss on stderr */
 } CacheOptions;

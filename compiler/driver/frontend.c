@@ -90,6 +90,7 @@ static int match_consts(Compilation *c, const MeshFlag *flag, MeshOverride *ov) 
         }
         ov->const_sym[ov->nconsts] = found;
         ov->const_value[ov->nconsts] = flag->const_value[k];
+        ov->const_int[ov->nconsts] = flag->const_int[k];
         ov->const_is_int[ov->nconsts++] = flag->const_is_int[k];
     }
     return 0;

@@ -13,6 +13,7 @@ typedef struct {
     int nconsts;                /* --const N=64,EPS=1e-3 as written */
     char const_name[MAX_CONST_OVERRIDES][64];
     double const_value[MAX_CONST_OVERRIDES];
+    int64_t const_int[MAX_CONST_OVERRIDES];       /* the value when const_is_int: exact past 2^53 */
     uint8_t const_is_int[MAX_CONST_OVERRIDES];
     int64_t device_memory;      /* --device-memory in bytes, 0: unlimited (Module.device_memory) */
     int reshard_candidates;     /* --reshard-candidates (Module.reshard_candidates) */

@@ -81,7 +81,8 @@ static const char *parse_mesh_flag(const char *spec, MeshFlag *mesh) {
     return mesh->n ? NULL : "expected NAME=SIZE,...";
 }
 
-/* Parse NAME=NUMBER,...; returns NULL or what is wrong. */
+/* Parse NAME=NUMBER,...; returns NULL or what is wrong.  An integer is
+ * kept as one (exact to 2^63, where a double is exact to 2^53). */
 static const char *parse_const_flag(const char *spec, MeshFlag *f) {
     for (const char *p = spec; *p;) {
         if (f->nconsts == MAX_CONST_OVERRIDES)
@@ -92,11 +93,14 @@ static const char *parse_const_flag(const char *spec, MeshFlag *f) {
         char *end;
         errno = 0;
         long long i = strtoll(v, &end, 10);
-        int is_int = end != v && (!*end || *end == ',') && !errno;
+        int is_int = end != v && (!*end || *end == ',');
+        if (is_int && errno == ERANGE)
+            return "an integer from -9223372036854775808 to 9223372036854775807 (i64)";
         double x = is_int ? (double)i : strtod(v, &end);
         if (end == v || x != x || !(p = flag_next(end)))
             return "expected NAME=NUMBER,...";
         f->const_value[f->nconsts] = x;
+        f->const_int[f->nconsts] = is_int ? i : 0;
         f->const_is_int[f->nconsts++] = (uint8_t)is_int;
     }
     return f->nconsts ? NULL : "expected NAME=NUMBER,...";
@@ -343,6 +347,7 @@ static int cache_options(CacheOptions *c, char *dir, size_t cap) {
     const char *on = getenv("SHARDC_CACHE"), *d = getenv("SHARDC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME"), *max = getenv("SHARDC_CACHE_MAX"), *stats = getenv("SHARDC_CACHE_STATS");
     c->enabled = !on || strcmp(on, "0") != 0;
+    c->off = c->enabled ? NULL : "SHARDC_CACHE=0";
     c->stats = stats && *stats && strcmp(stats, "0") != 0;
     c->max_bytes = (int64_t)1 << 30;
     if (d && *d)
@@ -351,8 +356,11 @@ static int cache_options(CacheOptions *c, char *dir, size_t cap) {
         snprintf(dir, cap, "%s/shardc", xdg);
     else if (home && *home)
         snprintf(dir, cap, "%s/.cache/shardc", home);
-    else
+    else {
         c->enabled = 0;                    /* nowhere to keep it */
+        c->off = "none of SHARDC_CACHE_DIR, XDG_CACHE_HOME (an absolute path) and HOME is set";
+        snprintf(dir, cap, "%s", "");
+    }
     c->dir = dir;
     const char *err = max && *max ? parse_size(max, &c->max_bytes) : NULL;
     if (err)
@@ -473,6 +481,7 @@ int main(int argc, char **argv) {
     if ((is_build || is_run) && cache_options(&ro.cache, cache_dir, sizeof cache_dir))
         return 2;
     ro.cache.enabled &= !o.no_cache;
+    ro.cache.off = o.no_cache ? "--no-cache" : ro.cache.off;
     if (o.np && (!is_run || !ro.mpi))
         return usage_error("%s", "--np goes with run --backend mpi");
     if (o.np) {

@@ -20,7 +20,7 @@ cache"), each point a check:
   good build; the script never runs) and store a good entry;
 - SHARDC_CACHE_MAX evicts the least recently used entry (a hit counts as a
   use); a bad value is a usage error (status 2);
-- `cache info` counts the entries, `cache clean` removes them and nothing
+- `cache info` without HOME says why the cache is off; it counts the entries, `cache clean` removes them and nothing
   else; $XDG_CACHE_HOME/shardc and ~/.cache/shardc are the defaults;
 - the progress line: on a pseudo-terminal, "\\r"-redrawn, ending in "cc N s"
   on a miss and "cached" on a hit, a failing cc's messages after it; on a
@@ -100,11 +100,11 @@ class Cache:
 
 
 def entries(cache):
-    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(cache, "v1", "*")))
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(cache, "v2", "*")))
 
 
 def temps(cache):
-    return glob.glob(os.path.join(cache, "v1", ".tmp-*"))
+    return glob.glob(os.path.join(cache, "v2", ".tmp-*"))
 
 
 def same_file(a, b):
@@ -131,7 +131,7 @@ def check_hits(c):
     rc2, what2, b, _ = c.build(cache)
     c.t.check(rc2 == 0 and what2 == ["hit"] and len(entries(cache)) == 1 and same_file(a, b),
               "second build hits: one entry, the same bytes", "%s, %d entries" % (what2, len(entries(cache))))
-    c.t.check(os.access(b, os.X_OK) and os.stat(b).st_ino != os.stat(os.path.join(cache, "v1", entries(cache)[0])).st_ino,
+    c.t.check(os.access(b, os.X_OK) and os.stat(b).st_ino != os.stat(os.path.join(cache, "v2", entries(cache)[0])).st_ino,
               "build -o from the cache is an executable copy, not the entry's inode")
     rc3, what3, hit = c.run(cache)
     rc4, what4, miss = c.run(cache, ["--no-cache"])
@@ -246,7 +246,7 @@ def check_damaged(c):
     _, did, _, err = c.build(cache)
     mine = STAT.findall(err)[0][1]
     c.build(cache, ["--const", "B=16,D=32,F=96"])
-    path = lambda k: os.path.join(cache, "v1", k)
+    path = lambda k: os.path.join(cache, "v2", k)
     other = open(path([k for k in entries(cache) if k != mine][0]), "rb").read()
     _, _, want = c.run(cache)
     marker, cases = damage_cases(c)
@@ -275,7 +275,7 @@ def check_damaged(c):
 def check_evict(c):
     cache = c.fresh("evict")
     rc, _, _, _ = c.build(cache)
-    size = os.path.getsize(os.path.join(cache, "v1", entries(cache)[0]))
+    size = os.path.getsize(os.path.join(cache, "v2", entries(cache)[0]))
     env = c.env(cache, SHARDC_CACHE_MAX=str(int(size * 2.5)))
     f = {k: ["--const", "B=16,D=32,F=%d" % k] for k in (64, 96, 128)}
     c.build(cache, f[96], env=env)                      # entries: 64, 96
@@ -299,7 +299,7 @@ def check_commands(c):
     cache = c.fresh("commands")
     c.build(cache)
     c.build(cache, ["--const", "B=16,D=32,F=32"])
-    open(os.path.join(cache, "v1", "notes.txt"), "w").write("not an entry\n")
+    open(os.path.join(cache, "v2", "notes.txt"), "w").write("not an entry\n")
     env = c.env(cache)
     info = subprocess.run([c.shardc, "cache", "info"], capture_output=True, text=True, env=env).stdout
     clean = subprocess.run([c.shardc, "cache", "clean"], capture_output=True, text=True, env=env)
@@ -309,9 +309,14 @@ def check_commands(c):
               "%r %r %r %s" % (info, clean.stdout, info2, entries(cache)))
     bad = subprocess.run([c.shardc, "cache", "purge"], capture_output=True, text=True, env=env)
     c.t.check(bad.returncode == 2, "cache purge is a usage error", str(bad.returncode))
+    env = {k: v for k, v in c.env(None).items() if k not in ("HOME", "XDG_CACHE_HOME")}
+    info = subprocess.run([c.shardc, "cache", "info"], capture_output=True, text=True, env=env)
+    c.t.check(info.returncode == 0 and "SHARDC_CACHE=0" not in info.stdout and
+              "off: none of SHARDC_CACHE_DIR, XDG_CACHE_HOME (an absolute path) and HOME is set" in info.stdout,
+              "cache info without HOME says why the cache is off", repr(info.stdout))
     home = c.fresh("home")
-    for what, extra, where in (("XDG_CACHE_HOME", {"XDG_CACHE_HOME": os.path.join(home, "xdg")}, "xdg/shardc/v1"),
-                               ("HOME", {"HOME": home}, ".cache/shardc/v1")):
+    for what, extra, where in (("XDG_CACHE_HOME", {"XDG_CACHE_HOME": os.path.join(home, "xdg")}, "xdg/shardc/v2"),
+                               ("HOME", {"HOME": home}, ".cache/shardc/v2")):
         env = c.env(None, **extra)
         env.pop("XDG_CACHE_HOME", None) if what == "HOME" else None
         rc, did, _, _ = c.build(None, env=env)

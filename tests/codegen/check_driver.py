@@ -73,7 +73,7 @@ class Driver:
         self.n += 1
         tmpdir, out = os.path.join(self.tmp, "t%d" % self.n), os.path.join(self.tmp, "out%d" % self.n)
         os.makedirs(tmpdir)
-        env = dict(os.environ, TMPDIR=tmpdir)
+        env = dict(os.environ, TMPDIR=tmpdir, SHARDC_CACHE_DIR=os.path.join(self.tmp, "cache"))
         argv = list(prefix) + [self.shardc, "run", PROG, "--fn", "momentum", "--steps", "2000000000",
                                "--log-every", "1000000000", "--out", out] + self.ins
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
