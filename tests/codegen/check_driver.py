@@ -9,19 +9,25 @@ with --steps 2000000000, a private TMPDIR):
 - SIGTERM, SIGINT and SIGHUP to shardc: the program is stopped, shardc dies
   by the same signal, the temporary folder is removed, --out has nothing;
 - `timeout 2 shardc run ...`: status 124, no process, no temporary folder;
-- SIGKILL to shardc (nothing can catch it): the program still ends.
+- SIGKILL to shardc (nothing can catch it): the program still ends;
+- a built program's `--repeat 0` is a clear usage error (status 2);
+- a .npz member cut off inside its .npy header (40, 9 and 3 bytes kept) is
+  said to be, by a built program and by `shardc interp`, not read past
+  its end into the zip records ("contains a NUL byte").
 
     tests/codegen/check_driver.py [--shardc build/shardc] [--tmp DIR]
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
 import argparse
+import io
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import zipfile
 
 import numpy as np
 
@@ -147,6 +153,43 @@ def check_kill(d):
               "status %s, program %s" % (rc, "alive" if still else "gone"))
 
 
+MLP = os.path.join(ROOT, "samples", "mlp.tdsl")
+MLP_CONST = ["--fn", "mlp", "--const", "B=16,D=32,F=64"]
+
+
+def check_program_args(d):
+    exe = os.path.join(d.tmp, "mlp")
+    env = dict(os.environ, SHARDC_CACHE_DIR=os.path.join(d.tmp, "cache"))
+    b = subprocess.run([d.shardc, "build", MLP, "-o", exe] + MLP_CONST, capture_output=True, text=True, env=env)
+    rng = np.random.default_rng(5)
+    arrays = {"x": (16, 32), "w_in": (32, 64), "w_out": (64, 32)}
+    arrays = {k: rng.standard_normal(s).astype(np.float32) for k, s in arrays.items()}
+    ins = []
+    for k, a in arrays.items():
+        np.save(os.path.join(d.tmp, k + ".npy"), a)
+        ins += ["--in", "%s=%s" % (k, os.path.join(d.tmp, k + ".npy"))]
+    p = subprocess.run([exe, "--repeat", "0", "--out", os.path.join(d.tmp, "r0")] + ins, capture_output=True,
+                       text=True) if b.returncode == 0 else b
+    d.t.check(b.returncode == 0 and p.returncode == 2 and
+              "error: --repeat '0': a number of timed runs from 1 to 1000000" in p.stderr,
+              "a built program's --repeat 0: a usage error that says why", "status %d: %r" % (p.returncode,
+                                                                                              p.stderr[-300:]))
+    for cut in (40, 9, 3):
+        path = os.path.join(d.tmp, "cut%d.npz" % cut)
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+            for k, a in arrays.items():
+                buf = io.BytesIO()
+                np.save(buf, a)
+                z.writestr(k + ".npy", buf.getvalue()[:cut] if k == "w_in" else buf.getvalue())
+        want = "'%s' array 'w_in' is cut off inside its header" % path
+        for what, argv in (("a built program", [exe]), ("interp", [d.shardc, "interp", MLP] + MLP_CONST)):
+            p = subprocess.run(argv + ["--in", path, "--out", os.path.join(d.tmp, "cut-out")], capture_output=True,
+                               text=True)
+            d.t.check(p.returncode == 1 and want in p.stderr and "NUL" not in p.stderr,
+                      "%s: a .npz member cut off after %d bytes of its header is said to be" % (what, cut),
+                      "status %d: %r" % (p.returncode, p.stderr[-300:]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
@@ -160,6 +203,7 @@ def main():
         check_stop(d, sig)
     check_timeout(d)
     check_kill(d)
+    check_program_args(d)
     return d.t.summary()
 
 
