@@ -4,6 +4,7 @@
  * PREFIX (bin/shardc, include/, lib/). */
 #include "codegen_cmd.h"
 #include "child.h"
+#include "toolchain.h"
 #include "output.h"
 #include "version.h"
 
@@ -285,7 +286,10 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     fmt(i1, sizeof i1, "-I%s", in.inc1);
     fmt(i2, sizeof i2, "-I%s", in.inc2);
     fmt(l, sizeof l, "-L%s", in.libdir);
-    const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+    Toolchain tc;               /* the compiler and flags the libraries were built with */
+    if (toolchain_read(in.libdir, &tc))
+        return 1;
+    const char *cc = tc.cc;
     if (mpi) {                  /* mpicc wraps $CC (OpenMPI reads OMPI_CC) */
         setenv("OMPI_CC", cc, 0);
         cc = getenv("MPICC") && *getenv("MPICC") ? getenv("MPICC") : "mpicc";
@@ -295,11 +299,14 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
      * built with it too, and oneDNN runs on the same OpenMP runtime.  GNU
      * ld spends ~0.25 s reading libdnnl.so's symbols, five times what the
      * compile of a generated program takes; gold links it in 0.05 s. */
-    char *argv[24] = {(char *)cc, "-std=c11", "-O2", "-fopenmp", "-o", (char *)out, src, i1, i2, l, "-lshardc_lib",
-                      mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt", "-ldnnl", "-lopenblas", "-lm", "-pthread"};
+    char *argv[24 + TOOLCHAIN_MAX_FLAGS] = {(char *)cc, "-std=c11", "-O2", "-o", (char *)out, src, i1, i2, l,
+                                            "-lshardc_lib", mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt",
+                                            "-ldnnl", "-lopenblas", "-lm", "-pthread"};
     int n = 0;
     while (argv[n])
         n++;
+    for (int i = 0; i < tc.nflags; i++)     /* -fopenmp (or $SHARDC_OPENMP), a sanitizer's flags */
+        argv[n++] = tc.flags[i];
     if (on_path("ld.gold"))
         argv[n++] = "-fuse-ld=gold";
     if (mpi)
