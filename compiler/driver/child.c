@@ -117,25 +117,29 @@ static void start(char *const *argv, int quiet, const char *errors, pid_t parent
     _exit(127);
 }
 
-/* Wait for `pid`; once a stop signal has been passed on, give it GRACE_MS
- * to end, then SIGKILL its group. */
-static int wait_child(pid_t pid) {
+/* Wait for `pid`, calling tick (unless NULL) about every 0.5 s; once a
+ * stop signal has been passed on, give it GRACE_MS to end, then SIGKILL
+ * its group. */
+static int wait_child(pid_t pid, void (*tick)(void *ctx), void *ctx) {
     int st = 0, waited_ms = 0;
-    for (;;) {
-        pid_t r = waitpid(pid, &st, asked ? WNOHANG : 0);
+    for (int polls = 0;; polls++) {
+        int poll = asked || tick;
+        pid_t r = waitpid(pid, &st, poll ? WNOHANG : 0);
         if (r == pid)
             return st;
         if (r < 0 && errno != EINTR)
             return -1;
-        if (r == 0) {
-            nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
-            if ((waited_ms += 20) == GRACE_MS)
-                kill(-pid, SIGKILL);
-        }
+        if (r != 0)
+            continue;
+        nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+        if (tick && !asked && polls % 25 == 24)
+            tick(ctx);
+        if (asked && (waited_ms += 20) == GRACE_MS)
+            kill(-pid, SIGKILL);
     }
 }
 
-int child_run(char *const *argv, int quiet, const char *errors) {
+int child_run_ticking(char *const *argv, int quiet, const char *errors, void (*tick)(void *ctx), void *ctx) {
     fflush(stdout);
     fflush(stderr);
     pid_t parent = getpid(), pid = fork();
@@ -147,10 +151,14 @@ int child_run(char *const *argv, int quiet, const char *errors) {
     child_pgid = pid;
     if (asked)                   /* came between fork and now */
         kill(-pid, asked);
-    int st = wait_child(pid);
+    int st = wait_child(pid, tick, ctx);
     child_pgid = 0;
     child_stop_if_asked();
     if (st < 0)
         return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int child_run(char *const *argv, int quiet, const char *errors) {
+    return child_run_ticking(argv, quiet, errors, NULL, NULL);
 }

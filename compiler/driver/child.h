@@ -12,6 +12,9 @@
  * not be started.  If a stop signal came meanwhile, does not return (see
  * child_stop_if_asked). */
 int child_run(char *const *argv, int quiet, const char *errors);
+/* The same, calling tick(ctx) about every 0.5 s while it waits (the
+ * progress line's seconds). */
+int child_run_ticking(char *const *argv, int quiet, const char *errors, void (*tick)(void *ctx), void *ctx);
 
 /* From now on, a stop signal removes `dir` (a temporary folder, with
  * what is in it; NULL: none) before shardc dies.  Installs the handlers. */

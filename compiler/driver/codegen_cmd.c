@@ -211,21 +211,37 @@ static long count_lines(const char *src) {
     return lines;
 }
 
-static double seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+static double seconds(void) { return status_seconds(); }
+
+typedef struct {
+    Status *status;
+    double t0;
+    const char *src;
+} CcTick;
+
+/* While cc runs: the file it compiles and its seconds so far. */
+static void cc_tick(void *ctx) {
+    const CcTick *t = ctx;
+    char tail[128];
+    const char *slash = strrchr(t->src, '/');
+    snprintf(tail, sizeof tail, ", cc %s %.1f s", slash ? slash + 1 : t->src, seconds() - t->t0);
+    status_tail(t->status, tail);
 }
 
 /* Run cc; on a terminal its messages wait in `dir`/cc-errors until the
- * progress line is finished, so that they do not land inside it. */
-static int run_cc(char *const *argv, const char *dir, Status *status) {
-    char errors[PATH_MAX + 16];
+ * progress line is finished, so that they do not land inside it.  -v says
+ * its command line. */
+static int run_cc(char *const *argv, const char *src, const char *dir, Status *status) {
+    char errors[PATH_MAX + 16], line[4096] = "";
     fmt(errors, sizeof errors, "%s/cc-errors", dir);
     int on = status && status->on;
-    double t0 = seconds();
-    int rc = spawn_to(argv, 0, on ? errors : NULL);
-    status_add(status, "cc %.2f s", seconds() - t0);
+    for (int i = 0; status && status->verbose && argv[i]; i++)
+        fmt(line + strlen(line), sizeof line - strlen(line), "%s%s", i ? " " : "", argv[i]);
+    status_note(status, "%s", line);
+    CcTick tick = {status, seconds(), src};
+    cc_tick(&tick);
+    int rc = child_run_ticking(argv, 0, on ? errors : NULL, on ? cc_tick : NULL, &tick);
+    status_add(status, "cc %.2f s", seconds() - tick.t0);
     FILE *f = on ? fopen(errors, "r") : NULL;
     if (f && fgetc(f) != EOF) {
         status_end(status);
@@ -252,7 +268,7 @@ static int cached_cc(char *const *argv, const char *src, const char *out, const 
         status_add(ro->status, "cached");
         return 0;
     }
-    int rc = run_cc(argv, dir, ro->status);
+    int rc = run_cc(argv, src, dir, ro->status);
     if (rc == 0 && keyed)
         cache_store(&ro->cache, key, out);
     return rc;

@@ -38,5 +38,9 @@ enum { FRONTEND_OK = 0, FRONTEND_USER_ERROR = 1, FRONTEND_USAGE_ERROR = 2, FRONT
 int frontend_compile(Compilation *c, const char *path, const char *text, size_t len,
                      FILE *diag_out, const MeshFlag *mesh, Stage stage);
 void compilation_free(Compilation *c);
+/* Call fn(stage, ctx) as each stage of frontend_compile ends ("parsed",
+ * "checked", "propagated", "partitioned", "scheduled"), for the progress
+ * report of build and run; NULL: none. */
+void frontend_set_progress(void (*fn)(const char *stage, void *ctx), void *ctx);
 
 #endif

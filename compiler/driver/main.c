@@ -23,6 +23,7 @@ typedef struct {
     const char *command, *input, *stage, *fn, *output, *value, *format, *backend, *np, *steps, *log_every;
     int check, cast;                 /* run --check; interp and run --cast */
     int no_cache;                    /* build and run --no-cache */
+    int verbose;                     /* build and run -v */
     const char *file;                /* cache hash FILE */
     MeshFlag mesh;
     const char *ins[MAX_INS], *out;  /* interp */
@@ -207,8 +208,9 @@ static int parse_args(int argc, char **argv, Options *o) {
             o->mesh.reshard_candidates = 1;
             continue;
         }
-        if (s->id == OPT_CHECK || s->id == OPT_CAST || s->id == OPT_NO_CACHE) {
-            *(s->id == OPT_CHECK ? &o->check : s->id == OPT_CAST ? &o->cast : &o->no_cache) = 1;
+        if (s->id == OPT_CHECK || s->id == OPT_CAST || s->id == OPT_NO_CACHE || s->id == OPT_VERBOSE) {
+            *(s->id == OPT_CHECK ? &o->check : s->id == OPT_CAST ? &o->cast : s->id == OPT_NO_CACHE ? &o->no_cache
+                                                                              : &o->verbose) = 1;
             continue;
         }
         if (!s->arg)
@@ -393,7 +395,8 @@ static void status_head(Status *s, const char *input, const Module *m) {
                  (long long)m->axis_size[a]);
     }
     status_begin(s, "shardc: %s (mesh %s)", input, m->naxes ? mesh : "of one device");
-    status_add(s, "partitioned, scheduled");
+    if (!s->verbose)                       /* -v said each stage */
+        status_add(s, "partitioned, scheduled");
 }
 
 /* A usage error about a value that must be one of `values` (space
@@ -474,12 +477,18 @@ int main(int argc, char **argv) {
     RunOptions ro = {.mpi = o.backend && strcmp(o.backend, "mpi") == 0};
     if (o.no_cache && !is_run && !is_build)
         return usage_error("%s", "--no-cache goes with build and run");
+    if (o.verbose && !is_run && !is_build)
+        return usage_error("%s", "-v goes with build and run");
     char cache_dir[4096];
     Status status;
-    status_init(&status);
+    status_init(&status, o.verbose);
+    status.file = o.input;
     ro.status = is_build || is_run ? &status : NULL;
+    if (ro.status)
+        frontend_set_progress(status_stage, &status);
     if ((is_build || is_run) && cache_options(&ro.cache, cache_dir, sizeof cache_dir))
         return 2;
+    ro.cache.stats |= o.verbose;             /* -v says each hit, miss and store */
     ro.cache.enabled &= !o.no_cache;
     ro.cache.off = o.no_cache ? "--no-cache" : ro.cache.off;
     if (o.np && (!is_run || !ro.mpi))

@@ -105,6 +105,10 @@ const OptionSpec shardc_options[] = {
      "weighed for it and the bytes each sends per device", NULL},
     {OPT_NO_CACHE, "--no-cache", NULL, CMD_BUILD | CMD_RUN,
      "with build and run: neither use nor fill the build cache", NULL},
+    {OPT_VERBOSE, "--verbose", NULL, CMD_BUILD | CMD_RUN,
+     "with build and run (also -v): say each step on a line of its own, on a\n"
+     "terminal or not: the front end's stages and their time, the build\n"
+     "cache's hit or miss, the C compiler's command line and time", NULL},
     {OPT_STEPS, "--steps", "N", CMD_RUN,
      "with run: run the function N times, each result named like a\n"
      "parameter (return loss, w) becoming that parameter for the next step;\n"
@@ -128,6 +132,8 @@ const CommandSpec *find_command(const char *name) {
 const OptionSpec *find_option(const char *name, size_t len) {
     if (len == 2 && strncmp(name, "-h", 2) == 0)
         return find_option("--help", 6);
+    if (len == 2 && strncmp(name, "-v", 2) == 0)
+        return find_option("--verbose", 9);
     for (int i = 0; i < shardc_noptions; i++)
         if (strlen(shardc_options[i].name) == len && strncmp(shardc_options[i].name, name, len) == 0)
             return &shardc_options[i];

@@ -23,8 +23,10 @@ cache"), each point a check:
 - `cache info` without HOME says why the cache is off; it counts the entries, `cache clean` removes them and nothing
   else; $XDG_CACHE_HOME/shardc and ~/.cache/shardc are the defaults;
 - the progress line: on a pseudo-terminal, "\\r"-redrawn, ending in "cc N s"
-  on a miss and "cached" on a hit, a failing cc's messages after it; on a
-  pipe, standard error stays empty.
+  on a miss and "cached" on a hit, a failing cc's messages after it, a
+  slow cc's file and seconds ticking; on a pipe, standard error stays
+  empty; with -v, a plain line per front-end stage, cache miss or hit, the
+  C compiler's command line and time, on a pipe too.
 
     tests/codegen/check_cache.py [--shardc build/shardc] [--tmp DIR] [--only REGEX]
 
@@ -363,6 +365,32 @@ def check_status(c):
                        capture_output=True, text=True, env={k: v for k, v in c.env(cache).items()
                                                             if k != "SHARDC_CACHE_STATS"})
     c.t.check(p.returncode == 0 and p.stderr == "", "on a pipe: nothing on standard error", repr(p.stderr))
+    slow_cc = os.path.join(c.tmp, "slow-cc")
+    open(slow_cc, "w").write("#!/bin/sh\nsleep 1.2\nexec cc \"$@\"\n")
+    os.chmod(slow_cc, 0o755)
+    rc4, slow = pty_build(c, cache, ["--const", "B=16,D=32,F=40"], CC=slow_cc)
+    c.t.check(rc4 == 0 and re.search(r"C \d+ lines, cc prog\.c [01]\.\d s\r", slow) and
+              re.search(r"C \d+ lines, cc 1\.\d\d s\n$", last(slow)),
+              "on a terminal: while cc runs, the file it compiles and its seconds tick", repr(slow[-300:]))
+    quiet = {k: v for k, v in c.env(cache).items() if k != "SHARDC_CACHE_STATS"}
+    verbose = []
+    for _ in range(2):
+        p = subprocess.run([c.shardc, "build", MLP, "--fn", "mlp", "--const", "B=16,D=32,F=24", "-o", c.out(), "-v"],
+                           capture_output=True, text=True, env=quiet)
+        verbose.append(p.stderr)
+    stages = "".join("shardc: %s: %s \\(\\d+\\.\\d\\d s\\)\n" % (re.escape(MLP), st)
+                     for st in ("parsed", "checked", "propagated", "partitioned", "scheduled"))
+    miss = re.compile("^" + stages + r"shardc: \S+ \(mesh X=2,Y=4\)\nshardc: C \d+ lines\nshardc: cache miss [0-9a-f]{64}\n"
+                      r"shardc: cc -std=c11 -O2 -o \S+ \S+/prog\.c .*-fopenmp.*\nshardc: cc \d+\.\d\d s\n"
+                      r"shardc: cache stored [0-9a-f]{64}\n$")
+    hit = re.compile("^" + stages + r"shardc: \S+ \(mesh X=2,Y=4\)\nshardc: C \d+ lines\nshardc: cache hit [0-9a-f]{64}\n"
+                     r"shardc: cached\n$")
+    c.t.check(miss.match(verbose[0]) and hit.match(verbose[1]),
+              "build -v on a pipe: a plain line per stage, the cache's miss (the cc command and time) then hit",
+              repr(verbose))
+    p = subprocess.run([c.shardc, "dump", MLP, "--stage", "parsed", "-v"], capture_output=True, text=True)
+    c.t.check(p.returncode == 2 and "-v goes with build and run" in p.stderr, "dump -v is a usage error",
+              repr(p.stderr))
 
 
 def main():
