@@ -9,6 +9,7 @@ with --steps 2000000000, a private TMPDIR):
 - SIGTERM, SIGINT and SIGHUP to shardc: the program is stopped, shardc dies
   by the same signal, the temporary folder is removed, --out has nothing;
 - `timeout 2 shardc run ...`: status 124, no process, no temporary folder;
+  on MPI too (`timeout 4`): mpirun and its ranks gone;
 - SIGKILL to shardc (nothing can catch it): the program still ends;
 - a built program's `--repeat 0` is a clear usage error (status 2);
 - a .npz member cut off inside its .npy header (40, 9 and 3 bytes kept) is
@@ -144,6 +145,39 @@ def check_timeout(d):
               "status %s, program %s, left %s, %r" % (rc, "alive" if still else "gone", left(tmpdir), err[-300:]))
 
 
+def procs_under(path):
+    """The live processes whose command line mentions `path`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = open("/proc/%s/cmdline" % pid, "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        if path in cmd and alive(int(pid)):
+            found.append(int(pid))
+    return found
+
+
+def check_timeout_mpi(d):
+    """mpirun and its ranks are the program's process group: all stop."""
+    if not shutil.which("timeout") or not shutil.which("mpirun"):
+        return
+    d.n += 1
+    tmpdir, out = os.path.join(d.tmp, "t%d" % d.n), os.path.join(d.tmp, "out%d" % d.n)
+    os.makedirs(tmpdir)
+    env = dict(os.environ, TMPDIR=tmpdir, SHARDC_CACHE_DIR=os.path.join(d.tmp, "cache"))
+    p = subprocess.run(["timeout", "4", d.shardc, "run", PROG, "--fn", "momentum", "--backend", "mpi", "--steps",
+                        "2000000000", "--log-every", "1000000000", "--out", out] + d.ins,
+                       capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    deadline = time.time() + 10
+    while procs_under(tmpdir) and time.time() < deadline:
+        time.sleep(0.1)
+    left_procs = procs_under(tmpdir)
+    d.t.check(p.returncode == 124 and not left_procs and not left(tmpdir),
+              "timeout 4 shardc run --backend mpi: status 124, mpirun and its ranks gone, no temporary folder",
+              "status %s, processes %s, left %s, %r" % (p.returncode, left_procs, left(tmpdir), p.stderr[-300:]))
+
+
 def check_kill(d):
     p, prog, tmpdir, out = d.start()
     if prog:
@@ -166,8 +200,8 @@ def check_program_args(d):
     arrays = {k: rng.standard_normal(s).astype(np.float32) for k, s in arrays.items()}
     ins = []
     for k, a in arrays.items():
-        np.save(os.path.join(d.tmp, k + ".npy"), a)
-        ins += ["--in", "%s=%s" % (k, os.path.join(d.tmp, k + ".npy"))]
+        np.save(os.path.join(d.tmp, "mlp-" + k + ".npy"), a)
+        ins += ["--in", "%s=%s" % (k, os.path.join(d.tmp, "mlp-" + k + ".npy"))]
     p = subprocess.run([exe, "--repeat", "0", "--out", os.path.join(d.tmp, "r0")] + ins, capture_output=True,
                        text=True) if b.returncode == 0 else b
     d.t.check(b.returncode == 0 and p.returncode == 2 and
@@ -202,6 +236,7 @@ def main():
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         check_stop(d, sig)
     check_timeout(d)
+    check_timeout_mpi(d)
     check_kill(d)
     check_program_args(d)
     return d.t.summary()
