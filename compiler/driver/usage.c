@@ -40,8 +40,9 @@ const CommandSpec shardc_commands[] = {
      "shardc compile samples/mlp.tdsl -o mlp.c --fn mlp"},
     {"build", CMD_BUILD, "build prog.tdsl -o prog --fn F [--backend threads|mpi]",
      "emit C and link an executable: -o prog --fn F [--backend threads|mpi]",
-     "Emit C for F and compile and link it with cc (mpicc for MPI) into the executable prog, which takes "
-     "--in, --out, --cast, --steps and the other options run passes it.",
+     "Emit C for F and compile and link it with the compiler the libraries were built with (cc, or $CC; "
+     "mpicc for MPI) into the executable prog, which takes --in, --out, --cast, --steps and the other "
+     "options run passes it. On a terminal a progress line shows the phases; -v prints them as lines.",
      "shardc build samples/mlp.tdsl --fn mlp -o mlp && ./mlp --in x=x.npy --in w_in=w_in.npy "
      "--in w_out=w_out.npy --out out"},
     {"run", CMD_RUN,
@@ -285,6 +286,9 @@ void print_man(FILE *out, const char *version) {
     man_options(out, CMD_ALL);
     fputs(".SH EXIT STATUS\n.TP\n0\nsuccess\n.TP\n1\nan error in the program, an input file that cannot be read, "
           "or output that cannot be written\n.TP\n2\nbad command\\-line use\n.TP\n3\nan internal compiler error\n"
+          ".TP\n128+N\nrun: the program was killed by signal N (139: SIGSEGV), named on stderr with how to debug "
+          "it\n.PP\nSIGINT, SIGTERM and SIGHUP to build or run are passed on to the compiler or program they "
+          "started (its process group); shardc removes its temporary folder and dies by the same signal.\n"
           ".SH SEE ALSO\ndocs/cli.md, docs/language.md (installed in share/doc/shardc)\n", out);
 }
 
