@@ -321,9 +321,13 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     int n = 0;
     while (argv[n])
         n++;
-    for (int i = 0; i < tc.nflags; i++)     /* -fopenmp (or $SHARDC_OPENMP), a sanitizer's flags */
+    int sanitized = 0;
+    for (int i = 0; i < tc.nflags; i++) {   /* -fopenmp (or $SHARDC_OPENMP), a sanitizer's flags */
         argv[n++] = tc.flags[i];
-    if (on_path("ld.gold"))
+        sanitized |= strncmp(tc.flags[i], "-fsanitize=", 11) == 0;
+    }
+    /* Not with a sanitizer: gold warns of every ASan symbol it cannot export. */
+    if (on_path("ld.gold") && !sanitized)
         argv[n++] = "-fuse-ld=gold";
     if (mpi)
         argv[n++] = "-DSHARDC_MPI";
