@@ -107,6 +107,12 @@ static void start(char *const *argv, int quiet, const char *errors, pid_t parent
             signal(stop_signals[i], SIG_IGN);
     if (quiet && !freopen("/dev/null", "w", stdout))
         _exit(127);
+    /* A group of its own is not the terminal's foreground group: reading
+     * the terminal (mpirun forwards standard input to rank 0) would stop
+     * it with SIGTTIN.  Nothing shardc starts reads standard input. */
+    int null = isatty(STDIN_FILENO) ? open("/dev/null", O_RDONLY) : -1;
+    if (null >= 0 && (dup2(null, STDIN_FILENO) < 0 || close(null) != 0))
+        _exit(127);
     /* dup2, not freopen: stderr stays unbuffered, so the message below
      * reaches the file before _exit. */
     int fd = errors ? open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
