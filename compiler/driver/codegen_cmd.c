@@ -74,9 +74,6 @@ static int locate(char *inc1, char *inc2, char *libdir, size_t cap) {
     return -1;
 }
 
-/* Run argv and wait (child.h): its exit status, 128 + N after signal N. */
-static int spawn_to(char *const *argv, int quiet, const char *errors) { return child_run(argv, quiet, errors); }
-
 /* Where execvp finds the command `name`: `name` itself when it has a
  * slash, else its directory of $PATH.  Returns 0, or -1 when not found. */
 static int resolve(const char *name, char *found, size_t cap) {
@@ -211,8 +208,6 @@ static long count_lines(const char *src) {
     return lines;
 }
 
-static double seconds(void) { return status_seconds(); }
-
 typedef struct {
     Status *status;
     double t0;
@@ -224,7 +219,7 @@ static void cc_tick(void *ctx) {
     const CcTick *t = ctx;
     char tail[128];
     const char *slash = strrchr(t->src, '/');
-    snprintf(tail, sizeof tail, ", cc %s %.1f s", slash ? slash + 1 : t->src, seconds() - t->t0);
+    snprintf(tail, sizeof tail, ", cc %s %.1f s", slash ? slash + 1 : t->src, status_seconds() - t->t0);
     status_tail(t->status, tail);
 }
 
@@ -238,10 +233,10 @@ static int run_cc(char *const *argv, const char *src, const char *dir, Status *s
     for (int i = 0; status && status->verbose && argv[i]; i++)
         fmt(line + strlen(line), sizeof line - strlen(line), "%s%s", i ? " " : "", argv[i]);
     status_note(status, "%s", line);
-    CcTick tick = {status, seconds(), src};
+    CcTick tick = {status, status_seconds(), src};
     cc_tick(&tick);
     int rc = child_run_ticking(argv, 0, on ? errors : NULL, on ? cc_tick : NULL, &tick);
-    status_add(status, "cc %.2f s", seconds() - tick.t0);
+    status_add(status, "cc %.2f s", status_seconds() - tick.t0);
     FILE *f = on ? fopen(errors, "r") : NULL;
     if (f && fgetc(f) != EOF) {
         status_end(status);
@@ -351,22 +346,6 @@ static char *make_temp_dir(Arena *arena) {
     return dir;
 }
 
-/* The one-device run's output directory and its files: result0.npy, ...,
- * and with --steps the carried parameters' NAME.npy. */
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    char path[PATH_MAX + 300];
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            fmt(path, sizeof path, "%s/%s", dir, e->d_name);
-            remove(path);
-        }
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-}
-
 static void remove_temp(const char *dir, const char *const *names, int n) {
     char path[PATH_MAX + 64];
     for (int i = 0; i < n; i++) {
@@ -445,7 +424,7 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
         }
     if (ro->cast)
         argv[k++] = "--cast";
-    int rc = spawn_to(argv, quiet, NULL);
+    int rc = child_run(argv, quiet, NULL);
     arena_free(&arena);
     if (rc > 128 && !mpi)          /* mpirun reports a rank's signal itself */
         report_signal(rc - 128);
@@ -528,7 +507,7 @@ int run_command(const Module *m, int f, const char *const *ins, int nins, const 
         status_end(ro->status);
         rc = rc ? rc : run_program(ref, ins, nins, ref_out, 0, 1, 1, ro, 1);   /* its --steps log unprinted */
         rc = rc ? rc : compare_results(m, f, out_dir, ref_out);
-        remove_dir(ref_out);
+        child_remove_tree(ref_out);   /* the one-device run's results: result0.npy, ..., NAME.npy */
     }
     remove_temp(dir, (const char *[]){"prog.c", "prog", "one"}, 3);
     child_guard_dir(NULL);
