@@ -3,6 +3,7 @@
  * by rename, disappear by unlink, and a reader that loses a race (an entry
  * evicted between lookup and link) simply builds. */
 #include "cache.h"
+#include "child.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -84,6 +85,7 @@ int cache_key_command_output(Sha256 *key, const char *label, char *const *argv) 
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
+        setpgid(0, 0);               /* child.h: stop signals reach it */
         int null = open("/dev/null", O_WRONLY);
         dup2(fd[1], STDOUT_FILENO);
         dup2(null, STDERR_FILENO);
@@ -92,6 +94,8 @@ int cache_key_command_output(Sha256 *key, const char *label, char *const *argv) 
         _exit(127);
     }
     close(fd[1]);
+    if (pid > 0)
+        child_own(pid);
     cache_key_str(key, label, argv[0]);
     char buf[4096];
     for (ssize_t n; pid > 0 && ((n = read(fd[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR));)
@@ -101,6 +105,8 @@ int cache_key_command_output(Sha256 *key, const char *label, char *const *argv) 
     int st = 0;
     while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
+    if (pid > 0)
+        child_disown();
     return pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 

@@ -145,6 +145,18 @@ static int wait_child(pid_t pid, void (*tick)(void *ctx), void *ctx) {
     }
 }
 
+void child_own(int pid) {
+    setpgid(pid, pid);           /* also here: the group exists before any kill(-pid) */
+    child_pgid = pid;
+    if (asked)                   /* came between fork and now */
+        kill(-pid, asked);
+}
+
+void child_disown(void) {
+    child_pgid = 0;
+    child_stop_if_asked();
+}
+
 int child_run_ticking(char *const *argv, int quiet, const char *errors, void (*tick)(void *ctx), void *ctx) {
     fflush(stdout);
     fflush(stderr);
@@ -153,13 +165,9 @@ int child_run_ticking(char *const *argv, int quiet, const char *errors, void (*t
         return -1;
     if (pid == 0)
         start(argv, quiet, errors, parent);
-    setpgid(pid, pid);           /* also here: the group exists before any kill(-pid) */
-    child_pgid = pid;
-    if (asked)                   /* came between fork and now */
-        kill(-pid, asked);
+    child_own(pid);
     int st = wait_child(pid, tick, ctx);
-    child_pgid = 0;
-    child_stop_if_asked();
+    child_disown();
     if (st < 0)
         return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);

@@ -16,6 +16,13 @@ int child_run(char *const *argv, int quiet, const char *errors);
  * progress line's seconds). */
 int child_run_ticking(char *const *argv, int quiet, const char *errors, void (*tick)(void *ctx), void *ctx);
 
+/* For a child forked elsewhere (cache.c's `cc --version`, whose output it
+ * reads), which called setpgid(0, 0): stop signals are passed on to its
+ * group from child_own until child_disown, which then stops shardc if one
+ * came. */
+void child_own(int pid);
+void child_disown(void);
+
 /* From now on, a stop signal removes `dir` (a temporary folder, with
  * what is in it; NULL: none) before shardc dies.  Installs the handlers. */
 void child_guard_dir(const char *dir);

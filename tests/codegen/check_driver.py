@@ -11,6 +11,8 @@ with --steps 2000000000, a private TMPDIR):
 - `timeout 2 shardc run ...`: status 124, no process, no temporary folder;
   on MPI too (`timeout 4`): mpirun and its ranks gone;
 - SIGKILL to shardc (nothing can catch it): the program still ends;
+- SIGINT to `shardc build` while the C compiler runs: the compiler stops,
+  no temporary folder, no -o file;
 - a built program's `--repeat 0` is a clear usage error (status 2);
 - a .npz member cut off inside its .npy header (40, 9 and 3 bytes kept) is
   said to be, by a built program and by `shardc interp`, not read past
@@ -178,6 +180,34 @@ def check_timeout_mpi(d):
               "status %s, processes %s, left %s, %r" % (p.returncode, left_procs, left(tmpdir), p.stderr[-300:]))
 
 
+def check_build_stopped(d):
+    """SIGINT during `shardc build`'s C compile (a $CC that sleeps first):
+    the compiler's group stops, no temporary folder, no -o."""
+    d.n += 1
+    tmpdir, exe = os.path.join(d.tmp, "t%d" % d.n), os.path.join(d.tmp, "never%d" % d.n)
+    os.makedirs(tmpdir)
+    slow = os.path.join(d.tmp, "slow-cc")
+    open(slow, "w").write("#!/bin/sh\nsleep 30\nexec cc \"$@\"\n")
+    os.chmod(slow, 0o755)
+    env = dict(os.environ, TMPDIR=tmpdir, CC=slow, SHARDC_CACHE_DIR=os.path.join(d.tmp, "cache"))
+    p = subprocess.Popen([d.shardc, "build", MLP, "-o", exe] + MLP_CONST, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline and not [k for k in children(p.pid) if k[1] in ("slow-cc", "sh")]:
+        time.sleep(0.05)
+    cc = [k[0] for k in children(p.pid)]
+    time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    deadline = time.time() + 10
+    while any(alive(c) for c in cc) and time.time() < deadline:
+        time.sleep(0.05)
+    d.t.check(cc and p.returncode == -signal.SIGINT and not any(alive(c) for c in cc) and not left(tmpdir) and
+              not os.path.exists(exe) and "shardc: stopped by SIGINT, its temporary folder removed" in err,
+              "SIGINT to shardc build while cc runs: cc stopped, shardc dies by SIGINT, no temporary folder, no -o",
+              "status %s, cc %s, left %s, %r" % (p.returncode, cc, left(tmpdir), err[-300:]))
+
+
 def check_kill(d):
     p, prog, tmpdir, out = d.start()
     if prog:
@@ -238,6 +268,7 @@ def main():
     check_timeout(d)
     check_timeout_mpi(d)
     check_kill(d)
+    check_build_stopped(d)
     check_program_args(d)
     return d.t.summary()
 
