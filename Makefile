@@ -20,7 +20,8 @@ INTERP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/interp/*.c) co
 # The build cache (cache.c, sha256.c) and the progress line (status.c) serve
 # `shardc build` and `run`.
 CODEGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard compiler/codegen/*.c) compiler/driver/codegen_cmd.c \
-	compiler/driver/cache.c compiler/driver/sha256.c compiler/driver/status.c)
+	compiler/driver/cache.c compiler/driver/sha256.c compiler/driver/status.c compiler/driver/child.c \
+	compiler/driver/toolchain.c)
 
 # The communication runtime (docs/runtime.md): a static library of its own,
 # built with -pthread, and its tests (tests/runtime/*.c, TAP-like output).
@@ -52,7 +53,22 @@ LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/
 
 .PHONY: all check check-fast check-asan fuzz install clean deps runtime-tests mpi-tests lib-tests bench bench-doc
 
-all: $(BUILD)/shardc $(BUILD)/shardc.1 $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a $(RT_MPI)
+all: $(BUILD)/shardc $(BUILD)/shardc.1 $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a $(RT_MPI) \
+	$(BUILD)/shardc-toolchain
+
+# The compiler and flags the libraries are built with, for `shardc build`
+# and `run` to link generated programs the same way (compiler/driver/
+# toolchain.h): clang's -fopenmp is LLVM's libomp, gcc's libgomp, and a
+# sanitized library needs the sanitizer at the link.  Rewritten only when
+# it changes, so that a rebuilt tree keeps its build cache.
+TOOLCHAIN_FLAGS = $(filter -fsanitize=% -fno-sanitize%,$(CFLAGS))
+$(BUILD)/shardc-toolchain: FORCE
+	@mkdir -p $(BUILD)
+	@printf '# written by make: the compiler and flags of libshardc_lib.a and libshardc_rt.a\ncc=%s\nopenmp=%s\nflags=%s\n' \
+	    '$(CC)' '$(OPENMP)' '$(TOOLCHAIN_FLAGS)' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+.PHONY: FORCE
+FORCE:
 
 # The man page, printed by shardc from the same tables as its --help
 # (compiler/driver/usage.c).
@@ -209,8 +225,9 @@ fuzz: $(BUILD)/fuzz_frontend
 PUB_HDR := runtime/shardc_rt.h lib/shardc_lib.h lib/shardc_elementwise.h lib/shardc_elementwise.def \
 	lib/shardc_parallel.h lib/shardc_npy.h lib/shardc_main.h lib/shardc_trace.h lib/shardc_session.h \
 	lib/shardc_rng.h
-VERSION := $(shell sed -n 's/^\#define SHARDC_VERSION "\(.*\)"/\1/p' compiler/driver/main.c)
-PC_SED   = sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|'
+VERSION := $(shell sed -n 's/^\#define SHARDC_VERSION "\(.*\)"/\1/p' compiler/driver/version.h)
+PC_SED   = sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@VERSION@|$(VERSION)|' -e 's|@CC@|$(CC)|' \
+	-e 's|@OPENMP@|$(OPENMP)|g'
 
 # The Python package (docs/python.md), where Debian's python3 looks for
 # /usr/local's: PREFIX/lib/python3.X/dist-packages (and the package finds
@@ -230,7 +247,7 @@ install: all
 	install -m 644 samples/host/* $(DESTDIR)$(PREFIX)/share/shardc/samples/host
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(PUB_HDR) $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/libshardc_rt.a $(BUILD)/libshardc_lib.a $(BUILD)/shardc-toolchain $(DESTDIR)$(PREFIX)/lib/
 	$(if $(RT_MPI),install -m 644 $(RT_MPI) $(DESTDIR)$(PREFIX)/lib/libshardc_rt_mpi.a)
 	$(PC_SED) tools/pkgconfig/shardc.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/shardc.pc
 	$(if $(RT_MPI),$(PC_SED) tools/pkgconfig/shardc-mpi.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/shardc-mpi.pc)

@@ -227,8 +227,10 @@ static int parse_args(Run *r, int argc, char **argv) {
             return 2;
         if (o == 3)
             r->local_outputs = strcmp(v, "local") == 0;
-        if (o == 4 && (r->repeat = (int)number(v, 1, 1000000)) < 0)
+        if (o == 4 && (r->repeat = (int)number(v, 1, 1000000)) < 0) {
+            sk_run_fail(r, "--repeat '%s': a number of timed runs from 1 to 1000000", v);
             return 2;
+        }
         if (o == 5 && (r->local_devices = (int)number(v, 1, SC_MAX_DEVICES)) < 0)
             return 2;
         if (o == 9 || o == 11)

@@ -147,6 +147,29 @@ static int64_t regular_size(int fd) {
     return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
 }
 
+/* The .npy header of a member must end inside the member: the .npy reader
+ * reads the header by its declared length, and one cut off by the member's
+ * end would take the zip records after it for its text. */
+static int member_header_fits(int fd, const char *path, const char *member, int64_t at, int64_t size, char *err,
+                              size_t errlen) {
+    unsigned char pre[12] = {0};
+    size_t n = size < 12 ? (size_t)size : 12;
+    if (pread_all(fd, pre, n, at))
+        return npy_fail(err, errlen, "'%s' is a damaged .npz archive (array '%s')", path, member);
+    if (memcmp(pre, "\x93NUMPY", n < 6 ? n : 6) != 0)
+        return 0;                    /* not .npy: the .npy reader says so */
+    int lenbytes = n > 6 && pre[6] >= 2 ? 4 : 2;
+    if (8 + lenbytes > size)
+        return npy_fail(err, errlen, "'%s' array '%s' is cut off inside its header (a damaged .npz archive)", path,
+                        member);
+    int64_t end = 8 + lenbytes + (int64_t)npy_load_le(pre + 8, lenbytes);
+    if (end > size)
+        return npy_fail(err, errlen, "'%s' array '%s' is cut off inside its header: it declares %lld bytes of header, "
+                        "the member has %lld (a damaged .npz archive)", path, member, (long long)end,
+                        (long long)size);
+    return 0;
+}
+
 int npz_member_data(int fd, const char *path, const char *member, int64_t *at, int64_t *size, char *err,
                     size_t errlen) {
     int64_t file_size = regular_size(fd);
@@ -165,7 +188,7 @@ int npz_member_data(int fd, const char *path, const char *member, int64_t *at, i
     *size = z.size;
     if (*at + z.size > file_size)
         return npy_fail(err, errlen, "'%s' is a damaged .npz archive (array '%s')", path, member);
-    return 0;
+    return member_header_fits(fd, path, member, *at, z.size, err, errlen);
 }
 
 int sk_npz_has(const char *path, const char *member) {

@@ -616,6 +616,16 @@ static int mpi_agree(sc_world *w, int ok, int *first_ok) {
     return all[0];
 }
 
+static int mpi_share(sc_world *w, void *buf, size_t bytes) {
+    const size_t chunk = (size_t)1 << 30;          /* MPI counts are ints */
+    for (size_t at = 0; at < bytes; at += chunk) {
+        int n = (int)(bytes - at < chunk ? bytes - at : chunk);
+        if (MPI_Bcast((char *)buf + at, n, MPI_BYTE, 0, state(w)->host) != MPI_SUCCESS)
+            return SC_ERR;
+    }
+    return 0;
+}
+
 static void mpi_free(Mpi *m) {
     free(m->count);
     free(m);
@@ -635,7 +645,8 @@ static void mpi_destroy(sc_world *w) {
     mpi_free(m);
 }
 
-static const RtRemote mpi_remote = {mpi_post, mpi_wait, mpi_release, mpi_collect, mpi_agree, mpi_destroy};
+static const RtRemote mpi_remote = {mpi_post, mpi_wait, mpi_release, mpi_collect, mpi_agree, mpi_share,
+                                     mpi_destroy};
 
 /* ---- creation ---- */
 

@@ -182,9 +182,11 @@ int sc_device_local_id(const sc_device *dev);
  * process 0, blocks[d] for every device d receives the `bytes` that device
  * d's process holds in its blocks[d] (a no-op on threads).  agree: 1 when
  * every process passed ok != 0, and *first_ok (if not NULL) gets process
- * 0's ok.  Both return SC_ERR / 0 on a communication failure. */
+ * 0's ok.  share: process 0's `bytes` at buf to every process's buf (a
+ * no-op on threads).  Each returns SC_ERR / 0 on a communication failure. */
 int sc_world_collect(sc_world *w, void *const *blocks, size_t bytes);
 int sc_world_agree(sc_world *w, int ok, int *first_ok);
+int sc_world_share(sc_world *w, void *buf, size_t bytes);
 
 int sc_device_id(const sc_device *dev);
 int sc_coord(const sc_device *dev, int axis);

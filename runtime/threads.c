@@ -507,6 +507,10 @@ int sc_world_collect(sc_world *w, void *const *blocks, size_t bytes) {
     return w->remote ? w->remote->collect(w, blocks, bytes) : 0;
 }
 
+int sc_world_share(sc_world *w, void *buf, size_t bytes) {
+    return w->remote ? w->remote->share(w, buf, bytes) : 0;
+}
+
 int sc_world_agree(sc_world *w, int ok, int *first_ok) {
     if (w->remote)
         return w->remote->agree(w, ok, first_ok);

@@ -166,6 +166,7 @@ typedef struct {
     void (*release)(Slot *s);
     int (*collect)(sc_world *w, void *const *blocks, size_t bytes);
     int (*agree)(sc_world *w, int ok, int *first_ok);
+    int (*share)(sc_world *w, void *buf, size_t bytes);
     void (*destroy)(sc_world *w);
 } RtRemote;
 

@@ -4,10 +4,11 @@
  * identity, the headers and libraries, shardc's version), so that building an
  * unchanged program again copies the executable instead of running cc.
  *
- * Layout: DIR/v1/KEY, one executable per entry, written to a temporary
- * file in the same directory and renamed into place, so that a concurrent
- * reader (tests build two at a time, MPI ranks) sees a whole entry or
- * none.  An entry's modification time is when it was last used; beyond
+ * Layout: DIR/v2/KEY, one executable per entry behind a header that
+ * records its size and SHA-256 (checked before every use), written to a
+ * temporary file in the same directory, fsync'd and renamed into place, so
+ * that a concurrent reader (tests build two at a time, MPI ranks) sees a
+ * whole entry or none, and a crash leaves none.  An entry's modification time is when it was last used; beyond
  * the size bound the least recently used entries are removed. */
 #ifndef SHARDC_CACHE_H
 #define SHARDC_CACHE_H
@@ -17,8 +18,9 @@
 #include <stdint.h>
 
 typedef struct {
-    int enabled;             /* 0: SHARDC_CACHE=0 or --no-cache */
-    const char *dir;         /* the cache directory (entries in dir/v1) */
+    int enabled;             /* 0: SHARDC_CACHE=0, --no-cache, or nowhere to keep it */
+    const char *off;         /* why it is off, for `cache info` (NULL: on) */
+    const char *dir;         /* the cache directory (entries in dir/v2) */
     int64_t max_bytes;       /* SHARDC_CACHE_MAX */
     int stats;               /* SHARDC_CACHE_STATS: say each hit and miss on stderr */
 } CacheOptions;
@@ -36,14 +38,15 @@ int cache_key_file_content(Sha256 *key, const char *label, const char *path, lon
 /* What `argv` prints on standard output (cc --version); -1 when it fails. */
 int cache_key_command_output(Sha256 *key, const char *label, char *const *argv);
 
-/* Look up `key`: on a hit, put the entry at `out` (a hard link when
- * `may_link`, else a copy: the user's file must not share the entry's
- * inode), mark it used and return 1; else 0. */
-int cache_fetch(const CacheOptions *o, const char *key, const char *out, int may_link);
-/* Keep the executable `path` as the entry of `key` (a hard link when
- * `may_link`), then evict down to the size bound.  Failing to cache is
- * never an error: the build has its result either way. */
-void cache_store(const CacheOptions *o, const char *key, const char *path, int may_link);
+/* Look up `key`: on a hit, check the entry (its size and SHA-256), copy the
+ * executable to `out` (by a temporary file renamed over it), mark the entry
+ * used and return 1; else 0.  A damaged or foreign entry is removed and
+ * reported in one line on stderr, and counts as a miss. */
+int cache_fetch(const CacheOptions *o, const char *key, const char *out);
+/* Keep the executable `path` as the entry of `key`, then evict down to the
+ * size bound.  Failing to cache is never an error: the build has its
+ * result either way. */
+void cache_store(const CacheOptions *o, const char *key, const char *path);
 
 /* `shardc cache info|clean`, `shardc cache hash FILE`: returns an exit status. */
 int cache_command(const CacheOptions *o, const char *what, const char *file);

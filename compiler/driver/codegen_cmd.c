@@ -3,6 +3,8 @@
  * libshardc_*.a, runtime/ and lib/ one or two levels up) or in an installed
  * PREFIX (bin/shardc, include/, lib/). */
 #include "codegen_cmd.h"
+#include "child.h"
+#include "toolchain.h"
 #include "output.h"
 #include "version.h"
 
@@ -14,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -70,33 +73,6 @@ static int locate(char *inc1, char *inc2, char *libdir, size_t cap) {
     }
     return -1;
 }
-
-/* Run argv and wait; `quiet`: its standard output goes to /dev/null;
- * `errors` (unless NULL): its standard error goes to that file. */
-static int spawn_to(char *const *argv, int quiet, const char *errors) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        if (quiet && !freopen("/dev/null", "w", stdout))
-            _exit(127);
-        /* dup2, not freopen: stderr stays unbuffered, so the message
-         * below reaches the file before _exit. */
-        int fd = errors ? open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
-        if (errors && (fd < 0 || dup2(fd, STDERR_FILENO) < 0))
-            _exit(127);
-        execvp(argv[0], argv);
-        fprintf(stderr, "shardc: error: cannot run '%s': %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
-
 
 /* Where execvp finds the command `name`: `name` itself when it has a
  * slash, else its directory of $PATH.  Returns 0, or -1 when not found. */
@@ -232,21 +208,35 @@ static long count_lines(const char *src) {
     return lines;
 }
 
-static double seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+typedef struct {
+    Status *status;
+    double t0;
+    const char *src;
+} CcTick;
+
+/* While cc runs: the file it compiles and its seconds so far. */
+static void cc_tick(void *ctx) {
+    const CcTick *t = ctx;
+    char tail[128];
+    const char *slash = strrchr(t->src, '/');
+    snprintf(tail, sizeof tail, ", cc %s %.1f s", slash ? slash + 1 : t->src, status_seconds() - t->t0);
+    status_tail(t->status, tail);
 }
 
 /* Run cc; on a terminal its messages wait in `dir`/cc-errors until the
- * progress line is finished, so that they do not land inside it. */
-static int run_cc(char *const *argv, const char *dir, Status *status) {
-    char errors[PATH_MAX + 16];
+ * progress line is finished, so that they do not land inside it.  -v says
+ * its command line. */
+static int run_cc(char *const *argv, const char *src, const char *dir, Status *status) {
+    char errors[PATH_MAX + 16], line[4096] = "";
     fmt(errors, sizeof errors, "%s/cc-errors", dir);
     int on = status && status->on;
-    double t0 = seconds();
-    int rc = spawn_to(argv, 0, on ? errors : NULL);
-    status_add(status, "cc %.2f s", seconds() - t0);
+    for (int i = 0; status && status->verbose && argv[i]; i++)
+        fmt(line + strlen(line), sizeof line - strlen(line), "%s%s", i ? " " : "", argv[i]);
+    status_note(status, "%s", line);
+    CcTick tick = {status, status_seconds(), src};
+    cc_tick(&tick);
+    int rc = child_run_ticking(argv, 0, on ? errors : NULL, on ? cc_tick : NULL, &tick);
+    status_add(status, "cc %.2f s", status_seconds() - tick.t0);
     FILE *f = on ? fopen(errors, "r") : NULL;
     if (f && fgetc(f) != EOF) {
         status_end(status);
@@ -262,29 +252,26 @@ static int run_cc(char *const *argv, const char *dir, Status *status) {
     return rc;
 }
 
-/* Compile and link by `argv`, or take the executable from the cache.
- * `may_link`: `out` is shardc's own (run's temporary directory), so it may
- * share the cache entry's inode. */
+/* Compile and link by `argv`, or take the executable from the cache. */
 static int cached_cc(char *const *argv, const char *src, const char *out, const char *dir, const BuildInputs *in,
-                     const RunOptions *ro, int may_link) {
+                     const RunOptions *ro) {
     char key[65];
     long lines = 0;
     int keyed = ro->cache.enabled && build_key(argv, src, out, in, key, &lines) == 0;
     status_add(ro->status, "C %ld lines", keyed ? lines : count_lines(src));
-    if (keyed && cache_fetch(&ro->cache, key, out, may_link)) {
+    if (keyed && cache_fetch(&ro->cache, key, out)) {
         status_add(ro->status, "cached");
         return 0;
     }
-    int rc = run_cc(argv, dir, ro->status);
+    int rc = run_cc(argv, src, dir, ro->status);
     if (rc == 0 && keyed)
-        cache_store(&ro->cache, key, out, may_link);
+        cache_store(&ro->cache, key, out);
     return rc;
 }
 
 /* Emit `dir`/prog.c and link `out`; for MPI with mpicc (-DSHARDC_MPI picks
  * the backend in shardc_main.h) and libshardc_rt_mpi.a. */
-static int build_in(const Module *m, int f, const char *dir, const char *out, int mpi, const RunOptions *ro,
-                    int may_link) {
+static int build_in(const Module *m, int f, const char *dir, const char *out, int mpi, const RunOptions *ro) {
     BuildInputs in = {.mpi = mpi};
     if (locate(in.inc1, in.inc2, in.libdir, PATH_MAX)) {
         status_end(ro->status);
@@ -303,13 +290,17 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     char src[PATH_MAX + 16];
     fmt(src, sizeof src, "%s/prog.c", dir);
     int rc = write_c(m, f, src);
+    child_stop_if_asked();         /* a signal during code generation */
     if (rc)
         return rc;
     char i1[PATH_MAX + 4], i2[PATH_MAX + 4], l[PATH_MAX + 4];
     fmt(i1, sizeof i1, "-I%s", in.inc1);
     fmt(i2, sizeof i2, "-I%s", in.inc2);
     fmt(l, sizeof l, "-L%s", in.libdir);
-    const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+    Toolchain tc;               /* the compiler and flags the libraries were built with */
+    if (toolchain_read(in.libdir, &tc))
+        return 1;
+    const char *cc = tc.cc;
     if (mpi) {                  /* mpicc wraps $CC (OpenMPI reads OMPI_CC) */
         setenv("OMPI_CC", cc, 0);
         cc = getenv("MPICC") && *getenv("MPICC") ? getenv("MPICC") : "mpicc";
@@ -319,12 +310,19 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
      * built with it too, and oneDNN runs on the same OpenMP runtime.  GNU
      * ld spends ~0.25 s reading libdnnl.so's symbols, five times what the
      * compile of a generated program takes; gold links it in 0.05 s. */
-    char *argv[24] = {(char *)cc, "-std=c11", "-O2", "-fopenmp", "-o", (char *)out, src, i1, i2, l, "-lshardc_lib",
-                      mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt", "-ldnnl", "-lopenblas", "-lm", "-pthread"};
+    char *argv[24 + TOOLCHAIN_MAX_FLAGS] = {(char *)cc, "-std=c11", "-O2", "-o", (char *)out, src, i1, i2, l,
+                                            "-lshardc_lib", mpi ? "-lshardc_rt_mpi" : "-lshardc_rt", "-lshardc_rt",
+                                            "-ldnnl", "-lopenblas", "-lm", "-pthread"};
     int n = 0;
     while (argv[n])
         n++;
-    if (on_path("ld.gold"))
+    int sanitized = 0;
+    for (int i = 0; i < tc.nflags; i++) {   /* -fopenmp (or $SHARDC_OPENMP), a sanitizer's flags */
+        argv[n++] = tc.flags[i];
+        sanitized |= strncmp(tc.flags[i], "-fsanitize=", 11) == 0;
+    }
+    /* Not with a sanitizer: gold warns of every ASan symbol it cannot export. */
+    if (on_path("ld.gold") && !sanitized)
         argv[n++] = "-fuse-ld=gold";
     if (mpi)
         argv[n++] = "-DSHARDC_MPI";
@@ -332,7 +330,7 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
         argv[n++] = "-shared";
         argv[n++] = "-fPIC";
     }
-    rc = cached_cc(argv, src, out, dir, &in, ro, may_link);
+    rc = cached_cc(argv, src, out, dir, &in, ro);
     if (rc) {
         status_end(ro->status);
         fprintf(stderr, "shardc: error: the C compiler '%s' failed on the generated %s (status %d)\n", cc, src, rc);
@@ -348,23 +346,8 @@ static char *make_temp_dir(Arena *arena) {
         fprintf(stderr, "shardc: error: cannot create a temporary directory in '%s': %s\n", t, strerror(errno));
         return NULL;
     }
+    child_guard_dir(dir);            /* removed if shardc is told to stop */
     return dir;
-}
-
-/* The one-device run's output directory and its files: result0.npy, ...,
- * and with --steps the carried parameters' NAME.npy. */
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    char path[PATH_MAX + 300];
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            fmt(path, sizeof path, "%s/%s", dir, e->d_name);
-            remove(path);
-        }
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
 }
 
 static void remove_temp(const char *dir, const char *const *names, int n) {
@@ -379,10 +362,11 @@ static void remove_temp(const char *dir, const char *const *names, int n) {
 int build_command(const Module *m, int f, const char *out, const RunOptions *ro) {
     Arena arena = {0};
     char *dir = make_temp_dir(&arena);
-    int rc = dir ? build_in(m, f, dir, out, ro->mpi, ro, 0) : 1;
+    int rc = dir ? build_in(m, f, dir, out, ro->mpi, ro) : 1;
     status_end(ro->status);
     if (dir)
         remove_temp(dir, (const char *[]){"prog.c"}, 1);
+    child_guard_dir(NULL);
     arena_free(&arena);
     return rc;
 }
@@ -392,6 +376,17 @@ static int device_count(const Module *m) {
     for (int a = 0; a < m->naxes; a++)
         n *= (int)m->axis_size[a];
     return n;
+}
+
+/* The program died by `sig`: say which, and how to look closer. */
+static void report_signal(int sig) {
+    char buf[32];
+    fprintf(stderr, "shardc: error: the program was killed by %s (%s)", child_signal_name(sig, buf, sizeof buf),
+            strsignal(sig));
+    if (sig == SIGKILL)
+        fprintf(stderr, "; when nobody killed it, the system was probably out of memory (dmesg says)");
+    fprintf(stderr, "; to debug it, build it with 'shardc build' (the same --fn, --mesh and --const) and run "
+                    "'gdb --args PROG --in ... --out DIR',\n");
 }
 
 /* Run `prog` on the inputs; on MPI through mpirun with np processes of
@@ -433,9 +428,11 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
         }
     if (ro->cast)
         argv[k++] = "--cast";
-    int rc = spawn_to(argv, quiet, NULL);
+    int rc = child_run(argv, quiet, NULL);
     arena_free(&arena);
-    return rc == 0 ? 0 : rc == 2 ? 2 : 1;
+    if (rc > 128 && !mpi)          /* mpirun reports a rank's signal itself */
+        report_signal(rc - 128);
+    return rc == 0 ? 0 : rc == 2 ? 2 : rc > 128 && !mpi ? rc : 1;
 }
 
 /* --check: compare the results with the one-device run's. */
@@ -503,20 +500,21 @@ int run_command(const Module *m, int f, const char *const *ins, int nins, const 
     fmt(prog, sizeof prog, "%s/prog", dir);
     fmt(ref, sizeof ref, "%s/one", dir);
     fmt(ref_out, sizeof ref_out, "%s/one-out", dir);
-    int rc = build_in(m, f, dir, prog, ro->mpi, ro, 1);
+    int rc = build_in(m, f, dir, prog, ro->mpi, ro);
     status_end(ro->status);            /* the program prints next */
     if (!rc)
         rc = run_program(prog, ins, nins, out_dir, ro->mpi, np, ndev, ro, 0);
     if (!rc && ro->check) {               /* the same function, compiled for one device */
         int g = ro->check_fn;
         status_begin(ro->status, "shardc: --check: '%s' on one device", sym_name(m->syms, m->fns[f].sym));
-        rc = build_in(ro->check, g, dir, ref, 0, ro, 1);
+        rc = build_in(ro->check, g, dir, ref, 0, ro);
         status_end(ro->status);
         rc = rc ? rc : run_program(ref, ins, nins, ref_out, 0, 1, 1, ro, 1);   /* its --steps log unprinted */
         rc = rc ? rc : compare_results(m, f, out_dir, ref_out);
-        remove_dir(ref_out);
+        child_remove_tree(ref_out);   /* the one-device run's results: result0.npy, ..., NAME.npy */
     }
     remove_temp(dir, (const char *[]){"prog.c", "prog", "one"}, 3);
+    child_guard_dir(NULL);
     arena_free(&arena);
     return rc;
 }

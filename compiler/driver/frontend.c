@@ -90,6 +90,7 @@ static int match_consts(Compilation *c, const MeshFlag *flag, MeshOverride *ov) 
         }
         ov->const_sym[ov->nconsts] = found;
         ov->const_value[ov->nconsts] = flag->const_value[k];
+        ov->const_int[ov->nconsts] = flag->const_int[k];
         ov->const_is_int[ov->nconsts++] = flag->const_is_int[k];
     }
     return 0;
@@ -112,12 +113,27 @@ typedef struct {
     int n;
 } Marks;
 
+static void (*progress_fn)(const char *stage, void *ctx);
+static void *progress_ctx;
+
+void frontend_set_progress(void (*fn)(const char *stage, void *ctx), void *ctx) {
+    progress_fn = fn;
+    progress_ctx = ctx;
+}
+
+/* Only the compile that reports (not choose_remat's silent rounds). */
+static void progress(const FILE *diag_out, const char *stage) {
+    if (progress_fn && diag_out)
+        progress_fn(stage, progress_ctx);
+}
+
 static int compile(Compilation *c, const char *path, const char *text, size_t len, FILE *diag_out,
                    const MeshFlag *mesh, Stage stage, const Marks *marks, KeptCalls *kept) {
     c->syms.arena = &c->arena;
     c->diag = (Diag){path, text, len, diag_out, 0, NULL};
     if (parse_program(&c->arena, &c->syms, &c->diag, &c->ast) != 0)
         return FRONTEND_USER_ERROR;
+    progress(diag_out, "parsed");
     MeshOverride ov = {0};
     if (mesh && ((mesh->n && match_mesh(c, mesh, &ov) != 0) || match_consts(c, mesh, &ov) != 0))
         return FRONTEND_USAGE_ERROR;
@@ -133,18 +149,24 @@ static int compile(Compilation *c, const char *path, const char *text, size_t le
     int rc = verified(c, "sema", diag_out);
     if (rc != FRONTEND_OK || stage == STAGE_PARSED)
         return rc;
+    progress(diag_out, "checked");
     propagate_module(&c->module);
     rc = verified(c, "sharding propagation", diag_out);
     if (rc == FRONTEND_OK && stage == STAGE_SHARDED)
         partition_note_choices(&c->module);  /* the sharded program says what partitioning will choose */
     if (rc != FRONTEND_OK || stage == STAGE_SHARDED)
         return rc;
+    progress(diag_out, "propagated");
     partition_module(&c->module, &c->diag);
     rc = verified(c, "partitioning", diag_out);
     if (rc != FRONTEND_OK || stage == STAGE_PARTITIONED)
         return rc;
+    progress(diag_out, "partitioned");
     schedule_module(&c->module);
-    return verified(c, "scheduling", diag_out);
+    rc = verified(c, "scheduling", diag_out);
+    if (rc == FRONTEND_OK)
+        progress(diag_out, "scheduled");
+    return rc;
 }
 
 /* ---- rematerialization under --device-memory (docs/grad.md) ---- */

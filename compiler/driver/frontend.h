@@ -13,6 +13,7 @@ typedef struct {
     int nconsts;                /* --const N=64,EPS=1e-3 as written */
     char const_name[MAX_CONST_OVERRIDES][64];
     double const_value[MAX_CONST_OVERRIDES];
+    int64_t const_int[MAX_CONST_OVERRIDES];       /* the value when const_is_int: exact past 2^53 */
     uint8_t const_is_int[MAX_CONST_OVERRIDES];
     int64_t device_memory;      /* --device-memory in bytes, 0: unlimited (Module.device_memory) */
     int reshard_candidates;     /* --reshard-candidates (Module.reshard_candidates) */
@@ -37,5 +38,9 @@ enum { FRONTEND_OK = 0, FRONTEND_USER_ERROR = 1, FRONTEND_USAGE_ERROR = 2, FRONT
 int frontend_compile(Compilation *c, const char *path, const char *text, size_t len,
                      FILE *diag_out, const MeshFlag *mesh, Stage stage);
 void compilation_free(Compilation *c);
+/* Call fn(stage, ctx) as each stage of frontend_compile ends ("parsed",
+ * "checked", "propagated", "partitioned", "scheduled"), for the progress
+ * report of build and run; NULL: none. */
+void frontend_set_progress(void (*fn)(const char *stage, void *ctx), void *ctx);
 
 #endif

@@ -25,6 +25,7 @@ typedef struct {
     int check, cast;                 /* run --check; interp and run --cast */
     int no_cache;                    /* build and run --no-cache */
     int shared;                      /* build --shared */
+    int verbose;                     /* build and run -v */
     const char *file;                /* cache hash FILE */
     MeshFlag mesh;
     const char *ins[MAX_INS], *out;  /* interp */
@@ -83,7 +84,8 @@ static const char *parse_mesh_flag(const char *spec, MeshFlag *mesh) {
     return mesh->n ? NULL : "expected NAME=SIZE,...";
 }
 
-/* Parse NAME=NUMBER,...; returns NULL or what is wrong. */
+/* Parse NAME=NUMBER,...; returns NULL or what is wrong.  An integer is
+ * kept as one (exact to 2^63, where a double is exact to 2^53). */
 static const char *parse_const_flag(const char *spec, MeshFlag *f) {
     for (const char *p = spec; *p;) {
         if (f->nconsts == MAX_CONST_OVERRIDES)
@@ -94,11 +96,14 @@ static const char *parse_const_flag(const char *spec, MeshFlag *f) {
         char *end;
         errno = 0;
         long long i = strtoll(v, &end, 10);
-        int is_int = end != v && (!*end || *end == ',') && !errno;
+        int is_int = end != v && (!*end || *end == ',');
+        if (is_int && errno == ERANGE)
+            return "an integer from -9223372036854775808 to 9223372036854775807 (i64)";
         double x = is_int ? (double)i : strtod(v, &end);
         if (end == v || x != x || !(p = flag_next(end)))
             return "expected NAME=NUMBER,...";
         f->const_value[f->nconsts] = x;
+        f->const_int[f->nconsts] = is_int ? i : 0;
         f->const_is_int[f->nconsts++] = (uint8_t)is_int;
     }
     return f->nconsts ? NULL : "expected NAME=NUMBER,...";
@@ -178,6 +183,19 @@ static int unknown_option(const char *a, size_t len) {
 
 /* Options are --opt VALUE or --opt=VALUE (-o FILE only the first way).
  * Returns 0 or 2 after a usage error. */
+/* Where a switch (an option without a value) is kept; NULL for the others. */
+static int *switch_of(Options *o, int id) {
+    switch (id) {
+    case OPT_RESHARD_CANDIDATES: return &o->mesh.reshard_candidates;
+    case OPT_CHECK: return &o->check;
+    case OPT_CAST: return &o->cast;
+    case OPT_NO_CACHE: return &o->no_cache;
+    case OPT_VERBOSE: return &o->verbose;
+    case OPT_SHARED: return &o->shared;
+    default: return NULL;
+    }
+}
+
 static int parse_args(int argc, char **argv, Options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -201,16 +219,9 @@ static int parse_args(int argc, char **argv, Options *o) {
         snprintf(name, sizeof name, "%s", s->name);
         if (!s->arg && eq)
             return usage_error("%s takes no value", name);
-        if (s->id == OPT_RESHARD_CANDIDATES) {
-            o->mesh.reshard_candidates = 1;
-            continue;
-        }
-        if (s->id == OPT_CHECK || s->id == OPT_CAST || s->id == OPT_NO_CACHE) {
-            *(s->id == OPT_CHECK ? &o->check : s->id == OPT_CAST ? &o->cast : &o->no_cache) = 1;
-            continue;
-        }
-        if (s->id == OPT_SHARED) {
-            o->shared = 1;
+        int *flag = switch_of(o, s->id);
+        if (flag) {
+            *flag = 1;
             continue;
         }
         if (!s->arg)
@@ -367,6 +378,7 @@ static int cache_options(CacheOptions *c, char *dir, size_t cap) {
     const char *on = getenv("SHARDC_CACHE"), *d = getenv("SHARDC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME"), *max = getenv("SHARDC_CACHE_MAX"), *stats = getenv("SHARDC_CACHE_STATS");
     c->enabled = !on || strcmp(on, "0") != 0;
+    c->off = c->enabled ? NULL : "SHARDC_CACHE=0";
     c->stats = stats && *stats && strcmp(stats, "0") != 0;
     c->max_bytes = (int64_t)1 << 30;
     if (d && *d)
@@ -375,8 +387,11 @@ static int cache_options(CacheOptions *c, char *dir, size_t cap) {
         snprintf(dir, cap, "%s/shardc", xdg);
     else if (home && *home)
         snprintf(dir, cap, "%s/.cache/shardc", home);
-    else
+    else {
         c->enabled = 0;                    /* nowhere to keep it */
+        c->off = "none of SHARDC_CACHE_DIR, XDG_CACHE_HOME (an absolute path) and HOME is set";
+        snprintf(dir, cap, "%s", "");
+    }
     c->dir = dir;
     const char *err = max && *max ? parse_size(max, &c->max_bytes) : NULL;
     if (err)
@@ -409,7 +424,8 @@ static void status_head(Status *s, const char *input, const Module *m) {
                  (long long)m->axis_size[a]);
     }
     status_begin(s, "shardc: %s (mesh %s)", input, m->naxes ? mesh : "of one device");
-    status_add(s, "partitioned, scheduled");
+    if (!s->verbose)                       /* -v said each stage */
+        status_add(s, "partitioned, scheduled");
 }
 
 /* A usage error about a value that must be one of `values` (space
@@ -490,16 +506,23 @@ int main(int argc, char **argv) {
     RunOptions ro = {.mpi = o.backend && strcmp(o.backend, "mpi") == 0};
     if (o.no_cache && !is_run && !is_build)
         return usage_error("%s", "--no-cache goes with build and run");
+    if (o.verbose && !is_run && !is_build)
+        return usage_error("%s", "-v goes with build and run");
     char cache_dir[4096];
     Status status;
-    status_init(&status);
+    status_init(&status, o.verbose);
+    status.file = o.input;
     ro.status = is_build || is_run ? &status : NULL;
+    if (ro.status)
+        frontend_set_progress(status_stage, &status);
     if ((is_build || is_run) && cache_options(&ro.cache, cache_dir, sizeof cache_dir))
         return 2;
+    ro.cache.stats |= o.verbose;             /* -v says each hit, miss and store */
     ro.cache.enabled &= !o.no_cache;
     if (o.shared && !is_build)
         return usage_error("%s", "--shared goes with build");
     ro.shared = o.shared;
+    ro.cache.off = o.no_cache ? "--no-cache" : ro.cache.off;
     if (o.np && (!is_run || !ro.mpi))
         return usage_error("%s", "--np goes with run --backend mpi");
     if (o.np) {

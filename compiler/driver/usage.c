@@ -40,8 +40,9 @@ const CommandSpec shardc_commands[] = {
      "shardc compile samples/mlp.tdsl -o mlp.c --fn mlp"},
     {"build", CMD_BUILD, "build prog.tdsl -o prog --fn F [--backend threads|mpi]",
      "emit C and link an executable: -o prog --fn F [--backend threads|mpi]",
-     "Emit C for F and compile and link it with cc (mpicc for MPI) into the executable prog, which takes "
-     "--in, --out, --cast, --steps and the other options run passes it.",
+     "Emit C for F and compile and link it with the compiler the libraries were built with (cc, or $CC; "
+     "mpicc for MPI) into the executable prog, which takes --in, --out, --cast, --steps and the other "
+     "options run passes it. On a terminal a progress line shows the phases; -v prints them as lines.",
      "shardc build samples/mlp.tdsl --fn mlp -o mlp && ./mlp --in x=x.npy --in w_in=w_in.npy "
      "--in w_out=w_out.npy --out out"},
     {"run", CMD_RUN,
@@ -108,6 +109,10 @@ const OptionSpec shardc_options[] = {
     {OPT_SHARED, "--shared", NULL, CMD_BUILD,
      "with build: link a shared library (-o prog.so) for the Python package, and\n"
      "write the function's signature beside it (prog.sig; docs/python.md)", NULL},
+    {OPT_VERBOSE, "--verbose", NULL, CMD_BUILD | CMD_RUN,
+     "with build and run (also -v): say each step on a line of its own, on a\n"
+     "terminal or not: the front end's stages and their time, the build\n"
+     "cache's hit or miss, the C compiler's command line and time", NULL},
     {OPT_STEPS, "--steps", "N", CMD_RUN,
      "with run: run the function N times, each result named like a\n"
      "parameter (return loss, w) becoming that parameter for the next step;\n"
@@ -131,6 +136,8 @@ const CommandSpec *find_command(const char *name) {
 const OptionSpec *find_option(const char *name, size_t len) {
     if (len == 2 && strncmp(name, "-h", 2) == 0)
         return find_option("--help", 6);
+    if (len == 2 && strncmp(name, "-v", 2) == 0)
+        return find_option("--verbose", 9);
     for (int i = 0; i < shardc_noptions; i++)
         if (strlen(shardc_options[i].name) == len && strncmp(shardc_options[i].name, name, len) == 0)
             return &shardc_options[i];
@@ -282,6 +289,9 @@ void print_man(FILE *out, const char *version) {
     man_options(out, CMD_ALL);
     fputs(".SH EXIT STATUS\n.TP\n0\nsuccess\n.TP\n1\nan error in the program, an input file that cannot be read, "
           "or output that cannot be written\n.TP\n2\nbad command\\-line use\n.TP\n3\nan internal compiler error\n"
+          ".TP\n128+N\nrun: the program was killed by signal N (139: SIGSEGV), named on stderr with how to debug "
+          "it\n.PP\nSIGINT, SIGTERM and SIGHUP to build or run are passed on to the compiler or program they "
+          "started (its process group); shardc removes its temporary folder and dies by the same signal.\n"
           ".SH SEE ALSO\ndocs/cli.md, docs/language.md (installed in share/doc/shardc)\n", out);
 }
 

@@ -27,12 +27,12 @@ typedef struct {
 
 typedef enum {
     OPT_MESH, OPT_CONST, OPT_DEVICE_MEMORY, OPT_STAGE, OPT_FN, OPT_VALUE, OPT_FORMAT, OPT_IN, OPT_OUT, OPT_CAST,
-    OPT_BACKEND, OPT_NP, OPT_CHECK, OPT_NO_CACHE, OPT_SHARED, OPT_RESHARD_CANDIDATES, OPT_STEPS, OPT_LOG_EVERY, OPT_OUTPUT, OPT_HELP, OPT_VERSION, OPT_MAN,
+    OPT_BACKEND, OPT_NP, OPT_CHECK, OPT_NO_CACHE, OPT_SHARED, OPT_VERBOSE, OPT_RESHARD_CANDIDATES, OPT_STEPS, OPT_LOG_EVERY, OPT_OUTPUT, OPT_HELP, OPT_VERSION, OPT_MAN,
 } OptionId;
 
 typedef struct {
     OptionId id;
-    const char *name;           /* "--stage"; -h is --help's short name */
+    const char *name;           /* "--stage"; -h is --help's short name, -v --verbose's */
     const char *arg;            /* "STAGE"; NULL for a switch */
     unsigned cmds;              /* the commands that take it */
     const char *help;           /* lines separated by \n */

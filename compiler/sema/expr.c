@@ -42,6 +42,9 @@ int to_tensor(Sema *s, Val v, int dtype, Loc loc) {
         sema_error(s, loc, "constant %g is not a u32", value);
     /* The IR holds constants as doubles: an i64 constant is an integer a
      * double holds exactly (larger values come from data or casts). */
+    if (dtype == DT_I64 && v.kind == VAL_INT && fabs(value) > 9007199254740992.0)   /* said exactly */
+        sema_error(s, loc, "constant %lld is not an i64 constant (integers up to 2^53 in magnitude)",
+                   (long long)v.i.konst);
     if (dtype == DT_I64 && (value != floor(value) || fabs(value) > 9007199254740992.0))
         sema_error(s, loc, "constant %.17g is not an i64 constant (integers up to 2^53 in magnitude)", value);
     if (dtype == DT_U8 && (value != floor(value) || value < 0 || value > 255))

@@ -204,7 +204,7 @@ static void lower_consts(Sema *s, const AstTop *top, const MeshOverride *ov) {
             sema_error(s, b->value->loc, "a constant must be a number known at compile time");
         for (int k = 0; ov && k < ov->nconsts; k++)      /* --const, checked like the source */
             if (ov->const_sym[k] == b->sym)
-                v = ov->const_is_int[k] ? int_val((int64_t)ov->const_value[k])
+                v = ov->const_is_int[k] ? int_val(ov->const_int[k])
                                         : (Val){VAL_FLOAT, {0, 0, -1}, ov->const_value[k], -1};
         define_global(s, b->sym, B_VALUE, b->loc);
         s->global[b->sym].val = v;

@@ -15,6 +15,7 @@ typedef struct {
     int nconsts;
     int const_sym[MAX_CONST_OVERRIDES];
     double const_value[MAX_CONST_OVERRIDES];
+    int64_t const_int[MAX_CONST_OVERRIDES];       /* the value when const_is_int: exact past 2^53 */
     uint8_t const_is_int[MAX_CONST_OVERRIDES];
 } MeshOverride;
 

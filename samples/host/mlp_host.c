@@ -10,7 +10,9 @@
  * Y = 4, so the session pads the last blocks.  One session runs the MLP
  * STEPS times, as a training loop would (the world and the buffers made
  * once), on inputs that change from call to call; then once without a
- * session (on the threads backend).  With DIR, each call's inputs and result are written there as
+ * session (on the threads backend).  Built with `pkg-config shardc-mpi` and
+ * run by `mpirun -np 2`, each process makes the same calls and gets the
+ * same results (so each prints them).  With DIR, each call's inputs and result are written there as
  * raw float32 (x.K.f32, w_in.f32, w_out.f32, out.K.f32, out.once.f32) for
  * tests/codegen/check_host.py, which compares them with NumPy. */
 #include "mlp.h"               /* shardc_mlp_global, from `shardc compile -o mlp.c` */

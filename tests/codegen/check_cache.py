@@ -14,15 +14,21 @@ cache"), each point a check:
 - SHARDC_CACHE=0 and --no-cache never create the cache directory;
 - 4 concurrent builds of a new program all succeed with the same bytes,
   leaving one entry and no temporary file; 4 concurrent runs then all hit;
+- a damaged entry (emptied, truncated, one byte altered, a shell script
+  put there, another key's entry copied over it) is never used: build and
+  run report it in one line, remove it, build again (the same bytes as a
+  good build; the script never runs) and store a good entry;
 - SHARDC_CACHE_MAX evicts the least recently used entry (a hit counts as a
   use); a bad value is a usage error (status 2);
-- `cache info` counts the entries, `cache clean` removes them and nothing
+- `cache info` without HOME says why the cache is off; it counts the entries, `cache clean` removes them and nothing
   else; $XDG_CACHE_HOME/shardc and ~/.cache/shardc are the defaults;
 - the progress line: on a pseudo-terminal, "\\r"-redrawn, ending in "cc N s"
-  on a miss and "cached" on a hit, a failing cc's messages after it; on a
-  pipe, standard error stays empty.
+  on a miss and "cached" on a hit, a failing cc's messages after it, a
+  slow cc's file and seconds ticking; on a pipe, standard error stays
+  empty; with -v, a plain line per front-end stage, cache miss or hit, the
+  C compiler's command line and time, on a pipe too.
 
-    tests/codegen/check_cache.py [--shardc build/shardc] [--tmp DIR]
+    tests/codegen/check_cache.py [--shardc build/shardc] [--tmp DIR] [--only REGEX]
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
@@ -96,11 +102,11 @@ class Cache:
 
 
 def entries(cache):
-    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(cache, "v1", "*")))
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(cache, "v2", "*")))
 
 
 def temps(cache):
-    return glob.glob(os.path.join(cache, "v1", ".tmp-*"))
+    return glob.glob(os.path.join(cache, "v2", ".tmp-*"))
 
 
 def same_file(a, b):
@@ -127,7 +133,7 @@ def check_hits(c):
     rc2, what2, b, _ = c.build(cache)
     c.t.check(rc2 == 0 and what2 == ["hit"] and len(entries(cache)) == 1 and same_file(a, b),
               "second build hits: one entry, the same bytes", "%s, %d entries" % (what2, len(entries(cache))))
-    c.t.check(os.access(b, os.X_OK) and os.stat(b).st_ino != os.stat(os.path.join(cache, "v1", entries(cache)[0])).st_ino,
+    c.t.check(os.access(b, os.X_OK) and os.stat(b).st_ino != os.stat(os.path.join(cache, "v2", entries(cache)[0])).st_ino,
               "build -o from the cache is an executable copy, not the entry's inode")
     rc3, what3, hit = c.run(cache)
     rc4, what4, miss = c.run(cache, ["--no-cache"])
@@ -212,10 +218,66 @@ def check_concurrent(c):
               str([r[:2] + (r[2][-200:] if r[0] else "",) for r in runs]))
 
 
+def damage_cases(c):
+    """(what, how to damage the entry at `path` given another entry's bytes)."""
+    def truncate(path, _):
+        data = open(path, "rb").read()
+        open(path, "wb").write(data[:len(data) // 2])
+
+    def alter(path, _):
+        data = bytearray(open(path, "rb").read())
+        data[len(data) - 1000] ^= 1
+        open(path, "wb").write(bytes(data))
+
+    marker = os.path.join(c.tmp, "script-ran")
+
+    def script(path, _):
+        open(path, "w").write("touch %s\n" % marker)
+
+    def foreign(path, other):
+        open(path, "wb").write(other)
+
+    return marker, [("emptied", lambda p, o: open(p, "wb").close()), ("truncated", truncate),
+                    ("with one byte altered", alter), ("replaced by a shell script", script),
+                    ("replaced by another key's entry", foreign)]
+
+
+def check_damaged(c):
+    cache = c.fresh("damaged")
+    _, _, good, _ = c.build(cache)
+    _, did, _, err = c.build(cache)
+    mine = STAT.findall(err)[0][1]
+    c.build(cache, ["--const", "B=16,D=32,F=96"])
+    path = lambda k: os.path.join(cache, "v2", k)
+    other = open(path([k for k in entries(cache) if k != mine][0]), "rb").read()
+    _, _, want = c.run(cache)
+    marker, cases = damage_cases(c)
+    told = re.compile(r"^shardc: cache entry %s\.\.\. was damaged \(.+\): removed, building again$" % mine[:12],
+                      re.M)
+    for what, damage in cases:
+        damage(path(mine), other)
+        rc, did, out, err = c.build(cache)
+        c.t.check(rc == 0 and same_file(good, out) and did == ["miss", "stored"] and len(told.findall(err)) == 1,
+                  "build: an entry %s is reported in one line, removed and rebuilt" % what,
+                  "status %d, %s, %r" % (rc, did, err[-300:]))
+        damage(path(mine), other)
+        out = c.out()
+        p = subprocess.run([c.shardc, "run", MLP, "--fn", "mlp", "--const", CONST, "--out", out] + c.ins,
+                           capture_output=True, text=True, env=c.env(cache), timeout=TIMEOUT)
+        got = os.path.join(out, "result0.npy")
+        c.t.check(p.returncode == 0 and len(told.findall(p.stderr)) == 1 and os.path.exists(got) and
+                  open(got, "rb").read() == want and not os.path.exists(marker),
+                  "run: an entry %s is reported, rebuilt, and the results are right" % what,
+                  "status %d, %r" % (p.returncode, p.stderr[-300:]))
+    rc, did, out, err = c.build(cache)
+    c.t.check(rc == 0 and did == ["hit"] and same_file(good, out) and not temps(cache),
+              "... the rebuilt entry then hits, with no temporary file left", "%s %s" % (did, temps(cache)))
+
+
 def check_evict(c):
     cache = c.fresh("evict")
     rc, _, _, _ = c.build(cache)
-    size = os.path.getsize(os.path.join(cache, "v1", entries(cache)[0]))
+    size = os.path.getsize(os.path.join(cache, "v2", entries(cache)[0]))
     env = c.env(cache, SHARDC_CACHE_MAX=str(int(size * 2.5)))
     f = {k: ["--const", "B=16,D=32,F=%d" % k] for k in (64, 96, 128)}
     c.build(cache, f[96], env=env)                      # entries: 64, 96
@@ -239,7 +301,7 @@ def check_commands(c):
     cache = c.fresh("commands")
     c.build(cache)
     c.build(cache, ["--const", "B=16,D=32,F=32"])
-    open(os.path.join(cache, "v1", "notes.txt"), "w").write("not an entry\n")
+    open(os.path.join(cache, "v2", "notes.txt"), "w").write("not an entry\n")
     env = c.env(cache)
     info = subprocess.run([c.shardc, "cache", "info"], capture_output=True, text=True, env=env).stdout
     clean = subprocess.run([c.shardc, "cache", "clean"], capture_output=True, text=True, env=env)
@@ -249,9 +311,14 @@ def check_commands(c):
               "%r %r %r %s" % (info, clean.stdout, info2, entries(cache)))
     bad = subprocess.run([c.shardc, "cache", "purge"], capture_output=True, text=True, env=env)
     c.t.check(bad.returncode == 2, "cache purge is a usage error", str(bad.returncode))
+    env = {k: v for k, v in c.env(None).items() if k not in ("HOME", "XDG_CACHE_HOME")}
+    info = subprocess.run([c.shardc, "cache", "info"], capture_output=True, text=True, env=env)
+    c.t.check(info.returncode == 0 and "SHARDC_CACHE=0" not in info.stdout and
+              "off: none of SHARDC_CACHE_DIR, XDG_CACHE_HOME (an absolute path) and HOME is set" in info.stdout,
+              "cache info without HOME says why the cache is off", repr(info.stdout))
     home = c.fresh("home")
-    for what, extra, where in (("XDG_CACHE_HOME", {"XDG_CACHE_HOME": os.path.join(home, "xdg")}, "xdg/shardc/v1"),
-                               ("HOME", {"HOME": home}, ".cache/shardc/v1")):
+    for what, extra, where in (("XDG_CACHE_HOME", {"XDG_CACHE_HOME": os.path.join(home, "xdg")}, "xdg/shardc/v2"),
+                               ("HOME", {"HOME": home}, ".cache/shardc/v2")):
         env = c.env(None, **extra)
         env.pop("XDG_CACHE_HOME", None) if what == "HOME" else None
         rc, did, _, _ = c.build(None, env=env)
@@ -298,25 +365,52 @@ def check_status(c):
                        capture_output=True, text=True, env={k: v for k, v in c.env(cache).items()
                                                             if k != "SHARDC_CACHE_STATS"})
     c.t.check(p.returncode == 0 and p.stderr == "", "on a pipe: nothing on standard error", repr(p.stderr))
+    slow_cc = os.path.join(c.tmp, "slow-cc")
+    open(slow_cc, "w").write("#!/bin/sh\nsleep 1.2\nexec cc \"$@\"\n")
+    os.chmod(slow_cc, 0o755)
+    rc4, slow = pty_build(c, cache, ["--const", "B=16,D=32,F=40"], CC=slow_cc)
+    c.t.check(rc4 == 0 and re.search(r"C \d+ lines, cc prog\.c [01]\.\d s\r", slow) and
+              re.search(r"C \d+ lines, cc 1\.\d\d s\n$", last(slow)),
+              "on a terminal: while cc runs, the file it compiles and its seconds tick", repr(slow[-300:]))
+    quiet = {k: v for k, v in c.env(cache).items() if k != "SHARDC_CACHE_STATS"}
+    verbose = []
+    for _ in range(2):
+        p = subprocess.run([c.shardc, "build", MLP, "--fn", "mlp", "--const", "B=16,D=32,F=24", "-o", c.out(), "-v"],
+                           capture_output=True, text=True, env=quiet)
+        verbose.append(p.stderr)
+    stages = "".join("shardc: %s: %s \\(\\d+\\.\\d\\d s\\)\n" % (re.escape(MLP), st)
+                     for st in ("parsed", "checked", "propagated", "partitioned", "scheduled"))
+    miss = re.compile("^" + stages + r"shardc: \S+ \(mesh X=2,Y=4\)\nshardc: C \d+ lines\nshardc: cache miss [0-9a-f]{64}\n"
+                      r"shardc: cc -std=c11 -O2 -o \S+ \S+/prog\.c .*-fopenmp.*\nshardc: cc \d+\.\d\d s\n"
+                      r"shardc: cache stored [0-9a-f]{64}\n$")
+    hit = re.compile("^" + stages + r"shardc: \S+ \(mesh X=2,Y=4\)\nshardc: C \d+ lines\nshardc: cache hit [0-9a-f]{64}\n"
+                     r"shardc: cached\n$")
+    c.t.check(miss.match(verbose[0]) and hit.match(verbose[1]),
+              "build -v on a pipe: a plain line per stage, the cache's miss (the cc command and time) then hit",
+              repr(verbose))
+    p = subprocess.run([c.shardc, "dump", MLP, "--stage", "parsed", "-v"], capture_output=True, text=True)
+    c.t.check(p.returncode == 2 and "-v goes with build and run" in p.stderr, "dump -v is a usage error",
+              repr(p.stderr))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
     ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-cache"))
+    ap.add_argument("--only", help="a regular expression: the checks whose names match (hits, misses, inputs, off, "
+                                   "concurrent, damaged, evict, commands, status, ...)")
     args = ap.parse_args()
     shutil.rmtree(args.tmp, ignore_errors=True)
     os.makedirs(args.tmp)
     c = Cache(os.path.abspath(args.shardc), os.path.abspath(args.tmp), Tap())
-    check_hash(c)
-    cache = check_hits(c)
-    check_misses(c, cache)
-    check_inputs(c)
-    check_off(c)
-    check_concurrent(c)
-    check_evict(c)
-    check_commands(c)
-    check_status(c)
+    only = lambda name: not args.only or re.search(args.only, name)
+    cache = check_hits(c) if only("hits") or only("misses") else None
+    steps = [("hash", check_hash), ("misses", lambda c: check_misses(c, cache)), ("inputs", check_inputs),
+             ("off", check_off), ("concurrent", check_concurrent), ("damaged", check_damaged), ("evict", check_evict),
+             ("commands", check_commands), ("status", check_status)]
+    for name, step in steps:
+        if only(name):
+            step(c)
     return c.t.summary()
 
 

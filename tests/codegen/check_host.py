@@ -10,6 +10,8 @@
 - samples/host/mlp_host.c builds with `pkg-config --cflags --libs shardc`
   (PKG_CONFIG_PATH=PREFIX/lib/pkgconfig), and with shardc-mpi when the MPI
   backend is installed;
+- on MPI (mpirun -np 2), both processes print the results of the threads
+  run: every process gets the results, not process 0 only;
 - it runs: each of its calls of shardc_mlp_global through one session
   (inputs changing from call to call) gives NumPy's MLP within 1e-5, and
   its call without a session gives the last session call's result.
@@ -82,6 +84,19 @@ def check_results(c, d):
             f"{once}\n{last}")
 
 
+def check_mpi(c, exe, threads_out):
+    """mlp_host on MPI, 2 processes of 4 devices: every process gets the
+    results (sc_world_share), so both print the threads run's lines."""
+    argv = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) + \
+        ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", "2", exe]
+    rc, out, err = run(argv)
+    lines = sorted(l for l in out.splitlines() if l.startswith("call "))
+    want = sorted(l for l in threads_out.splitlines() if l.startswith("call ")) * 2
+    c.check(rc == 0 and len(lines) == 2 * STEPS and lines == sorted(want),
+            "mlp_host on MPI (2 processes): every process prints the threads run's results",
+            "status %d: %r %r" % (rc, out[-400:], err[-400:]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--prefix", required=True)
@@ -120,11 +135,14 @@ def main():
             if mflags else (1, "", err)
         c.check(rc == 0, "cc mlp_host.c mlp.c $(pkg-config --cflags --libs shardc-mpi)", err)
 
+    out = ""
     if os.path.exists(exe):
         out_dir = os.path.join(tmp, "out")
         rc, out, err = run([exe, out_dir])
         if c.check(rc == 0 and out.count("call ") == STEPS, "mlp_host runs", out + err):
             check_results(c, out_dir)
+    if os.path.exists(exe + "_mpi") and shutil.which("mpirun"):
+        check_mpi(c, exe + "_mpi", out)
     print(f"{c.passed} passed, {c.failed} failed")
     return 1 if c.failed else 0
 
