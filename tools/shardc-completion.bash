@@ -16,7 +16,7 @@ _shardc() {
     local shardc=${words[0]} cmd= file= i
     for ((i = 1; i < cword; i++)); do          # the command and the program, skipping option values
         case ${words[i]} in
-            -o|--mesh|--const|--device-memory|--stage|--fn|--value|--format|--in|--out|--backend|--np|--steps|--log-every)
+            -o|--mesh|--const|--device-memory|--stage|--fn|--value|--format|--in|--out|--backend|--np|--steps|--log-every|--checkpoint|--checkpoint-every|--resume)
                 ((i++)) ;;
             -*) ;;
             *) if [[ -z $cmd ]]; then cmd=${words[i]}; elif [[ -z $file ]]; then file=${words[i]}; fi ;;

@@ -397,7 +397,7 @@ static void report_signal(int sig) {
 static int run_program(const char *prog, const char *const *ins, int nins, const char *out_dir, int mpi, int np,
                        int ndev, const RunOptions *ro, int quiet) {
     Arena arena = {0};
-    char **argv = arena_alloc(&arena, sizeof(char *) * (size_t)(2 * nins + 24)), nps[16], local[16];
+    char **argv = arena_alloc(&arena, sizeof(char *) * (size_t)(2 * nins + 32)), nps[16], local[16];
     int k = 0;
     if (mpi) {
         argv[k++] = getenv("MPIRUN") && *getenv("MPIRUN") ? getenv("MPIRUN") : "mpirun";
@@ -420,15 +420,23 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
     }
     argv[k++] = "--out";
     argv[k++] = (char *)out_dir;
-    const char *const steps[] = {"--steps", ro->steps, "--log-every", ro->log_every};
-    for (int i = 0; i < 4; i += 2)
+    /* The --check run (quiet) resumes as the main one does, but writes no
+     * checkpoint over the main run's. */
+    const char *const steps[] = {"--steps", ro->steps, "--log-every", ro->log_every, "--resume", ro->resume,
+                                 "--checkpoint", quiet ? NULL : ro->checkpoint,
+                                 "--checkpoint-every", quiet ? NULL : ro->checkpoint_every};
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i += 2)
         if (steps[i + 1]) {
             argv[k++] = (char *)steps[i];
             argv[k++] = (char *)steps[i + 1];
         }
     if (ro->cast)
         argv[k++] = "--cast";
+    if (quiet)                     /* nor its progress on standard error */
+        setenv("SHARDC_PROGRESS", "0", 1);
     int rc = child_run(argv, quiet, NULL);
+    if (quiet)
+        unsetenv("SHARDC_PROGRESS");
     arena_free(&arena);
     if (rc > 128 && !mpi)          /* mpirun reports a rank's signal itself */
         report_signal(rc - 128);
@@ -501,18 +509,21 @@ int run_command(const Module *m, int f, const char *const *ins, int nins, const 
     fmt(ref, sizeof ref, "%s/one", dir);
     fmt(ref_out, sizeof ref_out, "%s/one-out", dir);
     int rc = build_in(m, f, dir, prog, ro->mpi, ro);
-    status_end(ro->status);            /* the program prints next */
+    if (!rc && ro->check) {               /* the same function, compiled for one device */
+        status_begin(ro->status, "shardc: --check: '%s' on one device", sym_name(m->syms, m->fns[f].sym));
+        rc = build_in(ro->check, ro->check_fn, dir, ref, 0, ro);
+    }
+    status_end(ro->status);            /* the programs print next */
+    /* The one-device run first (quiet: its --steps log unprinted), as the
+     * program's --checkpoint may overwrite the --resume file both read. */
+    if (!rc && ro->check)
+        rc = run_program(ref, ins, nins, ref_out, 0, 1, 1, ro, 1);
     if (!rc)
         rc = run_program(prog, ins, nins, out_dir, ro->mpi, np, ndev, ro, 0);
-    if (!rc && ro->check) {               /* the same function, compiled for one device */
-        int g = ro->check_fn;
-        status_begin(ro->status, "shardc: --check: '%s' on one device", sym_name(m->syms, m->fns[f].sym));
-        rc = build_in(ro->check, g, dir, ref, 0, ro);
-        status_end(ro->status);
-        rc = rc ? rc : run_program(ref, ins, nins, ref_out, 0, 1, 1, ro, 1);   /* its --steps log unprinted */
-        rc = rc ? rc : compare_results(m, f, out_dir, ref_out);
+    if (!rc && ro->check)
+        rc = compare_results(m, f, out_dir, ref_out);
+    if (ro->check)
         child_remove_tree(ref_out);   /* the one-device run's results: result0.npy, ..., NAME.npy */
-    }
     remove_temp(dir, (const char *[]){"prog.c", "prog", "one"}, 3);
     child_guard_dir(NULL);
     arena_free(&arena);

@@ -17,6 +17,9 @@ typedef struct {
     int check_fn;           /* the function in it */
     const char *steps;      /* run --steps N and --log-every K, passed to the program (NULL: not given) */
     const char *log_every;
+    const char *checkpoint; /* run --checkpoint FILE.npz, --checkpoint-every K, --resume FILE.npz (NULL: not given) */
+    const char *checkpoint_every;
+    const char *resume;
     CacheOptions cache;     /* the build cache (cache.h) */
     Status *status;         /* the progress line on a terminal (status.h) */
     int cast;               /* run --cast, passed to the program */

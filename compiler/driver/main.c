@@ -22,6 +22,7 @@ enum { MAX_INS = 1024 };           /* --in options, a bound instead of an alloca
 
 typedef struct {
     const char *command, *input, *stage, *fn, *output, *value, *format, *backend, *np, *steps, *log_every;
+    const char *checkpoint, *checkpoint_every, *resume;   /* run --steps, passed to the program */
     int check, cast;                 /* run --check; interp and run --cast */
     int no_cache;                    /* build and run --no-cache */
     int shared;                      /* build --shared */
@@ -165,6 +166,9 @@ static int set_option(Options *o, const OptionSpec *s, const char *v) {
     case OPT_NP: o->np = v; break;
     case OPT_STEPS: o->steps = v; break;
     case OPT_LOG_EVERY: o->log_every = v; break;
+    case OPT_CHECKPOINT: o->checkpoint = v; break;
+    case OPT_CHECKPOINT_EVERY: o->checkpoint_every = v; break;
+    case OPT_RESUME: o->resume = v; break;
     case OPT_OUTPUT: o->output = v; break;
     default: break;
     }
@@ -539,21 +543,37 @@ int main(int argc, char **argv) {
     ro.cast = o.cast;
     if ((o.steps || o.log_every) && !is_run)
         return usage_error("%s", "--steps and --log-every go with run (a program built by build takes them too)");
-    if (o.log_every && !o.steps)
-        return usage_error("%s", "--log-every goes with --steps");
-    const char *const counts[] = {o.steps, o.log_every};
-    for (int i = 0; i < 2; i++) {
+    /* The options run passes to the program with --steps, and what each needs. */
+    const struct { const char *given, *needs, *message; } passed[] = {
+        {o.log_every, o.steps, "--log-every goes with --steps"},
+        {o.checkpoint, o.steps, "--checkpoint goes with --steps"},
+        {o.resume, o.steps, "--resume goes with --steps"},
+        {o.checkpoint_every, o.checkpoint, "--checkpoint-every goes with --checkpoint"},
+    };
+    for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) {
+        if (passed[i].given && !is_run)
+            return usage_error("%s", "--checkpoint, --checkpoint-every and --resume go with run (a program built by "
+                                     "build takes them too)");
+        if (passed[i].given && !passed[i].needs)
+            return usage_error("%s", passed[i].message);
+    }
+    const char *const counts[] = {o.steps, o.log_every, o.checkpoint_every};
+    static const char *const count_names[] = {"--steps", "--log-every", "--checkpoint-every"};
+    for (int i = 0; i < 3; i++) {
         char *end;
         errno = 0;
         long n = counts[i] ? strtol(counts[i], &end, 10) : 1;
         if (counts[i] && (!*counts[i] || *end || errno || n < 1 || n > 2000000000L)) {
             fprintf(stderr, "shardc: error: bad %s '%s': a whole number of steps from 1 to 2000000000\n",
-                    i ? "--log-every" : "--steps", counts[i]);
+                    count_names[i], counts[i]);
             return 2;
         }
     }
     ro.steps = o.steps;
     ro.log_every = o.log_every;
+    ro.checkpoint = o.checkpoint;
+    ro.checkpoint_every = o.checkpoint_every;
+    ro.resume = o.resume;
     if (is_codegen && o.stage)
         return usage_error("%s takes no --stage", o.command);
     if (is_build && (!o.fn || !o.output))

@@ -47,10 +47,10 @@ const CommandSpec shardc_commands[] = {
      "--in w_out=w_out.npy --out out"},
     {"run", CMD_RUN,
      "run prog.tdsl --fn F --in NAME=FILE.npy ... --out DIR [--backend threads|mpi] [--np P] [--check] [--cast] "
-     "[--steps N [--log-every K]]",
+     "[--steps N [--log-every K] [--checkpoint FILE.npz [--checkpoint-every K]] [--resume FILE.npz]]",
      "build and run a function:\n"
      "--fn F --in NAME=FILE.npy ... --out DIR [--backend threads|mpi] [--np P] [--check]\n"
-     "[--steps N [--log-every K]]",
+     "[--steps N [--log-every K] [--checkpoint FILE.npz [--checkpoint-every K]] [--resume FILE.npz]]",
      "Build F in a temporary directory and run it on the threads backend or under mpirun, with the same "
      "inputs and outputs as interp. --check compares it with F run unpartitioned on one device; --steps N "
      "runs it N times as a training loop.",
@@ -119,6 +119,12 @@ const OptionSpec shardc_options[] = {
      "the scalar results are printed, and DIR/NAME.npy is the final parameter", NULL},
     {OPT_LOG_EVERY, "--log-every", "K", CMD_RUN,
      "with run --steps: print the scalar results every K steps (default N/10)", NULL},
+    {OPT_CHECKPOINT, "--checkpoint", "FILE.npz", CMD_RUN,
+     "with run --steps: write the carried parameters and the step to FILE.npz\n"
+     "every K steps (--checkpoint-every K, default --log-every's) and after the last", NULL},
+    {OPT_CHECKPOINT_EVERY, "--checkpoint-every", "K", CMD_RUN, "with run --checkpoint: write it every K steps", NULL},
+    {OPT_RESUME, "--resume", "FILE.npz", CMD_RUN,
+     "with run --steps: go on from a checkpoint's parameters and step to step N", NULL},
     {OPT_OUTPUT, "-o", "FILE", CMD_DUMP | CMD_COMPILE | CMD_BUILD, "output file (dump, compile, build)", NULL},
     {OPT_HELP, "--help", NULL, CMD_ALL, "show this help (after a command: that command's help)", NULL},
     {OPT_VERSION, "--version", NULL, CMD_ALL, "show the version", NULL},

@@ -10,7 +10,7 @@ from difflib import get_close_matches
 
 import numpy as np
 
-from . import _convert, _mpi
+from . import _convert
 
 
 class CompileError(Exception):
@@ -185,7 +185,7 @@ class Function:
         self._groups = _group_params(params)
         self._result_groups = _group_results(results)
         self._names = [g[0] for g in self._groups]
-        self._mpi = _mpi.Broadcast(self._lib) if backend == "mpi" else None
+        self._mpi = backend == "mpi"
         self._last = {}              # id of a result of the last call -> (weak reference, its index)
         self.carried = 0             # parameters the last call took from the device blocks (no copy)
 
@@ -247,8 +247,6 @@ class Function:
         self._last = {}
         if self._cfn(self._session, *ptrs) != 0:
             raise RuntimeError("%s: %s" % (self.name, self._lib.sk_session_error(self._session).decode()))
-        if self._mpi:
-            self._mpi.share(outs)
         results = [_convert.from_c(a, dt) for a, (_, dt, _) in zip(outs, self.signature["results"])]
         for j, a in enumerate(results):
             a.flags.writeable = False            # so that one passed back unchanged can be carried

@@ -23,6 +23,10 @@ written"), with the built programs of tests/codegen/progs/steps.tdsl
 - errors: a checkpoint of another fn, one missing a carried parameter, one
   at or past --steps, a file that is no checkpoint, --checkpoint FILE.npy,
   --checkpoint-every without --checkpoint, --resume without --steps;
+- `shardc run` passes --checkpoint, --checkpoint-every and --resume on:
+  a 40-step run resumed from its step-20 checkpoint by `shardc run
+  --check` gives the uninterrupted run's bits, the --check run writing no
+  checkpoint and printing no progress of its own;
 - on MPI (2 processes x 2 devices, --outputs local), once: the threads
   run's checkpoint resumed, its own checkpoint (gathered) and results the
   threads run's bits.
@@ -154,6 +158,31 @@ class Check:
         rc, out, err = self.run([mom, "--in", ck] + self.ins()[:4] + ["--out", self.path("from-ck")])
         self.tap.check(rc == 0, "--in CHECKPOINT.npz reads w and v from it", err[-600:])
         return full
+
+    # ---- through shardc run ----
+
+    def shardc_run(self, full):
+        """shardc run passes the checkpoint options to the program; --check's
+        one-device run resumes too, but writes no checkpoint and shows no
+        progress."""
+        base = [self.shardc, "run", STEPS, "--fn", "momentum"] + self.ins()
+        ck = self.path("run-ck", "ck.npz")
+        os.makedirs(os.path.dirname(ck))
+        rc, out, err = self.run(base + ["--out", self.path("run-first"), "--steps", "20", "--checkpoint", ck,
+                                        "--checkpoint-every", "10"])
+        z = np.load(ck) if rc == 0 and os.path.exists(ck) else None
+        if not self.tap.check(z is not None and int(z["shardc:step"]) == 20,
+                              "shardc run --steps 20 --checkpoint --checkpoint-every 10 writes step 20's", err[-600:]):
+            return
+        rc, full_out, err = self.run(base + ["--out", self.path("run-full"), "--steps", "40"])
+        rc2, out, err2 = self.run(base + ["--out", self.path("run-resumed"), "--steps", "40", "--resume", ck,
+                                          "--checkpoint", ck, "--check"])
+        got = self.outputs(self.path("run-resumed")) if rc2 == 0 else {}
+        want = self.outputs(self.path("run-full")) if rc == 0 else {}
+        self.tap.check(rc == 0 and rc2 == 0 and got.keys() == want.keys() and all(same(got[k], want[k]) for k in want),
+                       "shardc run --resume --check: the 40-step run's bits", (err + err2)[-800:])
+        self.tap.check(int(np.load(ck)["shardc:step"]) == 40 and err2.count("progress: 20 steps (steps 21 to 40)") == 1,
+                       "--check's one-device run writes no checkpoint and prints no progress", err2[-800:])
 
     # ---- progress ----
 
@@ -334,6 +363,7 @@ class Check:
             self.progress(mom)
             self.files(mom)
             self.errors(mom, full)
+            self.shardc_run(full)
             self.records()
             if self.mpi:
                 self.mpi_resume(mom)
