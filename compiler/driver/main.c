@@ -8,6 +8,7 @@
 #include "version.h"
 #include "usage.h"
 #include "../codegen/codegen.h"
+#include "../cost/cost.h"
 
 #include "../base/suggest.h"
 
@@ -27,6 +28,8 @@ typedef struct {
     int no_cache;                    /* build and run --no-cache */
     int shared;                      /* build --shared */
     int verbose;                     /* build and run -v */
+    int cost;                        /* dump and show --cost */
+    const char *target;              /* --target */
     const char *file;                /* cache hash FILE */
     MeshFlag mesh;
     const char *ins[MAX_INS], *out;  /* interp */
@@ -170,6 +173,7 @@ static int set_option(Options *o, const OptionSpec *s, const char *v) {
     case OPT_CHECKPOINT_EVERY: o->checkpoint_every = v; break;
     case OPT_RESUME: o->resume = v; break;
     case OPT_OUTPUT: o->output = v; break;
+    case OPT_TARGET: o->target = v; break;
     default: break;
     }
     return 0;
@@ -196,6 +200,7 @@ static int *switch_of(Options *o, int id) {
     case OPT_NO_CACHE: return &o->no_cache;
     case OPT_VERBOSE: return &o->verbose;
     case OPT_SHARED: return &o->shared;
+    case OPT_COST: return &o->cost;
     default: return NULL;
     }
 }
@@ -312,11 +317,15 @@ static int fn_symbol(const Compilation *c, const char *name) {
 typedef struct {
     const Module *m;
     int only_fn, show_why;
+    const Target *target;        /* dump --cost */
 } DumpArgs;
 
 static int write_dump(FILE *out, void *ctx) {
     const DumpArgs *a = ctx;
-    ir_dump(a->m, out, a->only_fn, a->show_why);
+    if (a->target)
+        cost_dump(a->m, out, a->only_fn, a->target);
+    else
+        ir_dump(a->m, out, a->only_fn, a->show_why);
     return 0;
 }
 
@@ -594,13 +603,15 @@ int main(int argc, char **argv) {
         int dot = o.format && strcmp(o.format, "dot") == 0;
         if (o.format && !dot && strcmp(o.format, "text") != 0)
             return stage_error("unknown --format '%s': text or dot", o.format, "text dot");
-        if (!o.fn || (!dot && !o.value))
-            return usage_error("%s", "show needs --fn, and --value unless --format dot");
+        if (!o.fn || (!dot && !o.value && !o.cost))
+            return usage_error("%s", "show needs --fn, and --value unless --format dot or --cost");
         if (o.output)
             return usage_error("%s", "show writes to standard output");
         if (!o.stage)
-            o.stage = "sharded";
-        if (strcmp(o.stage, "sharded") != 0 && strcmp(o.stage, "partitioned") != 0)
+            o.stage = o.cost ? "scheduled" : "sharded";
+        if (o.cost && (o.value || dot || strcmp(o.stage, "scheduled") != 0))
+            return usage_error("%s", "show --cost prints a summary of the scheduled program: no --value, --format or --stage");
+        if (!o.cost && strcmp(o.stage, "sharded") != 0 && strcmp(o.stage, "partitioned") != 0)
             return stage_error("show draws the sharded or partitioned stage, not '%s'", o.stage, "sharded partitioned");
     }
     if (is_dump) {
@@ -611,6 +622,13 @@ int main(int argc, char **argv) {
             return stage_error("unknown stage '%s': stages are parsed, sharded, partitioned, scheduled", o.stage,
                                "parsed sharded partitioned scheduled");
     }
+    if (o.cost && is_dump && strcmp(o.stage, "scheduled") != 0)
+        return usage_error("%s", "--cost goes with dump --stage scheduled");
+    if (o.target && !o.cost)
+        return usage_error("%s", "--target goes with --cost");
+    Target target;
+    if (o.cost && target_load(&target, o.target, stderr))
+        return 2;
     size_t len;
     Compilation c = {0};
     char *text = read_file(&c.arena, o.input, &len);
@@ -639,7 +657,8 @@ int main(int argc, char **argv) {
                     suggest_fn(&c, o.fn, hint, sizeof hint));
             rc = 2;
         } else if (is_dump)
-            rc = write_output(o.output, write_dump, &(DumpArgs){&c.module, only, stage == STAGE_SHARDED});
+            rc = write_output(o.output, write_dump,
+                              &(DumpArgs){&c.module, only, stage == STAGE_SHARDED, o.cost ? &target : NULL});
         else if (is_compile)
             rc = compile_command(&c.module, o.fn ? fn_index(&c, only) : -1, o.output);
         else if (is_build) {
@@ -653,7 +672,10 @@ int main(int argc, char **argv) {
             rc = run_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out, &ro);
         else if (is_interp)
             rc = interp_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out, o.cast);
-        else if (o.format && strcmp(o.format, "dot") == 0)
+        else if (o.cost) {
+            fprintf(stdout, "# target %s (%s)\n", target.name, target.source);
+            cost_print_fn(stdout, &target, &c.module, fn_index(&c, only));
+        } else if (o.format && strcmp(o.format, "dot") == 0)
             show_dot(&c.module, fn_index(&c, only), stdout);
         else
             rc = show_value(&c.module, fn_index(&c, only), o.value, stdout);

@@ -104,6 +104,13 @@ const OptionSpec shardc_options[] = {
     {OPT_RESHARD_CANDIDATES, "--reshard-candidates", NULL, CMD_DUMP,
      "with dump --stage partitioned: print after each reshard the plans\n"
      "weighed for it and the bytes each sends per device", NULL},
+    {OPT_COST, "--cost", NULL, CMD_DUMP | CMD_SHOW,
+     "with dump --stage scheduled: each instruction's FLOPs, bytes, bytes sent,\n"
+     "predicted time and bound, and each fn's predicted time; with show --fn F:\n"
+     "F's predicted time (docs/autoshard.md)", NULL},
+    {OPT_TARGET, "--target", "FILE|NAME", CMD_DUMP | CMD_SHOW,
+     "with --cost: the machine description, a .target file or cpu, h100x8,\n"
+     "tpu-v5e (default: build/host.target from make bench, else cpu)", NULL},
     {OPT_NO_CACHE, "--no-cache", NULL, CMD_BUILD | CMD_RUN,
      "with build and run: neither use nor fill the build cache", NULL},
     {OPT_SHARED, "--shared", NULL, CMD_BUILD,

@@ -17,6 +17,7 @@ typedef struct {
     Arena arena;
     int64_t *call_bytes, *call_count;   /* fn -> what it and its calls send (-1: not yet counted) */
     uint8_t *call_run_time;             /* fn -> it counted a loop of run-time trip count once */
+    const DumpHooks *hooks;             /* extra columns and lines (dump --cost), or NULL */
 } Printer;
 
 static const char *const cmp_name[] = {"LT", "LE", "GT", "GE", "EQ", "NE"};
@@ -608,6 +609,10 @@ static void print_nested_peak(const Module *m, const Fn *fn, FILE *out) {
 }
 
 void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
+    ir_dump_hooked(m, out, only_fn_sym, show_why, NULL);
+}
+
+void ir_dump_hooked(const Module *m, FILE *out, int only_fn_sym, int show_why, const DumpHooks *hooks) {
     fputs("mesh ", out);
     for (int a = 0; a < m->naxes; a++)
         fprintf(out, "%s%s=%lld", a ? ", " : "", sym_name(m->syms, m->axis_sym[a]), (long long)m->axis_size[a]);
@@ -621,7 +626,7 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
     }
     if (m->nsubmeshes)
         fputc('\n', out);
-    Printer p = {.m = m, .out = out, .show_why = show_why};
+    Printer p = {.m = m, .out = out, .show_why = show_why, .hooks = hooks};
     p.uses = arena_alloc(&p.arena, sizeof(int) * (size_t)m->syms->n);
     uint8_t *shown = arena_alloc(&p.arena, (size_t)m->nfns + 1);
     p.call_bytes = arena_alloc(&p.arena, sizeof(int64_t) * (size_t)(m->nfns + 1));
@@ -644,6 +649,8 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
             fputs("  ", out);
             print_inst(&p, v);
             print_mark(&p, v, sent);
+            if (hooks && hooks->inst)
+                hooks->inst(hooks->ctx, out, m, f, v);
             fputc('\n', out);
         }
         fputs("}\n", out);
@@ -654,6 +661,8 @@ void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why) {
                     sym_name(m->syms, p.fn->sym), (long long)p.fn->peak_bytes, p.fn->nbuffers);
         if (p.fn->scheduled && p.fn->peak_nested > p.fn->peak_bytes)
             print_nested_peak(m, p.fn, out);
+        if (hooks && hooks->fn)
+            hooks->fn(hooks->ctx, out, m, f);
         forget_names(&p);
     }
     arena_free(&p.arena);

@@ -450,6 +450,14 @@ enum { VERIFY_MSG_SIZE = 256 };
 const char *ir_verify(const Module *m, char buf[VERIFY_MSG_SIZE]);
 /* Print the IR; `show_why` adds where each sharding came from. */
 void ir_dump(const Module *m, FILE *out, int only_fn_sym, int show_why);
+/* ir_dump with extra text: after each instruction (before its newline) and
+ * after each fn's summary (dump --cost, compiler/cost). */
+typedef struct {
+    void *ctx;
+    void (*inst)(void *ctx, FILE *out, const Module *m, int fn, int v);
+    void (*fn)(void *ctx, FILE *out, const Module *m, int fn);
+} DumpHooks;
+void ir_dump_hooked(const Module *m, FILE *out, int only_fn_sym, int show_why, const DumpHooks *hooks);
 void ir_print_shape(FILE *out, const Shape *s);
 /* The names the dump gives a function's values (without the %), and every
  * function's: names[f][v]. */

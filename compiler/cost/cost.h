@@ -1,0 +1,77 @@
+/* The roofline cost model (docs/autoshard.md): a machine description (a
+ * Target, read from a .target file) and the predicted time of each
+ * instruction and function of a scheduled module.  The API is what a
+ * sharding search calls: cost_fn on a candidate's scheduled module. */
+#ifndef SHARDC_COST_H
+#define SHARDC_COST_H
+
+#include "../ir/ir.h"
+
+#include <stdio.h>
+
+enum { TARGET_MAX_LINKS = 16, TARGET_NAME_MAX = 64 };
+
+typedef struct {
+    double bw;                   /* bytes per second one device sends */
+    double latency;              /* seconds per ring step */
+} Link;
+
+typedef struct {
+    char name[TARGET_NAME_MAX];
+    char source[512];            /* the file it was read from, or "built-in" */
+    double peak_flops[DT_COUNT]; /* per dtype; 0: not given (f32's is used) */
+    double mem_bw;               /* bytes per second */
+    int64_t mem_per_device;      /* bytes */
+    Link intra, inter;           /* within a node, between nodes */
+    int64_t node_devices;        /* devices per node; 0: one node holds the whole mesh */
+    int nlinks;                  /* links named for one mesh axis (override the levels) */
+    char link_axis[TARGET_MAX_LINKS][TARGET_NAME_MAX];
+    Link link[TARGET_MAX_LINKS];
+} Target;
+
+/* Parse a target description (text, NUL-terminated); `file` names it in
+ * errors.  Returns 0, or -1 after printing "file:line: error: ..." to err. */
+int target_parse(Target *t, const char *text, const char *file, FILE *err);
+/* --target FILE|NAME: a path (it has a '/' or ends in .target), else a
+ * shipped target (targets/NAME.target beside the build tree, or
+ * PREFIX/share/shardc/targets), or `cpu`, built in.  NULL: the default,
+ * host.target beside the binary (written by make bench) if present, else
+ * `cpu`.  Returns 0 or -1 after printing an error. */
+int target_load(Target *t, const char *spec, FILE *err);
+
+/* The link a collective over `axes` runs on: an axis's own link if named,
+ * else inter-node when its group spans more than one node, else intra. */
+Link target_link(const Target *t, const Module *m, const int64_t *axes, int naxes);
+
+typedef enum { BOUND_NONE, BOUND_COMPUTE, BOUND_MEMORY, BOUND_COMM } Bound;
+extern const char *const bound_name[];
+
+typedef struct {
+    double flops;                /* per device */
+    double bytes;                /* read + written from memory, per device */
+    double sent;                 /* bytes sent per device (collectives) */
+    double time;                 /* seconds */
+    Bound bound;
+} InstCost;
+
+typedef struct {
+    double time;                 /* predicted step time with the schedule's overlap */
+    double compute, memory, comm;   /* time of the instructions each bounds (sum, no overlap) */
+    double hidden;               /* communication time overlapped by compute */
+    double flops, bytes, sent;   /* totals per device, calls and loops included */
+} FnCost;
+
+/* One instruction of a scheduled fn (a call or loop: its callee's whole
+ * time, trip count times). */
+InstCost cost_inst(const Target *t, const Module *m, int fn, int v);
+/* A scheduled fn: returns out->time. */
+double cost_fn(const Target *t, const Module *m, int fn, FnCost *out);
+
+/* The per-instruction comment `  # flops=.. bytes=.. sent=.. t=.. bound=..`
+ * and the per-fn summary lines of dump --cost and show. */
+void cost_print_inst(FILE *out, const Target *t, const Module *m, int fn, int v);
+void cost_print_fn(FILE *out, const Target *t, const Module *m, int fn);
+/* dump --stage scheduled --cost: the dump with both, after a line naming the target. */
+void cost_dump(const Module *m, FILE *out, int only_fn_sym, const Target *t);
+
+#endif

@@ -1,0 +1,61 @@
+/* The cost columns of `dump --stage scheduled --cost` and the summary that
+ * dump and show print (docs/autoshard.md, "Reading the output"). */
+#include "cost.h"
+
+/* Seconds with a unit, 4 significant digits: deterministic text. */
+static void print_time(FILE *out, double s) {
+    if (s == 0)
+        fputs("0s", out);
+    else if (s < 1e-6)
+        fprintf(out, "%.4gns", s * 1e9);
+    else if (s < 1e-3)
+        fprintf(out, "%.4gus", s * 1e6);
+    else if (s < 1)
+        fprintf(out, "%.4gms", s * 1e3);
+    else
+        fprintf(out, "%.4gs", s);
+}
+
+void cost_print_inst(FILE *out, const Target *t, const Module *m, int fn, int v) {
+    const Inst *in = &m->fns[fn].insts[v];
+    if (in->op == OP_PARAMETER || in->op == OP_RETURN || in->op == OP_GET_TUPLE_ELEMENT)
+        return;
+    InstCost c = cost_inst(t, m, fn, v);
+    fprintf(out, "  # flops=%.0f bytes=%.0f sent=%.0f t=", c.flops, c.bytes, c.sent);
+    print_time(out, c.time);
+    fprintf(out, " bound=%s", bound_name[c.bound]);
+    if (in->op == OP_DONE)
+        fputs(" (waits for its start)", out);
+}
+
+void cost_print_fn(FILE *out, const Target *t, const Module *m, int fn) {
+    FnCost c;
+    cost_fn(t, m, fn, &c);
+    const char *name = sym_name(m->syms, m->fns[fn].sym);
+    fprintf(out, "# predicted time of %s on target %s: ", name, t->name);
+    print_time(out, c.time);
+    fputs("\n#   compute ", out);
+    print_time(out, c.compute);
+    fputs(", memory ", out);
+    print_time(out, c.memory);
+    fputs(", comm ", out);
+    print_time(out, c.comm);
+    fputs(", hidden by overlap ", out);
+    print_time(out, c.hidden);
+    fprintf(out, "; flops=%.0f bytes=%.0f sent=%.0f per device\n", c.flops, c.bytes, c.sent);
+}
+
+static void hook_inst(void *ctx, FILE *out, const Module *m, int fn, int v) {
+    if (m->fns[fn].scheduled)
+        cost_print_inst(out, ctx, m, fn, v);
+}
+
+static void hook_fn(void *ctx, FILE *out, const Module *m, int fn) {
+    if (m->fns[fn].scheduled)
+        cost_print_fn(out, ctx, m, fn);
+}
+
+void cost_dump(const Module *m, FILE *out, int only_fn_sym, const Target *t) {
+    fprintf(out, "# target %s (%s)\n", t->name, t->source);
+    ir_dump_hooked(m, out, only_fn_sym, 0, &(DumpHooks){(void *)t, hook_inst, hook_fn});
+}

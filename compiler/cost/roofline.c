@@ -1,0 +1,143 @@
+/* The roofline cost of scheduled instructions and fns (docs/autoshard.md,
+ * "Formulas").  Per device:
+ *   dot: 2*M*N*K FLOPs (result elements times the contracted size, times 2);
+ *   elementwise arithmetic, convert, compare, random: 1 FLOP per result
+ *   element, transcendentals included; reduce and cumsum: 1 per operand
+ *   element; ops that only move elements: none.
+ *   bytes: every operand read once plus the result written once; a view or
+ *   an assembled concatenate moves nothing, a folded instruction (a dot's
+ *   epilogue) is computed in its consumer's loop and moves nothing itself.
+ *   time = max(FLOPs / peak_flops[dtype], bytes / mem_bw).
+ *   collectives: steps*latency + sent/bw on the group's link, sent being
+ *   collective_bytes (ring: all-gather and reduce-scatter (n-1)/n of the
+ *   gathered size, all-reduce 2(n-1)/n); steps: n-1, all-reduce 2(n-1),
+ *   collective-permute 1. */
+#include "cost.h"
+
+#include <stdlib.h>
+
+const char *const bound_name[] = {"-", "compute", "memory", "comm"};
+
+static double value_bytes(const Shape *s) {
+    return s->dtype == DT_TUPLE ? 0 : (double)shape_elems(s) * dtype_size(s->dtype);
+}
+
+static double flops_of(const Fn *fn, const Inst *in) {
+    const Shape *a0 = in->nargs ? &fn->insts[ir_arg(fn, in, 0)].type : NULL;
+    double out = in->type.dtype == DT_TUPLE ? 0 : (double)shape_elems(&in->type);
+    switch (in->op) {
+    case OP_DOT: {
+        DotDims d;
+        dot_dims(fn, in, &d);
+        double k = 1;
+        for (int i = 0; i < d.ncontract; i++)
+            k *= (double)a0->dims[d.lhs_contract[i]];
+        return 2 * out * k;
+    }
+    case OP_REDUCE: case OP_CUMSUM: return (double)shape_elems(a0);
+    case OP_RANDOM: return out;
+    default:
+        return (op_info[in->op].flags & (OPF_FUSIBLE | OPF_MOVES)) == OPF_FUSIBLE ? out : 0;
+    }
+}
+
+static double memory_bytes(const Fn *fn, const Inst *in) {
+    if (in->flags & (INST_VIEW | INST_ASSEMBLED | INST_FOLDED) || in->op == OP_PARAMETER ||
+        in->op == OP_GET_TUPLE_ELEMENT || in->op == OP_RETURN || in->op == OP_DONE)
+        return 0;
+    double b = value_bytes(&in->type);
+    for (int i = 0; i < in->nargs; i++)
+        b += value_bytes(&fn->insts[ir_arg(fn, in, i)].type);
+    return b;
+}
+
+static int ring_steps(const Inst *in, int64_t n) {
+    return in->op == OP_COLLECTIVE_PERMUTE ? 1 : in->op == OP_ALL_REDUCE ? (int)(2 * (n - 1)) : (int)(n - 1);
+}
+
+static InstCost collective_cost(const Target *t, const Module *m, const Fn *fn, const Inst *in) {
+    int naxes;
+    const int64_t *axes = inst_axes(fn, in, &naxes);
+    int64_t n = 1;
+    for (int i = 0; i < naxes; i++)
+        n *= m->axis_size[axes[i]];
+    Link l = target_link(t, m, axes, naxes);
+    InstCost c = {.sent = (double)collective_bytes(m, fn, in), .bytes = memory_bytes(fn, in), .bound = BOUND_COMM};
+    c.time = ring_steps(in, n) * l.latency + c.sent / l.bw;
+    return c;
+}
+
+static InstCost call_cost(const Target *t, const Module *m, const Fn *fn, const Inst *in) {
+    FnCost f;
+    double k = in->op == OP_LOOP ? (double)loop_trips_known(fn, in) : 1;
+    cost_fn(t, m, inst_callee(fn, in), &f);
+    InstCost c = {.flops = k * f.flops, .bytes = k * f.bytes, .sent = k * f.sent, .time = k * f.time};
+    c.bound = f.comm > f.compute && f.comm > f.memory ? BOUND_COMM
+            : f.compute >= f.memory && f.compute > 0 ? BOUND_COMPUTE : f.memory > 0 ? BOUND_MEMORY : BOUND_NONE;
+    return c;
+}
+
+InstCost cost_inst(const Target *t, const Module *m, int f, int v) {
+    const Fn *fn = &m->fns[f];
+    const Inst *in = &fn->insts[v];
+    if (op_is_collective(in->op))
+        return collective_cost(t, m, fn, in);
+    if (op_calls(in->op))
+        return call_cost(t, m, fn, in);
+    InstCost c = {.flops = flops_of(fn, in), .bytes = memory_bytes(fn, in)};
+    int dt = in->op == OP_DOT ? fn->insts[ir_arg(fn, in, 0)].type.dtype : in->type.dtype;
+    double tc = c.flops / t->peak_flops[dt < DT_COUNT ? dt : DT_F32], tm = c.bytes / t->mem_bw;
+    c.time = tc > tm ? tc : tm;
+    c.bound = c.time == 0 ? BOUND_NONE : tc >= tm ? BOUND_COMPUTE : BOUND_MEMORY;
+    return c;
+}
+
+/* Two streams per device: compute runs the instructions in order; the link
+ * runs collectives one at a time, each starting when it is issued and the
+ * link is free.  A synchronous collective stalls compute until it ends; an
+ * async start lets compute go on until its done.  So the step time is at
+ * most the sum of all times, and at least the compute stream's. */
+double cost_fn(const Target *t, const Module *m, int f, FnCost *out) {
+    const Fn *fn = &m->fns[f];
+    FnCost c = {0};
+    double now = 0, link_free = 0;
+    double *ends = calloc((size_t)fn->ninsts + 1, sizeof *ends);
+    for (int v = 0; v < fn->ninsts; v++) {
+        const Inst *in = &fn->insts[v];
+        InstCost ic = cost_inst(t, m, f, v);
+        c.flops += ic.flops;
+        c.bytes += ic.bytes;
+        c.sent += ic.sent;
+        if (op_is_collective(in->op)) {
+            double start = now > link_free ? now : link_free;
+            link_free = ends[v] = start + ic.time;
+            c.comm += ic.time;
+            if (!(in->flags & INST_ASYNC))
+                now = ends[v];
+        } else if (in->op == OP_DONE) {
+            double e = ends[ir_arg(fn, in, 0)];
+            now = e > now ? e : now;
+        } else if (op_calls(in->op)) {
+            FnCost callee;
+            double k = in->op == OP_LOOP ? (double)loop_trips_known(fn, in) : 1;
+            cost_fn(t, m, inst_callee(fn, in), &callee);
+            c.compute += k * callee.compute;
+            c.memory += k * callee.memory;
+            c.comm += k * callee.comm;
+            now += ic.time;
+        } else {
+            if (ic.bound == BOUND_COMPUTE)
+                c.compute += ic.time;
+            else
+                c.memory += ic.time;
+            now += ic.time;
+        }
+    }
+    free(ends);
+    c.time = now > link_free ? now : link_free;
+    c.hidden = c.compute + c.memory + c.comm - c.time;
+    if (c.hidden < 1e-9 * c.time)   /* rounding of the sums, not an overlap */
+        c.hidden = 0;
+    *out = c;
+    return c.time;
+}
