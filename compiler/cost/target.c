@@ -36,7 +36,10 @@ typedef struct {
 } Reader;
 
 static int fail(const Reader *r, const char *msg, const char *arg, const char *hint) {
-    fprintf(r->err, "%s:%d: error: %s '%s'%s\n", r->file, r->line, msg, arg, hint ? hint : "");
+    if (*arg)
+        fprintf(r->err, "%s:%d: error: %s '%s'%s\n", r->file, r->line, msg, arg, hint ? hint : "");
+    else
+        fprintf(r->err, "%s:%d: error: %s\n", r->file, r->line, msg);
     return -1;
 }
 
@@ -45,7 +48,7 @@ static int number(const Reader *r, const char *tok, const char *field, double *x
     char *end;
     if (!tok) {
         char msg[64];
-        snprintf(msg, sizeof msg, "%s needs a value:", field);
+        snprintf(msg, sizeof msg, "%s needs a value", field);
         return fail(r, msg, "", NULL);
     }
     *x = strtod(tok, &end);
@@ -69,13 +72,13 @@ static int parse_dtype(const Reader *r, const char *tok) {
     for (int d = 0; tok && d < DT_COUNT; d++)
         if (strcmp(dtype_name[d], tok) == 0)
             return d;
-    return tok ? unknown(r, "unknown dtype", tok, dtype_name, DT_COUNT) : fail(r, "peak_flops needs", "DTYPE", NULL);
+    return tok ? unknown(r, "unknown dtype", tok, dtype_name, DT_COUNT) : fail(r, "peak_flops needs a dtype and a number", "", NULL);
 }
 
 static int parse_link(Target *t, const Reader *r, char **save) {
     const char *which = strtok_r(NULL, " \t", save);
     if (!which)
-        return fail(r, "link needs", "intra|inter|AXIS BW LATENCY", NULL);
+        return fail(r, "link needs intra, inter or an axis, a bandwidth and a latency", "", NULL);
     Link l;
     if (number(r, strtok_r(NULL, " \t", save), "link bandwidth", &l.bw) ||
         number(r, strtok_r(NULL, " \t", save), "link latency", &l.latency))
@@ -127,7 +130,7 @@ static int parse_line(Target *t, const Reader *r, char *line, int *seen) {
         if (number(r, strtok_r(NULL, " \t", &save), "mem_bw", &t->mem_bw))
             return -1;
         if (!(t->mem_bw > 0))
-            return fail(r, "mem_bw must be positive:", "0", NULL);
+            return fail(r, "mem_bw must be positive", "", NULL);
         break;
     case F_MEM:
         if (number(r, strtok_r(NULL, " \t", &save), "mem_per_device", &x))
@@ -136,7 +139,7 @@ static int parse_line(Target *t, const Reader *r, char *line, int *seen) {
         break;
     case F_NODE:
         if (number(r, strtok_r(NULL, " \t", &save), "node_devices", &x) || x < 1 || x != (double)(int64_t)x)
-            return x < 1 || x != (double)(int64_t)x ? fail(r, "node_devices must be a positive integer:", "", NULL) : -1;
+            return x < 1 || x != (double)(int64_t)x ? fail(r, "node_devices must be a positive integer", "", NULL) : -1;
         t->node_devices = (int64_t)x;
         break;
     case F_LINK:
