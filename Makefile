@@ -243,6 +243,8 @@ install: all
 	install -m 644 tools/shardc-completion.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/shardc
 	install -m 644 docs/*.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/shardc
 	install -m 644 samples/*.tdsl $(DESTDIR)$(PREFIX)/share/shardc/samples
+	install -d $(DESTDIR)$(PREFIX)/share/shardc/targets
+	install -m 644 targets/*.target $(DESTDIR)$(PREFIX)/share/shardc/targets
 	install -d $(DESTDIR)$(PREFIX)/share/shardc/samples/host
 	install -m 644 samples/host/* $(DESTDIR)$(PREFIX)/share/shardc/samples/host
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
