@@ -31,6 +31,11 @@
       forward passes (the ratio should be near 3), as a fraction of the FMA
       peak, and FSDP's memory per device against data parallel's; its own
       section of the document ("bench/training").
+  (k) the cost model: writes build/host.target (this machine as 8
+      threads-backend devices: limits' peak and STREAM divided among them,
+      the link fitted to coll_threads' all-gather) and compares shardc's
+      predicted time (`show --cost`) with every threads-backend time the
+      other sections measured this run; its own section ("bench/cost").
 
 Prints every table and whether each target is met, and rewrites the
 "bench/machine" and "bench/report" sections of the document (the machine
@@ -300,6 +305,8 @@ def bench_mlp(build, work, quick):
             res["note"] = "built program has no --repeat: whole runs, file I/O included"
             t = (wall, wall, 1)
         res[key] = t
+    if "note" not in res:
+        measured(sample, "mlp", const, MLP_MESH, res["sharded"][0])
     a = np.load(os.path.join(work, "blas", "result0.npy"))
     for key in ("sharded", "sharded_all"):
         b = np.load(os.path.join(work, key, "result0.npy"))
@@ -441,6 +448,8 @@ def time_program(shardc, work, sample, fn, const, mesh, backend, ins):
     _, _, err = run(cmd, timeout=900)
     results = sorted(f for f in os.listdir(out) if re.match(r"result\d+\.npy$", f))
     got = [np.load(os.path.join(out, f)) for f in results]
+    if backend == "threads":
+        measured(sample, fn, const, mesh, parse_time(err)[0])
     return parse_time(err)[0], got[0] if len(got) == 1 else got
 
 
@@ -947,6 +956,119 @@ def depth_section(r, summary):
 
 # ---- the report ----
 
+
+# ---- (k) the cost model: this machine's target and predicted against measured ----
+
+# Every threads-backend time the sections above measured: (sample path, fn,
+# const, mesh, best seconds).  Section k predicts each with shardc's cost
+# model (docs/autoshard.md) and compares.
+MEASURED = []
+TARGET_COST = 0.30         # |predicted / measured - 1| within this
+
+
+def measured(sample, fn, const, mesh, t):
+    if t:
+        MEASURED.append((sample, fn, const, mesh, t))
+
+
+def fit_link(build, ndev):
+    """Latency per ring step and bandwidth per device of the threads
+    backend from its all-gather at two sizes per device: t = (n-1) *
+    (latency + bytes / bw) (bench/coll_threads.c; its bytes are the result's)."""
+    small, large = 4 << 10, 16 << 20
+    _, out, _ = run([os.path.join(build, "bench", "coll_threads"), str(large), str(small), "all-gather", str(ndev)],
+                    timeout=600)
+    times = {key[2]: t for key, t in parse_coll(out)[1].items() if isinstance(key, tuple) and key[1] == "all-gather"}
+    s1, s2 = min(times), max(times)
+    b1, b2 = s1 / ndev, s2 / ndev          # each device's block
+    bw = (ndev - 1) * (b2 - b1) / max(times[s2] - times[s1], 1e-12)
+    lat = max(times[s1] / (ndev - 1) - b1 / bw, 1e-9)
+    return bw, lat, times
+
+
+def gemm_rates(build):
+    """What sk_dot (shardc's GEMM) computes at 1024^3 on every core, f32,
+    and on one core, bf16 (bench/gemm.c): {name: GFLOP/s}.  The cost model's
+    peak is the kernel's rate rather than the FMA peak, which a tuned GEMM
+    can pass (a turbo clock bench/limits' short loop does not reach)."""
+    _, out, _ = run([os.path.join(build, "bench", "gemm"), "1024"], timeout=600)
+    rates = {}
+    for line in out.splitlines():
+        f = line.split()
+        if f[0] == "gemm" and f[2] in ("sk_dot", "sk_dot_bf16"):
+            key = f[2] if f[2] == "sk_dot_bf16" else "sk_dot_%s" % f[1]
+            rates[key] = float(f[3])
+    top = max(int(k.rsplit("_", 1)[1]) for k in rates if k != "sk_dot_bf16")
+    return rates["sk_dot_%d" % top], rates["sk_dot_bf16"] * top
+
+
+def write_host_target(build, lim, ndev):
+    """build/host.target: this machine as ndev threads-backend devices
+    sharing its cores and memory bandwidth (the default target of
+    `shardc dump --cost` and `show --cost`)."""
+    bw, lat, _ = fit_link(build, ndev)
+    f32, bf16 = gemm_rates(build)
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 8 << 30
+    text = ("# This machine as %d threads-backend devices sharing its %s cores, written by make bench\n"
+            "# (bench/report.py): sk_dot's GEMM rate at 1024^3 on every core (bench/gemm.c: %.1f GFLOP/s f32,\n"
+            "# %.1f bf16) and the STREAM triad on every core (bench/limits.c: %.1f GB/s), divided among the\n"
+            "# devices; the link fitted to bench/coll_threads.c's all-gather at two sizes.\n"
+            "name host\n"
+            "peak_flops f32 %.4g\n"
+            "peak_flops bf16 %.4g\n"
+            "mem_bw %.4g\n"
+            "mem_per_device %d\n"
+            "link intra %.4g %.4g\n"
+            % (ndev, lim["cores"], f32, bf16, lim["stream_triad_all"], f32 * 1e9 / ndev, bf16 * 1e9 / ndev,
+               lim["stream_triad_all"] * 1e9 / ndev, mem // ndev, bw, lat))
+    path = os.path.join(build, "host.target")
+    with open(path, "w") as f:
+        f.write(text)
+    return path, text
+
+
+def predicted(shardc, target, sample, fn, const, mesh):
+    _, out, _ = run([shardc, "show", sample, "--fn", fn, "--cost", "--target", target, "--const", const] +
+                    mesh_flags(mesh))
+    m = re.search(r"# predicted time of \S+ on target \S+: ([0-9.e+-]+)(ns|us|ms|s)\n#   compute (\S+), memory "
+                  r"(\S+), comm (\S+), hidden by overlap (\S+);", out)
+    unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    def secs(x):
+        u = re.match(r"([0-9.e+-]+)(ns|us|ms|s),?$", x)
+        return float(u.group(1)) * unit[u.group(2)]
+    return float(m.group(1)) * unit[m.group(2)], [secs(x) for x in m.group(3, 4, 5, 6)]
+
+
+def cost_section(build, lim, summary):
+    path, text = write_host_target(build, lim, NDEV)
+    log("wrote %s:\n%s" % (path, text))
+    shardc = os.path.join(build, "shardc")
+    rows, within = [], 0
+    for sample, fn, const, mesh, t in MEASURED:
+        p, (comp, mem, comm, hidden) = predicted(shardc, path, sample, fn, const, mesh)
+        ok = abs(p / t - 1) <= TARGET_COST
+        within += ok
+        rows.append(("%s `%s`" % (os.path.basename(sample), fn), fmt_time(t), fmt_time(p), "%.2f" % (p / t),
+                     "yes" if ok else "**no**", "%s / %s / %s / %s" % tuple(fmt_time(x) for x in (comp, mem, comm,
+                                                                                                  hidden))))
+    tab = table(("program", "measured", "predicted", "predicted / measured", "within 30%",
+                 "compute / memory / comm / hidden"), rows) if rows else "(no program was timed in this run)\n"
+    log(tab)
+    if rows:
+        summary.append(("(k) cost model: predictions within %.0f%% of the measured time" % (TARGET_COST * 100),
+                        "%d of %d" % (within, len(rows)), met(within == len(rows))))
+    return ("## The cost model against measured times\n\n"
+            "`make bench` writes this machine's target, build/host.target (docs/autoshard.md), the default of "
+            "`shardc dump --cost` and `shardc show --cost`:\n\n```\n%s```\n\n"
+            "Each program timed above on the threads backend, predicted by `shardc show --fn F --cost` with that "
+            "target (the same `--const` and `--mesh`), against its best measured time. The target's peak is "
+            "what shardc's GEMM reaches on a large product, its memory bandwidth STREAM's: a prediction below "
+            "the measured time is the distance of small GEMMs and of other loops from those rates, one above "
+            "it work the model counts that the kernels avoid (fused elementwise chains read from registers, "
+            "blocks read from cache).\n\n%s\n"
+            % (text, tab))
+
+
 def update_doc(path, name, text, before=None):
     """Replaces the section between `<!-- NAME: begin/end -->` in path;
     a new one goes before the section `before` (when there is one) or at
@@ -980,8 +1102,9 @@ def main():
     ap.add_argument("--doc", default=None, help="the document to rewrite (docs/performance.md)")
     ap.add_argument("--out", default=None, help="write the rewritten document here, leaving --doc as it is")
     ap.add_argument("--quick", action="store_true", help="small sizes, for testing the script")
-    ap.add_argument("--only", default="abcdefghij", help="which benchmarks: letters of abcdefghij (g: mixture of experts, "
-                    "h: training, i: cost against depth, j: a Python loop, each its own section of the document, so `--only g` "
+    ap.add_argument("--only", default="abcdefghijk", help="which benchmarks: letters of abcdefghijk (g: mixture of experts, "
+                    "h: training, i: cost against depth, j: a Python loop, k: the cost model (last: it predicts the "
+                    "times the others measured), each its own section of the document, so `--only g` "
                     "refreshes just that)")
     args = ap.parse_args()
     shared = set(args.only) & set("abcdef")
@@ -1203,6 +1326,9 @@ def main():
         if "j" in args.only:
             log("\n== (j) a training step called from a Python loop against shardc run --steps")
             python_text = python_section(build, args.quick, summary)
+        if "k" in args.only:
+            log("\n== (k) the cost model: this machine's target, predicted against measured times")
+            cost_text = cost_section(build, lim, summary)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -1236,6 +1362,9 @@ def main():
         if "j" in args.only:
             update_doc(doc, "bench/python", prose(python_text + "Measured %s, load average %s when the run started.\n\n"
                                                   % (m["date"], m["load"])))
+        if "k" in args.only:
+            update_doc(doc, "bench/cost", prose(cost_text + "Measured %s, load average %s when the run started.\n\n"
+                                                % (m["date"], m["load"])))
         if "g" in args.only:
             update_doc(doc, "bench/moe", prose(moe_text + "Measured %s, load average %s when the run started.\n\n"
                                                % (m["date"], m["load"])))

@@ -67,23 +67,34 @@ static InstCost collective_cost(const Target *t, const Module *m, const Fn *fn, 
     return c;
 }
 
-static InstCost call_cost(const Target *t, const Module *m, const Fn *fn, const Inst *in) {
-    FnCost f;
+/* Each fn's cost once per query: a chain of calls costs its length, not
+ * the product of its fan-outs (memo[f].time < 0: not yet computed). */
+typedef struct {
+    const Target *t;
+    const Module *m;
+    FnCost *memo;
+} Ctx;
+
+static const FnCost *fn_cost(Ctx *c, int f);
+
+static InstCost call_cost(Ctx *cx, const Fn *fn, const Inst *in) {
+    const FnCost *f = fn_cost(cx, inst_callee(fn, in));
     double k = in->op == OP_LOOP ? (double)loop_trips_known(fn, in) : 1;
-    cost_fn(t, m, inst_callee(fn, in), &f);
-    InstCost c = {.flops = k * f.flops, .bytes = k * f.bytes, .sent = k * f.sent, .time = k * f.time};
-    c.bound = f.comm > f.compute && f.comm > f.memory ? BOUND_COMM
-            : f.compute >= f.memory && f.compute > 0 ? BOUND_COMPUTE : f.memory > 0 ? BOUND_MEMORY : BOUND_NONE;
+    InstCost c = {.flops = k * f->flops, .bytes = k * f->bytes, .sent = k * f->sent, .time = k * f->time};
+    c.bound = f->comm > f->compute && f->comm > f->memory ? BOUND_COMM
+            : f->compute >= f->memory && f->compute > 0 ? BOUND_COMPUTE : f->memory > 0 ? BOUND_MEMORY : BOUND_NONE;
     return c;
 }
 
-InstCost cost_inst(const Target *t, const Module *m, int f, int v) {
+static InstCost inst_cost(Ctx *cx, int f, int v) {
+    const Target *t = cx->t;
+    const Module *m = cx->m;
     const Fn *fn = &m->fns[f];
     const Inst *in = &fn->insts[v];
     if (op_is_collective(in->op))
         return collective_cost(t, m, fn, in);
     if (op_calls(in->op))
-        return call_cost(t, m, fn, in);
+        return call_cost(cx, fn, in);
     InstCost c = {.flops = flops_of(fn, in), .bytes = memory_bytes(fn, in)};
     int dt = in->op == OP_DOT ? fn->insts[ir_arg(fn, in, 0)].type.dtype : in->type.dtype;
     double tc = c.flops / t->peak_flops[dt < DT_COUNT ? dt : DT_F32], tm = c.bytes / t->mem_bw;
@@ -92,19 +103,35 @@ InstCost cost_inst(const Target *t, const Module *m, int f, int v) {
     return c;
 }
 
+static Ctx ctx_begin(const Target *t, const Module *m) {
+    Ctx c = {t, m, malloc(sizeof(FnCost) * (size_t)(m->nfns + 1))};
+    for (int f = 0; f < m->nfns; f++)
+        c.memo[f].time = -1;
+    return c;
+}
+
+InstCost cost_inst(const Target *t, const Module *m, int f, int v) {
+    Ctx cx = ctx_begin(t, m);
+    InstCost c = inst_cost(&cx, f, v);
+    free(cx.memo);
+    return c;
+}
+
 /* Two streams per device: compute runs the instructions in order; the link
  * runs collectives one at a time, each starting when it is issued and the
  * link is free.  A synchronous collective stalls compute until it ends; an
  * async start lets compute go on until its done.  So the step time is at
  * most the sum of all times, and at least the compute stream's. */
-double cost_fn(const Target *t, const Module *m, int f, FnCost *out) {
-    const Fn *fn = &m->fns[f];
+static const FnCost *fn_cost(Ctx *cx, int f) {
+    if (cx->memo[f].time >= 0)
+        return &cx->memo[f];
+    const Fn *fn = &cx->m->fns[f];
     FnCost c = {0};
     double now = 0, link_free = 0;
     double *ends = calloc((size_t)fn->ninsts + 1, sizeof *ends);
     for (int v = 0; v < fn->ninsts; v++) {
         const Inst *in = &fn->insts[v];
-        InstCost ic = cost_inst(t, m, f, v);
+        InstCost ic = inst_cost(cx, f, v);
         c.flops += ic.flops;
         c.bytes += ic.bytes;
         c.sent += ic.sent;
@@ -118,12 +145,11 @@ double cost_fn(const Target *t, const Module *m, int f, FnCost *out) {
             double e = ends[ir_arg(fn, in, 0)];
             now = e > now ? e : now;
         } else if (op_calls(in->op)) {
-            FnCost callee;
+            const FnCost *callee = fn_cost(cx, inst_callee(fn, in));
             double k = in->op == OP_LOOP ? (double)loop_trips_known(fn, in) : 1;
-            cost_fn(t, m, inst_callee(fn, in), &callee);
-            c.compute += k * callee.compute;
-            c.memory += k * callee.memory;
-            c.comm += k * callee.comm;
+            c.compute += k * callee->compute;
+            c.memory += k * callee->memory;
+            c.comm += k * callee->comm;
             now += ic.time;
         } else {
             if (ic.bound == BOUND_COMPUTE)
@@ -138,6 +164,13 @@ double cost_fn(const Target *t, const Module *m, int f, FnCost *out) {
     c.hidden = c.compute + c.memory + c.comm - c.time;
     if (c.hidden < 1e-9 * c.time)   /* rounding of the sums, not an overlap */
         c.hidden = 0;
-    *out = c;
-    return c.time;
+    cx->memo[f] = c;
+    return &cx->memo[f];
+}
+
+double cost_fn(const Target *t, const Module *m, int f, FnCost *out) {
+    Ctx cx = ctx_begin(t, m);
+    *out = *fn_cost(&cx, f);
+    free(cx.memo);
+    return out->time;
 }

@@ -17,11 +17,13 @@ const CommandSpec shardc_commands[] = {
      "sharding and why), partitioned (per-device programs with collectives; warnings on standard error) or "
      "scheduled (collectives split into start/done, buffers and peak bytes per device).",
      "shardc dump samples/mlp.tdsl --stage=sharded --fn mlp"},
-    {"show", CMD_SHOW, "show prog.tdsl --fn F (--value V | --format dot) [--stage sharded|partitioned]",
+    {"show", CMD_SHOW, "show prog.tdsl --fn F (--value V | --format dot | --cost) [--stage sharded|partitioned]",
      "draw which device holds which block of a value (--fn F --value V),\n"
-     "or the dataflow graph of a function for Graphviz (--fn F --format dot)",
+     "or the dataflow graph of a function for Graphviz (--fn F --format dot),\n"
+     "or its predicted time on a machine (--fn F --cost [--target T])",
      "Draw which device holds which block of value V of function F (named as dump names it), or with "
-     "--format dot write F's dataflow graph with shardings for Graphviz.",
+     "--format dot write F's dataflow graph with shardings for Graphviz, or with --cost print F's predicted "
+     "time on the --target machine (docs/autoshard.md).",
      "shardc show samples/mlp.tdsl --fn mlp --value h"},
     {"interp", CMD_INTERP,
      "interp prog.tdsl --fn F --in NAME=FILE.npy ... --out DIR [--stage parsed|partitioned] [--cast]",
