@@ -8,11 +8,15 @@
  *   latency x 2 pipes at most).
  * - STREAM triad, a[i] = b[i] + s * c[i] over doubles, 24 bytes per element,
  *   on every core, arrays far larger than any cache.
+ * - libm rate: f32 tanhf calls per second on one core, over a 16 MiB
+ *   array: what an elementwise op that calls <math.h> costs per element
+ *   (the cost model's libm_rate, docs/autoshard.md).
  *
  * Prints one `name value` line per figure; bench/report.py reads them. */
 #include "shardc_lib.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +169,27 @@ static double stream_triad(int threads) {
     return best;
 }
 
+static double libm_rate(void) {
+    long n = 1L << 22;
+    float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+    if (!a || !b)
+        exit(1);
+    for (long i = 0; i < n; i++)
+        a[i] = (float)(i % 1000) * 0.003f - 1.5f;
+    double best = 0;
+    for (int r = 0; r < RUNS; r++) {
+        double t0 = now_s();
+        for (long i = 0; i < n; i++)
+            b[i] = tanhf(a[i]);
+        double rate = (double)n / (now_s() - t0);
+        best = rate > best ? rate : best;
+    }
+    volatile float keep = b[n / 2];   /* the loop's results are used */
+    (void)keep;
+    free(a), free(b);
+    return best;
+}
+
 int main(void) {
     sk_isa isa = sk_cpu_isa();
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -176,5 +201,6 @@ int main(void) {
     printf("fma_peak_1 %.1f\n", fma_peak(isa, 1));
     printf("fma_peak_all %.1f\n", fma_peak(isa, cores));
     printf("stream_triad_all %.2f\n", stream_triad(cores));
+    printf("libm_rate_1 %.4g\n", libm_rate());
     return 0;
 }

@@ -1019,8 +1019,11 @@ def write_host_target(build, lim, ndev):
             "mem_bw %.4g\n"
             "mem_per_device %d\n"
             "link intra %.4g %.4g\n"
+            "# tanhf calls per second on one core (bench/limits.c: %.4g), times the cores, divided among the devices\n"
+            "libm_rate %.4g\n"
             % (ndev, lim["cores"], f32, bf16, lim["stream_triad_all"], f32 * 1e9 / ndev, bf16 * 1e9 / ndev,
-               lim["stream_triad_all"] * 1e9 / ndev, mem // ndev, bw, lat))
+               lim["stream_triad_all"] * 1e9 / ndev, mem // ndev, bw, lat, float(lim["libm_rate_1"]),
+               float(lim["libm_rate_1"]) * int(lim["cores"]) / ndev))
     path = os.path.join(build, "host.target")
     with open(path, "w") as f:
         f.write(text)
@@ -1057,16 +1060,21 @@ def cost_section(build, lim, summary):
     if rows:
         summary.append(("(k) cost model: predictions within %.0f%% of the measured time" % (TARGET_COST * 100),
                         "%d of %d" % (within, len(rows)), met(within == len(rows))))
+    fields = [line.split(None, 1) for line in text.splitlines() if line and not line.startswith("#")]
+    ttab = table(("field", "value"), [("`%s`" % k, v) for k, v in fields])
     return ("## The cost model against measured times\n\n"
             "`make bench` writes this machine's target, build/host.target (docs/autoshard.md), the default of "
-            "`shardc dump --cost` and `shardc show --cost`:\n\n```\n%s```\n\n"
+            "`shardc dump --cost` and `shardc show --cost`: this machine as %d threads-backend devices, "
+            "the GEMM rate of `sk_dot` at 1024^3 on every core (bench/gemm.c), the STREAM triad and the rate "
+            "of `tanhf` calls (bench/limits.c) divided among them, the link fitted to the threads backend's all-gather "
+            "(bench/coll_threads.c):\n\n%s\n"
             "Each program timed above on the threads backend, predicted by `shardc show --fn F --cost` with that "
             "target (the same `--const` and `--mesh`), against its best measured time. The target's peak is "
             "what shardc's GEMM reaches on a large product, its memory bandwidth STREAM's: a prediction below "
             "the measured time is the distance of small GEMMs and of other loops from those rates, one above "
             "it work the model counts that the kernels avoid (fused elementwise chains read from registers, "
             "blocks read from cache).\n\n%s\n"
-            % (text, tab))
+            % (NDEV, ttab, tab))
 
 
 def update_doc(path, name, text, before=None):

@@ -21,6 +21,7 @@ typedef struct {
     char source[512];            /* the file it was read from, or "built-in" */
     double peak_flops[DT_COUNT]; /* per dtype; 0: not given (f32's is used) */
     double mem_bw;               /* bytes per second */
+    double libm_rate;            /* elements per second of an op calling <math.h>; 0: one FLOP each */
     int64_t mem_per_device;      /* bytes */
     Link intra, inter;           /* within a node, between nodes */
     int64_t node_devices;        /* devices per node; 0: one node holds the whole mesh */

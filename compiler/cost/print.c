@@ -43,6 +43,11 @@ void cost_print_fn(FILE *out, const Target *t, const Module *m, int fn) {
     fputs(", hidden by overlap ", out);
     print_time(out, c.hidden);
     fprintf(out, "; flops=%.0f bytes=%.0f sent=%.0f per device\n", c.flops, c.bytes, c.sent);
+    const Fn *f = &m->fns[fn];
+    int64_t peak = f->peak_nested > f->peak_bytes ? f->peak_nested : f->peak_bytes;
+    if (f->scheduled && peak > t->mem_per_device)   /* parameters not included: the least it needs */
+        fprintf(out, "#   does not fit target %s: %lld bytes per device of buffers alone (parameters not included), "
+                "mem_per_device %lld\n", t->name, (long long)peak, (long long)t->mem_per_device);
 }
 
 static void hook_inst(void *ctx, FILE *out, const Module *m, int fn, int v) {

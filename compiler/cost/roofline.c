@@ -2,7 +2,8 @@
  * "Formulas").  Per device:
  *   dot: 2*M*N*K FLOPs (result elements times the contracted size, times 2);
  *   elementwise arithmetic, convert, compare, random: 1 FLOP per result
- *   element, transcendentals included; reduce and cumsum: 1 per operand
+ *   element, transcendentals included (an op calling <math.h> takes
+ *   1 / libm_rate seconds per element when the target gives the rate); reduce and cumsum: 1 per operand
  *   element; ops that only move elements: none.
  *   bytes: every operand read once plus the result written once; a view or
  *   an assembled concatenate moves nothing, a folded instruction (a dot's
@@ -15,8 +16,30 @@
 #include "cost.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 const char *const bound_name[] = {"-", "compute", "memory", "comm"};
+
+/* Each elementwise op's formula as text, from the one definition of what it
+ * computes (lib/shardc_elementwise.def). */
+static const char *const formula[OP_COUNT] = {
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #f,
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #f,
+#include "../../lib/shardc_elementwise.def"
+#undef SK_UNARY
+#undef SK_BINARY
+};
+
+/* Does the op call a <math.h> function, M(f), other than fabs and sqrt
+ * (single instructions)?  Those (tanh, log, sin, erf, pow, ...) are scalar
+ * library calls, far slower than a FLOP; shardc's own exp, T(exp), is
+ * inlined and vectorized, and counts as one. */
+static int calls_libm(int op) {
+    for (const char *p = formula[op]; p && (p = strstr(p, "M(")); p += 2)
+        if (strncmp(p + 2, "fabs)", 5) != 0 && strncmp(p + 2, "sqrt)", 5) != 0)
+            return 1;
+    return 0;
+}
 
 static double value_bytes(const Shape *s) {
     return s->dtype == DT_TUPLE ? 0 : (double)shape_elems(s) * dtype_size(s->dtype);
@@ -98,6 +121,8 @@ static InstCost inst_cost(Ctx *cx, int f, int v) {
     InstCost c = {.flops = flops_of(fn, in), .bytes = memory_bytes(fn, in)};
     int dt = in->op == OP_DOT ? fn->insts[ir_arg(fn, in, 0)].type.dtype : in->type.dtype;
     double tc = c.flops / t->peak_flops[dt < DT_COUNT ? dt : DT_F32], tm = c.bytes / t->mem_bw;
+    if (t->libm_rate > 0 && calls_libm(in->op) && !(in->flags & INST_FOLDED))
+        tc = c.flops / t->libm_rate;            /* one call per element */
     c.time = tc > tm ? tc : tm;
     c.bound = c.time == 0 ? BOUND_NONE : tc >= tm ? BOUND_COMPUTE : BOUND_MEMORY;
     return c;

@@ -5,7 +5,8 @@
  *   mem_bw BYTES/S
  *   mem_per_device BYTES
  *   link intra|inter|AXIS BYTES/S LATENCY_SECONDS   (intra required)
- *   node_devices N                (inter required with it)  */
+ *   node_devices N                (inter required with it)
+ *   libm_rate ELEMENTS/S          (optional) */
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "cost.h"
 #include "suggest.h"
@@ -16,8 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const field_name[] = {"name", "peak_flops", "mem_bw", "mem_per_device", "link", "node_devices"};
-enum { F_NAME, F_PEAK, F_MEM_BW, F_MEM, F_LINK, F_NODE, F_COUNT };
+static const char *const field_name[] = {"name", "peak_flops", "mem_bw", "mem_per_device", "link", "node_devices",
+                                         "libm_rate"};
+enum { F_NAME, F_PEAK, F_MEM_BW, F_MEM, F_LINK, F_NODE, F_LIBM, F_COUNT };
 
 /* The built-in default: a modest one-socket CPU core per device.  Its
  * numbers are round guesses; `make bench` measures this machine's. */
@@ -141,6 +143,12 @@ static int parse_line(Target *t, const Reader *r, char *line, int *seen) {
         if (number(r, strtok_r(NULL, " \t", &save), "node_devices", &x) || x < 1 || x != (double)(int64_t)x)
             return x < 1 || x != (double)(int64_t)x ? fail(r, "node_devices must be a positive integer", "", NULL) : -1;
         t->node_devices = (int64_t)x;
+        break;
+    case F_LIBM:
+        if (number(r, strtok_r(NULL, " \t", &save), "libm_rate", &t->libm_rate))
+            return -1;
+        if (!(t->libm_rate > 0))
+            return fail(r, "libm_rate must be positive", "", NULL);
         break;
     case F_LINK:
         return parse_link(t, r, &save) ? -1 : strtok_r(NULL, " \t", &save) ? fail(r, "extra value after", "link", NULL) : 0;
