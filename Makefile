@@ -149,7 +149,9 @@ lib-tests: $(LIB_TESTS)
 # docs/performance.md itself, so that benchmarking leaves a clone clean
 # unless asked): the machine's limits (FMA peak, STREAM), GEMM engines
 # against each other, collectives of the threads backend and of OpenMPI,
-# the samples against plain BLAS, compile time.  bench/coll_mpi needs mpicc;
+# the samples against plain BLAS, compile time, and the cost model: it
+# writes $(BUILD)/host.target (docs/autoshard.md) and compares its predicted
+# times with the measured ones.  bench/coll_mpi needs mpicc;
 # without it the report has no MPI column.  bench/threads (loops on a
 # device's OpenMP threads against one thread, docs/kernels.md) is run by
 # hand: build/bench/threads [T].
