@@ -1136,6 +1136,7 @@ def main():
         (lim["fma_peak_1"], lim["fma_peak_all"], lim["cores"], lim["stream_triad_all"]))
     work = tempfile.mkdtemp(prefix="shardc-bench.")
     summary, sections = [], []
+    own = {}        # sections with a part of the doc of their own: marker -> text
     try:
         if "a" in args.only:
             log("\n== (a) GEMM engines (bench/gemm.c)")
@@ -1322,21 +1323,21 @@ def main():
         if "g" in args.only:
             log("\n== (g) mixture of experts: the MoE samples against the auto-partitioned moe")
             os.makedirs(os.path.join(work, "moe"))
-            moe_text = moe_section(bench_moe(build, os.path.join(work, "moe"), args.quick), lim)
+            own["bench/moe"] = moe_section(bench_moe(build, os.path.join(work, "moe"), args.quick), lim)
         if "h" in args.only:
             log("\n== (h) training steps against their forward passes")
             os.makedirs(os.path.join(work, "train"))
-            train_text = training_section(bench_training(build, os.path.join(work, "train"), args.quick), lim, summary)
+            own["bench/training"] = training_section(bench_training(build, os.path.join(work, "train"), args.quick), lim, summary)
         if "i" in args.only:
             log("\n== (i) cost against depth: compile and build time of deep and long programs")
             os.makedirs(os.path.join(work, "depth"))
-            depth_text = depth_section(bench_depth(build, os.path.join(work, "depth"), args.quick), summary)
+            own["bench/depth"] = depth_section(bench_depth(build, os.path.join(work, "depth"), args.quick), summary)
         if "j" in args.only:
             log("\n== (j) a training step called from a Python loop against shardc run --steps")
-            python_text = python_section(build, args.quick, summary)
+            own["bench/python"] = python_section(build, args.quick, summary)
         if "k" in args.only:
             log("\n== (k) the cost model: this machine's target, predicted against measured times")
-            cost_text = cost_section(build, lim, summary)
+            own["bench/cost"] = cost_section(build, lim, summary)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -1361,21 +1362,9 @@ def main():
             update_doc(doc, "bench/machine", prose(mtext), before="bench/report")
             stext = "## Targets\n\n" + table(("measure", "value", "target"), summary) + "\n"
             update_doc(doc, "bench/report", stext + "".join(prose(x) for x in sections))
-        if "h" in args.only:
-            update_doc(doc, "bench/training", prose(train_text + "Measured %s, load average %s when the run started.\n\n"
-                                                    % (m["date"], m["load"])))
-        if "i" in args.only:
-            update_doc(doc, "bench/depth", prose(depth_text + "Measured %s, load average %s when the run started.\n\n"
-                                                 % (m["date"], m["load"])))
-        if "j" in args.only:
-            update_doc(doc, "bench/python", prose(python_text + "Measured %s, load average %s when the run started.\n\n"
-                                                  % (m["date"], m["load"])))
-        if "k" in args.only:
-            update_doc(doc, "bench/cost", prose(cost_text + "Measured %s, load average %s when the run started.\n\n"
-                                                % (m["date"], m["load"])))
-        if "g" in args.only:
-            update_doc(doc, "bench/moe", prose(moe_text + "Measured %s, load average %s when the run started.\n\n"
-                                               % (m["date"], m["load"])))
+        for marker, text in own.items():
+            update_doc(doc, marker, prose(text + "Measured %s, load average %s when the run started.\n\n"
+                                          % (m["date"], m["load"])))
         log("updated %s%s" % (doc, "" if doc == args.doc else " (%s is unchanged: `make bench-doc` rewrites it)"
                                                           % args.doc))
     return 0

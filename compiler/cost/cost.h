@@ -62,17 +62,29 @@ typedef struct {
     double flops, bytes, sent;   /* totals per device, calls and loops included */
 } FnCost;
 
+/* The queries on one module: each fn's cost is computed once and kept
+ * (memo[f].time < 0: not yet), so a dump asking for every instruction and
+ * fn, or a chain of calls, costs the module's size, not the product of its
+ * fan-outs.  cost_end frees it. */
+typedef struct {
+    const Target *t;
+    const Module *m;
+    FnCost *memo;
+} Cost;
+
+Cost cost_begin(const Target *t, const Module *m);
+void cost_end(Cost *c);
 /* One instruction of a scheduled fn (a call or loop: its callee's whole
  * time, trip count times). */
-InstCost cost_inst(const Target *t, const Module *m, int fn, int v);
-/* A scheduled fn: returns out->time. */
-double cost_fn(const Target *t, const Module *m, int fn, FnCost *out);
+InstCost cost_inst(Cost *c, int fn, int v);
+/* A scheduled fn. */
+const FnCost *cost_fn(Cost *c, int fn);
 
-/* The per-instruction comment `  # flops=.. bytes=.. sent=.. t=.. bound=..`
- * and the per-fn summary lines of dump --cost and show. */
-void cost_print_inst(FILE *out, const Target *t, const Module *m, int fn, int v);
-void cost_print_fn(FILE *out, const Target *t, const Module *m, int fn);
-/* dump --stage scheduled --cost: the dump with both, after a line naming the target. */
+/* dump --stage scheduled --cost: the dump with each instruction's comment
+ * `  # flops=.. bytes=.. sent=.. t=.. bound=..` and each fn's summary lines,
+ * after a line naming the target; show --fn F --cost: that line and F's
+ * summary. */
 void cost_dump(const Module *m, FILE *out, int only_fn_sym, const Target *t);
+void cost_show(const Module *m, FILE *out, int fn, const Target *t);
 
 #endif

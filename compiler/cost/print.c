@@ -16,11 +16,11 @@ static void print_time(FILE *out, double s) {
         fprintf(out, "%.4gs", s);
 }
 
-void cost_print_inst(FILE *out, const Target *t, const Module *m, int fn, int v) {
-    const Inst *in = &m->fns[fn].insts[v];
+static void print_inst(FILE *out, Cost *cost, int fn, int v) {
+    const Inst *in = &cost->m->fns[fn].insts[v];
     if (in->op == OP_PARAMETER || in->op == OP_RETURN || in->op == OP_GET_TUPLE_ELEMENT)
         return;
-    InstCost c = cost_inst(t, m, fn, v);
+    InstCost c = cost_inst(cost, fn, v);
     fprintf(out, "  # flops=%.0f bytes=%.0f sent=%.0f t=", c.flops, c.bytes, c.sent);
     print_time(out, c.time);
     fprintf(out, " bound=%s", bound_name[c.bound]);
@@ -28,9 +28,10 @@ void cost_print_inst(FILE *out, const Target *t, const Module *m, int fn, int v)
         fputs(" (waits for its start)", out);
 }
 
-void cost_print_fn(FILE *out, const Target *t, const Module *m, int fn) {
-    FnCost c;
-    cost_fn(t, m, fn, &c);
+static void print_fn(FILE *out, Cost *cost, int fn) {
+    const Target *t = cost->t;
+    const Module *m = cost->m;
+    FnCost c = *cost_fn(cost, fn);
     const char *name = sym_name(m->syms, m->fns[fn].sym);
     fprintf(out, "# predicted time of %s on target %s: ", name, t->name);
     print_time(out, c.time);
@@ -52,15 +53,28 @@ void cost_print_fn(FILE *out, const Target *t, const Module *m, int fn) {
 
 static void hook_inst(void *ctx, FILE *out, const Module *m, int fn, int v) {
     if (m->fns[fn].scheduled)
-        cost_print_inst(out, ctx, m, fn, v);
+        print_inst(out, ctx, fn, v);
 }
 
 static void hook_fn(void *ctx, FILE *out, const Module *m, int fn) {
     if (m->fns[fn].scheduled)
-        cost_print_fn(out, ctx, m, fn);
+        print_fn(out, ctx, fn);
+}
+
+static void print_target(FILE *out, const Target *t) {
+    fprintf(out, "# target %s (%s)\n", t->name, t->source);
 }
 
 void cost_dump(const Module *m, FILE *out, int only_fn_sym, const Target *t) {
-    fprintf(out, "# target %s (%s)\n", t->name, t->source);
-    ir_dump_hooked(m, out, only_fn_sym, 0, &(DumpHooks){(void *)t, hook_inst, hook_fn});
+    print_target(out, t);
+    Cost c = cost_begin(t, m);
+    ir_dump_hooked(m, out, only_fn_sym, 0, &(DumpHooks){&c, hook_inst, hook_fn});
+    cost_end(&c);
+}
+
+void cost_show(const Module *m, FILE *out, int fn, const Target *t) {
+    print_target(out, t);
+    Cost c = cost_begin(t, m);
+    print_fn(out, &c, fn);
+    cost_end(&c);
 }

@@ -90,18 +90,8 @@ static InstCost collective_cost(const Target *t, const Module *m, const Fn *fn, 
     return c;
 }
 
-/* Each fn's cost once per query: a chain of calls costs its length, not
- * the product of its fan-outs (memo[f].time < 0: not yet computed). */
-typedef struct {
-    const Target *t;
-    const Module *m;
-    FnCost *memo;
-} Ctx;
-
-static const FnCost *fn_cost(Ctx *c, int f);
-
-static InstCost call_cost(Ctx *cx, const Fn *fn, const Inst *in) {
-    const FnCost *f = fn_cost(cx, inst_callee(fn, in));
+static InstCost call_cost(Cost *cx, const Fn *fn, const Inst *in) {
+    const FnCost *f = cost_fn(cx, inst_callee(fn, in));
     double k = in->op == OP_LOOP ? (double)loop_trips_known(fn, in) : 1;
     InstCost c = {.flops = k * f->flops, .bytes = k * f->bytes, .sent = k * f->sent, .time = k * f->time};
     c.bound = f->comm > f->compute && f->comm > f->memory ? BOUND_COMM
@@ -109,7 +99,7 @@ static InstCost call_cost(Ctx *cx, const Fn *fn, const Inst *in) {
     return c;
 }
 
-static InstCost inst_cost(Ctx *cx, int f, int v) {
+InstCost cost_inst(Cost *cx, int f, int v) {
     const Target *t = cx->t;
     const Module *m = cx->m;
     const Fn *fn = &m->fns[f];
@@ -128,18 +118,16 @@ static InstCost inst_cost(Ctx *cx, int f, int v) {
     return c;
 }
 
-static Ctx ctx_begin(const Target *t, const Module *m) {
-    Ctx c = {t, m, malloc(sizeof(FnCost) * (size_t)(m->nfns + 1))};
+Cost cost_begin(const Target *t, const Module *m) {
+    Cost c = {t, m, malloc(sizeof(FnCost) * (size_t)(m->nfns + 1))};
     for (int f = 0; f < m->nfns; f++)
         c.memo[f].time = -1;
     return c;
 }
 
-InstCost cost_inst(const Target *t, const Module *m, int f, int v) {
-    Ctx cx = ctx_begin(t, m);
-    InstCost c = inst_cost(&cx, f, v);
-    free(cx.memo);
-    return c;
+void cost_end(Cost *c) {
+    free(c->memo);
+    c->memo = NULL;
 }
 
 /* Two streams per device: compute runs the instructions in order; the link
@@ -147,7 +135,7 @@ InstCost cost_inst(const Target *t, const Module *m, int f, int v) {
  * link is free.  A synchronous collective stalls compute until it ends; an
  * async start lets compute go on until its done.  So the step time is at
  * most the sum of all times, and at least the compute stream's. */
-static const FnCost *fn_cost(Ctx *cx, int f) {
+const FnCost *cost_fn(Cost *cx, int f) {
     if (cx->memo[f].time >= 0)
         return &cx->memo[f];
     const Fn *fn = &cx->m->fns[f];
@@ -156,7 +144,7 @@ static const FnCost *fn_cost(Ctx *cx, int f) {
     double *ends = calloc((size_t)fn->ninsts + 1, sizeof *ends);
     for (int v = 0; v < fn->ninsts; v++) {
         const Inst *in = &fn->insts[v];
-        InstCost ic = inst_cost(cx, f, v);
+        InstCost ic = cost_inst(cx, f, v);
         c.flops += ic.flops;
         c.bytes += ic.bytes;
         c.sent += ic.sent;
@@ -170,7 +158,7 @@ static const FnCost *fn_cost(Ctx *cx, int f) {
             double e = ends[ir_arg(fn, in, 0)];
             now = e > now ? e : now;
         } else if (op_calls(in->op)) {
-            const FnCost *callee = fn_cost(cx, inst_callee(fn, in));
+            const FnCost *callee = cost_fn(cx, inst_callee(fn, in));
             double k = in->op == OP_LOOP ? (double)loop_trips_known(fn, in) : 1;
             c.compute += k * callee->compute;
             c.memory += k * callee->memory;
@@ -191,11 +179,4 @@ static const FnCost *fn_cost(Ctx *cx, int f) {
         c.hidden = 0;
     cx->memo[f] = c;
     return &cx->memo[f];
-}
-
-double cost_fn(const Target *t, const Module *m, int f, FnCost *out) {
-    Ctx cx = ctx_begin(t, m);
-    *out = *fn_cost(&cx, f);
-    free(cx.memo);
-    return out->time;
 }

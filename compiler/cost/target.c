@@ -45,7 +45,7 @@ static int fail(const Reader *r, const char *msg, const char *arg, const char *h
     return -1;
 }
 
-/* A positive finite number; returns 0 or -1 after an error naming it. */
+/* A finite number >= 0; returns 0 or -1 after an error naming it. */
 static int number(const Reader *r, const char *tok, const char *field, double *x) {
     char *end;
     if (!tok) {
@@ -58,6 +58,18 @@ static int number(const Reader *r, const char *tok, const char *field, double *x
         char msg[80];
         snprintf(msg, sizeof msg, "bad number for %s:", field);
         return fail(r, msg, tok, NULL);
+    }
+    return 0;
+}
+
+/* A field's one value, which must be positive ("mem_bw must be positive"). */
+static int positive(const Reader *r, char **save, const char *field, double *x) {
+    if (number(r, strtok_r(NULL, " \t", save), field, x))
+        return -1;
+    if (!(*x > 0)) {
+        char msg[80];
+        snprintf(msg, sizeof msg, "%s must be positive", field);
+        return fail(r, msg, "", NULL);
     }
     return 0;
 }
@@ -129,10 +141,8 @@ static int parse_line(Target *t, const Reader *r, char *line, int *seen) {
         break;
     }
     case F_MEM_BW:
-        if (number(r, strtok_r(NULL, " \t", &save), "mem_bw", &t->mem_bw))
+        if (positive(r, &save, "mem_bw", &t->mem_bw))
             return -1;
-        if (!(t->mem_bw > 0))
-            return fail(r, "mem_bw must be positive", "", NULL);
         break;
     case F_MEM:
         if (number(r, strtok_r(NULL, " \t", &save), "mem_per_device", &x))
@@ -140,15 +150,15 @@ static int parse_line(Target *t, const Reader *r, char *line, int *seen) {
         t->mem_per_device = (int64_t)x;
         break;
     case F_NODE:
-        if (number(r, strtok_r(NULL, " \t", &save), "node_devices", &x) || x < 1 || x != (double)(int64_t)x)
-            return x < 1 || x != (double)(int64_t)x ? fail(r, "node_devices must be a positive integer", "", NULL) : -1;
+        if (number(r, strtok_r(NULL, " \t", &save), "node_devices", &x))
+            return -1;
+        if (x < 1 || x != (double)(int64_t)x)
+            return fail(r, "node_devices must be a positive integer", "", NULL);
         t->node_devices = (int64_t)x;
         break;
     case F_LIBM:
-        if (number(r, strtok_r(NULL, " \t", &save), "libm_rate", &t->libm_rate))
+        if (positive(r, &save, "libm_rate", &t->libm_rate))
             return -1;
-        if (!(t->libm_rate > 0))
-            return fail(r, "libm_rate must be positive", "", NULL);
         break;
     case F_LINK:
         return parse_link(t, r, &save) ? -1 : strtok_r(NULL, " \t", &save) ? fail(r, "extra value after", "link", NULL) : 0;

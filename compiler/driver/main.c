@@ -672,10 +672,9 @@ int main(int argc, char **argv) {
             rc = run_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out, &ro);
         else if (is_interp)
             rc = interp_command(&c.module, fn_index(&c, only), o.ins, o.nins, o.out, o.cast);
-        else if (o.cost) {
-            fprintf(stdout, "# target %s (%s)\n", target.name, target.source);
-            cost_print_fn(stdout, &target, &c.module, fn_index(&c, only));
-        } else if (o.format && strcmp(o.format, "dot") == 0)
+        else if (o.cost)
+            cost_show(&c.module, stdout, fn_index(&c, only), &target);
+        else if (o.format && strcmp(o.format, "dot") == 0)
             show_dot(&c.module, fn_index(&c, only), stdout);
         else
             rc = show_value(&c.module, fn_index(&c, only), o.value, stdout);
