@@ -272,6 +272,15 @@ static int parse_args(Run *r, int argc, char **argv) {
     return r->out ? 0 : 2;
 }
 
+int sk_same_blocks(const sk_program *p, const sk_arg_desc *a, const sk_arg_desc *b) {
+    int same = a->global.dtype == b->global.dtype && a->global.rank == b->global.rank;
+    for (int d = 0; same && d < a->global.rank; d++)
+        same = a->global.dims[d] == b->global.dims[d] && a->local[d] == b->local[d];
+    for (int ax = 0; same && ax < p->mesh.naxes; ax++)
+        same = a->dim[ax] == b->dim[ax] && (a->dim[ax] < 0 || a->pos[ax] == b->pos[ax]);
+    return same;
+}
+
 /* --steps: which parameter each result carries into (r->carry), checked
  * before anything runs: a result named like a parameter needs its global
  * type and sharding, one result at least must carry, and a carried
@@ -292,12 +301,7 @@ static int check_steps(Run *r) {
         if (!r->steps || k < 0)
             continue;
         const sk_arg_desc *b = &p->params[k];
-        int same = a->global.dtype == b->global.dtype && a->global.rank == b->global.rank;
-        for (int d = 0; same && d < a->global.rank; d++)
-            same = a->global.dims[d] == b->global.dims[d] && a->local[d] == b->local[d];
-        for (int ax = 0; same && ax < p->mesh.naxes; ax++)
-            same = a->dim[ax] == b->dim[ax] && (a->dim[ax] < 0 || a->pos[ax] == b->pos[ax]);
-        if (!same) {
+        if (!sk_same_blocks(p, a, b)) {
             char rt[256], pt[256];
             sk_arg_text(p, a, rt, sizeof rt);
             sk_arg_text(p, b, pt, sizeof pt);

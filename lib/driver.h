@@ -70,6 +70,10 @@ int sk_prepare_outputs(Run *r);
  * DIR/NAME.process{p}.npy), NAME the parameter it carries into. */
 int sk_write_outputs(Run *r);
 
+/* Does result or parameter a have b's global type and the same block on
+ * every device (so that one's blocks can stand for the other's: --steps,
+ * sk_session_carry)? */
+int sk_same_blocks(const sk_program *p, const sk_arg_desc *a, const sk_arg_desc *b);
 /* Process 0 receives every device's blocks of each result (every process
  * calls it). */
 int sk_gather_results(Run *r);

@@ -126,17 +126,6 @@ static Run *bind(sk_session *s, const sk_program *p) {
     return s->err[0] ? NULL : &b->r;
 }
 
-/* sk_session_carry: do result `res`'s blocks fit parameter `par`'s (the
- * same global type and the same blocks on every device)? */
-static int same_blocks(const sk_program *p, const sk_arg_desc *a, const sk_arg_desc *b) {
-    int same = a->global.dtype == b->global.dtype && a->global.rank == b->global.rank;
-    for (int d = 0; same && d < a->global.rank; d++)
-        same = a->global.dims[d] == b->global.dims[d] && a->local[d] == b->local[d];
-    for (int ax = 0; same && ax < p->mesh.naxes; ax++)
-        same = a->dim[ax] == b->dim[ax] && (a->dim[ax] < 0 || a->pos[ax] == b->pos[ax]);
-    return same;
-}
-
 int sk_session_carry(sk_session *s, int param, int result) {
     if (!s || s->ncarry >= MAX_CARRY)
         return SC_ERR;
@@ -160,7 +149,7 @@ static void apply_carries(sk_session *s, Run *r, char *skip) {
         for (int e = 0; e < nused; e++)
             again |= used[e] == j;
         if (i < 0 || i >= p->nparams || j < 0 || j >= p->nresults || skip[i] || again ||
-            !same_blocks(p, &p->results[j], &p->params[i]))
+            !sk_same_blocks(p, &p->results[j], &p->params[i]))
             continue;
         for (int d = 0; d < r->ndev; d++)
             if (sc_world_is_local(r->w, d) && !r->params[d][i])
