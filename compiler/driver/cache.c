@@ -5,6 +5,8 @@
 #include "cache.h"
 #include "child.h"
 
+#include "../../lib/shardc_npy.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -188,19 +190,6 @@ static int temp_beside(const char *to, char *tmp, size_t cap) {
     return fd;
 }
 
-/* fsync the directory holding `path`, so that a rename into it survives a
- * crash. */
-static void sync_dir_of(const char *path) {
-    char dir[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
-    int fd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
 /* Parse an entry's header; returns NULL, or what is wrong with it. */
 static const char *parse_header(const char *h, size_t got, const char *key, int64_t *size, char hash[65]) {
     char k[65], fmt_line[64];
@@ -375,13 +364,11 @@ static int write_entry(const char *key, const char *path, const char *entry) {
     ok = ok && fsync(fd) == 0;
     if (fd >= 0)
         ok &= close(fd) == 0;
-    ok = ok && rename(tmp, entry) == 0;
+    ok = ok && sk_commit(tmp, entry) == 0;         /* renamed, the directory fsync'd */
     if (!ok && tmp[0])
         unlink(tmp);
     if (in >= 0)
         close(in);
-    if (ok)
-        sync_dir_of(entry);
     return ok ? 0 : -1;
 }
 
