@@ -9,7 +9,7 @@ WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
 ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -I$(BUILD)/gen -Icompiler/base -Iruntime
 FUZZ_SECONDS ?= 60
 
-SRC := $(wildcard compiler/base/*.c compiler/ir/*.c compiler/sema/*.c compiler/propagate/*.c compiler/partition/*.c compiler/schedule/*.c compiler/grad/*.c compiler/cost/*.c) compiler/driver/frontend.c
+SRC := $(wildcard compiler/base/*.c compiler/ir/*.c compiler/sema/*.c compiler/propagate/*.c compiler/partition/*.c compiler/schedule/*.c compiler/grad/*.c compiler/cost/*.c compiler/autoshard/*.c) compiler/driver/frontend.c
 GEN := $(BUILD)/gen/parser.c $(BUILD)/gen/lexer.c
 HDR := $(wildcard compiler/*/*.h compiler/ir/*.def lib/*.h lib/*.def) $(BUILD)/gen/parser.h runtime/shardc_rt.h
 
@@ -190,19 +190,24 @@ $(BUILD)/libfrontend.a: $(OBJ)
 $(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/obj/compiler/driver/usage.o $(BUILD)/obj/compiler/driver/show.o \
 		$(BUILD)/obj/compiler/driver/output.o $(INTERP_OBJ) $(CODEGEN_OBJ) \
 		$(BUILD)/libfrontend.a $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
-	$(CC) $(ALL_CFLAGS) -o $@ $^ -lm -pthread
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -lglpk -lm -pthread
 
 $(BUILD)/test_ir: tests/unit/test_ir.c $(BUILD)/libfrontend.a
-	$(CC) $(ALL_CFLAGS) $(WARN) -o $@ $^ -lm
+	$(CC) $(ALL_CFLAGS) $(WARN) -o $@ $^ -lglpk -lm
+
+# The sharding search's integer program against the plans experts choose
+# (tests/autoshard/ilp_check.c, TAP-like output).
+$(BUILD)/ilp_check: tests/autoshard/ilp_check.c $(BUILD)/libfrontend.a
+	$(CC) $(ALL_CFLAGS) $(WARN) -o $@ $^ -lglpk -lm
 
 # Every test: unit tests, lit golden and diagnostic tests, the same lit tests
 # under ASan+UBSan, and a short fuzz run.  Ends with "N passed, N failed".
-check: all $(BUILD)/test_ir $(RT_TESTS) $(LIB_TESTS) mpi-tests
+check: all $(BUILD)/test_ir $(BUILD)/ilp_check $(RT_TESTS) $(LIB_TESTS) mpi-tests
 	@tests/run-tests $(BUILD)
 
 # The edit-test loop's subset (unit, golden, interpreter, partitioner,
 # runtime and kernel tests; tests/run-tests --fast), a minute or two.
-check-fast: all $(BUILD)/test_ir $(RT_TESTS) $(LIB_TESTS)
+check-fast: all $(BUILD)/test_ir $(BUILD)/ilp_check $(RT_TESTS) $(LIB_TESTS)
 	@tests/run-tests --fast $(BUILD)
 
 check-asan:
@@ -211,7 +216,7 @@ check-asan:
 # libFuzzer over the whole front end; the samples and tests are the corpus.
 $(BUILD)/fuzz_frontend: tests/fuzz/fuzz_frontend.c $(SRC) $(GEN) $(HDR)
 	clang -std=c11 -D_POSIX_C_SOURCE=200809L -DSHARDC_FUZZ_LIMITS -g -O1 -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=all -I$(BUILD)/gen -Icompiler/base -o $@ tests/fuzz/fuzz_frontend.c $(SRC) $(GEN) -lm
+	    -fno-sanitize-recover=all -I$(BUILD)/gen -Icompiler/base -o $@ tests/fuzz/fuzz_frontend.c $(SRC) $(GEN) -lglpk -lm
 
 fuzz: $(BUILD)/fuzz_frontend
 	@mkdir -p $(BUILD)/fuzz-corpus $(BUILD)/fuzz-artifacts

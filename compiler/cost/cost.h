@@ -80,6 +80,16 @@ InstCost cost_inst(Cost *c, int fn, int v);
 /* A scheduled fn. */
 const FnCost *cost_fn(Cost *c, int fn);
 
+/* The formulas on their own, for a search that costs instructions under
+ * shardings it has not built (compiler/autoshard/ilp.c): an instruction's
+ * FLOPs and memory bytes on the shapes it has; the roofline time of `flops`
+ * and `bytes` of instruction `in` (its dtype's peak, libm_rate); a ring
+ * collective `op` over mesh `axes` sending `sent` bytes per device. */
+double cost_inst_flops(const Fn *fn, const Inst *in);
+double cost_inst_bytes(const Fn *fn, const Inst *in);
+double cost_roofline(const Target *t, const Fn *fn, const Inst *in, double flops, double bytes, Bound *bound);
+double cost_collective_time(const Target *t, const Module *m, int op, const int64_t *axes, int naxes, double sent);
+
 /* dump --stage scheduled --cost: the dump with each instruction's comment
  * `  # flops=.. bytes=.. sent=.. t=.. bound=..` and each fn's summary lines,
  * after a line naming the target; show --fn F --cost: that line and F's

@@ -45,7 +45,7 @@ static double value_bytes(const Shape *s) {
     return s->dtype == DT_TUPLE ? 0 : (double)shape_elems(s) * dtype_size(s->dtype);
 }
 
-static double flops_of(const Fn *fn, const Inst *in) {
+double cost_inst_flops(const Fn *fn, const Inst *in) {
     const Shape *a0 = in->nargs ? &fn->insts[ir_arg(fn, in, 0)].type : NULL;
     double out = in->type.dtype == DT_TUPLE ? 0 : (double)shape_elems(&in->type);
     switch (in->op) {
@@ -64,7 +64,7 @@ static double flops_of(const Fn *fn, const Inst *in) {
     }
 }
 
-static double memory_bytes(const Fn *fn, const Inst *in) {
+double cost_inst_bytes(const Fn *fn, const Inst *in) {
     if (in->flags & (INST_VIEW | INST_ASSEMBLED | INST_FOLDED) || in->op == OP_PARAMETER ||
         in->op == OP_GET_TUPLE_ELEMENT || in->op == OP_RETURN || in->op == OP_DONE)
         return 0;
@@ -74,19 +74,23 @@ static double memory_bytes(const Fn *fn, const Inst *in) {
     return b;
 }
 
-static int ring_steps(const Inst *in, int64_t n) {
-    return in->op == OP_COLLECTIVE_PERMUTE ? 1 : in->op == OP_ALL_REDUCE ? (int)(2 * (n - 1)) : (int)(n - 1);
+static int ring_steps(int op, int64_t n) {
+    return op == OP_COLLECTIVE_PERMUTE ? 1 : op == OP_ALL_REDUCE ? (int)(2 * (n - 1)) : (int)(n - 1);
+}
+
+double cost_collective_time(const Target *t, const Module *m, int op, const int64_t *axes, int naxes, double sent) {
+    int64_t n = 1;
+    for (int i = 0; i < naxes; i++)
+        n *= m->axis_size[axes[i]];
+    Link l = target_link(t, m, axes, naxes);
+    return ring_steps(op, n) * l.latency + sent / l.bw;
 }
 
 static InstCost collective_cost(const Target *t, const Module *m, const Fn *fn, const Inst *in) {
     int naxes;
     const int64_t *axes = inst_axes(fn, in, &naxes);
-    int64_t n = 1;
-    for (int i = 0; i < naxes; i++)
-        n *= m->axis_size[axes[i]];
-    Link l = target_link(t, m, axes, naxes);
-    InstCost c = {.sent = (double)collective_bytes(m, fn, in), .bytes = memory_bytes(fn, in), .bound = BOUND_COMM};
-    c.time = ring_steps(in, n) * l.latency + c.sent / l.bw;
+    InstCost c = {.sent = (double)collective_bytes(m, fn, in), .bytes = cost_inst_bytes(fn, in), .bound = BOUND_COMM};
+    c.time = cost_collective_time(t, m, in->op, axes, naxes, c.sent);
     return c;
 }
 
@@ -108,14 +112,20 @@ InstCost cost_inst(Cost *cx, int f, int v) {
         return collective_cost(t, m, fn, in);
     if (op_calls(in->op))
         return call_cost(cx, fn, in);
-    InstCost c = {.flops = flops_of(fn, in), .bytes = memory_bytes(fn, in)};
-    int dt = in->op == OP_DOT ? fn->insts[ir_arg(fn, in, 0)].type.dtype : in->type.dtype;
-    double tc = c.flops / t->peak_flops[dt < DT_COUNT ? dt : DT_F32], tm = c.bytes / t->mem_bw;
-    if (t->libm_rate > 0 && calls_libm(in->op) && !(in->flags & INST_FOLDED))
-        tc = c.flops / t->libm_rate;            /* one call per element */
-    c.time = tc > tm ? tc : tm;
-    c.bound = c.time == 0 ? BOUND_NONE : tc >= tm ? BOUND_COMPUTE : BOUND_MEMORY;
+    InstCost c = {.flops = cost_inst_flops(fn, in), .bytes = cost_inst_bytes(fn, in)};
+    c.time = cost_roofline(t, fn, in, c.flops, c.bytes, &c.bound);
     return c;
+}
+
+double cost_roofline(const Target *t, const Fn *fn, const Inst *in, double flops, double bytes, Bound *bound) {
+    int dt = in->op == OP_DOT ? fn->insts[ir_arg(fn, in, 0)].type.dtype : in->type.dtype;
+    double tc = flops / t->peak_flops[dt < DT_COUNT ? dt : DT_F32], tm = bytes / t->mem_bw;
+    if (t->libm_rate > 0 && calls_libm(in->op) && !(in->flags & INST_FOLDED))
+        tc = flops / t->libm_rate;              /* one call per element */
+    double time = tc > tm ? tc : tm;
+    if (bound)
+        *bound = time == 0 ? BOUND_NONE : tc >= tm ? BOUND_COMPUTE : BOUND_MEMORY;
+    return time;
 }
 
 Cost cost_begin(const Target *t, const Module *m) {

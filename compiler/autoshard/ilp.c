@@ -1,0 +1,853 @@
+/* The sharding search's integer program (docs/autoshard.md, "The integer
+ * program"), in the manner of Alpa's intra-operator pass, on shardc's
+ * factor rules.
+ *
+ * The entry fn is flattened (calls walked with a value map, a loop body
+ * once with its costs weighted by its trip count).  Nodes are the
+ * parameters (strategies: the AutoParam's candidates; tied ones share one
+ * variable set) and every instruction whose op propagation ranks later
+ * (op_info.prio 1: dot, reduce, gather, scatter, slices, cumsum, top-k,
+ * ...); their strategies assign mesh axes to the op's factors.  The
+ * instructions propagation ranks first (elementwise, convert, broadcast,
+ * transpose, reshape, ...) are merged into the node of their widest
+ * operand, following the factor rules to know which dim becomes which, and
+ * their other operands become edges.  Node costs are roofline compute time
+ * plus the all-reduce of a result whose reduction factor is split; edge
+ * costs the resharding of a value between the producer's and the
+ * consumer's sharding.  GLPK solves it. */
+#include "problem.h"
+
+#include <glpk.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { MAX_STRATEGIES = 4096, ILP_TIME_LIMIT_MS = 5000 };
+
+/* A sharding as the program sees it: per mesh axis the dim it splits, or -1. */
+typedef struct {
+    int8_t dim[MAX_AXES];
+} Split;
+
+typedef struct {
+    int node;                    /* the node whose strategy decides its sharding, or -1: replicated */
+    int8_t map[MAX_RANK];        /* its dim d is the node's tensor dim map[d], or -1 (never split) */
+    double xfer;                 /* bytes a reshard of it moves (globally): a broadcast's operand's */
+} FVal;
+
+typedef struct {
+    int group;                   /* its variable set: a node's own, or a tied parameter's */
+    int param;                   /* the entry's parameter index, or -1 */
+    Shape type;                  /* its tensor: the parameter, or the instruction's result */
+    int nstrat;
+    Split *out;                  /* per strategy: the tensor's sharding */
+} Node;
+
+typedef struct {
+    int u, v;                    /* nodes: producer, consumer */
+    double *cost;                /* [i * nstrat(u) + j] */
+} Edge;
+
+typedef struct {
+    int n;                       /* strategies */
+    double *cost;                /* per strategy: node costs of its nodes */
+    double *mem;                 /* per strategy: parameter bytes per device */
+    int *alive;                  /* not pruned */
+    int *col;                    /* its GLPK column, 0: none (a group of one strategy left) */
+} Group;
+
+typedef struct {
+    const AutoProblem *p;
+    const Module *m;
+    Arena *a;
+    FVal *vals;
+    int nvals, vals_cap;
+    Node *nodes;
+    int nnodes, nodes_cap;
+    Edge *edges;
+    int nedges, edges_cap;
+    Group *groups;
+    int ngroups;
+    int *param_node;             /* entry parameter -> node */
+} Ilp;
+
+/* ---- the flattened graph ---- */
+
+static int new_val(Ilp *g, FVal v) {
+    if (g->nvals == g->vals_cap)
+        g->vals = vec_grow(g->a, g->vals, &g->vals_cap, sizeof *g->vals);
+    g->vals[g->nvals] = v;
+    return g->nvals++;
+}
+
+static FVal replicated_val(const Shape *s) {
+    FVal v = {.node = -1, .xfer = 0};
+    (void)s;
+    return v;
+}
+
+static double shape_bytes(const Shape *s) {
+    return s->dtype >= DT_COUNT ? 0 : (double)shape_elems(s) * dtype_size(s->dtype);
+}
+
+static int new_node(Ilp *g, const Shape *type, int nstrat, int param) {
+    if (g->nnodes == g->nodes_cap)
+        g->nodes = vec_grow(g->a, g->nodes, &g->nodes_cap, sizeof *g->nodes);
+    Node *n = &g->nodes[g->nnodes];
+    *n = (Node){.group = -1, .param = param, .type = *type, .nstrat = nstrat};
+    n->out = arena_alloc(g->a, sizeof(Split) * (size_t)nstrat);
+    return g->nnodes++;
+}
+
+static void add_edge(Ilp *g, int u, int v, double *cost) {
+    if (g->nedges == g->edges_cap)
+        g->edges = vec_grow(g->a, g->edges, &g->edges_cap, sizeof *g->edges);
+    g->edges[g->nedges++] = (Edge){u, v, cost};
+}
+
+/* A value's sharding under strategy s of its node. */
+static Split val_split(const Ilp *g, const FVal *fv, int rank, int s) {
+    Split sp;
+    memset(sp.dim, -1, sizeof sp.dim);
+    if (fv->node < 0)
+        return sp;
+    const Split *o = &g->nodes[fv->node].out[s];
+    for (int a = 0; a < g->m->naxes; a++)
+        for (int d = 0; d < rank; d++)
+            if (o->dim[a] >= 0 && fv->map[d] == o->dim[a])
+                sp.dim[a] = (int8_t)d;
+    return sp;
+}
+
+static double split_ways(const Module *m, const Split *sp) {
+    double n = 1;
+    for (int a = 0; a < m->naxes; a++)
+        if (sp->dim[a] >= 0)
+            n *= (double)m->axis_size[a];
+    return n;
+}
+
+/* Resharding a value of `bytes` (global) from `from` to `to`, per axis:
+ * kept -> 0; split but wanted whole -> all-gather; wanted split where the
+ * producer has the dim whole -> 0 (each device slices its block); moved to
+ * another dim -> all-to-all.  Each collective runs on its axis's link as
+ * the cost model's (cost_collective_time), on the block of that moment. */
+static double reshard_time(const Ilp *g, double bytes, const Split *from, const Split *to) {
+    const Module *m = g->m;
+    double local = bytes / split_ways(m, from), t = 0;
+    for (int a = 0; a < m->naxes; a++) {
+        if (from->dim[a] < 0 || from->dim[a] == to->dim[a])
+            continue;
+        int64_t axis = a, n = m->axis_size[a];
+        if (to->dim[a] < 0) {
+            t += cost_collective_time(g->p->t, m, OP_ALL_GATHER, &axis, 1, (double)(n - 1) * local);
+            local *= (double)n;
+        } else {
+            t += cost_collective_time(g->p->t, m, OP_ALL_TO_ALL, &axis, 1, (double)(n - 1) / (double)n * local);
+        }
+    }
+    return t;
+}
+
+/* The edge from the node of `fv` (a value of `type`) to node c, whose
+ * strategy j wants the value as want[j]; weight w (a loop's trips). */
+static void link_value(Ilp *g, const FVal *fv, const Shape *type, int c, const Split *want, double w) {
+    if (fv->node < 0 || w == 0)
+        return;
+    int nu = g->nodes[fv->node].nstrat, nv = g->nodes[c].nstrat;
+    double *cost = arena_alloc(g->a, sizeof(double) * (size_t)(nu * nv));
+    for (int i = 0; i < nu; i++) {
+        Split from = val_split(g, fv, type->rank, i);
+        for (int j = 0; j < nv; j++)
+            cost[i * nv + j] = w * reshard_time(g, fv->xfer, &from, &want[j]);
+    }
+    add_edge(g, fv->node, c, cost);
+}
+
+/* Node costs accumulate per strategy in an array beside the nodes, grown
+ * with them; merged instructions add theirs to their anchor's. */
+typedef struct {
+    double **cost;               /* per node, per strategy */
+    int cap;
+} Costs;
+
+static double *node_costs(Ilp *g, Costs *cs, int node) {
+    if (node >= cs->cap) {
+        int cap = cs->cap ? cs->cap : 64;
+        while (cap <= node)
+            cap *= 2;
+        cs->cost = arena_realloc(g->a, cs->cost, sizeof(double *) * (size_t)cs->cap, sizeof(double *) * (size_t)cap);
+        cs->cap = cap;
+    }
+    if (!cs->cost[node])
+        cs->cost[node] = arena_alloc(g->a, sizeof(double) * (size_t)g->nodes[node].nstrat);
+    return cs->cost[node];
+}
+
+/* The dim of tensor t of rule r whose major factor is f, or -1. */
+static int dim_of_factor(const Rule *r, int t, int f) {
+    for (int d = 0; d < r->rank[t]; d++)
+        if (r->ndf[t][d] && r->f[t][d][0] == f)
+            return d;
+    return -1;
+}
+
+/* Can factor f be split: a PASS or REDUCTION factor that is the major
+ * factor of every dim it appears in (a minor part of a merged dim is not a
+ * block of it)? */
+static int splittable(const Rule *r, int f) {
+    if (r->kind[f] == FACTOR_REPLICATE || r->size[f] < 2)
+        return 0;
+    for (int t = 0; t < r->ntensors; t++)
+        for (int d = 0; d < r->rank[t]; d++)
+            for (int k = 1; k < r->ndf[t][d]; k++)
+                if (r->f[t][d][k] == f)
+                    return 0;
+    return 1;
+}
+
+typedef struct {
+    int8_t factor[MAX_AXES];     /* per axis: the factor it splits, or -1 */
+} Assign;
+
+/* Every assignment of mesh axes to splittable factors (each axis to at
+ * most one, extents divisible by their axes' product), in a fixed order:
+ * the first is all-replicated.  Returns how many, at most MAX_STRATEGIES. */
+static int enumerate(const Module *m, const Rule *r, Assign *out) {
+    int fs[MAX_FACTORS], nf = 0, n = 0;
+    for (int f = 0; f < r->nfactors; f++)
+        if (splittable(r, f))
+            fs[nf++] = f;
+    int digit[MAX_AXES] = {0};
+    for (;;) {
+        int64_t prod[MAX_FACTORS];
+        for (int f = 0; f < r->nfactors; f++)
+            prod[f] = 1;
+        Assign as = {{0}};
+        int ok = 1;
+        for (int a = 0; a < m->naxes; a++) {
+            as.factor[a] = (int8_t)(digit[a] ? fs[digit[a] - 1] : -1);
+            if (digit[a])
+                prod[fs[digit[a] - 1]] *= m->axis_size[a];
+        }
+        for (int f = 0; f < r->nfactors && ok; f++)
+            ok = r->size[f] % prod[f] == 0;
+        if (ok && n < MAX_STRATEGIES)
+            out[n++] = as;
+        int a = 0;
+        while (a < m->naxes && ++digit[a] > nf)
+            digit[a++] = 0;
+        if (a == m->naxes)
+            return n;
+    }
+}
+
+/* Tensor t's sharding under an assignment: each axis splits the dim its
+ * factor leads, if t has it. */
+static Split tensor_split(const Module *m, const Rule *r, int t, const Assign *as) {
+    Split sp;
+    memset(sp.dim, -1, sizeof sp.dim);
+    for (int a = 0; a < m->naxes; a++)
+        if (as->factor[a] >= 0)
+            sp.dim[a] = (int8_t)dim_of_factor(r, t, as->factor[a]);
+    return sp;
+}
+
+typedef struct {
+    const Fn *fn;
+    int32_t *at;                 /* instruction -> flat value, -1: none */
+    int32_t **tuple;             /* a call's or loop's results -> flat values */
+    double w;                    /* how many times it runs */
+} Frame;
+
+static void walk(Ilp *g, Costs *cs, const Fn *fn, const int32_t *params, double w, int32_t *results);
+
+/* An instruction propagation ranks later (prio 1): a node, strategies over
+ * its factors, an edge per operand from the operand's node. */
+static void op_node(Ilp *g, Costs *cs, Frame *f, int v, const Rule *r) {
+    const Module *m = g->m;
+    const Inst *in = &f->fn->insts[v];
+    Assign *as = malloc(sizeof(Assign) * MAX_STRATEGIES);
+    int n = enumerate(m, r, as), res = r->ntensors - 1;
+    int node = new_node(g, &in->type, n, -1);
+    double *cost = node_costs(g, cs, node);
+    double flops = cost_inst_flops(f->fn, in);
+    for (int s = 0; s < n; s++) {
+        double ways = 1, bytes = 0;
+        int64_t partial[MAX_AXES];
+        int npartial = 0;
+        for (int a = 0; a < m->naxes; a++)
+            if (as[s].factor[a] >= 0) {
+                ways *= (double)m->axis_size[a];
+                if (r->kind[as[s].factor[a]] == FACTOR_REDUCTION)
+                    partial[npartial++] = a;
+            }
+        Split out = tensor_split(m, r, res, &as[s]);
+        g->nodes[node].out[s] = out;
+        bytes += shape_bytes(&in->type) / split_ways(m, &out);
+        for (int i = 0; i < in->nargs; i++) {
+            Split sp = tensor_split(m, r, i, &as[s]);
+            bytes += shape_bytes(&f->fn->insts[ir_arg(f->fn, in, i)].type) / split_ways(m, &sp);
+        }
+        double t = cost_roofline(g->p->t, f->fn, in, flops / ways, bytes, NULL);
+        if (npartial) {          /* each device holds a partial sum: an all-reduce (ring) */
+            int64_t group = 1;
+            for (int k = 0; k < npartial; k++)
+                group *= m->axis_size[partial[k]];
+            double local = shape_bytes(&in->type) / split_ways(m, &out);
+            t += cost_collective_time(g->p->t, m, OP_ALL_REDUCE, partial, npartial,
+                                      2.0 * (double)(group - 1) / (double)group * local);
+        }
+        cost[s] = f->w * t;
+    }
+    for (int i = 0; i < in->nargs; i++) {
+        int arg = ir_arg(f->fn, in, i);
+        if (f->at[arg] < 0)
+            continue;
+        Split *want = arena_alloc(g->a, sizeof(Split) * (size_t)n);
+        for (int s = 0; s < n; s++)
+            want[s] = tensor_split(m, r, i, &as[s]);
+        link_value(g, &g->vals[f->at[arg]], &f->fn->insts[arg].type, node, want, f->w);
+    }
+    free(as);
+    FVal fv = {.node = node, .xfer = shape_bytes(&in->type)};
+    for (int d = 0; d < MAX_RANK; d++)
+        fv.map[d] = (int8_t)(d < in->type.rank ? d : -1);
+    f->at[v] = new_val(g, fv);
+}
+
+/* An instruction propagation ranks first (elementwise, broadcast, reshape,
+ * ...): merged into the node of its widest operand that has one; its
+ * result's dims follow that operand's by the rule, its cost adds to that
+ * node's strategies, and its other operands link to the node. */
+static void merged(Ilp *g, Costs *cs, Frame *f, int v, const Rule *r) {
+    const Module *m = g->m;
+    const Inst *in = &f->fn->insts[v];
+    int res = r->ntensors - 1, k = -1;
+    for (int i = 0; i < in->nargs; i++) {
+        int arg = ir_arg(f->fn, in, i);
+        if (f->at[arg] >= 0 && g->vals[f->at[arg]].node >= 0 &&
+            (k < 0 || f->fn->insts[arg].type.rank > f->fn->insts[ir_arg(f->fn, in, k)].type.rank))
+            k = i;
+    }
+    if (k < 0) {
+        f->at[v] = new_val(g, replicated_val(&in->type));
+        return;
+    }
+    const FVal *src = &g->vals[f->at[ir_arg(f->fn, in, k)]];
+    FVal fv = {.node = src->node, .xfer = in->op == OP_BROADCAST ? src->xfer : shape_bytes(&in->type)};
+    memset(fv.map, -1, sizeof fv.map);
+    for (int d = 0; d < in->type.rank; d++) {
+        int fac = r->ndf[res][d] ? r->f[res][d][0] : -1;
+        int od = fac >= 0 && r->kind[fac] == FACTOR_PASS ? dim_of_factor(r, k, fac) : -1;
+        fv.map[d] = od >= 0 ? src->map[od] : -1;
+    }
+    int node = fv.node, n = g->nodes[node].nstrat;
+    double *cost = node_costs(g, cs, node);
+    double flops = cost_inst_flops(f->fn, in), bytes = cost_inst_bytes(f->fn, in);
+    for (int s = 0; s < n; s++) {
+        Split out = val_split(g, &fv, in->type.rank, s);
+        double ways = split_ways(m, &out);
+        cost[s] += f->w * cost_roofline(g->p->t, f->fn, in, flops / ways, bytes / ways, NULL);
+    }
+    for (int i = 0; i < in->nargs; i++) {
+        int arg = ir_arg(f->fn, in, i);
+        if (i == k || f->at[arg] < 0 || g->vals[f->at[arg]].node < 0)
+            continue;
+        const Shape *at = &f->fn->insts[arg].type;
+        Split *want = arena_alloc(g->a, sizeof(Split) * (size_t)n);
+        for (int s = 0; s < n; s++) {
+            Split out = val_split(g, &fv, in->type.rank, s);
+            memset(want[s].dim, -1, sizeof want[s].dim);
+            for (int a = 0; a < m->naxes; a++) {
+                int d = out.dim[a], fac = d >= 0 && r->ndf[res][d] ? r->f[res][d][0] : -1;
+                if (fac >= 0)
+                    want[s].dim[a] = (int8_t)dim_of_factor(r, i, fac);
+            }
+        }
+        link_value(g, &g->vals[f->at[arg]], at, node, want, f->w);
+    }
+    f->at[v] = new_val(g, fv);
+}
+
+/* A call or loop: its callee walked with its operands as parameters.  A
+ * loop's body runs trips times; what it carries must keep one sharding, so
+ * each carried result links to the value it replaces. */
+static void call(Ilp *g, Costs *cs, Frame *f, int v) {
+    const Inst *in = &f->fn->insts[v];
+    const Fn *callee = &g->m->fns[inst_callee(f->fn, in)];
+    int32_t *params = arena_alloc(g->a, sizeof(int32_t) * (size_t)(in->nargs + 1));
+    int32_t *results = arena_alloc(g->a, sizeof(int32_t) * (size_t)(callee->nresults + 1));
+    for (int i = 0; i < in->nargs; i++)
+        params[i] = f->at[ir_arg(f->fn, in, i)];
+    double w = f->w;
+    if (in->op == OP_LOOP) {
+        w *= (double)loop_trips_known(f->fn, in);
+        params[0] = -1;                          /* the index */
+    }
+    if (fn_is_local(callee)) {                   /* an spmd fn's blocks: outside the search */
+        for (int i = 0; i < callee->nresults; i++)
+            results[i] = new_val(g, replicated_val(&callee->results[i].type));
+    } else {
+        walk(g, cs, callee, params, w, results);
+    }
+    if (in->op == OP_LOOP)
+        for (int j = 0; j < loop_carried(f->fn, in); j++) {
+            int p = params[1 + j], rv = results[j];
+            if (p < 0 || rv < 0 || g->vals[p].node < 0)
+                continue;
+            const Shape *type = &callee->results[j].type;
+            int node = g->vals[p].node, n = g->nodes[node].nstrat;
+            Split *want = arena_alloc(g->a, sizeof(Split) * (size_t)n);
+            for (int s = 0; s < n; s++)
+                want[s] = val_split(g, &g->vals[p], type->rank, s);
+            link_value(g, &g->vals[rv], type, node, want, w);
+        }
+    if (in->type.dtype == DT_TUPLE)
+        f->tuple[v] = results;
+    else
+        f->at[v] = results[0];
+}
+
+/* Walk fn once: params[i] are its parameters' flat values (-1: replicated);
+ * its results' flat values go to results. */
+static void walk(Ilp *g, Costs *cs, const Fn *fn, const int32_t *params, double w, int32_t *results) {
+    Frame f = {fn, malloc(sizeof(int32_t) * (size_t)(fn->ninsts + 1)),
+               calloc((size_t)fn->ninsts + 1, sizeof(int32_t *)), w};
+    for (int v = 0; v < fn->ninsts; v++) {
+        const Inst *in = &fn->insts[v];
+        Rule r;
+        f.at[v] = -1;
+        if (in->op == OP_PARAMETER) {
+            int64_t i = ir_attr(fn, in, 0);
+            f.at[v] = params ? params[i] : -1;
+            if (f.at[v] < 0)
+                f.at[v] = new_val(g, replicated_val(&in->type));
+        } else if (op_calls(in->op)) {
+            call(g, cs, &f, v);
+        } else if (in->op == OP_GET_TUPLE_ELEMENT) {
+            int t = ir_arg(fn, in, 0);
+            f.at[v] = f.tuple[t] ? f.tuple[t][ir_attr(fn, in, 0)] : -1;
+        } else if (in->op == OP_RETURN) {
+            for (int i = 0; i < in->nargs; i++)
+                results[i] = f.at[ir_arg(fn, in, i)];
+        } else if (!op_rule(fn, in, &r)) {
+            f.at[v] = new_val(g, replicated_val(&in->type));
+        } else if (op_info[in->op].prio == 0) {
+            merged(g, cs, &f, v, &r);
+        } else {
+            op_node(g, cs, &f, v, &r);
+        }
+    }
+    free(f.at);
+    free(f.tuple);
+}
+
+/* ---- the parameters ---- */
+
+static Split sharding_split(const Module *m, const Sharding *sh) {
+    Split sp;
+    memset(sp.dim, -1, sizeof sp.dim);
+    for (int a = 0; sh->known && a < m->naxes; a++)
+        sp.dim[a] = (int8_t)(sh->dim[a] >= 0 ? sh->dim[a] : -1);
+    return sp;
+}
+
+/* A node per parameter of the entry: an AutoParam's candidates, else the
+ * written sharding alone.  Tied AutoParams share their first one's group. */
+static int32_t *param_nodes(Ilp *g) {
+    const AutoProblem *p = g->p;
+    const Fn *fn = &g->m->fns[p->fn];
+    int32_t *vals = arena_alloc(g->a, sizeof(int32_t) * (size_t)(fn->nparams + 1));
+    g->param_node = arena_alloc(g->a, sizeof(int) * (size_t)(fn->nparams + 1));
+    for (int i = 0; i < fn->nparams; i++) {
+        const AutoParam *ap = NULL;
+        for (int k = 0; k < p->nparams; k++)
+            if (p->params[k].param == i)
+                ap = &p->params[k];
+        const Shape *type = &fn->params[i].type;
+        int node = new_node(g, type, ap ? ap->ncand : 1, i);
+        for (int s = 0; s < g->nodes[node].nstrat; s++)
+            g->nodes[node].out[s] = sharding_split(g->m, ap ? &ap->cand[s] : &fn->params[i].sh);
+        g->param_node[i] = node;
+        FVal fv = {.node = node, .xfer = shape_bytes(type)};
+        for (int d = 0; d < MAX_RANK; d++)
+            fv.map[d] = (int8_t)(d < type->rank ? d : -1);
+        vals[i] = new_val(g, fv);
+    }
+    return vals;
+}
+
+/* ---- groups, pruning and the program ---- */
+
+static int group_of_param(const AutoProblem *p, int k) {
+    while (p->params[k].tie >= 0)
+        k = p->params[k].tie;
+    return k;
+}
+
+/* Bytes per device of each parameter under its strategies, and of each
+ * entry result that is a parameter's node's tensor itself (an updated
+ * weight: a second buffer of the same sharding).  Fixed parameters count
+ * into *fixed. */
+static void memory(Ilp *g, const int32_t *results, int nresults, double *fixed) {
+    const Module *m = g->m;
+    *fixed = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const Node *n = &g->nodes[i];
+        if (n->param < 0)
+            continue;
+        int copies = 1;
+        for (int k = 0; k < nresults; k++) {
+            const FVal *fv = results[k] >= 0 ? &g->vals[results[k]] : NULL;
+            int same = fv && fv->node == i;
+            for (int d = 0; same && d < n->type.rank; d++)
+                same = fv->map[d] == d;
+            copies += same;
+        }
+        Group *gr = &g->groups[n->group];
+        for (int s = 0; s < n->nstrat; s++) {
+            double b = copies * shape_bytes(&n->type) / split_ways(m, &n->out[s]);
+            if (gr->n == 1 && n->nstrat == 1)
+                *fixed += b;
+            else
+                gr->mem[s] += b;
+        }
+    }
+}
+
+static void make_groups(Ilp *g, Costs *cs) {
+    const AutoProblem *p = g->p;
+    g->groups = arena_alloc(g->a, sizeof(Group) * (size_t)(g->nnodes + 1));
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = &g->nodes[i];
+        n->group = -1;
+        if (n->param >= 0)
+            for (int k = 0; k < p->nparams; k++)
+                if (p->params[k].param == n->param && p->params[k].tie >= 0)
+                    n->group = g->nodes[g->param_node[p->params[group_of_param(p, k)].param]].group;
+        if (n->group < 0) {
+            n->group = g->ngroups++;
+            Group *gr = &g->groups[n->group];
+            gr->n = n->nstrat;
+            gr->cost = arena_alloc(g->a, sizeof(double) * (size_t)n->nstrat);
+            gr->mem = arena_alloc(g->a, sizeof(double) * (size_t)n->nstrat);
+            gr->alive = arena_alloc(g->a, sizeof(int) * (size_t)n->nstrat);
+            gr->col = arena_alloc(g->a, sizeof(int) * (size_t)n->nstrat);
+            for (int s = 0; s < n->nstrat; s++)
+                gr->alive[s] = 1;
+        }
+        double *c = i < cs->cap ? cs->cost[i] : NULL;
+        for (int s = 0; c && s < n->nstrat; s++)
+            g->groups[n->group].cost[s] += c[s];
+    }
+}
+
+/* Edges within a group (a merged value of its own node, a tied pair) cost
+ * their diagonal; edges to a group of one strategy fold into the other's
+ * costs. */
+static void fold_edges(Ilp *g, double *constant) {
+    int kept = 0;
+    for (int e = 0; e < g->nedges; e++) {
+        Edge *ed = &g->edges[e];
+        const Node *u = &g->nodes[ed->u], *v = &g->nodes[ed->v];
+        Group *gu = &g->groups[u->group], *gv = &g->groups[v->group];
+        int nv = v->nstrat;
+        if (u->group == v->group) {
+            for (int s = 0; s < gu->n; s++)
+                gu->cost[s] += ed->cost[s * nv + s];
+        } else if (gu->n == 1 && gv->n == 1) {
+            *constant += ed->cost[0];
+        } else if (gu->n == 1) {
+            for (int j = 0; j < nv; j++)
+                gv->cost[j] += ed->cost[j];
+        } else if (gv->n == 1) {
+            for (int i = 0; i < gu->n; i++)
+                gu->cost[i] += ed->cost[i * nv];
+        } else {
+            g->edges[kept++] = *ed;
+        }
+    }
+    g->nedges = kept;
+}
+
+/* Is strategy j of group x at least as good as i whatever the neighbours
+ * choose: node cost, memory, and every edge's row or column? */
+static int dominates(const Ilp *g, int x, int j, int i) {
+    const Group *gr = &g->groups[x];
+    if (gr->cost[j] > gr->cost[i] || gr->mem[j] > gr->mem[i])
+        return 0;
+    for (int e = 0; e < g->nedges; e++) {
+        const Edge *ed = &g->edges[e];
+        const Node *u = &g->nodes[ed->u], *v = &g->nodes[ed->v];
+        if (u->group == x) {
+            const Group *o = &g->groups[v->group];
+            for (int k = 0; k < o->n; k++)
+                if (o->alive[k] && ed->cost[j * v->nstrat + k] > ed->cost[i * v->nstrat + k])
+                    return 0;
+        } else if (v->group == x) {
+            const Group *o = &g->groups[u->group];
+            for (int k = 0; k < o->n; k++)
+                if (o->alive[k] && ed->cost[k * v->nstrat + j] > ed->cost[k * v->nstrat + i])
+                    return 0;
+        }
+    }
+    return 1;
+}
+
+static int same_strategy(const Ilp *g, int x, int j, int i) {
+    return dominates(g, x, j, i) && dominates(g, x, i, j);
+}
+
+/* Prune dominated strategies (of equal ones, all but the first). */
+static void prune(Ilp *g) {
+    for (int x = 0; x < g->ngroups; x++) {
+        Group *gr = &g->groups[x];
+        for (int i = 0; i < gr->n; i++)
+            for (int j = 0; j < gr->n && gr->alive[i]; j++)
+                if (j != i && gr->alive[j] && dominates(g, x, j, i) && (j < i || !same_strategy(g, x, j, i)))
+                    gr->alive[i] = 0;
+    }
+}
+
+static int alive_count(const Group *gr, int *only) {
+    int n = 0;
+    for (int s = 0; s < gr->n; s++)
+        if (gr->alive[s]) {
+            *only = s;
+            n++;
+        }
+    return n;
+}
+
+typedef struct {
+    int *ia, *ja;
+    double *ar;
+    int n, cap;
+} Triplets;
+
+static void put(Triplets *t, int row, int col, double v) {
+    if (t->n + 1 >= t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 1024;
+        t->ia = realloc(t->ia, sizeof(int) * (size_t)t->cap);
+        t->ja = realloc(t->ja, sizeof(int) * (size_t)t->cap);
+        t->ar = realloc(t->ar, sizeof(double) * (size_t)t->cap);
+    }
+    t->n++;
+    t->ia[t->n] = row;
+    t->ja[t->n] = col;
+    t->ar[t->n] = v;
+}
+
+/* The least parameter bytes per device any plan needs, for the reason of
+ * an infeasible cap: each group at its smallest candidate. */
+static double least_memory(const Ilp *g, double fixed, int *worst) {
+    double total = fixed, most = -1;
+    *worst = -1;
+    for (int x = 0; x < g->ngroups; x++) {
+        const Group *gr = &g->groups[x];
+        double least = -1;
+        for (int s = 0; s < gr->n; s++)
+            if (least < 0 || gr->mem[s] < least)
+                least = gr->mem[s];
+        total += least;
+        if (least > most) {
+            most = least;
+            *worst = x;
+        }
+    }
+    return total;
+}
+
+static const char *param_name(const Ilp *g, int param) {
+    const Fn *fn = &g->m->fns[g->p->fn];
+    for (int v = 0; v < fn->ninsts; v++)
+        if (fn->insts[v].op == OP_PARAMETER && ir_attr(fn, &fn->insts[v], 0) == param && fn->insts[v].sym >= 0)
+            return sym_name(g->m->syms, fn->insts[v].sym);
+    return "?";
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(IlpResult *r, IlpStatus st, double t0, FILE *err, const char *msg) {
+    r->status = st;
+    r->seconds = now_seconds() - t0;
+    if (err)
+        fprintf(err, "shardc: error: %s\n", msg);
+    return -1;
+}
+
+/* Build and solve: a binary column per (group, live strategy) of groups
+ * with a choice, one-hot rows; per edge between two such groups a
+ * continuous column per strategy pair with Alpa's marginal rows (each
+ * row's pairs sum to the producer's choice, each column's to the
+ * consumer's), which binary choices make exact; one memory row. */
+static int solve(Ilp *g, double constant, double fixed_mem, IlpResult *r, double t0, FILE *err) {
+    const AutoProblem *p = g->p;
+    glp_prob *lp = glp_create_prob();
+    glp_set_obj_dir(lp, GLP_MIN);
+    Triplets tr = {0};
+    int mem_row = p->device_memory > 0 ? glp_add_rows(lp, 1) : 0;
+    for (int x = 0; x < g->ngroups; x++) {
+        Group *gr = &g->groups[x];
+        int only, live = alive_count(gr, &only);
+        if (live == 1) {
+            constant += gr->cost[only];
+            if (mem_row)
+                fixed_mem += gr->mem[only];
+            continue;
+        }
+        int row = glp_add_rows(lp, 1);
+        glp_set_row_bnds(lp, row, GLP_FX, 1, 1);
+        for (int s = 0; s < gr->n; s++) {
+            if (!gr->alive[s])
+                continue;
+            int c = gr->col[s] = glp_add_cols(lp, 1);
+            glp_set_col_kind(lp, c, GLP_BV);
+            glp_set_obj_coef(lp, c, gr->cost[s]);
+            put(&tr, row, c, 1);
+            if (mem_row && gr->mem[s] != 0)
+                put(&tr, mem_row, c, gr->mem[s]);
+        }
+    }
+    if (mem_row)
+        glp_set_row_bnds(lp, mem_row, GLP_UP, 0, (double)p->device_memory - fixed_mem);
+    for (int e = 0; e < g->nedges; e++) {
+        const Edge *ed = &g->edges[e];
+        const Node *u = &g->nodes[ed->u], *v = &g->nodes[ed->v];
+        Group *gu = &g->groups[u->group], *gv = &g->groups[v->group];
+        int ou, ov, nu = alive_count(gu, &ou), nv = alive_count(gv, &ov);
+        if (nu == 1 || nv == 1) {              /* pruning left one side a single choice */
+            for (int i = 0; i < gu->n; i++)
+                for (int j = 0; j < gv->n; j++)
+                    if (gu->alive[i] && gv->alive[j]) {
+                        double c = ed->cost[i * v->nstrat + j];
+                        if (nu == 1 && nv == 1)
+                            constant += c;
+                        else
+                            glp_set_obj_coef(lp, nu == 1 ? gv->col[j] : gu->col[i],
+                                             glp_get_obj_coef(lp, nu == 1 ? gv->col[j] : gu->col[i]) + c);
+                    }
+            continue;
+        }
+        int rows_u = glp_add_rows(lp, nu), rows_v = glp_add_rows(lp, nv), ri = 0;
+        for (int k = 0; k < nu + nv; k++)
+            glp_set_row_bnds(lp, rows_u + k, GLP_FX, 0, 0);
+        for (int i = 0; i < gu->n; i++) {
+            if (!gu->alive[i])
+                continue;
+            put(&tr, rows_u + ri, gu->col[i], -1);
+            int rj = 0;
+            for (int j = 0; j < gv->n; j++) {
+                if (!gv->alive[j])
+                    continue;
+                int c = glp_add_cols(lp, 1);
+                glp_set_col_bnds(lp, c, GLP_DB, 0, 1);
+                glp_set_obj_coef(lp, c, ed->cost[i * v->nstrat + j]);
+                put(&tr, rows_u + ri, c, 1);
+                put(&tr, rows_v + rj, c, 1);
+                rj++;
+            }
+            ri++;
+        }
+        int rj = 0;
+        for (int j = 0; j < gv->n; j++)
+            if (gv->alive[j])
+                put(&tr, rows_v + rj++, gv->col[j], -1);
+    }
+    glp_set_obj_coef(lp, 0, constant);
+    r->nvars = glp_get_num_cols(lp);
+    r->nrows = glp_get_num_rows(lp);
+    if (tr.n)
+        glp_load_matrix(lp, tr.n, tr.ia, tr.ja, tr.ar);
+    free(tr.ia);
+    free(tr.ja);
+    free(tr.ar);
+    int rc = 0;
+    IlpStatus st = ILP_OPTIMAL;
+    if (r->nvars) {
+        glp_iocp parm;
+        glp_init_iocp(&parm);
+        parm.msg_lev = GLP_MSG_OFF;
+        parm.presolve = GLP_ON;
+        parm.tm_lim = ILP_TIME_LIMIT_MS;
+        rc = glp_intopt(lp, &parm);
+        int ms = glp_mip_status(lp);
+        st = ms == GLP_OPT ? ILP_OPTIMAL : ms == GLP_FEAS ? ILP_FEASIBLE
+           : ms == GLP_NOFEAS || rc == GLP_ENOPFS ? ILP_INFEASIBLE : ILP_FAILED;
+        r->objective = glp_mip_obj_val(lp);
+    } else {
+        r->objective = constant;
+        if (mem_row && fixed_mem > (double)p->device_memory)
+            st = ILP_INFEASIBLE;
+    }
+    if (st == ILP_OPTIMAL || st == ILP_FEASIBLE) {
+        r->choice = arena_alloc(g->a, sizeof(int) * (size_t)(p->nparams + 1));
+        for (int k = 0; k < p->nparams; k++) {
+            const Group *gr = &g->groups[g->nodes[g->param_node[p->params[k].param]].group];
+            int only, pick = -1;
+            if (alive_count(gr, &only) == 1)
+                pick = only;
+            for (int s = 0; s < gr->n && pick < 0; s++)
+                if (gr->alive[s] && glp_mip_col_val(lp, gr->col[s]) > 0.5)
+                    pick = s;
+            r->choice[k] = pick < 0 ? 0 : pick;
+        }
+    }
+    glp_delete_prob(lp);
+    r->status = st;
+    r->seconds = now_seconds() - t0;
+    if (st == ILP_INFEASIBLE || st == ILP_FAILED) {
+        char msg[256];
+        if (st == ILP_INFEASIBLE)
+            snprintf(msg, sizeof msg, "the sharding program has no plan within %lld bytes per device",
+                     (long long)p->device_memory);
+        else
+            snprintf(msg, sizeof msg, "the sharding program was not solved (GLPK status %d)", rc);
+        return fail(r, st, t0, err, msg);
+    }
+    return 0;
+}
+
+int ilp_solve(const AutoProblem *p, Arena *a, IlpResult *r, FILE *err) {
+    double t0 = now_seconds();
+    *r = (IlpResult){.status = ILP_FAILED};
+    const Module *m = p->m;
+    if (p->fn < 0 || p->fn >= m->nfns || fn_is_local(&m->fns[p->fn]))
+        return fail(r, ILP_FAILED, t0, err, "the sharding search needs a global entry fn");
+    Ilp g = {.p = p, .m = m, .a = a};
+    Costs cs = {0};
+    const Fn *fn = &m->fns[p->fn];
+    int32_t *params = param_nodes(&g);
+    int32_t *results = arena_alloc(a, sizeof(int32_t) * (size_t)(fn->nresults + 1));
+    for (int i = 0; i < fn->nresults; i++)
+        results[i] = -1;
+    walk(&g, &cs, fn, params, 1, results);
+    make_groups(&g, &cs);
+    double constant = 0, fixed_mem;
+    memory(&g, results, fn->nresults, &fixed_mem);
+    fold_edges(&g, &constant);
+    if (p->device_memory > 0) {
+        int worst;
+        double least = least_memory(&g, fixed_mem, &worst);
+        if (least > (double)p->device_memory) {
+            int param = -1;
+            for (int i = 0; i < g.nnodes && param < 0; i++)
+                if (g.nodes[i].group == worst && g.nodes[i].param >= 0)
+                    param = g.nodes[i].param;
+            char msg[512];
+            snprintf(msg, sizeof msg,
+                     "no plan fits %lld bytes per device: the parameters and the results updating them need at "
+                     "least %.0f bytes per device at their smallest candidates (the most: '%s')",
+                     (long long)p->device_memory, least, param >= 0 ? param_name(&g, param) : "?");
+            return fail(r, ILP_INFEASIBLE, t0, err, msg);
+        }
+    }
+    prune(&g);
+    return solve(&g, constant, fixed_mem, r, t0, err);
+}
