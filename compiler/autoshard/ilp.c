@@ -44,9 +44,22 @@ typedef struct {
     Split *out;                  /* per strategy: the tensor's sharding */
 } Node;
 
+/* An edge's cost is a sum over the mesh axes, each term depending on the
+ * producer's strategy only through what it does to the value on that axis
+ * (the dim it splits, and which other axes split the value: the size of
+ * the block) and on the consumer's through the dim it wants split on that
+ * axis.  Strategies fall into classes by those, and each axis's term is a
+ * matrix over its classes: far smaller than one over strategy pairs, or
+ * over pairs of whole shardings. */
+typedef struct {
+    int np, nw;                  /* classes of each side */
+    int *pclass, *wclass;        /* per strategy of the producer, of the consumer: its class */
+    double *cost;                /* [p * nw + q] */
+} EdgeAxis;
+
 typedef struct {
     int u, v;                    /* nodes: producer, consumer */
-    double *cost;                /* [i * nstrat(u) + j] */
+    EdgeAxis ax[MAX_AXES];
 } Edge;
 
 typedef struct {
@@ -100,11 +113,22 @@ static int new_node(Ilp *g, const Shape *type, int nstrat, int param) {
     return g->nnodes++;
 }
 
-static void add_edge(Ilp *g, int u, int v, double *cost) {
+static Edge *add_edge(Ilp *g) {
     if (g->nedges == g->edges_cap)
         g->edges = vec_grow(g->a, g->edges, &g->edges_cap, sizeof *g->edges);
-    g->edges[g->nedges++] = (Edge){u, v, cost};
+    return &g->edges[g->nedges++];
 }
+
+static int naxes_of(const Ilp *g) { return g->m->naxes; }
+
+/* The cost of edge e for strategies i of its producer and j of its consumer. */
+static double edge_cost_n(const Edge *e, int naxes, int i, int j) {
+    double c = 0;
+    for (int a = 0; a < naxes; a++)
+        c += e->ax[a].cost[e->ax[a].pclass[i] * e->ax[a].nw + e->ax[a].wclass[j]];
+    return c;
+}
+#define edge_cost(e, i, j) edge_cost_n(e, naxes_of(g), i, j)
 
 /* A value's sharding under strategy s of its node. */
 static Split val_split(const Ilp *g, const FVal *fv, int rank, int s) {
@@ -128,26 +152,42 @@ static double split_ways(const Module *m, const Split *sp) {
     return n;
 }
 
-/* Resharding a value of `bytes` (global) from `from` to `to`, per axis:
- * kept -> 0; split but wanted whole -> all-gather; wanted split where the
- * producer has the dim whole -> 0 (each device slices its block); moved to
+/* Resharding a value of `bytes` (global) on mesh axis a, from dim `from`
+ * to dim `to` (-1: whole), the producer's block being bytes / ways: kept
+ * -> 0; split but wanted whole -> all-gather; wanted split where the
+ * producer has the dim whole -> no communication, each device copies its
+ * block out (memory time: the block read, its part written); moved to
  * another dim -> all-to-all.  Each collective runs on its axis's link as
- * the cost model's (cost_collective_time), on the block of that moment. */
-static double reshard_time(const Ilp *g, double bytes, const Split *from, const Split *to) {
+ * the cost model's (cost_collective_time).  The axes' moves are costed
+ * each on the producer's block, as if they ran side by side. */
+static double axis_reshard_time(const Ilp *g, int a, double bytes, double ways, int from, int to) {
     const Module *m = g->m;
-    double local = bytes / split_ways(m, from), t = 0;
-    for (int a = 0; a < m->naxes; a++) {
-        if (from->dim[a] < 0 || from->dim[a] == to->dim[a])
-            continue;
-        int64_t axis = a, n = m->axis_size[a];
-        if (to->dim[a] < 0) {
-            t += cost_collective_time(g->p->t, m, OP_ALL_GATHER, &axis, 1, (double)(n - 1) * local);
-            local *= (double)n;
-        } else {
-            t += cost_collective_time(g->p->t, m, OP_ALL_TO_ALL, &axis, 1, (double)(n - 1) / (double)n * local);
-        }
-    }
+    int64_t axis = a, n = m->axis_size[a];
+    double block = bytes / ways;
+    if (from == to)
+        return 0;
+    if (from < 0)
+        return (block + block / (double)n) / g->p->t->mem_bw;
+    if (to < 0)
+        return cost_collective_time(g->p->t, m, OP_ALL_GATHER, &axis, 1, (double)(n - 1) * block);
+    return cost_collective_time(g->p->t, m, OP_ALL_TO_ALL, &axis, 1, (double)(n - 1) / (double)n * block);
+}
+
+/* The whole reshard: the sum over the axes. */
+static double reshard_time(const Ilp *g, double bytes, const Split *from, const Split *to) {
+    double t = 0, ways = split_ways(g->m, from);
+    for (int a = 0; a < g->m->naxes; a++)
+        t += axis_reshard_time(g, a, bytes, ways, from->dim[a], to->dim[a]);
     return t;
+}
+
+/* The class of key among the distinct ones so far (added if new). */
+static int key_class(int *seen, int *n, int key) {
+    for (int k = 0; k < *n; k++)
+        if (seen[k] == key)
+            return k;
+    seen[*n] = key;
+    return (*n)++;
 }
 
 /* The edge from the node of `fv` (a value of `type`) to node c, whose
@@ -155,14 +195,35 @@ static double reshard_time(const Ilp *g, double bytes, const Split *from, const 
 static void link_value(Ilp *g, const FVal *fv, const Shape *type, int c, const Split *want, double w) {
     if (fv->node < 0 || w == 0)
         return;
+    const Module *m = g->m;
     int nu = g->nodes[fv->node].nstrat, nv = g->nodes[c].nstrat;
-    double *cost = arena_alloc(g->a, sizeof(double) * (size_t)(nu * nv));
-    for (int i = 0; i < nu; i++) {
-        Split from = val_split(g, fv, type->rank, i);
+    int *pkey = malloc(sizeof(int) * (size_t)nu), *wkey = malloc(sizeof(int) * (size_t)nv);
+    double *pways = malloc(sizeof(double) * (size_t)nu);
+    Edge e = {.u = fv->node, .v = c};
+    for (int a = 0; a < m->naxes; a++) {
+        EdgeAxis *x = &e.ax[a];
+        x->pclass = arena_alloc(g->a, sizeof(int) * (size_t)nu);
+        x->wclass = arena_alloc(g->a, sizeof(int) * (size_t)nv);
+        for (int i = 0; i < nu; i++) {
+            Split sp = val_split(g, fv, type->rank, i);
+            int others = 0;
+            for (int b = 0; b < m->naxes; b++)
+                others |= (b != a && sp.dim[b] >= 0) << b;
+            int k = x->pclass[i] = key_class(pkey, &x->np, (sp.dim[a] + 1) << MAX_AXES | others);
+            pways[k] = split_ways(m, &sp);
+        }
         for (int j = 0; j < nv; j++)
-            cost[i * nv + j] = w * reshard_time(g, fv->xfer, &from, &want[j]);
+            x->wclass[j] = key_class(wkey, &x->nw, want[j].dim[a]);
+        x->cost = arena_alloc(g->a, sizeof(double) * (size_t)(x->np * x->nw));
+        for (int p = 0; p < x->np; p++)
+            for (int q = 0; q < x->nw; q++)
+                x->cost[p * x->nw + q] = w * axis_reshard_time(g, a, fv->xfer, pways[p], (pkey[p] >> MAX_AXES) - 1,
+                                                               wkey[q]);
     }
-    add_edge(g, fv->node, c, cost);
+    *add_edge(g) = e;
+    free(pkey);
+    free(wkey);
+    free(pways);
 }
 
 /* Node costs accumulate per strategy in an array beside the nodes, grown
@@ -317,24 +378,61 @@ static void op_node(Ilp *g, Costs *cs, Frame *f, int v, const Rule *r) {
     f->at[v] = new_val(g, fv);
 }
 
-/* An instruction propagation ranks first (elementwise, broadcast, reshape,
- * ...): merged into the node of its widest operand that has one; its
- * result's dims follow that operand's by the rule, its cost adds to that
- * node's strategies, and its other operands link to the node. */
+/* Does the op contract two operands (a REDUCTION factor in both: a dot's
+ * contracted dims, a scatter's index dims)?  Those are nodes. */
+static int contracts(const Rule *r) {
+    for (int f = 0; f < r->nfactors; f++) {
+        int in = 0;
+        for (int t = 0; t < r->ntensors - 1; t++)
+            for (int d = 0; d < r->rank[t]; d++)
+                for (int k = 0; k < r->ndf[t][d]; k++)
+                    in += r->f[t][d][k] == f && r->kind[f] == FACTOR_REDUCTION;
+        if (in >= 2)
+            return 1;
+    }
+    return 0;
+}
+
+/* How many of the result's dims operand k's value can pass on split: its
+ * merge anchor is the operand that passes the most. */
+static int passes(const Ilp *g, const Frame *f, const Inst *in, const Rule *r, int k) {
+    int arg = ir_arg(f->fn, in, k), n = 0, res = r->ntensors - 1;
+    if (f->at[arg] < 0 || g->vals[f->at[arg]].node < 0)
+        return -1;
+    const FVal *src = &g->vals[f->at[arg]];
+    for (int d = 0; d < in->type.rank; d++) {
+        int fac = r->ndf[res][d] ? r->f[res][d][0] : -1;
+        int od = fac >= 0 && r->kind[fac] == FACTOR_PASS ? dim_of_factor(r, k, fac) : -1;
+        n += od >= 0 && src->map[od] >= 0;
+    }
+    return n;
+}
+
+/* Any other instruction with a rule (elementwise, broadcast, reshape,
+ * reduce, slices, gather, cumsum, ...): merged into the node of the operand
+ * that passes the most dims to the result; its result's dims follow that
+ * operand's through PASS factors.  Under each strategy of that node it
+ * costs its roofline time on the split result, plus the all-gather of the
+ * operand's dims that must be whole (a REPLICATE factor split: a slice's,
+ * a cumsum's dim) and the all-reduce of the result when a REDUCTION factor
+ * is split (a reduce over a split dim).  Its other operands link to the
+ * node, wanted as the result's split passes back to them. */
 static void merged(Ilp *g, Costs *cs, Frame *f, int v, const Rule *r) {
     const Module *m = g->m;
     const Inst *in = &f->fn->insts[v];
-    int res = r->ntensors - 1, k = -1;
+    int res = r->ntensors - 1, k = -1, best = -1;
     for (int i = 0; i < in->nargs; i++) {
-        int arg = ir_arg(f->fn, in, i);
-        if (f->at[arg] >= 0 && g->vals[f->at[arg]].node >= 0 &&
-            (k < 0 || f->fn->insts[arg].type.rank > f->fn->insts[ir_arg(f->fn, in, k)].type.rank))
+        int n = passes(g, f, in, r, i);
+        if (n > best) {
+            best = n;
             k = i;
+        }
     }
-    if (k < 0) {
+    if (k < 0 || best < 0) {
         f->at[v] = new_val(g, replicated_val(&in->type));
         return;
     }
+    const Shape *kt = &f->fn->insts[ir_arg(f->fn, in, k)].type;
     const FVal *src = &g->vals[f->at[ir_arg(f->fn, in, k)]];
     FVal fv = {.node = src->node, .xfer = in->op == OP_BROADCAST ? src->xfer : shape_bytes(&in->type)};
     memset(fv.map, -1, sizeof fv.map);
@@ -347,9 +445,26 @@ static void merged(Ilp *g, Costs *cs, Frame *f, int v, const Rule *r) {
     double *cost = node_costs(g, cs, node);
     double flops = cost_inst_flops(f->fn, in), bytes = cost_inst_bytes(f->fn, in);
     for (int s = 0; s < n; s++) {
-        Split out = val_split(g, &fv, in->type.rank, s);
-        double ways = split_ways(m, &out);
-        cost[s] += f->w * cost_roofline(g->p->t, f->fn, in, flops / ways, bytes / ways, NULL);
+        Split out = val_split(g, &fv, in->type.rank, s), from = val_split(g, src, kt->rank, s), whole = from;
+        int64_t partial[MAX_AXES];
+        int npartial = 0;
+        for (int a = 0; a < m->naxes; a++) {
+            int d = from.dim[a], fac = d >= 0 && r->ndf[k][d] ? r->f[k][d][0] : -1;
+            if (fac >= 0 && r->kind[fac] == FACTOR_REDUCTION)
+                partial[npartial++] = a;
+            else if (d >= 0 && (fac < 0 || r->kind[fac] == FACTOR_REPLICATE))
+                whole.dim[a] = -1;
+        }
+        double ways = split_ways(m, &out), t = reshard_time(g, shape_bytes(kt), &from, &whole);
+        t += cost_roofline(g->p->t, f->fn, in, flops / ways, bytes / ways, NULL);
+        if (npartial) {
+            int64_t group = 1;
+            for (int q = 0; q < npartial; q++)
+                group *= m->axis_size[partial[q]];
+            t += cost_collective_time(g->p->t, m, OP_ALL_REDUCE, partial, npartial,
+                                      2.0 * (double)(group - 1) / (double)group * shape_bytes(&in->type) / ways);
+        }
+        cost[s] += f->w * t;
     }
     for (int i = 0; i < in->nargs; i++) {
         int arg = ir_arg(f->fn, in, i);
@@ -434,7 +549,7 @@ static void walk(Ilp *g, Costs *cs, const Fn *fn, const int32_t *params, double 
                 results[i] = f.at[ir_arg(fn, in, i)];
         } else if (!op_rule(fn, in, &r)) {
             f.at[v] = new_val(g, replicated_val(&in->type));
-        } else if (op_info[in->op].prio == 0) {
+        } else if (!contracts(&r)) {
             merged(g, cs, &f, v, &r);
         } else {
             op_node(g, cs, &f, v, &r);
@@ -553,18 +668,17 @@ static void fold_edges(Ilp *g, double *constant) {
         Edge *ed = &g->edges[e];
         const Node *u = &g->nodes[ed->u], *v = &g->nodes[ed->v];
         Group *gu = &g->groups[u->group], *gv = &g->groups[v->group];
-        int nv = v->nstrat;
         if (u->group == v->group) {
             for (int s = 0; s < gu->n; s++)
-                gu->cost[s] += ed->cost[s * nv + s];
+                gu->cost[s] += edge_cost(ed, s, s);
         } else if (gu->n == 1 && gv->n == 1) {
-            *constant += ed->cost[0];
+            *constant += edge_cost(ed, 0, 0);
         } else if (gu->n == 1) {
-            for (int j = 0; j < nv; j++)
-                gv->cost[j] += ed->cost[j];
+            for (int j = 0; j < gv->n; j++)
+                gv->cost[j] += edge_cost(ed, 0, j);
         } else if (gv->n == 1) {
             for (int i = 0; i < gu->n; i++)
-                gu->cost[i] += ed->cost[i * nv];
+                gu->cost[i] += edge_cost(ed, i, 0);
         } else {
             g->edges[kept++] = *ed;
         }
@@ -580,17 +694,17 @@ static int dominates(const Ilp *g, int x, int j, int i) {
         return 0;
     for (int e = 0; e < g->nedges; e++) {
         const Edge *ed = &g->edges[e];
-        const Node *u = &g->nodes[ed->u], *v = &g->nodes[ed->v];
-        if (u->group == x) {
-            const Group *o = &g->groups[v->group];
-            for (int k = 0; k < o->n; k++)
-                if (o->alive[k] && ed->cost[j * v->nstrat + k] > ed->cost[i * v->nstrat + k])
-                    return 0;
-        } else if (v->group == x) {
-            const Group *o = &g->groups[u->group];
-            for (int k = 0; k < o->n; k++)
-                if (o->alive[k] && ed->cost[k * v->nstrat + j] > ed->cost[k * v->nstrat + i])
-                    return 0;
+        for (int a = 0; a < g->m->naxes; a++) {
+            const EdgeAxis *ax = &ed->ax[a];
+            if (g->nodes[ed->u].group == x) {
+                for (int q = 0; q < ax->nw; q++)
+                    if (ax->cost[ax->pclass[j] * ax->nw + q] > ax->cost[ax->pclass[i] * ax->nw + q])
+                        return 0;
+            } else if (g->nodes[ed->v].group == x) {
+                for (int p = 0; p < ax->np; p++)
+                    if (ax->cost[p * ax->nw + ax->wclass[j]] > ax->cost[p * ax->nw + ax->wclass[i]])
+                        return 0;
+            }
         }
     }
     return 1;
@@ -600,14 +714,58 @@ static int same_strategy(const Ilp *g, int x, int j, int i) {
     return dominates(g, x, j, i) && dominates(g, x, i, j);
 }
 
-/* Prune dominated strategies (of equal ones, all but the first). */
+/* The least and the most that strategy s of group x can cost with the
+ * edges it has, whatever its neighbours' live strategies are. */
+static void bounds(const Ilp *g, int x, int s, double *lo, double *hi) {
+    *lo = *hi = g->groups[x].cost[s];
+    for (int e = 0; e < g->nedges; e++) {
+        const Edge *ed = &g->edges[e];
+        int pu = g->nodes[ed->u].group == x, pv = g->nodes[ed->v].group == x;
+        if (!pu && !pv)
+            continue;
+        const Group *o = &g->groups[g->nodes[pu ? ed->v : ed->u].group];
+        double mn = 0, mx = 0;
+        int any = 0;
+        for (int k = 0; k < o->n; k++) {
+            if (!o->alive[k])
+                continue;
+            double c = pu ? edge_cost(ed, s, k) : edge_cost(ed, k, s);
+            mn = !any || c < mn ? c : mn;
+            mx = !any || c > mx ? c : mx;
+            any = 1;
+        }
+        *lo += mn;
+        *hi += mx;
+    }
+}
+
+/* Prune dominated strategies: j dominates i when it holds no more memory
+ * and either costs no more on every edge whatever the neighbours choose
+ * (of equal ones the first stays), or costs less at its most than i at its
+ * least.  Rounds until nothing changes, as pruning a neighbour tightens
+ * the bounds. */
 static void prune(Ilp *g) {
-    for (int x = 0; x < g->ngroups; x++) {
-        Group *gr = &g->groups[x];
-        for (int i = 0; i < gr->n; i++)
-            for (int j = 0; j < gr->n && gr->alive[i]; j++)
-                if (j != i && gr->alive[j] && dominates(g, x, j, i) && (j < i || !same_strategy(g, x, j, i)))
-                    gr->alive[i] = 0;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int x = 0; x < g->ngroups; x++) {
+            Group *gr = &g->groups[x];
+            if (gr->n < 2)
+                continue;
+            double *lo = malloc(sizeof(double) * (size_t)gr->n), *hi = malloc(sizeof(double) * (size_t)gr->n);
+            for (int s = 0; s < gr->n; s++)
+                if (gr->alive[s])
+                    bounds(g, x, s, &lo[s], &hi[s]);
+            for (int i = 0; i < gr->n; i++)
+                for (int j = 0; j < gr->n && gr->alive[i]; j++)
+                    if (j != i && gr->alive[j] && gr->mem[j] <= gr->mem[i] &&
+                        (hi[j] < lo[i] * (1 - 1e-9) ||
+                         (dominates(g, x, j, i) && (j < i || !same_strategy(g, x, j, i))))) {
+                        gr->alive[i] = 0;
+                        changed = 1;
+                    }
+            free(lo);
+            free(hi);
+        }
     }
 }
 
@@ -682,6 +840,157 @@ static int fail(IlpResult *r, IlpStatus st, double t0, FILE *err, const char *ms
     return -1;
 }
 
+/* A plan's predicted time: every group's node cost and every edge's. */
+static double plan_time(const Ilp *g, const int *pick, double constant) {
+    double t = constant;
+    for (int x = 0; x < g->ngroups; x++)
+        t += g->groups[x].cost[pick[x]];
+    for (int e = 0; e < g->nedges; e++) {
+        const Edge *ed = &g->edges[e];
+        t += edge_cost(ed, pick[g->nodes[ed->u].group], pick[g->nodes[ed->v].group]);
+    }
+    return t;
+}
+
+static double plan_memory(const Ilp *g, const int *pick) {
+    double b = 0;
+    for (int x = 0; x < g->ngroups; x++)
+        b += g->groups[x].mem[pick[x]];
+    return b;
+}
+
+/* A plan without the solver, for when its time limit ends it before it
+ * has one: each group starts at its least memory, then moves to the live
+ * strategy that costs least given its neighbours' (iterated conditional
+ * modes), within the memory cap, until no move gains. */
+static void greedy_plan(const Ilp *g, int *pick, double cap) {
+    for (int x = 0; x < g->ngroups; x++) {
+        const Group *gr = &g->groups[x];
+        pick[x] = -1;
+        for (int s = 0; s < gr->n; s++)
+            if (gr->alive[s] && (pick[x] < 0 || gr->mem[s] < gr->mem[pick[x]]))
+                pick[x] = s;
+    }
+    for (int round = 0, moved = 1; moved && round < 100; round++) {
+        moved = 0;
+        for (int x = 0; x < g->ngroups; x++) {
+            const Group *gr = &g->groups[x];
+            int was = pick[x], best = was;
+            double best_t = plan_time(g, pick, 0), mem = plan_memory(g, pick) - gr->mem[was];
+            for (int s = 0; s < gr->n; s++) {
+                if (!gr->alive[s] || s == was || (cap > 0 && mem + gr->mem[s] > cap))
+                    continue;
+                pick[x] = s;
+                double t = plan_time(g, pick, 0);
+                if (t < best_t * (1 - 1e-12)) {
+                    best_t = t;
+                    best = s;
+                }
+            }
+            pick[x] = best;
+            moved |= best != was;
+        }
+    }
+}
+
+/* An edge's columns and rows: per pair of live classes a continuous
+ * column, its cost, with Alpa's marginal rows (a producer class's pairs sum
+ * to the producer's choices in that class, a consumer class's likewise),
+ * which binary choices make exact.  One side of a single live class folds
+ * into the other's costs; returns the constant of both single. */
+static double edge_rows(glp_prob *lp, const Ilp *g, const Edge *e, const EdgeAxis *ed, Triplets *tr) {
+    const Group *gu = &g->groups[g->nodes[e->u].group], *gv = &g->groups[g->nodes[e->v].group];
+    int *prow = calloc((size_t)ed->np + 1, sizeof(int)), *qrow = calloc((size_t)ed->nw + 1, sizeof(int));
+    int np = 0, nw = 0, lastp = 0, lastq = 0;
+    for (int i = 0; i < gu->n; i++)
+        if (gu->alive[i] && !prow[ed->pclass[i]]) {
+            prow[ed->pclass[i]] = 1;
+            lastp = ed->pclass[i];
+            np++;
+        }
+    for (int j = 0; j < gv->n; j++)
+        if (gv->alive[j] && !qrow[ed->wclass[j]]) {
+            qrow[ed->wclass[j]] = 1;
+            lastq = ed->wclass[j];
+            nw++;
+        }
+    double constant = 0;
+    if (np == 1 && nw == 1) {
+        constant = ed->cost[lastp * ed->nw + lastq];
+    } else if (np == 1 || nw == 1) {
+        for (int i = 0; np > 1 && i < gu->n; i++)
+            if (gu->alive[i])
+                glp_set_obj_coef(lp, gu->col[i], glp_get_obj_coef(lp, gu->col[i]) + ed->cost[ed->pclass[i] * ed->nw + lastq]);
+        for (int j = 0; nw > 1 && j < gv->n; j++)
+            if (gv->alive[j])
+                glp_set_obj_coef(lp, gv->col[j], glp_get_obj_coef(lp, gv->col[j]) + ed->cost[lastp * ed->nw + ed->wclass[j]]);
+    } else {
+        /* Classes whose costs are the same against every live class of the
+         * other side are one (rep: the first of them). */
+        int *prep = malloc(sizeof(int) * (size_t)ed->np), *qrep = malloc(sizeof(int) * (size_t)ed->nw);
+        for (int p = 0; p < ed->np; p++) {
+            prep[p] = p;
+            for (int p2 = 0; prow[p] && p2 < p && prep[p] == p; p2++) {
+                int same = prow[p2] && prep[p2] == p2;
+                for (int q = 0; same && q < ed->nw; q++)
+                    same = !qrow[q] || ed->cost[p * ed->nw + q] == ed->cost[p2 * ed->nw + q];
+                if (same)
+                    prep[p] = p2;
+            }
+        }
+        for (int q = 0; q < ed->nw; q++) {
+            qrep[q] = q;
+            for (int q2 = 0; qrow[q] && q2 < q && qrep[q] == q; q2++) {
+                int same = qrow[q2] && qrep[q2] == q2;
+                for (int p = 0; same && p < ed->np; p++)
+                    same = !prow[p] || prep[p] != p || ed->cost[p * ed->nw + q] == ed->cost[p * ed->nw + q2];
+                if (same)
+                    qrep[q] = q2;
+            }
+        }
+        np = nw = 0;
+        for (int p = 0; p < ed->np; p++)
+            np += prow[p] && prep[p] == p;
+        for (int q = 0; q < ed->nw; q++)
+            nw += qrow[q] && qrep[q] == q;
+        int first = glp_add_rows(lp, np + nw), k = first;
+        for (int p = 0; p < ed->np; p++)
+            if (prow[p] && prep[p] == p)
+                prow[p] = k++;
+        for (int p = 0; p < ed->np; p++)
+            if (prow[p] && prep[p] != p)
+                prow[p] = prow[prep[p]];
+        for (int q = 0; q < ed->nw; q++)
+            if (qrow[q] && qrep[q] == q)
+                qrow[q] = k++;
+        for (int q = 0; q < ed->nw; q++)
+            if (qrow[q] && qrep[q] != q)
+                qrow[q] = qrow[qrep[q]];
+        for (k = first; k < first + np + nw; k++)
+            glp_set_row_bnds(lp, k, GLP_FX, 0, 0);
+        for (int p = 0; p < ed->np; p++)
+            for (int q = 0; q < ed->nw; q++)
+                if (prow[p] && qrow[q] && prep[p] == p && qrep[q] == q) {
+                    int c = glp_add_cols(lp, 1);
+                    glp_set_col_bnds(lp, c, GLP_DB, 0, 1);
+                    glp_set_obj_coef(lp, c, ed->cost[p * ed->nw + q]);
+                    put(tr, prow[p], c, 1);
+                    put(tr, qrow[q], c, 1);
+                }
+        for (int i = 0; i < gu->n; i++)
+            if (gu->alive[i])
+                put(tr, prow[ed->pclass[i]], gu->col[i], -1);
+        for (int j = 0; j < gv->n; j++)
+            if (gv->alive[j])
+                put(tr, qrow[ed->wclass[j]], gv->col[j], -1);
+        free(prep);
+        free(qrep);
+    }
+    free(prow);
+    free(qrow);
+    return constant;
+}
+
 /* Build and solve: a binary column per (group, live strategy) of groups
  * with a choice, one-hot rows; per edge between two such groups a
  * continuous column per strategy pair with Alpa's marginal rows (each
@@ -689,6 +998,7 @@ static int fail(IlpResult *r, IlpStatus st, double t0, FILE *err, const char *ms
  * consumer's), which binary choices make exact; one memory row. */
 static int solve(Ilp *g, double constant, double fixed_mem, IlpResult *r, double t0, FILE *err) {
     const AutoProblem *p = g->p;
+    double base = constant, base_mem = fixed_mem;
     glp_prob *lp = glp_create_prob();
     glp_set_obj_dir(lp, GLP_MIN);
     Triplets tr = {0};
@@ -717,49 +1027,9 @@ static int solve(Ilp *g, double constant, double fixed_mem, IlpResult *r, double
     }
     if (mem_row)
         glp_set_row_bnds(lp, mem_row, GLP_UP, 0, (double)p->device_memory - fixed_mem);
-    for (int e = 0; e < g->nedges; e++) {
-        const Edge *ed = &g->edges[e];
-        const Node *u = &g->nodes[ed->u], *v = &g->nodes[ed->v];
-        Group *gu = &g->groups[u->group], *gv = &g->groups[v->group];
-        int ou, ov, nu = alive_count(gu, &ou), nv = alive_count(gv, &ov);
-        if (nu == 1 || nv == 1) {              /* pruning left one side a single choice */
-            for (int i = 0; i < gu->n; i++)
-                for (int j = 0; j < gv->n; j++)
-                    if (gu->alive[i] && gv->alive[j]) {
-                        double c = ed->cost[i * v->nstrat + j];
-                        if (nu == 1 && nv == 1)
-                            constant += c;
-                        else
-                            glp_set_obj_coef(lp, nu == 1 ? gv->col[j] : gu->col[i],
-                                             glp_get_obj_coef(lp, nu == 1 ? gv->col[j] : gu->col[i]) + c);
-                    }
-            continue;
-        }
-        int rows_u = glp_add_rows(lp, nu), rows_v = glp_add_rows(lp, nv), ri = 0;
-        for (int k = 0; k < nu + nv; k++)
-            glp_set_row_bnds(lp, rows_u + k, GLP_FX, 0, 0);
-        for (int i = 0; i < gu->n; i++) {
-            if (!gu->alive[i])
-                continue;
-            put(&tr, rows_u + ri, gu->col[i], -1);
-            int rj = 0;
-            for (int j = 0; j < gv->n; j++) {
-                if (!gv->alive[j])
-                    continue;
-                int c = glp_add_cols(lp, 1);
-                glp_set_col_bnds(lp, c, GLP_DB, 0, 1);
-                glp_set_obj_coef(lp, c, ed->cost[i * v->nstrat + j]);
-                put(&tr, rows_u + ri, c, 1);
-                put(&tr, rows_v + rj, c, 1);
-                rj++;
-            }
-            ri++;
-        }
-        int rj = 0;
-        for (int j = 0; j < gv->n; j++)
-            if (gv->alive[j])
-                put(&tr, rows_v + rj++, gv->col[j], -1);
-    }
+    for (int e = 0; e < g->nedges; e++)
+        for (int a = 0; a < g->m->naxes; a++)
+            constant += edge_rows(lp, g, &g->edges[e], &g->edges[e].ax[a], &tr);
     glp_set_obj_coef(lp, 0, constant);
     r->nvars = glp_get_num_cols(lp);
     r->nrows = glp_get_num_rows(lp);
@@ -780,25 +1050,35 @@ static int solve(Ilp *g, double constant, double fixed_mem, IlpResult *r, double
         int ms = glp_mip_status(lp);
         st = ms == GLP_OPT ? ILP_OPTIMAL : ms == GLP_FEAS ? ILP_FEASIBLE
            : ms == GLP_NOFEAS || rc == GLP_ENOPFS ? ILP_INFEASIBLE : ILP_FAILED;
-        r->objective = glp_mip_obj_val(lp);
-    } else {
-        r->objective = constant;
-        if (mem_row && fixed_mem > (double)p->device_memory)
-            st = ILP_INFEASIBLE;
+    } else if (mem_row && fixed_mem > (double)p->device_memory) {
+        st = ILP_INFEASIBLE;
+    }
+    int *pick = malloc(sizeof(int) * (size_t)(g->ngroups + 1));
+    for (int x = 0; x < g->ngroups; x++) {
+        const Group *gr = &g->groups[x];
+        pick[x] = -1;
+        for (int s = 0; s < gr->n && pick[x] < 0; s++)
+            if (gr->alive[s] && (!gr->col[s] || (st != ILP_FAILED && glp_mip_col_val(lp, gr->col[s]) > 0.5)))
+                pick[x] = s;
+    }
+    if (st == ILP_FEASIBLE || (st == ILP_FAILED && rc == GLP_ETMLIM)) {
+        /* The time limit: the solver's plan, or the greedy one if better. */
+        int *alt = malloc(sizeof(int) * (size_t)(g->ngroups + 1));
+        greedy_plan(g, alt, (double)p->device_memory - base_mem);
+        int fits = !mem_row || plan_memory(g, alt) <= (double)p->device_memory - base_mem;
+        if (fits && (st == ILP_FAILED || plan_time(g, alt, base) < plan_time(g, pick, base))) {
+            memcpy(pick, alt, sizeof(int) * (size_t)g->ngroups);
+            st = ILP_FEASIBLE;
+        }
+        free(alt);
     }
     if (st == ILP_OPTIMAL || st == ILP_FEASIBLE) {
+        r->objective = plan_time(g, pick, base);
         r->choice = arena_alloc(g->a, sizeof(int) * (size_t)(p->nparams + 1));
-        for (int k = 0; k < p->nparams; k++) {
-            const Group *gr = &g->groups[g->nodes[g->param_node[p->params[k].param]].group];
-            int only, pick = -1;
-            if (alive_count(gr, &only) == 1)
-                pick = only;
-            for (int s = 0; s < gr->n && pick < 0; s++)
-                if (gr->alive[s] && glp_mip_col_val(lp, gr->col[s]) > 0.5)
-                    pick = s;
-            r->choice[k] = pick < 0 ? 0 : pick;
-        }
+        for (int k = 0; k < p->nparams; k++)
+            r->choice[k] = pick[g->nodes[g->param_node[p->params[k].param]].group];
     }
+    free(pick);
     glp_delete_prob(lp);
     r->status = st;
     r->seconds = now_seconds() - t0;
