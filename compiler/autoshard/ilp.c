@@ -3,18 +3,18 @@
  * factor rules.
  *
  * The entry fn is flattened (calls walked with a value map, a loop body
- * once with its costs weighted by its trip count).  Nodes are the
- * parameters (strategies: the AutoParam's candidates; tied ones share one
- * variable set) and every instruction whose op propagation ranks later
- * (op_info.prio 1: dot, reduce, gather, scatter, slices, cumsum, top-k,
- * ...); their strategies assign mesh axes to the op's factors.  The
- * instructions propagation ranks first (elementwise, convert, broadcast,
- * transpose, reshape, ...) are merged into the node of their widest
- * operand, following the factor rules to know which dim becomes which, and
- * their other operands become edges.  Node costs are roofline compute time
- * plus the all-reduce of a result whose reduction factor is split; edge
- * costs the resharding of a value between the producer's and the
- * consumer's sharding.  GLPK solves it. */
+ * once with its costs weighted by its trip count, each carried result
+ * linked to the value it replaces).  Nodes are the parameters (strategies:
+ * the AutoParam's candidates; tied ones share one variable set) and every
+ * instruction that contracts two operands (dot, scatter); their strategies
+ * assign mesh axes to the op's factors.  Every other instruction with a
+ * factor rule (elementwise, broadcast, reshape, reduce, slices, gather,
+ * cumsum, ...) is merged into the node of the operand that passes the most
+ * dims to it, following the rule to know which dim becomes which; its
+ * other operands become edges.  Node costs are roofline times plus the
+ * all-reduce of a result whose reduction factor is split; edge costs the
+ * resharding of a value between the producer's and the consumer's
+ * sharding, a sum over the mesh axes.  GLPK solves it. */
 #include "problem.h"
 
 #include <glpk.h>
@@ -632,31 +632,50 @@ static void memory(Ilp *g, const int32_t *results, int nresults, double *fixed) 
     }
 }
 
-static void make_groups(Ilp *g, Costs *cs) {
+/* The AutoParam tied parameter node i takes its candidate from (the root
+ * of its ties), or -1. */
+static int tied_to(const Ilp *g, int i) {
+    const AutoProblem *p = g->p;
+    for (int k = 0; g->nodes[i].param >= 0 && k < p->nparams; k++)
+        if (p->params[k].param == g->nodes[i].param && p->params[k].tie >= 0)
+            return group_of_param(p, k);
+    return -1;
+}
+
+/* A group per node, but tied parameters share their root's (a first pass
+ * for the others, as a root may come after the parameters tied to it).
+ * Returns -1 when tied parameters differ in their number of candidates. */
+static int make_groups(Ilp *g, Costs *cs) {
     const AutoProblem *p = g->p;
     g->groups = arena_alloc(g->a, sizeof(Group) * (size_t)(g->nnodes + 1));
     for (int i = 0; i < g->nnodes; i++) {
         Node *n = &g->nodes[i];
         n->group = -1;
-        if (n->param >= 0)
-            for (int k = 0; k < p->nparams; k++)
-                if (p->params[k].param == n->param && p->params[k].tie >= 0)
-                    n->group = g->nodes[g->param_node[p->params[group_of_param(p, k)].param]].group;
-        if (n->group < 0) {
-            n->group = g->ngroups++;
-            Group *gr = &g->groups[n->group];
-            gr->n = n->nstrat;
-            gr->cost = arena_alloc(g->a, sizeof(double) * (size_t)n->nstrat);
-            gr->mem = arena_alloc(g->a, sizeof(double) * (size_t)n->nstrat);
-            gr->alive = arena_alloc(g->a, sizeof(int) * (size_t)n->nstrat);
-            gr->col = arena_alloc(g->a, sizeof(int) * (size_t)n->nstrat);
-            for (int s = 0; s < n->nstrat; s++)
-                gr->alive[s] = 1;
+        if (tied_to(g, i) >= 0)
+            continue;
+        n->group = g->ngroups++;
+        Group *gr = &g->groups[n->group];
+        gr->n = n->nstrat;
+        gr->cost = arena_alloc(g->a, sizeof(double) * (size_t)n->nstrat);
+        gr->mem = arena_alloc(g->a, sizeof(double) * (size_t)n->nstrat);
+        gr->alive = arena_alloc(g->a, sizeof(int) * (size_t)n->nstrat);
+        gr->col = arena_alloc(g->a, sizeof(int) * (size_t)n->nstrat);
+        for (int s = 0; s < n->nstrat; s++)
+            gr->alive[s] = 1;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = &g->nodes[i];
+        int root = tied_to(g, i);
+        if (root >= 0) {
+            n->group = g->nodes[g->param_node[p->params[root].param]].group;
+            if (g->groups[n->group].n != n->nstrat)
+                return -1;
         }
         double *c = i < cs->cap ? cs->cost[i] : NULL;
         for (int s = 0; c && s < n->nstrat; s++)
             g->groups[n->group].cost[s] += c[s];
     }
+    return 0;
 }
 
 /* Edges within a group (a merged value of its own node, a tied pair) cost
@@ -1108,7 +1127,8 @@ int ilp_solve(const AutoProblem *p, Arena *a, IlpResult *r, FILE *err) {
     for (int i = 0; i < fn->nresults; i++)
         results[i] = -1;
     walk(&g, &cs, fn, params, 1, results);
-    make_groups(&g, &cs);
+    if (make_groups(&g, &cs) != 0)
+        return fail(r, ILP_FAILED, t0, err, "tied parameters of the sharding search differ in their candidates");
     double constant = 0, fixed_mem;
     memory(&g, results, fn->nresults, &fixed_mem);
     fold_edges(&g, &constant);

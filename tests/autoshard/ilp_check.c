@@ -76,6 +76,8 @@ static int param_index(const Module *m, const Fn *fn, const char *name) {
 /* Compile `text` (or the file `path`) to the checked stage, make every
  * parameter whose name starts with one of `auto_prefixes` searched (a
  * parameter named "v.X" tied to "p.X" when `tie_v`), and solve. */
+static const char *mesh_flag;     /* --report: "X=16,Y=16" */
+
 static int run_case(Case *k, const char *path, const char *text, const char *consts, const char *target,
                     const char *entry, const char *const *auto_prefixes, int tie_v, int64_t cap) {
     memset(k, 0, sizeof *k);
@@ -94,6 +96,14 @@ static int run_case(Case *k, const char *path, const char *text, const char *con
         text = owned;
     }
     MeshFlag mf = {0};
+    for (const char *s = mesh_flag; s && *s;) {
+        long long v;
+        int used;
+        if (sscanf(s, "%63[^=]=%lld%n", mf.name[mf.n], &v, &used) != 2)
+            break;
+        mf.size[mf.n++] = v;
+        s += used + (s[used] == ',');
+    }
     for (const char *s = consts; s && *s;) {
         char name[64];
         long long v;
@@ -299,7 +309,40 @@ static void gpt_case(const char *target) {
     free(k);
 }
 
-int main(void) {
+/* --report: the sizes and times of the GPT train step's program, on 2x4
+ * and, at GPT-2 XL's sizes, on 16x16 (docs/autoshard.md). */
+static void report_gpt(void) {
+    static const char *const prefixes[] = {"p.", "v.", NULL};
+    static const struct {
+        const char *mesh, *consts;
+    } runs[] = {
+        {NULL, "B=8,S=128,D=2048,H=16,K=128,F=8192,V=4096,L=2"},
+        {"X=16,Y=16", "B=256,S=1024,D=1600,H=25,K=64,F=6400,V=50304,L=48"},
+    };
+    const char *targets[] = {"targets/tpu-v5e.target", "targets/h100x8.target"};
+    for (int i = 0; i < 2; i++)
+        for (int t = 0; t < 2; t++) {
+            char q[32], win[32], wout[32], wte[32], what[512];
+            Case *k = calloc(1, sizeof *k);
+            mesh_flag = runs[i].mesh;
+            int rc = run_case(k, "samples/gpt.tdsl", NULL, runs[i].consts, targets[t], "train_step", prefixes, 1, 0);
+            snprintf(what, sizeof what, "%s mesh %s --const %s: wq %s, w_in %s, w_out %s, wte %s", targets[t],
+                     runs[i].mesh ? runs[i].mesh : "X=2,Y=4", runs[i].consts, chosen(k, "p.layers.wq", q),
+                     chosen(k, "p.layers.w_in", win), chosen(k, "p.layers.w_out", wout), chosen(k, "p.wte", wte));
+            ok(rc == 0 && k->rc == 0, what);
+            report(k, what);
+            done(k);
+            free(k);
+        }
+    mesh_flag = NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--report")) {
+        report_gpt();
+        printf("# done: %d tests\n", test_no);
+        return failed != 0;
+    }
     const char *targets[] = {"tests/lit/cost/Inputs/test.target", "targets/tpu-v5e.target", "targets/h100x8.target"};
     const char *small_batch[] = {"B=8,D=1024,F=65536", "B=32,D=1024,F=65536", "B=32,D=1024,F=65536"};
     for (int i = 0; i < 3; i++)
