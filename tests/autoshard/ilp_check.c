@@ -300,10 +300,13 @@ static void gpt_case(const char *target) {
     chosen(k, "p.layers.wq", q);       /* [L, D, H, K] */
     chosen(k, "p.layers.w_in", win);   /* [L, D, F] */
     chosen(k, "p.layers.w_out", wout); /* [L, F, D] */
+    char vq[32], vwin[32];
+    chosen(k, "v.layers.wq", vq);      /* tied to p's: the same candidate */
+    chosen(k, "v.layers.w_in", vwin);
     int heads = strchr(q, '2') != NULL, hidden = strchr(win, '2') && strchr(wout, '1');
-    snprintf(what, sizeof what, "%s: GPT train_step splits heads and hidden (wq %s, w_in %s, w_out %s)", target, q,
-             win, wout);
-    ok(rc == 0 && k->rc == 0 && heads && hidden && k->r.seconds < 30, what);
+    snprintf(what, sizeof what, "%s: GPT train_step splits heads and hidden (wq %s, w_in %s, w_out %s; v's wq %s)",
+             target, q, win, wout, vq);
+    ok(rc == 0 && k->rc == 0 && heads && hidden && !strcmp(q, vq) && !strcmp(win, vwin) && k->r.seconds < 30, what);
     report(k, what);
     done(k);
     free(k);
