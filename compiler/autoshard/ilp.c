@@ -18,7 +18,6 @@
 #include "problem.h"
 
 #include <glpk.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -94,9 +93,8 @@ static int new_val(Ilp *g, FVal v) {
     return g->nvals++;
 }
 
-static FVal replicated_val(const Shape *s) {
+static FVal replicated_val(void) {
     FVal v = {.node = -1, .xfer = 0};
-    (void)s;
     return v;
 }
 
@@ -119,16 +117,13 @@ static Edge *add_edge(Ilp *g) {
     return &g->edges[g->nedges++];
 }
 
-static int naxes_of(const Ilp *g) { return g->m->naxes; }
-
 /* The cost of edge e for strategies i of its producer and j of its consumer. */
-static double edge_cost_n(const Edge *e, int naxes, int i, int j) {
+static double edge_cost(const Ilp *g, const Edge *e, int i, int j) {
     double c = 0;
-    for (int a = 0; a < naxes; a++)
+    for (int a = 0; a < g->m->naxes; a++)
         c += e->ax[a].cost[e->ax[a].pclass[i] * e->ax[a].nw + e->ax[a].wclass[j]];
     return c;
 }
-#define edge_cost(e, i, j) edge_cost_n(e, naxes_of(g), i, j)
 
 /* A value's sharding under strategy s of its node. */
 static Split val_split(const Ilp *g, const FVal *fv, int rank, int s) {
@@ -429,7 +424,7 @@ static void merged(Ilp *g, Costs *cs, Frame *f, int v, const Rule *r) {
         }
     }
     if (k < 0 || best < 0) {
-        f->at[v] = new_val(g, replicated_val(&in->type));
+        f->at[v] = new_val(g, replicated_val());
         return;
     }
     const Shape *kt = &f->fn->insts[ir_arg(f->fn, in, k)].type;
@@ -503,7 +498,7 @@ static void call(Ilp *g, Costs *cs, Frame *f, int v) {
     }
     if (fn_is_local(callee)) {                   /* an spmd fn's blocks: outside the search */
         for (int i = 0; i < callee->nresults; i++)
-            results[i] = new_val(g, replicated_val(&callee->results[i].type));
+            results[i] = new_val(g, replicated_val());
     } else {
         walk(g, cs, callee, params, w, results);
     }
@@ -538,7 +533,7 @@ static void walk(Ilp *g, Costs *cs, const Fn *fn, const int32_t *params, double 
             int64_t i = ir_attr(fn, in, 0);
             f.at[v] = params ? params[i] : -1;
             if (f.at[v] < 0)
-                f.at[v] = new_val(g, replicated_val(&in->type));
+                f.at[v] = new_val(g, replicated_val());
         } else if (op_calls(in->op)) {
             call(g, cs, &f, v);
         } else if (in->op == OP_GET_TUPLE_ELEMENT) {
@@ -548,7 +543,7 @@ static void walk(Ilp *g, Costs *cs, const Fn *fn, const int32_t *params, double 
             for (int i = 0; i < in->nargs; i++)
                 results[i] = f.at[ir_arg(fn, in, i)];
         } else if (!op_rule(fn, in, &r)) {
-            f.at[v] = new_val(g, replicated_val(&in->type));
+            f.at[v] = new_val(g, replicated_val());
         } else if (!contracts(&r)) {
             merged(g, cs, &f, v, &r);
         } else {
@@ -689,15 +684,15 @@ static void fold_edges(Ilp *g, double *constant) {
         Group *gu = &g->groups[u->group], *gv = &g->groups[v->group];
         if (u->group == v->group) {
             for (int s = 0; s < gu->n; s++)
-                gu->cost[s] += edge_cost(ed, s, s);
+                gu->cost[s] += edge_cost(g, ed, s, s);
         } else if (gu->n == 1 && gv->n == 1) {
-            *constant += edge_cost(ed, 0, 0);
+            *constant += edge_cost(g, ed, 0, 0);
         } else if (gu->n == 1) {
             for (int j = 0; j < gv->n; j++)
-                gv->cost[j] += edge_cost(ed, 0, j);
+                gv->cost[j] += edge_cost(g, ed, 0, j);
         } else if (gv->n == 1) {
             for (int i = 0; i < gu->n; i++)
-                gu->cost[i] += edge_cost(ed, i, 0);
+                gu->cost[i] += edge_cost(g, ed, i, 0);
         } else {
             g->edges[kept++] = *ed;
         }
@@ -748,7 +743,7 @@ static void bounds(const Ilp *g, int x, int s, double *lo, double *hi) {
         for (int k = 0; k < o->n; k++) {
             if (!o->alive[k])
                 continue;
-            double c = pu ? edge_cost(ed, s, k) : edge_cost(ed, k, s);
+            double c = pu ? edge_cost(g, ed, s, k) : edge_cost(g, ed, k, s);
             mn = !any || c < mn ? c : mn;
             mx = !any || c > mx ? c : mx;
             any = 1;
@@ -866,7 +861,7 @@ static double plan_time(const Ilp *g, const int *pick, double constant) {
         t += g->groups[x].cost[pick[x]];
     for (int e = 0; e < g->nedges; e++) {
         const Edge *ed = &g->edges[e];
-        t += edge_cost(ed, pick[g->nodes[ed->u].group], pick[g->nodes[ed->v].group]);
+        t += edge_cost(g, ed, pick[g->nodes[ed->u].group], pick[g->nodes[ed->v].group]);
     }
     return t;
 }
