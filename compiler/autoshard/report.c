@@ -1,0 +1,253 @@
+/* What the search says: the `autoshard` command's report (the chosen
+ * signature as TDSL to paste, the alternatives with their predicted costs
+ * and a one-line explanation each), and the error when no plan fits. */
+#include "autoshard.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *autoshard_time(char *buf, size_t cap, double s) {
+    static const struct { double scale; const char *unit; } u[] = {{1, "s"}, {1e-3, "ms"}, {1e-6, "us"}, {1e-9, "ns"}};
+    size_t i = 0;
+    while (i < 3 && s < u[i].scale)
+        i++;
+    snprintf(buf, cap, "%.4g%s", s / u[i].scale, u[i].unit);
+    return buf;
+}
+
+const char *autoshard_bytes(char *buf, size_t cap, double b) {
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (i < 4 && b >= 1024) {
+        b /= 1024;
+        i++;
+    }
+    snprintf(buf, cap, i ? "%.3g %s" : "%.0f %s", b, unit[i]);
+    return buf;
+}
+
+static const char *param_name(const Module *m, const Fn *fn, int i) {
+    for (int v = 0; v < fn->ninsts; v++)
+        if (fn->insts[v].op == OP_PARAMETER && ir_attr(fn, &fn->insts[v], 0) == i)
+            return fn->insts[v].sym >= 0 ? sym_name(m->syms, fn->insts[v].sym) : "?";
+    return "?";
+}
+
+/* f32[1024@(X,Y), 2048@?] */
+static void print_type(FILE *out, const Module *m, const Shape *t, const Sharding *sh) {
+    fprintf(out, "%s[", dtype_name[t->dtype]);
+    for (int d = 0; d < t->rank; d++) {
+        int axes[MAX_AXES], n = sharding_dim_axes(sh, d, axes);
+        fprintf(out, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
+        if (sh->open >> d & 1)
+            fputs("@?", out);
+        else if (n)
+            fputs(n > 1 ? "@(" : "@", out);
+        for (int i = 0; i < n && !(sh->open >> d & 1); i++)
+            fprintf(out, "%s%s", i ? ", " : "", sym_name(m->syms, m->axis_sym[axes[i]]));
+        if (n > 1 && !(sh->open >> d & 1))
+            fputc(')', out);
+    }
+    fputc(']', out);
+}
+
+static const Sharding *param_sh(const AutoEval *e, const int *choice, int i) {
+    const AutoProblem *p = e->p;
+    for (int k = 0; k < p->nparams; k++)
+        if (p->params[k].param == i)
+            return &p->params[k].cand[choice[k]];
+    return &p->m->fns[p->fn].params[i].sh;
+}
+
+void autoshard_print_signature(FILE *out, const AutoEval *e, const int *choice) {
+    const AutoProblem *p = e->p;
+    const Module *m = p->m;
+    const Fn *fn = &m->fns[p->fn];
+    int records = 0;
+    for (int i = 0; i < fn->nparams; i++)
+        records |= strchr(param_name(m, fn, i), '.') != NULL;
+    if (records)      /* record leaves: the fields' shardings, one a line, to copy into the record declarations */
+        for (int i = 0; i < fn->nparams; i++)
+            if (strchr(param_name(m, fn, i), '.')) {
+                fprintf(out, "#   %s: ", param_name(m, fn, i));
+                print_type(out, m, &fn->params[i].type, param_sh(e, choice, i));
+                fputc('\n', out);
+            }
+    if (records)
+        return;
+    fprintf(out, "fn %s(", sym_name(m->syms, fn->sym));
+    for (int i = 0; i < fn->nparams; i++) {
+        fprintf(out, "%s%s: ", i ? ", " : "", param_name(m, fn, i));
+        print_type(out, m, &fn->params[i].type, param_sh(e, choice, i));
+    }
+    fputs(") -> ", out);
+    if (fn->nresults != 1)
+        fputc('(', out);
+    for (int r = 0; r < fn->nresults; r++) {
+        const Sig *s = &fn->results[r];
+        int k = e->result_tie[r];
+        fputs(r ? ", " : "", out);
+        print_type(out, m, &s->type, k >= 0 ? &p->params[k].cand[choice[k]] : &s->sh);
+    }
+    if (fn->nresults != 1)
+        fputc(')', out);
+    fputc('\n', out);
+}
+
+/* "batch over X,Y; weights replicated; sends 4.2 MiB" */
+static void explain(FILE *out, const AutoEval *e, const AutoPlan *pl, const uint8_t *data) {
+    const AutoProblem *p = e->p;
+    const Module *m = p->m;
+    const Fn *fn = &m->fns[p->fn];
+    uint32_t batch = 0;
+    int nweights = 0, nsplit = 0, big = -1;
+    int64_t big_bytes = -1;
+    for (int k = 0; k < p->nparams; k++) {
+        const Sharding *sh = &p->params[k].cand[pl->choice[k]];
+        const Shape *t = &fn->params[p->params[k].param].type;
+        if (data[k]) {
+            for (int a = 0; a < m->naxes; a++)
+                batch |= (uint32_t)(sh->dim[a] == 0) << a;
+            continue;
+        }
+        nweights++;
+        int split = autoshard_splits(sh, t->rank) > 0;
+        nsplit += split;
+        int64_t bytes = shape_elems(t) * dtype_size(t->dtype);
+        if (split && bytes > big_bytes) {
+            big = k;
+            big_bytes = bytes;
+        }
+    }
+    if (batch) {
+        fputs("batch over ", out);
+        for (int a = 0, n = 0; a < m->naxes; a++)
+            if (batch >> a & 1)
+                fprintf(out, "%s%s", n++ ? "," : "", sym_name(m->syms, m->axis_sym[a]));
+    } else
+        fputs("batch unsplit", out);
+    if (!nweights)
+        fputs("; no weights", out);
+    else if (!nsplit)
+        fputs("; weights replicated", out);
+    else {
+        int i = p->params[big].param;
+        fprintf(out, "; %d of %d weights split (largest %s: ", nsplit, nweights, param_name(m, fn, i));
+        print_type(out, m, &fn->params[i].type, &p->params[big].cand[pl->choice[big]]);
+        fputc(')', out);
+    }
+    char b[32];
+    fprintf(out, "; sends %s", autoshard_bytes(b, sizeof b, pl->score.sent));
+}
+
+static void row(FILE *out, const AutoEval *e, const char *name, const AutoPlan *pl, const uint8_t *data) {
+    char t[32], mem[32], sent[32];
+    if (!pl->score.ok) {
+        fprintf(out, "%-14s  (does not compile)\n", name);
+        return;
+    }
+    fprintf(out, "%-14s  %-10s  %-10s  %-10s  ", name, autoshard_time(t, sizeof t, pl->score.time),
+            autoshard_bytes(mem, sizeof mem, (double)pl->score.memory), autoshard_bytes(sent, sizeof sent, pl->score.sent));
+    if (e->p->device_memory && pl->score.memory > e->p->device_memory)
+        fputs("over memory; ", out);
+    explain(out, e, pl, data);
+    fputc('\n', out);
+}
+
+typedef struct {
+    const char *name;
+    const AutoPlan *pl;
+} Row;
+
+static int by_time(const void *a, const void *b) {
+    const AutoScore *x = &((const Row *)a)->pl->score, *y = &((const Row *)b)->pl->score;
+    if (x->ok != y->ok)
+        return x->ok ? -1 : 1;
+    return autoshard_better(x, y) ? -1 : autoshard_better(y, x) ? 1 : 0;
+}
+
+void autoshard_report(FILE *out, const AutoEval *e, const AutoResult *r, int top) {
+    const AutoProblem *p = e->p;
+    char t[32], mem[32], sent[32];
+    int ncand = 0;
+    for (int k = 0; k < p->nparams; k++)
+        ncand += p->params[k].tie < 0;
+    fprintf(out, "# target %s (%s)\n", p->t->name, p->t->source);
+    fprintf(out, "# search: %d parameters, %.6g candidate plans, ", ncand, r->candidate_plans);
+    if (r->enumerated)
+        fprintf(out, "enumerated %.6g plans", r->candidate_plans);
+    else
+        fputs("coordinate descent from the best named plan", out);
+    fprintf(out, ", %d plans evaluated in %.2f s\n", e->nplans, r->seconds);
+    const AutoPlan *f = r->found;
+    fprintf(out, "# chosen: %s %s %s\n", autoshard_time(t, sizeof t, f->score.time),
+            autoshard_bytes(mem, sizeof mem, (double)f->score.memory), autoshard_bytes(sent, sizeof sent, f->score.sent));
+    autoshard_print_signature(out, e, f->choice);
+    uint8_t *data = calloc((size_t)p->nparams + 1, 1);
+    autoshard_data_params(p, data);
+    Row *rows = calloc((size_t)(AUTO_NAMED + 1 + (top > 0 ? top : 0)), sizeof(Row));
+    int n = 0;
+    rows[n++] = (Row){"found", f};
+    for (int i = 0; i < AUTO_NAMED; i++)
+        if (r->named[i])
+            rows[n++] = (Row){auto_named[i], r->named[i]};
+    /* Up to `top` other plans evaluated, best first, distinct from those above. */
+    for (int j = 0; j < top; j++) {
+        const AutoPlan *next = NULL;
+        for (int i = 0; i < e->nplans; i++) {
+            const AutoPlan *pl = e->plans[i];
+            int seen = 0;
+            for (int q = 0; q < n && !seen; q++)
+                seen = rows[q].pl == pl;
+            if (!seen && pl->score.ok && (!next || autoshard_better(&pl->score, &next->score)))
+                next = pl;
+        }
+        if (next)
+            rows[n++] = (Row){"other", next};
+    }
+    qsort(rows, (size_t)n, sizeof *rows, by_time);
+    fprintf(out, "%-14s  %-10s  %-10s  %-10s  %s\n", "# plan", "time", "memory", "sent", "explanation");
+    for (int i = 0; i < n; i++)
+        row(out, e, rows[i].name, rows[i].pl, data);
+    if (p->m->naxes == 1)
+        fputs("# megatron on a 1-D mesh is data parallel: the batch takes the only axis\n", out);
+    free(rows);
+    free(data);
+}
+
+void autoshard_infeasible(FILE *err, const AutoEval *e) {
+    const AutoProblem *p = e->p;
+    const Module *m = p->m;
+    const Fn *fn = &m->fns[p->fn];
+    const AutoPlan *least = NULL;
+    for (int i = 0; i < e->nplans; i++)
+        if (e->plans[i]->score.ok && (!least || e->plans[i]->score.memory < least->score.memory))
+            least = e->plans[i];
+    char cap[32], need[32];
+    fprintf(err, "shardc: error: no plan fits --device-memory %s", autoshard_bytes(cap, sizeof cap, (double)p->device_memory));
+    if (!least) {
+        fputs(": no plan compiles\n", err);
+        return;
+    }
+    fprintf(err, ": the smallest needs %s per device (", autoshard_bytes(need, sizeof need, (double)least->score.memory));
+    /* Its parameters, largest first (the first five). */
+    uint8_t *shown = calloc((size_t)fn->nparams + 1, 1);
+    for (int j = 0; j < 5 && j < fn->nparams; j++) {
+        int best = -1;
+        int64_t bytes = -1;
+        for (int i = 0; i < fn->nparams; i++) {
+            if (shown[i])
+                continue;
+            Shape local = shape_local(m, &fn->params[i].type, param_sh(e, least->choice, i));
+            int64_t b = shape_elems(&local) * dtype_size(local.dtype);
+            if (b > bytes) {
+                best = i;
+                bytes = b;
+            }
+        }
+        shown[best] = 1;
+        fprintf(err, "%s%s %s", j ? ", " : "", param_name(m, fn, best), autoshard_bytes(need, sizeof need, (double)bytes));
+    }
+    fprintf(err, "%s, and the program's buffers)\n", fn->nparams > 5 ? ", ..." : "");
+    free(shown);
+}

@@ -1,0 +1,132 @@
+/* The sharding search as a stage of the front end (docs/autoshard.md, "The
+ * search"): between grad and propagation, the entry fn's `@auto` dims get
+ * the plan the search chooses.  Each plan it weighs is compiled from a
+ * fresh checked module (frontend_checked), so the stage needs the source
+ * text, not only the module. */
+#include "frontend.h"
+
+#include "../autoshard/autoshard.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int fn_named(const Module *m, const char *name) {
+    for (int f = 0; f < m->nfns; f++)
+        if (strcmp(sym_name(m->syms, m->fns[f].sym), name) == 0)
+            return f;
+    return -1;
+}
+
+static int has_auto(const Fn *fn) {
+    int any = 0;
+    for (int i = 0; i < fn->nparams + fn->nresults; i++)
+        any |= auto_dims(fn, i) != 0;
+    return any;
+}
+
+typedef struct {
+    const char *path, *text;
+    size_t len;
+    MeshFlag flag;
+} Source;
+
+static void *checked(void *ctx, Module **m, Diag **diag) {
+    Source *s = ctx;
+    Compilation *c = calloc(1, sizeof *c);
+    if (frontend_checked(c, s->path, s->text, s->len, &s->flag) != FRONTEND_OK) {
+        compilation_free(c);
+        free(c);
+        return NULL;
+    }
+    *m = &c->module;
+    *diag = &c->diag;
+    return c;
+}
+
+static void release(void *h) {
+    compilation_free(h);
+    free(h);
+}
+
+/* -v: the search's progress as plain lines. */
+static void progress_lines(void *ctx, int evaluated, double best) {
+    (void)best;
+    if (evaluated % 50 == 0)
+        fprintf(ctx, "shardc: sharding search: %d plans evaluated\n", evaluated);
+}
+
+/* The plan chosen for this compile's text, kept for the compiles that
+ * follow it in one process (--device-memory's rematerialization rounds
+ * compile the same text again): the search runs once. */
+static struct {
+    const char *text;
+    const MeshFlag *mesh;
+    int *choice;
+    int n;
+} chosen;
+
+int autoshard_stage(Compilation *c, const char *path, const char *text, size_t len, FILE *diag_out,
+                    const MeshFlag *mesh, Stage stage) {
+    Module *m = &c->module;
+    int entry = mesh && mesh->entry ? fn_named(m, mesh->entry) : -1;
+    if (entry >= 0 && mesh->auto_all)
+        autoshard_mark_all(m, entry);
+    for (int f = 0; f < m->nfns; f++) {
+        const Fn *fn = &m->fns[f];
+        if (f == entry || !fn->auto_loc.line || fn->grad_of || fn->vjp_of)
+            continue;
+        if (entry < 0 && !(mesh && mesh->entry) && stage <= STAGE_SHARDED)
+            continue;        /* check, or a dump of every fn up to the sharded stage: `@auto` reads as `@?` */
+        const char *name = sym_name(m->syms, fn->sym);
+        if (entry >= 0)
+            diag_report(&c->diag, fn->auto_loc, "error", "'@auto' is only for the entry fn the search compiles "
+                        "(--fn %s), and '%s' is not it", mesh->entry, name);
+        else
+            diag_report(&c->diag, fn->auto_loc, "error", "'@auto' in '%s' needs --fn %s: the sharding search "
+                        "chooses the shardings of the fn it compiles", name, name);
+        return FRONTEND_USER_ERROR;
+    }
+    if (entry < 0 || !has_auto(&m->fns[entry]) || stage == STAGE_PARSED)
+        return FRONTEND_OK;
+    Target t;
+    FILE *err = diag_out ? diag_out : stderr;
+    if (target_load(&t, mesh->target, err) != 0)
+        return FRONTEND_USAGE_ERROR;
+    Arena a = {0};
+    AutoProblem p;
+    int *result_tie;
+    autoshard_problem(m, entry, &t, mesh->device_memory, &a, &p, &result_tie);
+    Source src = {path, text, len, *mesh};
+    src.flag.auto_report = NULL;
+    AutoEval e = {&p, {&src, checked, release}, result_tie, m->fns[entry].nresults, &a, NULL, 0, 0, NULL, NULL};
+    int rc = FRONTEND_OK;
+    if (chosen.text == text && chosen.mesh == mesh && chosen.n == p.nparams)
+        autoshard_apply(m, &p, result_tie, e.nresults, chosen.choice);
+    else {
+        if (mesh->auto_verbose) {
+            e.progress = progress_lines;
+            e.progress_ctx = err;
+        }
+        AutoResult r;
+        if (autoshard_search(&e, NULL, 0, &r) != 0) {
+            autoshard_infeasible(err, &e);
+            rc = FRONTEND_USER_ERROR;
+        } else {
+            if (mesh->auto_report)
+                autoshard_report(mesh->auto_report, &e, &r, mesh->auto_top);
+            if (mesh->auto_verbose) {
+                fprintf(err, "shardc: the sharding search chose (%d plans evaluated in %.2f s):\n", e.nplans, r.seconds);
+                autoshard_print_signature(err, &e, r.found->choice);
+            }
+            autoshard_apply(m, &p, result_tie, e.nresults, r.found->choice);
+            free(chosen.choice);
+            chosen.choice = malloc(sizeof(int) * (size_t)(p.nparams + 1));
+            memcpy(chosen.choice, r.found->choice, sizeof(int) * (size_t)p.nparams);
+            chosen.text = text;
+            chosen.mesh = mesh;
+            chosen.n = p.nparams;
+        }
+    }
+    arena_free(&a);
+    return rc;
+}
