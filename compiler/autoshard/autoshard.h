@@ -12,6 +12,8 @@
 
 #include "problem.h"
 
+#include "../base/ast.h"
+
 /* The `@auto` dims of parameter i (i < nparams) or result i - nparams. */
 static inline unsigned auto_dims(const Fn *fn, int i) { return fn->autod ? fn->autod[i] : 0; }
 
@@ -49,6 +51,7 @@ typedef struct {
     Arena *a;
     AutoPlan **plans;            /* each allocated once: the pointers stay valid */
     int nplans, cap;
+    const AstProgram *ast;       /* the source's syntax, to print records as written; NULL: tensors only */
     void (*progress)(void *ctx, int evaluated, double best);   /* NULL: none */
     void *progress_ctx;
 } AutoEval;

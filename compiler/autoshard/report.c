@@ -22,7 +22,7 @@ const char *autoshard_bytes(char *buf, size_t cap, double b) {
         b /= 1024;
         i++;
     }
-    snprintf(buf, cap, i ? "%.3g %s" : "%.0f %s", b, unit[i]);
+    snprintf(buf, cap, i ? "%.4g %s" : "%.0f %s", b, unit[i]);
     return buf;
 }
 
@@ -59,37 +59,116 @@ static const Sharding *param_sh(const AutoEval *e, const int *choice, int i) {
     return &p->m->fns[p->fn].params[i].sh;
 }
 
+static int ir_param_named(const Module *m, const Fn *fn, const char *name) {
+    for (int i = 0; i < fn->nparams; i++)
+        if (strcmp(param_name(m, fn, i), name) == 0)
+            return i;
+    return -1;
+}
+
+static const AstTop *record_top(const AstProgram *ast, int sym) {
+    for (int i = 0; i < ast->tops.n; i++) {
+        const AstTop *t = ast->tops.items[i];
+        if (t->kind == TOP_RECORD && t->sym == sym)
+            return t;
+    }
+    return NULL;
+}
+
+static int record_leaves(const AstProgram *ast, const AstTop *rec) {
+    int n = 0;
+    for (int i = 0; i < rec->fields.n; i++) {
+        const AstParam *f = rec->fields.items[i];
+        n += f->type->record ? record_leaves(ast, record_top(ast, f->type->record - 1)) : 1;
+    }
+    return n;
+}
+
+/* `record NAME { field: TYPE, ... }` for rec and the records its fields
+ * are, nested ones first, each once (printed[] by symbol); its leaves'
+ * shardings from the parameters named prefix.field. */
+static void print_record(FILE *out, const AutoEval *e, const int *choice, const AstTop *rec, const char *prefix,
+                         uint8_t *printed) {
+    const Module *m = e->p->m;
+    const Fn *fn = &m->fns[e->p->fn];
+    if (printed[rec->sym])
+        return;
+    printed[rec->sym] = 1;
+    char path[512];
+    for (int i = 0; i < rec->fields.n; i++) {
+        const AstParam *f = rec->fields.items[i];
+        snprintf(path, sizeof path, "%s.%s", prefix, sym_name(m->syms, f->sym));
+        if (f->type->record)
+            print_record(out, e, choice, record_top(e->ast, f->type->record - 1), path, printed);
+    }
+    fprintf(out, "record %s { ", sym_name(m->syms, rec->sym));
+    for (int i = 0; i < rec->fields.n; i++) {
+        const AstParam *f = rec->fields.items[i];
+        fprintf(out, "%s%s: ", i ? ", " : "", sym_name(m->syms, f->sym));
+        snprintf(path, sizeof path, "%s.%s", prefix, sym_name(m->syms, f->sym));
+        int k = f->type->record ? -1 : ir_param_named(m, fn, path);
+        if (f->type->record)
+            fputs(sym_name(m->syms, f->type->record - 1), out);
+        else if (k >= 0)
+            print_type(out, m, &fn->params[k].type, param_sh(e, choice, k));
+    }
+    fputs(" }\n", out);
+}
+
+static const AstFn *ast_fn(const AstProgram *ast, int sym) {
+    for (int i = 0; ast && i < ast->tops.n; i++) {
+        const AstTop *t = ast->tops.items[i];
+        if (t->kind == TOP_FN && t->fn->sym == sym)
+            return t->fn;
+    }
+    return NULL;
+}
+
+static void print_result(FILE *out, const AutoEval *e, const int *choice, int r) {
+    const Fn *fn = &e->p->m->fns[e->p->fn];
+    int k = e->result_tie[r];
+    print_type(out, e->p->m, &fn->results[r].type, k >= 0 ? &e->p->params[k].cand[choice[k]] : &fn->results[r].sh);
+}
+
 void autoshard_print_signature(FILE *out, const AutoEval *e, const int *choice) {
     const AutoProblem *p = e->p;
     const Module *m = p->m;
     const Fn *fn = &m->fns[p->fn];
-    int records = 0;
-    for (int i = 0; i < fn->nparams; i++)
-        records |= strchr(param_name(m, fn, i), '.') != NULL;
-    if (records)      /* record leaves: the fields' shardings, one a line, to copy into the record declarations */
-        for (int i = 0; i < fn->nparams; i++)
-            if (strchr(param_name(m, fn, i), '.')) {
-                fprintf(out, "#   %s: ", param_name(m, fn, i));
-                print_type(out, m, &fn->params[i].type, param_sh(e, choice, i));
-                fputc('\n', out);
-            }
-    if (records)
-        return;
+    const AstFn *af = ast_fn(e->ast, fn->sym);
+    uint8_t *printed = calloc((size_t)m->syms->n + 1, 1);
+    for (int i = 0; af && i < af->params.n; i++) {
+        const AstParam *q = af->params.items[i];
+        if (q->type->record)
+            print_record(out, e, choice, record_top(e->ast, q->type->record - 1), sym_name(m->syms, q->sym), printed);
+    }
+    free(printed);
     fprintf(out, "fn %s(", sym_name(m->syms, fn->sym));
-    for (int i = 0; i < fn->nparams; i++) {
-        fprintf(out, "%s%s: ", i ? ", " : "", param_name(m, fn, i));
-        print_type(out, m, &fn->params[i].type, param_sh(e, choice, i));
+    int nparams = af ? af->params.n : fn->nparams;
+    for (int i = 0, k = 0; i < nparams; i++) {
+        const AstParam *q = af ? af->params.items[i] : NULL;
+        fprintf(out, "%s%s: ", i ? ", " : "", q ? sym_name(m->syms, q->sym) : param_name(m, fn, k));
+        if (q && q->type->record) {
+            fputs(sym_name(m->syms, q->type->record - 1), out);
+            k += record_leaves(e->ast, record_top(e->ast, q->type->record - 1));
+        } else {
+            print_type(out, m, &fn->params[k].type, param_sh(e, choice, k));
+            k++;
+        }
     }
     fputs(") -> ", out);
-    if (fn->nresults != 1)
+    int nresults = af ? af->results.n : fn->nresults;
+    if (nresults != 1)
         fputc('(', out);
-    for (int r = 0; r < fn->nresults; r++) {
-        const Sig *s = &fn->results[r];
-        int k = e->result_tie[r];
+    for (int r = 0, k = 0; r < nresults; r++) {
+        const AstType *t = af ? af->results.items[r] : NULL;
         fputs(r ? ", " : "", out);
-        print_type(out, m, &s->type, k >= 0 ? &p->params[k].cand[choice[k]] : &s->sh);
+        if (t && t->record) {
+            fputs(sym_name(m->syms, t->record - 1), out);
+            k += record_leaves(e->ast, record_top(e->ast, t->record - 1));
+        } else
+            print_result(out, e, choice, k++);
     }
-    if (fn->nresults != 1)
+    if (nresults != 1)
         fputc(')', out);
     fputc('\n', out);
 }
@@ -157,13 +236,15 @@ static void row(FILE *out, const AutoEval *e, const char *name, const AutoPlan *
 typedef struct {
     const char *name;
     const AutoPlan *pl;
+    int order;                   /* equal plans keep the order of the contract's list */
 } Row;
 
 static int by_time(const void *a, const void *b) {
     const AutoScore *x = &((const Row *)a)->pl->score, *y = &((const Row *)b)->pl->score;
     if (x->ok != y->ok)
         return x->ok ? -1 : 1;
-    return autoshard_better(x, y) ? -1 : autoshard_better(y, x) ? 1 : 0;
+    int c = autoshard_better(x, y) ? -1 : autoshard_better(y, x) ? 1 : 0;
+    return c ? c : ((const Row *)a)->order - ((const Row *)b)->order;
 }
 
 void autoshard_report(FILE *out, const AutoEval *e, const AutoResult *r, int top) {
@@ -187,10 +268,13 @@ void autoshard_report(FILE *out, const AutoEval *e, const AutoResult *r, int top
     autoshard_data_params(p, data);
     Row *rows = calloc((size_t)(AUTO_NAMED + 1 + (top > 0 ? top : 0)), sizeof(Row));
     int n = 0;
-    rows[n++] = (Row){"found", f};
+    rows[n] = (Row){"found", f, n};
+    n++;
     for (int i = 0; i < AUTO_NAMED; i++)
-        if (r->named[i])
-            rows[n++] = (Row){auto_named[i], r->named[i]};
+        if (r->named[i]) {
+            rows[n] = (Row){auto_named[i], r->named[i], n};
+            n++;
+        }
     /* Up to `top` other plans evaluated, best first, distinct from those above. */
     for (int j = 0; j < top; j++) {
         const AutoPlan *next = NULL;
@@ -202,8 +286,10 @@ void autoshard_report(FILE *out, const AutoEval *e, const AutoResult *r, int top
             if (!seen && pl->score.ok && (!next || autoshard_better(&pl->score, &next->score)))
                 next = pl;
         }
-        if (next)
-            rows[n++] = (Row){"other", next};
+        if (next) {
+            rows[n] = (Row){"other", next, n};
+            n++;
+        }
     }
     qsort(rows, (size_t)n, sizeof *rows, by_time);
     fprintf(out, "%-14s  %-10s  %-10s  %-10s  %s\n", "# plan", "time", "memory", "sent", "explanation");

@@ -61,7 +61,7 @@ static void progress_lines(void *ctx, int evaluated, double best) {
 static struct {
     const char *text;
     const MeshFlag *mesh;
-    int *choice;
+    int *choice;                 /* NULL: no plan fits (said once) */
     int n;
 } chosen;
 
@@ -98,16 +98,24 @@ int autoshard_stage(Compilation *c, const char *path, const char *text, size_t l
     autoshard_problem(m, entry, &t, mesh->device_memory, &a, &p, &result_tie);
     Source src = {path, text, len, *mesh};
     src.flag.auto_report = NULL;
-    AutoEval e = {&p, {&src, checked, release}, result_tie, m->fns[entry].nresults, &a, NULL, 0, 0, NULL, NULL};
+    AutoEval e = {&p, {&src, checked, release}, result_tie, m->fns[entry].nresults, &a, NULL, 0, 0, &c->ast, NULL, NULL};
     int rc = FRONTEND_OK;
-    if (chosen.text == text && chosen.mesh == mesh && chosen.n == p.nparams)
-        autoshard_apply(m, &p, result_tie, e.nresults, chosen.choice);
-    else {
+    if (chosen.text == text && chosen.mesh == mesh && chosen.n == p.nparams) {
+        if (chosen.choice)
+            autoshard_apply(m, &p, result_tie, e.nresults, chosen.choice);
+        else
+            rc = FRONTEND_USER_ERROR;
+    } else {
         if (mesh->auto_verbose) {
             e.progress = progress_lines;
             e.progress_ctx = err;
         }
         AutoResult r;
+        free(chosen.choice);
+        chosen.choice = NULL;
+        chosen.text = text;
+        chosen.mesh = mesh;
+        chosen.n = p.nparams;
         if (autoshard_search(&e, NULL, 0, &r) != 0) {
             autoshard_infeasible(err, &e);
             rc = FRONTEND_USER_ERROR;
@@ -119,12 +127,8 @@ int autoshard_stage(Compilation *c, const char *path, const char *text, size_t l
                 autoshard_print_signature(err, &e, r.found->choice);
             }
             autoshard_apply(m, &p, result_tie, e.nresults, r.found->choice);
-            free(chosen.choice);
             chosen.choice = malloc(sizeof(int) * (size_t)(p.nparams + 1));
             memcpy(chosen.choice, r.found->choice, sizeof(int) * (size_t)p.nparams);
-            chosen.text = text;
-            chosen.mesh = mesh;
-            chosen.n = p.nparams;
         }
     }
     arena_free(&a);
