@@ -121,6 +121,12 @@ void frontend_set_progress(void (*fn)(const char *stage, void *ctx), void *ctx) 
     progress_ctx = ctx;
 }
 
+int frontend_progress(const char *stage) {
+    if (progress_fn)
+        progress_fn(stage, progress_ctx);
+    return progress_fn != NULL;
+}
+
 /* Only the compile that reports (not choose_remat's silent rounds). */
 static void progress(const FILE *diag_out, const char *stage) {
     if (progress_fn && diag_out)

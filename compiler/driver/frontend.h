@@ -58,5 +58,8 @@ int autoshard_stage(Compilation *c, const char *path, const char *text, size_t l
  * "checked", "propagated", "partitioned", "scheduled"), for the progress
  * report of build and run; NULL: none. */
 void frontend_set_progress(void (*fn)(const char *stage, void *ctx), void *ctx);
+/* Report a step within a stage (the sharding search's plans) the same way;
+ * returns 0 when no report is set. */
+int frontend_progress(const char *stage);
 
 #endif

@@ -549,7 +549,7 @@ int main(int argc, char **argv) {
     status_init(&status, o.verbose);
     status.file = o.input;
     ro.status = is_build || is_run ? &status : NULL;
-    if (ro.status)
+    if (ro.status || is_autoshard)
         frontend_set_progress(status_stage, &status);
     if ((is_build || is_run) && cache_options(&ro.cache, cache_dir, sizeof cache_dir))
         return 2;
@@ -682,6 +682,7 @@ int main(int argc, char **argv) {
                     suggest_fn(&c, o.fn, hint, sizeof hint));
             rc = 2;
         } else if (is_autoshard) {
+            status_end(&status);
             const Fn *fn = &c.module.fns[fn_index(&c, only)];
             int any = 0;
             for (int i = 0; i < fn->nparams; i++)
