@@ -7,6 +7,7 @@
 #include "../propagate/propagate.h"
 #include "../schedule/schedule.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void autoshard_apply(Module *m, const AutoProblem *p, const int *result_tie, int nresults, const int *choice) {
@@ -34,6 +35,53 @@ static int64_t param_bytes(const Module *m, const Fn *fn) {
     return n;
 }
 
+/* Keep only the entry fn and the fns it reaches (calls, loop bodies, and
+ * the fns a derived, specialized or loop fn names), renumbered in their
+ * order: a plan's cost is the entry fn's, and propagating, partitioning and
+ * scheduling the rest of the program (the GPT sample's generation fns when
+ * the search is on its train step) would only take time.  Returns the
+ * entry's new index. */
+static int prune(Module *m, int entry) {
+    int *map = calloc((size_t)m->nfns + 1, sizeof(int)), *stack = malloc(sizeof(int) * ((size_t)m->nfns + 1));
+    int n = 0;
+    map[entry] = 1;                          /* 1 + reached, then the new index + 1 */
+    stack[n++] = entry;
+    while (n) {
+        const Fn *fn = &m->fns[stack[--n]];
+        int refs[4] = {fn->grad_of, fn->vjp_of, fn->spec_of, fn->loop_of};
+        for (int i = 0; i < 4; i++)
+            if (refs[i] && !map[refs[i] - 1]) {
+                map[refs[i] - 1] = 1;
+                stack[n++] = refs[i] - 1;
+            }
+        for (int v = 0; v < fn->ninsts; v++)
+            if (op_calls(fn->insts[v].op) && !map[inst_callee(fn, &fn->insts[v])]) {
+                map[inst_callee(fn, &fn->insts[v])] = 1;
+                stack[n++] = inst_callee(fn, &fn->insts[v]);
+            }
+    }
+    int kept = 0;
+    for (int f = 0; f < m->nfns; f++)
+        if (map[f]) {
+            m->fns[kept] = m->fns[f];
+            map[f] = ++kept;
+        }
+    for (int f = 0; f < kept; f++) {
+        Fn *fn = &m->fns[f];
+        int *refs[4] = {&fn->grad_of, &fn->vjp_of, &fn->spec_of, &fn->loop_of};
+        for (int i = 0; i < 4; i++)
+            *refs[i] = *refs[i] ? map[*refs[i] - 1] : 0;
+        for (int v = 0; v < fn->ninsts; v++)
+            if (op_calls(fn->insts[v].op))
+                fn->ints[fn->insts[v].attrs] = map[inst_callee(fn, &fn->insts[v])] - 1;
+    }
+    m->nfns = kept;
+    int at = map[entry] - 1;
+    free(map);
+    free(stack);
+    return at;
+}
+
 static AutoScore score(AutoEval *e, const int *choice) {
     const AutoProblem *p = e->p;
     AutoScore s = {0};
@@ -43,13 +91,14 @@ static AutoScore score(AutoEval *e, const int *choice) {
     if (!h)
         return s;
     autoshard_apply(m, p, e->result_tie, e->nresults, choice);
+    int entry = prune(m, p->fn);
     propagate_module(m);
     partition_module(m, diag);
     if (!diag->errors) {
         schedule_module(m);
         Cost c = cost_begin(p->t, m);
-        const FnCost *fc = cost_fn(&c, p->fn);
-        const Fn *fn = &m->fns[p->fn];
+        const FnCost *fc = cost_fn(&c, entry);
+        const Fn *fn = &m->fns[entry];
         s = (AutoScore){1, fc->time, fn->peak_nested + param_bytes(m, fn), fc->sent, 0};
         cost_end(&c);
         for (int k = 0; k < p->nparams; k++)
