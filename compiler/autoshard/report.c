@@ -310,7 +310,13 @@ void autoshard_infeasible(FILE *err, const AutoEval *e) {
         if (e->plans[i]->score.ok && (!least || e->plans[i]->score.memory < least->score.memory))
             least = e->plans[i];
     char cap[32], need[32];
-    fprintf(err, "shardc: error: no plan fits --device-memory %s", autoshard_bytes(cap, sizeof cap, (double)p->device_memory));
+    /* The cap is --device-memory, else the target's memory per device. */
+    if (p->device_memory == p->t->mem_per_device)
+        fprintf(err, "shardc: error: no plan fits target %s's mem_per_device %s", p->t->name,
+                autoshard_bytes(cap, sizeof cap, (double)p->device_memory));
+    else
+        fprintf(err, "shardc: error: no plan fits --device-memory %s", autoshard_bytes(cap, sizeof cap,
+                                                                                   (double)p->device_memory));
     if (!least) {
         fputs(": no plan compiles\n", err);
         return;
