@@ -275,14 +275,18 @@ void autoshard_report(FILE *out, const AutoEval *e, const AutoResult *r, int top
             rows[n] = (Row){auto_named[i], r->named[i], n};
             n++;
         }
-    /* Up to `top` other plans evaluated, best first, distinct from those above. */
+    /* Up to `top` other plans evaluated, best first, each with a cost no
+     * row above has (plans that differ only in a tensor too small to
+     * matter would fill the table with one line). */
     for (int j = 0; j < top; j++) {
         const AutoPlan *next = NULL;
         for (int i = 0; i < e->nplans; i++) {
             const AutoPlan *pl = e->plans[i];
             int seen = 0;
             for (int q = 0; q < n && !seen; q++)
-                seen = rows[q].pl == pl;
+                seen = rows[q].pl == pl || (rows[q].pl->score.time == pl->score.time &&
+                                            rows[q].pl->score.memory == pl->score.memory &&
+                                            rows[q].pl->score.sent == pl->score.sent);
             if (!seen && pl->score.ok && (!next || autoshard_better(&pl->score, &next->score)))
                 next = pl;
         }
