@@ -542,8 +542,14 @@ int main(int argc, char **argv) {
     o.mesh.entry = o.fn;
     o.mesh.target = o.target;
     o.mesh.auto_verbose = o.verbose;
-    if (is_autoshard)
-        o.mesh.auto_report = stdout;
+    /* The report is held until the search's status line is cleared, which
+     * it would otherwise follow on a terminal. */
+    char *report_text = NULL;
+    size_t report_len = 0;
+    if (is_autoshard && !(o.mesh.auto_report = open_memstream(&report_text, &report_len))) {
+        fprintf(stderr, "shardc: error: cannot hold the report: %s\n", strerror(errno));
+        return 1;
+    }
     char cache_dir[4096];
     Status status;
     status_init(&status, o.verbose);
@@ -671,6 +677,12 @@ int main(int argc, char **argv) {
                 : strcmp(o.stage, "sharded") == 0 ? STAGE_SHARDED
                 : strcmp(o.stage, "partitioned") == 0 ? STAGE_PARTITIONED : STAGE_SCHEDULED;
     rc = frontend_compile(&c, o.input, text, len, stderr, &o.mesh, stage);
+    if (is_autoshard) {
+        status_end(&status);
+        fclose(o.mesh.auto_report);
+        fwrite(report_text, 1, report_len, stdout);
+        free(report_text);
+    }
     if (rc == FRONTEND_OK && ro.status)
         status_head(ro.status, o.input, &c.module);
     if (rc == FRONTEND_OK && !is_check) {
@@ -682,7 +694,6 @@ int main(int argc, char **argv) {
                     suggest_fn(&c, o.fn, hint, sizeof hint));
             rc = 2;
         } else if (is_autoshard) {
-            status_end(&status);
             const Fn *fn = &c.module.fns[fn_index(&c, only)];
             int any = 0;
             for (int i = 0; i < fn->nparams; i++)
