@@ -139,6 +139,8 @@ int autoshard_stage(Compilation *c, const char *path, const char *text, size_t l
         chosen.text = text;
         chosen.mesh = mesh;
         chosen.n = p.nparams;
+        /* More starting plans go here (the integer program's, ilp.c: its
+         * IlpResult.choice indexes the same AutoParams' candidates). */
         if (autoshard_search(&e, NULL, 0, &r) != 0) {
             autoshard_infeasible(err, &e);
             rc = FRONTEND_USER_ERROR;
