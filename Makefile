@@ -9,7 +9,8 @@ WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
 ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -I$(BUILD)/gen -Icompiler/base -Iruntime
 FUZZ_SECONDS ?= 60
 
-SRC := $(wildcard compiler/base/*.c compiler/ir/*.c compiler/sema/*.c compiler/propagate/*.c compiler/partition/*.c compiler/schedule/*.c compiler/grad/*.c compiler/cost/*.c compiler/autoshard/*.c) compiler/driver/frontend.c
+SRC := $(wildcard compiler/base/*.c compiler/ir/*.c compiler/sema/*.c compiler/propagate/*.c compiler/partition/*.c compiler/schedule/*.c compiler/grad/*.c compiler/cost/*.c compiler/autoshard/*.c) compiler/driver/frontend.c \
+	compiler/driver/autoshard_stage.c
 GEN := $(BUILD)/gen/parser.c $(BUILD)/gen/lexer.c
 HDR := $(wildcard compiler/*/*.h compiler/ir/*.def lib/*.h lib/*.def) $(BUILD)/gen/parser.h runtime/shardc_rt.h
 

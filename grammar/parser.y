@@ -117,6 +117,9 @@ bad:
 
 static AstAxes axes_list(ParseCtx *ctx, PtrVec names, Loc loc) {
     AstAxes a = {AXES_LIST, names.n, NULL, NULL, loc};
+    /* `@auto` alone: a reserved word after '@', not an axis (sema rejects an axis named auto) */
+    if (names.n == 1 && strcmp(sym_name(ctx->syms, ((Expr *)names.items[0])->sym), "auto") == 0)
+        a.kind = AXES_AUTO;
     a.syms = node(ctx, sizeof(int) * (size_t)names.n);
     a.locs = node(ctx, sizeof(Loc) * (size_t)names.n);
     for (int i = 0; i < names.n; i++) {

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { MAX_STRATEGIES = 4096, ILP_TIME_LIMIT_MS = 5000 };
+enum { MAX_STRATEGIES = 4096, ILP_TIME_LIMIT_MS = 2000 };
 
 /* A sharding as the program sees it: per mesh axis the dim it splits, or -1. */
 typedef struct {

@@ -30,8 +30,8 @@ const char *dtype_hint(const char *word, char *buf, size_t cap);
  * near another language's name of one (flaot, int32). */
 int dtype_like(const char *word);
 
-/* `@X`, `@(X, Y)`, `@?`, or nothing. */
-typedef enum { AXES_NONE, AXES_LIST, AXES_OPEN } AxesKind;
+/* `@X`, `@(X, Y)`, `@?`, `@auto` (the sharding search chooses), or nothing. */
+typedef enum { AXES_NONE, AXES_LIST, AXES_OPEN, AXES_AUTO } AxesKind;
 typedef struct {
     AxesKind kind;
     int n;

@@ -121,6 +121,12 @@ void frontend_set_progress(void (*fn)(const char *stage, void *ctx), void *ctx) 
     progress_ctx = ctx;
 }
 
+int frontend_progress(const char *stage) {
+    if (progress_fn)
+        progress_fn(stage, progress_ctx);
+    return progress_fn != NULL;
+}
+
 /* Only the compile that reports (not choose_remat's silent rounds). */
 static void progress(const FILE *diag_out, const char *stage) {
     if (progress_fn && diag_out)
@@ -147,6 +153,8 @@ static int compile(Compilation *c, const char *path, const char *text, size_t le
     if (grad_module(&c->module, &c->diag, kept) != 0)
         return FRONTEND_USER_ERROR;
     int rc = verified(c, "sema", diag_out);
+    if (rc == FRONTEND_OK)
+        rc = autoshard_stage(c, path, text, len, diag_out, mesh, stage);
     if (rc != FRONTEND_OK || stage == STAGE_PARSED)
         return rc;
     progress(diag_out, "checked");
@@ -303,3 +311,7 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
 }
 
 void compilation_free(Compilation *c) { arena_free(&c->arena); }
+
+int frontend_checked(Compilation *c, const char *path, const char *text, size_t len, const MeshFlag *mesh) {
+    return compile(c, path, text, len, NULL, mesh, STAGE_PARSED, NULL, NULL);
+}

@@ -17,6 +17,13 @@ typedef struct {
     uint8_t const_is_int[MAX_CONST_OVERRIDES];
     int64_t device_memory;      /* --device-memory in bytes, 0: unlimited (Module.device_memory) */
     int reshard_candidates;     /* --reshard-candidates (Module.reshard_candidates) */
+    /* The sharding search (compiler/autoshard) on the entry fn's `@auto` dims: */
+    const char *entry;          /* --fn: the entry fn; NULL: none (then `@auto` is an error) */
+    int auto_all;               /* --auto: every dim of the entry fn's parameters and results is `@auto` */
+    const char *target;         /* --target: the machine the plan is for (NULL: the default) */
+    FILE *auto_report;          /* the autoshard command: print the search's report here */
+    int auto_top;               /* --top: other plans in the report */
+    int auto_verbose;           /* -v: print the chosen signature to stderr */
 } MeshFlag;                     /* --mesh A=4,B=2 as written, and the other flags that change the program */
 
 typedef struct {
@@ -38,9 +45,21 @@ enum { FRONTEND_OK = 0, FRONTEND_USER_ERROR = 1, FRONTEND_USAGE_ERROR = 2, FRONT
 int frontend_compile(Compilation *c, const char *path, const char *text, size_t len,
                      FILE *diag_out, const MeshFlag *mesh, Stage stage);
 void compilation_free(Compilation *c);
+/* The checked module (parsed, checked, differentiated, `@auto` dims
+ * marked), silently: the sharding search compiles each plan from it. */
+int frontend_checked(Compilation *c, const char *path, const char *text, size_t len, const MeshFlag *mesh);
+/* compiler/driver/autoshard_stage.c: between grad and propagation, choose
+ * the shardings of the entry fn's `@auto` dims (the search, or the plan
+ * chosen before for this text), or report `@auto` where it is not allowed.
+ * Returns a FRONTEND_ code. */
+int autoshard_stage(Compilation *c, const char *path, const char *text, size_t len, FILE *diag_out,
+                    const MeshFlag *mesh, Stage stage);
 /* Call fn(stage, ctx) as each stage of frontend_compile ends ("parsed",
  * "checked", "propagated", "partitioned", "scheduled"), for the progress
  * report of build and run; NULL: none. */
 void frontend_set_progress(void (*fn)(const char *stage, void *ctx), void *ctx);
+/* Report a step within a stage (the sharding search's plans) the same way;
+ * returns 0 when no report is set. */
+int frontend_progress(const char *stage);
 
 #endif

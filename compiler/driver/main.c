@@ -30,6 +30,7 @@ typedef struct {
     int verbose;                     /* build and run -v */
     int cost;                        /* dump and show --cost */
     const char *target;              /* --target */
+    const char *top;                 /* autoshard --top */
     const char *file;                /* cache hash FILE */
     MeshFlag mesh;
     const char *ins[MAX_INS], *out;  /* interp */
@@ -174,6 +175,7 @@ static int set_option(Options *o, const OptionSpec *s, const char *v) {
     case OPT_RESUME: o->resume = v; break;
     case OPT_OUTPUT: o->output = v; break;
     case OPT_TARGET: o->target = v; break;
+    case OPT_TOP: o->top = v; break;
     default: break;
     }
     return 0;
@@ -201,6 +203,7 @@ static int *switch_of(Options *o, int id) {
     case OPT_VERBOSE: return &o->verbose;
     case OPT_SHARED: return &o->shared;
     case OPT_COST: return &o->cost;
+    case OPT_AUTO: return &o->mesh.auto_all;
     default: return NULL;
     }
 }
@@ -508,7 +511,8 @@ int main(int argc, char **argv) {
     int is_show = strcmp(o.command, "show") == 0, is_interp = strcmp(o.command, "interp") == 0;
     int is_compile = strcmp(o.command, "compile") == 0, is_build = strcmp(o.command, "build") == 0;
     int is_run = strcmp(o.command, "run") == 0, is_codegen = is_compile || is_build || is_run;
-    if (!is_check && !is_dump && !is_show && !is_interp && !is_codegen)
+    int is_autoshard = strcmp(o.command, "autoshard") == 0;
+    if (!is_check && !is_dump && !is_show && !is_interp && !is_codegen && !is_autoshard)
         return unknown_command(o.command);
     if (!o.input)
         return usage_error("%s needs an input file", o.command);
@@ -519,14 +523,39 @@ int main(int argc, char **argv) {
     RunOptions ro = {.mpi = o.backend && strcmp(o.backend, "mpi") == 0};
     if (o.no_cache && !is_run && !is_build)
         return usage_error("%s", "--no-cache goes with build and run");
-    if (o.verbose && !is_run && !is_build)
-        return usage_error("%s", "-v goes with build and run");
+    if (o.verbose && !is_run && !is_build && !is_autoshard)
+        return usage_error("%s", "-v goes with build, run and autoshard");
+    if (o.mesh.auto_all && !o.fn)
+        return usage_error("%s", "--auto needs --fn F: the fn whose parameters and results the sharding search shards");
+    if (is_autoshard && (!o.fn || o.stage || o.output))
+        return usage_error("%s", "autoshard needs --fn F (and takes no --stage or -o)");
+    if (o.top && !is_autoshard)
+        return usage_error("%s", "--top goes with autoshard");
+    o.mesh.auto_top = 3;
+    if (o.top) {
+        char *end;
+        long top = strtol(o.top, &end, 10);
+        if (!*o.top || *end || top < 0 || top > 1000)
+            return usage_error("bad --top '%s': a number of plans, 0 to 1000", o.top);
+        o.mesh.auto_top = (int)top;
+    }
+    o.mesh.entry = o.fn;
+    o.mesh.target = o.target;
+    o.mesh.auto_verbose = o.verbose;
+    /* The report is held until the search's status line is cleared, which
+     * it would otherwise follow on a terminal. */
+    char *report_text = NULL;
+    size_t report_len = 0;
+    if (is_autoshard && !(o.mesh.auto_report = open_memstream(&report_text, &report_len))) {
+        fprintf(stderr, "shardc: error: cannot hold the report: %s\n", strerror(errno));
+        return 1;
+    }
     char cache_dir[4096];
     Status status;
     status_init(&status, o.verbose);
     status.file = o.input;
     ro.status = is_build || is_run ? &status : NULL;
-    if (ro.status)
+    if (ro.status || is_autoshard)
         frontend_set_progress(status_stage, &status);
     if ((is_build || is_run) && cache_options(&ro.cache, cache_dir, sizeof cache_dir))
         return 2;
@@ -624,8 +653,8 @@ int main(int argc, char **argv) {
     }
     if (o.cost && is_dump && strcmp(o.stage, "scheduled") != 0)
         return usage_error("%s", "--cost goes with dump --stage scheduled");
-    if (o.target && !o.cost)
-        return usage_error("%s", "--target goes with --cost");
+    if (o.target && is_check)
+        return usage_error("%s", "--target goes with --cost and with the commands that compile a fn (--fn)");
     Target target;
     if (o.cost && target_load(&target, o.target, stderr))
         return 2;
@@ -642,10 +671,18 @@ int main(int argc, char **argv) {
         o.stage = "parsed";
     if (is_codegen)
         o.stage = "scheduled";
+    if (is_autoshard)
+        o.stage = "sharded";
     Stage stage = is_check ? STAGE_SHARDED : strcmp(o.stage, "parsed") == 0 ? STAGE_PARSED
                 : strcmp(o.stage, "sharded") == 0 ? STAGE_SHARDED
                 : strcmp(o.stage, "partitioned") == 0 ? STAGE_PARTITIONED : STAGE_SCHEDULED;
     rc = frontend_compile(&c, o.input, text, len, stderr, &o.mesh, stage);
+    if (is_autoshard) {
+        status_end(&status);
+        fclose(o.mesh.auto_report);
+        fwrite(report_text, 1, report_len, stdout);
+        free(report_text);
+    }
     if (rc == FRONTEND_OK && ro.status)
         status_head(ro.status, o.input, &c.module);
     if (rc == FRONTEND_OK && !is_check) {
@@ -656,6 +693,16 @@ int main(int argc, char **argv) {
             fprintf(stderr, "shardc: error: no function named '%s' in %s%s\n", o.fn, o.input,
                     suggest_fn(&c, o.fn, hint, sizeof hint));
             rc = 2;
+        } else if (is_autoshard) {
+            const Fn *fn = &c.module.fns[fn_index(&c, only)];
+            int any = 0;
+            for (int i = 0; i < fn->nparams; i++)
+                any |= fn->autod && fn->autod[i];
+            if (!any) {
+                fprintf(stderr, "shardc: error: '%s' has no @auto dims to search: mark dims @auto, or pass --auto "
+                                "to search them all\n", o.fn);
+                rc = 2;
+            }
         } else if (is_dump)
             rc = write_output(o.output, write_dump,
                               &(DumpArgs){&c.module, only, stage == STAGE_SHARDED, o.cost ? &target : NULL});

@@ -57,6 +57,17 @@ const CommandSpec shardc_commands[] = {
      "inputs and outputs as interp. --check compares it with F run unpartitioned on one device; --steps N "
      "runs it N times as a training loop.",
      "shardc run samples/mlp.tdsl --fn mlp --const B=8,D=4,F=16 --in inputs.npz --out results.npz"},
+    {"autoshard", CMD_AUTOSHARD,
+     "autoshard prog.tdsl --fn F [--mesh A=n,...] [--target T] [--device-memory SIZE] [--auto] [--top N]",
+     "choose the shardings of F's @auto dims (--auto: of all its dims) and\n"
+     "print the chosen signature and the alternatives with their predicted cost",
+     "Search the shardings of the @auto dims of F's parameters and results (with --auto, of every dim) for the "
+     "plan the cost model predicts fastest on the --target machine within --device-memory (default: the "
+     "target's memory per device); print the target, the search's size, the chosen plan's predicted time, "
+     "memory and bytes sent per device, its signature as TDSL to paste, and a table of the alternatives "
+     "(data parallel, megatron, fsdp, as written, and --top N others) with a one-line explanation each "
+     "(docs/autoshard.md, \"The search\"). dump, show, build and run compile the same plan.",
+     "shardc autoshard samples/mlp.tdsl --fn mlp --auto --target tpu-v5e"},
     {"cache", CMD_CACHE, "cache info | clean | hash FILE", "the build cache of build and run: info, clean",
      "Print where the build cache of build and run is and what it holds (info), remove its entries "
      "(clean), or print a file's SHA-256 as the cache computes it (hash FILE). SHARDC_CACHE_DIR, "
@@ -78,7 +89,7 @@ const OptionSpec shardc_options[] = {
     {OPT_STAGE, "--stage", "STAGE", CMD_DUMP | CMD_SHOW | CMD_INTERP,
      "with dump: parsed, sharded, partitioned or scheduled; with show and\n"
      "interp: the stage whose program they read", "parsed sharded partitioned scheduled"},
-    {OPT_FN, "--fn", "NAME", CMD_DUMP | CMD_SHOW | CMD_INTERP | CMD_COMPILE | CMD_BUILD | CMD_RUN,
+    {OPT_FN, "--fn", "NAME", CMD_SEARCHING,
      "with dump: print only this function (and the specializations it calls);\n"
      "with show, interp, build and run: the function; with compile: add a main()", NULL},
     {OPT_VALUE, "--value", "NAME", CMD_SHOW, "with show: the value to draw, named as dump names it", NULL},
@@ -110,15 +121,22 @@ const OptionSpec shardc_options[] = {
      "with dump --stage scheduled: each instruction's FLOPs, bytes, bytes sent,\n"
      "predicted time and bound, and each fn's predicted time; with show --fn F:\n"
      "F's predicted time (docs/autoshard.md)", NULL},
-    {OPT_TARGET, "--target", "FILE|NAME", CMD_DUMP | CMD_SHOW,
-     "with --cost: the machine description, a .target file or cpu, h100x8,\n"
-     "tpu-v5e (default: build/host.target from make bench, else cpu)", NULL},
+    {OPT_TARGET, "--target", "FILE|NAME", CMD_SEARCHING,
+     "with --cost, and for the sharding search of @auto dims: the machine\n"
+     "description, a .target file or cpu, h100x8, tpu-v5e (default:\n"
+     "build/host.target from make bench, else cpu)", NULL},
+    {OPT_AUTO, "--auto", NULL, CMD_SEARCHING,
+     "with --fn F: every dim of F's parameters and results is @auto, the\n"
+     "sharding search chooses them all (replacing the written shardings)", NULL},
+    {OPT_TOP, "--top", "N", CMD_AUTOSHARD,
+     "with autoshard: how many other plans the search evaluated to list\n"
+     "(default 3)", NULL},
     {OPT_NO_CACHE, "--no-cache", NULL, CMD_BUILD | CMD_RUN,
      "with build and run: neither use nor fill the build cache", NULL},
     {OPT_SHARED, "--shared", NULL, CMD_BUILD,
      "with build: link a shared library (-o prog.so) for the Python package, and\n"
      "write the function's signature beside it (prog.sig; docs/python.md)", NULL},
-    {OPT_VERBOSE, "--verbose", NULL, CMD_BUILD | CMD_RUN,
+    {OPT_VERBOSE, "--verbose", NULL, CMD_BUILD | CMD_RUN | CMD_AUTOSHARD,
      "with build and run (also -v): say each step on a line of its own, on a\n"
      "terminal or not: the front end's stages and their time, the build\n"
      "cache's hit or miss, the C compiler's command line and time", NULL},

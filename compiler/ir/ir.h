@@ -133,6 +133,9 @@ typedef struct {
     const char **notes;          /* (Inst.note) printed after the instruction: a partitioner's choice */
     int nnotes, notes_cap;
     int on;                      /* `fn ... on NAME`: 1 + its submesh, or 0 (the whole mesh) */
+    Loc auto_loc;                /* its signature's first `@auto` (line 0: none) */
+    uint8_t *autod;              /* per parameter, then per result: bit d, dim d is `@auto` (the
+                                  * sharding search, compiler/autoshard); NULL: none is */
     int spec_of;                 /* a specialization (compiler/propagate/specialize.c): 1 + the generic fn, else 0 */
     /* A derived function (compiler/grad): grad_of is 1 + the fn it
      * differentiates, else 0.  Sema gives it a signature; the grad pass its

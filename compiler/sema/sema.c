@@ -189,6 +189,9 @@ static void lower_mesh(Sema *s, const AstTop *top, const MeshOverride *ov) {
             sema_error(s, b->value->loc, "mesh axis '%s' has size %lld; sizes are at least 1", sym(s, b->sym), (long long)n);
         if (__builtin_mul_overflow(devices, n, &devices) || devices > MAX_DEVICES)
             sema_error(s, b->value->loc, "the mesh has more than %d devices", MAX_DEVICES);
+        if (strcmp(sym(s, b->sym), "auto") == 0)
+            sema_error(s, b->loc, "a mesh axis may not be named 'auto': '@auto' marks a dim the sharding search "
+                                  "chooses");
         define_global(s, b->sym, B_AXIS, b->loc);
         s->global[b->sym].index = m->naxes;
         m->axis_sym[m->naxes] = b->sym;
@@ -256,12 +259,15 @@ static void lower_on(Sema *s, const AstFn *af, Fn *fn) {
 /* An spmd fn's body sees blocks: its signature cannot leave a dim open. */
 static void reject_open_dims(Sema *s, const AstType *t, const char *what) {
     for (int d = 0; d < t->ndims; d++)
-        if (t->dims[d].axes.kind == AXES_OPEN)
-            sema_error(s, t->dims[d].axes.loc, "an spmd fn's %s need definite shardings; '@?' is not allowed here", what);
+        if (t->dims[d].axes.kind == AXES_OPEN || t->dims[d].axes.kind == AXES_AUTO)
+            sema_error(s, t->dims[d].axes.loc, "an spmd fn's %s need definite shardings; '@%s' is not allowed here",
+                       what, t->dims[d].axes.kind == AXES_OPEN ? "?" : "auto");
 }
 
 static void lower_signature(Sema *s, const AstFn *af, Fn *fn) {
     lower_on(s, af, fn);
+    s->auto_loc = (Loc){0};
+    uint8_t *autod = arena_alloc(s->arena, (size_t)(af->params.n + af->results.n + 1));
     fn->nparams = af->params.n;
     fn->nresults = af->results.n;
     fn->params = arena_alloc(s->arena, sizeof(Sig) * (size_t)(fn->nparams + 1));
@@ -270,7 +276,10 @@ static void lower_signature(Sema *s, const AstFn *af, Fn *fn) {
         const AstParam *p = af->params.items[i];
         if (af->spmd)
             reject_open_dims(s, p->type, "parameters");
+        s->auto_ok = 1;
         resolve_type(s, p->type, &fn->params[i].type, &fn->params[i].sh);
+        autod[i] = s->auto_dims;
+        s->auto_ok = 0;
         if (af->spmd)
             check_spmd_divisible(s, &fn->params[i].type, &fn->params[i].sh, p->type->loc);
     }
@@ -278,10 +287,15 @@ static void lower_signature(Sema *s, const AstFn *af, Fn *fn) {
         const AstType *t = af->results.items[i];
         if (af->spmd)
             reject_open_dims(s, t, "results");
+        s->auto_ok = 1;
         resolve_type(s, t, &fn->results[i].type, &fn->results[i].sh);
+        autod[fn->nparams + i] = s->auto_dims;
+        s->auto_ok = 0;
         if (af->spmd)
             check_spmd_divisible(s, &fn->results[i].type, &fn->results[i].sh, t->loc);
     }
+    fn->auto_loc = s->auto_loc;
+    fn->autod = s->auto_loc.line ? autod : NULL;
 }
 
 /* ---- statements ---- */

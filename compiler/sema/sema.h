@@ -91,6 +91,9 @@ typedef struct {
     uint8_t *name_mark;              /* loop.c scratch: symbol -> 1, all 0 between uses */
     uint8_t *differentiated;         /* user fn -> a gradient runs it */
     int in_grad;                     /* the fn being lowered is differentiated */
+    int auto_ok;                     /* resolving a signature: `@auto` allowed */
+    uint8_t auto_dims;               /* the `@auto` dims of the type just resolved */
+    Loc auto_loc;                    /* the first `@auto` of the signature */
 } Sema;
 
 /* sema.c */

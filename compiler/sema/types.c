@@ -1,6 +1,8 @@
 /* Tensor types and shardings: `f32[B@X, D]`, `@(X, Y)`, `@?`. */
 #include "sema.h"
 
+#include <string.h>
+
 _Noreturn void not_an_axis(Sema *s, int symbol, Loc loc) {
     check_axis_declared_later(s, symbol, loc);
     if (s->m->naxes == 0)
@@ -15,7 +17,20 @@ void resolve_axes(Sema *s, const AstAxes *ax, int dim, Sharding *sh, uint32_t *u
         sh->open |= (uint8_t)(1u << dim);
         return;
     }
+    if (ax->kind == AXES_AUTO) {     /* open until the search (compiler/autoshard) decides it */
+        if (!s->auto_ok)
+            sema_error(s, ax->loc, "'@auto' marks a dim of an entry fn's parameter or result for the sharding "
+                                   "search; it is not allowed here");
+        if (!s->auto_loc.line)
+            s->auto_loc = ax->loc;
+        s->auto_dims |= (uint8_t)(1u << dim);
+        sh->open |= (uint8_t)(1u << dim);
+        return;
+    }
     for (int i = 0; i < ax->n; i++) {
+        if (strcmp(sym(s, ax->syms[i]), "auto") == 0)
+            sema_error(s, ax->locs[i], "'auto' is not a mesh axis: write '@auto' alone to let the sharding search "
+                                       "choose the dim's axes");
         Binding *b = lookup(s, ax->syms[i]);
         if (!b || b->kind != B_AXIS)
             not_an_axis(s, ax->syms[i], ax->locs[i]);
@@ -39,6 +54,7 @@ void resolve_type(Sema *s, const AstType *t, Shape *shape, Sharding *sh) {
     *sh = sharding_replicated();
     uint32_t used = 0;
     int64_t elems = 1;
+    s->auto_dims = 0;
     for (int d = 0; d < t->ndims; d++) {
         const AstDim *dim = &t->dims[d];
         int64_t n = eval_const_int(s, dim->size, "a dimension");

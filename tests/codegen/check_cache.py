@@ -389,7 +389,7 @@ def check_status(c):
               "build -v on a pipe: a plain line per stage, the cache's miss (the cc command and time) then hit",
               repr(verbose))
     p = subprocess.run([c.shardc, "dump", MLP, "--stage", "parsed", "-v"], capture_output=True, text=True)
-    c.t.check(p.returncode == 2 and "-v goes with build and run" in p.stderr, "dump -v is a usage error",
+    c.t.check(p.returncode == 2 and "-v goes with build, run and autoshard" in p.stderr, "dump -v is a usage error",
               repr(p.stderr))
 
 

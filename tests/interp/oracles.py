@@ -1882,6 +1882,12 @@ case("collective_matmul", sample("collective_matmul.tdsl"), ["collective_matmul"
      consts=lambda m: "B=%d,D=%d,F=%d" % (up(8, m["X"]), up(16, m["Y"]), up(8, m["Y"])),
      interp=[(2, 4), (2, 2), (1, 1)])
 case("sample mlp", sample("mlp.tdsl"), "mlp", mlp, consts="B=8,D=16,F=32")
+# The sharding search's plan (--auto: every dim of mlp's signature searched,
+# docs/autoshard.md; x over (X, Y) on the built-in cpu target) must compute
+# what the written one does: the partitioned program in the interpreter and
+# the generated C.
+case("sample mlp --auto", sample("mlp.tdsl"), "mlp", mlp, consts="B=8,D=16,F=32", flags=["--auto", "--fn", "mlp"],
+     interp=[(2, 2), (2, 4)], partitioned=True, codegen=[2, 3], runs=1)
 
 # The worked problems of issue 5: collective matmuls of every flavour, each
 # with its auto-partitioned twin.  Sizes fit the mesh: D and F split over Y
