@@ -18,13 +18,15 @@
 /* The `@auto` dims of parameter i (i < nparams) or result i - nparams. */
 static inline unsigned auto_dims(const Fn *fn, int i) { return fn->autod ? fn->autod[i] : 0; }
 
-/* Where plans are compiled: a fresh copy of the checked module (after sema
- * and grad, `@auto` dims marked, not yet propagated), each time. */
+typedef struct AutoPlanText AutoPlanText;
+
+/* Where plans are compiled: the source checked afresh with the plan
+ * written into its syntax (write_plan.c), not yet propagated, each time. */
 typedef struct {
     void *ctx;
     /* Returns a handle (NULL: failed) and the module and its diagnostics'
      * state into *m, *diag. */
-    void *(*checked)(void *ctx, Module **m, Diag **diag);
+    void *(*checked)(void *ctx, const AutoPlanText *plan, Module **m, Diag **diag);
     void (*release)(void *handle);
 } AutoSource;
 
@@ -85,8 +87,24 @@ void autoshard_data_params(const AutoProblem *p, uint8_t *data);
 /* Number of split dims of a sharding. */
 int autoshard_splits(const Sharding *sh, int rank);
 
-/* evaluate.c: set the plan's shardings on m's entry fn. */
-void autoshard_apply(Module *m, const AutoProblem *p, const int *result_tie, int nresults, const int *choice);
+/* write_plan.c: a plan by names (the entry fn's lowered parameters, its
+ * results, the mesh axes), to write into the syntax of a fresh compile
+ * (MeshFlag.plan): the program the printed signature gives. */
+struct AutoPlanText {
+    const char *entry;
+    int n;
+    const char **param;          /* lowered names: "x", "p.layers.wq" */
+    Sharding *sh;                /* per param, its chosen candidate */
+    int nresults;
+    const Sharding **result;     /* per lowered result: its tied parameter's, or NULL (left to propagation) */
+    unsigned *result_auto;       /* per lowered result: its `@auto` dims (--auto: all), which an untied one leaves open */
+    int naxes;
+    const char *axis[MAX_AXES];
+};
+void autoshard_plan_text(const AutoEval *e, const int *choice, Arena *a, AutoPlanText *pt);
+/* Write pt's shardings on the entry fn's parameters, tied results and the
+ * fields of the records it takes; an untied result's `@auto` dims read `@?`. */
+void autoshard_write_plan(AstProgram *ast, Arena *a, Symtab *syms, const AutoPlanText *pt);
 /* The plan's cost, compiled once (memoized). */
 const AutoPlan *autoshard_evaluate(AutoEval *e, const int *choice);
 

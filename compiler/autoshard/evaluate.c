@@ -1,6 +1,7 @@
-/* A plan's predicted cost: its shardings set on a fresh copy of the checked
- * module, which is then propagated, partitioned and scheduled as
- * frontend.c does, and costed on the target (docs/autoshard.md). */
+/* A plan's predicted cost: the source checked afresh with the plan written
+ * into its syntax (write_plan.c), then propagated, partitioned and
+ * scheduled as frontend.c does, and costed on the target
+ * (docs/autoshard.md). */
 #include "autoshard.h"
 
 #include "../partition/partition.h"
@@ -9,20 +10,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-void autoshard_apply(Module *m, const AutoProblem *p, const int *result_tie, int nresults, const int *choice) {
-    Fn *fn = &m->fns[p->fn];
-    for (int k = 0; k < p->nparams; k++) {
-        const AutoParam *ap = &p->params[k];
-        int c = choice[ap->tie >= 0 ? ap->tie : k];
-        fn->params[ap->param].sh = ap->cand[c];
-    }
-    for (int r = 0; r < nresults && r < fn->nresults; r++)
-        if (result_tie[r] >= 0) {
-            int k = result_tie[r], c = choice[p->params[k].tie >= 0 ? p->params[k].tie : k];
-            fn->results[r].sh = p->params[k].cand[c];
-        }
-}
 
 /* The bytes of the entry fn's parameters on one device: the schedule's
  * peak leaves them out, but they are what the plan keeps resident. */
@@ -87,10 +74,13 @@ static AutoScore score(AutoEval *e, const int *choice) {
     AutoScore s = {0};
     Module *m;
     Diag *diag;
-    void *h = e->src.checked(e->src.ctx, &m, &diag);
+    Arena scratch = {0};
+    AutoPlanText pt;
+    autoshard_plan_text(e, choice, &scratch, &pt);
+    void *h = e->src.checked(e->src.ctx, &pt, &m, &diag);
+    arena_free(&scratch);
     if (!h)
         return s;
-    autoshard_apply(m, p, e->result_tie, e->nresults, choice);
     int entry = prune(m, p->fn);
     propagate_module(m);
     partition_module(m, diag);

@@ -33,10 +33,13 @@ typedef struct {
     MeshFlag flag;
 } Source;
 
-static void *checked(void *ctx, Module **m, Diag **diag) {
+static void *checked(void *ctx, const AutoPlanText *plan, Module **m, Diag **diag) {
     Source *s = ctx;
     Compilation *c = calloc(1, sizeof *c);
-    if (frontend_checked(c, s->path, s->text, s->len, &s->flag) != FRONTEND_OK) {
+    MeshFlag flag = s->flag;
+    flag.plan = plan;
+    flag.auto_all = 0;
+    if (frontend_checked(c, s->path, s->text, s->len, &flag) != FRONTEND_OK) {
         compilation_free(c);
         free(c);
         return NULL;
@@ -75,12 +78,13 @@ static void progress(void *ctx, int evaluated, double best) {
 static struct {
     const char *text;
     const MeshFlag *mesh;
-    int *choice;                 /* NULL: no plan fits (said once) */
-    int n;
+    int found;                   /* 0: no plan fits (said once) */
+    Arena arena;                 /* holds pt */
+    AutoPlanText pt;
 } chosen;
 
 int autoshard_stage(Compilation *c, const char *path, const char *text, size_t len, FILE *diag_out,
-                    const MeshFlag *mesh, Stage stage) {
+                    const MeshFlag *mesh, Stage stage, const AutoPlanText **plan) {
     Module *m = &c->module;
     int entry = mesh && mesh->entry ? fn_named(m, mesh->entry) : -1;
     if (entry >= 0 && mesh->auto_all)
@@ -100,6 +104,11 @@ int autoshard_stage(Compilation *c, const char *path, const char *text, size_t l
                         "chooses the shardings of the fn it compiles", name, name);
         return FRONTEND_USER_ERROR;
     }
+    if (entry >= 0 && mesh->auto_report && !mesh->plan && !has_auto(&m->fns[entry])) {
+        fprintf(diag_out ? diag_out : stderr, "shardc: error: '%s' has no @auto dims to search: mark dims @auto, "
+                "or pass --auto to search them all\n", mesh->entry);
+        return FRONTEND_USAGE_ERROR;
+    }
     if (entry < 0 || !has_auto(&m->fns[entry]) || stage == STAGE_PARSED)
         return FRONTEND_OK;
     Target t;
@@ -114,9 +123,9 @@ int autoshard_stage(Compilation *c, const char *path, const char *text, size_t l
     src.flag.auto_report = NULL;
     AutoEval e = {&p, {&src, checked, release}, result_tie, m->fns[entry].nresults, &a, NULL, 0, 0, &c->ast, NULL, NULL};
     int rc = FRONTEND_OK;
-    if (chosen.text == text && chosen.mesh == mesh && chosen.n == p.nparams) {
-        if (chosen.choice)
-            autoshard_apply(m, &p, result_tie, e.nresults, chosen.choice);
+    if (chosen.text == text && chosen.mesh == mesh) {
+        if (chosen.found)
+            *plan = &chosen.pt;
         else
             rc = FRONTEND_USER_ERROR;
     } else {
@@ -134,11 +143,10 @@ int autoshard_stage(Compilation *c, const char *path, const char *text, size_t l
         mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
         AutoResult r;
-        free(chosen.choice);
-        chosen.choice = NULL;
+        arena_free(&chosen.arena);
+        chosen.found = 0;
         chosen.text = text;
         chosen.mesh = mesh;
-        chosen.n = p.nparams;
         if (autoshard_search(&e, &r) != 0) {
             autoshard_infeasible(err, &e);
             rc = FRONTEND_USER_ERROR;
@@ -149,9 +157,9 @@ int autoshard_stage(Compilation *c, const char *path, const char *text, size_t l
                 fprintf(err, "shardc: the sharding search chose (%d plans evaluated in %.2f s):\n", e.nplans, r.seconds);
                 autoshard_print_signature(err, &e, r.found->choice);
             }
-            autoshard_apply(m, &p, result_tie, e.nresults, r.found->choice);
-            chosen.choice = malloc(sizeof(int) * (size_t)(p.nparams + 1));
-            memcpy(chosen.choice, r.found->choice, sizeof(int) * (size_t)p.nparams);
+            autoshard_plan_text(&e, r.found->choice, &chosen.arena, &chosen.pt);
+            chosen.found = 1;
+            *plan = &chosen.pt;
         }
     }
     arena_free(&a);

@@ -1,5 +1,6 @@
 #include "frontend.h"
 
+#include "../autoshard/autoshard.h"
 #include "../grad/grad.h"
 #include "../partition/partition.h"
 #include "../propagate/propagate.h"
@@ -139,6 +140,8 @@ static int compile(Compilation *c, const char *path, const char *text, size_t le
     c->diag = (Diag){path, text, len, diag_out, 0, NULL};
     if (parse_program(&c->arena, &c->syms, &c->diag, &c->ast) != 0)
         return FRONTEND_USER_ERROR;
+    if (mesh && mesh->plan)
+        autoshard_write_plan(&c->ast, &c->arena, &c->syms, mesh->plan);
     progress(diag_out, "parsed");
     MeshOverride ov = {0};
     if (mesh && ((mesh->n && match_mesh(c, mesh, &ov) != 0) || match_consts(c, mesh, &ov) != 0))
@@ -153,8 +156,22 @@ static int compile(Compilation *c, const char *path, const char *text, size_t le
     if (grad_module(&c->module, &c->diag, kept) != 0)
         return FRONTEND_USER_ERROR;
     int rc = verified(c, "sema", diag_out);
+    const AutoPlanText *plan = NULL;
     if (rc == FRONTEND_OK)
-        rc = autoshard_stage(c, path, text, len, diag_out, mesh, stage);
+        rc = autoshard_stage(c, path, text, len, diag_out, mesh, stage, &plan);
+    if (rc == FRONTEND_OK && plan) {
+        /* The chosen plan compiles as the program its printed signature
+         * gives: written into the syntax, checked again from the start. */
+        MeshFlag planned = *mesh;
+        planned.plan = plan;
+        planned.auto_all = 0;
+        Arena replaced = c->arena;   /* kept: the caller's text may live there (a planned compile plans no more) */
+        memset(c, 0, sizeof *c);
+        c->replaced = replaced;
+        if (kept)
+            *kept = (KeptCalls){0};      /* they were in the freed arena */
+        return compile(c, path, text, len, diag_out, &planned, stage, marks, kept);
+    }
     if (rc != FRONTEND_OK || stage == STAGE_PARSED)
         return rc;
     progress(diag_out, "checked");
@@ -310,7 +327,10 @@ int frontend_compile(Compilation *c, const char *path, const char *text, size_t 
     return rc;
 }
 
-void compilation_free(Compilation *c) { arena_free(&c->arena); }
+void compilation_free(Compilation *c) {
+    arena_free(&c->arena);
+    arena_free(&c->replaced);
+}
 
 int frontend_checked(Compilation *c, const char *path, const char *text, size_t len, const MeshFlag *mesh) {
     return compile(c, path, text, len, NULL, mesh, STAGE_PARSED, NULL, NULL);

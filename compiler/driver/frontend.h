@@ -24,6 +24,7 @@ typedef struct {
     FILE *auto_report;          /* the autoshard command: print the search's report here */
     int auto_top;               /* --top: other plans in the report */
     int auto_verbose;           /* -v: print the chosen signature to stderr */
+    const struct AutoPlanText *plan;   /* a plan to write into the syntax before sema (the search's) */
 } MeshFlag;                     /* --mesh A=4,B=2 as written, and the other flags that change the program */
 
 typedef struct {
@@ -32,6 +33,7 @@ typedef struct {
     Diag diag;
     AstProgram ast;
     Module module;
+    Arena replaced;             /* the arena of the compile the search's plan replaced: it may hold the source text */
 } Compilation;
 
 /* The stages of spec section 6 that exist so far, in pipeline order. */
@@ -51,9 +53,10 @@ int frontend_checked(Compilation *c, const char *path, const char *text, size_t 
 /* compiler/driver/autoshard_stage.c: between grad and propagation, choose
  * the shardings of the entry fn's `@auto` dims (the search, or the plan
  * chosen before for this text), or report `@auto` where it is not allowed.
- * Returns a FRONTEND_ code. */
+ * Returns a FRONTEND_ code; *plan: the plan chosen, which the caller
+ * compiles afresh (MeshFlag.plan), or NULL when there was nothing to search. */
 int autoshard_stage(Compilation *c, const char *path, const char *text, size_t len, FILE *diag_out,
-                    const MeshFlag *mesh, Stage stage);
+                    const MeshFlag *mesh, Stage stage, const struct AutoPlanText **plan);
 /* Call fn(stage, ctx) as each stage of frontend_compile ends ("parsed",
  * "checked", "propagated", "partitioned", "scheduled"), for the progress
  * report of build and run; NULL: none. */

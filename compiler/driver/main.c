@@ -694,15 +694,7 @@ int main(int argc, char **argv) {
                     suggest_fn(&c, o.fn, hint, sizeof hint));
             rc = 2;
         } else if (is_autoshard) {
-            const Fn *fn = &c.module.fns[fn_index(&c, only)];
-            int any = 0;
-            for (int i = 0; i < fn->nparams; i++)
-                any |= fn->autod && fn->autod[i];
-            if (!any) {
-                fprintf(stderr, "shardc: error: '%s' has no @auto dims to search: mark dims @auto, or pass --auto "
-                                "to search them all\n", o.fn);
-                rc = 2;
-            }
+            /* the report was printed by the search (autoshard_stage) */
         } else if (is_dump)
             rc = write_output(o.output, write_dump,
                               &(DumpArgs){&c.module, only, stage == STAGE_SHARDED, o.cost ? &target : NULL});
