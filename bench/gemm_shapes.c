@@ -8,12 +8,14 @@
  * THREADS threads run each shape at once, each on its own operands with
  * one BLAS thread, as THREADS threads-backend devices do on this machine
  * (lib/driver.c gives each device its share of the cores: one, with more
- * devices than cores), sharing the cores and their caches: a shape's rate
- * is each thread's share of what they do together, the FLOPs of all their
- * calls over the time from the first start to the last end.  Each thread
- * makes one warm-up call, then as many calls as make 5e7 FLOPs (at least
- * 2, but 1 from 1e9: the grid's large shapes are most of its time); best
- * of ROUNDS rounds. */
+ * devices than cores), sharing the cores and their caches.  A shape's rate
+ * is its FLOPs over the CPU time its threads took (CLOCK_THREAD_CPUTIME_ID,
+ * summed), not the wall time: on a shared machine other processes take the
+ * cores for a while, which would read as a slow shape, whereas the caches
+ * the threads evict from each other's, the cost of sharing, stay in their
+ * CPU time.  Each thread makes one warm-up call, then as many calls as make
+ * 5e7 FLOPs (at least 2, but 1 from 1e9: the grid's large shapes are most
+ * of its time); best of ROUNDS rounds (one fewer from 1e9). */
 #include "shardc_lib.h"
 
 #include <pthread.h>
@@ -21,11 +23,11 @@
 #include <stdlib.h>
 #include <time.h>
 
-enum { MAX_DIMS = 8, MAX_THREADS = 64, ROUNDS = 3 };
+enum { MAX_DIMS = 8, MAX_THREADS = 64, ROUNDS = 2 };
 
-static double now_s(void) {
+static double cpu_s(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
@@ -33,7 +35,7 @@ typedef struct {
     float *x, *w, *out;
     int64_t m, n, k;
     int calls;
-    double t0, t1;               /* when its timed calls started and ended */
+    double cpu;                  /* CPU seconds of its timed calls */
 } Worker;
 
 static pthread_barrier_t start;
@@ -51,18 +53,18 @@ static void *work(void *arg) {
     sk_blas_threads(1);
     call(t);                     /* warm-up */
     pthread_barrier_wait(&start);
-    t->t0 = now_s();
+    double t0 = cpu_s();
     for (int i = 0; i < t->calls; i++)
         call(t);
-    t->t1 = now_s();
+    t->cpu = cpu_s() - t0;
     return NULL;
 }
 
-/* GFLOP/s of [m,k] x [k,n] per thread, nt threads at once. */
+/* GFLOP/s of [m,k] x [k,n] per CPU second, nt threads at once. */
 static double rate(Worker *w, int nt, int64_t m, int64_t n, int64_t k) {
     double flops = 2.0 * (double)m * (double)n * (double)k, best = 1e30;
     int calls = flops >= 1e9 ? 1 : flops >= 2.5e7 ? 2 : (int)(5e7 / flops) + 1;
-    for (int r = 0; r < ROUNDS; r++) {
+    for (int r = 0; r < (flops >= 1e9 ? ROUNDS - 1 : ROUNDS); r++) {
         pthread_t tid[MAX_THREADS];
         pthread_barrier_init(&start, NULL, (unsigned)nt);
         for (int i = 0; i < nt; i++) {
@@ -70,17 +72,15 @@ static double rate(Worker *w, int nt, int64_t m, int64_t n, int64_t k) {
             if (pthread_create(&tid[i], NULL, work, &w[i]) != 0)
                 exit(1);
         }
-        double t0 = 1e30, t1 = 0;   /* the threads' own clocks: this one may wait for a core */
+        double t = 0;
         for (int i = 0; i < nt; i++) {
             pthread_join(tid[i], NULL);
-            t0 = w[i].t0 < t0 ? w[i].t0 : t0;
-            t1 = w[i].t1 > t1 ? w[i].t1 : t1;
+            t += w[i].cpu;
         }
-        double t = t1 - t0;
         best = t < best ? t : best;
         pthread_barrier_destroy(&start);
     }
-    return flops * calls / best * 1e-9;
+    return flops * calls * nt / best * 1e-9;
 }
 
 int main(int argc, char **argv) {
@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
             for (int c = 0; c < nd; c++)
                 printf("dot_efficiency %lld %lld %lld %.3f\n", (long long)dim[a], (long long)dim[b],
                        (long long)dim[c], r[a][b][c] / r0);
-    printf("reference %lld %.2f\n", (long long)ref, r0);
+    printf("reference %lld %.2f\n", (long long)ref, r0);   /* GFLOP/s per CPU second */
     for (int t = 0; t < nt; t++)
         free(w[t].x), free(w[t].w), free(w[t].out);
     return 0;

@@ -1004,10 +1004,10 @@ def gemm_rates(build):
 
 
 # The GEMM efficiency grid of host.target: sk_dot on ndev threads at once at
-# every M, N, K among these (bench/gemm_shapes.c), against 1024^3 (the
-# shape of the peak).  4^3 shapes, about 10 s on 2 cores; up to 2048, as the
-# samples' per-device GEMMs run from 128 to 8192 wide (a wider dim reads as
-# 2048).
+# every M, N, K among these (bench/gemm_shapes.c, rates per CPU second),
+# against 1024^3 (the shape of the peak).  4^3 shapes, about 12 s of CPU;
+# up to 2048, as the samples' per-device GEMMs run from 128 to 8192 wide (a
+# wider dim reads as 2048).
 EFF_DIMS = (16, 128, 512, 2048)
 EFF_REF = 1024
 
@@ -1043,7 +1043,7 @@ def write_host_target(build, lim, ndev):
             "# tanhf calls per second on one core (bench/limits.c: %.4g), times the cores, divided among the devices\n"
             "libm_rate %.4g\n"
             "# GEMM efficiency by shape (bench/gemm_shapes.c): sk_dot on %d threads at once, one per device, the\n"
-            "# rate of each [M,K] x [K,N] over the rate at %d^3 (%.1f GFLOP/s per thread)\n"
+            "# rate of each [M,K] x [K,N] over the rate at %d^3 (%.1f GFLOP per CPU second)\n"
             % (ndev, lim["cores"], f32, bf16, lim["stream_triad_all"], f32 * 1e9 / ndev, bf16 * 1e9 / ndev,
                lim["stream_triad_all"] * 1e9 / ndev, mem // ndev, bw, lat, float(lim["libm_rate_1"]),
                float(lim["libm_rate_1"]) * int(lim["cores"]) / ndev, ndev, EFF_REF, eff_ref)
@@ -1098,7 +1098,8 @@ def cost_section(build, lim, summary):
             "the GEMM rate of `sk_dot` at 1024^3 on every core (bench/gemm.c), the STREAM triad and the rate "
             "of `tanhf` calls (bench/limits.c) divided among them, the link fitted to the threads backend's all-gather "
             "(bench/coll_threads.c), and the GEMM efficiency by shape: `sk_dot` on %d threads at once (one per "
-            "device, as the devices run) at each shape of a grid, against 1024^3 (bench/gemm_shapes.c):\n\n%s\n"
+            "device, as the devices run) at each shape of a grid, against 1024^3, in FLOPs per CPU second "
+            "(bench/gemm_shapes.c):\n\n%s\n"
             "Each program timed above on the threads backend, predicted by `shardc show --fn F --cost` with that "
             "target (the same `--const` and `--mesh`), against its best measured time. The target's peak is "
             "what shardc's GEMM reaches on a large product, times each dot's efficiency by shape, its memory "
