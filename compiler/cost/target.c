@@ -13,6 +13,7 @@
 #include "suggest.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -125,7 +126,7 @@ static int parse_dot_eff(Target *t, const Reader *r, char **save) {
         if (positive(r, save, what[i], &x[i]))
             return -1;
     for (int i = 0; i < 3; i++)
-        if (x[i] != (double)(int64_t)x[i])
+        if (x[i] > 1e15 || x[i] != floor(x[i]))
             return fail(r, "dot_efficiency's M, N and K must be integers", "", NULL);
     for (int i = 0; i < e->nentries; i++)
         if (!memcmp(e->entry[i], x, 3 * sizeof *x))
