@@ -1,10 +1,10 @@
 /* bench/gemm_shapes.c: shardc's f32 GEMM (sk_dot) over a grid of shapes,
  * for the cost model's GEMM efficiency by shape (docs/autoshard.md, "GEMM
- * efficiency").  `gemm_shapes THREADS REF D1 D2 ...` times out[m,n] =
- * x[m,k] * w[k,n] for every m, n, k among D1 D2 ... and prints
- * `dot_efficiency M N K EFF` per shape, EFF its rate over the rate of the
- * REF^3 product (measured before the grid and after it, the better;
- * printed last as `reference REF GFLOP/S`).
+ * efficiency").  `gemm_shapes THREADS REF M1,M2,.. N1,N2,.. K1,K2,..`
+ * times out[m,n] = x[m,k] * w[k,n] for every m, n, k of the three lists
+ * and prints `dot_efficiency M N K EFF` per shape, EFF its rate over the
+ * rate of the REF^3 product (measured before the grid and after it, the
+ * better; printed last as `reference REF GFLOP/S`).
  * THREADS threads run each shape at once, each on its own operands with
  * one BLAS thread, as THREADS threads-backend devices do on this machine
  * (lib/driver.c gives each device its share of the cores: one, with more
@@ -83,45 +83,62 @@ static double rate(Worker *w, int nt, int64_t m, int64_t n, int64_t k) {
     return flops * calls * nt / best * 1e-9;
 }
 
+/* A comma-separated list of positive dims; returns how many, 0 if bad. */
+static int dims_of(const char *list, int64_t *d) {
+    int n = 0;
+    for (char *end; n < MAX_DIMS; list = end + 1) {
+        d[n] = strtoll(list, &end, 10);
+        if (end == list || d[n] <= 0 || (*end && *end != ','))
+            return 0;
+        n++;
+        if (!*end)
+            return n;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int nt = argc > 1 ? atoi(argv[1]) : 0, nd = argc - 3;
-    int64_t dim[MAX_DIMS], ref = argc > 2 ? atoll(argv[2]) : 0, top = ref;
-    if (nt < 1 || nt > MAX_THREADS || nd < 1 || nd > MAX_DIMS || ref <= 0) {
-        fprintf(stderr, "usage: gemm_shapes THREADS REF D1 [D2 ... D%d]\n", MAX_DIMS);
+    int nt = argc == 6 ? atoi(argv[1]) : 0, nd[3] = {0};
+    int64_t dim[3][MAX_DIMS], ref = argc == 6 ? atoll(argv[2]) : 0;
+    for (int a = 0; a < 3 && argc == 6; a++)
+        nd[a] = dims_of(argv[a + 3], dim[a]);
+    if (nt < 1 || nt > MAX_THREADS || ref <= 0 || !nd[0] || !nd[1] || !nd[2]) {
+        fprintf(stderr, "usage: gemm_shapes THREADS REF M1,M2,.. N1,N2,.. K1,K2,.. (at most %d each)\n", MAX_DIMS);
         return 2;
     }
-    for (int i = 0; i < nd; i++) {
-        dim[i] = atoll(argv[i + 3]);
-        if (dim[i] <= 0)
-            return 2;
-        top = dim[i] > top ? dim[i] : top;
-    }
-    size_t sz = (size_t)top * (size_t)top;
+    /* Operands of the largest [M,K], [K,N] and [M,N]. */
+    int64_t big[3] = {ref, ref, ref};
+    for (int a = 0; a < 3; a++)
+        for (int i = 0; i < nd[a]; i++)
+            big[a] = dim[a][i] > big[a] ? dim[a][i] : big[a];
+    size_t sx = (size_t)(big[0] * big[2]), sw = (size_t)(big[2] * big[1]), so = (size_t)(big[0] * big[1]);
     Worker w[MAX_THREADS];
     for (int t = 0; t < nt; t++) {
-        w[t].x = malloc(sz * sizeof(float));
-        w[t].w = malloc(sz * sizeof(float));
-        w[t].out = malloc(sz * sizeof(float));
+        w[t].x = malloc(sx * sizeof(float));
+        w[t].w = malloc(sw * sizeof(float));
+        w[t].out = malloc(so * sizeof(float));
         if (!w[t].x || !w[t].w || !w[t].out)
             return 1;
-        for (size_t i = 0; i < sz; i++) {
+        /* Written, not calloc's zero pages: a GEMM reading one shared zero
+         * page ran at half speed at some shapes. */
+        for (size_t i = 0; i < sx; i++)
             w[t].x[i] = (float)((i * 7) % 13) / 13.0f - 0.5f;
+        for (size_t i = 0; i < sw; i++)
             w[t].w[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
-        }
     }
     double r0 = rate(w, nt, ref, ref, ref), r[MAX_DIMS][MAX_DIMS][MAX_DIMS];
-    for (int a = 0; a < nd; a++)
-        for (int b = 0; b < nd; b++)
-            for (int c = 0; c < nd; c++)
-                r[a][b][c] = rate(w, nt, dim[a], dim[b], dim[c]);
+    for (int a = 0; a < nd[0]; a++)
+        for (int b = 0; b < nd[1]; b++)
+            for (int c = 0; c < nd[2]; c++)
+                r[a][b][c] = rate(w, nt, dim[0][a], dim[1][b], dim[2][c]);
     double again = rate(w, nt, ref, ref, ref);   /* the machine is shared: the better of two */
     r0 = again > r0 ? again : r0;
-    for (int a = 0; a < nd; a++)
-        for (int b = 0; b < nd; b++)
-            for (int c = 0; c < nd; c++)
-                printf("dot_efficiency %lld %lld %lld %.3f\n", (long long)dim[a], (long long)dim[b],
-                       (long long)dim[c], r[a][b][c] / r0);
-    printf("reference %lld %.2f\n", (long long)ref, r0);   /* GFLOP/s per CPU second */
+    for (int a = 0; a < nd[0]; a++)
+        for (int b = 0; b < nd[1]; b++)
+            for (int c = 0; c < nd[2]; c++)
+                printf("dot_efficiency %lld %lld %lld %.3f\n", (long long)dim[0][a], (long long)dim[1][b],
+                       (long long)dim[2][c], r[a][b][c] / r0);
+    printf("reference %lld %.2f\n", (long long)ref, r0);   /* GFLOP per CPU second */
     for (int t = 0; t < nt; t++)
         free(w[t].x), free(w[t].w), free(w[t].out);
     return 0;

@@ -1004,11 +1004,12 @@ def gemm_rates(build):
 
 
 # The GEMM efficiency grid of host.target: sk_dot on ndev threads at once at
-# every M, N, K among these (bench/gemm_shapes.c, rates per CPU second),
-# against 1024^3 (the shape of the peak).  4^3 shapes, about 12 s of CPU;
-# up to 2048, as the samples' per-device GEMMs run from 128 to 8192 wide (a
-# wider dim reads as 2048).
-EFF_DIMS = (16, 128, 512, 2048)
+# every M, N, K of these (bench/gemm_shapes.c, rates per CPU second), against
+# 1024^3 (the shape of the peak).  N, the width of a weight (what a sharding
+# splits), reaches 8192 as the samples' do (M = 128, a row tile's, runs at
+# 0.63 to 0.81 in two runs).  A wider grid on M and K as well would take
+# minutes; 36 shapes take about 8 s of CPU.
+EFF_GRID = ((16, 128, 1024), (16, 128, 1024, 8192), (16, 128, 1024))
 EFF_REF = 1024
 
 
@@ -1016,7 +1017,7 @@ def gemm_efficiency(build, ndev):
     """bench/gemm_shapes' `dot_efficiency M N K EFF` lines and the reference
     rate per device in GFLOP/s."""
     _, out, _ = run([os.path.join(build, "bench", "gemm_shapes"), str(ndev), str(EFF_REF)] +
-                    [str(d) for d in EFF_DIMS], timeout=600)
+                    [",".join(str(d) for d in axis) for axis in EFF_GRID], timeout=600)
     lines = [line for line in out.splitlines() if line.startswith("dot_efficiency ")]
     ref = float(re.search(r"^reference \d+ (\S+)$", out, re.M).group(1))
     return lines, ref
@@ -1088,9 +1089,9 @@ def cost_section(build, lim, summary):
     effs = sorted((float(v.split()[3]), v.rsplit(None, 1)[0]) for k, v in fields if k == "dot_efficiency")
     fields = [(k, v) for k, v in fields if k != "dot_efficiency"]
     if effs:
-        fields.append(("dot_efficiency", "%d shapes, M, N, K in {%s}: from %.2f (%s) to %.2f (%s), median %.2f" %
-                       (len(effs), ", ".join(str(d) for d in EFF_DIMS), effs[0][0], effs[0][1], effs[-1][0],
-                        effs[-1][1], effs[len(effs) // 2][0])))
+        fields.append(("dot_efficiency", "%d shapes, M in {%s}, N in {%s}, K in {%s}: from %.2f (%s) to %.2f (%s), "
+                       "median %.2f" % ((len(effs),) + tuple(", ".join(str(d) for d in axis) for axis in EFF_GRID) +
+                                        (effs[0][0], effs[0][1], effs[-1][0], effs[-1][1], effs[len(effs) // 2][0]))))
     ttab = table(("field", "value"), [("`%s`" % k, v) for k, v in fields])
     return ("## The cost model against measured times\n\n"
             "`make bench` writes this machine's target, build/host.target (docs/autoshard.md), the default of "
