@@ -156,13 +156,13 @@ lib-tests: $(LIB_TESTS)
 # without it the report has no MPI column.  bench/threads (loops on a
 # device's OpenMP threads against one thread, docs/kernels.md) is run by
 # hand: build/bench/threads [T].
-$(BUILD)/bench/gemm $(BUILD)/bench/limits $(BUILD)/bench/mlp_blas $(BUILD)/bench/threads: \
+$(BUILD)/bench/gemm $(BUILD)/bench/gemm_shapes $(BUILD)/bench/limits $(BUILD)/bench/mlp_blas $(BUILD)/bench/threads: \
 		$(BUILD)/bench/%: bench/%.c $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) $(WARN) -pthread -o $@ $< $(LIB_LINK)
 
 BENCH_PYTHON ?= /usr/bin/python3
-BENCH_BIN := $(BUILD)/bench/limits $(BUILD)/bench/gemm $(BUILD)/bench/coll_threads $(BUILD)/bench/mlp_blas \
+BENCH_BIN := $(BUILD)/bench/limits $(BUILD)/bench/gemm $(BUILD)/bench/gemm_shapes $(BUILD)/bench/coll_threads $(BUILD)/bench/mlp_blas \
 	$(if $(MPICC),$(BUILD)/bench/coll_mpi)
 
 $(BUILD)/bench/coll_threads: bench/coll_threads.c $(BUILD)/libshardc_rt.a

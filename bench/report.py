@@ -33,7 +33,8 @@
       section of the document ("bench/training").
   (k) the cost model: writes build/host.target (this machine as 8
       threads-backend devices: limits' peak and STREAM divided among them,
-      the link fitted to coll_threads' all-gather) and compares shardc's
+      the link fitted to coll_threads' all-gather, the GEMM efficiency by
+      shape of gemm_shapes) and compares shardc's
       predicted time (`show --cost`) with every threads-backend time the
       other sections measured this run; its own section ("bench/cost").
 
@@ -1002,12 +1003,33 @@ def gemm_rates(build):
     return rates["sk_dot_%d" % top], rates["sk_dot_bf16"] * top
 
 
+# The GEMM efficiency grid of host.target: sk_dot on ndev threads at once at
+# every M, N, K of these (bench/gemm_shapes.c, rates per CPU second), against
+# 1024^3 (the shape of the peak).  N, the width of a weight (what a sharding
+# splits), reaches 8192 as the samples' do (M = 128, a row tile's, runs at
+# 0.63 to 0.81 in two runs).  A wider grid on M and K as well would take
+# minutes; 36 shapes take about 8 s of CPU.
+EFF_GRID = ((16, 128, 1024), (16, 128, 1024, 8192), (16, 128, 1024))
+EFF_REF = 1024
+
+
+def gemm_efficiency(build, ndev):
+    """bench/gemm_shapes' `dot_efficiency M N K EFF` lines and the reference
+    rate per device in GFLOP/s."""
+    _, out, _ = run([os.path.join(build, "bench", "gemm_shapes"), str(ndev), str(EFF_REF)] +
+                    [",".join(str(d) for d in axis) for axis in EFF_GRID], timeout=600)
+    lines = [line for line in out.splitlines() if line.startswith("dot_efficiency ")]
+    ref = float(re.search(r"^reference \d+ (\S+)$", out, re.M).group(1))
+    return lines, ref
+
+
 def write_host_target(build, lim, ndev):
     """build/host.target: this machine as ndev threads-backend devices
     sharing its cores and memory bandwidth (the default target of
     `shardc dump --cost` and `show --cost`)."""
     bw, lat, _ = fit_link(build, ndev)
     f32, bf16 = gemm_rates(build)
+    eff, eff_ref = gemm_efficiency(build, ndev)
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 8 << 30
     text = ("# This machine as %d threads-backend devices sharing its %s cores, written by make bench\n"
             "# (bench/report.py): sk_dot's GEMM rate at 1024^3 on every core (bench/gemm.c: %.1f GFLOP/s f32,\n"
@@ -1021,9 +1043,12 @@ def write_host_target(build, lim, ndev):
             "link intra %.4g %.4g\n"
             "# tanhf calls per second on one core (bench/limits.c: %.4g), times the cores, divided among the devices\n"
             "libm_rate %.4g\n"
+            "# GEMM efficiency by shape (bench/gemm_shapes.c): sk_dot on %d threads at once, one per device, the\n"
+            "# rate of each [M,K] x [K,N] over the rate at %d^3 (%.1f GFLOP per CPU second)\n"
             % (ndev, lim["cores"], f32, bf16, lim["stream_triad_all"], f32 * 1e9 / ndev, bf16 * 1e9 / ndev,
                lim["stream_triad_all"] * 1e9 / ndev, mem // ndev, bw, lat, float(lim["libm_rate_1"]),
-               float(lim["libm_rate_1"]) * int(lim["cores"]) / ndev))
+               float(lim["libm_rate_1"]) * int(lim["cores"]) / ndev, ndev, EFF_REF, eff_ref)
+            + "".join(line + "\n" for line in eff))
     path = os.path.join(build, "host.target")
     with open(path, "w") as f:
         f.write(text)
@@ -1061,20 +1086,29 @@ def cost_section(build, lim, summary):
         summary.append(("(k) cost model: predictions within %.0f%% of the measured time" % (TARGET_COST * 100),
                         "%d of %d" % (within, len(rows)), met(within == len(rows))))
     fields = [line.split(None, 1) for line in text.splitlines() if line and not line.startswith("#")]
+    effs = sorted((float(v.split()[3]), v.rsplit(None, 1)[0]) for k, v in fields if k == "dot_efficiency")
+    fields = [(k, v) for k, v in fields if k != "dot_efficiency"]
+    if effs:
+        fields.append(("dot_efficiency", "%d shapes, M in {%s}, N in {%s}, K in {%s}: from %.2f (%s) to %.2f (%s), "
+                       "median %.2f" % ((len(effs),) + tuple(", ".join(str(d) for d in axis) for axis in EFF_GRID) +
+                                        (effs[0][0], effs[0][1], effs[-1][0], effs[-1][1], effs[len(effs) // 2][0]))))
     ttab = table(("field", "value"), [("`%s`" % k, v) for k, v in fields])
     return ("## The cost model against measured times\n\n"
             "`make bench` writes this machine's target, build/host.target (docs/autoshard.md), the default of "
             "`shardc dump --cost` and `shardc show --cost`: this machine as %d threads-backend devices, "
             "the GEMM rate of `sk_dot` at 1024^3 on every core (bench/gemm.c), the STREAM triad and the rate "
             "of `tanhf` calls (bench/limits.c) divided among them, the link fitted to the threads backend's all-gather "
-            "(bench/coll_threads.c):\n\n%s\n"
+            "(bench/coll_threads.c), and the GEMM efficiency by shape: `sk_dot` on %d threads at once (one per "
+            "device, as the devices run) at each shape of a grid, against 1024^3, in FLOPs per CPU second "
+            "(bench/gemm_shapes.c):\n\n%s\n"
             "Each program timed above on the threads backend, predicted by `shardc show --fn F --cost` with that "
             "target (the same `--const` and `--mesh`), against its best measured time. The target's peak is "
-            "what shardc's GEMM reaches on a large product, its memory bandwidth STREAM's: a prediction below "
-            "the measured time is the distance of small GEMMs and of other loops from those rates, one above "
+            "what shardc's GEMM reaches on a large product, times each dot's efficiency by shape, its memory "
+            "bandwidth STREAM's: a prediction below the measured time is the distance of other loops from those "
+            "rates (or of a GEMM from its grid's, strided operands and shapes between grid points), one above "
             "it work the model counts that the kernels avoid (fused elementwise chains read from registers, "
             "blocks read from cache).\n\n%s\n"
-            % (NDEV, ttab, tab))
+            % (NDEV, NDEV, ttab, tab))
 
 
 def update_doc(path, name, text, before=None):

@@ -9,12 +9,32 @@
 
 #include <stdio.h>
 
-enum { TARGET_MAX_LINKS = 16, TARGET_NAME_MAX = 64 };
+enum { TARGET_MAX_LINKS = 16, TARGET_NAME_MAX = 64, DOT_EFF_DIMS = 8, DOT_EFF_MAX = 512 };
 
 typedef struct {
     double bw;                   /* bytes per second one device sends */
     double latency;              /* seconds per ring step */
 } Link;
+
+/* A GEMM's efficiency by shape (`dot_efficiency M N K EFF` lines,
+ * compiler/cost/dot_eff.c): the fraction of peak_flops a product of
+ * [M,K] by [K,N] reaches, given on a grid of M, N and K values,
+ * interpolated in log space between them and clamped at the grid's edges.
+ * nentries == 0: no table, every dot at efficiency 1. */
+typedef struct {
+    int nentries;
+    double entry[DOT_EFF_MAX][4];              /* M N K EFF, as the lines give them */
+    int n[3];                                  /* the grid: values on the M, N, K axes, ascending */
+    double at[3][DOT_EFF_DIMS];
+    double eff[DOT_EFF_DIMS][DOT_EFF_DIMS][DOT_EFF_DIMS];
+} DotEff;
+
+/* After the last entry (no shape given twice: the reader checks): builds
+ * the grid; 0, or -1 with msg saying what is wrong (an axis with too many
+ * values, or a shape of the grid the entries span without an entry). */
+int dot_eff_build(DotEff *e, char *msg, size_t cap);
+/* The efficiency of an [M,K] x [K,N] product (1 without a table). */
+double dot_eff_at(const DotEff *e, double m, double n, double k);
 
 typedef struct {
     char name[TARGET_NAME_MAX];
@@ -28,6 +48,7 @@ typedef struct {
     int nlinks;                  /* links named for one mesh axis (override the levels) */
     char link_axis[TARGET_MAX_LINKS][TARGET_NAME_MAX];
     Link link[TARGET_MAX_LINKS];
+    DotEff dot_eff;
 } Target;
 
 /* Parse a target description (text, NUL-terminated); `file` names it in

@@ -8,7 +8,8 @@
  *   bytes: every operand read once plus the result written once; a view or
  *   an assembled concatenate moves nothing, a folded instruction (a dot's
  *   epilogue) is computed in its consumer's loop and moves nothing itself.
- *   time = max(FLOPs / peak_flops[dtype], bytes / mem_bw).
+ *   time = max(FLOPs / peak_flops[dtype], bytes / mem_bw), a dot's FLOPs at
+ *   the efficiency of its shape (dot_eff.c): FLOPs / (peak * eff(M, N, K)).
  *   collectives: steps*latency + sent/bw on the group's link, sent being
  *   collective_bytes (ring: all-gather and reduce-scatter (n-1)/n of the
  *   gathered size, all-reduce 2(n-1)/n); steps: n-1, all-reduce 2(n-1),
@@ -62,6 +63,24 @@ double cost_inst_flops(const Fn *fn, const Inst *in) {
     default:
         return (op_info[in->op].flags & (OPF_FUSIBLE | OPF_MOVES)) == OPF_FUSIBLE ? out : 0;
     }
+}
+
+/* The fraction of the peak a dot runs at: its GEMM's shape per batch, M
+ * the product of lhs's free dims, N of rhs's, K of the contracted ones. */
+static double dot_efficiency(const Target *t, const Fn *fn, const Inst *in) {
+    if (!t->dot_eff.nentries)
+        return 1;
+    DotDims d;
+    dot_dims(fn, in, &d);
+    const Shape *lhs = &fn->insts[ir_arg(fn, in, 0)].type, *rhs = &fn->insts[ir_arg(fn, in, 1)].type;
+    double m = (double)shape_elems(lhs), n = (double)shape_elems(rhs), k = 1;
+    for (int i = 0; i < d.nbatch; i++) {
+        m /= (double)lhs->dims[d.lhs_batch[i]];
+        n /= (double)rhs->dims[d.rhs_batch[i]];
+    }
+    for (int i = 0; i < d.ncontract; i++)
+        k *= (double)lhs->dims[d.lhs_contract[i]];
+    return k > 0 && m > 0 && n > 0 ? dot_eff_at(&t->dot_eff, m / k, n / k, k) : 1;
 }
 
 double cost_inst_bytes(const Fn *fn, const Inst *in) {
@@ -120,6 +139,8 @@ InstCost cost_inst(Cost *cx, int f, int v) {
 double cost_roofline(const Target *t, const Fn *fn, const Inst *in, double flops, double bytes, Bound *bound) {
     int dt = in->op == OP_DOT ? fn->insts[ir_arg(fn, in, 0)].type.dtype : in->type.dtype;
     double tc = flops / t->peak_flops[dt < DT_COUNT ? dt : DT_F32], tm = bytes / t->mem_bw;
+    if (in->op == OP_DOT && flops > 0)
+        tc /= dot_efficiency(t, fn, in);
     if (t->libm_rate > 0 && calls_libm(in->op) && !(in->flags & INST_FOLDED))
         tc = flops / t->libm_rate;              /* one call per element */
     double time = tc > tm ? tc : tm;

@@ -6,20 +6,22 @@
  *   mem_per_device BYTES
  *   link intra|inter|AXIS BYTES/S LATENCY_SECONDS   (intra required)
  *   node_devices N                (inter required with it)
- *   libm_rate ELEMENTS/S          (optional) */
+ *   libm_rate ELEMENTS/S          (optional)
+ *   dot_efficiency M N K EFF      (optional, a grid of them: compiler/cost/dot_eff.c) */
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "cost.h"
 #include "suggest.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 static const char *const field_name[] = {"name", "peak_flops", "mem_bw", "mem_per_device", "link", "node_devices",
-                                         "libm_rate"};
-enum { F_NAME, F_PEAK, F_MEM_BW, F_MEM, F_LINK, F_NODE, F_LIBM, F_COUNT };
+                                         "libm_rate", "dot_efficiency"};
+enum { F_NAME, F_PEAK, F_MEM_BW, F_MEM, F_LINK, F_NODE, F_LIBM, F_DOT_EFF, F_COUNT };
 
 /* The built-in default: a modest one-socket CPU core per device.  Its
  * numbers are round guesses; `make bench` measures this machine's. */
@@ -112,6 +114,27 @@ static int parse_link(Target *t, const Reader *r, char **save) {
     return 0;
 }
 
+/* dot_efficiency M N K EFF: one shape of the grid (dims positive integers). */
+static int parse_dot_eff(Target *t, const Reader *r, char **save) {
+    static const char *const what[4] = {"dot_efficiency M", "dot_efficiency N", "dot_efficiency K",
+                                        "dot_efficiency EFF"};
+    DotEff *e = &t->dot_eff;
+    if (e->nentries == DOT_EFF_MAX)
+        return fail(r, "too many dot_efficiency lines", "", NULL);
+    double *x = e->entry[e->nentries];
+    for (int i = 0; i < 4; i++)
+        if (positive(r, save, what[i], &x[i]))
+            return -1;
+    for (int i = 0; i < 3; i++)
+        if (x[i] > 1e15 || x[i] != floor(x[i]))
+            return fail(r, "dot_efficiency's M, N and K must be integers", "", NULL);
+    for (int i = 0; i < e->nentries; i++)
+        if (!memcmp(e->entry[i], x, 3 * sizeof *x))
+            return fail(r, "dot_efficiency gives this shape twice", "", NULL);
+    e->nentries++;
+    return 0;
+}
+
 /* One line's field; seen[] records which were given. */
 static int parse_line(Target *t, const Reader *r, char *line, int *seen) {
     char *save, *key = strtok_r(line, " \t", &save);
@@ -160,6 +183,10 @@ static int parse_line(Target *t, const Reader *r, char *line, int *seen) {
         if (positive(r, &save, "libm_rate", &t->libm_rate))
             return -1;
         break;
+    case F_DOT_EFF:
+        if (parse_dot_eff(t, r, &save))
+            return -1;
+        break;
     case F_LINK:
         return parse_link(t, r, &save) ? -1 : strtok_r(NULL, " \t", &save) ? fail(r, "extra value after", "link", NULL) : 0;
     }
@@ -195,6 +222,11 @@ int target_parse(Target *t, const char *text, const char *file, FILE *err) {
                         : seen[F_NODE] && !(t->inter.bw > 0) ? "link inter" : NULL;
     if (missing) {
         fprintf(err, "%s: error: missing field '%s'\n", file, missing);
+        return -1;
+    }
+    char msg[160];
+    if (dot_eff_build(&t->dot_eff, msg, sizeof msg)) {
+        fprintf(err, "%s: error: %s\n", file, msg);
         return -1;
     }
     for (int d = 0; d < DT_COUNT; d++)

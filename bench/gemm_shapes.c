@@ -1,0 +1,145 @@
+/* bench/gemm_shapes.c: shardc's f32 GEMM (sk_dot) over a grid of shapes,
+ * for the cost model's GEMM efficiency by shape (docs/autoshard.md, "GEMM
+ * efficiency").  `gemm_shapes THREADS REF M1,M2,.. N1,N2,.. K1,K2,..`
+ * times out[m,n] = x[m,k] * w[k,n] for every m, n, k of the three lists
+ * and prints `dot_efficiency M N K EFF` per shape, EFF its rate over the
+ * rate of the REF^3 product (measured before the grid and after it, the
+ * better; printed last as `reference REF GFLOP/S`).
+ * THREADS threads run each shape at once, each on its own operands with
+ * one BLAS thread, as THREADS threads-backend devices do on this machine
+ * (lib/driver.c gives each device its share of the cores: one, with more
+ * devices than cores), sharing the cores and their caches.  A shape's rate
+ * is its FLOPs over the CPU time its threads took (CLOCK_THREAD_CPUTIME_ID,
+ * summed), not the wall time: on a shared machine other processes take the
+ * cores for a while, which would read as a slow shape, whereas the caches
+ * the threads evict from each other's, the cost of sharing, stay in their
+ * CPU time.  Each thread makes one warm-up call, then as many calls as make
+ * 5e7 FLOPs (at least 2, but 1 from 1e9: the grid's large shapes are most
+ * of its time); best of ROUNDS rounds (one fewer from 1e9). */
+#include "shardc_lib.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+enum { MAX_DIMS = 8, MAX_THREADS = 64, ROUNDS = 2 };
+
+static double cpu_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    float *x, *w, *out;
+    int64_t m, n, k;
+    int calls;
+    double cpu;                  /* CPU seconds of its timed calls */
+} Worker;
+
+static pthread_barrier_t start;
+
+static void call(const Worker *t) {
+    sk_dot_dims d = {0, 1, {0}, {0}, {1}, {0}};
+    if (sk_dot(SK_F32, SC_SHAPE(t->m, t->k), t->x, SC_SHAPE(t->k, t->n), t->w, &d, t->out, NULL) != 0) {
+        fprintf(stderr, "gemm_shapes: sk_dot failed\n");
+        exit(1);
+    }
+}
+
+static void *work(void *arg) {
+    Worker *t = arg;
+    sk_blas_threads(1);
+    call(t);                     /* warm-up */
+    pthread_barrier_wait(&start);
+    double t0 = cpu_s();
+    for (int i = 0; i < t->calls; i++)
+        call(t);
+    t->cpu = cpu_s() - t0;
+    return NULL;
+}
+
+/* GFLOP/s of [m,k] x [k,n] per CPU second, nt threads at once. */
+static double rate(Worker *w, int nt, int64_t m, int64_t n, int64_t k) {
+    double flops = 2.0 * (double)m * (double)n * (double)k, best = 1e30;
+    int calls = flops >= 1e9 ? 1 : flops >= 2.5e7 ? 2 : (int)(5e7 / flops) + 1;
+    for (int r = 0; r < (flops >= 1e9 ? ROUNDS - 1 : ROUNDS); r++) {
+        pthread_t tid[MAX_THREADS];
+        pthread_barrier_init(&start, NULL, (unsigned)nt);
+        for (int i = 0; i < nt; i++) {
+            w[i].m = m, w[i].n = n, w[i].k = k, w[i].calls = calls;
+            if (pthread_create(&tid[i], NULL, work, &w[i]) != 0)
+                exit(1);
+        }
+        double t = 0;
+        for (int i = 0; i < nt; i++) {
+            pthread_join(tid[i], NULL);
+            t += w[i].cpu;
+        }
+        best = t < best ? t : best;
+        pthread_barrier_destroy(&start);
+    }
+    return flops * calls * nt / best * 1e-9;
+}
+
+/* A comma-separated list of positive dims; returns how many, 0 if bad. */
+static int dims_of(const char *list, int64_t *d) {
+    int n = 0;
+    for (char *end; n < MAX_DIMS; list = end + 1) {
+        d[n] = strtoll(list, &end, 10);
+        if (end == list || d[n] <= 0 || (*end && *end != ','))
+            return 0;
+        n++;
+        if (!*end)
+            return n;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int nt = argc == 6 ? atoi(argv[1]) : 0, nd[3] = {0};
+    int64_t dim[3][MAX_DIMS], ref = argc == 6 ? atoll(argv[2]) : 0;
+    for (int a = 0; a < 3 && argc == 6; a++)
+        nd[a] = dims_of(argv[a + 3], dim[a]);
+    if (nt < 1 || nt > MAX_THREADS || ref <= 0 || !nd[0] || !nd[1] || !nd[2]) {
+        fprintf(stderr, "usage: gemm_shapes THREADS REF M1,M2,.. N1,N2,.. K1,K2,.. (at most %d each)\n", MAX_DIMS);
+        return 2;
+    }
+    /* Operands of the largest [M,K], [K,N] and [M,N]. */
+    int64_t big[3] = {ref, ref, ref};
+    for (int a = 0; a < 3; a++)
+        for (int i = 0; i < nd[a]; i++)
+            big[a] = dim[a][i] > big[a] ? dim[a][i] : big[a];
+    size_t sx = (size_t)(big[0] * big[2]), sw = (size_t)(big[2] * big[1]), so = (size_t)(big[0] * big[1]);
+    Worker w[MAX_THREADS];
+    for (int t = 0; t < nt; t++) {
+        w[t].x = malloc(sx * sizeof(float));
+        w[t].w = malloc(sw * sizeof(float));
+        w[t].out = malloc(so * sizeof(float));
+        if (!w[t].x || !w[t].w || !w[t].out)
+            return 1;
+        /* Written, not calloc's zero pages: a GEMM reading one shared zero
+         * page ran at half speed at some shapes. */
+        for (size_t i = 0; i < sx; i++)
+            w[t].x[i] = (float)((i * 7) % 13) / 13.0f - 0.5f;
+        for (size_t i = 0; i < sw; i++)
+            w[t].w[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
+    }
+    double r0 = rate(w, nt, ref, ref, ref), r[MAX_DIMS][MAX_DIMS][MAX_DIMS];
+    for (int a = 0; a < nd[0]; a++)
+        for (int b = 0; b < nd[1]; b++)
+            for (int c = 0; c < nd[2]; c++)
+                r[a][b][c] = rate(w, nt, dim[0][a], dim[1][b], dim[2][c]);
+    double again = rate(w, nt, ref, ref, ref);   /* the machine is shared: the better of two */
+    r0 = again > r0 ? again : r0;
+    for (int a = 0; a < nd[0]; a++)
+        for (int b = 0; b < nd[1]; b++)
+            for (int c = 0; c < nd[2]; c++)
+                printf("dot_efficiency %lld %lld %lld %.3f\n", (long long)dim[0][a], (long long)dim[1][b],
+                       (long long)dim[2][c], r[a][b][c] / r0);
+    printf("reference %lld %.2f\n", (long long)ref, r0);   /* GFLOP per CPU second */
+    for (int t = 0; t < nt; t++)
+        free(w[t].x), free(w[t].w), free(w[t].out);
+    return 0;
+}
