@@ -1004,13 +1004,18 @@ def time_all_results(shardc, work, sample, fn, const, ins, extra=()):
 
 
 def same_results(what, got, want):
+    """A sanity check at the bench's sizes (tests/autoshard/check_hand.py
+    is the exact one, at small sizes): a loss is a sum of millions of f32
+    terms in an order each sharding picks, and differs by about 1e-3
+    between forms (train_mlp's sgd_dp at TRAIN_CONST: data parallel 1.6e-4
+    from float64, Megatron, whose devices each sum 4x the terms, 1.5e-3)."""
     import numpy as np
     if sorted(got) != sorted(want):
         raise RuntimeError("%s writes %s, the first form %s" % (what, sorted(got), sorted(want)))
     for k in want:
         scale = max(1.0, float(np.max(np.abs(want[k]), initial=0)))
         err = float(np.max(np.abs(got[k].astype(np.float64) - want[k]), initial=0)) / scale
-        if not err < 1e-3:
+        if not err < 1e-2:
             raise RuntimeError("%s: %s differs from the first form's by %.1e (relative)" % (what, k, err))
 
 

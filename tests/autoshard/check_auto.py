@@ -183,13 +183,16 @@ def expert_moe(plan):
 
 
 def chosen_memory(out):
-    """The chosen plan's peak memory per device in bytes, from `# chosen:
-    TIME MEMORY SENT` (MEMORY as NUMBER UNIT or NUMBERUNIT)."""
-    m = re.search(r"# chosen: \S+ ([0-9.]+) ?(B|KiB|MiB|GiB|kB|MB|GB)\b", out)
-    if not m:
-        raise RuntimeError("no memory on the `# chosen:` line")
-    unit = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "kB": 1e3, "MB": 1e6, "GB": 1e9}[m.group(2)]
-    return float(m.group(1)) * unit
+    """The chosen plan's peak memory per device in bytes: the first size in
+    bytes on the `# chosen: TIME MEMORY SENT` line (`122 MiB`, `1.2GB`,
+    `128000000 B`)."""
+    line = re.search(r"^# chosen:(.*)$", out, re.M).group(1)
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+             "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+    for num, unit in re.findall(r"([0-9.]+(?:e[+-]?[0-9]+)?) ?([A-Za-z]+)\b", line):
+        if unit in units:
+            return float(num) * units[unit]
+    raise RuntimeError("no memory on the `# chosen:` line: %r" % line)
 
 
 # (name, file, fn, options, check, rows the table must show, cap in bytes)
