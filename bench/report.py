@@ -37,6 +37,13 @@
       shape of gemm_shapes) and compares shardc's
       predicted time (`show --cost`) with every threads-backend time the
       other sections measured this run; its own section ("bench/cost").
+  (l) auto-sharding: the data-parallel, Megatron and FSDP forms of mlp,
+      train_mlp's sgd_dp, gpt's train_step and moe (bench/auto/*.tdsl)
+      against the plan `shardc build --auto` chooses for the sample (against
+      build/host.target; --shardc names another shardc): time on 8
+      threads-backend devices, the auto plan's over the best hand form's
+      (target at most 1.10), and the plan chosen; its own section
+      ("bench/auto").  It runs before (k), which predicts its times too.
 
 Prints every table and whether each target is met, and rewrites the
 "bench/machine" and "bench/report" sections of the document (the machine
@@ -47,7 +54,7 @@ rewrites docs/performance.md).  Timings are informative: the
 exit status is 0 whatever they are, and nonzero only when a benchmark fails
 to run or computes a wrong result.
 
-Usage: bench/report.py [--build DIR] [--doc FILE [--out FILE]] [--quick] [--only LETTERS]
+Usage: bench/report.py [--build DIR] [--doc FILE [--out FILE]] [--quick] [--only LETTERS] [--shardc PATH]
 """
 import argparse
 import datetime
@@ -958,6 +965,176 @@ def depth_section(r, summary):
 # ---- the report ----
 
 
+# ---- (l) auto-sharding against the hand-written shardings ----
+
+# Each sample's hand forms (bench/auto/*.tdsl: the sample with only its
+# shardings changed; tests/autoshard/check_hand.py checks that they compute
+# what the sample does) and the plan `shardc build --auto` chooses for the
+# sample against this machine's target, all timed on the threads backend
+# at the bench's sizes: (name, sample, fn, const, quick const, integer
+# inputs' bound (a const), [(form, file)]).
+AUTO_PROGRAMS = [
+    ("mlp", "mlp", "mlp", MLP_CONST, "B=64,D=64,F=256", None,
+     [("data parallel", "mlp_dp"), ("Megatron", "mlp_megatron"), ("FSDP", "mlp_fsdp")]),
+    ("train_mlp", "train_mlp", "sgd_dp", TRAIN_CONST, TRAIN_QUICK, None,
+     [("data parallel", "train_mlp_dp"), ("Megatron", "train_mlp_megatron"), ("FSDP", "train_mlp_fsdp")]),
+    ("gpt", "gpt", "train_step", GPT_CONST, GPT_QUICK, "V",
+     [("data parallel", "gpt_dp"), ("Megatron", "gpt_megatron"), ("FSDP", "gpt_fsdp")]),
+    ("moe", "moe", "moe", MOE_CONST, MOE_QUICK, "E",
+     [("data parallel", "moe_dp"), ("Megatron", "moe_megatron"), ("FSDP", "moe_fsdp"),
+      ("experts over X, Y", "moe_expert"), ("the sample (experts over X, F over Y)", None)]),
+]
+TARGET_AUTO = 1.10         # the auto plan's time / the best hand form's, at most
+
+
+AUTO_ROUNDS = 3            # runs of every form in turn, best of each: a 10% comparison on a shared machine
+
+
+def build_form(shardc, work, sample, fn, const, extra=()):
+    """fn built from sample for 8 threads-backend devices (extra: more
+    build flags): the program's path."""
+    os.makedirs(work, exist_ok=True)
+    prog = os.path.join(work, "prog")
+    run([shardc, "build", sample, "--fn", fn, "--const", const, "--backend", "threads", "-o", prog] +
+        mesh_flags(MLP_MESH) + list(extra), timeout=900)
+    return prog
+
+
+def run_form(prog, ins):
+    """(best time of the device phase of `--repeat 3`, {result file: array})."""
+    import numpy as np
+    out = os.path.join(os.path.dirname(prog), "out")
+    shutil.rmtree(out, ignore_errors=True)
+    _, _, err = run([prog] + ins + ["--out", out, "--repeat", "3"], timeout=900)
+    got = {}
+    for root, _, files in os.walk(out):
+        for f in files:
+            if f.endswith(".npy"):
+                got[os.path.relpath(os.path.join(root, f), out)] = np.load(os.path.join(root, f))
+    return parse_time(err)[0], got
+
+
+def same_results(what, got, want):
+    """A sanity check at the bench's sizes (tests/autoshard/check_hand.py
+    is the exact one, at small sizes): a loss is a sum of millions of f32
+    terms in an order each sharding picks, and differs by about 1e-3
+    between forms (train_mlp's sgd_dp at TRAIN_CONST: data parallel 1.6e-4
+    from float64, Megatron, whose devices each sum 4x the terms, 1.5e-3)."""
+    import numpy as np
+    if sorted(got) != sorted(want):
+        raise RuntimeError("%s writes %s, the first form %s" % (what, sorted(got), sorted(want)))
+    for k in want:
+        scale = max(1.0, float(np.max(np.abs(want[k]), initial=0)))
+        err = float(np.max(np.abs(got[k].astype(np.float64) - want[k]), initial=0)) / scale
+        if not err < 1e-2:
+            raise RuntimeError("%s: %s differs from the first form's by %.1e (relative)" % (what, k, err))
+
+
+def auto_supported(shardc):
+    p = subprocess.run([shardc, "autoshard", "--help"], capture_output=True, text=True)
+    return p.returncode == 0 and "--auto" in p.stdout + p.stderr
+
+
+def auto_plan(shardc, sample, fn, const, target):
+    """The `# chosen:` line, the chosen fn header and the `found` row's
+    explanation of `shardc autoshard --auto`."""
+    _, out, _ = run([shardc, "autoshard", sample, "--fn", fn, "--auto", "--const", const, "--target", target] +
+                    mesh_flags(MLP_MESH), timeout=600)
+    chosen = re.search(r"^# chosen: (.*)$", out, re.M)
+    header = re.search(r"^fn %s\(.*$" % re.escape(fn), out, re.M)
+    found = re.search(r"^\s*found\s+(.*)$", out, re.M)
+    return {"chosen": chosen.group(1).strip() if chosen else "?", "header": header.group(0) if header else "?",
+            "found": re.split(r"\s{2,}", found.group(1).strip())[-1] if found else "?", "output": out}
+
+
+def bench_auto(build, work, quick, shardc_auto, lim):
+    """Every hand form and the auto plan of each AUTO_PROGRAMS sample:
+    rows of {name, fn, const, forms: [(form, time)], auto: time or None,
+    plan}."""
+    import numpy as np
+    shardc = os.path.join(build, "shardc")
+    target = os.path.join(build, "host.target")
+    if not os.path.exists(target):
+        target, _ = write_host_target(build, lim, NDEV)
+    have_auto = auto_supported(shardc_auto)
+    if not have_auto:
+        log("%s has no `autoshard --auto`: timing the hand forms only" % shardc_auto)
+    rng = np.random.default_rng(11)
+    rows = []
+    for name, sample, fn, const, qconst, ints, forms in AUTO_PROGRAMS:
+        const = qconst if quick else const
+        c = {k: int(v) for k, v in (kv.split("=") for kv in const.split(","))}
+        sample = os.path.join(ROOT, "samples", sample + ".tdsl")
+        wdir = os.path.join(work, name)
+        os.makedirs(wdir)
+        ins, _ = signature_inputs(shardc, wdir, sample, fn, const, rng, c[ints] if ints else 2)
+        row = {"name": name, "fn": fn, "const": const, "forms": [], "auto": None, "plan": None}
+        progs = []     # (form, sample or hand form, program)
+        for form, file in forms:
+            prog = sample if file is None else os.path.join(ROOT, "bench", "auto", file + ".tdsl")
+            progs.append((form, prog, build_form(shardc, os.path.join(wdir, file or "sample"), prog, fn, const)))
+        if have_auto:
+            row["plan"] = auto_plan(shardc_auto, sample, fn, const, target)
+            progs.append(("auto", sample, build_form(shardc_auto, os.path.join(wdir, "auto"), sample, fn, const,
+                                                     ["--auto", "--target", target])))
+        # Every form in turn, AUTO_ROUNDS times: a busy spell of the machine
+        # then slows one run of each rather than every run of one form.
+        best, want = {}, None
+        for _ in range(1 if quick else AUTO_ROUNDS):
+            for form, prog, exe in progs:
+                t, got = run_form(exe, ins)
+                if want is None:
+                    want = got
+                else:
+                    same_results("%s %s" % (name, form), got, want)
+                best[form] = min(best.get(form, t), t)
+        for form, prog, _ in progs:
+            log("%s `%s`, %s: %s" % (name, fn, form, fmt_time(best[form])))
+            if form == "auto":
+                row["auto"] = best[form]
+            else:
+                measured(prog, fn, const, MLP_MESH, best[form])
+                row["forms"].append((form, best[form]))
+        if have_auto:
+            hand = min(x[1] for x in row["forms"])
+            log("%s `%s`: auto %.2fx the best hand form; chosen: %s\n  %s\n  %s" %
+                (name, fn, row["auto"] / hand, row["plan"]["chosen"], row["plan"]["header"], row["plan"]["found"]))
+        rows.append(row)
+    return {"rows": rows, "target": target, "auto": have_auto, "shardc": shardc_auto}
+
+
+def auto_section(r, summary):
+    trows = []
+    for row in r["rows"]:
+        best_form, best = min(row["forms"], key=lambda x: x[1])
+        forms = "; ".join("%s %s" % (f, fmt_time(t)) for f, t in row["forms"])
+        if row["auto"] is not None:
+            ratio = row["auto"] / best
+            summary.append(("(l) %s: auto plan / best hand form time (target <= %.2f)" % (row["name"], TARGET_AUTO),
+                            "%.2f (%s against %s)" % (ratio, fmt_time(row["auto"]), best_form), met(ratio <= TARGET_AUTO)))
+            auto, rtext = fmt_time(row["auto"]), "%.2f" % ratio
+            plan = "`%s`: %s" % (row["plan"]["header"].replace("|", "\\|"), row["plan"]["found"].replace("|", "\\|"))
+        else:
+            summary.append(("(l) %s: auto plan / best hand form time (target <= %.2f)" % (row["name"], TARGET_AUTO),
+                            "no auto plan", "not measured"))
+            auto, rtext, plan = "-", "-", "(shardc without `--auto`)"
+        trows.append(("`%s` `%s`" % (row["name"], row["fn"]), "`%s`" % row["const"], forms,
+                      "%s (%s)" % (fmt_time(best), best_form), auto, rtext, plan))
+    tab = table(("program", "const", "hand forms", "best hand form", "auto", "auto / best", "plan chosen"), trows)
+    log(tab)
+    return ("## Auto-sharding against hand-written shardings\n\n"
+            "Each sample's data-parallel, Megatron and FSDP forms (bench/auto/*.tdsl: the sample with only its "
+            "shardings changed; moe also with its experts split, and the sample as written) and the plan "
+            "`shardc build --auto --fn F --target %s` chooses for the sample, each built for `--mesh %s` "
+            "(8 threads-backend devices) and run with `--repeat 3` on the same random inputs, every form in turn, "
+            "%d times (the best time of the device phase of each); every form's results agree with the first "
+            "form's. The target (the issue's): the auto "
+            "plan's time at most %.2fx the best hand form's.%s\n\n%s\n"
+            % (os.path.basename(r["target"]), MLP_MESH, AUTO_ROUNDS, TARGET_AUTO,
+               "" if r["auto"] else " This run's shardc (`%s`) has no `--auto`: the hand forms alone were timed." %
+               os.path.relpath(r["shardc"], ROOT), tab))
+
+
 # ---- (k) the cost model: this machine's target and predicted against measured ----
 
 # Every threads-backend time the sections above measured: (sample path, fn,
@@ -1144,10 +1321,13 @@ def main():
     ap.add_argument("--doc", default=None, help="the document to rewrite (docs/performance.md)")
     ap.add_argument("--out", default=None, help="write the rewritten document here, leaving --doc as it is")
     ap.add_argument("--quick", action="store_true", help="small sizes, for testing the script")
-    ap.add_argument("--only", default="abcdefghijk", help="which benchmarks: letters of abcdefghijk (g: mixture of experts, "
-                    "h: training, i: cost against depth, j: a Python loop, k: the cost model (last: it predicts the "
+    ap.add_argument("--only", default="abcdefghijlk", help="which benchmarks: letters of abcdefghijkl (g: mixture of experts, "
+                    "h: training, i: cost against depth, j: a Python loop, l: auto-sharding against the hand-written "
+                    "shardings, k: the cost model (last: it predicts the "
                     "times the others measured), each its own section of the document, so `--only g` "
                     "refreshes just that)")
+    ap.add_argument("--shardc", default=None, help="the shardc whose `build --auto` section l times (default: "
+                    "BUILD/shardc)")
     args = ap.parse_args()
     shared = set(args.only) & set("abcdef")
     in_place = args.doc and (not args.out or os.path.abspath(args.out) == os.path.abspath(args.doc))
@@ -1369,6 +1549,12 @@ def main():
         if "j" in args.only:
             log("\n== (j) a training step called from a Python loop against shardc run --steps")
             own["bench/python"] = python_section(build, args.quick, summary)
+        if "l" in args.only:
+            log("\n== (l) auto-sharding: the plan --auto chooses against the hand-written shardings")
+            os.makedirs(os.path.join(work, "auto"))
+            own["bench/auto"] = auto_section(bench_auto(build, os.path.join(work, "auto"), args.quick,
+                                                        os.path.abspath(args.shardc or os.path.join(build, "shardc")),
+                                                        lim), summary)
         if "k" in args.only:
             log("\n== (k) the cost model: this machine's target, predicted against measured times")
             own["bench/cost"] = cost_section(build, lim, summary)
