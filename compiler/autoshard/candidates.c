@@ -143,8 +143,24 @@ void autoshard_data_params(const AutoProblem *p, uint8_t *data) {
             carried[i] = fn->results[r].name && strcmp(sym_name(p->m->syms, fn->results[r].name - 1), name) == 0;
         ncarried += carried[i];
     }
+    /* With nothing carried: the integer parameters (tokens, routes) are
+     * data, and so are the others whose dim 0 is an integer one's (the
+     * activations those index: moe's a[S, D] beside route[S], not its
+     * experts w[E, D, F]); with no integer parameter, the first. */
+    int nint = 0;
+    for (int i = 0; i < fn->nparams; i++)
+        nint += !dtype_is_float(fn->params[i].type.dtype);
     for (int k = 0; k < p->nparams; k++) {
         int i = p->params[k].param;
-        data[k] = ncarried ? !carried[i] : i == 0 || !dtype_is_float(fn->params[i].type.dtype);
+        const Shape *t = &fn->params[i].type;
+        if (ncarried || !dtype_is_float(t->dtype) || !nint) {
+            data[k] = ncarried ? !carried[i] : !dtype_is_float(t->dtype) || i == 0;
+            continue;
+        }
+        data[k] = 0;
+        for (int j = 0; j < fn->nparams && t->rank; j++) {
+            const Shape *u = &fn->params[j].type;
+            data[k] |= !dtype_is_float(u->dtype) && u->rank && u->dims[0] == t->dims[0];
+        }
     }
 }

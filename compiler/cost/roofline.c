@@ -83,13 +83,28 @@ static double dot_efficiency(const Target *t, const Fn *fn, const Inst *in) {
     return k > 0 && m > 0 && n > 0 ? dot_eff_at(&t->dot_eff, m / k, n / k, k) : 1;
 }
 
+/* The bytes an operand costs its reader.  A gather folded into it is read
+ * row by row from its table: the rows repeat (a mixture of experts' tokens
+ * read their expert's weights) and stay in cache, so memory sees at most
+ * the table and the indices once, not every gathered row. */
+static double operand_bytes(const Fn *fn, const Inst *arg) {
+    double b = value_bytes(&arg->type);
+    if (arg->op == OP_GATHER && (arg->flags & INST_FOLDED)) {
+        double once = 0;
+        for (int i = 0; i < arg->nargs; i++)
+            once += value_bytes(&fn->insts[ir_arg(fn, arg, i)].type);
+        b = once < b ? once : b;
+    }
+    return b;
+}
+
 double cost_inst_bytes(const Fn *fn, const Inst *in) {
     if (in->flags & (INST_VIEW | INST_ASSEMBLED | INST_FOLDED) || in->op == OP_PARAMETER ||
         in->op == OP_GET_TUPLE_ELEMENT || in->op == OP_RETURN || in->op == OP_DONE)
         return 0;
     double b = value_bytes(&in->type);
     for (int i = 0; i < in->nargs; i++)
-        b += value_bytes(&fn->insts[ir_arg(fn, in, i)].type);
+        b += operand_bytes(fn, &fn->insts[ir_arg(fn, in, i)]);
     return b;
 }
 
@@ -122,6 +137,26 @@ static InstCost call_cost(Cost *cx, const Fn *fn, const Inst *in) {
     return c;
 }
 
+/* The share of a dot's rows its kernel computes.  A fill-mode gather
+ * folded into it reads a table split over the gather's partial axes (the
+ * experts of a mixture spread over devices): the rows whose index falls
+ * outside this device's block are zeros the kernel skips, so with the
+ * indices spread evenly it computes 1/n of them. */
+static double rows_in_block(const Module *m, const Fn *fn, const Inst *in) {
+    if (in->op != OP_DOT)
+        return 1;
+    double share = 1;
+    for (int i = 0; i < in->nargs; i++) {
+        const Inst *g = &fn->insts[ir_arg(fn, in, i)];
+        if (g->op != OP_GATHER || !(g->flags & INST_FOLDED) || inst_gather_mode(fn, g) != GATHER_FILL)
+            continue;
+        for (int a = 0; a < m->naxes; a++)
+            if (g->sh.dim[a] == SH_PARTIAL)
+                share /= (double)m->axis_size[a];
+    }
+    return share;
+}
+
 InstCost cost_inst(Cost *cx, int f, int v) {
     const Target *t = cx->t;
     const Module *m = cx->m;
@@ -131,7 +166,7 @@ InstCost cost_inst(Cost *cx, int f, int v) {
         return collective_cost(t, m, fn, in);
     if (op_calls(in->op))
         return call_cost(cx, fn, in);
-    InstCost c = {.flops = cost_inst_flops(fn, in), .bytes = cost_inst_bytes(fn, in)};
+    InstCost c = {.flops = cost_inst_flops(fn, in) * rows_in_block(m, fn, in), .bytes = cost_inst_bytes(fn, in)};
     c.time = cost_roofline(t, fn, in, c.flops, c.bytes, &c.bound);
     return c;
 }

@@ -15,7 +15,11 @@ bench/auto/*.tdsl, whose predicted times the numbers quote):
   gpt_megatron  the GPT step at sizes where the weights dominate: Megatron
                 (FSDP over the data axis allowed on top)
   mlp_fsdp_cap  a memory cap that data parallel and Megatron cannot meet: FSDP
-  moe_expert    samples/moe.tdsl: the experts dim split
+  moe_expert    a mixture of experts as expert-parallel codes write it
+                (tests/autoshard/progs/moe_dispatch.tdsl): both expert
+                weights split on the experts dim
+  moe_tensor    samples/moe.tdsl, whose tokens each gather their expert's
+                whole weight: the hidden dim F split, no communication
 
     tests/autoshard/check_auto.py [--shardc build/shardc] [--only REGEX] [-v]
 
@@ -193,8 +197,16 @@ def fsdp_mlp(plan, table):
 
 
 def expert_moe(plan, table):
-    if not axes(plan, "w", 0):
-        raise RuntimeError("w's experts dim (E) is not split")
+    for w in ("w_in", "w_out"):
+        if not axes(plan, w, 0):
+            raise RuntimeError("%s's experts dim (E) is not split" % w)
+
+
+def tensor_moe(plan, table):
+    if axes(plan, "w", 0) or not axes(plan, "w", 2):
+        raise RuntimeError("w is not split on F alone")
+    if row(table, "found")["sent"] != 0:
+        raise RuntimeError("the plan sends bytes")
 
 
 SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
@@ -274,18 +286,23 @@ CASES = [
     ("mlp_fsdp_cap", "samples/train_mlp.tdsl", "sgd_dp",
      ["--auto", "--const", "B=8192,D=1024,H=4096,O=1024", "--device-memory", "140M", "--target", "tpu-v5e"],
      fsdp_mlp, ("found", "data parallel", "megatron", "fsdp"), 140 << 20),
-    # samples/moe.tdsl: expert parallelism, the experts dim of w split (the
-    # sample's own plan: experts over X, F over Y, the partial products
-    # reduce-scattered back; 36864 bytes per device where all-gathering the
-    # experts sends 143360).  Its hand forms bench/auto/moe_*.tdsl predict,
-    # on tpu-v5e at the sample's sizes: data parallel 1.31 us (no
-    # collective: the experts replicated, 1 MiB each device), Megatron
-    # 1.33 us, the sample 8.06 us, FSDP 22.8 us, experts over X and Y
-    # 32.4 us: the masked gather from a device's block of experts reads
-    # every token's row (8x data parallel's bytes at E over 8), so the cost
-    # model does not rank expert parallelism first at these sizes.
-    ("moe_expert", "samples/moe.tdsl", "moe", ["--auto", "--target", "tpu-v5e"],
-     expert_moe, ("found", "data parallel", "megatron", "fsdp"), None),
+    # tests/autoshard/progs/moe_dispatch.tdsl (its comment has the
+    # arithmetic): tokens dispatched into per-expert buffers, two expert
+    # matmuls batched over e.  Experts over X and Y move the buffer and the
+    # results (8 MiB each, 7/8 of them); F split all-reduces y[E, C, D];
+    # replicated experts hold 256 MiB a device.  Predicted on tpu-v5e:
+    # experts over (X, Y) 150 us, megatron 231 us, fsdp 514 us, data
+    # parallel 772 us.
+    ("moe_expert", "tests/autoshard/progs/moe_dispatch.tdsl", "moe", ["--target", "tpu-v5e"],
+     expert_moe, ("found", "data parallel", "megatron", "fsdp", "ilp"), None),
+    # samples/moe.tdsl: each token gathers its expert's whole [D, F] weight
+    # (out[s, f] = w[route[s], d, f] * a[s, d]).  Split F, every device
+    # computes its columns for every token with no collective (0 bytes);
+    # split E, a device computes only its experts' tokens (the fill-mode
+    # gather skips the others) but the outputs are partial sums to reduce.
+    # Predicted on tpu-v5e: F over (X, Y) 213 ns, data parallel 1.31 us.
+    ("moe_tensor", "samples/moe.tdsl", "moe", ["--auto", "--target", "tpu-v5e"],
+     tensor_moe, ("found", "data parallel", "megatron", "fsdp"), None),
 ]
 
 
