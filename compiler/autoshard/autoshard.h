@@ -84,6 +84,13 @@ void autoshard_mark_all(Module *m, int fn);
 /* Per AutoParam, 1 for a data parameter (docs/autoshard.md, "Named
  * plans"): not carried; with none carried, the first and the integer ones. */
 void autoshard_data_params(const AutoProblem *p, uint8_t *data);
+/* The name of parameter i of fn (its OP_PARAMETER's symbol: "x",
+ * "p.layers.wq"), or "". */
+const char *autoshard_param_name(const Module *m, const Fn *fn, int i);
+/* write_plan.c: the record declared as `sym`, or NULL; its leaves, as sema
+ * lowers it (a nested record's counted through). */
+AstTop *autoshard_record(const AstProgram *ast, int sym);
+int autoshard_record_leaves(const AstProgram *ast, const AstTop *rec);
 /* Number of split dims of a sharding. */
 int autoshard_splits(const Sharding *sh, int rank);
 

@@ -5,8 +5,7 @@
 
 #include <string.h>
 
-/* The name of parameter i of fn (its OP_PARAMETER's symbol), or "". */
-static const char *param_name(const Module *m, const Fn *fn, int i) {
+const char *autoshard_param_name(const Module *m, const Fn *fn, int i) {
     for (int v = 0; v < fn->ninsts; v++)
         if (fn->insts[v].op == OP_PARAMETER && ir_attr(fn, &fn->insts[v], 0) == i)
             return fn->insts[v].sym >= 0 ? sym_name(m->syms, fn->insts[v].sym) : "";
@@ -99,10 +98,10 @@ int autoshard_problem(const Module *m, int f, const Target *t, int64_t device_me
         /* Parameters of one record type (train_step's p and its momentum
          * v) share a plan field by field: the same field path, type,
          * written sharding and auto dims. */
-        const char *path = field_path(param_name(m, fn, i));
+        const char *path = field_path(autoshard_param_name(m, fn, i));
         for (int k = 0; k < n && path && ap[n].tie < 0; k++) {
             const Sig *o = &fn->params[ap[k].param];
-            const char *op = field_path(param_name(m, fn, ap[k].param));
+            const char *op = field_path(autoshard_param_name(m, fn, ap[k].param));
             if (op && strcmp(op, path) == 0 && auto_dims(fn, ap[k].param) == autod &&
                 memcmp(&o->type, &s->type, sizeof s->type) == 0 && sharding_eq(&o->sh, &s->sh))
                 ap[n].tie = ap[k].tie >= 0 ? ap[k].tie : k;
@@ -121,7 +120,7 @@ int autoshard_problem(const Module *m, int f, const Target *t, int64_t device_me
         const char *name = s->name ? sym_name(m->syms, s->name - 1) : NULL;
         for (int k = 0; k < n && name && tie[r] < 0; k++) {
             const Sig *o = &fn->params[ap[k].param];
-            if (strcmp(param_name(m, fn, ap[k].param), name) == 0 && auto_dims(fn, ap[k].param) == auto_dims(fn, fn->nparams + r) &&
+            if (strcmp(autoshard_param_name(m, fn, ap[k].param), name) == 0 && auto_dims(fn, ap[k].param) == auto_dims(fn, fn->nparams + r) &&
                 memcmp(&o->type, &s->type, sizeof s->type) == 0)
                 tie[r] = k;
         }
@@ -138,7 +137,7 @@ void autoshard_data_params(const AutoProblem *p, uint8_t *data) {
     int ncarried = 0;
     uint8_t *carried = arena_alloc(p->m->arena, (size_t)fn->nparams + 1);
     for (int i = 0; i < fn->nparams; i++) {
-        const char *name = param_name(p->m, fn, i);
+        const char *name = autoshard_param_name(p->m, fn, i);
         for (int r = 0; r < fn->nresults && !carried[i]; r++)
             carried[i] = fn->results[r].name && strcmp(sym_name(p->m->syms, fn->results[r].name - 1), name) == 0;
         ncarried += carried[i];

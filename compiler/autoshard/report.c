@@ -26,13 +26,6 @@ const char *autoshard_bytes(char *buf, size_t cap, double b) {
     return buf;
 }
 
-static const char *param_name(const Module *m, const Fn *fn, int i) {
-    for (int v = 0; v < fn->ninsts; v++)
-        if (fn->insts[v].op == OP_PARAMETER && ir_attr(fn, &fn->insts[v], 0) == i)
-            return fn->insts[v].sym >= 0 ? sym_name(m->syms, fn->insts[v].sym) : "?";
-    return "?";
-}
-
 /* f32[1024@(X,Y), 2048@?] */
 static void print_type(FILE *out, const Module *m, const Shape *t, const Sharding *sh) {
     fprintf(out, "%s[", dtype_name[t->dtype]);
@@ -61,27 +54,9 @@ static const Sharding *param_sh(const AutoEval *e, const int *choice, int i) {
 
 static int ir_param_named(const Module *m, const Fn *fn, const char *name) {
     for (int i = 0; i < fn->nparams; i++)
-        if (strcmp(param_name(m, fn, i), name) == 0)
+        if (strcmp(autoshard_param_name(m, fn, i), name) == 0)
             return i;
     return -1;
-}
-
-static const AstTop *record_top(const AstProgram *ast, int sym) {
-    for (int i = 0; i < ast->tops.n; i++) {
-        const AstTop *t = ast->tops.items[i];
-        if (t->kind == TOP_RECORD && t->sym == sym)
-            return t;
-    }
-    return NULL;
-}
-
-static int record_leaves(const AstProgram *ast, const AstTop *rec) {
-    int n = 0;
-    for (int i = 0; i < rec->fields.n; i++) {
-        const AstParam *f = rec->fields.items[i];
-        n += f->type->record ? record_leaves(ast, record_top(ast, f->type->record - 1)) : 1;
-    }
-    return n;
 }
 
 /* `record NAME { field: TYPE, ... }` for rec and the records its fields
@@ -99,7 +74,7 @@ static void print_record(FILE *out, const AutoEval *e, const int *choice, const 
         const AstParam *f = rec->fields.items[i];
         snprintf(path, sizeof path, "%s.%s", prefix, sym_name(m->syms, f->sym));
         if (f->type->record)
-            print_record(out, e, choice, record_top(e->ast, f->type->record - 1), path, printed);
+            print_record(out, e, choice, autoshard_record(e->ast, f->type->record - 1), path, printed);
     }
     fprintf(out, "record %s { ", sym_name(m->syms, rec->sym));
     for (int i = 0; i < rec->fields.n; i++) {
@@ -139,17 +114,17 @@ void autoshard_print_signature(FILE *out, const AutoEval *e, const int *choice) 
     for (int i = 0; af && i < af->params.n; i++) {
         const AstParam *q = af->params.items[i];
         if (q->type->record)
-            print_record(out, e, choice, record_top(e->ast, q->type->record - 1), sym_name(m->syms, q->sym), printed);
+            print_record(out, e, choice, autoshard_record(e->ast, q->type->record - 1), sym_name(m->syms, q->sym), printed);
     }
     free(printed);
     fprintf(out, "fn %s(", sym_name(m->syms, fn->sym));
     int nparams = af ? af->params.n : fn->nparams;
     for (int i = 0, k = 0; i < nparams; i++) {
         const AstParam *q = af ? af->params.items[i] : NULL;
-        fprintf(out, "%s%s: ", i ? ", " : "", q ? sym_name(m->syms, q->sym) : param_name(m, fn, k));
+        fprintf(out, "%s%s: ", i ? ", " : "", q ? sym_name(m->syms, q->sym) : autoshard_param_name(m, fn, k));
         if (q && q->type->record) {
             fputs(sym_name(m->syms, q->type->record - 1), out);
-            k += record_leaves(e->ast, record_top(e->ast, q->type->record - 1));
+            k += autoshard_record_leaves(e->ast, autoshard_record(e->ast, q->type->record - 1));
         } else {
             print_type(out, m, &fn->params[k].type, param_sh(e, choice, k));
             k++;
@@ -164,7 +139,7 @@ void autoshard_print_signature(FILE *out, const AutoEval *e, const int *choice) 
         fputs(r ? ", " : "", out);
         if (t && t->record) {
             fputs(sym_name(m->syms, t->record - 1), out);
-            k += record_leaves(e->ast, record_top(e->ast, t->record - 1));
+            k += autoshard_record_leaves(e->ast, autoshard_record(e->ast, t->record - 1));
         } else
             print_result(out, e, choice, k++);
     }
@@ -211,7 +186,7 @@ static void explain(FILE *out, const AutoEval *e, const AutoPlan *pl, const uint
         fputs("; weights replicated", out);
     else {
         int i = p->params[big].param;
-        fprintf(out, "; %d of %d weights split (largest %s: ", nsplit, nweights, param_name(m, fn, i));
+        fprintf(out, "; %d of %d weights split (largest %s: ", nsplit, nweights, autoshard_param_name(m, fn, i));
         print_type(out, m, &fn->params[i].type, &p->params[big].cand[pl->choice[big]]);
         fputc(')', out);
     }
@@ -356,7 +331,7 @@ void autoshard_infeasible(FILE *err, const AutoEval *e) {
             }
         }
         shown[best] = 1;
-        fprintf(err, "%s%s %s", j ? ", " : "", param_name(m, fn, best), autoshard_bytes(need, sizeof need, (double)bytes));
+        fprintf(err, "%s%s %s", j ? ", " : "", autoshard_param_name(m, fn, best), autoshard_bytes(need, sizeof need, (double)bytes));
     }
     fprintf(err, "%s, and the program's buffers)\n", fn->nparams > 5 ? ", ..." : "");
     free(shown);

@@ -10,13 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *lowered_name(const Module *m, const Fn *fn, int i) {
-    for (int v = 0; v < fn->ninsts; v++)
-        if (fn->insts[v].op == OP_PARAMETER && ir_attr(fn, &fn->insts[v], 0) == i)
-            return fn->insts[v].sym >= 0 ? sym_name(m->syms, fn->insts[v].sym) : "?";
-    return "?";
-}
-
 void autoshard_plan_text(const AutoEval *e, const int *choice, Arena *a, AutoPlanText *pt) {
     const AutoProblem *p = e->p;
     const Module *m = p->m;
@@ -27,7 +20,7 @@ void autoshard_plan_text(const AutoEval *e, const int *choice, Arena *a, AutoPla
     pt->sh = arena_alloc(a, sizeof(Sharding) * (size_t)(p->nparams + 1));
     for (int k = 0; k < p->nparams; k++) {
         const AutoParam *ap = &p->params[k];
-        pt->param[k] = lowered_name(m, fn, ap->param);
+        pt->param[k] = autoshard_param_name(m, fn, ap->param);
         pt->sh[k] = ap->cand[choice[ap->tie >= 0 ? ap->tie : k]];
     }
     pt->nresults = e->nresults;
@@ -70,7 +63,7 @@ static void open_auto_dims(AstType *t, unsigned autod) {
             t->dims[d].axes = (AstAxes){AXES_OPEN, 0, NULL, NULL, t->dims[d].axes.loc};
 }
 
-static AstTop *record_named(AstProgram *ast, int sym) {
+AstTop *autoshard_record(const AstProgram *ast, int sym) {
     for (int i = 0; i < ast->tops.n; i++) {
         AstTop *t = ast->tops.items[i];
         if (t->kind == TOP_RECORD && t->sym == sym)
@@ -94,7 +87,7 @@ static void write_record(AstProgram *ast, Arena *a, Symtab *syms, const AutoPlan
         AstParam *f = rec->fields.items[i];
         snprintf(path, sizeof path, "%s.%s", prefix, sym_name(syms, f->sym));
         if (f->type->record) {
-            write_record(ast, a, syms, pt, record_named(ast, f->type->record - 1), path);
+            write_record(ast, a, syms, pt, autoshard_record(ast, f->type->record - 1), path);
             continue;
         }
         int k = planned(pt, path);
@@ -103,12 +96,11 @@ static void write_record(AstProgram *ast, Arena *a, Symtab *syms, const AutoPlan
     }
 }
 
-/* Leaves of a record type, as sema lowers it (results count them). */
-static int leaves(AstProgram *ast, const AstTop *rec) {
+int autoshard_record_leaves(const AstProgram *ast, const AstTop *rec) {
     int n = 0;
     for (int i = 0; rec && i < rec->fields.n; i++) {
         const AstParam *f = rec->fields.items[i];
-        n += f->type->record ? leaves(ast, record_named(ast, f->type->record - 1)) : 1;
+        n += f->type->record ? autoshard_record_leaves(ast, autoshard_record(ast, f->type->record - 1)) : 1;
     }
     return n;
 }
@@ -124,14 +116,14 @@ void autoshard_write_plan(AstProgram *ast, Arena *a, Symtab *syms, const AutoPla
             const char *name = sym_name(syms, q->sym);
             int k = q->type->record ? -1 : planned(pt, name);
             if (q->type->record)
-                write_record(ast, a, syms, pt, record_named(ast, q->type->record - 1), name);
+                write_record(ast, a, syms, pt, autoshard_record(ast, q->type->record - 1), name);
             else if (k >= 0)
                 write_type(a, syms, pt, q->type, &pt->sh[k]);
         }
         for (int r = 0, lowered = 0; r < fn->results.n; r++) {
             AstType *rt = fn->results.items[r];
             if (rt->record) {
-                lowered += leaves(ast, record_named(ast, rt->record - 1));
+                lowered += autoshard_record_leaves(ast, autoshard_record(ast, rt->record - 1));
                 continue;
             }
             if (lowered < pt->nresults && pt->result[lowered])
