@@ -10,17 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The names are copied into `a`: a plan outlives the compile it was chosen
+ * in (--device-memory's rounds compile the text again with it). */
+static const char *copy(Arena *a, const char *s) { return arena_strndup(a, s, strlen(s)); }
+
 void autoshard_plan_text(const AutoEval *e, const int *choice, Arena *a, AutoPlanText *pt) {
     const AutoProblem *p = e->p;
     const Module *m = p->m;
     const Fn *fn = &m->fns[p->fn];
-    pt->entry = sym_name(m->syms, fn->sym);
+    pt->entry = copy(a, sym_name(m->syms, fn->sym));
     pt->n = p->nparams;
     pt->param = arena_alloc(a, sizeof(char *) * (size_t)(p->nparams + 1));
     pt->sh = arena_alloc(a, sizeof(Sharding) * (size_t)(p->nparams + 1));
     for (int k = 0; k < p->nparams; k++) {
         const AutoParam *ap = &p->params[k];
-        pt->param[k] = autoshard_param_name(m, fn, ap->param);
+        pt->param[k] = copy(a, autoshard_param_name(m, fn, ap->param));
         pt->sh[k] = ap->cand[choice[ap->tie >= 0 ? ap->tie : k]];
     }
     pt->nresults = e->nresults;
@@ -33,7 +37,7 @@ void autoshard_plan_text(const AutoEval *e, const int *choice, Arena *a, AutoPla
     }
     pt->naxes = m->naxes;
     for (int x = 0; x < m->naxes; x++)
-        pt->axis[x] = sym_name(m->syms, m->axis_sym[x]);
+        pt->axis[x] = copy(a, sym_name(m->syms, m->axis_sym[x]));
 }
 
 /* The dims of `t` as sh splits them (each searched dim gets its axes or
