@@ -57,6 +57,7 @@ typedef struct {
     const AstProgram *ast;       /* the source's syntax, to print records as written; NULL: tensors only */
     void (*progress)(void *ctx, int evaluated, double best);   /* NULL: none */
     void *progress_ctx;
+    AutoPlanText *text;          /* the plans' names, made once; each plan sets its shardings */
 } AutoEval;
 
 enum { AUTO_NAMED = 4 };         /* data parallel, megatron, fsdp, as written */
@@ -84,9 +85,6 @@ void autoshard_mark_all(Module *m, int fn);
 /* Per AutoParam, 1 for a data parameter (docs/autoshard.md, "Named
  * plans"): not carried; with none carried, the first and the integer ones. */
 void autoshard_data_params(const AutoProblem *p, uint8_t *data);
-/* The name of parameter i of fn (its OP_PARAMETER's symbol: "x",
- * "p.layers.wq"), or "". */
-const char *autoshard_param_name(const Module *m, const Fn *fn, int i);
 /* write_plan.c: the record declared as `sym`, or NULL; its leaves, as sema
  * lowers it (a nested record's counted through). */
 AstTop *autoshard_record(const AstProgram *ast, int sym);
@@ -109,6 +107,8 @@ struct AutoPlanText {
     const char *axis[MAX_AXES];
 };
 void autoshard_plan_text(const AutoEval *e, const int *choice, Arena *a, AutoPlanText *pt);
+/* Another plan into pt, names kept: its shardings only. */
+void autoshard_plan_choose(const AutoEval *e, const int *choice, AutoPlanText *pt);
 /* Write pt's shardings on the entry fn's parameters, tied results and the
  * fields of the records it takes; an untied result's `@auto` dims read `@?`. */
 void autoshard_write_plan(AstProgram *ast, Arena *a, Symtab *syms, const AutoPlanText *pt);

@@ -74,11 +74,12 @@ static AutoScore score(AutoEval *e, const int *choice) {
     AutoScore s = {0};
     Module *m;
     Diag *diag;
-    Arena scratch = {0};
-    AutoPlanText pt;
-    autoshard_plan_text(e, choice, &scratch, &pt);
-    void *h = e->src.checked(e->src.ctx, &pt, &m, &diag);
-    arena_free(&scratch);
+    if (!e->text) {
+        e->text = arena_alloc(e->a, sizeof *e->text);
+        autoshard_plan_text(e, choice, e->a, e->text);
+    } else
+        autoshard_plan_choose(e, choice, e->text);
+    void *h = e->src.checked(e->src.ctx, e->text, &m, &diag);
     if (!h)
         return s;
     int entry = prune(m, p->fn);
@@ -100,12 +101,18 @@ static AutoScore score(AutoEval *e, const int *choice) {
 
 const AutoPlan *autoshard_evaluate(AutoEval *e, const int *choice) {
     const AutoProblem *p = e->p;
-    int *c = arena_alloc(e->a, sizeof(int) * (size_t)(p->nparams + 1));
+    size_t size = sizeof(int) * (size_t)(p->nparams + 1);
+    int *c = malloc(size);
     for (int k = 0; k < p->nparams; k++)          /* a tied parameter takes its tie's candidate */
         c[k] = p->params[k].tie >= 0 ? choice[p->params[k].tie] : choice[k];
     for (int i = 0; i < e->nplans; i++)
-        if (memcmp(e->plans[i]->choice, c, sizeof(int) * (size_t)p->nparams) == 0)
+        if (memcmp(e->plans[i]->choice, c, size - sizeof(int)) == 0) {
+            free(c);
             return e->plans[i];
+        }
+    int *kept = memcpy(arena_alloc(e->a, size), c, size);   /* a new plan: kept with the search */
+    free(c);
+    c = kept;
     AutoScore s = score(e, c);
     if (e->nplans == e->cap) {
         int cap = e->cap ? 2 * e->cap : 64;

@@ -832,14 +832,6 @@ static double least_memory(const Ilp *g, double fixed, int *worst) {
     return total;
 }
 
-static const char *param_name(const Ilp *g, int param) {
-    const Fn *fn = &g->m->fns[g->p->fn];
-    for (int v = 0; v < fn->ninsts; v++)
-        if (fn->insts[v].op == OP_PARAMETER && ir_attr(fn, &fn->insts[v], 0) == param && fn->insts[v].sym >= 0)
-            return sym_name(g->m->syms, fn->insts[v].sym);
-    return "?";
-}
-
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -912,6 +904,19 @@ static void greedy_plan(const Ilp *g, int *pick, double cap) {
  * to the producer's choices in that class, a consumer class's likewise),
  * which binary choices make exact.  One side of a single live class folds
  * into the other's costs; returns the constant of both single. */
+/* Rows for the classes that need one: each representative (rep[i] == i)
+ * gets the next row from `next`, the others their representative's.
+ * Returns the next free row. */
+static int number_rows(int *row, const int *rep, int n, int next) {
+    for (int i = 0; i < n; i++)
+        if (row[i] && rep[i] == i)
+            row[i] = next++;
+    for (int i = 0; i < n; i++)
+        if (row[i] && rep[i] != i)
+            row[i] = row[rep[i]];
+    return next;
+}
+
 static double edge_rows(glp_prob *lp, const Ilp *g, const Edge *e, const EdgeAxis *ed, Triplets *tr) {
     const Group *gu = &g->groups[g->nodes[e->u].group], *gv = &g->groups[g->nodes[e->v].group];
     int *prow = calloc((size_t)ed->np + 1, sizeof(int)), *qrow = calloc((size_t)ed->nw + 1, sizeof(int));
@@ -968,18 +973,8 @@ static double edge_rows(glp_prob *lp, const Ilp *g, const Edge *e, const EdgeAxi
         for (int q = 0; q < ed->nw; q++)
             nw += qrow[q] && qrep[q] == q;
         int first = glp_add_rows(lp, np + nw), k = first;
-        for (int p = 0; p < ed->np; p++)
-            if (prow[p] && prep[p] == p)
-                prow[p] = k++;
-        for (int p = 0; p < ed->np; p++)
-            if (prow[p] && prep[p] != p)
-                prow[p] = prow[prep[p]];
-        for (int q = 0; q < ed->nw; q++)
-            if (qrow[q] && qrep[q] == q)
-                qrow[q] = k++;
-        for (int q = 0; q < ed->nw; q++)
-            if (qrow[q] && qrep[q] != q)
-                qrow[q] = qrow[qrep[q]];
+        k = number_rows(prow, prep, ed->np, k);
+        number_rows(qrow, qrep, ed->nw, k);
         for (k = first; k < first + np + nw; k++)
             glp_set_row_bnds(lp, k, GLP_FX, 0, 0);
         for (int p = 0; p < ed->np; p++)
@@ -1139,7 +1134,7 @@ int ilp_solve(const AutoProblem *p, Arena *a, IlpResult *r, FILE *err) {
             snprintf(msg, sizeof msg,
                      "no plan fits %lld bytes per device: the parameters and the results updating them need at "
                      "least %.0f bytes per device at their smallest candidates (the most: '%s')",
-                     (long long)p->device_memory, least, param >= 0 ? param_name(&g, param) : "?");
+                     (long long)p->device_memory, least, param >= 0 ? autoshard_param_name(m, fn, param) : "?");
             return fail(r, ILP_INFEASIBLE, t0, err, msg);
         }
     }

@@ -39,6 +39,10 @@ typedef struct {
     double seconds;              /* time spent building and solving */
 } IlpResult;
 
+/* The name of parameter i of fn (its OP_PARAMETER's symbol: "x",
+ * "p.layers.wq"), or "" (candidates.c). */
+const char *autoshard_param_name(const Module *m, const Fn *fn, int i);
+
 /* Propose a plan with an integer program (GLPK).  `choice` is allocated
  * from `a`.  Returns 0 with r->status OPTIMAL or FEASIBLE, or -1 (status
  * INFEASIBLE or FAILED, a one-line reason printed to err). */

@@ -23,9 +23,7 @@ void autoshard_plan_text(const AutoEval *e, const int *choice, Arena *a, AutoPla
     pt->param = arena_alloc(a, sizeof(char *) * (size_t)(p->nparams + 1));
     pt->sh = arena_alloc(a, sizeof(Sharding) * (size_t)(p->nparams + 1));
     for (int k = 0; k < p->nparams; k++) {
-        const AutoParam *ap = &p->params[k];
-        pt->param[k] = copy(a, autoshard_param_name(m, fn, ap->param));
-        pt->sh[k] = ap->cand[choice[ap->tie >= 0 ? ap->tie : k]];
+        pt->param[k] = copy(a, autoshard_param_name(m, fn, p->params[k].param));
     }
     pt->nresults = e->nresults;
     pt->result = arena_alloc(a, sizeof(Sharding *) * (size_t)(e->nresults + 1));
@@ -38,6 +36,14 @@ void autoshard_plan_text(const AutoEval *e, const int *choice, Arena *a, AutoPla
     pt->naxes = m->naxes;
     for (int x = 0; x < m->naxes; x++)
         pt->axis[x] = copy(a, sym_name(m->syms, m->axis_sym[x]));
+    autoshard_plan_choose(e, choice, pt);
+}
+
+void autoshard_plan_choose(const AutoEval *e, const int *choice, AutoPlanText *pt) {
+    for (int k = 0; k < e->p->nparams; k++) {
+        const AutoParam *ap = &e->p->params[k];
+        pt->sh[k] = ap->cand[choice[ap->tie >= 0 ? ap->tie : k]];
+    }
 }
 
 /* The dims of `t` as sh splits them (each searched dim gets its axes or

@@ -111,6 +111,10 @@ int autoshard_stage(Compilation *c, const char *path, const char *text, size_t l
     }
     if (entry < 0 || !has_auto(&m->fns[entry]) || stage == STAGE_PARSED)
         return FRONTEND_OK;
+    if (chosen.text == text && chosen.mesh == mesh) {
+        *plan = chosen.found ? &chosen.pt : NULL;
+        return chosen.found ? FRONTEND_OK : FRONTEND_USER_ERROR;
+    }
     Target t;
     FILE *err = diag_out ? diag_out : stderr;
     if (target_load(&t, mesh->target, err) != 0)
@@ -121,46 +125,39 @@ int autoshard_stage(Compilation *c, const char *path, const char *text, size_t l
     autoshard_problem(m, entry, &t, mesh->device_memory, &a, &p, &result_tie);
     Source src = {path, text, len, *mesh};
     src.flag.auto_report = NULL;
-    AutoEval e = {&p, {&src, checked, release}, result_tie, m->fns[entry].nresults, &a, NULL, 0, 0, &c->ast, NULL, NULL};
+    AutoEval e = {&p, {&src, checked, release}, result_tie, m->fns[entry].nresults, &a, NULL, 0, 0, &c->ast, NULL, NULL, NULL};
     int rc = FRONTEND_OK;
-    if (chosen.text == text && chosen.mesh == mesh) {
-        if (chosen.found)
-            *plan = &chosen.pt;
-        else
-            rc = FRONTEND_USER_ERROR;
-    } else {
-        Progress pr = {err, mesh->auto_verbose};
-        if (diag_out) {
-            e.progress = progress;
-            e.progress_ctx = &pr;
-        }
+    Progress pr = {err, mesh->auto_verbose};
+    if (diag_out) {
+        e.progress = progress;
+        e.progress_ctx = &pr;
+    }
 #ifdef __GLIBC__
-        /* Each plan compiles into fresh arenas: keep the memory they free in
-         * the heap (no mmap of large blocks, no trimming), which spares the
-         * search a page fault per page of every compile (a third of its time
-         * on the GPT step). */
-        mallopt(M_MMAP_THRESHOLD, 1 << 30);
-        mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    /* Each plan compiles into fresh arenas: keep the memory they free in
+     * the heap (no mmap of large blocks, no trimming), which spares the
+     * search a page fault per page of every compile (a third of its time
+     * on the GPT step). */
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
-        AutoResult r;
-        arena_free(&chosen.arena);
-        chosen.found = 0;
-        chosen.text = text;
-        chosen.mesh = mesh;
-        if (autoshard_search(&e, &r) != 0) {
-            autoshard_infeasible(err, &e);
-            rc = FRONTEND_USER_ERROR;
-        } else {
-            if (mesh->auto_report)
-                autoshard_report(mesh->auto_report, &e, &r, mesh->auto_top);
-            if (mesh->auto_verbose) {
-                fprintf(err, "shardc: the sharding search chose (%d plans evaluated in %.2f s):\n", e.nplans, r.seconds);
-                autoshard_print_signature(err, &e, r.found->choice);
-            }
-            autoshard_plan_text(&e, r.found->choice, &chosen.arena, &chosen.pt);
-            chosen.found = 1;
-            *plan = &chosen.pt;
+    AutoResult r;
+    arena_free(&chosen.arena);
+    chosen.found = 0;
+    chosen.text = text;
+    chosen.mesh = mesh;
+    if (autoshard_search(&e, &r) != 0) {
+        autoshard_infeasible(err, &e);
+        rc = FRONTEND_USER_ERROR;
+    } else {
+        if (mesh->auto_report)
+            autoshard_report(mesh->auto_report, &e, &r, mesh->auto_top);
+        if (mesh->auto_verbose) {
+            fprintf(err, "shardc: the sharding search chose (%d plans evaluated in %.2f s):\n", e.nplans, r.seconds);
+            autoshard_print_signature(err, &e, r.found->choice);
         }
+        autoshard_plan_text(&e, r.found->choice, &chosen.arena, &chosen.pt);
+        chosen.found = 1;
+        *plan = &chosen.pt;
     }
     arena_free(&a);
     return rc;
