@@ -1,10 +1,12 @@
 /* bench/gemm_shapes.c: shardc's f32 GEMM (sk_dot) over a grid of shapes,
  * for the cost model's GEMM efficiency by shape (docs/autoshard.md, "GEMM
- * efficiency").  `gemm_shapes THREADS REF M1,M2,.. N1,N2,.. K1,K2,..`
+ * efficiency").  `gemm_shapes THREADS REF M1,M2,.. N1,N2,.. K1,K2,.. [LAYOUT]`
  * times out[m,n] = x[m,k] * w[k,n] for every m, n, k of the three lists
- * and prints `dot_efficiency M N K EFF` per shape, EFF its rate over the
- * rate of the REF^3 product (measured before the grid and after it, the
- * better; printed last as `reference REF GFLOP/S`).
+ * and prints `dot_efficiency LAYOUT M N K EFF` per shape, EFF its rate over
+ * the rate of the REF^3 product in layout nn (measured before the grid and
+ * after it, the better; printed last as `reference REF GFLOP/S`).  LAYOUT
+ * (nn unless given) is how BLAS reads the operands: tn stores x as [k,m]
+ * (a weight gradient's x^T dy), nt w as [n,k], tt both.
  * THREADS threads run each shape at once, each on its own operands with
  * one BLAS thread, as THREADS threads-backend devices do on this machine
  * (lib/driver.c gives each device its share of the cores: one, with more
@@ -21,6 +23,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 enum { MAX_DIMS = 8, MAX_THREADS = 64, ROUNDS = 2 };
@@ -34,6 +37,7 @@ static double cpu_s(void) {
 typedef struct {
     float *x, *w, *out;
     int64_t m, n, k;
+    int lhs_t, rhs_t;            /* x stored [k,m], w stored [n,k] */
     int calls;
     double cpu;                  /* CPU seconds of its timed calls */
 } Worker;
@@ -41,8 +45,10 @@ typedef struct {
 static pthread_barrier_t start;
 
 static void call(const Worker *t) {
-    sk_dot_dims d = {0, 1, {0}, {0}, {1}, {0}};
-    if (sk_dot(SK_F32, SC_SHAPE(t->m, t->k), t->x, SC_SHAPE(t->k, t->n), t->w, &d, t->out, NULL) != 0) {
+    sk_dot_dims d = {0, 1, {0}, {0}, {!t->lhs_t}, {t->rhs_t}};
+    sc_shape x = t->lhs_t ? SC_SHAPE(t->k, t->m) : SC_SHAPE(t->m, t->k);
+    sc_shape w = t->rhs_t ? SC_SHAPE(t->n, t->k) : SC_SHAPE(t->k, t->n);
+    if (sk_dot(SK_F32, x, t->x, w, t->w, &d, t->out, NULL) != 0) {
         fprintf(stderr, "gemm_shapes: sk_dot failed\n");
         exit(1);
     }
@@ -61,7 +67,7 @@ static void *work(void *arg) {
 }
 
 /* GFLOP/s of [m,k] x [k,n] per CPU second, nt threads at once. */
-static double rate(Worker *w, int nt, int64_t m, int64_t n, int64_t k) {
+static double rate(Worker *w, int nt, int64_t m, int64_t n, int64_t k, int layout) {
     double flops = 2.0 * (double)m * (double)n * (double)k, best = 1e30;
     int calls = flops >= 1e9 ? 1 : flops >= 2.5e7 ? 2 : (int)(5e7 / flops) + 1;
     for (int r = 0; r < (flops >= 1e9 ? ROUNDS - 1 : ROUNDS); r++) {
@@ -69,6 +75,7 @@ static double rate(Worker *w, int nt, int64_t m, int64_t n, int64_t k) {
         pthread_barrier_init(&start, NULL, (unsigned)nt);
         for (int i = 0; i < nt; i++) {
             w[i].m = m, w[i].n = n, w[i].k = k, w[i].calls = calls;
+            w[i].lhs_t = layout >> 1, w[i].rhs_t = layout & 1;
             if (pthread_create(&tid[i], NULL, work, &w[i]) != 0)
                 exit(1);
         }
@@ -97,13 +104,19 @@ static int dims_of(const char *list, int64_t *d) {
     return 0;
 }
 
+static const char *const layout_name[4] = {"nn", "nt", "tn", "tt"};
+
 int main(int argc, char **argv) {
-    int nt = argc == 6 ? atoi(argv[1]) : 0, nd[3] = {0};
-    int64_t dim[3][MAX_DIMS], ref = argc == 6 ? atoll(argv[2]) : 0;
-    for (int a = 0; a < 3 && argc == 6; a++)
+    int given = argc == 6 || argc == 7, layout = 0;
+    int nt = given ? atoi(argv[1]) : 0, nd[3] = {0};
+    int64_t dim[3][MAX_DIMS], ref = given ? atoll(argv[2]) : 0;
+    for (int a = 0; a < 3 && given; a++)
         nd[a] = dims_of(argv[a + 3], dim[a]);
-    if (nt < 1 || nt > MAX_THREADS || ref <= 0 || !nd[0] || !nd[1] || !nd[2]) {
-        fprintf(stderr, "usage: gemm_shapes THREADS REF M1,M2,.. N1,N2,.. K1,K2,.. (at most %d each)\n", MAX_DIMS);
+    while (argc == 7 && layout < 4 && strcmp(argv[6], layout_name[layout]) != 0)
+        layout++;
+    if (nt < 1 || nt > MAX_THREADS || ref <= 0 || !nd[0] || !nd[1] || !nd[2] || layout == 4) {
+        fprintf(stderr, "usage: gemm_shapes THREADS REF M1,M2,.. N1,N2,.. K1,K2,.. [nn|nt|tn|tt] (at most %d dims "
+                "each)\n", MAX_DIMS);
         return 2;
     }
     /* Operands of the largest [M,K], [K,N] and [M,N]. */
@@ -126,18 +139,18 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sw; i++)
             w[t].w[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
     }
-    double r0 = rate(w, nt, ref, ref, ref), r[MAX_DIMS][MAX_DIMS][MAX_DIMS];
+    double r0 = rate(w, nt, ref, ref, ref, 0), r[MAX_DIMS][MAX_DIMS][MAX_DIMS];
     for (int a = 0; a < nd[0]; a++)
         for (int b = 0; b < nd[1]; b++)
             for (int c = 0; c < nd[2]; c++)
-                r[a][b][c] = rate(w, nt, dim[0][a], dim[1][b], dim[2][c]);
-    double again = rate(w, nt, ref, ref, ref);   /* the machine is shared: the better of two */
+                r[a][b][c] = rate(w, nt, dim[0][a], dim[1][b], dim[2][c], layout);
+    double again = rate(w, nt, ref, ref, ref, 0);   /* the machine is shared: the better of two */
     r0 = again > r0 ? again : r0;
     for (int a = 0; a < nd[0]; a++)
         for (int b = 0; b < nd[1]; b++)
             for (int c = 0; c < nd[2]; c++)
-                printf("dot_efficiency %lld %lld %lld %.3f\n", (long long)dim[0][a], (long long)dim[1][b],
-                       (long long)dim[2][c], r[a][b][c] / r0);
+                printf("dot_efficiency %s %lld %lld %lld %.3f\n", layout_name[layout], (long long)dim[0][a],
+                       (long long)dim[1][b], (long long)dim[2][c], r[a][b][c] / r0);
     printf("reference %lld %.2f\n", (long long)ref, r0);   /* GFLOP per CPU second */
     for (int t = 0; t < nt; t++)
         free(w[t].x), free(w[t].w), free(w[t].out);

@@ -1180,23 +1180,30 @@ def gemm_rates(build):
     return rates["sk_dot_%d" % top], rates["sk_dot_bf16"] * top
 
 
-# The GEMM efficiency grid of host.target: sk_dot on ndev threads at once at
-# every M, N, K of these (bench/gemm_shapes.c, rates per CPU second), against
-# 1024^3 (the shape of the peak).  N, the width of a weight (what a sharding
-# splits), reaches 8192 as the samples' do (M = 128, a row tile's, runs at
-# 0.63 to 0.81 in two runs).  A wider grid on M and K as well would take
-# minutes; 36 shapes take about 8 s of CPU.
-EFF_GRID = ((16, 128, 1024), (16, 128, 1024, 8192), (16, 128, 1024))
+# The GEMM efficiency grids of host.target: sk_dot on ndev threads at once
+# at every M, N, K of these (bench/gemm_shapes.c, rates per CPU second), in
+# each layout of EFF_LAYOUTS, against 1024^3 in nn (the shape of the peak).
+# N, the width of a weight (what a sharding splits), reaches 8192 as the
+# samples' do; K 4096, the tokens a device holds (a weight gradient's
+# x^T dy contracts them); 512 on M and N because tn dips there (0.71 at
+# 512 x 512, K 4096, against 0.93 to 0.98 at 128 and 2048 on an AVX2 EPYC),
+# which interpolation across it would miss.  nt and tt read nn's and tn's
+# grids (nt ran within 0.1 of nn there).  About 40 s of CPU for both.
+EFF_GRID = ((16, 128, 512, 2048), (16, 128, 512, 2048, 8192), (16, 128, 1024, 4096))
+EFF_LAYOUTS = ("nn", "tn")
 EFF_REF = 1024
 
 
 def gemm_efficiency(build, ndev):
-    """bench/gemm_shapes' `dot_efficiency M N K EFF` lines and the reference
-    rate per device in GFLOP/s."""
-    _, out, _ = run([os.path.join(build, "bench", "gemm_shapes"), str(ndev), str(EFF_REF)] +
-                    [",".join(str(d) for d in axis) for axis in EFF_GRID], timeout=600)
-    lines = [line for line in out.splitlines() if line.startswith("dot_efficiency ")]
-    ref = float(re.search(r"^reference \d+ (\S+)$", out, re.M).group(1))
+    """bench/gemm_shapes' `dot_efficiency LAYOUT M N K EFF` lines of every
+    layout and the reference rate per device in GFLOP/s (the best of the
+    layouts' runs)."""
+    lines, ref = [], 0.0
+    for layout in EFF_LAYOUTS:
+        _, out, _ = run([os.path.join(build, "bench", "gemm_shapes"), str(ndev), str(EFF_REF)] +
+                        [",".join(str(d) for d in axis) for axis in EFF_GRID] + [layout], timeout=900)
+        lines += [line for line in out.splitlines() if line.startswith("dot_efficiency ")]
+        ref = max(ref, float(re.search(r"^reference \d+ (\S+)$", out, re.M).group(1)))
     return lines, ref
 
 
@@ -1220,8 +1227,8 @@ def write_host_target(build, lim, ndev):
             "link intra %.4g %.4g\n"
             "# tanhf calls per second on one core (bench/limits.c: %.4g), times the cores, divided among the devices\n"
             "libm_rate %.4g\n"
-            "# GEMM efficiency by shape (bench/gemm_shapes.c): sk_dot on %d threads at once, one per device, the\n"
-            "# rate of each [M,K] x [K,N] over the rate at %d^3 (%.1f GFLOP per CPU second)\n"
+            "# GEMM efficiency by shape and layout (bench/gemm_shapes.c): sk_dot on %d threads at once, one per\n"
+            "# device, the rate of each [M,K] x [K,N] over the rate at %d^3 in nn (%.1f GFLOP per CPU second)\n"
             % (ndev, lim["cores"], f32, bf16, lim["stream_triad_all"], f32 * 1e9 / ndev, bf16 * 1e9 / ndev,
                lim["stream_triad_all"] * 1e9 / ndev, mem // ndev, bw, lat, float(lim["libm_rate_1"]),
                float(lim["libm_rate_1"]) * int(lim["cores"]) / ndev, ndev, EFF_REF, eff_ref)
@@ -1263,12 +1270,15 @@ def cost_section(build, lim, summary):
         summary.append(("(k) cost model: predictions within %.0f%% of the measured time" % (TARGET_COST * 100),
                         "%d of %d" % (within, len(rows)), met(within == len(rows))))
     fields = [line.split(None, 1) for line in text.splitlines() if line and not line.startswith("#")]
-    effs = sorted((float(v.split()[3]), v.rsplit(None, 1)[0]) for k, v in fields if k == "dot_efficiency")
+    grids = [v.split() for k, v in fields if k == "dot_efficiency"]
     fields = [(k, v) for k, v in fields if k != "dot_efficiency"]
-    if effs:
-        fields.append(("dot_efficiency", "%d shapes, M in {%s}, N in {%s}, K in {%s}: from %.2f (%s) to %.2f (%s), "
-                       "median %.2f" % ((len(effs),) + tuple(", ".join(str(d) for d in axis) for axis in EFF_GRID) +
-                                        (effs[0][0], effs[0][1], effs[-1][0], effs[-1][1], effs[len(effs) // 2][0]))))
+    for layout in EFF_LAYOUTS:
+        effs = sorted((float(g[4]), " ".join(g[1:4])) for g in grids if g[0] == layout)
+        if effs:
+            fields.append(("dot_efficiency %s" % layout,
+                           "%d shapes, M in {%s}, N in {%s}, K in {%s}: from %.2f (%s) to %.2f (%s), median %.2f"
+                           % ((len(effs),) + tuple(", ".join(str(d) for d in axis) for axis in EFF_GRID) +
+                              (effs[0][0], effs[0][1], effs[-1][0], effs[-1][1], effs[len(effs) // 2][0]))))
     ttab = table(("field", "value"), [("`%s`" % k, v) for k, v in fields])
     return ("## The cost model against measured times\n\n"
             "`make bench` writes this machine's target, build/host.target (docs/autoshard.md), the default of "
@@ -1276,7 +1286,8 @@ def cost_section(build, lim, summary):
             "the GEMM rate of `sk_dot` at 1024^3 on every core (bench/gemm.c), the STREAM triad and the rate "
             "of `tanhf` calls (bench/limits.c) divided among them, the link fitted to the threads backend's all-gather "
             "(bench/coll_threads.c), and the GEMM efficiency by shape: `sk_dot` on %d threads at once (one per "
-            "device, as the devices run) at each shape of a grid, against 1024^3, in FLOPs per CPU second "
+            "device, as the devices run) at each shape of a grid, in two layouts (nn, and tn: the lhs read "
+            "transposed, as a weight gradient's x^T dy), against 1024^3 in nn, in FLOPs per CPU second "
             "(bench/gemm_shapes.c):\n\n%s\n"
             "Each program timed above on the threads backend, predicted by `shardc show --fn F --cost` with that "
             "target (the same `--const` and `--mesh`), against its best measured time. The target's peak is "

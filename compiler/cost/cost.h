@@ -16,7 +16,7 @@ typedef struct {
     double latency;              /* seconds per ring step */
 } Link;
 
-/* A GEMM's efficiency by shape (`dot_efficiency M N K EFF` lines,
+/* A GEMM's efficiency by shape (`dot_efficiency [LAYOUT] M N K EFF` lines,
  * compiler/cost/dot_eff.c): the fraction of peak_flops a product of
  * [M,K] by [K,N] reaches, given on a grid of M, N and K values,
  * interpolated in log space between them and clamped at the grid's edges.
@@ -29,10 +29,17 @@ typedef struct {
     double eff[DOT_EFF_DIMS][DOT_EFF_DIMS][DOT_EFF_DIMS];
 } DotEff;
 
+/* How BLAS reads a dot's operands, as its transa and transb: `t` for an
+ * lhs whose contracted dims come first (a weight gradient's x^T dy) or an
+ * rhs whose contracted dims come last.  A target may give a grid per
+ * layout; a layout without one reads nn's. */
+enum { DOT_NN, DOT_NT, DOT_TN, DOT_TT, DOT_LAYOUTS };
+extern const char *const dot_layout_name[DOT_LAYOUTS];
+
 /* After the last entry (no shape given twice: the reader checks): builds
- * the grid; 0, or -1 with msg saying what is wrong (an axis with too many
+ * the grid of a layout (named in msg); 0, or -1 with msg saying what is wrong (an axis with too many
  * values, or a shape of the grid the entries span without an entry). */
-int dot_eff_build(DotEff *e, char *msg, size_t cap);
+int dot_eff_build(DotEff *e, const char *layout, char *msg, size_t cap);
 /* The efficiency of an [M,K] x [K,N] product (1 without a table). */
 double dot_eff_at(const DotEff *e, double m, double n, double k);
 
@@ -48,7 +55,7 @@ typedef struct {
     int nlinks;                  /* links named for one mesh axis (override the levels) */
     char link_axis[TARGET_MAX_LINKS][TARGET_NAME_MAX];
     Link link[TARGET_MAX_LINKS];
-    DotEff dot_eff;
+    DotEff dot_eff[DOT_LAYOUTS];
 } Target;
 
 /* Parse a target description (text, NUL-terminated); `file` names it in

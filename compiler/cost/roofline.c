@@ -65,22 +65,62 @@ double cost_inst_flops(const Fn *fn, const Inst *in) {
     }
 }
 
+/* Whether d (count dims out of rank) holds dim. */
+static int holds(const int64_t *d, int count, int dim) {
+    for (int i = 0; i < count; i++)
+        if (d[i] == dim)
+            return 1;
+    return 0;
+}
+
+/* The grid a dot reads: its layout's (as sk_dot hands its operands to
+ * BLAS: lhs transposed when its last dim is a free one, rhs when its last
+ * is contracted), else nn's. */
+static const DotEff *dot_grid(const Target *t, const DotDims *d, const Shape *lhs, const Shape *rhs) {
+    int lhs_t = lhs->rank > 0 && !holds(d->lhs_contract, d->ncontract, lhs->rank - 1)
+                && !holds(d->lhs_batch, d->nbatch, lhs->rank - 1);
+    int rhs_t = rhs->rank > 0 && holds(d->rhs_contract, d->ncontract, rhs->rank - 1);
+    const DotEff *e = &t->dot_eff[lhs_t << 1 | rhs_t];
+    return e->nentries ? e : &t->dot_eff[DOT_NN];
+}
+
 /* The fraction of the peak a dot runs at: its GEMM's shape per batch, M
- * the product of lhs's free dims, N of rhs's, K of the contracted ones. */
-static double dot_efficiency(const Target *t, const Fn *fn, const Inst *in) {
-    if (!t->dot_eff.nentries)
-        return 1;
+ * the product of lhs's free dims, N of rhs's, K of the contracted ones.
+ * A dot of a folded gather (sk_gather_dot: a mixture of experts' tokens
+ * times their expert's weights) runs one GEMM per matrix of the gather's
+ * table instead, of the rows that read it: M the batch positions (times
+ * the other operand's free dims) over the table's matrices, of which the
+ * device computes `share` (rows_in_block), N the gathered operand's free
+ * dims. */
+static double dot_efficiency(const Target *t, const Fn *fn, const Inst *in, double share) {
     DotDims d;
     dot_dims(fn, in, &d);
     const Shape *lhs = &fn->insts[ir_arg(fn, in, 0)].type, *rhs = &fn->insts[ir_arg(fn, in, 1)].type;
-    double m = (double)shape_elems(lhs), n = (double)shape_elems(rhs), k = 1;
+    double m = (double)shape_elems(lhs), n = (double)shape_elems(rhs), k = 1, batch = 1;
     for (int i = 0; i < d.nbatch; i++) {
         m /= (double)lhs->dims[d.lhs_batch[i]];
         n /= (double)rhs->dims[d.rhs_batch[i]];
+        batch *= (double)lhs->dims[d.lhs_batch[i]];
     }
     for (int i = 0; i < d.ncontract; i++)
         k *= (double)lhs->dims[d.lhs_contract[i]];
-    return k > 0 && m > 0 && n > 0 ? dot_eff_at(&t->dot_eff, m / k, n / k, k) : 1;
+    if (!(k > 0 && m > 0 && n > 0))
+        return 1;
+    m /= k, n /= k;
+    for (int i = 0; i < 2 && d.nbatch; i++) {
+        const Inst *g = &fn->insts[ir_arg(fn, in, i)];
+        if (g->op != OP_GATHER || !(g->flags & INST_FOLDED))
+            continue;
+        /* Each GEMM: the packed rows [count, K] times the matrix, read
+         * transposed when its last dim is contracted. */
+        const Shape *gs = i ? rhs : lhs;
+        int trans = holds(i ? d.rhs_contract : d.lhs_contract, d.ncontract, gs->rank - 1);
+        const DotEff *e = &t->dot_eff[trans ? DOT_NT : DOT_NN];
+        double matrices = (double)fn->insts[ir_arg(fn, g, 0)].type.dims[0];
+        double rows = batch * (i ? m : n) * share / matrices;
+        return dot_eff_at(e->nentries ? e : &t->dot_eff[DOT_NN], rows > 1 ? rows : 1, i ? n : m, k);
+    }
+    return dot_eff_at(dot_grid(t, &d, lhs, rhs), m, n, k);
 }
 
 /* The bytes an operand costs its reader.  A gather folded into it is read
@@ -175,7 +215,7 @@ double cost_roofline(const Target *t, const Fn *fn, const Inst *in, double flops
     int dt = in->op == OP_DOT ? fn->insts[ir_arg(fn, in, 0)].type.dtype : in->type.dtype;
     double tc = flops / t->peak_flops[dt < DT_COUNT ? dt : DT_F32], tm = bytes / t->mem_bw;
     if (in->op == OP_DOT && flops > 0)
-        tc /= dot_efficiency(t, fn, in);
+        tc /= dot_efficiency(t, fn, in, flops / cost_inst_flops(fn, in));
     if (t->libm_rate > 0 && calls_libm(in->op) && !(in->flags & INST_FOLDED))
         tc = flops / t->libm_rate;              /* one call per element */
     double time = tc > tm ? tc : tm;

@@ -7,11 +7,13 @@
  *   link intra|inter|AXIS BYTES/S LATENCY_SECONDS   (intra required)
  *   node_devices N                (inter required with it)
  *   libm_rate ELEMENTS/S          (optional)
- *   dot_efficiency M N K EFF      (optional, a grid of them: compiler/cost/dot_eff.c) */
+ *   dot_efficiency [nn|nt|tn|tt] M N K EFF
+ *                                 (optional, a grid of them per layout: compiler/cost/dot_eff.c) */
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "cost.h"
 #include "suggest.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -65,8 +67,8 @@ static int number(const Reader *r, const char *tok, const char *field, double *x
 }
 
 /* A field's one value, which must be positive ("mem_bw must be positive"). */
-static int positive(const Reader *r, char **save, const char *field, double *x) {
-    if (number(r, strtok_r(NULL, " \t", save), field, x))
+static int positive_value(const Reader *r, const char *tok, const char *field, double *x) {
+    if (number(r, tok, field, x))
         return -1;
     if (!(*x > 0)) {
         char msg[80];
@@ -74,6 +76,11 @@ static int positive(const Reader *r, char **save, const char *field, double *x) 
         return fail(r, msg, "", NULL);
     }
     return 0;
+}
+
+/* The line's next value, positive. */
+static int positive(const Reader *r, char **save, const char *field, double *x) {
+    return positive_value(r, strtok_r(NULL, " \t", save), field, x);
 }
 
 static int unknown(const Reader *r, const char *what, const char *word, const char *const *names, int n) {
@@ -114,16 +121,26 @@ static int parse_link(Target *t, const Reader *r, char **save) {
     return 0;
 }
 
-/* dot_efficiency M N K EFF: one shape of the grid (dims positive integers). */
+/* dot_efficiency [LAYOUT] M N K EFF: one shape of a layout's grid (dims
+ * positive integers; no layout: nn). */
 static int parse_dot_eff(Target *t, const Reader *r, char **save) {
     static const char *const what[4] = {"dot_efficiency M", "dot_efficiency N", "dot_efficiency K",
                                         "dot_efficiency EFF"};
-    DotEff *e = &t->dot_eff;
+    const char *tok = strtok_r(NULL, " \t", save);
+    int layout = DOT_NN;
+    if (tok && !isdigit((unsigned char)*tok) && *tok != '.') {
+        while (layout < DOT_LAYOUTS && strcmp(dot_layout_name[layout], tok) != 0)
+            layout++;
+        if (layout == DOT_LAYOUTS)
+            return unknown(r, "unknown dot_efficiency layout", tok, dot_layout_name, DOT_LAYOUTS);
+        tok = strtok_r(NULL, " \t", save);
+    }
+    DotEff *e = &t->dot_eff[layout];
     if (e->nentries == DOT_EFF_MAX)
-        return fail(r, "too many dot_efficiency lines", "", NULL);
+        return fail(r, "too many dot_efficiency lines for layout", dot_layout_name[layout], NULL);
     double *x = e->entry[e->nentries];
-    for (int i = 0; i < 4; i++)
-        if (positive(r, save, what[i], &x[i]))
+    for (int i = 0; i < 4; i++, tok = strtok_r(NULL, " \t", save))
+        if (positive_value(r, tok, what[i], &x[i]))
             return -1;
     for (int i = 0; i < 3; i++)
         if (x[i] > 1e15 || x[i] != floor(x[i]))
@@ -225,10 +242,11 @@ int target_parse(Target *t, const char *text, const char *file, FILE *err) {
         return -1;
     }
     char msg[160];
-    if (dot_eff_build(&t->dot_eff, msg, sizeof msg)) {
-        fprintf(err, "%s: error: %s\n", file, msg);
-        return -1;
-    }
+    for (int l = 0; l < DOT_LAYOUTS; l++)
+        if (dot_eff_build(&t->dot_eff[l], dot_layout_name[l], msg, sizeof msg)) {
+            fprintf(err, "%s: error: %s\n", file, msg);
+            return -1;
+        }
     for (int d = 0; d < DT_COUNT; d++)
         if (!t->peak_flops[d])
             t->peak_flops[d] = t->peak_flops[DT_F32];
