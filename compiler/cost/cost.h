@@ -37,8 +37,9 @@ enum { DOT_NN, DOT_NT, DOT_TN, DOT_TT, DOT_LAYOUTS };
 extern const char *const dot_layout_name[DOT_LAYOUTS];
 
 /* After the last entry (no shape given twice: the reader checks): builds
- * the grid of a layout (named in msg); 0, or -1 with msg saying what is wrong (an axis with too many
- * values, or a shape of the grid the entries span without an entry). */
+ * the grid of a layout; 0, or -1 with msg saying what is wrong, naming the
+ * layout (an axis with too many values, or a shape of the grid the entries
+ * span without an entry). */
 int dot_eff_build(DotEff *e, const char *layout, char *msg, size_t cap);
 /* The efficiency of an [M,K] x [K,N] product (1 without a table). */
 double dot_eff_at(const DotEff *e, double m, double n, double k);

@@ -9,8 +9,8 @@
  * edge: below the smallest dims measured the per-call overhead dominates
  * anyway, above the largest a GEMM runs as the largest did.  A grid per
  * layout: a BLAS reads a transposed operand in another order (a weight
- * gradient's x^T dy, with a long K, ran at 0.6 of x dy's rate on an AVX2
- * EPYC). */
+ * gradient's x^T dy, M = N = 512 and K = 4096, ran at 0.73 of x dy's
+ * rate on an AVX2 EPYC). */
 #include "cost.h"
 
 #include <math.h>

@@ -84,43 +84,41 @@ static const DotEff *dot_grid(const Target *t, const DotDims *d, const Shape *lh
     return e->nentries ? e : &t->dot_eff[DOT_NN];
 }
 
+/* The efficiency of a dot of a folded gather, or -1 if it has none.  Its
+ * kernel (sk_gather_dot: a mixture of experts' tokens times their expert's
+ * weights) runs one GEMM per matrix of the table, of the rows that read
+ * it: [rows / e, k] x [k, n], of whose rows the device computes `share`
+ * (rows_in_block), the matrix read transposed when trans. */
+static double gather_dot_efficiency(const Target *t, const Fn *fn, const Inst *in, double share) {
+    GatherDot gd;
+    for (int side = 0; side < 2; side++) {
+        const Inst *g = &fn->insts[ir_arg(fn, in, side)];
+        if (g->op != OP_GATHER || !(g->flags & INST_FOLDED) || !gather_dot_form(fn, in, side, &gd))
+            continue;
+        const DotEff *e = &t->dot_eff[gd.trans ? DOT_NT : DOT_NN];
+        double rows = (double)gd.rows * share / (double)gd.e;
+        return dot_eff_at(e->nentries ? e : &t->dot_eff[DOT_NN], rows > 1 ? rows : 1, (double)gd.n, (double)gd.k);
+    }
+    return -1;
+}
+
 /* The fraction of the peak a dot runs at: its GEMM's shape per batch, M
- * the product of lhs's free dims, N of rhs's, K of the contracted ones.
- * A dot of a folded gather (sk_gather_dot: a mixture of experts' tokens
- * times their expert's weights) runs one GEMM per matrix of the gather's
- * table instead, of the rows that read it: M the batch positions (times
- * the other operand's free dims) over the table's matrices, of which the
- * device computes `share` (rows_in_block), N the gathered operand's free
- * dims. */
+ * the product of lhs's free dims, N of rhs's, K of the contracted ones. */
 static double dot_efficiency(const Target *t, const Fn *fn, const Inst *in, double share) {
+    double gathered = gather_dot_efficiency(t, fn, in, share);
+    if (gathered >= 0)
+        return gathered;
     DotDims d;
     dot_dims(fn, in, &d);
     const Shape *lhs = &fn->insts[ir_arg(fn, in, 0)].type, *rhs = &fn->insts[ir_arg(fn, in, 1)].type;
-    double m = (double)shape_elems(lhs), n = (double)shape_elems(rhs), k = 1, batch = 1;
+    double m = (double)shape_elems(lhs), n = (double)shape_elems(rhs), k = 1;
     for (int i = 0; i < d.nbatch; i++) {
         m /= (double)lhs->dims[d.lhs_batch[i]];
         n /= (double)rhs->dims[d.rhs_batch[i]];
-        batch *= (double)lhs->dims[d.lhs_batch[i]];
     }
     for (int i = 0; i < d.ncontract; i++)
         k *= (double)lhs->dims[d.lhs_contract[i]];
-    if (!(k > 0 && m > 0 && n > 0))
-        return 1;
-    m /= k, n /= k;
-    for (int i = 0; i < 2 && d.nbatch; i++) {
-        const Inst *g = &fn->insts[ir_arg(fn, in, i)];
-        if (g->op != OP_GATHER || !(g->flags & INST_FOLDED))
-            continue;
-        /* Each GEMM: the packed rows [count, K] times the matrix, read
-         * transposed when its last dim is contracted. */
-        const Shape *gs = i ? rhs : lhs;
-        int trans = holds(i ? d.rhs_contract : d.lhs_contract, d.ncontract, gs->rank - 1);
-        const DotEff *e = &t->dot_eff[trans ? DOT_NT : DOT_NN];
-        double matrices = (double)fn->insts[ir_arg(fn, g, 0)].type.dims[0];
-        double rows = batch * (i ? m : n) * share / matrices;
-        return dot_eff_at(e->nentries ? e : &t->dot_eff[DOT_NN], rows > 1 ? rows : 1, i ? n : m, k);
-    }
-    return dot_eff_at(dot_grid(t, &d, lhs, rhs), m, n, k);
+    return k > 0 && m > 0 && n > 0 ? dot_eff_at(dot_grid(t, &d, lhs, rhs), m / k, n / k, k) : 1;
 }
 
 /* The bytes an operand costs its reader.  A gather folded into it is read
