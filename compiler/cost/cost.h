@@ -99,6 +99,7 @@ typedef struct {
     const Target *t;
     const Module *m;
     FnCost *memo;
+    double **fused;              /* per fn: each instruction's bytes in a fused loop (roofline.c), made when first asked */
 } Cost;
 
 Cost cost_begin(const Target *t, const Module *m);

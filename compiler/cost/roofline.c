@@ -7,7 +7,10 @@
  *   element; ops that only move elements: none.
  *   bytes: every operand read once plus the result written once; a view or
  *   an assembled concatenate moves nothing, a folded instruction (a dot's
- *   epilogue) is computed in its consumer's loop and moves nothing itself.
+ *   epilogue) is computed in its consumer's loop and moves nothing itself;
+ *   a loop of fused elementwise instructions (schedule/fuse.c) reads each
+ *   operand from outside the loop once and writes the results read after
+ *   it, each charged to the member that first reads or writes it.
  *   time = max(FLOPs / peak_flops[dtype], bytes / mem_bw), a dot's FLOPs at
  *   the efficiency of its shape (dot_eff.c): FLOPs / (peak * eff(M, N, K)).
  *   collectives: steps*latency + sent/bw on the group's link, sent being
@@ -15,6 +18,7 @@
  *   gathered size, all-reduce 2(n-1)/n); steps: n-1, all-reduce 2(n-1),
  *   collective-permute 1. */
 #include "cost.h"
+#include "../schedule/fuse.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +199,48 @@ static double rows_in_block(const Module *m, const Fn *fn, const Inst *in) {
     return share;
 }
 
+/* The memory bytes of each instruction of a scheduled fn that the code
+ * generator puts into a fused loop, or -1 for the others: the values the
+ * loop reads from outside it, once per loop however many members read
+ * them, and the members read after it (stored); values that stay inside
+ * the loop, and constants it uses as literals, move nothing.  NULL for a
+ * fn that is not scheduled (its buffers, which fusion needs, not
+ * assigned). */
+static double *fused_bytes(const Fn *fn) {
+    if (!fn->scheduled)
+        return NULL;
+    int n = fn->ninsts;
+    Arena arena = {0};
+    int *buf = arena_alloc(&arena, sizeof(int) * ((size_t)n + 1));
+    int *read_by = arena_alloc(&arena, sizeof(int) * ((size_t)n + 1));   /* 1 + the last group that read it */
+    for (int v = 0; v < n; v++) {
+        const Inst *in = &fn->insts[v];
+        int none = in->op == OP_PARAMETER || in->op == OP_RETURN || in->op == OP_DONE || in->type.dtype == DT_TUPLE;
+        buf[v] = none ? -1 : in->buffer;
+    }
+    Fusion fu;
+    fuse_fn(fn, buf, &fu, &arena);
+    double *bytes = malloc(sizeof(double) * ((size_t)n + 1));
+    for (int v = 0; v < n; v++) {
+        const Inst *in = &fn->insts[v];
+        bytes[v] = fu.role[v] == FUSE_FOLDED ? 0 : -1;
+        if (fu.role[v] != FUSE_MEMBER)
+            continue;
+        int g = fu.group[v];
+        bytes[v] = fu.stored[v] ? value_bytes(&in->type) : 0;
+        for (int i = 0; i < in->nargs; i++) {
+            int a = ir_arg(fn, in, i);
+            if ((fu.role[a] == FUSE_MEMBER && fu.group[a] == g) || fu.role[a] == FUSE_FOLDED ||
+                uses_literal(fn, in, a) || read_by[a] == g + 1)
+                continue;
+            read_by[a] = g + 1;
+            bytes[v] += operand_bytes(fn, &fn->insts[a]);
+        }
+    }
+    arena_free(&arena);
+    return bytes;
+}
+
 InstCost cost_inst(Cost *cx, int f, int v) {
     const Target *t = cx->t;
     const Module *m = cx->m;
@@ -204,7 +250,11 @@ InstCost cost_inst(Cost *cx, int f, int v) {
         return collective_cost(t, m, fn, in);
     if (op_calls(in->op))
         return call_cost(cx, fn, in);
-    InstCost c = {.flops = cost_inst_flops(fn, in) * rows_in_block(m, fn, in), .bytes = cost_inst_bytes(fn, in)};
+    if (!cx->fused[f])
+        cx->fused[f] = fused_bytes(fn);
+    double fused = cx->fused[f] ? cx->fused[f][v] : -1;
+    InstCost c = {.flops = cost_inst_flops(fn, in) * rows_in_block(m, fn, in),
+                  .bytes = fused >= 0 ? fused : cost_inst_bytes(fn, in)};
     c.time = cost_roofline(t, fn, in, c.flops, c.bytes, &c.bound);
     return c;
 }
@@ -223,15 +273,19 @@ double cost_roofline(const Target *t, const Fn *fn, const Inst *in, double flops
 }
 
 Cost cost_begin(const Target *t, const Module *m) {
-    Cost c = {t, m, malloc(sizeof(FnCost) * (size_t)(m->nfns + 1))};
+    Cost c = {t, m, malloc(sizeof(FnCost) * (size_t)(m->nfns + 1)), calloc((size_t)m->nfns + 1, sizeof(double *))};
     for (int f = 0; f < m->nfns; f++)
         c.memo[f].time = -1;
     return c;
 }
 
 void cost_end(Cost *c) {
+    for (int f = 0; c->fused && f < c->m->nfns; f++)
+        free(c->fused[f]);
+    free(c->fused);
     free(c->memo);
     c->memo = NULL;
+    c->fused = NULL;
 }
 
 /* Two streams per device: compute runs the instructions in order; the link

@@ -57,7 +57,7 @@
  * readers in the group use the literal, and the others come later.
  *
  * Every step is linear in the instructions and their operands. */
-#include "internal.h"
+#include "fuse.h"
 
 #include <string.h>
 
