@@ -1187,9 +1187,11 @@ def gemm_rates(build):
 # samples' do; K 4096, the tokens a device holds (a weight gradient's
 # x^T dy contracts them); 512 on M and N because tn dips there (0.71 at
 # 512 x 512, K 4096, against 0.93 to 0.98 at 128 and 2048 on an AVX2 EPYC),
-# which interpolation across it would miss.  nt and tt read nn's and tn's
-# grids (nt ran within 0.1 of nn there).  About 40 s of CPU for both.
-EFF_GRID = ((16, 128, 512, 2048), (16, 128, 512, 2048, 8192), (16, 128, 1024, 4096))
+# and on K because the rate climbs from K = 128 to 512 and then stays
+# (nn 512 x 8192: 0.35 at K 128, 0.85 at 512, 0.76 at 1024), which
+# interpolation across it would miss.  nt and tt read nn's and tn's grids
+# (nt ran within 0.1 of nn there).  About 3 minutes for both.
+EFF_GRID = ((16, 128, 512, 2048), (16, 128, 512, 2048, 8192), (16, 128, 512, 1024, 4096))
 EFF_LAYOUTS = ("nn", "tn")
 EFF_REF = 1024
 
