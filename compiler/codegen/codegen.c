@@ -260,12 +260,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     Gen g = {m, fn, o, &arena, fg->irnames[f], c_value_names(fn, fg->irnames[f], &arena),
              arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), NULL, param_insts(fn, &arena), NULL, NULL, NULL, {0},
              NULL, -1};
-    /* Buffers: the scheduler's, or one per value in a function it did not schedule. */
-    for (int v = 0, k = 0; v < n; v++) {
-        const Inst *in = &fn->insts[v];
-        int none = in->op == OP_PARAMETER || in->op == OP_RETURN || in->op == OP_DONE || in->type.dtype == DT_TUPLE;
-        g.buf[v] = none ? -1 : fn->scheduled ? in->buffer : k++;
-    }
+    value_buffers(fn, g.buf);
     find_runs(&g);
     fuse_fn(fn, g.buf, &g.fu, &arena);
     int **element;

@@ -213,11 +213,7 @@ static double *fused_bytes(const Fn *fn) {
     Arena arena = {0};
     int *buf = arena_alloc(&arena, sizeof(int) * ((size_t)n + 1));
     int *read_by = arena_alloc(&arena, sizeof(int) * ((size_t)n + 1));   /* 1 + the last group that read it */
-    for (int v = 0; v < n; v++) {
-        const Inst *in = &fn->insts[v];
-        int none = in->op == OP_PARAMETER || in->op == OP_RETURN || in->op == OP_DONE || in->type.dtype == DT_TUPLE;
-        buf[v] = none ? -1 : in->buffer;
-    }
+    value_buffers(fn, buf);
     Fusion fu;
     fuse_fn(fn, buf, &fu, &arena);
     double *bytes = malloc(sizeof(double) * ((size_t)n + 1));

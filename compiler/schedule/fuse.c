@@ -383,6 +383,14 @@ static void assign_stages(const Fn *fn, Fusion *fu, Arena *arena) {
     }
 }
 
+void value_buffers(const Fn *fn, int *buf) {
+    for (int v = 0, k = 0; v < fn->ninsts; v++) {
+        const Inst *in = &fn->insts[v];
+        int none = in->op == OP_PARAMETER || in->op == OP_RETURN || in->op == OP_DONE || in->type.dtype == DT_TUPLE;
+        buf[v] = none ? -1 : fn->scheduled ? in->buffer : k++;
+    }
+}
+
 void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     int n = fn->ninsts;
     memset(fu, 0, sizeof *fu);

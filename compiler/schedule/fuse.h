@@ -29,8 +29,12 @@ typedef struct {
  * (fused.c): reductions of rows over ROW_SCRATCH_MAX / 8 elements (4096)
  * are not fused. */
 enum { ROW_SCRATCH_MAX = 32768 };
-/* `buf`: the buffer of each value (-1 none), as the function's code uses
- * them.  The arrays are allocated in `arena`. */
+/* The buffer of each value as the function's code uses them, into buf[]
+ * (ninsts entries): the scheduler's, or one per value in a function it
+ * did not schedule; -1 for values that take none (parameters, done, the
+ * return, tuples). */
+void value_buffers(const Fn *fn, int *buf);
+/* `buf`: value_buffers'.  The arrays are allocated in `arena`. */
 void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena);
 /* The instruction's element count if it can be a member of a loop, else -1. */
 int64_t fusable_elems(const Fn *fn, int v);
