@@ -1,12 +1,13 @@
 /* bench/gemm_shapes.c: shardc's f32 GEMM (sk_dot) over a grid of shapes,
  * for the cost model's GEMM efficiency by shape (docs/autoshard.md, "GEMM
- * efficiency").  `gemm_shapes THREADS REF M1,M2,.. N1,N2,.. K1,K2,.. [LAYOUT]`
- * times out[m,n] = x[m,k] * w[k,n] for every m, n, k of the three lists
- * and prints `dot_efficiency LAYOUT M N K EFF` per shape, EFF its rate over
- * the rate of the REF^3 product in layout nn (measured before the grid and
- * after it, the better; printed last as `reference REF GFLOP/S`).  LAYOUT
- * (nn unless given) is how BLAS reads the operands: tn stores x as [k,m]
- * (a weight gradient's x^T dy), nt w as [n,k], tt both.
+ * efficiency").  `gemm_shapes THREADS REF M1,.. N1,.. K1,.. [LAYOUT,..]`
+ * times out[m,n] = x[m,k] * w[k,n] for every m, n, k of the three lists in
+ * each layout and prints `dot_efficiency LAYOUT M N K EFF` per shape, EFF
+ * its rate over the rate of the REF^3 product in layout nn (measured before
+ * the grids and after them, the better; one reference for every layout;
+ * printed last as `reference REF GFLOP/S`).  A LAYOUT (nn unless given) is
+ * how BLAS reads the operands: tn stores x as [k,m] (a weight gradient's
+ * x^T dy), nt w as [n,k], tt both.
  * THREADS threads run each shape at once, each on its own operands with
  * one BLAS thread, as THREADS threads-backend devices do on this machine
  * (lib/driver.c gives each device its share of the cores: one, with more
@@ -105,19 +106,34 @@ static int dims_of(const char *list, int64_t *d) {
     return 0;
 }
 
-static const char *const layout_name[4] = {"nn", "nt", "tn", "tt"};
+enum { LAYOUTS = 4 };
+static const char *const layout_name[LAYOUTS] = {"nn", "nt", "tn", "tt"};
+
+/* A comma-separated list of layouts into their indices; how many, 0 if bad. */
+static int layouts_of(const char *list, int *l) {
+    int n = 0;
+    for (const char *p = list; n < LAYOUTS; p += 3) {
+        l[n] = 0;
+        while (l[n] < LAYOUTS && strncmp(p, layout_name[l[n]], 2) != 0)
+            l[n]++;
+        if (l[n] == LAYOUTS || (p[2] && p[2] != ','))
+            return 0;
+        n++;
+        if (!p[2])
+            return n;
+    }
+    return 0;
+}
 
 int main(int argc, char **argv) {
-    int given = argc == 6 || argc == 7, layout = 0;
-    int nt = given ? atoi(argv[1]) : 0, nd[3] = {0};
+    int given = argc == 6 || argc == 7, layout[LAYOUTS] = {0};
+    int nt = given ? atoi(argv[1]) : 0, nd[3] = {0}, nl = argc == 7 ? layouts_of(argv[6], layout) : 1;
     int64_t dim[3][MAX_DIMS], ref = given ? atoll(argv[2]) : 0;
     for (int a = 0; a < 3 && given; a++)
         nd[a] = dims_of(argv[a + 3], dim[a]);
-    while (argc == 7 && layout < 4 && strcmp(argv[6], layout_name[layout]) != 0)
-        layout++;
-    if (nt < 1 || nt > MAX_THREADS || ref <= 0 || !nd[0] || !nd[1] || !nd[2] || layout == 4) {
-        fprintf(stderr, "usage: gemm_shapes THREADS REF M1,M2,.. N1,N2,.. K1,K2,.. [nn|nt|tn|tt] (at most %d dims "
-                "each)\n", MAX_DIMS);
+    if (nt < 1 || nt > MAX_THREADS || ref <= 0 || !nd[0] || !nd[1] || !nd[2] || !nl) {
+        fprintf(stderr, "usage: gemm_shapes THREADS REF M1,M2,.. N1,N2,.. K1,K2,.. [LAYOUT,..] (at most %d dims "
+                "each; layouts nn, nt, tn, tt)\n", MAX_DIMS);
         return 2;
     }
     /* Operands of the largest [M,K], [K,N] and [M,N]. */
@@ -140,18 +156,21 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sw; i++)
             w[t].w[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
     }
-    double r0 = rate(w, nt, ref, ref, ref, 0), r[MAX_DIMS][MAX_DIMS][MAX_DIMS];
-    for (int a = 0; a < nd[0]; a++)
-        for (int b = 0; b < nd[1]; b++)
-            for (int c = 0; c < nd[2]; c++)
-                r[a][b][c] = rate(w, nt, dim[0][a], dim[1][b], dim[2][c], layout);
+    static double r[LAYOUTS][MAX_DIMS][MAX_DIMS][MAX_DIMS];
+    double r0 = rate(w, nt, ref, ref, ref, 0);
+    for (int l = 0; l < nl; l++)
+        for (int a = 0; a < nd[0]; a++)
+            for (int b = 0; b < nd[1]; b++)
+                for (int c = 0; c < nd[2]; c++)
+                    r[l][a][b][c] = rate(w, nt, dim[0][a], dim[1][b], dim[2][c], layout[l]);
     double again = rate(w, nt, ref, ref, ref, 0);   /* the machine is shared: the better of two */
     r0 = again > r0 ? again : r0;
-    for (int a = 0; a < nd[0]; a++)
-        for (int b = 0; b < nd[1]; b++)
-            for (int c = 0; c < nd[2]; c++)
-                printf("dot_efficiency %s %lld %lld %lld %.3f\n", layout_name[layout], (long long)dim[0][a],
-                       (long long)dim[1][b], (long long)dim[2][c], r[a][b][c] / r0);
+    for (int l = 0; l < nl; l++)
+        for (int a = 0; a < nd[0]; a++)
+            for (int b = 0; b < nd[1]; b++)
+                for (int c = 0; c < nd[2]; c++)
+                    printf("dot_efficiency %s %lld %lld %lld %.3f\n", layout_name[layout[l]], (long long)dim[0][a],
+                           (long long)dim[1][b], (long long)dim[2][c], r[l][a][b][c] / r0);
     printf("reference %lld %.2f\n", (long long)ref, r0);   /* GFLOP per CPU second */
     for (int t = 0; t < nt; t++)
         free(w[t].x), free(w[t].w), free(w[t].out);

@@ -899,11 +899,6 @@ static void greedy_plan(const Ilp *g, int *pick, double cap) {
     }
 }
 
-/* An edge's columns and rows: per pair of live classes a continuous
- * column, its cost, with Alpa's marginal rows (a producer class's pairs sum
- * to the producer's choices in that class, a consumer class's likewise),
- * which binary choices make exact.  One side of a single live class folds
- * into the other's costs; returns the constant of both single. */
 /* Rows for the classes that need one: each representative (rep[i] == i)
  * gets the next row from `next`, the others their representative's.
  * Returns the next free row. */
@@ -917,6 +912,11 @@ static int number_rows(int *row, const int *rep, int n, int next) {
     return next;
 }
 
+/* An edge's columns and rows: per pair of live classes a continuous
+ * column, its cost, with Alpa's marginal rows (a producer class's pairs sum
+ * to the producer's choices in that class, a consumer class's likewise),
+ * which binary choices make exact.  One side of a single live class folds
+ * into the other's costs; returns the constant of both single. */
 static double edge_rows(glp_prob *lp, const Ilp *g, const Edge *e, const EdgeAxis *ed, Triplets *tr) {
     const Group *gu = &g->groups[g->nodes[e->u].group], *gv = &g->groups[g->nodes[e->v].group];
     int *prow = calloc((size_t)ed->np + 1, sizeof(int)), *qrow = calloc((size_t)ed->nw + 1, sizeof(int));

@@ -22,9 +22,8 @@ void autoshard_plan_text(const AutoEval *e, const int *choice, Arena *a, AutoPla
     pt->n = p->nparams;
     pt->param = arena_alloc(a, sizeof(char *) * (size_t)(p->nparams + 1));
     pt->sh = arena_alloc(a, sizeof(Sharding) * (size_t)(p->nparams + 1));
-    for (int k = 0; k < p->nparams; k++) {
+    for (int k = 0; k < p->nparams; k++)
         pt->param[k] = copy(a, autoshard_param_name(m, fn, p->params[k].param));
-    }
     pt->nresults = e->nresults;
     pt->result = arena_alloc(a, sizeof(Sharding *) * (size_t)(e->nresults + 1));
     pt->result_auto = arena_alloc(a, sizeof(unsigned) * (size_t)(e->nresults + 1));

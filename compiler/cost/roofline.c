@@ -77,15 +77,19 @@ static int holds(const int64_t *d, int count, int dim) {
     return 0;
 }
 
-/* The grid a dot reads: its layout's (as sk_dot hands its operands to
- * BLAS: lhs transposed when its last dim is a free one, rhs when its last
- * is contracted), else nn's. */
-static const DotEff *dot_grid(const Target *t, const DotDims *d, const Shape *lhs, const Shape *rhs) {
+/* A layout's grid, or nn's when the target gives that layout none. */
+static const DotEff *layout_grid(const Target *t, int layout) {
+    return t->dot_eff[layout].nentries ? &t->dot_eff[layout] : &t->dot_eff[DOT_NN];
+}
+
+/* The layout a dot's operands reach BLAS in, as sk_dot hands them over:
+ * lhs transposed when its last dim is a free one, rhs when its last is
+ * contracted. */
+static int dot_layout(const DotDims *d, const Shape *lhs, const Shape *rhs) {
     int lhs_t = lhs->rank > 0 && !holds(d->lhs_contract, d->ncontract, lhs->rank - 1)
                 && !holds(d->lhs_batch, d->nbatch, lhs->rank - 1);
     int rhs_t = rhs->rank > 0 && holds(d->rhs_contract, d->ncontract, rhs->rank - 1);
-    const DotEff *e = &t->dot_eff[lhs_t << 1 | rhs_t];
-    return e->nentries ? e : &t->dot_eff[DOT_NN];
+    return lhs_t << 1 | rhs_t;
 }
 
 /* The efficiency of a dot of a folded gather, or -1 if it has none.  Its
@@ -96,12 +100,11 @@ static const DotEff *dot_grid(const Target *t, const DotDims *d, const Shape *lh
 static double gather_dot_efficiency(const Target *t, const Fn *fn, const Inst *in, double share) {
     GatherDot gd;
     for (int side = 0; side < 2; side++) {
-        const Inst *g = &fn->insts[ir_arg(fn, in, side)];
-        if (g->op != OP_GATHER || !(g->flags & INST_FOLDED) || !gather_dot_form(fn, in, side, &gd))
+        if (!(fn->insts[ir_arg(fn, in, side)].flags & INST_FOLDED) || !gather_dot_form(fn, in, side, &gd))
             continue;
-        const DotEff *e = &t->dot_eff[gd.trans ? DOT_NT : DOT_NN];
         double rows = (double)gd.rows * share / (double)gd.e;
-        return dot_eff_at(e->nentries ? e : &t->dot_eff[DOT_NN], rows > 1 ? rows : 1, (double)gd.n, (double)gd.k);
+        return dot_eff_at(layout_grid(t, gd.trans ? DOT_NT : DOT_NN), rows > 1 ? rows : 1, (double)gd.n,
+                          (double)gd.k);
     }
     return -1;
 }
@@ -122,7 +125,7 @@ static double dot_efficiency(const Target *t, const Fn *fn, const Inst *in, doub
     }
     for (int i = 0; i < d.ncontract; i++)
         k *= (double)lhs->dims[d.lhs_contract[i]];
-    return k > 0 && m > 0 && n > 0 ? dot_eff_at(dot_grid(t, &d, lhs, rhs), m / k, n / k, k) : 1;
+    return k > 0 && m > 0 && n > 0 ? dot_eff_at(layout_grid(t, dot_layout(&d, lhs, rhs)), m / k, n / k, k) : 1;
 }
 
 /* The bytes an operand costs its reader.  A gather folded into it is read
@@ -219,9 +222,10 @@ static double *fused_bytes(const Fn *fn) {
     double *bytes = malloc(sizeof(double) * ((size_t)n + 1));
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
-        bytes[v] = fu.role[v] == FUSE_FOLDED ? 0 : -1;
-        if (fu.role[v] != FUSE_MEMBER)
+        if (fu.role[v] != FUSE_MEMBER) {
+            bytes[v] = fu.role[v] == FUSE_FOLDED ? 0 : -1;
             continue;
+        }
         int g = fu.group[v];
         bytes[v] = fu.stored[v] ? value_bytes(&in->type) : 0;
         for (int i = 0; i < in->nargs; i++) {
@@ -258,7 +262,7 @@ InstCost cost_inst(Cost *cx, int f, int v) {
 double cost_roofline(const Target *t, const Fn *fn, const Inst *in, double flops, double bytes, Bound *bound) {
     int dt = in->op == OP_DOT ? fn->insts[ir_arg(fn, in, 0)].type.dtype : in->type.dtype;
     double tc = flops / t->peak_flops[dt < DT_COUNT ? dt : DT_F32], tm = bytes / t->mem_bw;
-    if (in->op == OP_DOT && flops > 0)
+    if (in->op == OP_DOT && flops > 0)          /* the share of the dot this device computes */
         tc /= dot_efficiency(t, fn, in, flops / cost_inst_flops(fn, in));
     if (t->libm_rate > 0 && calls_libm(in->op) && !(in->flags & INST_FOLDED))
         tc = flops / t->libm_rate;              /* one call per element */
