@@ -421,9 +421,8 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
             status = sk_matmul_run(mm, va.base + oa * (int64_t)es, vb.base + ob * (int64_t)es, fbias,
                                (char *)out + bi * M * N * (int64_t)oes);
         else if (t == SK_F32 && !without_onednn())
-            status = dnnl_sgemm(g.ta, g.tb, M, N, K, 1.0f, (const float *)(const void *)va.base + oa, lda,
-                            (const float *)(const void *)vb.base + ob, ldb, beta, (float *)out + bi * M * ldc,
-                            ldc) == dnnl_success ? 0 : SC_ERR;
+            status = sk_sgemm(g.ta, g.tb, M, N, K, (const float *)(const void *)va.base + oa, lda,
+                              (const float *)(const void *)vb.base + ob, ldb, beta, (float *)out + bi * M * ldc, ldc);
         else if (t == SK_F32)
             cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f,
                         (const float *)(const void *)va.base + oa, (int)lda,

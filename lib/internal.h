@@ -73,6 +73,11 @@ void sk_strided_copy(size_t esize, int rank, const int64_t *dims, const void *sr
  * large: the driver's parameter and result blocks (workspace.c). */
 void *sk_alloc_zeroed(size_t bytes);
 
+/* dnnl_sgemm's C = A B + beta C with alpha 1 (sgemm.c: operands its no-copy
+ * kernels read at a bad stride are copied first); 0 or SC_ERR. */
+int sk_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda, const float *b,
+             int64_t ldb, float beta, float *c, int64_t ldc);
+
 /* ---- oneDNN's matmul primitive for bf16 and f16 (matmul.c) ---- */
 
 /* One GEMM as BLAS takes it: c (M x N, row-major, dense) = a (M x K) * b

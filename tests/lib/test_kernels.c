@@ -133,6 +133,68 @@ static void test_dot(void) {
           "dot: bool is an error");
 }
 
+/* ---- f32 GEMMs with operands copied into padded rows (lib/sgemm.c) ----
+ * Operands stored K-major with rows a multiple of 256 floats apart, at
+ * shapes where oneDNN's no-copy kernels run on AVX2: blocks of columns
+ * with tails, one operand or both (the narrower copied whole), batched,
+ * accumulating, into rows ldo apart.  Each under SHARDC_GEMM_PAD unset
+ * (the copies where this CPU needs them), always (on every CPU) and never,
+ * exact against a plain loop (the inputs' sums are exact in f32). */
+static void ref_matmul(int64_t nbat, int64_t M, int64_t N, int64_t K, int lhs_t, int rhs_t, const float *a,
+                       const float *b, float *c) {
+    for (int64_t q = 0; q < nbat; q++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double sum = 0;
+                for (int64_t k = 0; k < K; k++)
+                    sum += (double)a[q * M * K + (lhs_t ? k * M + i : i * K + k)] *
+                           b[q * K * N + (rhs_t ? j * K + k : k * N + j)];
+                c[(q * M + i) * N + j] = (float)sum;
+            }
+}
+
+static void check_padded(const char *what, int64_t nbat, int64_t M, int64_t N, int64_t K, int lhs_t, int rhs_t,
+                         int acc, int64_t ldo) {
+    static const char *const SETTING[] = {NULL, "always", "never"};
+    sc_shape ls = lhs_t ? SC_SHAPE(nbat, K, M) : SC_SHAPE(nbat, M, K), rs = rhs_t ? SC_SHAPE(nbat, N, K) : SC_SHAPE(nbat, K, N);
+    sk_dot_dims d = {1, 1, {0}, {0}, {lhs_t ? 1 : 2}, {rhs_t ? 2 : 1}};
+    float *a = fill(SK_F32, elems(ls), 3), *b = fill(SK_F32, elems(rs), 5), *prod = malloc((size_t)(nbat * M * N) * 4);
+    int64_t step = ldo ? ldo : N, rows = nbat * M;
+    float *start = fill(SK_F32, rows * step, 11), *got = malloc((size_t)(rows * step) * 4);
+    ref_matmul(nbat, M, N, K, lhs_t, rhs_t, a, b, prod);
+    for (int si = 0; si < COUNT(SETTING); si++) {
+        if (SETTING[si])
+            setenv("SHARDC_GEMM_PAD", SETTING[si], 1);
+        else
+            unsetenv("SHARDC_GEMM_PAD");
+        memcpy(got, start, (size_t)(rows * step) * 4);
+        sk_epilogue ep = {NULL, SK_COPY, acc, 0};
+        int ok = sk_dot_strided(SK_F32, ls, a, NULL, rs, b, NULL, &d, &ep, got, ldo) == 0;
+        for (int64_t r = 0; ok && r < rows; r++)
+            for (int64_t j = 0; ok && j < step; j++) {
+                float want = j < N ? prod[r * N + j] + (acc ? start[r * step + j] : 0) : start[r * step + j];
+                if (got[r * step + j] != want) {
+                    printf("# row %lld, column %lld: got %g, want %g\n", (long long)r, (long long)j,
+                           got[r * step + j], want);
+                    ok = 0;
+                }
+            }
+        check(ok, "dot f32 %s, SHARDC_GEMM_PAD %s", what, SETTING[si] ? SETTING[si] : "unset");
+    }
+    unsetenv("SHARDC_GEMM_PAD");
+    free(a); free(b); free(prod); free(start); free(got);
+}
+
+static void test_dot_padded(void) {
+    check_padded("[70,300]x[300,768]: rhs rows 768 apart, blocks of 512 and 256", 1, 70, 768, 300, 0, 0, 0, 0);
+    check_padded("[300,768]^T x[300,70]: lhs stored K-major", 1, 768, 70, 300, 1, 0, 0, 0);
+    check_padded("[300,256]^T x[300,768]: both K-major, the lhs copied whole", 1, 256, 768, 300, 1, 0, 0, 0);
+    check_padded("[300,768]^T x[300,256]: both K-major, the rhs copied whole", 1, 768, 256, 300, 1, 0, 0, 0);
+    check_padded("[70,300]x[300,768] accumulated into rows 771 apart", 1, 70, 768, 300, 0, 0, 1, 771);
+    check_padded("batched [2,64,130]x[2,130,512]", 2, 64, 512, 130, 0, 0, 0, 0);
+    check_padded("[70,300]x[768,300]^T: a K-contiguous rhs, never copied", 1, 70, 768, 300, 0, 1, 0, 0);
+}
+
 /* ---- dot with an epilogue ---- */
 
 static const sk_unary_op ACTS[] = {SK_COPY, SK_GELU, SK_RELU, SK_TANH, SK_LOGISTIC};
@@ -599,6 +661,7 @@ int main(void) {
     test_dot();
     test_dot_epilogue();
     test_dot_strided();
+    test_dot_padded();
     test_reduce();
     test_top_k();
     test_cumsum();
