@@ -44,6 +44,11 @@
       threads-backend devices, the auto plan's over the best hand form's
       (target at most 1.10), and the plan chosen; its own section
       ("bench/auto").  It runs before (k), which predicts its times too.
+  (m) memory-bound loops: bench/loops.tdsl's layernorm, softmax, gelu,
+      residual, SGD and Adam updates and casts, one fused loop each on one
+      device per core, their bytes over their time as a fraction of the
+      STREAM triad (target at least 0.7), each checked against NumPy; its
+      own section ("bench/loops").
 
 Prints every table and whether each target is met, and rewrites the
 "bench/machine" and "bench/report" sections of the document (the machine
@@ -445,18 +450,19 @@ def peak_bytes(shardc, sample, fn, const):
     return scheduled_numbers(shardc, sample, fn, const)[0]
 
 
-def time_program(shardc, work, sample, fn, const, mesh, backend, ins):
+def time_program(shardc, work, sample, fn, const, mesh, backend, ins, repeat=3, record=True):
     """(best time of the device phase, its results) of fn built for the mesh
-    (None: a program without one) and backend."""
+    (None: a program without one) and backend; recorded for section k's
+    predictions unless record is false."""
     import numpy as np
     prog = os.path.join(work, "%s-%s" % (fn, backend))
     run([shardc, "build", sample, "--fn", fn, "--const", const, "--backend", backend, "-o", prog] + mesh_flags(mesh))
     out = os.path.join(work, "out-%s-%s" % (fn, backend))
-    cmd = ([prog] if backend == "threads" else mpirun_cmd(NDEV) + [prog]) + ins + ["--out", out, "--repeat", "3"]
+    cmd = ([prog] if backend == "threads" else mpirun_cmd(NDEV) + [prog]) + ins + ["--out", out, "--repeat", str(repeat)]
     _, _, err = run(cmd, timeout=900)
     results = sorted(f for f in os.listdir(out) if re.match(r"result\d+\.npy$", f))
     got = [np.load(os.path.join(out, f)) for f in results]
-    if backend == "threads":
+    if backend == "threads" and record:
         measured(sample, fn, const, mesh, parse_time(err)[0])
     return parse_time(err)[0], got[0] if len(got) == 1 else got
 
@@ -560,9 +566,110 @@ def collmm_section(r):
             "write each tile's product and its all-reduce, in place, into the tile's part of the result: "
             "`allreduce_matmul_rows` into its rows, `allreduce_matmul` into its column block (the dot stores "
             "with the result's row stride and the runtime reduces the strided block where it lies), so each "
-            "holds only its result, as the twin does. The row tiles cost time, since each of their products "
-            "reads all of `rhs`; the column tiles read only their column block of it."
+            "holds only its result, as the twin does. Each product of the row tiles reads all of `rhs`, of the "
+            "column tiles only its column block; the row tiles' `[128,512] x [512,8192]` products ran at half "
+            "their rate (0.52 of the twin) until the kernel library copied operands that oneDNN's no-copy "
+            "kernels read at a stride of a multiple of 1 KiB (docs/kernels.md, \"Padded rows\")."
             "\n\n%s\n" % (r["const"], MLP_MESH, " ".join(mpirun_cmd(NDEV)), tab))
+
+
+# ---- (m) memory-bound loops against the STREAM triad ----
+
+LOOPS_CONST = "R=8192,D=1024"
+TARGET_LOOPS = 0.7
+
+
+def gelu_tanh(x):
+    import numpy as np
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def bf16_round(x):
+    """x (f32) rounded to bf16, nearest even, back as f32."""
+    import numpy as np
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+def bench_loops(build, work, quick):
+    """Each fn of bench/loops.tdsl on one device per core: its best time, the
+    bytes its parameters and results hold (read once, written once), and
+    the largest relative difference from NumPy's result."""
+    import numpy as np
+    shardc = os.path.join(build, "shardc")
+    src = os.path.join(ROOT, "bench", "loops.tdsl")
+    const = "R=64,D=128" if quick else LOOPS_CONST
+    R, D = (int(v.split("=")[1]) for v in const.split(","))
+    rng = np.random.default_rng(3)
+    a = {k: rng.standard_normal((R, D), dtype=np.float32) for k in ("x", "y", "w", "g", "m")}
+    a["v"] = np.abs(rng.standard_normal((R, D), dtype=np.float32))
+    for k in ("gain", "shift", "b"):
+        a[k] = rng.standard_normal(D, dtype=np.float32)
+    xb = bf16_round(a["x"])
+    paths = {}
+    for k, arr in list(a.items()) + [("xb", xb.astype(np.float64))]:   # xb: exact in bf16, --cast rounds nothing
+        paths[k] = os.path.join(work, k + ".npy")
+        np.save(paths[k], arr)
+    x64, g64 = a["x"].astype(np.float64), a["g"].astype(np.float64)
+    mu = x64.mean(axis=1, keepdims=True)
+    var = ((x64 - mu) ** 2).mean(axis=1, keepdims=True)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    m2 = 0.9 * a["m"] + 0.1 * g64
+    v2 = 0.999 * a["v"] + 0.001 * g64 ** 2
+    # (fn, its parameters, bytes per element read and written, NumPy's results)
+    loops = [
+        ("layernorm", ("x", "gain", "shift"), 8, [(x64 - mu) / np.sqrt(var + 1e-5) * a["gain"] + a["shift"]]),
+        ("softmax_rows", ("x",), 8, [e / e.sum(axis=1, keepdims=True)]),
+        ("gelu_bias", ("x", "b"), 8, [gelu_tanh(x64 + a["b"])]),
+        ("residual", ("x", "y"), 12, [x64 + a["y"]]),
+        ("sgd", ("w", "g"), 12, [a["w"] - 0.01 * g64]),
+        ("adam", ("w", "g", "m", "v"), 28, [a["w"] - 0.001 * m2 / (np.sqrt(v2) + 1e-8), m2, v2]),
+        ("to_bf16", ("x",), 6, [bf16_round(a["x"])]),
+        ("from_bf16", ("xb",), 6, [xb]),
+    ]
+    rows = []
+    for fn, params, per_elem, want in loops:
+        ins = []
+        for p in params:
+            ins += ["--in", "%s=%s" % ("x" if p == "xb" else p, paths[p])]
+        if "xb" in params:
+            ins.append("--cast")
+        t, got = time_program(shardc, work, src, fn, const, None, "threads", ins, repeat=5, record=False)
+        got = got if isinstance(got, list) else [got]
+        err = max(float(np.abs(g.astype(np.float64) - w).max() / max(1.0, float(np.abs(w).max())))
+                  for g, w in zip(got, want))
+        if not err < 1e-4:
+            raise RuntimeError("bench/loops.tdsl %s differs from NumPy's by %.1e (relative)" % (fn, err))
+        rows.append({"fn": fn, "bytes": per_elem * R * D, "time": t, "err": err})
+        log("%s: %s, %s" % (fn, fmt_time(t), fmt_bytes(per_elem * R * D)))
+    return {"const": const, "rows": rows}
+
+
+def loops_section(r, lim, summary):
+    stream = lim["stream_triad_all"] * 1e9
+    trows, worst = [], None
+    for row in r["rows"]:
+        rate = row["bytes"] / row["time"]
+        frac = rate / stream
+        worst = frac if worst is None else min(worst, frac)
+        trows.append(("`%s`" % row["fn"], fmt_bytes(row["bytes"]), fmt_time(row["time"]), "%.1f" % (rate * 1e-9),
+                      "%.2f" % frac, "%.0e" % row["err"]))
+    tab = table(("loop", "bytes read + written", "best", "GB/s", "of the STREAM triad", "difference from NumPy"),
+                trows)
+    log(tab)
+    summary.append(("(m) memory-bound loops, the worst fraction of the STREAM triad (target >= %.1f)" % TARGET_LOOPS,
+                    "%.2f" % worst, met(worst >= TARGET_LOOPS)))
+    return ("## Memory-bound loops against the STREAM triad\n\n"
+            "The elementwise and row loops of a training step (bench/loops.tdsl: layernorm, softmax over rows, "
+            "gelu of a biased input, a residual add, the SGD and Adam updates, casts between f32 and bf16), each "
+            "a fn of one fused loop, `--const %s` with the rows split over 2 devices, one per core, built with "
+            "`shardc build` and run with `--repeat 5` (best time of the device phase). Bytes are what the "
+            "loop must move, its parameters read once and its results written once (STREAM's convention: "
+            "no count of the cache lines a store reads first), and the rate is a fraction of the STREAM "
+            "triad on every core measured in the same run (bench/limits.c: %.1f GB/s); target >= %.1f. Each "
+            "result is checked against NumPy's.\n\n%s\n"
+            % (r["const"], lim["stream_triad_all"], TARGET_LOOPS, tab))
 
 
 # ---- (g) mixture of experts: the MoE samples against the auto-partitioned moe ----
@@ -1005,7 +1112,7 @@ def run_form(prog, ins):
     import numpy as np
     out = os.path.join(os.path.dirname(prog), "out")
     shutil.rmtree(out, ignore_errors=True)
-    _, _, err = run([prog] + ins + ["--out", out, "--repeat", "3"], timeout=900)
+    _, _, err = run([prog] + ins + ["--out", out, "--repeat", str(repeat)], timeout=900)
     got = {}
     for root, _, files in os.walk(out):
         for f in files:
@@ -1340,9 +1447,9 @@ def main():
     ap.add_argument("--doc", default=None, help="the document to rewrite (docs/performance.md)")
     ap.add_argument("--out", default=None, help="write the rewritten document here, leaving --doc as it is")
     ap.add_argument("--quick", action="store_true", help="small sizes, for testing the script")
-    ap.add_argument("--only", default="abcdefghijlk", help="which benchmarks: letters of abcdefghijkl (g: mixture of experts, "
-                    "h: training, i: cost against depth, j: a Python loop, l: auto-sharding against the hand-written "
-                    "shardings, k: the cost model (last: it predicts the "
+    ap.add_argument("--only", default="abcdefghijlmk", help="which benchmarks: letters of abcdefghijklm (g: mixture of "
+                    "experts, h: training, i: cost against depth, j: a Python loop, l: auto-sharding against the "
+                    "hand-written shardings, m: memory-bound loops against the STREAM triad, k: the cost model (last: it predicts the "
                     "times the others measured), each its own section of the document, so `--only g` "
                     "refreshes just that)")
     ap.add_argument("--shardc", default=None, help="the shardc whose `build --auto` section l times (default: "
@@ -1574,6 +1681,11 @@ def main():
             own["bench/auto"] = auto_section(bench_auto(build, os.path.join(work, "auto"), args.quick,
                                                         os.path.abspath(args.shardc or os.path.join(build, "shardc")),
                                                         lim), summary)
+        if "m" in args.only:
+            log("\n== (m) memory-bound loops against the STREAM triad")
+            os.makedirs(os.path.join(work, "loops"))
+            own["bench/loops"] = loops_section(bench_loops(build, os.path.join(work, "loops"), args.quick), lim,
+                                               summary)
         if "k" in args.only:
             log("\n== (k) the cost model: this machine's target, predicted against measured times")
             own["bench/cost"] = cost_section(build, lim, summary)
