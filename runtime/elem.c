@@ -35,16 +35,6 @@ static float bits_float(uint32_t u) {
     return x;
 }
 
-uint16_t sc_bf16_from_float(float x) {
-    uint32_t u = float_bits(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40);            /* NaN: keep it quiet */
-    u += 0x7fffu + ((u >> 16) & 1);                     /* to nearest, ties to even */
-    return (uint16_t)(u >> 16);
-}
-
-float sc_bf16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
-
 /* Round to nearest even; after F. Giesen's float_to_half_fast3_rtne. */
 uint16_t sc_f16_from_float(float x) {
     uint32_t u = float_bits(x), sign = u & 0x80000000u, o;

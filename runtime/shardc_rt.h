@@ -34,6 +34,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -262,9 +263,22 @@ int sc_done(sc_handle *h);
 /* ---- element types ---- */
 size_t sc_dtype_size(sc_dtype t);
 const char *sc_dtype_name(sc_dtype t);
-/* Round to nearest, ties to even; overflow gives inf, NaN stays NaN. */
-uint16_t sc_bf16_from_float(float x);
-float sc_bf16_to_float(uint16_t b);
+/* Round to nearest, ties to even; overflow gives inf, NaN stays NaN.  The
+ * bf16 conversions are inline and branch-free, so that a loop of them (a
+ * cast, a fused loop storing bf16) vectorizes: called, f32 to bf16 ran at
+ * 0.07 of the STREAM triad (docs/kernels.md). */
+static inline uint16_t sc_bf16_from_float(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t nearest = (u + 0x7fffu + ((u >> 16) & 1)) >> 16, quiet = (u >> 16) | 0x40;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : nearest);
+}
+static inline float sc_bf16_to_float(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 uint16_t sc_f16_from_float(float x);
 float sc_f16_to_float(uint16_t h);
 

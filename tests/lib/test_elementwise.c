@@ -236,6 +236,41 @@ static void test_wide_ints(void) {
           "select i64 moves all 64 bits");
 }
 
+/* f32 <-> bf16 over 200 elements (three vectorized blocks of 64 and a
+ * tail): ties to even both ways, values just off a tie, NaN quiet with its
+ * sign and payload's top bits, overflow to inf, -0, subnormals; against
+ * the rounding written from its definition, bit for bit, and back. */
+static uint16_t bf16_by_definition(uint32_t u) {
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    uint32_t hi = u >> 16, rest = u & 0xffffu;
+    return (uint16_t)(rest > 0x8000u || (rest == 0x8000u && (hi & 1)) ? hi + 1 : hi);
+}
+
+static void test_bf16_casts(void) {
+    enum { N = 200 };
+    static const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f817fffu, 0x7fc00000u,
+                                       0xffa12345u, 0x7f7fffffu, 0xff7fffffu, 0x80000000u, 0x00012345u,
+                                       0x7f800000u, 0xff800000u, 0x807f8000u};
+    uint32_t bits[N];
+    for (int i = 0; i < N; i++)
+        bits[i] = i % 3 == 0 ? special[(i / 3) % COUNT(special)] : 0x3f800000u + (uint32_t)i * 0x9e3779b1u % 0x00ffffffu;
+    float f[N], back[N];
+    uint16_t b[N];
+    memcpy(f, bits, sizeof f);
+    int ok = sk_convert(SK_F32, SK_BF16, N, f, b) == 0 && sk_convert(SK_BF16, SK_F32, N, b, back) == 0;
+    for (int i = 0; ok && i < N; i++) {
+        uint32_t wb = (uint32_t)bf16_by_definition(bits[i]) << 16, gb;
+        memcpy(&gb, &back[i], sizeof gb);
+        if (b[i] != bf16_by_definition(bits[i]) || gb != wb) {
+            printf("# element %d (0x%08x): bf16 0x%04x, want 0x%04x; back 0x%08x\n", i, bits[i], b[i],
+                   bf16_by_definition(bits[i]), gb);
+            ok = 0;
+        }
+    }
+    check(ok, "convert f32 -> bf16 -> f32, 200 elements: nearest, ties to even, NaN quiet, overflow to inf");
+}
+
 /* Arithmetic on i64, u8 and u32 wraps modulo 2^bits (exact past 2^53);
  * divide and remainder floor (unsigned ones truncate), x / 0 is all ones and
  * x % 0 = x; negating an unsigned value wraps, and its abs is itself. */
@@ -473,5 +508,6 @@ static void test_elementwise(void) {
 int main(void) {
     test_layout();
     test_elementwise();
+    test_bf16_casts();
     return tap_done();
 }
