@@ -7,7 +7,7 @@
  * an operand stored K-major (the lhs transposed, the rhs as it is) one row
  * of K at a time down the rows, and when the rows lie a multiple of 1 KiB
  * apart (every power-of-two width from 256 floats up) they fall into the
- * same cache sets: [128,512] x [512,8192] ran at 36 GFLOP/s on one core of
+ * same cache sets: [256,512] x [512,8192] ran at 36 GFLOP/s on one core of
  * an AVX2 EPYC, 90 with the rhs's rows a cache line longer; a weight
  * gradient's x^T dy ([512,4096] x [4096,512], both operands K-major) at 46,
  * 91 with both padded (docs/kernels.md).  So such an operand is copied, a
@@ -80,9 +80,10 @@ int sk_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, 
         nb = block_width(K, N);
     size_t abytes = pad_a ? ((size_t)(K * (mb + PAD)) * sizeof(float) + 63) / 64 * 64 : 0;   /* b's block aligned */
     size_t bbytes = pad_b ? (size_t)(K * (nb + PAD)) * sizeof(float) : 0;
-    float *scratch = sk_workspace_take(abytes + bbytes), *bblock = scratch + abytes / sizeof(float);
+    float *scratch = sk_workspace_take(abytes + bbytes);
     if (!scratch)
         return SC_ERR;
+    float *bblock = scratch + abytes / sizeof(float);
     const float *bwhole = pad_b && nb == N ? padded(bblock, b, ldb, K, 0, N) : NULL;
     int status = 0;
     for (int64_t i = 0; i < M && !status; i += mb) {

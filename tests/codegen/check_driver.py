@@ -75,17 +75,18 @@ class Driver:
             np.save(path, (0.1 * rng.standard_normal(shape)).astype(np.float32))
             self.ins += ["--in", "%s=%s" % (name, path)]
 
-    def start(self, prefix=()):
-        """A long `shardc run` (under `prefix`, e.g. timeout), its private
-        TMPDIR and --out; returns once the program runs: (Popen, program's
-        pid or None, tmpdir, out)."""
+    def start(self, prefix=(), ignored=()):
+        """A long `shardc run` (under `prefix`, e.g. timeout; with the
+        signals `ignored` ignored), its private TMPDIR and --out; returns
+        once the program runs: (Popen, program's pid or None, tmpdir, out)."""
         self.n += 1
         tmpdir, out = os.path.join(self.tmp, "t%d" % self.n), os.path.join(self.tmp, "out%d" % self.n)
         os.makedirs(tmpdir)
         env = dict(os.environ, TMPDIR=tmpdir, SHARDC_CACHE_DIR=os.path.join(self.tmp, "cache"))
         argv = list(prefix) + [self.shardc, "run", PROG, "--fn", "momentum", "--steps", "2000000000",
                                "--log-every", "1000000000", "--out", out] + self.ins
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+                             preexec_fn=dispositions(ignored))
         shardc = p.pid
         deadline = time.time() + TIMEOUT
         while time.time() < deadline and p.poll() is None:
@@ -109,6 +110,35 @@ class Driver:
         while prog and alive(prog) and time.time() < deadline:
             time.sleep(0.05)
         return p.returncode, err, bool(prog) and alive(prog)
+
+
+def dispositions(ignored=()):
+    """preexec_fn: the stop signals at their defaults, as a terminal's shell
+    starts a command, but those in `ignored` ignored, as nohup leaves
+    SIGHUP.  shardc keeps ignoring what its caller ignores, and a suite run
+    in the background (`nohup make check &`) passes on its ignored SIGINT
+    and SIGHUP: without this the checks below would depend on how the
+    suite was started."""
+    def reset():
+        for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN if sig in ignored else signal.SIG_DFL)
+    return reset
+
+
+def check_nohup(d):
+    """Under nohup (SIGHUP ignored), SIGHUP leaves shardc run and its
+    program running; SIGTERM then stops both."""
+    p, prog, tmpdir, out = d.start(ignored=(signal.SIGHUP,))
+    if prog:
+        p.send_signal(signal.SIGHUP)
+        time.sleep(1)
+    running = bool(prog) and p.poll() is None and alive(prog)
+    p.send_signal(signal.SIGTERM)
+    rc, err, still = d.finish(p, prog)
+    d.t.check(running and rc == -signal.SIGTERM and not still and not left(tmpdir),
+              "SIGHUP ignored by the caller (nohup): shardc run and its program keep running; SIGTERM stops them",
+              "running after SIGHUP: %s, status %s, program %s, left %s, %r"
+              % (running, rc, "alive" if still else "gone", left(tmpdir), err[-300:]))
 
 
 def left(tmpdir):
@@ -191,7 +221,7 @@ def check_build_stopped(d):
     os.chmod(slow, 0o755)
     env = dict(os.environ, TMPDIR=tmpdir, CC=slow, SHARDC_CACHE_DIR=os.path.join(d.tmp, "cache"))
     p = subprocess.Popen([d.shardc, "build", MLP, "-o", exe] + MLP_CONST, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env)
+                         stderr=subprocess.PIPE, text=True, env=env, preexec_fn=dispositions())
     deadline = time.time() + TIMEOUT
     while time.time() < deadline and not [k for k in children(p.pid) if k[1] in ("slow-cc", "sh")]:
         time.sleep(0.05)
@@ -265,6 +295,7 @@ def main():
     check_segv(d)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         check_stop(d, sig)
+    check_nohup(d)
     check_timeout(d)
     check_timeout_mpi(d)
     check_kill(d)
