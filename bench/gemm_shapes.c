@@ -20,17 +20,15 @@
  * 5e7 FLOPs (at least 2, but 1 from 1e9: the grid's large shapes are most
  * of its time); best of ROUNDS rounds (a single round of a large shape
  * read 0.46 where two read 0.85, on a machine other VMs shared). */
-#define _DEFAULT_SOURCE   /* MADV_HUGEPAGE */
-#include "shardc_lib.h"
+#include "internal.h"   /* sk_alloc_zeroed */
 
 #include <pthread.h>
-#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum { MAX_DIMS = 8, MAX_THREADS = 64, ROUNDS = 2, HUGE_PAGE = 2 << 20 };
+enum { MAX_DIMS = 8, MAX_THREADS = 64, ROUNDS = 2 };
 
 static double cpu_s(void) {
     struct timespec t;
@@ -94,18 +92,6 @@ static double rate(Worker *w, int nt, int64_t m, int64_t n, int64_t k, int layou
     return flops * calls * nt / best * 1e-9;
 }
 
-/* n floats where a program's parameters and buffers lie: on 2 MiB huge
- * pages (lib/workspace.c).  malloc's blocks start 16 bytes into a page, and
- * oneDNN's no-copy kernels ran at 53 GFLOP/s on those where a program's
- * page-aligned operands ran at 30 (docs/kernels.md, "Padded rows"). */
-static float *operand(size_t n) {
-    size_t bytes = (n * sizeof(float) + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    float *p = aligned_alloc(HUGE_PAGE, bytes);
-    if (p)
-        madvise(p, bytes, MADV_HUGEPAGE);   /* advice: failing changes nothing */
-    return p;
-}
-
 /* A comma-separated list of positive dims; returns how many, 0 if bad. */
 static int dims_of(const char *list, int64_t *d) {
     int n = 0;
@@ -158,9 +144,13 @@ int main(int argc, char **argv) {
     size_t sx = (size_t)(big[0] * big[2]), sw = (size_t)(big[2] * big[1]), so = (size_t)(big[0] * big[1]);
     Worker w[MAX_THREADS];
     for (int t = 0; t < nt; t++) {
-        w[t].x = operand(sx);
-        w[t].w = operand(sw);
-        w[t].out = operand(so);
+        /* Where a program's parameters lie (the driver's blocks, on 2 MiB
+         * pages): malloc's start 16 bytes into a page, and oneDNN's no-copy
+         * kernels ran at 53 GFLOP/s on those where page-aligned operands ran
+         * at 30 (docs/kernels.md, "Padded rows"). */
+        w[t].x = sk_alloc_zeroed(sx * sizeof(float));
+        w[t].w = sk_alloc_zeroed(sw * sizeof(float));
+        w[t].out = sk_alloc_zeroed(so * sizeof(float));
         if (!w[t].x || !w[t].w || !w[t].out)
             return 1;
         /* Written, not calloc's zero pages: a GEMM reading one shared zero

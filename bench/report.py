@@ -584,14 +584,6 @@ def gelu_tanh(x):
     return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
-def bf16_round(x):
-    """x (f32) rounded to bf16, nearest even, back as f32."""
-    import numpy as np
-    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-    return u.astype(np.uint32).view(np.float32)
-
-
 def bench_loops(build, work, quick):
     """Each fn of bench/loops.tdsl on one device per core: its best time, the
     bytes its parameters and results hold (read once, written once), and
@@ -606,7 +598,9 @@ def bench_loops(build, work, quick):
     a["v"] = np.abs(rng.standard_normal((R, D), dtype=np.float32))
     for k in ("gain", "shift", "b"):
         a[k] = rng.standard_normal(D, dtype=np.float32)
-    xb = bf16_round(a["x"])
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from shardc._convert import bf16_bits, bf16_float
+    xb = bf16_float(bf16_bits(a["x"]))       # x rounded to bf16, nearest even
     paths = {}
     for k, arr in list(a.items()) + [("xb", xb.astype(np.float64))]:   # xb: exact in bf16, --cast rounds nothing
         paths[k] = os.path.join(work, k + ".npy")
@@ -625,7 +619,7 @@ def bench_loops(build, work, quick):
         ("residual", ("x", "y"), 12, [x64 + a["y"]]),
         ("sgd", ("w", "g"), 12, [a["w"] - 0.01 * g64]),
         ("adam", ("w", "g", "m", "v"), 28, [a["w"] - 0.001 * m2 / (np.sqrt(v2) + 1e-8), m2, v2]),
-        ("to_bf16", ("x",), 6, [bf16_round(a["x"])]),
+        ("to_bf16", ("x",), 6, [xb]),
         ("from_bf16", ("xb",), 6, [xb]),
     ]
     rows = []

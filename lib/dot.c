@@ -12,8 +12,9 @@
  * or contracting dims are interleaved (say lhs [m0, k, m1]) is copied first,
  * into [batch..., free..., contracting...] order.
  *
- * f32 GEMMs run on oneDNN, which picks its kernels from the ISA the CPU
- * reports (AVX2, AVX-512, ...), so it reaches the machine's FMA peak on a
+ * f32 GEMMs run on oneDNN (through sgemm.c, which first copies operands
+ * its no-copy kernels would read at a bad stride), which picks its kernels
+ * from the ISA the CPU reports (AVX2, AVX-512, ...), so it reaches the machine's FMA peak on a
  * CPU whose model name no table knows; OpenBLAS picks by model name and
  * falls back to SSE3 or Haswell kernels on new CPUs (docs/kernels.md has
  * the measurements).  f64 has only OpenBLAS (oneDNN has no dgemm).  bf16

@@ -36,12 +36,10 @@ static int pad_setting(void) {
     return !e ? 0 : strcmp(e, "always") == 0 ? 1 : strcmp(e, "never") == 0 ? -1 : 0;
 }
 
-/* Whether an operand stored as K rows ld apart (k_major) is copied: read
- * down K by the no-copy kernels at a bad stride, and reused by `reuse`
- * rows of the other side, enough to pay for its copy. */
-static int needs_padding(int setting, int nocopy, int k_major, int64_t ld, int64_t reuse) {
-    if (setting < 0 || !k_major || ld % BAD_LD != 0)
-        return 0;
+/* Whether an operand at a bad stride is copied: with the setting, or where
+ * the no-copy kernels read it and `reuse` rows of the other side pay for
+ * its copy. */
+static int needs_padding(int setting, int nocopy, int64_t reuse) {
     return setting > 0 || (nocopy && reuse >= MIN_REUSE);
 }
 
@@ -66,8 +64,11 @@ static int sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float 
 
 int sk_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda, const float *b,
              int64_t ldb, float beta, float *c, int64_t ldc) {
-    int setting = pad_setting(), nocopy = setting == 0 && nocopy_kernels(M, N);
-    int pad_a = needs_padding(setting, nocopy, ta == 'T', lda, N), pad_b = needs_padding(setting, nocopy, tb == 'N', ldb, M);
+    /* Only an operand stored K-major with rows a multiple of BAD_LD apart
+     * can need a copy; for the others nothing more is read or asked. */
+    int a_bad = ta == 'T' && lda % BAD_LD == 0, b_bad = tb == 'N' && ldb % BAD_LD == 0;
+    int setting = a_bad || b_bad ? pad_setting() : -1, nocopy = setting == 0 && nocopy_kernels(M, N);
+    int pad_a = a_bad && needs_padding(setting, nocopy, N), pad_b = b_bad && needs_padding(setting, nocopy, M);
     if (!pad_a && !pad_b)
         return sgemm(ta, tb, M, N, K, a, lda, b, ldb, beta, c, ldc);
     /* Blocks of one operand's columns; the other, when padded too, is the
