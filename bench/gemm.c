@@ -71,7 +71,9 @@ static void measure(int threads, int dim, const float *x, const float *w, float 
     fflush(stdout);
 }
 
-/* The bf16 einsum through sk_dot, one thread, best of 3. */
+/* The bf16 einsum through sk_dot, one thread, best of 3, with a workspace
+ * bound as the driver binds one to each device (a CPU without bf16
+ * instructions widens the operands into it). */
 static void measure_bf16(int dim, const float *x, const float *w) {
     size_t sz = (size_t)dim * dim;
     uint16_t *xb = malloc(sz * 2), *wb = malloc(sz * 2), *ob = malloc(sz * 2);
@@ -82,6 +84,8 @@ static void measure_bf16(int dim, const float *x, const float *w) {
     sk_dot_dims d = {0, 1, {0}, {0}, {1}, {0}};
     double best = 1e30;
     sk_blas_threads(1);   /* measure() left every core set */
+    sk_workspace *ws = sk_workspace_new();
+    sk_workspace_bind(ws);
     for (int r = 0; r < 3; r++) {
         double t0 = now_s();
         if (sk_dot(SK_BF16, SC_SHAPE(dim, dim), xb, SC_SHAPE(dim, dim), wb, &d, ob, NULL) != 0) {
@@ -92,6 +96,8 @@ static void measure_bf16(int dim, const float *x, const float *w) {
         best = t < best ? t : best;
     }
     printf("gemm 1 sk_dot_bf16 %.1f\n", 2.0 * dim * dim * dim / best * 1e-9);
+    sk_workspace_bind(NULL);
+    sk_workspace_free(ws);
     free(xb), free(wb), free(ob);
 }
 

@@ -278,17 +278,15 @@ static void test_elementwise(void) {
     free(p);
 }
 
+/* The i32 dot is shardc's loop, whose rows the threads split; floats of
+ * every dtype multiply on a GEMM library, threaded by it. */
 static void test_dot(void) {
-    uint16_t *a = rnd(SK_BF16, 96 * 200, 31), *b = rnd(SK_BF16, 200 * 80, 32);
     int32_t *ia = rnd(SK_I32, 96 * 200, 33), *ib = rnd(SK_I32, 200 * 80, 34);
     Case cs[] = {
-        {"dot bf16 [96,200] x [200,80]", DOT, SK_BF16, SC_SHAPE(96, 200), 0, {0}, 0, SC_SHAPE(200, 80), a, b, NULL, 96 * 80, SK_BF16},
         {"dot i32 [96,200] x [200,80]", DOT, SK_I32, SC_SHAPE(96, 200), 0, {0}, 0, SC_SHAPE(200, 80), ia, ib, NULL, 96 * 80, SK_I32},
     };
     for (int i = 0; i < COUNT(cs); i++)
         check_case(&cs[i], NULL);
-    free(a);
-    free(b);
     free(ia);
     free(ib);
 }
@@ -318,10 +316,6 @@ static void test_per_thread(void) {
 }
 
 int main(void) {
-    /* The bf16 dot case is shardc's loop, whose rows the threads split;
-     * oneDNN's kernels (the default where the CPU has bf16 instructions)
-     * promise no bit-identity across thread counts. */
-    setenv("SHARDC_GEMM", "openblas", 1);
     test_reduce();
     test_moves();
     test_elementwise();
