@@ -6,7 +6,7 @@
  *   cblas_sgemm  OpenBLAS called directly, with the kernels it picked
  *                (bench/report.py runs this program a second time with
  *                OPENBLAS_CORETYPE set from the ISA, for OpenBLAS's best);
- * plus the bf16 einsum through sk_dot (oneDNN's matmul, or shardc's loop).
+ * plus the bf16 einsum through sk_dot (oneDNN's matmul, or widened to f32).
  * Each engine runs its rounds in a row (alternating would leave one
  * library's idle threads spinning on the cores while the other runs); best
  * of RUNS rounds after one warm-up round, and the whole program after a

@@ -212,9 +212,18 @@ def bench_limits(build):
     """bench/limits: `name value` lines."""
     _, out, _ = run([os.path.join(build, "bench", "limits")], timeout=300)
     lim = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
-    for k in ("fma_peak_1", "fma_peak_all", "stream_triad_all"):
-        lim[k] = float(lim[k])
+    for k in ("fma_peak_1", "fma_peak_all", "stream_triad_all", "bf16_peak_1", "bf16_peak_all"):
+        if k in lim:
+            lim[k] = float(lim[k])
     return lim
+
+
+def bf16_limits(lim):
+    """The machine section's words for the bf16 peak."""
+    if lim.get("bf16_unit", "none") == "none":
+        return "no bf16 unit (neither AMX nor AVX512-BF16): bf16 dots are widened to the f32 GEMM"
+    return "bf16 peak (%s) %.1f GFLOP/s on one core, %.1f on all %s" % (
+        lim["bf16_unit"], lim["bf16_peak_1"], lim["bf16_peak_all"], lim["cores"])
 
 
 # ---- (a) GEMM ----
@@ -841,7 +850,8 @@ def bench_training(build, work, quick):
     mlp_const, gpt_const = (TRAIN_QUICK, GPT_QUICK) if quick else (TRAIN_CONST, GPT_CONST)
     runs = (("train_mlp", "adam_dp", "dp_forward", mlp_const, mlp_flop),
             ("train_mlp", "adam_fsdp", "fsdp_forward", mlp_const, mlp_flop),
-            ("gpt", "train_step", "gpt", gpt_const, gpt_flop))
+            ("gpt", "train_step", "gpt", gpt_const, gpt_flop),
+            ("gpt", "train_step_bf16", "gpt_bf16", gpt_const, gpt_flop))
     for name, step, fwd, const, flop in runs:
         sample = os.path.join(ROOT, "samples", name + ".tdsl")
         c = {k: int(v) for k, v in (kv.split("=") for kv in const.split(","))}
@@ -882,6 +892,21 @@ def training_section(rows, lim, summary):
         ratio = r[r["step"]]["time"] / r[r["fwd"]]["time"]
         summary.append(("(h) %s / %s time (target near 3, at most 4)" % (r["step"], r["fwd"]), "%.2f" % ratio,
                         met(ratio <= 4)))
+    f32, bf16 = rows[2]["train_step"], rows[3]["train_step_bf16"]
+    speedup = f32["time"] / bf16["time"]
+    unit = lim.get("bf16_unit", "none")
+    bf16_peak = lim.get("bf16_peak_all")
+    bf16_rate = rows[3]["flop"][1] / bf16["time"] * 1e-9
+    want = {"amx": 2.0, "avx512_bf16": 1.4}.get(unit)
+    summary.append(("(h) GPT train_step / train_step_bf16 time (target >= %s)"
+                    % (("%.1f on %s" % (want, unit)) if want else "2 on AMX, 1.4 on AVX512-BF16; none here"),
+                    "%.2f" % speedup, met(speedup >= want) if want else "no bf16 unit: bf16 widened to f32"))
+    mixed = ("Mixed precision: `train_step_bf16` (bf16 compute, f32 weights, docs/grad.md) runs in %s against "
+             "`train_step`'s %s, %.2fx faster; its %.1f GFLOP/s are %s. " % (
+                 fmt_time(bf16["time"]), fmt_time(f32["time"]), speedup, bf16_rate,
+                 "%.2f of the bf16 peak (%s)" % (bf16_rate / bf16_peak, unit) if bf16_peak else
+                 "%.2f of the f32 FMA peak: this CPU has no bf16 unit, so its bf16 dots are widened to the f32 "
+                 "GEMM (docs/kernels.md) and the step can only match the f32 one" % (bf16_rate / lim["fma_peak_all"])))
     return ("## Training\n\n"
             "One training step (`value_and_grad` of the loss and the optimizer, docs/grad.md) against the "
             "forward pass sharded the same way, each built with `shardc build --backend threads` for "
@@ -891,8 +916,8 @@ def training_section(rows, lim, summary):
             "step's FLOP over the forward's (the MLP needs no gradient of its input: 2.5; the GPT about 3). "
             "GFLOP/s count the ideal step's FLOP, against every core's FMA peak (%.1f GFLOP/s). Parameters "
             "and optimizer state per device come from the signature's shardings; the peak is the scheduled "
-            "dump's (parameters not included). FSDP holds %.2fx less than data parallel per device.\n\n%s\n"
-            % (MLP_MESH, rows[0]["const"], rows[2]["const"], lim["fma_peak_all"], mem, tab))
+            "dump's (parameters not included). FSDP holds %.2fx less than data parallel per device. %s\n\n%s\n"
+            % (MLP_MESH, rows[0]["const"], rows[2]["const"], lim["fma_peak_all"], mem, mixed, tab))
 
 
 # ---- (j) a Python loop (python/shardc, docs/python.md) ----
@@ -1466,8 +1491,8 @@ def main():
     log("date: %s; load average %s" % (m["date"], m["load"]))
     lim = bench_limits(build)
     log("ISA (CPUID): %s; kernels: %s" % (lim["isa"], lim["kernels"]))
-    log("limits: FMA peak %.1f GFLOP/s on 1 core, %.1f on %s cores; STREAM triad %.1f GB/s on every core" %
-        (lim["fma_peak_1"], lim["fma_peak_all"], lim["cores"], lim["stream_triad_all"]))
+    log("limits: FMA peak %.1f GFLOP/s on 1 core, %.1f on %s cores; %s; STREAM triad %.1f GB/s on every core" %
+        (lim["fma_peak_1"], lim["fma_peak_all"], lim["cores"], bf16_limits(lim), lim["stream_triad_all"]))
     work = tempfile.mkdtemp(prefix="shardc-bench.")
     summary, sections = [], []
     own = {}        # sections with a part of the doc of their own: marker -> text
@@ -1697,11 +1722,12 @@ def main():
                  "- CPU: %s, %d cores, %s memory, Linux %s\n- ISA (CPUID, lib/cpu.c): %s\n"
                  "- kernels chosen: %s\n"
                  "- limits (bench/limits.c): FMA peak %.1f GFLOP/s (f32) on one core, %.1f on all %s; "
-                 "STREAM triad %.1f GB/s on all cores\n"
+                 "%s; STREAM triad %.1f GB/s on all cores\n"
                  "- compiler: %s\n- BLAS: %s\n- MPI: %s\n"
                  "- load average (1 minute) when the run started: %s\n\n"
                  % (m["date"], m["cpu"], m["cores"], m["memory"], m["kernel"], lim["isa"], lim["kernels"],
-                    lim["fma_peak_1"], lim["fma_peak_all"], lim["cores"], lim["stream_triad_all"], m["cc"],
+                    lim["fma_peak_1"], lim["fma_peak_all"], lim["cores"], bf16_limits(lim), lim["stream_triad_all"],
+                    m["cc"],
                     m["blas"], m["mpi"], m["load"]))
         if sections:
             update_doc(doc, "bench/machine", prose(mtext), before="bench/report")

@@ -623,7 +623,7 @@ void sk_gemm_engine(char *buf, size_t len) {
         if (mm)
             snprintf(low[i], sizeof low[i], "oneDNN matmul (%s)", impl);
         else
-            snprintf(low[i], sizeof low[i], "shardc's loop");
+            snprintf(low[i], sizeof low[i], "widened to the f32 GEMM");
         sk_matmul_end(mm);
     }
     snprintf(buf, len, "CPU ISA %s; f32 GEMM: %s; f64 GEMM: %s; bf16 GEMM: %s; f16 GEMM: %s; i32: shardc's loop",

@@ -3,7 +3,7 @@
  * dnnl_sgemm is f32 only.  For bf16 and f16, oneDNN's matmul primitive
  * multiplies with the CPU's own instructions (AVX512-BF16's dot products,
  * AMX tiles, AVX512-FP16), accumulates in f32 and rounds once into the
- * result, as shardc's loop does, at ten to a hundred times its speed.
+ * result, at several times the f32 GEMM's rate.
  * A dot's epilogue (a bias along the rows, an activation) is folded into
  * the primitive: its bias argument and an eltwise post-op, applied to the
  * f32 accumulator in registers before the result is rounded and stored
@@ -18,8 +18,8 @@
  * "user" scratchpad mode) and they share nothing mutable.
  *
  * Where oneDNN has only its reference kernels for a dtype (bf16 without
- * AVX-512, f16 without AVX512-FP16) the table says "no" and sk_dot keeps
- * its loop, which is faster than those. */
+ * AVX-512, f16 without AVX512-FP16) the table says "no" and sk_dot widens
+ * the operands to f32 for the f32 GEMM, which is faster than those. */
 #include "internal.h"
 
 #include <oneapi/dnnl/dnnl.h>

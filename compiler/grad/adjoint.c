@@ -305,6 +305,16 @@ static void dot_adjoint(Grad *g, int c, int side) {
     give(g, side, x);
 }
 
+/* A bf16 or f16 dot's cotangent rounded to its operands' dtype: the dots
+ * of its backward pass multiply at the forward's precision, summing in f32
+ * (wide_dots.c makes them wide dots of the narrow values), as JAX's
+ * transpose of a bf16 dot and PyTorch's autocast do; the cotangents
+ * themselves stay f32. */
+static int operand_precision(Grad *g, int c) {
+    int dt = dot_operand_dtype(g->src, &g->src->insts[g->v]);
+    return ct_dtype(dt) == dt ? c : g_cast(g, g_cast(g, c, dt), ct_dtype(dt));
+}
+
 /* c padded with zeros to the operand's shape: rows [lo, hi) of dim d. */
 static int pad(Grad *g, int c, int d, int64_t lo, int64_t hi, int64_t n) {
     return g_tile(g, &(SlicePiece){c, -1, d, lo, hi}, 1, n);
@@ -639,7 +649,11 @@ void adjoint(Grad *g, int c) {
         give(g, 0, reshape_to(g, c, &s));
         return;
     }
-    case OP_DOT: dot_adjoint(g, c, 0); dot_adjoint(g, c, 1); return;
+    case OP_DOT:
+        c = operand_precision(g, c);
+        dot_adjoint(g, c, 0);
+        dot_adjoint(g, c, 1);
+        return;
     case OP_REDUCE: reduce_adjoint(g, c); return;
     case OP_SLICE: slice_adjoint(g, c); return;
     case OP_DYNAMIC_SLICE: dynamic_slice_adjoint(g, c); return;

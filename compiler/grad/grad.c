@@ -448,6 +448,7 @@ int grad_module(Module *m, Diag *diag, KeptCalls *kept) {
         any |= m->fns[f].grad_of != 0;
     if (!any) {
         drop_stop_gradients(m);
+        widen_dots(m);
         return 0;
     }
     jmp_buf bail;
@@ -478,5 +479,6 @@ int grad_module(Module *m, Diag *diag, KeptCalls *kept) {
         if (m->fns[d].grad_of || m->fns[d].vjp_of)
             drop_dead(m, &m->fns[d]);
     drop_stop_gradients(m);
+    widen_dots(m);
     return 0;
 }

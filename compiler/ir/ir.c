@@ -177,8 +177,12 @@ int ir_emit_checked(Module *m, Fn *fn, Op op, const int32_t *args, int nargs,
     in->nattrs = nattrs;
     for (int i = 0; i < nattrs; i++)
         *VEC_PUSH(m->arena, fn->ints, fn->nints, fn->ints_cap) = attrs[i];
+    /* No type: the op infers it, and the rules that may take a given one
+     * (a dot's wide sums) see that none was given. */
     if (type)
         in->type = *type;
+    else
+        in->type.dtype = DT_TUPLE;
     Shape out;
     const char *why = op_infer(m, fn, in, &out);
     if (why) {

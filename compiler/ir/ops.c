@@ -204,8 +204,9 @@ static const char *infer_dot(InferCtx *c, Shape *out) {
             return "dot label extents differ";
         extent[l] = size;
     }
-    /* A partitioned fn's dot may keep its partial sums wide (dot_is_wide). */
-    int wide = c->fn->partitioned && c->in->type.dtype == sum_dtype(a->dtype);
+    /* A dot of bf16 or f16 values may keep its f32 sums (dot_is_wide): the
+     * partitioner's partial sums, and grad/wide_dots.c's dots. */
+    int wide = c->in->type.dtype == sum_dtype(a->dtype);
     *out = (Shape){wide ? sum_dtype(a->dtype) : a->dtype, (uint8_t)nres, {0}};
     for (int i = 0; i < nres; i++) {
         int64_t l = ir_attr(c->fn, c->in, a->rank + b->rank + i);

@@ -16,7 +16,12 @@ against the same training in NumPy (f64).
 Each run must learn (its last loss below the stated fraction of its first)
 and match NumPy: every printed loss and the last one within 1e-3 (absolute,
 or relative where the loss is above 1), the final parameters within 1e-3 of
-their largest element.  Each run is on the threads backend and on MPI (two
+their largest element.  The mixed-precision steps (adam_dp_bf16,
+train_step_bf16: bf16 compute, f32 weights) are held to the same f32
+training in NumPy within bf16's tolerances: every loss within 3% (relative,
+down to losses of 1e-3), the final parameters within 2e-2 of their largest
+element; measured: 1.6% and 9e-3 for the MLP over 300 steps, 0.4% and 1e-3
+for the GPT over 200.  Each run is on the threads backend and on MPI (two
 processes of two devices); each check is a line, and the last line is
 "N passed, N failed".
 
@@ -39,7 +44,8 @@ from oracles import adam, mlp_grads, sgd_momentum  # noqa: E402
 
 MESH = "X=2,Y=2"
 MPIRUN = ["--backend", "mpi", "--np", "2"]
-TOL = 1e-3
+F32 = dict(loss=1e-3, floor=1.0, params=1e-3)      # loss within loss * max(floor, |want|)
+BF16 = dict(loss=3e-2, floor=1e-3, params=2e-2)
 
 # ---- the MLP regressor ----
 
@@ -82,13 +88,13 @@ def mlp_train(inputs, steps, optimizer):
     return np.array(losses), {k: a for k, a in st.items() if k not in ("x", "y")}   # what the steps carry
 
 
-def mlp_case(fn, optimizer, steps=300, learn=0.3):
+def mlp_case(fn, optimizer, steps=300, learn=0.3, tol=F32):
     def make():
         inputs = mlp_inputs(np.random.default_rng(7), optimizer == "adam")
         losses, final = mlp_train(inputs, steps, optimizer)
         return inputs, losses, final
     const = ",".join("%s=%d" % kv for kv in MLP_CONST.items())
-    return ("train_mlp " + fn, os.path.join(ROOT, "samples", "train_mlp.tdsl"), fn, const, steps, learn, make)
+    return ("train_mlp " + fn, os.path.join(ROOT, "samples", "train_mlp.tdsl"), fn, const, steps, learn, make, tol)
 
 
 # ---- the GPT ----
@@ -100,7 +106,7 @@ GPT_CFG = gpt_ref.TRAIN_CFG
 GPT_DEEP_CFG = dict(B=2, S=4, D=8, H=4, K=2, F=8, V=8, L=48)
 
 
-def gpt_case(cfg=GPT_CFG, steps=200, learn=0.5, name="gpt train_step"):
+def gpt_case(cfg=GPT_CFG, steps=200, learn=0.5, name="gpt train_step", fn="train_step", tol=F32):
     def make():
         inputs = gpt_ref.train_inputs(np.random.default_rng(1), cfg)
         losses, w, v = gpt_ref.train(cfg, inputs, steps)
@@ -108,7 +114,7 @@ def gpt_case(cfg=GPT_CFG, steps=200, learn=0.5, name="gpt train_step"):
         final.update(gpt_ref.as_record(v, "v"))
         return inputs, losses, final
     const = ",".join("%s=%d" % kv for kv in cfg.items())
-    return (name, os.path.join(ROOT, "samples", "gpt.tdsl"), "train_step", const, steps, learn, make)
+    return (name, os.path.join(ROOT, "samples", "gpt.tdsl"), fn, const, steps, learn, make, tol)
 
 
 # ---- the tanh RNN (tests/codegen/progs/rnn.tdsl), a 1000-step loop ----
@@ -150,10 +156,11 @@ def rnn_case(steps=60, learn=0.5):
         return inputs, np.array(losses), {"w": w, "u": u}
     const = ",".join("%s=%d" % kv for kv in RNN_CONST.items())
     return ("rnn train T=1000", os.path.join(ROOT, "tests", "codegen", "progs", "rnn.tdsl"), "train", const, steps,
-            learn, make)
+            learn, make, F32)
 
 
-CASES = [mlp_case("sgd_dp", "sgd"), mlp_case("adam_fsdp", "adam"), gpt_case(),
+CASES = [mlp_case("sgd_dp", "sgd"), mlp_case("adam_fsdp", "adam"), mlp_case("adam_dp_bf16", "adam", tol=BF16),
+         gpt_case(), gpt_case(name="gpt train_step_bf16", fn="train_step_bf16", tol=BF16),
          gpt_case(GPT_DEEP_CFG, steps=40, learn=0.9, name="gpt train_step L=48"), rnn_case()]
 
 # ---- running and judging ----
@@ -163,7 +170,7 @@ class Trainer(Checker):
     """check_ops.py's checker (a line and a count per check), with a training run."""
 
     def train(self, case, backend_flags, tag):
-        name, sample, fn, const, steps, learn, make = case
+        name, sample, fn, const, steps, learn, make, tol = case
         inputs, want_losses, want_final = make()
         d = os.path.join(self.tmp, re.sub(r"\W+", "_", name + "_" + tag))
         os.makedirs(d)
@@ -180,13 +187,13 @@ class Trainer(Checker):
             return
         printed = [(int(s), float(v)) for s, v in re.findall(r"^step (\d+): loss (\S+)", p.stdout, re.M)]
         self.check(label + " prints the loss", len(printed) >= 4, "printed: %r" % p.stdout[-400:])
+        def near(v, want):
+            return abs(v - want) <= tol["loss"] * max(tol["floor"], abs(want))
         for s, v in printed:
             want = want_losses[s - 1]
-            self.check("%s step %d loss" % (label, s), abs(v - want) <= TOL * max(1.0, abs(want)),
-                       "%.6f, NumPy %.6f" % (v, want))
+            self.check("%s step %d loss" % (label, s), near(v, want), "%.6f, NumPy %.6f" % (v, want))
         last = float(np.load(os.path.join(d, "out", "result0.npy")))
-        self.check(label + " last loss", abs(last - want_losses[-1]) <= TOL * max(1.0, abs(want_losses[-1])),
-                   "%.6f, NumPy %.6f" % (last, want_losses[-1]))
+        self.check(label + " last loss", near(last, want_losses[-1]), "%.6f, NumPy %.6f" % (last, want_losses[-1]))
         self.check(label + " learns", last < learn * want_losses[0],
                    "last loss %.4f is not below %.2f of the first, %.4f" % (last, learn, want_losses[0]))
         worst, where = 0.0, ""
@@ -198,7 +205,7 @@ class Trainer(Checker):
             err = float(np.abs(np.load(path) - want).max() / max(1.0, float(np.abs(want).max())))
             if err > worst:
                 worst, where = err, k
-        self.check(label + " final parameters", worst <= TOL, "%s differs by %.2e" % (where, worst))
+        self.check(label + " final parameters", worst <= tol["params"], "%s differs by %.2e" % (where, worst))
 
 
 def main():
