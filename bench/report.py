@@ -902,7 +902,7 @@ def training_section(rows, lim, summary):
                     % (("%.1f on %s" % (want, unit)) if want else "2 on AMX, 1.4 on AVX512-BF16; none here"),
                     "%.2f" % speedup, met(speedup >= want) if want else "no bf16 unit: bf16 widened to f32"))
     mixed = ("Mixed precision: `train_step_bf16` (bf16 compute, f32 weights, docs/grad.md) runs in %s against "
-             "`train_step`'s %s, %.2fx faster; its %.1f GFLOP/s are %s. " % (
+             "`train_step`'s %s, a speedup of %.2f; its %.1f GFLOP/s are %s. " % (
                  fmt_time(bf16["time"]), fmt_time(f32["time"]), speedup, bf16_rate,
                  "%.2f of the bf16 peak (%s)" % (bf16_rate / bf16_peak, unit) if bf16_peak else
                  "%.2f of the f32 FMA peak: this CPU has no bf16 unit, so its bf16 dots are widened to the f32 "
