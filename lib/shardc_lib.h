@@ -196,6 +196,27 @@ int sk_iota(sk_dtype t, sc_shape s, int dim, void *out);
  * and maxval, i32).  lo and hi are NULL for the other kinds. */
 int sk_random(sk_rng_kind kind, sk_dtype t, const uint32_t *key, int64_t n, const uint32_t *counter, const void *lo,
               const void *hi, void *out);
+/* attention (attention.c): for every batch index, out[s, :] = sum_t
+ * softmax_t(scale * q[s, :] . k[t, :] + mask[s, t]) v[t, :], f32, without
+ * the [S, T] scores: query tiles walk key tiles with an online softmax.
+ * The batch dims lie at each operand's own strides (elements); within a
+ * batch index rows lie *_row apart, their elements contiguous.  mask, when
+ * not NULL, is [S, T] with rows mask_row apart, the same for every batch
+ * index.  causal >= 0 promises that keys t > s + causal add nothing (their
+ * mask makes exp 0), so the tiles past them are skipped; -1: none. */
+typedef struct {
+    int nbatch;
+    int64_t batch[SC_MAX_RANK], q_batch[SC_MAX_RANK], k_batch[SC_MAX_RANK], v_batch[SC_MAX_RANK],
+        out_batch[SC_MAX_RANK];
+    int64_t S, T, K, Kv;                   /* queries, keys, q and k's dim, v's dim */
+    const float *q, *k, *v, *mask;
+    int64_t q_row, k_row, v_row, out_row, mask_row;
+    float scale;
+    int64_t causal;
+    float *out;
+} sk_attention_args;
+int sk_attention(const sk_attention_args *a);
+
 /* gather-dot: out[p, :] = x[p / rep, :] @ w[idx[p]] for p < rows, where
  * w holds e matrices [k, n] (trans: [n, k], contracted on their last dim)
  * and an index outside [0, e) is clamped (SK_CLAMP) or gives a zero row

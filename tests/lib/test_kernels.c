@@ -1,7 +1,8 @@
 /* Tests of the kernel library's contraction, reduction and prefix sum
  * (lib/dot.c, lib/reduce.c; docs/kernels.md): many dot layouts, every
- * reduction and cumsum along every dim, for every dtype, against reference
- * loops written from the definitions.
+ * reduction and cumsum along every dim, for every dtype, and attention
+ * without its scores (lib/attention.c), against reference loops written
+ * from the definitions.
  * TAP-like output: "ok N - ...", then "# done: N tests". */
 #include "ktest.h"
 
@@ -656,6 +657,60 @@ static void test_cumsum(void) {
           "cumsum of bool, or along a dim out of range, is an error");
 }
 
+/* ---- attention without the scores (lib/attention.c) ---- */
+
+/* Heads laid out as the samples' q[b, s, h, k]: batch dims (b, h) at
+ * strides (S*H*K, K), rows H*K apart; the reference in double from the
+ * definition: max, exp, sum, divide, then the product with v. */
+static void check_attention(const char *what, int64_t B, int64_t H, int64_t S, int64_t T, int64_t K, int64_t Kv,
+                            int masked, int64_t causal) {
+    float *q = fill(SK_F32, B * S * H * K, 3), *k = fill(SK_F32, B * T * H * K, 5), *v = fill(SK_F32, B * T * H * Kv, 7);
+    float *mask = masked ? fill(SK_F32, S * T, 9) : NULL, *got = malloc((size_t)(B * S * H * Kv) * 4);
+    for (int64_t s = 0; causal >= 0 && s < S; s++)
+        for (int64_t t = s + causal + 1; t < T; t++)
+            mask[s * T + t] = -1e9f;
+    sk_attention_args a = {2, {B, H}, {S * H * K, K}, {T * H * K, K}, {T * H * Kv, Kv}, {S * H * Kv, Kv},
+                           S, T, K, Kv, q, k, v, mask, H * K, H * K, H * Kv, H * Kv, T, 0.3f, causal, got};
+    int ok = sk_attention(&a) == 0;
+    double worst = 0, big = 0;
+    double *e = malloc((size_t)T * sizeof *e);
+    for (int64_t b = 0; ok && b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t s = 0; s < S; s++) {
+                double peak = -INFINITY, total = 0;
+                for (int64_t t = 0; t < T; t++) {
+                    double x = 0;
+                    for (int64_t c = 0; c < K; c++)
+                        x += (double)q[((b * S + s) * H + h) * K + c] * k[((b * T + t) * H + h) * K + c];
+                    e[t] = x * 0.3 + (mask ? mask[s * T + t] : 0);
+                    peak = e[t] > peak ? e[t] : peak;
+                }
+                for (int64_t t = 0; t < T; t++)
+                    total += e[t] = exp(e[t] - peak);
+                for (int64_t c = 0; c < Kv; c++) {
+                    double o = 0;
+                    for (int64_t t = 0; t < T; t++)
+                        o += e[t] / total * v[((b * T + t) * H + h) * Kv + c];
+                    double d = fabs(o - got[((b * S + s) * H + h) * Kv + c]);
+                    worst = d > worst ? d : worst;
+                    big = fabs(o) > big ? fabs(o) : big;
+                }
+            }
+    check(ok && worst <= 1e-5 * (big > 1 ? big : 1), "attention %s: within %.1e of the double reference",
+          what, worst);
+    free(q); free(k); free(v); free(mask); free(got); free(e);
+}
+
+static void test_attention(void) {
+    check_attention("[2,3] heads, S 67, T 131, K 19, Kv 23: tails of both tiles", 2, 3, 67, 131, 19, 23, 0, -1);
+    check_attention("with an additive mask", 2, 3, 67, 131, 19, 23, 1, -1);
+    check_attention("causal, S = T = 200 (key tiles past each query tile skipped)", 1, 2, 200, 200, 16, 16, 1, 0);
+    check_attention("causal offset 5, S 130 < T 300", 1, 2, 130, 300, 8, 12, 1, 5);
+    check_attention("one key", 1, 1, 5, 1, 4, 4, 0, -1);
+    sk_attention_args bad = {0};
+    check(sk_attention(&bad) != 0 && sk_attention(NULL) != 0, "attention rejects missing operands");
+}
+
 int main(void) {
     test_gather_dot();
     test_dot();
@@ -665,5 +720,6 @@ int main(void) {
     test_reduce();
     test_top_k();
     test_cumsum();
+    test_attention();
     return tap_done();
 }
