@@ -19,7 +19,7 @@
 
 #include <setjmp.h>
 
-int ct_dtype(int dtype) { return dtype == DT_BF16 || dtype == DT_F16 ? DT_F32 : dtype; }
+int ct_dtype(int dtype) { return sum_dtype(dtype); }   /* cotangents are the dtype sums are in */
 
 const Shape *src_type(const Grad *g, int v) { return &g->src->insts[v].type; }
 
