@@ -49,7 +49,11 @@ static int key_tile(const tile *w, int64_t s0, int64_t rows, int64_t t0, int64_t
         /* exp(-inf - finite) is 0: the first tile rescales nothing. */
         float corr = w->m[i] == -INFINITY ? 0.0f : sk_exp_f32(w->m[i] - peak), sum = 0;
         for (int64_t j = 0; j < cols; j++)
-            sum += x[j] = sk_exp_f32(x[j] - peak);
+            x[j] -= peak;
+        if (sk_unary(SK_EXP, SK_F32, cols, x, x))   /* the elementwise kernel's vectorized exp */
+            return SC_ERR;
+        for (int64_t j = 0; j < cols; j++)
+            sum += x[j];
         w->m[i] = peak;
         w->l[i] = w->l[i] * corr + sum;
         float *acc = w->acc + i * a->Kv;
