@@ -176,10 +176,10 @@ typedef struct {
     unit u;
     long n;
     float sink;
-} fma_job;
+} peak_job;
 
-static void *fma_thread(void *arg) {
-    fma_job *j = arg;
+static void *peak_thread(void *arg) {
+    peak_job *j = arg;
     pthread_barrier_wait(j->time.start);
     double t0 = now_s();
     j->sink = j->u.chains(j->n);
@@ -191,15 +191,15 @@ static void *fma_thread(void *arg) {
  * work over the slowest thread's time, best of RUNS. */
 static double peak(unit u, int threads) {
     long n = (long)(4e9 / u.flops);   /* 0.1 s a run at 40 GFLOP/s, 4 ms at 1 TFLOP/s */
-    fma_job *jobs = calloc((size_t)threads, sizeof *jobs);
+    peak_job *jobs = calloc((size_t)threads, sizeof *jobs);
     double best = 0;
     if (!jobs)
         exit(1);
     for (int r = 0; r < RUNS + 1; r++) {
         for (int t = 0; t < threads; t++)
-            jobs[t] = (fma_job){{NULL, 0}, u, n, 0};
+            jobs[t] = (peak_job){{NULL, 0}, u, n, 0};
         double gflops = u.flops * (double)n * threads /
-                        slowest(threads, fma_thread, (char *)jobs, sizeof *jobs) * 1e-9;
+                        slowest(threads, peak_thread, (char *)jobs, sizeof *jobs) * 1e-9;
         if (r > 0 && gflops > best)   /* run 0 warms up (clocks, vector units) */
             best = gflops;
     }

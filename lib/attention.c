@@ -25,7 +25,7 @@
 
 enum { TILE_Q = 64, TILE_K = 128 };
 
-/* One query tile of one batch index: rows [s0, s0 + rows). */
+/* One batch index's operands and the scratch of its query tiles. */
 typedef struct {
     const sk_attention_args *a;
     const float *q, *k, *v;
@@ -70,8 +70,8 @@ static int query_tile(const tile *w, int64_t s0, int64_t rows) {
         w->m[i] = -INFINITY, w->l[i] = 0;
     memset(w->acc, 0, sizeof(float) * (size_t)(rows * a->Kv));
     int64_t end = a->T;   /* keys past the causal bound of the tile's last row are skipped */
-    if (a->causal >= 0 && s0 + rows - 1 + a->causal + 1 < end)
-        end = s0 + rows - 1 + a->causal + 1;
+    if (a->causal >= 0 && s0 + rows + a->causal < end)
+        end = s0 + rows + a->causal;
     for (int64_t t0 = 0; t0 < end; t0 += TILE_K)
         if (key_tile(w, s0, rows, t0, end - t0 < TILE_K ? end - t0 : TILE_K))
             return SC_ERR;

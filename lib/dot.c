@@ -168,6 +168,17 @@ typedef struct {
     sk_dtype out;
 } epilogue;
 
+/* C = A B + beta C in f32, row-major, on the engine chosen: oneDNN (sgemm.c)
+ * or, under SHARDC_GEMM=openblas, OpenBLAS. */
+static int gemm_f32(char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda, const float *b,
+                    int64_t ldb, float beta, float *c, int64_t ldc) {
+    if (!without_onednn())
+        return sk_sgemm(ta, tb, M, N, K, a, lda, b, ldb, beta, c, ldc);
+    cblas_sgemm(CblasRowMajor, ta == 'N' ? CblasNoTrans : CblasTrans, tb == 'N' ? CblasNoTrans : CblasTrans, (int)M,
+                (int)N, (int)K, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    return 0;
+}
+
 /* The bf16/f16/i32 product: packed panels, f32 or wrapping int32. */
 static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,
                     const void *b, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
@@ -425,14 +436,9 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
         if (mm)
             status = sk_matmul_run(mm, va.base + oa * (int64_t)es, vb.base + ob * (int64_t)es, fbias,
                                (char *)out + bi * M * N * (int64_t)oes);
-        else if (t == SK_F32 && !without_onednn())
-            status = sk_sgemm(g.ta, g.tb, M, N, K, (const float *)(const void *)va.base + oa, lda,
-                              (const float *)(const void *)vb.base + ob, ldb, beta, (float *)out + bi * M * ldc, ldc);
         else if (t == SK_F32)
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f,
-                        (const float *)(const void *)va.base + oa, (int)lda,
-                        (const float *)(const void *)vb.base + ob, (int)ldb, beta,
-                        (float *)out + bi * M * ldc, (int)ldc);
+            status = gemm_f32(g.ta, g.tb, M, N, K, (const float *)(const void *)va.base + oa, lda,
+                              (const float *)(const void *)vb.base + ob, ldb, beta, (float *)out + bi * M * ldc, ldc);
         else
             cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0,
                         (const double *)(const void *)va.base + oa, (int)lda,
@@ -459,14 +465,6 @@ done:
     free(pb);
     free(fbias);
     return status;
-}
-
-/* n packed elements of dtype t as f32 (i32: their bits as they are). */
-static int widen(sk_dtype t, const void *src, int64_t n, void *dst) {
-    if (t != SK_I32)
-        return sk_convert(t, SK_F32, n, src, dst);
-    memcpy(dst, src, (size_t)n * 4);
-    return 0;
 }
 
 enum { BLOCK_K = 128, BLOCK_N = 512 };
@@ -526,38 +524,42 @@ static void int_rows(void *ctx, int64_t lo, int64_t hi) {
 /* bf16/f16: the epilogue on the f32 sums, rounded once into the result. */
 static void store_rows(void *ctx, int64_t lo, int64_t hi) {
     const Panels *p = ctx;
-    int64_t N = p->N, base = p->bi * p->M * N;
-    for (int64_t i = lo * N; i < hi * N; i++) {
-        float x = p->ep.bias ? p->acc[i] + p->ep.bias[i % N] : p->acc[i];
-        sk_store_f(p->ep.out, p->out, base + i, p->ep.act == SK_COPY ? x : activate(p->ep.act, x));
-    }
+    for (int64_t r = lo; r < hi; r++)
+        for (int64_t j = 0, i = r * p->N; j < p->N; j++, i++) {
+            float x = p->ep.bias ? p->acc[i] + p->ep.bias[j] : p->acc[i];
+            sk_store_f(p->ep.out, p->out, p->bi * p->M * p->N + i, p->ep.act == SK_COPY ? x : activate(p->ep.act, x));
+        }
 }
 
 static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,
                      const void *b, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
                      int nc, epilogue ep, void *out) {
-    /* One workspace block: the operands packed in their dtype, then
-     * widened once (O(size) conversions, not O(M N K)), and the sums.
-     * Fresh pages for every call cost a fifth of a 1024^3 product. */
+    /* One workspace block: the operands packed in their dtype, then (bf16,
+     * f16) widened once to f32 (O(size) conversions, not O(M N K)), and the
+     * sums.  Fresh pages for every call cost a fifth of a 1024^3 product.
+     * i32 panels are multiplied as they are packed. */
+    int is_int = t == SK_I32;
     size_t es = sk_dtype_size(t), an = (size_t)(nbat * M * K), bn = (size_t)(nbat * K * N), cn = (size_t)(M * N);
-    size_t at[5] = {0}, bytes = 0;   /* offsets of wa, wb, acc, na, nb: 64-byte aligned */
-    size_t len[5] = {an * 4, bn * 4, cn * 4, an * es, bn * es};
+    size_t at[5] = {0}, bytes = 0;   /* offsets of na, nb, acc, wa, wb: 64-byte aligned */
+    size_t len[5] = {an * es, bn * es, cn * 4, is_int ? 0 : an * 4, is_int ? 0 : bn * 4};
     for (int i = 0; i < 5; i++, bytes = (bytes + 63) / 64 * 64)
         at[i] = bytes, bytes += len[i];
     char *block = M > INT_MAX || N > INT_MAX || K > INT_MAX ? NULL : sk_workspace_take(bytes);
     if (!block)
         return SC_ERR;
-    void *wa = block + at[0], *wb = block + at[1];
     float *acc = (float *)(void *)(block + at[2]);
     int64_t lst[SC_MAX_RANK], rst[SC_MAX_RANK];   /* row-major: sk_dot_strided packed the others */
     sk_strides(lhs, lst);
     sk_strides(rhs, rst);
     view pa, pb;
-    void *na = pack(es, lhs, a, lst, ls, nc, 0, M, K, &pa, block + at[3]);
-    void *nbuf = pack(es, rhs, b, rst, rs, nc, 1, K, N, &pb, block + at[4]);
+    void *wa = pack(es, lhs, a, lst, ls, nc, 0, M, K, &pa, block + at[0]);
+    void *wb = pack(es, rhs, b, rst, rs, nc, 1, K, N, &pb, block + at[1]);
     int rc = SC_ERR;
-    if (widen(t, na, nbat * M * K, wa) || widen(t, nbuf, nbat * K * N, wb))
-        goto done;
+    if (!is_int) {
+        if (sk_convert(t, SK_F32, nbat * M * K, wa, block + at[3]) || sk_convert(t, SK_F32, nbat * K * N, wb, block + at[4]))
+            goto done;
+        wa = block + at[3], wb = block + at[4];
+    }
     /* Each batch index's rows split among the device's OpenMP threads, each
      * thread's accumulator rows from the start of a cache line (the int32
      * loop updates them K times). */
@@ -565,17 +567,17 @@ static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, 
     sk_line_grain(acc, N * 4, &grain, &phase);
     for (int64_t bi = 0; bi < nbat; bi++) {
         Panels p = {bi, M, N, K, wa, wb, acc, ep, out};
-        if (t == SK_I32) {
+        if (is_int) {
             sk_parallel_ranges_aligned(M, M * N * K, grain, phase, int_rows, &p);
             continue;
         }
-        const float *fa = (const float *)wa + bi * M * K, *fb = (const float *)wb + bi * K * N;
-        if (!without_onednn() && sk_sgemm('N', 'N', M, N, K, fa, K, fb, N, 0.0f, acc, N))
+        /* f32 sums kept as they are (a wide dot's) go straight into out. */
+        int direct = ep.out == SK_F32 && !ep.bias && ep.act == SK_COPY;
+        if (gemm_f32('N', 'N', M, N, K, (const float *)wa + bi * M * K, K, (const float *)wb + bi * K * N, N, 0.0f,
+                     direct ? (float *)out + bi * M * N : acc, N))
             goto done;
-        if (without_onednn())
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, fa, (int)K,
-                        fb, (int)N, 0.0f, acc, (int)N);
-        sk_parallel_ranges_aligned(M, M * N, grain, phase, store_rows, &p);
+        if (!direct)
+            sk_parallel_ranges_aligned(M, M * N, grain, phase, store_rows, &p);
     }
     rc = 0;
 done:
