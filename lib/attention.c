@@ -11,9 +11,9 @@
  * max grows; the end divides by l.  Memory is O(TILE_Q x (TILE_K + Kv)),
  * whatever S and T.
  *
- * A causal bound (keys t > s + offset contribute nothing: the caller's mask
- * makes their exp 0) skips every key tile past the query tile's last row;
- * the tiles it keeps still add the mask.  The sums are in f32, as the
+ * A causal bound masks keys t > s + offset (their exp is 0, as a fill of
+ * -inf or -1e9 in a mask makes it) and skips every key tile past the query
+ * tile's last row; a mask, if any, is added as well.  The sums are in f32, as the
  * unfused f32 program's; the order differs (online rescaling), so results
  * agree with it to f32 rounding, not bit for bit. */
 #include "internal.h"
@@ -42,8 +42,11 @@ static int key_tile(const tile *w, int64_t s0, int64_t rows, int64_t t0, int64_t
     for (int64_t i = 0; i < rows; i++) {
         float *x = w->scores + i * TILE_K, peak = w->m[i];
         const float *mask = a->mask ? a->mask + (s0 + i) * a->mask_row + t0 : NULL;
+        /* Keys past the causal bound are out (the tile's first ones may be in). */
+        int64_t in = a->causal < 0 || s0 + i + a->causal - t0 >= cols ? cols : s0 + i + a->causal - t0 + 1;
         for (int64_t j = 0; j < cols; j++) {
             x[j] = mask ? x[j] * a->scale + mask[j] : x[j] * a->scale;
+            x[j] = j < in ? x[j] : -INFINITY;
             peak = x[j] > peak ? x[j] : peak;
         }
         /* exp(-inf - finite) is 0: the first tile rescales nothing. */

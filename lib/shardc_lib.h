@@ -202,8 +202,8 @@ int sk_random(sk_rng_kind kind, sk_dtype t, const uint32_t *key, int64_t n, cons
  * The batch dims lie at each operand's own strides (elements); within a
  * batch index rows lie *_row apart, their elements contiguous.  mask, when
  * not NULL, is [S, T] with rows mask_row apart, the same for every batch
- * index.  causal >= 0 promises that keys t > s + causal add nothing (their
- * mask makes exp 0), so the tiles past them are skipped; -1: none. */
+ * index.  causal >= 0 masks keys t > s + causal out (their exp is 0) and
+ * skips the tiles past them; -1: none. */
 typedef struct {
     int nbatch;
     int64_t batch[SC_MAX_RANK], q_batch[SC_MAX_RANK], k_batch[SC_MAX_RANK], v_batch[SC_MAX_RANK],

@@ -164,12 +164,54 @@ static void emit_gather_dot(Gen *g, int v, const char *r) {
             r);
 }
 
+static void emit_strides(FILE *o, const char *field, const int64_t *x, int n) {
+    fprintf(o, ", .%s = {", field);
+    for (int i = 0; i < n; i++)
+        fprintf(o, "%s%lld", i ? ", " : "", (long long)x[i]);
+    fputs("}", o);
+}
+
+/* Dot v of an attention folded right before it (schedule.c): one
+ * sk_attention call, no [S, T] values. */
+static void emit_attention(Gen *g, int v, const char *r) {
+    const Fn *fn = g->fn;
+    AttentionForm af;
+    if (!attention_form(fn, v, &af)) {
+        g->err = "a folded attention its dot cannot compute";
+        return;
+    }
+    FILE *o = g->out;
+    try_open(g);
+    fprintf(o, "sk_attention(&(sk_attention_args){\n        .nbatch = %d", af.nbatch);
+    emit_strides(o, "batch", af.batch, af.nbatch);
+    emit_strides(o, "q_batch", af.q_batch, af.nbatch);
+    emit_strides(o, "k_batch", af.k_batch, af.nbatch);
+    emit_strides(o, "v_batch", af.v_batch, af.nbatch);
+    emit_strides(o, "out_batch", af.out_batch, af.nbatch);
+    fprintf(o, ",\n        .S = %lld, .T = %lld, .K = %lld, .Kv = %lld, .q = %s, .k = %s, .v = %s,\n",
+            (long long)af.S, (long long)af.T, (long long)af.K, (long long)af.Kv, g->name[af.q], g->name[af.k],
+            g->name[af.v]);
+    fprintf(o, "        .q_row = %lld, .k_row = %lld, .v_row = %lld, .out_row = %lld, .scale = (float)%.17g,\n",
+            (long long)af.q_row, (long long)af.k_row, (long long)af.v_row, (long long)af.out_row, af.scale);
+    if (af.causal)
+        fprintf(o, "        .causal = 0, .out = %s}));   /* keys after the query masked by position */\n", r);
+    else if (af.mask >= 0)
+        fprintf(o, "        .mask = %s, .mask_row = %lld, .causal = -1, .out = %s}));\n", g->name[af.mask],
+                (long long)af.mask_row, r);
+    else
+        fprintf(o, "        .causal = -1, .out = %s}));\n", r);
+}
+
 /* Instruction v, the last of a dot's epilogue (schedule.c): the folded
  * instructions before it are the dot, the bias broadcast and add, and v
  * itself the add or the activation; or v is an add the dot accumulates
  * into, whose buffer (r) holds the other operand. */
 static void emit_epilogue(Gen *g, int v, const char *r) {
     const Fn *fn = g->fn;
+    if (ends_attention(fn, v)) {
+        emit_attention(g, v, r);
+        return;
+    }
     if (fn->insts[v].op == OP_DOT) {
         emit_gather_dot(g, v, r);
         return;

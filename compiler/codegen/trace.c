@@ -94,7 +94,12 @@ const char *trace_name(Gen *g, int v) {
     const Inst *in = &fn->insts[v];
     Name b = {arena_alloc(g->arena, 512), 0, 512};
     b.s[0] = 0;
-    if (in->op == OP_DOT || ends_fold(fn, v))
+    AttentionForm af;
+    if (ends_attention(fn, v) && attention_form(fn, v, &af)) {   /* "attention f32 [4,2,128,64] causal" */
+        put(&b, "attention f32 ");
+        put_shape(&b, &in->type);
+        put(&b, af.causal ? " causal" : af.mask >= 0 ? " masked" : "");
+    } else if (in->op == OP_DOT || ends_fold(fn, v))
         dot_name(&b, fn, v);
     else if (in->op == OP_DONE)
         collective_name(&b, g->m, fn, &fn->insts[ir_arg(fn, in, 0)], "-done");

@@ -148,6 +148,13 @@ double cost_inst_bytes(const Fn *fn, const Inst *in) {
         in->op == OP_GET_TUPLE_ELEMENT || in->op == OP_RETURN || in->op == OP_DONE)
         return 0;
     double b = value_bytes(&in->type);
+    AttentionForm af;
+    if (ends_attention(fn, (int)(in - fn->insts)) && attention_form(fn, (int)(in - fn->insts), &af)) {
+        int read[] = {af.q, af.k, af.v, af.mask};    /* the [S, T] values between them never exist */
+        for (int i = 0; i < 4 - (af.mask < 0 || af.causal); i++)
+            b += value_bytes(&fn->insts[read[i]].type);
+        return b;
+    }
     for (int i = 0; i < in->nargs; i++)
         b += operand_bytes(fn, &fn->insts[ir_arg(fn, in, i)]);
     return b;

@@ -411,6 +411,10 @@ static void print_inst(Printer *p, int v) {
         fprintf(out, "  # buffer %d", in->buffer);
     if (in->flags & INST_FOLDED)
         fprintf(out, "  # folded into %%%s", p->names[folded_into(fn, v)]);
+    AttentionForm af;
+    if (ends_attention(fn, v) && attention_form(fn, v, &af))
+        fprintf(out, ", the attention folded into it (sk_attention%s)",
+                af.causal ? ": causal, masked by position" : af.mask >= 0 ? ": the mask added" : "");
     if (in->flags & INST_VIEW)
         fputs(in->flags & INST_STRIDED ? "  # a strided view: no copy" : "  # a view: no copy", out);
     if (in->flags & INST_IN_RUN)

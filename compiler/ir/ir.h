@@ -162,6 +162,12 @@ static inline int ends_fold(const Fn *fn, int v) {
     return v > 0 && (fn->insts[v - 1].flags & INST_FOLDED) && !(fn->insts[v].flags & INST_FOLDED);
 }
 
+/* Is v a dot that computes an attention folded before it (attention_form),
+ * not a gather (the only other fold a dot ends)? */
+static inline int ends_attention(const Fn *fn, int v) {
+    return fn->insts[v].op == OP_DOT && ends_fold(fn, v) && fn->insts[v - 1].op != OP_GATHER;
+}
+
 /* The operand an add ending a fold accumulates into, or -1: an f32 or f64
  * dot folded into an add of a value that dies there adds its product into
  * that value's buffer (BLAS's beta = 1), which becomes the add's
@@ -344,6 +350,24 @@ typedef struct {
     int64_t e, k, n, rows, rep;
 } GatherDot;
 int gather_dot_form(const Fn *fn, const Inst *dot, int side, GatherDot *gd);
+/* Softmax attention ending in a dot (compiler/ir/attention.c): the dot's
+ * result is sum_t softmax_t(scale * q[s, :] . k[t, :] + mask[s, t]) v[t, :]
+ * for each index of the batch dims, all f32, and `members` are the
+ * instructions between q, k, v, the mask and the dot, which
+ * sk_attention computes without their [batch..., S, T] values.  Strides
+ * are in elements of each dense value, batch dims in the scores' order;
+ * the last dims of q, k, v and the result are contiguous. */
+enum { ATTENTION_MAX_MEMBERS = 16 };
+typedef struct {
+    int q, k, v, mask;           /* values; the mask, [S, T], or -1 */
+    int causal;                  /* the mask is where(t > s, fill <= -1e9, 0): masked by position */
+    double scale;
+    int nbatch;
+    int64_t batch[MAX_RANK], q_batch[MAX_RANK], k_batch[MAX_RANK], v_batch[MAX_RANK], out_batch[MAX_RANK];
+    int64_t S, T, K, Kv, q_row, k_row, v_row, out_row, mask_row;
+    int members[ATTENTION_MAX_MEMBERS], nmembers;
+} AttentionForm;
+int attention_form(const Fn *fn, int dot, AttentionForm *af);
 
 /* Bytes one device sends in a collective, by the ring model (docs/partitioning.md). */
 int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in);

@@ -89,7 +89,8 @@ typedef struct {
     int32_t *next_after;         /* src collective -> next collective with the same operand */
     uint8_t *overlapped;         /* src collective: compute has run since its start */
     uint8_t *waiting;            /* src value: held back in queue */
-    uint8_t *into_dot;           /* src value: a gather its dot computes, emitted with the dot */
+    int32_t *into_dot;           /* src value -> the dot that computes it (a gather, an attention's member), or -1 */
+    int32_t *fold_first, *fold_next;   /* src dot -> the first value it computes; -> the next, in src order */
     uint8_t *merged;             /* src value: a concat its reader, a concat, takes apart (mark_concat_chains) */
     int32_t *sum_of;             /* src dot -> the add that is its only reader, or -1 (mark_sums) */
     int32_t *queue, *flight;     /* values held back, in order; collectives started, not overlapped */
@@ -248,17 +249,13 @@ static void finish_operands(Sched *s, int v) {
  * gather folded into its dot is emitted right before the dot. */
 static void emit(Sched *s, int v) {
     const Inst *in = &s->src->insts[v];
-    if (s->into_dot[v])
+    if (s->into_dot[v] >= 0)
         return;
-    int folded = -1;
-    for (int i = 0; i < in->nargs; i++)
-        if (s->into_dot[ir_arg(s->src, in, i)])
-            folded = ir_arg(s->src, in, i);
     finish_operands(s, v);
-    if (folded >= 0) {
-        finish_operands(s, folded);
-        s->new_of[folded] = copy_inst(s, folded, INST_FOLDED);
-    }
+    for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
+        finish_operands(s, u);
+    for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
+        s->new_of[u] = copy_inst(s, u, INST_FOLDED);
     if (op_calls(in->op))
         make_room(s, call_collectives(s->m, s->src, in));
     s->new_of[v] = copy_inst(s, v, 0);
@@ -320,6 +317,21 @@ static int accumulating_add(const Fn *fn, const int *uses, const int *last_read,
 
 /* The gathers that the dot reading them computes (see the top): each
  * read only by that dot, neither placed nor asynchronous. */
+/* Values set[0..n) are computed by dot v: emitted right before it, in src order. */
+static void fold_into(Sched *s, int *set, int n, int v) {
+    for (int i = 1; i < n; i++)              /* insertion sort: a fold is a few instructions */
+        for (int j = i; j > 0 && set[j - 1] > set[j]; j--) {
+            int x = set[j];
+            set[j] = set[j - 1];
+            set[j - 1] = x;
+        }
+    for (int i = 0; i < n; i++) {
+        s->into_dot[set[i]] = v;
+        s->fold_next[set[i]] = i + 1 < n ? set[i + 1] : -1;
+    }
+    s->fold_first[v] = n ? set[0] : -1;
+}
+
 static void mark_gathers_into_dots(Sched *s, const int *uses) {
     const Fn *src = s->src;
     for (int v = 0; v < src->ninsts; v++) {
@@ -330,10 +342,66 @@ static void mark_gathers_into_dots(Sched *s, const int *uses) {
         for (int side = 0; side < 2; side++)
             if (gather_dot_form(src, in, side, &gd) && uses[gd.gather] == 1 && !src->insts[gd.gather].flags &&
                 !src->insts[gd.gather].place) {
-                s->into_dot[gd.gather] = 1;
+                fold_into(s, &gd.gather, 1, v);
                 break;
             }
     }
+}
+
+/* May an instruction no one else reads be left uncomputed? */
+static int pure(const Inst *in) {
+    return !(in->flags & ~INST_CONSTRAINED) && !in->place && in->type.dtype != DT_TUPLE &&
+           in->op != OP_PARAMETER && !op_is_collective(in->op) && !op_calls(in->op) && in->op != OP_DONE &&
+           in->op != OP_RETURN && in->op != OP_GET_TUPLE_ELEMENT;
+}
+
+/* How many of value x's reads are by the instructions set[0..n) or by v. */
+static int reads_within(const Fn *fn, const int *set, int n, int v, int x) {
+    int reads = 0;
+    for (int i = 0; i <= n; i++) {
+        const Inst *in = &fn->insts[i < n ? set[i] : v];
+        for (int j = 0; j < in->nargs; j++)
+            reads += ir_arg(fn, in, j) == x;
+    }
+    return reads;
+}
+
+/* Attentions (see the top): the members of dot v's attention_form, when
+ * each is pure and read only by the others and v, are computed by v's
+ * sk_attention call; so is a causal mask (the kernel masks by position)
+ * with the instructions below it that only the fold reads. */
+static void mark_attention(Sched *s, const int *uses, int v) {
+    const Fn *src = s->src;
+    AttentionForm af;
+    if (src->insts[v].flags || src->insts[v].place || !attention_form(src, v, &af))
+        return;
+    int set[2 * ATTENTION_MAX_MEMBERS], n = af.nmembers;
+    memcpy(set, af.members, sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        if (!pure(&src->insts[set[i]]) || s->into_dot[set[i]] >= 0 ||
+            reads_within(src, set, n, v, set[i]) != uses[set[i]])
+            return;
+    /* What only the fold reads joins it (a constant, a causal mask's tree),
+     * but not the kernel's operands: a value is tried again as each of its
+     * readers joins, and joins with the last. */
+    int todo[4 * ATTENTION_MAX_MEMBERS], ntodo = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < src->insts[set[i]].nargs; j++) {
+            int a = ir_arg(src, &src->insts[set[i]], j);
+            if (a != af.q && a != af.k && (a != af.mask || af.causal) && ntodo < 4 * ATTENTION_MAX_MEMBERS)
+                todo[ntodo++] = a;
+        }
+    while (ntodo > 0 && n < 2 * ATTENTION_MAX_MEMBERS) {
+        int x = todo[--ntodo], joined = 0;
+        for (int k = 0; k < n; k++)
+            joined |= set[k] == x;
+        if (joined || !pure(&src->insts[x]) || s->into_dot[x] >= 0 || reads_within(src, set, n, v, x) != uses[x])
+            continue;
+        set[n++] = x;
+        for (int j = 0; j < src->insts[x].nargs && ntodo < 4 * ATTENTION_MAX_MEMBERS; j++)
+            todo[ntodo++] = ir_arg(src, &src->insts[x], j);
+    }
+    fold_into(s, set, n, v);
 }
 
 /* The f32 and f64 dots whose sum can take their product (accumulating_add,
@@ -344,8 +412,8 @@ static void mark_gathers_into_dots(Sched *s, const int *uses) {
 static void mark_sums(Sched *s, const int *uses, const int *last_read) {
     const Fn *src = s->src;
     for (int v = 0; v < src->ninsts; v++) {
-        int a = s->into_dot[v] ? -1 : accumulating_add(src, uses, last_read, v);
-        s->sum_of[v] = a >= 0 && !s->into_dot[other_operand(src, a, v)] ? a : -1;
+        int a = s->into_dot[v] >= 0 ? -1 : accumulating_add(src, uses, last_read, v);
+        s->sum_of[v] = a >= 0 && s->into_dot[other_operand(src, a, v)] < 0 ? a : -1;
     }
 }
 
@@ -636,14 +704,15 @@ static int slot_of(const Inst *in, const Shape *s) {
 }
 
 /* Is every reader of each value an unplaced dot, as operand 0 or 1, whose
- * other operand is no gather folded into it (sk_gather_dot reads its
- * operands whole)?  Such a value can be a strided view. */
+ * other operand is no gather folded into it, and no attention's
+ * (sk_gather_dot and sk_attention read their operands whole)?  Such a
+ * value can be a strided view. */
 static uint8_t *read_by_dots(Arena *a, const Fn *fn) {
     uint8_t *ok = arena_alloc(a, (size_t)fn->ninsts + 1);
     memset(ok, 1, (size_t)fn->ninsts + 1);
     for (int u = 0; u < fn->ninsts; u++) {
         const Inst *in = &fn->insts[u];
-        int dot = in->op == OP_DOT && !in->place && !(in->flags & ~INST_FOLDED);
+        int dot = in->op == OP_DOT && !in->place && !in->flags && !ends_attention(fn, u);   /* an attention's: no */
         for (int i = 0; i < in->nargs; i++) {
             const Inst *other = in->nargs == 2 ? &fn->insts[ir_arg(fn, in, 1 - i)] : NULL;
             if (!dot || (other && other->op == OP_GATHER && other->flags & INST_FOLDED))
@@ -990,15 +1059,16 @@ static void schedule_fn(Module *m, int f) {
     s.next_after = arena_alloc(m->arena, sizeof(int32_t) * n);
     s.overlapped = arena_alloc(m->arena, n);
     s.waiting = arena_alloc(m->arena, n);
-    s.into_dot = arena_alloc(m->arena, n);
+    s.into_dot = arena_alloc(m->arena, sizeof(int32_t) * n);
+    s.fold_first = arena_alloc(m->arena, sizeof(int32_t) * n);
+    s.fold_next = arena_alloc(m->arena, sizeof(int32_t) * n);
     s.merged = arena_alloc(m->arena, n);
     s.sum_of = arena_alloc(m->arena, sizeof(int32_t) * n);
     s.seq = arena_alloc(m->arena, sizeof(int32_t) * n);
     memset(s.overlapped, 0, n);
     memset(s.waiting, 0, n);
-    memset(s.into_dot, 0, n);
     for (int v = 0; v < src.ninsts; v++)
-        s.new_of[v] = s.started_by[v] = s.first_after[v] = s.next_after[v] = -1;
+        s.new_of[v] = s.started_by[v] = s.first_after[v] = s.next_after[v] = s.into_dot[v] = s.fold_first[v] = -1;
     /* Chain each value's collectives in program order (built backwards). */
     for (int v = src.ninsts - 1; v >= 0; v--)
         if (op_is_collective(src.insts[v].op)) {
@@ -1010,6 +1080,9 @@ static void schedule_fn(Module *m, int f) {
     int *uses, *last_read;
     count_reads(&scratch, &src, &uses, &last_read);
     mark_gathers_into_dots(&s, uses);
+    for (int v = 0; v < src.ninsts; v++)
+        if (src.insts[v].op == OP_DOT && s.fold_first[v] < 0)
+            mark_attention(&s, uses, v);
     mark_sums(&s, uses, last_read);
     mark_concat_chains(&s, uses, last_read);
     arena_free(&scratch);

@@ -1845,6 +1845,45 @@ def attention(rng, m):
     return {"x": x, "wq": wq, "wk": wk, "wv": wv, "wo": wo}, [(np.einsum("bshk,hke->bse", o, d(wo)), "f32")]
 
 
+# ---- attention folded into one kernel (tests/interp/progs/attention.tdsl) ----
+# 150 queries and 131 keys: three query tiles of 64 and two key tiles of 128,
+# each with a tail; weights scaled so that the scores spread over a few units.
+
+def folded_attention(mask_of, scale, cross=False):
+    def make(rng, m):
+        x = normal(rng, 2, 150, 24)
+        y = normal(rng, 2, 131, 24) if cross else x
+        wq, wk = normal(rng, 24, 4, 12) * 0.3, normal(rng, 24, 4, 12) * 0.3
+        wv = normal(rng, 24, 4, 20)
+        q = np.einsum("bsd,dhk->bshk", d(x), d(wq))
+        k, v = np.einsum("btd,dhk->bthk", d(y), d(wk)), np.einsum("btd,dhc->bthc", d(y), d(wv))
+        mask = mask_of(rng, q.shape[1], k.shape[1])
+        logits = np.einsum("bshk,bthk->bhst", q, k) * scale + d(mask)
+        e = np.exp(logits - logits.max(3, keepdims=True))
+        o = np.einsum("bhst,bthc->bshc", e / e.sum(3, keepdims=True), v)
+        inputs = {"x": x, "wq": wq, "wk": wk, "wv": wv}
+        if cross:
+            inputs.update(y=y, mask=mask)
+        return inputs, [(o, "f32")]
+    return make
+
+
+def padding_mask(rng, s, t):
+    return np.where(rng.uniform(size=(s, t)) < 0.2, -1e4, rng.uniform(-1, 1, (s, t))).astype(np.float32)
+
+
+def later_mask(fill):
+    return lambda rng, s, t: np.where(np.arange(t)[None, :] > np.arange(s)[:, None], fill, 0.0).astype(np.float32)
+
+
+for name, make in [("cross", folded_attention(padding_mask, 1 / 3.5, cross=True)),
+                   ("causal", folded_attention(later_mask(-1e9), 0.3)),
+                   ("causal_seq", folded_attention(later_mask(-np.inf), 1.0)),
+                   ("weak", folded_attention(later_mask(-1.0), 0.3))]:
+    case("attention." + name, prog("attention.tdsl"), name, make, interp=[None, (2, 2)], codegen=[0, 3, 4], runs=1,
+         scaled=True)   # sharp rows (causal_seq is unscaled): f32 score errors grow through exp
+
+
 def avg_sizes(m):
     return up(16, m["X"]), up(32, m["Y"])
 

@@ -665,12 +665,15 @@ static void test_cumsum(void) {
 static void check_attention(const char *what, int64_t B, int64_t H, int64_t S, int64_t T, int64_t K, int64_t Kv,
                             int masked, int64_t causal) {
     float *q = fill(SK_F32, B * S * H * K, 3), *k = fill(SK_F32, B * T * H * K, 5), *v = fill(SK_F32, B * T * H * Kv, 7);
-    float *mask = masked ? fill(SK_F32, S * T, 9) : NULL, *got = malloc((size_t)(B * S * H * Kv) * 4);
+    /* The reference's mask: the given one (or zeros), -1e9 past the causal bound. */
+    float *mask = masked || causal >= 0 ? fill(SK_F32, S * T, 9) : NULL, *got = malloc((size_t)(B * S * H * Kv) * 4);
+    for (int64_t i = 0; !masked && mask && i < S * T; i++)
+        mask[i] = 0;
     for (int64_t s = 0; causal >= 0 && s < S; s++)
         for (int64_t t = s + causal + 1; t < T; t++)
             mask[s * T + t] = -1e9f;
     sk_attention_args a = {2, {B, H}, {S * H * K, K}, {T * H * K, K}, {T * H * Kv, Kv}, {S * H * Kv, Kv},
-                           S, T, K, Kv, q, k, v, mask, H * K, H * K, H * Kv, H * Kv, T, 0.3f, causal, got};
+                           S, T, K, Kv, q, k, v, masked ? mask : NULL, H * K, H * K, H * Kv, H * Kv, T, 0.3f, causal, got};
     int ok = sk_attention(&a) == 0;
     double worst = 0, big = 0;
     double *e = malloc((size_t)T * sizeof *e);
@@ -706,6 +709,8 @@ static void test_attention(void) {
     check_attention("with an additive mask", 2, 3, 67, 131, 19, 23, 1, -1);
     check_attention("causal, S = T = 200 (key tiles past each query tile skipped)", 1, 2, 200, 200, 16, 16, 1, 0);
     check_attention("causal offset 5, S 130 < T 300", 1, 2, 130, 300, 8, 12, 1, 5);
+    check_attention("causal by position alone (no mask), S = T = 200", 1, 2, 200, 200, 16, 16, 0, 0);
+    check_attention("causal by position alone, offset 70, S 70 < T 300", 2, 1, 70, 300, 8, 8, 0, 70);
     check_attention("one key", 1, 1, 5, 1, 4, 4, 0, -1);
     sk_attention_args bad = {0};
     check(sk_attention(&bad) != 0 && sk_attention(NULL) != 0, "attention rejects missing operands");
