@@ -30,8 +30,10 @@ enum { TILE_Q = 128, TILE_K = 128 };
  * of the tile, and all of k's and v's, copied to rows ld* apart. */
 typedef struct {
     const sk_attention_args *a;
-    const float *q;
-    float *out, *scores, *acc, *m, *l, *qp, *kp, *vp;
+    const char *q;
+    char *out;
+    size_t size, out_size;       /* bytes of an element of q, k, v and of out */
+    float *scores, *acc, *m, *l, *qp, *kp, *vp;
     int64_t ldq, ldk, ldv;
 } tile;
 
@@ -42,9 +44,11 @@ typedef struct {
  * of such a length get a padding. */
 static int64_t padded(int64_t n) { return n % 256 == 0 ? n + 16 : n; }
 
-static void pack_rows(float *dst, int64_t ld, const float *src, int64_t src_row, int64_t rows, int64_t cols) {
+static void pack_rows(float *dst, int64_t ld, sk_dtype t, const char *src, int64_t src_row, int64_t rows,
+                      int64_t cols) {
+    size_t size = sk_dtype_size(t);
     for (int64_t r = 0; r < rows; r++)
-        memcpy(dst + r * ld, src + r * src_row, sizeof(float) * (size_t)cols);
+        sk_convert(t, SK_F32, cols, src + (size_t)(r * src_row) * size, dst + r * ld);   /* bf16: widened */
 }
 
 /* Row i of a score tile, scaled, masked (keys from `in` on are out: the
@@ -123,7 +127,7 @@ static int query_tile(const tile *w, int64_t s0, int64_t rows) {
     for (int64_t i = 0; i < rows; i++)
         w->m[i] = -INFINITY, w->l[i] = 0;
     memset(w->acc, 0, sizeof(float) * (size_t)(rows * a->Kv));
-    pack_rows(w->qp, w->ldq, w->q + s0 * a->q_row, a->q_row, rows, a->K);
+    pack_rows(w->qp, w->ldq, a->t, w->q + (size_t)(s0 * a->q_row) * w->size, a->q_row, rows, a->K);
     int64_t end = a->T;   /* keys past the causal bound of the tile's last row are skipped */
     if (a->causal >= 0 && s0 + rows + a->causal < end)
         end = s0 + rows + a->causal;
@@ -131,15 +135,17 @@ static int query_tile(const tile *w, int64_t s0, int64_t rows) {
         if (key_tile(w, s0, rows, t0, end - t0 < TILE_K ? end - t0 : TILE_K))
             return SC_ERR;
     for (int64_t i = 0; i < rows; i++) {
-        float *o = w->out + (s0 + i) * a->out_row, inv = 1.0f / w->l[i];
-        for (int64_t c = 0; c < a->Kv; c++)
-            o[c] = w->acc[i * a->Kv + c] * inv;
+        float *o = w->acc + i * a->Kv;
+        scale_vec(o, 1.0f / w->l[i], a->Kv);
+        sk_convert(SK_F32, a->out_t, a->Kv, o, w->out + (size_t)((s0 + i) * a->out_row) * w->out_size);
     }
     return 0;
 }
 
+static int float_type(sk_dtype t) { return t == SK_F32 || t == SK_BF16 || t == SK_F16; }
+
 static int valid(const sk_attention_args *a) {
-    if (!a || !a->q || !a->k || !a->v || !a->out || a->nbatch < 0 || a->nbatch > SC_MAX_RANK || a->S < 0 ||
+    if (!a || !a->q || !a->k || !a->v || !a->out || !float_type(a->t) || !float_type(a->out_t) || a->nbatch < 0 || a->nbatch > SC_MAX_RANK || a->S < 0 ||
         a->T < 1 || a->K < 1 || a->Kv < 1 || a->q_row < a->K || a->k_row < a->K || a->v_row < a->Kv ||
         a->out_row < a->Kv || (a->mask && a->mask_row < a->T) || a->causal < -1 ||
         a->K > INT32_MAX || a->Kv > INT32_MAX || a->q_row > INT32_MAX || a->k_row > INT32_MAX ||
@@ -159,7 +165,7 @@ int sk_attention(const sk_attention_args *a) {
         nbat *= a->batch[i];
     if (nbat == 0 || a->S == 0)
         return 0;
-    tile w = {.a = a, .ldq = padded(a->K), .ldk = padded(a->K), .ldv = padded(a->Kv)};
+    tile w = {.a = a, .size = sk_dtype_size(a->t), .out_size = sk_dtype_size(a->out_t), .ldq = padded(a->K), .ldk = padded(a->K), .ldv = padded(a->Kv)};
     size_t bytes = sizeof(float) * (size_t)(TILE_Q * (TILE_K + a->Kv + 2 + w.ldq) + a->T * (w.ldk + w.ldv));
     float *scratch = sk_workspace_take(bytes);
     if (!scratch)
@@ -174,9 +180,9 @@ int sk_attention(const sk_attention_args *a) {
     int64_t idx[SC_MAX_RANK] = {0}, oq = 0, ok = 0, ov = 0, oo = 0;   /* the batch odometer */
     int status = 0;
     for (int64_t b = 0; b < nbat && !status; b++) {
-        w.q = a->q + oq, w.out = a->out + oo;
-        pack_rows(w.kp, w.ldk, a->k + ok, a->k_row, a->T, a->K);
-        pack_rows(w.vp, w.ldv, a->v + ov, a->v_row, a->T, a->Kv);
+        w.q = (const char *)a->q + (size_t)oq * w.size, w.out = (char *)a->out + (size_t)oo * w.out_size;
+        pack_rows(w.kp, w.ldk, a->t, (const char *)a->k + (size_t)ok * w.size, a->k_row, a->T, a->K);
+        pack_rows(w.vp, w.ldv, a->t, (const char *)a->v + (size_t)ov * w.size, a->v_row, a->T, a->Kv);
         for (int64_t s0 = 0; s0 < a->S && !status; s0 += TILE_Q)
             status = query_tile(&w, s0, a->S - s0 < TILE_Q ? a->S - s0 : TILE_Q);
         for (int d = a->nbatch - 1; d >= 0; d--) {

@@ -197,8 +197,10 @@ int sk_iota(sk_dtype t, sc_shape s, int dim, void *out);
 int sk_random(sk_rng_kind kind, sk_dtype t, const uint32_t *key, int64_t n, const uint32_t *counter, const void *lo,
               const void *hi, void *out);
 /* attention (attention.c): for every batch index, out[s, :] = sum_t
- * softmax_t(scale * q[s, :] . k[t, :] + mask[s, t]) v[t, :], f32, without
- * the [S, T] scores: query tiles walk key tiles with an online softmax.
+ * softmax_t(scale * q[s, :] . k[t, :] + mask[s, t]) v[t, :], without the
+ * [S, T] scores: query tiles walk key tiles with an online softmax.  q, k
+ * and v are of dtype t (f32, bf16 or f16: widened, their products summed
+ * in f32), out of out_t (rounded once); the mask and the softmax are f32.
  * The batch dims lie at each operand's own strides (elements); within a
  * batch index rows lie *_row apart, their elements contiguous.  mask, when
  * not NULL, is [S, T] with rows mask_row apart, the same for every batch
@@ -209,11 +211,13 @@ typedef struct {
     int64_t batch[SC_MAX_RANK], q_batch[SC_MAX_RANK], k_batch[SC_MAX_RANK], v_batch[SC_MAX_RANK],
         out_batch[SC_MAX_RANK];
     int64_t S, T, K, Kv;                   /* queries, keys, q and k's dim, v's dim */
-    const float *q, *k, *v, *mask;
+    sk_dtype t, out_t;
+    const void *q, *k, *v;
+    const float *mask;
     int64_t q_row, k_row, v_row, out_row, mask_row;
     float scale;
     int64_t causal;
-    float *out;
+    void *out;
 } sk_attention_args;
 int sk_attention(const sk_attention_args *a);
 

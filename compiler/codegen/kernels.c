@@ -188,10 +188,11 @@ static void emit_attention(Gen *g, int v, const char *r) {
     emit_strides(o, "k_batch", af.k_batch, af.nbatch);
     emit_strides(o, "v_batch", af.v_batch, af.nbatch);
     emit_strides(o, "out_batch", af.out_batch, af.nbatch);
-    fprintf(o, ",\n        .S = %lld, .T = %lld, .K = %lld, .Kv = %lld, .q = %s, .k = %s, .v = %s,\n",
-            (long long)af.S, (long long)af.T, (long long)af.K, (long long)af.Kv, g->name[af.q], g->name[af.k],
-            g->name[af.v]);
-    fprintf(o, "        .q_row = %lld, .k_row = %lld, .v_row = %lld, .out_row = %lld, .scale = (float)%.17g,\n",
+    fprintf(o, ",\n        .S = %lld, .T = %lld, .K = %lld, .Kv = %lld, .t = %s, .out_t = %s,\n",
+            (long long)af.S, (long long)af.T, (long long)af.K, (long long)af.Kv, sk_dtype_of[af.dtype],
+            sk_dtype_of[af.out_dtype]);
+    fprintf(o, "        .q = %s, .k = %s, .v = %s,", g->name[af.q], g->name[af.k], g->name[af.v]);
+    fprintf(o, " .q_row = %lld, .k_row = %lld, .v_row = %lld, .out_row = %lld, .scale = (float)%.17g,\n",
             (long long)af.q_row, (long long)af.k_row, (long long)af.v_row, (long long)af.out_row, af.scale);
     if (af.causal)
         fprintf(o, "        .causal = 0, .out = %s}));   /* keys after the query masked by position */\n", r);

@@ -96,7 +96,7 @@ const char *trace_name(Gen *g, int v) {
     b.s[0] = 0;
     AttentionForm af;
     if (ends_attention(fn, v) && attention_form(fn, v, &af)) {   /* "attention f32 [4,2,128,64] causal" */
-        put(&b, "attention f32 ");
+        put(&b, "attention %s ", dtype_name[af.dtype]);
         put_shape(&b, &in->type);
         put(&b, af.causal ? " causal" : af.mask >= 0 ? " masked" : "");
     } else if (in->op == OP_DOT || ends_fold(fn, v))

@@ -33,6 +33,8 @@ static void member(Match *mt, int v) {
         mt->af->members[mt->af->nmembers++] = v;
 }
 
+static int is_float(int dt) { return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16; }
+
 /* Is v an f32 value of op `op` with n operands, computed on every device? */
 static int is(const Fn *fn, int v, int op, int n) {
     const Inst *in = at(fn, v);
@@ -148,7 +150,7 @@ static int scores_dot(Match *mt, int d1, int t, int *s_dim) {
     const Fn *fn = mt->fn;
     AttentionForm *af = mt->af;
     const Inst *in = at(fn, d1);
-    if (!is(fn, d1, OP_DOT, 2) || dot_is_wide(fn, in))
+    if (!is(fn, d1, OP_DOT, 2))   /* f32 sums, of f32 operands or (a wide dot) narrow ones */
         return 0;
     int r = in->type.rank;
     int64_t tl = result_label(fn, d1, t);
@@ -156,7 +158,9 @@ static int scores_dot(Match *mt, int d1, int t, int *s_dim) {
     af->q = arg(fn, d1, qside);
     af->k = arg(fn, d1, kside);
     const Shape *qs = &at(fn, af->q)->type, *ks = &at(fn, af->k)->type;
-    if (qs->rank != r || ks->rank != r || qs->dtype != DT_F32 || ks->dtype != DT_F32 || dim_of(fn, d1, qside, tl) >= 0)
+    af->dtype = qs->dtype;
+    if (qs->rank != r || ks->rank != r || !is_float(qs->dtype) || ks->dtype != qs->dtype ||
+        dim_of(fn, d1, qside, tl) >= 0)
         return 0;
     /* The contracted label: the last dim of q, also the last of k, not in the result. */
     int64_t cl = ir_attr(fn, in, qside == 0 ? qs->rank - 1 : ks->rank + qs->rank - 1);
@@ -196,7 +200,10 @@ static int output_dot(Match *mt, int d2, int pside, int r, int t, int s) {
     int vside = 1 - pside;
     af->v = arg(fn, d2, vside);
     const Shape *vs = &at(fn, af->v)->type, *os = &in->type;
-    if (dot_is_wide(fn, in) || vs->rank != r || os->rank != r || vs->dtype != DT_F32)
+    af->out_dtype = os->dtype;          /* v's, or f32 sums of narrow ones (a wide dot) */
+    if (in->op != OP_DOT || in->nargs != 2 || in->place || vs->rank != r || os->rank != r ||
+        vs->dtype != af->dtype || at(fn, arg(fn, d2, pside))->type.dtype != vs->dtype ||
+        (os->dtype != vs->dtype && os->dtype != DT_F32))
         return 0;
     int64_t vst[MAX_RANK], ost[MAX_RANK];
     strides(vs, vst);
@@ -283,11 +290,15 @@ static int masked(Match *mt, int logits, int t, int *scores) {
 int attention_form(const Fn *fn, int d2, AttentionForm *af) {
     Match mt = {fn, af, -1, {0}, {0}};
     af->nmembers = 0;
-    if (!is(fn, d2, OP_DOT, 2))
+    if (at(fn, d2)->op != OP_DOT || at(fn, d2)->nargs != 2)
         return 0;
     for (int pside = 0; pside < 2; pside++) {
         af->nmembers = 0;
         int p = arg(fn, d2, pside);
+        if (at(fn, p)->op == OP_CONVERT && is(fn, arg(fn, p, 0), OP_DIV, 2)) {   /* probabilities rounded to v's dtype */
+            member(&mt, p);
+            p = arg(fn, p, 0);
+        }
         if (!is(fn, p, OP_DIV, 2))
             continue;
         int e = arg(fn, p, 0), bt = arg(fn, p, 1), total = at(fn, bt)->nargs == 1 ? arg(fn, bt, 0) : -1;

@@ -1849,22 +1849,27 @@ def attention(rng, m):
 # 150 queries and 131 keys: three query tiles of 64 and two key tiles of 128,
 # each with a tail; weights scaled so that the scores spread over a few units.
 
-def folded_attention(mask_of, scale, cross=False):
+def folded_attention(mask_of, scale, cross=False, narrow=False):
+    """narrow: bf16 inputs, q, k and v rounded to bf16 (the reference keeps
+    the probabilities exact: the unfused program rounds them, the kernel
+    does not, both within bf16's tolerance)."""
+    r = (lambda a: d(quantize(a, "bf16"))) if narrow else d
     def make(rng, m):
-        x = normal(rng, 2, 150, 24)
-        y = normal(rng, 2, 131, 24) if cross else x
-        wq, wk = normal(rng, 24, 4, 12) * 0.3, normal(rng, 24, 4, 12) * 0.3
-        wv = normal(rng, 24, 4, 20)
-        q = np.einsum("bsd,dhk->bshk", d(x), d(wq))
-        k, v = np.einsum("btd,dhk->bthk", d(y), d(wk)), np.einsum("btd,dhc->bthc", d(y), d(wv))
+        x = r(normal(rng, 2, 150, 24))
+        y = r(normal(rng, 2, 131, 24)) if cross else x
+        wq, wk = r(normal(rng, 24, 4, 12) * 0.3), r(normal(rng, 24, 4, 12) * 0.3)
+        wv = r(normal(rng, 24, 4, 20))
+        q = r(np.einsum("bsd,dhk->bshk", x, wq))
+        k, v = r(np.einsum("btd,dhk->bthk", y, wk)), r(np.einsum("btd,dhc->bthc", y, wv))
         mask = mask_of(rng, q.shape[1], k.shape[1])
         logits = np.einsum("bshk,bthk->bhst", q, k) * scale + d(mask)
         e = np.exp(logits - logits.max(3, keepdims=True))
         o = np.einsum("bhst,bthc->bshc", e / e.sum(3, keepdims=True), v)
-        inputs = {"x": x, "wq": wq, "wk": wk, "wv": wv}
+        store = (lambda a: quantize(a, "bf16")) if narrow else (lambda a: a.astype(np.float32))
+        inputs = {"x": store(x), "wq": store(wq), "wk": store(wk), "wv": store(wv)}
         if cross:
-            inputs.update(y=y, mask=mask)
-        return inputs, [(o, "f32")]
+            inputs.update(y=store(y), mask=mask)
+        return inputs, [(o, "bf16" if narrow else "f32")]
     return make
 
 
@@ -1879,7 +1884,9 @@ def later_mask(fill):
 for name, make in [("cross", folded_attention(padding_mask, 1 / 3.5, cross=True)),
                    ("causal", folded_attention(later_mask(-1e9), 0.3)),
                    ("causal_seq", folded_attention(later_mask(-np.inf), 1.0)),
-                   ("weak", folded_attention(later_mask(-1.0), 0.3))]:
+                   ("weak", folded_attention(later_mask(-1.0), 0.3)),
+                   ("causal_bf16", folded_attention(later_mask(-1e9), 0.3, narrow=True)),
+                   ("cross_bf16", folded_attention(padding_mask, 1 / 3.5, cross=True, narrow=True))]:
     case("attention." + name, prog("attention.tdsl"), name, make, interp=[None, (2, 2)], codegen=[0, 3, 4], runs=1,
          scaled=True)   # sharp rows (causal_seq is unscaled): f32 score errors grow through exp
 

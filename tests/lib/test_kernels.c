@@ -663,7 +663,7 @@ static void test_cumsum(void) {
  * strides (S*H*K, K), rows H*K apart; the reference in double from the
  * definition: max, exp, sum, divide, then the product with v. */
 static void check_attention(const char *what, int64_t B, int64_t H, int64_t S, int64_t T, int64_t K, int64_t Kv,
-                            int masked, int64_t causal) {
+                            int masked, int64_t causal, int bf16) {
     float *q = fill(SK_F32, B * S * H * K, 3), *k = fill(SK_F32, B * T * H * K, 5), *v = fill(SK_F32, B * T * H * Kv, 7);
     /* The reference's mask: the given one (or zeros), -1e9 past the causal bound. */
     float *mask = masked || causal >= 0 ? fill(SK_F32, S * T, 9) : NULL, *got = malloc((size_t)(B * S * H * Kv) * 4);
@@ -673,8 +673,21 @@ static void check_attention(const char *what, int64_t B, int64_t H, int64_t S, i
         for (int64_t t = s + causal + 1; t < T; t++)
             mask[s * T + t] = -1e9f;
     sk_attention_args a = {2, {B, H}, {S * H * K, K}, {T * H * K, K}, {T * H * Kv, Kv}, {S * H * Kv, Kv},
-                           S, T, K, Kv, q, k, v, masked ? mask : NULL, H * K, H * K, H * Kv, H * Kv, T, 0.3f, causal, got};
+                           S, T, K, Kv, SK_F32, SK_F32, q, k, v, masked ? mask : NULL, H * K, H * K, H * Kv, H * Kv,
+                           T, 0.3f, causal, got};
+    /* bf16: q, k, v rounded (the reference reads the rounded values), out rounded once. */
+    uint16_t *q16 = NULL, *k16 = NULL, *v16 = NULL, *got16 = NULL;
+    if (bf16) {
+        q16 = malloc((size_t)(B * S * H * K) * 2), k16 = malloc((size_t)(B * T * H * K) * 2);
+        v16 = malloc((size_t)(B * T * H * Kv) * 2), got16 = malloc((size_t)(B * S * H * Kv) * 2);
+        sk_convert(SK_F32, SK_BF16, B * S * H * K, q, q16), sk_convert(SK_BF16, SK_F32, B * S * H * K, q16, q);
+        sk_convert(SK_F32, SK_BF16, B * T * H * K, k, k16), sk_convert(SK_BF16, SK_F32, B * T * H * K, k16, k);
+        sk_convert(SK_F32, SK_BF16, B * T * H * Kv, v, v16), sk_convert(SK_BF16, SK_F32, B * T * H * Kv, v16, v);
+        a.t = a.out_t = SK_BF16, a.q = q16, a.k = k16, a.v = v16, a.out = got16;
+    }
     int ok = sk_attention(&a) == 0;
+    if (bf16)
+        sk_convert(SK_BF16, SK_F32, B * S * H * Kv, got16, got);
     double worst = 0, big = 0;
     double *e = malloc((size_t)T * sizeof *e);
     for (int64_t b = 0; ok && b < B; b++)
@@ -699,19 +712,22 @@ static void check_attention(const char *what, int64_t B, int64_t H, int64_t S, i
                     big = fabs(o) > big ? fabs(o) : big;
                 }
             }
-    check(ok && worst <= 1e-5 * (big > 1 ? big : 1), "attention %s: within %.1e of the double reference",
+    check(ok && worst <= (bf16 ? 8e-3 : 1e-5) * (big > 1 ? big : 1), "attention %s: within %.1e of the double reference",
           what, worst);
     free(q); free(k); free(v); free(mask); free(got); free(e);
+    free(q16); free(k16); free(v16); free(got16);
 }
 
 static void test_attention(void) {
-    check_attention("[2,3] heads, S 67, T 131, K 19, Kv 23: tails of both tiles", 2, 3, 67, 131, 19, 23, 0, -1);
-    check_attention("with an additive mask", 2, 3, 67, 131, 19, 23, 1, -1);
-    check_attention("causal, S = T = 200 (key tiles past each query tile skipped)", 1, 2, 200, 200, 16, 16, 1, 0);
-    check_attention("causal offset 5, S 130 < T 300", 1, 2, 130, 300, 8, 12, 1, 5);
-    check_attention("causal by position alone (no mask), S = T = 200", 1, 2, 200, 200, 16, 16, 0, 0);
-    check_attention("causal by position alone, offset 70, S 70 < T 300", 2, 1, 70, 300, 8, 8, 0, 70);
-    check_attention("one key", 1, 1, 5, 1, 4, 4, 0, -1);
+    check_attention("[2,3] heads, S 67, T 131, K 19, Kv 23: tails of both tiles", 2, 3, 67, 131, 19, 23, 0, -1, 0);
+    check_attention("with an additive mask", 2, 3, 67, 131, 19, 23, 1, -1, 0);
+    check_attention("causal, S = T = 200 (key tiles past each query tile skipped)", 1, 2, 200, 200, 16, 16, 1, 0, 0);
+    check_attention("causal offset 5, S 130 < T 300", 1, 2, 130, 300, 8, 12, 1, 5, 0);
+    check_attention("causal by position alone (no mask), S = T = 200", 1, 2, 200, 200, 16, 16, 0, 0, 0);
+    check_attention("causal by position alone, offset 70, S 70 < T 300", 2, 1, 70, 300, 8, 8, 0, 70, 0);
+    check_attention("one key", 1, 1, 5, 1, 4, 4, 0, -1, 0);
+    check_attention("bf16 q, k, v and out, causal, S = T = 200", 2, 2, 200, 200, 16, 24, 0, 0, 1);
+    check_attention("bf16 with a mask, S 67, T 131", 1, 3, 67, 131, 19, 23, 1, -1, 1);
     sk_attention_args bad = {0};
     check(sk_attention(&bad) != 0 && sk_attention(NULL) != 0, "attention rejects missing operands");
 }
