@@ -6,6 +6,7 @@
  * makes the same one. */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- emitting, briefly ----
@@ -313,6 +314,124 @@ static void dot_adjoint(Grad *g, int c, int side) {
 static int operand_precision(Grad *g, int c) {
     int dt = dot_operand_dtype(g->src, &g->src->insts[g->v]);
     return ct_dtype(dt) == dt ? c : g_cast(g, g_cast(g, c, dt), ct_dtype(dt));
+}
+
+/* ---- attention ----
+ *
+ * A softmax attention (attention_form, compiler/ir/attention.c) whose
+ * chain only its last dot reads is differentiated as one: the backward
+ * pass recomputes the probabilities p from q and k, as FlashAttention
+ * does, rather than keep the chain's [..., S, T] values as residuals, and
+ * takes the softmax's gradient in its closed form, ds = p (dp - sum_t p dp)
+ * (the max's share, 0 in exact arithmetic, is left out, as JAX's softmax
+ * does).  The forward pass then keeps only q, k and v, and its chain folds
+ * into one sk_attention call (compiler/schedule).  f32 only: a bf16 chain
+ * keeps the rules of its ops. */
+
+static int src_uses(Grad *g, int x) {
+    if (!g->uses) {
+        g->uses = arena_alloc(g->m->arena, sizeof(int32_t) * ((size_t)g->src->ninsts + 1));
+        memset(g->uses, 0, sizeof(int32_t) * ((size_t)g->src->ninsts + 1));
+        for (int v = 0; v < g->src->ninsts; v++)
+            for (int i = 0; i < g->src->insts[v].nargs; i++)
+                g->uses[ir_arg(g->src, &g->src->insts[v], i)]++;
+        g->remap = arena_alloc(g->m->arena, sizeof(int32_t) * ((size_t)g->src->ninsts + 1));
+    }
+    return g->uses[x];
+}
+
+/* Does nothing but the chain's members and its last dot read the members? */
+static int chain_private(Grad *g, const AttentionForm *af, int last) {
+    for (int i = 0; i < af->nmembers; i++) {
+        int x = af->members[i], reads = 0;
+        for (int j = 0; j <= af->nmembers; j++) {
+            const Inst *in = &g->src->insts[j < af->nmembers ? af->members[j] : last];
+            for (int a = 0; a < in->nargs; a++)
+                reads += ir_arg(g->src, in, a) == x;
+        }
+        if (reads != src_uses(g, x))
+            return 0;
+    }
+    return 1;
+}
+
+/* Is x computed from constants and iotas alone (a causal mask, a scale)? */
+static int constant_tree(const Fn *src, int x, int depth) {
+    const Inst *in = &src->insts[x];
+    if (in->op == OP_CONSTANT || in->op == OP_IOTA)
+        return 1;
+    if (depth == 0 || in->flags || !(in->op == OP_BROADCAST || in->op == OP_COMPARE || in->op == OP_SELECT ||
+                                      in->op == OP_CONVERT || in->op == OP_NEGATE))
+        return 0;
+    for (int i = 0; i < in->nargs; i++)
+        if (!constant_tree(src, ir_arg(src, in, i), depth - 1))
+            return 0;
+    return 1;
+}
+
+/* Src value x in the backward pass: a constant tree emitted again (it
+ * costs no residual), else the forward value. */
+static int backward_value(Grad *g, int x) {
+    if (!constant_tree(g->src, x, 6))
+        return g_fwd(g, x);
+    const Inst *in = &g->src->insts[x];
+    for (int i = 0; i < in->nargs; i++)
+        g->remap[ir_arg(g->src, in, i)] = backward_value(g, ir_arg(g->src, in, i));
+    return reemit(g->m, g->dst, g->src, x, g->remap);
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* The rule of the attention's last dot (g->v), or 0 where it is none. */
+static int attention_adjoint(Grad *g, int c) {
+    int last = g->v, members[ATTENTION_MAX_MEMBERS], d1 = -1, t = -1, spread_mask = -1;
+    AttentionForm af;
+    if (g->src->insts[last].op != OP_DOT || !attention_form(g->src, last, &af) || af.dtype != DT_F32 ||
+        af.out_dtype != DT_F32 || g->varies || !chain_private(g, &af, last))
+        return 0;
+    memcpy(members, af.members, sizeof(int) * (size_t)af.nmembers);
+    qsort(members, (size_t)af.nmembers, sizeof(int), cmp_int);
+    /* The probabilities again, from q, k and the mask: the members re-emitted in order. */
+    for (int i = 0; i < af.nmembers; i++) {
+        const Inst *in = &g->src->insts[members[i]];
+        for (int a = 0; a < in->nargs; a++) {
+            int x = ir_arg(g->src, in, a);
+            if (!bsearch(&x, members, (size_t)af.nmembers, sizeof(int), cmp_int))
+                g->remap[x] = backward_value(g, x);
+        }
+        g->remap[members[i]] = reemit(g->m, g->dst, g->src, members[i], g->remap);
+        d1 = in->op == OP_DOT ? members[i] : d1;
+        spread_mask = in->op == OP_BROADCAST && ir_arg(g->src, in, 0) == af.mask ? members[i] : spread_mask;
+        t = in->op == OP_REDUCE && inst_reducer(g->src, in) == RED_SUM ? (int)ir_attr(g->src, in, 1) : t;
+    }
+    int p = members[af.nmembers - 1], pside = src_arg(g, 0) == p ? 0 : 1, pc = g->remap[p];
+    /* dv and dp by the dot's rule, reading the recomputed p. */
+    int kept = g->fwd[p];
+    g->fwd[p] = pc;
+    dot_adjoint(g, c, 1 - pside);
+    dot_adjoint(g, c, pside);
+    g->fwd[p] = kept;
+    int dp = g->ct[p];
+    g->ct[p] = -1;                       /* the members' rules do not run */
+    if (dp < 0)
+        return 1;
+    Shape ps = *dst_type(g, pc);
+    int64_t rows[MAX_RANK];
+    for (int d = 0, j = 0; d < ps.rank; d++)
+        if (d != t)
+            rows[j++] = d;
+    int sum = broadcast(g, reduce_sum(g, op2(g, OP_MUL, dp, pc), 1u << t), &ps, rows);
+    int ds = op2(g, OP_MUL, pc, op2(g, OP_SUB, dp, sum));   /* the logits' cotangent */
+    if (spread_mask >= 0 && g->active[af.mask]) {   /* the mask's share: summed over the batch dims */
+        g->v = spread_mask;
+        broadcast_adjoint(g, ds);
+    }
+    g->v = d1;                           /* q and k's shares by the scores dot's rule */
+    int dscores = op2(g, OP_MUL, ds, like(g, af.scale, ds));
+    dot_adjoint(g, dscores, 0);
+    dot_adjoint(g, dscores, 1);
+    g->v = last;
+    return 1;
 }
 
 /* c padded with zeros to the operand's shape: rows [lo, hi) of dim d. */
@@ -650,6 +769,8 @@ void adjoint(Grad *g, int c) {
         return;
     }
     case OP_DOT:
+        if (attention_adjoint(g, c))
+            return;
         c = operand_precision(g, c);
         dot_adjoint(g, c, 0);
         dot_adjoint(g, c, 1);

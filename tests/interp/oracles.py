@@ -1881,6 +1881,49 @@ def later_mask(fill):
     return lambda rng, s, t: np.where(np.arange(t)[None, :] > np.arange(s)[:, None], fill, 0.0).astype(np.float32)
 
 
+def attention_np(x, y, wq, wk, wv, mask, scale, r):
+    """The loss sum(attention(...) * r) and its gradients with respect to
+    x, y, wq, wk, wv and the mask, by the textbook formulas in f64 (checked
+    against central differences by tests/interp/check_attention_np.py)."""
+    q, k, v = np.einsum("bsd,dhk->bshk", x, wq), np.einsum("btd,dhk->bthk", y, wk), np.einsum("btd,dhc->bthc", y, wv)
+    logits = np.einsum("bshk,bthk->bhst", q, k) * scale + mask
+    e = np.exp(logits - logits.max(3, keepdims=True))
+    p = e / e.sum(3, keepdims=True)
+    o = np.einsum("bhst,bthc->bshc", p, v)
+    dv = np.einsum("bhst,bshc->bthc", p, r)
+    dp = np.einsum("bshc,bthc->bhst", r, v)
+    ds = p * (dp - (p * dp).sum(3, keepdims=True))
+    dq, dk = np.einsum("bhst,bthk->bshk", ds, k) * scale, np.einsum("bhst,bshk->bthk", ds, q) * scale
+    dx = np.einsum("bshk,dhk->bsd", dq, wq)
+    dy = np.einsum("bthk,dhk->btd", dk, wk) + np.einsum("bthc,dhc->btd", dv, wv)
+    return ((o * r).sum(), {"x": dx, "y": dy, "wq": np.einsum("bsd,bshk->dhk", x, dq),
+                            "wk": np.einsum("btd,bthk->dhk", y, dk), "wv": np.einsum("btd,bthc->dhc", y, dv),
+                            "mask": ds.sum((0, 1))})
+
+
+def attention_grad(cross):
+    def make(rng, m):
+        x = normal(rng, 2, 150, 24)
+        y = normal(rng, 2, 131, 24) if cross else x
+        wq, wk, wv = normal(rng, 24, 4, 12) * 0.3, normal(rng, 24, 4, 12) * 0.3, normal(rng, 24, 4, 20)
+        r = normal(rng, 2, 150, 4, 20)
+        mask = padding_mask(rng, 150, 131) if cross else later_mask(-1e9)(rng, 150, 150)
+        scale = 1 / 3.5 if cross else 0.3
+        l, g = attention_np(d(x), d(y), d(wq), d(wk), d(wv), d(mask), scale, d(r))
+        # The loss sums 24000 terms of either sign to about 0.01: f32 keeps
+        # it to a few 1e-4 (bf16's tolerance); the gradients are f32's.
+        if cross:
+            return ({"x": x, "y": y, "wq": wq, "wk": wk, "wv": wv, "mask": mask, "r": r},
+                    [(l, "bf16"), (g["y"], "f32"), (g["wq"], "f32"), (g["wk"], "f32")])
+        return ({"x": x, "wq": wq, "wk": wk, "wv": wv, "r": r},
+                [(l, "bf16"), (g["x"] + g["y"], "f32"), (g["wq"], "f32"), (g["wk"], "f32"), (g["wv"], "f32")])
+    return make
+
+
+for name, cross in [("g_causal", False), ("g_cross", True)]:
+    case("attention." + name, prog("attention.tdsl"), name, attention_grad(cross), interp=[None, (2, 2)],
+         codegen=[0, 3, 4], runs=1, scaled=True)
+
 for name, make in [("cross", folded_attention(padding_mask, 1 / 3.5, cross=True)),
                    ("causal", folded_attention(later_mask(-1e9), 0.3)),
                    ("causal_seq", folded_attention(later_mask(-np.inf), 1.0)),
