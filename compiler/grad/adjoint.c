@@ -325,8 +325,9 @@ static int operand_precision(Grad *g, int c) {
  * takes the softmax's gradient in its closed form, ds = p (dp - sum_t p dp)
  * (the max's share, 0 in exact arithmetic, is left out, as JAX's softmax
  * does).  The forward pass then keeps only q, k and v, and its chain folds
- * into one sk_attention call (compiler/schedule).  f32 only: a bf16 chain
- * keeps the rules of its ops. */
+ * into one sk_attention call (compiler/schedule).  A bf16 chain's dots
+ * multiply at the forward's precision, as operand_precision has the
+ * others do; the softmax's gradient is f32. */
 
 static int src_uses(Grad *g, int x) {
     if (!g->uses) {
@@ -384,10 +385,10 @@ static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(co
 
 /* The rule of the attention's last dot (g->v), or 0 where it is none. */
 static int attention_adjoint(Grad *g, int c) {
-    int last = g->v, members[ATTENTION_MAX_MEMBERS], d1 = -1, t = -1, spread_mask = -1;
+    int last = g->v, members[ATTENTION_MAX_MEMBERS], d1 = -1, t = -1, spread_mask = -1, prob = -1;
     AttentionForm af;
-    if (g->src->insts[last].op != OP_DOT || !attention_form(g->src, last, &af) || af.dtype != DT_F32 ||
-        af.out_dtype != DT_F32 || g->varies || !chain_private(g, &af, last))
+    if (g->src->insts[last].op != OP_DOT || !attention_form(g->src, last, &af) || g->varies ||
+        !chain_private(g, &af, last))
         return 0;
     memcpy(members, af.members, sizeof(int) * (size_t)af.nmembers);
     qsort(members, (size_t)af.nmembers, sizeof(int), cmp_int);
@@ -401,16 +402,21 @@ static int attention_adjoint(Grad *g, int c) {
         }
         g->remap[members[i]] = reemit(g->m, g->dst, g->src, members[i], g->remap);
         d1 = in->op == OP_DOT ? members[i] : d1;
+        prob = in->op == OP_DIV ? members[i] : prob;     /* the last divide: the f32 probabilities */
         spread_mask = in->op == OP_BROADCAST && ir_arg(g->src, in, 0) == af.mask ? members[i] : spread_mask;
         t = in->op == OP_REDUCE && inst_reducer(g->src, in) == RED_SUM ? (int)ir_attr(g->src, in, 1) : t;
     }
-    int p = members[af.nmembers - 1], pside = src_arg(g, 0) == p ? 0 : 1, pc = g->remap[p];
-    /* dv and dp by the dot's rule, reading the recomputed p. */
-    int kept = g->fwd[p];
-    g->fwd[p] = pc;
+    /* dv and dp by the dot's rule, reading the recomputed p (in bf16 as
+     * the forward's product read it, and the cotangent at its precision). */
+    int p = members[af.nmembers - 1], pside = src_arg(g, 0) == p ? 0 : 1, pc = g->remap[prob];
+    int kept = g->fwd[p], kept_ct = g->fwd_ct[p];
+    g->fwd[p] = g->remap[p];
+    g->fwd_ct[p] = -1;
+    c = operand_precision(g, c);
     dot_adjoint(g, c, 1 - pside);
     dot_adjoint(g, c, pside);
     g->fwd[p] = kept;
+    g->fwd_ct[p] = kept_ct;
     int dp = g->ct[p];
     g->ct[p] = -1;                       /* the members' rules do not run */
     if (dp < 0)
@@ -427,7 +433,7 @@ static int attention_adjoint(Grad *g, int c) {
         broadcast_adjoint(g, ds);
     }
     g->v = d1;                           /* q and k's shares by the scores dot's rule */
-    int dscores = op2(g, OP_MUL, ds, like(g, af.scale, ds));
+    int dscores = operand_precision(g, op2(g, OP_MUL, ds, like(g, af.scale, ds)));
     dot_adjoint(g, dscores, 0);
     dot_adjoint(g, dscores, 1);
     g->v = last;

@@ -150,7 +150,7 @@ static int scores_dot(Match *mt, int d1, int t, int *s_dim) {
     const Fn *fn = mt->fn;
     AttentionForm *af = mt->af;
     const Inst *in = at(fn, d1);
-    if (!is(fn, d1, OP_DOT, 2))   /* f32 sums, of f32 operands or (a wide dot) narrow ones */
+    if (in->op != OP_DOT || in->nargs != 2 || in->place)   /* f32 sums, of f32 operands or narrow ones */
         return 0;
     int r = in->type.rank;
     int64_t tl = result_label(fn, d1, t);
@@ -201,8 +201,9 @@ static int output_dot(Match *mt, int d2, int pside, int r, int t, int s) {
     af->v = arg(fn, d2, vside);
     const Shape *vs = &at(fn, af->v)->type, *os = &in->type;
     af->out_dtype = os->dtype;          /* v's, or f32 sums of narrow ones (a wide dot) */
+    af->v_dtype = vs->dtype;
     if (in->op != OP_DOT || in->nargs != 2 || in->place || vs->rank != r || os->rank != r ||
-        vs->dtype != af->dtype || at(fn, arg(fn, d2, pside))->type.dtype != vs->dtype ||
+        !is_float(vs->dtype) || at(fn, arg(fn, d2, pside))->type.dtype != vs->dtype ||
         (os->dtype != vs->dtype && os->dtype != DT_F32))
         return 0;
     int64_t vst[MAX_RANK], ost[MAX_RANK];
@@ -257,6 +258,14 @@ static int scaled(Match *mt, int x, int *d1) {
     }
     if (*d1 != x)
         member(mt, x);
+    /* f32(q * k) of narrow q and k, before widen_dots makes it a wide dot
+     * (the gradient's view): taken as the wide dot, its sums unrounded. */
+    const Inst *cv = at(fn, *d1);
+    if (is(fn, *d1, OP_CONVERT, 1) && at(fn, arg(fn, *d1, 0))->op == OP_DOT &&
+        at(fn, arg(fn, *d1, 0))->type.dtype == at(fn, ir_arg(fn, at(fn, ir_arg(fn, cv, 0)), 0))->type.dtype) {
+        member(mt, *d1);
+        *d1 = arg(fn, *d1, 0);
+    }
     return mt->af->scale == mt->af->scale && mt->af->scale != 0;   /* not NaN */
 }
 

@@ -352,9 +352,9 @@ typedef struct {
 int gather_dot_form(const Fn *fn, const Inst *dot, int side, GatherDot *gd);
 /* Softmax attention ending in a dot (compiler/ir/attention.c): the dot's
  * result is sum_t softmax_t(scale * q[s, :] . k[t, :] + mask[s, t]) v[t, :]
- * for each index of the batch dims, q, k and v of one float dtype (the
+ * for each index of the batch dims, q, k and v of float dtypes (the
  * scores' sums and the softmax in f32; the probabilities may be rounded
- * to v's dtype), the result of theirs or f32, and `members` are the
+ * to v's dtype), the result of v's or f32, and `members` are the
  * instructions between q, k, v, the mask and the dot, which
  * sk_attention computes without their [batch..., S, T] values.  Strides
  * are in elements of each dense value, batch dims in the scores' order;
@@ -362,7 +362,7 @@ int gather_dot_form(const Fn *fn, const Inst *dot, int side, GatherDot *gd);
 enum { ATTENTION_MAX_MEMBERS = 16 };
 typedef struct {
     int q, k, v, mask;           /* values; the mask, [S, T], or -1 */
-    int dtype, out_dtype;        /* q, k and v's; the result's */
+    int dtype, v_dtype, out_dtype;   /* q and k's, v's (sk_attention: the same), the result's */
     int causal;                  /* the mask is where(t > s, fill <= -1e9, 0): masked by position */
     double scale;
     int nbatch;

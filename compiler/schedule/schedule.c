@@ -373,8 +373,8 @@ static int reads_within(const Fn *fn, const int *set, int n, int v, int x) {
 static void mark_attention(Sched *s, const int *uses, int v) {
     const Fn *src = s->src;
     AttentionForm af;
-    if (src->insts[v].flags || src->insts[v].place || !attention_form(src, v, &af))
-        return;
+    if (src->insts[v].flags || src->insts[v].place || !attention_form(src, v, &af) || af.v_dtype != af.dtype)
+        return;                          /* sk_attention reads q, k and v in one dtype */
     int set[2 * ATTENTION_MAX_MEMBERS], n = af.nmembers;
     memcpy(set, af.members, sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++)

@@ -1920,6 +1920,19 @@ def attention_grad(cross):
     return make
 
 
+def with_probs(rng, m):
+    x, wq, wk, wv = normal(rng, 2, 150, 24), normal(rng, 24, 4, 12) * 0.3, normal(rng, 24, 4, 12) * 0.3, \
+        normal(rng, 24, 4, 20)
+    q, k, v = (np.einsum("bsd,dhk->bshk", d(x), d(w)) for w in (wq, wk, wv))
+    logits = np.einsum("bshk,bthk->bhst", q, k) * 0.3
+    e = np.exp(logits - logits.max(3, keepdims=True))
+    p = e / e.sum(3, keepdims=True)
+    return {"x": x, "wq": wq, "wk": wk, "wv": wv}, [(np.einsum("bhst,bthc->bshc", p, v), "f32"), (p, "f32")]
+
+
+case("attention.with_probs", prog("attention.tdsl"), "with_probs", with_probs, interp=[None, (2, 2)],
+     codegen=[0, 3, 4], runs=1, scaled=True)
+
 for name, cross in [("g_causal", False), ("g_cross", True)]:
     case("attention." + name, prog("attention.tdsl"), name, attention_grad(cross), interp=[None, (2, 2)],
          codegen=[0, 3, 4], runs=1, scaled=True)
