@@ -165,6 +165,8 @@ static void emit_gather_dot(Gen *g, int v, const char *r) {
 }
 
 static void emit_strides(FILE *o, const char *field, const int64_t *x, int n) {
+    if (n == 0)                  /* no batch dims: C has no empty initializer */
+        return;
     fprintf(o, ", .%s = {", field);
     for (int i = 0; i < n; i++)
         fprintf(o, "%s%lld", i ? ", " : "", (long long)x[i]);

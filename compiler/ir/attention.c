@@ -150,7 +150,7 @@ static int scores_dot(Match *mt, int d1, int t, int *s_dim) {
     const Fn *fn = mt->fn;
     AttentionForm *af = mt->af;
     const Inst *in = at(fn, d1);
-    if (in->op != OP_DOT || in->nargs != 2 || in->place)   /* f32 sums, of f32 operands or narrow ones */
+    if (!is(fn, d1, OP_DOT, 2))   /* f32 sums, of f32 operands or (a wide dot) narrow ones */
         return 0;
     int r = in->type.rank;
     int64_t tl = result_label(fn, d1, t);
@@ -258,26 +258,18 @@ static int scaled(Match *mt, int x, int *d1) {
     }
     if (*d1 != x)
         member(mt, x);
-    /* f32(q * k) of narrow q and k, before widen_dots makes it a wide dot
-     * (the gradient's view): taken as the wide dot, its sums unrounded. */
-    const Inst *cv = at(fn, *d1);
-    if (is(fn, *d1, OP_CONVERT, 1) && at(fn, arg(fn, *d1, 0))->op == OP_DOT &&
-        at(fn, arg(fn, *d1, 0))->type.dtype == at(fn, ir_arg(fn, at(fn, ir_arg(fn, cv, 0)), 0))->type.dtype) {
-        member(mt, *d1);
-        *d1 = arg(fn, *d1, 0);
-    }
     return mt->af->scale == mt->af->scale && mt->af->scale != 0;   /* not NaN */
 }
 
 /* logits = scores + broadcast(mask[s, t]) (either order), or the scores:
  * the mask into af; the scores into *scores. */
-static int masked(Match *mt, int logits, int t, int *scores) {
+static void masked(Match *mt, int logits, int t, int *scores) {
     const Fn *fn = mt->fn;
     mt->af->mask = -1;
     mt->af->causal = 0;
     *scores = logits;
     if (!is(fn, logits, OP_ADD, 2))
-        return 1;
+        return;
     for (int side = 0; side < 2; side++) {
         int b = arg(fn, logits, side);
         const Inst *bi = at(fn, b);
@@ -291,9 +283,8 @@ static int masked(Match *mt, int logits, int t, int *scores) {
         *scores = arg(fn, logits, 1 - side);
         member(mt, b);
         member(mt, logits);
-        return 1;
+        return;
     }
-    return 1;
 }
 
 int attention_form(const Fn *fn, int d2, AttentionForm *af) {
@@ -323,7 +314,8 @@ int attention_form(const Fn *fn, int d2, AttentionForm *af) {
         int scores, d1, s;
         member(&mt, p), member(&mt, bt), member(&mt, total), member(&mt, e), member(&mt, sub), member(&mt, bp);
         member(&mt, peak);
-        if (!masked(&mt, logits, t, &scores) || !scaled(&mt, scores, &d1) || !scores_dot(&mt, d1, t, &s) ||
+        masked(&mt, logits, t, &scores);
+        if (!scaled(&mt, scores, &d1) || !scores_dot(&mt, d1, t, &s) ||
             (af->mask >= 0 && mt.mask_s_dim != s) || !output_dot(&mt, d2, pside, r, t, s))
             continue;
         member(&mt, d1);

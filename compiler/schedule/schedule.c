@@ -55,6 +55,14 @@
  * sk_gather_dot call that multiplies each expert's tokens by its matrix,
  * so the gathered [tokens, k, n] weights never exist.
  *
+ * Attentions: the chain of a softmax attention (attention_form, ir.h:
+ * the scores dot, scale, mask, max, exp, sum, divide) whose members only
+ * the chain and its last dot read moves to right before that dot and is
+ * folded into it, with what only the fold reads (the scale's constant, a
+ * causal mask's iotas, compare and select, which the kernel replaces by
+ * masking by position): one sk_attention call, and no [batch, S, T]
+ * value takes a buffer (docs/scheduling.md, "Attention").
+ *
  * Views: a reshape of a parameter, or a slice of one that is contiguous in
  * it (a layer's block `w[l]` of stacked weights), or a dynamic slice of one
  * that is a slot of it (a loop's saved value stack[t], w[l] at a run-time l), is
@@ -245,8 +253,9 @@ static void finish_operands(Sched *s, int v) {
 }
 
 /* Emit src value v: first the dones it needs, then v, then the collectives
- * it is the operand of.  Compute overlaps every collective in flight.  A
- * gather folded into its dot is emitted right before the dot. */
+ * it is the operand of.  Compute overlaps every collective in flight.  The
+ * values folded into a dot (a gather, an attention's members) are emitted
+ * right before it. */
 static void emit(Sched *s, int v) {
     const Inst *in = &s->src->insts[v];
     if (s->into_dot[v] >= 0)
@@ -315,8 +324,6 @@ static int accumulating_add(const Fn *fn, const int *uses, const int *last_read,
     return a;
 }
 
-/* The gathers that the dot reading them computes (see the top): each
- * read only by that dot, neither placed nor asynchronous. */
 /* Values set[0..n) are computed by dot v: emitted right before it, in src order. */
 static void fold_into(Sched *s, int *set, int n, int v) {
     for (int i = 1; i < n; i++)              /* insertion sort: a fold is a few instructions */
@@ -332,6 +339,8 @@ static void fold_into(Sched *s, int *set, int n, int v) {
     s->fold_first[v] = n ? set[0] : -1;
 }
 
+/* The gathers that the dot reading them computes (see the top): each
+ * read only by that dot, neither placed nor asynchronous. */
 static void mark_gathers_into_dots(Sched *s, const int *uses) {
     const Fn *src = s->src;
     for (int v = 0; v < src->ninsts; v++) {
