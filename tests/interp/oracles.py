@@ -1846,7 +1846,7 @@ def attention(rng, m):
 
 
 # ---- attention folded into one kernel (tests/interp/progs/attention.tdsl) ----
-# 150 queries and 131 keys: three query tiles of 64 and two key tiles of 128,
+# 150 queries and 131 keys: two query tiles of 128 and two key tiles of 128,
 # each with a tail; weights scaled so that the scores spread over a few units.
 
 def folded_attention(mask_of, scale, cross=False, narrow=False):
