@@ -145,10 +145,10 @@ static int query_tile(const tile *w, int64_t s0, int64_t rows) {
 static int float_type(sk_dtype t) { return t == SK_F32 || t == SK_BF16 || t == SK_F16; }
 
 static int valid(const sk_attention_args *a) {
-    if (!a || !a->q || !a->k || !a->v || !a->out || !float_type(a->t) || !float_type(a->out_t) || a->nbatch < 0 || a->nbatch > SC_MAX_RANK || a->S < 0 ||
-        a->T < 1 || a->K < 1 || a->Kv < 1 || a->q_row < a->K || a->k_row < a->K || a->v_row < a->Kv ||
-        a->out_row < a->Kv || (a->mask && a->mask_row < a->T) || a->causal < -1 ||
-        a->K > INT32_MAX || a->Kv > INT32_MAX || a->q_row > INT32_MAX || a->k_row > INT32_MAX ||
+    if (!a || !a->q || !a->k || !a->v || !a->out || !float_type(a->t) || !float_type(a->out_t) || a->nbatch < 0 ||
+        a->nbatch > SC_MAX_RANK || a->S < 0 || a->T < 1 || a->K < 1 || a->Kv < 1 || a->q_row < a->K ||
+        a->k_row < a->K || a->v_row < a->Kv || a->out_row < a->Kv || (a->mask && a->mask_row < a->T) ||
+        a->causal < -1 || a->K > INT32_MAX || a->Kv > INT32_MAX || a->q_row > INT32_MAX || a->k_row > INT32_MAX ||
         a->v_row > INT32_MAX)
         return 0;
     for (int i = 0; i < a->nbatch; i++)
@@ -165,7 +165,8 @@ int sk_attention(const sk_attention_args *a) {
         nbat *= a->batch[i];
     if (nbat == 0 || a->S == 0)
         return 0;
-    tile w = {.a = a, .size = sk_dtype_size(a->t), .out_size = sk_dtype_size(a->out_t), .ldq = padded(a->K), .ldk = padded(a->K), .ldv = padded(a->Kv)};
+    tile w = {.a = a, .size = sk_dtype_size(a->t), .out_size = sk_dtype_size(a->out_t), .ldq = padded(a->K),
+              .ldk = padded(a->K), .ldv = padded(a->Kv)};
     size_t bytes = sizeof(float) * (size_t)(TILE_Q * (TILE_K + a->Kv + 2 + w.ldq) + a->T * (w.ldk + w.ldv));
     float *scratch = sk_workspace_take(bytes);
     if (!scratch)

@@ -524,10 +524,11 @@ static void int_rows(void *ctx, int64_t lo, int64_t hi) {
 /* bf16/f16: the epilogue on the f32 sums, rounded once into the result. */
 static void store_rows(void *ctx, int64_t lo, int64_t hi) {
     const Panels *p = ctx;
+    int64_t base = p->bi * p->M * p->N;          /* this batch index's result */
     for (int64_t r = lo; r < hi; r++)
         for (int64_t j = 0, i = r * p->N; j < p->N; j++, i++) {
             float x = p->ep.bias ? p->acc[i] + p->ep.bias[j] : p->acc[i];
-            sk_store_f(p->ep.out, p->out, p->bi * p->M * p->N + i, p->ep.act == SK_COPY ? x : activate(p->ep.act, x));
+            sk_store_f(p->ep.out, p->out, base + i, p->ep.act == SK_COPY ? x : activate(p->ep.act, x));
         }
 }
 
@@ -556,7 +557,8 @@ static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, 
     void *wb = pack(es, rhs, b, rst, rs, nc, 1, K, N, &pb, block + at[1]);
     int rc = SC_ERR;
     if (!is_int) {
-        if (sk_convert(t, SK_F32, nbat * M * K, wa, block + at[3]) || sk_convert(t, SK_F32, nbat * K * N, wb, block + at[4]))
+        if (sk_convert(t, SK_F32, nbat * M * K, wa, block + at[3]) ||
+            sk_convert(t, SK_F32, nbat * K * N, wb, block + at[4]))
             goto done;
         wa = block + at[3], wb = block + at[4];
     }

@@ -165,12 +165,10 @@ static void emit_gather_dot(Gen *g, int v, const char *r) {
 }
 
 static void emit_strides(FILE *o, const char *field, const int64_t *x, int n) {
-    if (n == 0)                  /* no batch dims: C has no empty initializer */
+    if (n == 0)                  /* no batch dims: the field stays zero */
         return;
-    fprintf(o, ", .%s = {", field);
-    for (int i = 0; i < n; i++)
-        fprintf(o, "%s%lld", i ? ", " : "", (long long)x[i]);
-    fputs("}", o);
+    fprintf(o, ", .%s = ", field);
+    emit_list(o, x, n);
 }
 
 /* Dot v of an attention folded right before it (schedule.c): one

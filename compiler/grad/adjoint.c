@@ -329,31 +329,25 @@ static int operand_precision(Grad *g, int c) {
  * multiply at the forward's precision, as operand_precision has the
  * others do; the softmax's gradient is f32. */
 
-static int src_uses(Grad *g, int x) {
-    if (!g->uses) {
-        g->uses = arena_alloc(g->m->arena, sizeof(int32_t) * ((size_t)g->src->ninsts + 1));
-        memset(g->uses, 0, sizeof(int32_t) * ((size_t)g->src->ninsts + 1));
-        for (int v = 0; v < g->src->ninsts; v++)
-            for (int i = 0; i < g->src->insts[v].nargs; i++)
-                g->uses[ir_arg(g->src, &g->src->insts[v], i)]++;
-        g->remap = arena_alloc(g->m->arena, sizeof(int32_t) * ((size_t)g->src->ninsts + 1));
-    }
-    return g->uses[x];
+/* grad's per-fn scratch for the rule: each value's reads, and a map of
+ * re-emitted values. */
+static void attention_scratch(Grad *g) {
+    if (g->uses)
+        return;
+    size_t n = (size_t)g->src->ninsts + 1;
+    g->uses = arena_alloc(g->m->arena, sizeof(int) * n);
+    memset(g->uses, 0, sizeof(int) * n);
+    for (int v = 0; v < g->src->ninsts; v++)
+        for (int i = 0; i < g->src->insts[v].nargs; i++)
+            g->uses[ir_arg(g->src, &g->src->insts[v], i)]++;
+    g->remap = arena_alloc(g->m->arena, sizeof(int32_t) * n);
 }
 
-/* Does nothing but the chain's members and its last dot read the members? */
-static int chain_private(Grad *g, const AttentionForm *af, int last) {
-    for (int i = 0; i < af->nmembers; i++) {
-        int x = af->members[i], reads = 0;
-        for (int j = 0; j <= af->nmembers; j++) {
-            const Inst *in = &g->src->insts[j < af->nmembers ? af->members[j] : last];
-            for (int a = 0; a < in->nargs; a++)
-                reads += ir_arg(g->src, in, a) == x;
-        }
-        if (reads != src_uses(g, x))
-            return 0;
-    }
-    return 1;
+static int is_member(const AttentionForm *af, int x) {
+    for (int i = 0; i < af->nmembers; i++)
+        if (af->members[i] == x)
+            return 1;
+    return 0;
 }
 
 /* Is x computed from constants and iotas alone (a causal mask, a scale)? */
@@ -381,23 +375,23 @@ static int backward_value(Grad *g, int x) {
     return reemit(g->m, g->dst, g->src, x, g->remap);
 }
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-
 /* The rule of the attention's last dot (g->v), or 0 where it is none. */
 static int attention_adjoint(Grad *g, int c) {
-    int last = g->v, members[ATTENTION_MAX_MEMBERS], d1 = -1, t = -1, spread_mask = -1, prob = -1;
+    int last = g->v, d1 = -1, t = -1, spread_mask = -1, prob = -1;
     AttentionForm af;
-    if (g->src->insts[last].op != OP_DOT || !attention_form(g->src, last, &af) || g->varies ||
-        !chain_private(g, &af, last))
+    if (g->src->insts[last].op != OP_DOT || g->varies || !attention_form(g->src, last, &af))
         return 0;
-    memcpy(members, af.members, sizeof(int) * (size_t)af.nmembers);
-    qsort(members, (size_t)af.nmembers, sizeof(int), cmp_int);
-    /* The probabilities again, from q, k and the mask: the members re-emitted in order. */
+    attention_scratch(g);
+    if (!attention_private(g->src, &af, last, g->uses))
+        return 0;
+    const int *members = af.members;
+    /* The probabilities again, from q, k and the mask: the members
+     * re-emitted in order, what they read from outside found first. */
     for (int i = 0; i < af.nmembers; i++) {
         const Inst *in = &g->src->insts[members[i]];
         for (int a = 0; a < in->nargs; a++) {
             int x = ir_arg(g->src, in, a);
-            if (!bsearch(&x, members, (size_t)af.nmembers, sizeof(int), cmp_int))
+            if (!is_member(&af, x))
                 g->remap[x] = backward_value(g, x);
         }
         g->remap[members[i]] = reemit(g->m, g->dst, g->src, members[i], g->remap);

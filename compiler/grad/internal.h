@@ -78,7 +78,7 @@ typedef struct {
     SlicePiece *pieces;
     int npieces, cap_pieces;
     int v;                       /* the src instruction whose rule runs */
-    int32_t *uses;               /* src value -> operand slots that read it (adjoint.c, made when first needed) */
+    int *uses;                   /* src value -> operand slots that read it (adjoint.c, made when first needed) */
     int32_t *remap;              /* src value -> dst value, adjoint.c's scratch for re-emitted instructions */
 } Grad;
 

@@ -27,14 +27,6 @@ static const double *arg_on(const Kernel *k, int i, int64_t dev) { return k->val
 static const double *arg(const Kernel *k, int i) { return arg_on(k, i, k->dev); }
 static int64_t attr(const Kernel *k, int i) { return ir_attr(k->fn, k->in, i); }
 
-void row_major_strides(const Shape *s, int64_t stride[MAX_RANK]) {
-    int64_t n = 1;
-    for (int d = s->rank - 1; d >= 0; d--) {
-        stride[d] = n;
-        n *= s->dims[d];
-    }
-}
-
 void copy_box(double *dst, const int64_t *dstride, const double *src, const int64_t *sstride, int rank,
               const int64_t *dims) {
     for (int d = 0; d < rank; d++)

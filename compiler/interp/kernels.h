@@ -30,7 +30,6 @@ typedef struct {
  * moves elements (OPF_MOVES).  Returns 0, or -1 with a message in k->err. */
 int kernel_run(const Kernel *k, double *out);
 
-void row_major_strides(const Shape *s, int64_t stride[MAX_RANK]);
 /* Copy a box of `dims` elements: dst[sum i_d * dstride_d] = src[sum i_d * sstride_d]. */
 void copy_box(double *dst, const int64_t *dstride, const double *src, const int64_t *sstride, int rank,
               const int64_t *dims);

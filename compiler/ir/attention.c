@@ -107,39 +107,27 @@ static int causal_mask(const Fn *fn, int m) {
     return zero == 0 && fill <= CAUSAL_FILL_MAX;
 }
 
-/* Dense row-major strides of shape s, in elements. */
-static void strides(const Shape *s, int64_t *st) {
-    int64_t n = 1;
-    for (int d = s->rank - 1; d >= 0; d--) {
-        st[d] = n;
-        n *= s->dims[d];
-    }
+/* The labels of dot d's operand `part` (0 or 1) or its result (2): *n of them. */
+static const int64_t *labels(const Fn *fn, int d, int part, int *n) {
+    const Inst *in = at(fn, d);
+    int ra = at(fn, arg(fn, d, 0))->type.rank, rb = at(fn, arg(fn, d, 1))->type.rank;
+    *n = part == 0 ? ra : part == 1 ? rb : in->type.rank;
+    return &fn->ints[in->attrs + (part == 0 ? 0 : part == 1 ? ra : ra + rb)];
 }
 
-/* The dim of operand `side` of dot d whose label is `label`, or -1. */
-static int dim_of(const Fn *fn, int d, int side, int64_t label) {
-    const Inst *in = at(fn, d);
-    int off = side == 0 ? 0 : at(fn, arg(fn, d, 0))->type.rank, rank = at(fn, arg(fn, d, side))->type.rank;
-    for (int i = 0; i < rank; i++)
-        if (ir_attr(fn, in, off + i) == label)
+/* The dim of dot d's operand `part` (0 or 1) or result (2) labelled `label`, or -1. */
+static int dim_of(const Fn *fn, int d, int part, int64_t label) {
+    int n;
+    const int64_t *l = labels(fn, d, part, &n);
+    for (int i = 0; i < n; i++)
+        if (l[i] == label)
             return i;
     return -1;
 }
 
-/* The dim of dot d's result whose label is `label`, or -1. */
-static int result_dim_of(const Fn *fn, int d, int64_t label) {
-    const Inst *in = at(fn, d);
-    int off = at(fn, arg(fn, d, 0))->type.rank + at(fn, arg(fn, d, 1))->type.rank;
-    for (int i = 0; i < in->type.rank; i++)
-        if (ir_attr(fn, in, off + i) == label)
-            return i;
-    return -1;
-}
-
-/* The label of dot d's result dim i. */
-static int64_t result_label(const Fn *fn, int d, int i) {
-    const Inst *in = at(fn, d);
-    return ir_attr(fn, in, at(fn, arg(fn, d, 0))->type.rank + at(fn, arg(fn, d, 1))->type.rank + i);
+static int64_t label_of(const Fn *fn, int d, int part, int i) {
+    int n;
+    return labels(fn, d, part, &n)[i];
 }
 
 /* The scores dot d1 = dot(q, k) of rank r: one contracted dim, last in
@@ -153,7 +141,7 @@ static int scores_dot(Match *mt, int d1, int t, int *s_dim) {
     if (!is(fn, d1, OP_DOT, 2))   /* f32 sums, of f32 operands or (a wide dot) narrow ones */
         return 0;
     int r = in->type.rank;
-    int64_t tl = result_label(fn, d1, t);
+    int64_t tl = label_of(fn, d1, 2, t);
     int kside = dim_of(fn, d1, 1, tl) >= 0 ? 1 : 0, qside = 1 - kside;
     af->q = arg(fn, d1, qside);
     af->k = arg(fn, d1, kside);
@@ -163,15 +151,15 @@ static int scores_dot(Match *mt, int d1, int t, int *s_dim) {
         dim_of(fn, d1, qside, tl) >= 0)
         return 0;
     /* The contracted label: the last dim of q, also the last of k, not in the result. */
-    int64_t cl = ir_attr(fn, in, qside == 0 ? qs->rank - 1 : ks->rank + qs->rank - 1);
-    if (dim_of(fn, d1, kside, cl) != ks->rank - 1 || result_dim_of(fn, d1, cl) >= 0)
+    int64_t cl = label_of(fn, d1, qside, qs->rank - 1);
+    if (dim_of(fn, d1, kside, cl) != ks->rank - 1 || dim_of(fn, d1, 2, cl) >= 0)
         return 0;
     int64_t qst[MAX_RANK], kst[MAX_RANK];
-    strides(qs, qst);
-    strides(ks, kst);
+    row_major_strides(qs, qst);
+    row_major_strides(ks, kst);
     *s_dim = -1;
     for (int i = 0; i < r; i++) {
-        int64_t l = result_label(fn, d1, i);
+        int64_t l = label_of(fn, d1, 2, i);
         int qd = dim_of(fn, d1, qside, l), kd = dim_of(fn, d1, kside, l);
         mt->q_stride[i] = qd >= 0 ? qst[qd] : 0;
         mt->k_stride[i] = kd >= 0 ? kst[kd] : 0;
@@ -207,13 +195,12 @@ static int output_dot(Match *mt, int d2, int pside, int r, int t, int s) {
         (os->dtype != vs->dtype && os->dtype != DT_F32))
         return 0;
     int64_t vst[MAX_RANK], ost[MAX_RANK];
-    strides(vs, vst);
-    strides(os, ost);
-    int off = pside == 0 ? 0 : vs->rank;          /* p's labels in d2's attrs */
+    row_major_strides(vs, vst);
+    row_major_strides(os, ost);
     af->nbatch = 0;
     for (int i = 0; i < r; i++) {
-        int64_t l = ir_attr(fn, in, off + i);
-        int vd = dim_of(fn, d2, vside, l), od = result_dim_of(fn, d2, l);
+        int64_t l = label_of(fn, d2, pside, i);
+        int vd = dim_of(fn, d2, vside, l), od = dim_of(fn, d2, 2, l);
         if (i == t) {                             /* contracted with v's key dim */
             if (vd < 0 || od >= 0 || vs->dims[vd] != af->T)
                 return 0;
@@ -234,8 +221,8 @@ static int output_dot(Match *mt, int d2, int pside, int r, int t, int s) {
         }
     }
     /* v's remaining dim: its last, and out's last. */
-    int64_t kvl = ir_attr(fn, in, (vside == 0 ? 0 : at(fn, arg(fn, d2, 0))->type.rank) + vs->rank - 1);
-    if (dim_of(fn, d2, pside, kvl) >= 0 || result_dim_of(fn, d2, kvl) != os->rank - 1)
+    int64_t kvl = label_of(fn, d2, vside, vs->rank - 1);
+    if (dim_of(fn, d2, pside, kvl) >= 0 || dim_of(fn, d2, 2, kvl) != os->rank - 1)
         return 0;
     af->Kv = vs->dims[vs->rank - 1];
     return 1;
@@ -295,7 +282,7 @@ int attention_form(const Fn *fn, int d2, AttentionForm *af) {
     for (int pside = 0; pside < 2; pside++) {
         af->nmembers = 0;
         int p = arg(fn, d2, pside);
-        if (at(fn, p)->op == OP_CONVERT && is(fn, arg(fn, p, 0), OP_DIV, 2)) {   /* probabilities rounded to v's dtype */
+        if (at(fn, p)->op == OP_CONVERT && is(fn, arg(fn, p, 0), OP_DIV, 2)) {   /* p rounded to v's dtype */
             member(&mt, p);
             p = arg(fn, p, 0);
         }
@@ -320,7 +307,30 @@ int attention_form(const Fn *fn, int d2, AttentionForm *af) {
             continue;
         member(&mt, d1);
         af->mask_row = af->mask >= 0 ? af->T : 0;   /* the mask's shape is [S, T]: its dims are the scores' */
+        for (int i = 1; i < af->nmembers; i++)      /* in program order: a few, insertion sort */
+            for (int j = i; j > 0 && af->members[j - 1] > af->members[j]; j--) {
+                int x = af->members[j];
+                af->members[j] = af->members[j - 1];
+                af->members[j - 1] = x;
+            }
         return af->nmembers < ATTENTION_MAX_MEMBERS;
     }
     return 0;
+}
+
+int reads_within(const Fn *fn, const int *set, int n, int last, int x) {
+    int reads = 0;
+    for (int i = 0; i <= n; i++) {
+        const Inst *in = &fn->insts[i < n ? set[i] : last];
+        for (int j = 0; j < in->nargs; j++)
+            reads += ir_arg(fn, in, j) == x;
+    }
+    return reads;
+}
+
+int attention_private(const Fn *fn, const AttentionForm *af, int last, const int *uses) {
+    for (int i = 0; i < af->nmembers; i++)
+        if (reads_within(fn, af->members, af->nmembers, last, af->members[i]) != uses[af->members[i]])
+            return 0;
+    return 1;
 }

@@ -283,6 +283,14 @@ void fn_variation(const Module *m, const Fn *fn, const uint32_t *params, uint32_
     }
 }
 
+void row_major_strides(const Shape *s, int64_t stride[MAX_RANK]) {
+    int64_t n = 1;
+    for (int d = s->rank - 1; d >= 0; d--) {
+        stride[d] = n;
+        n *= s->dims[d];
+    }
+}
+
 int64_t shape_elems(const Shape *s) {
     int64_t n = 1;
     for (int d = 0; d < s->rank; d++)

@@ -368,9 +368,14 @@ typedef struct {
     int nbatch;
     int64_t batch[MAX_RANK], q_batch[MAX_RANK], k_batch[MAX_RANK], v_batch[MAX_RANK], out_batch[MAX_RANK];
     int64_t S, T, K, Kv, q_row, k_row, v_row, out_row, mask_row;
-    int members[ATTENTION_MAX_MEMBERS], nmembers;
+    int members[ATTENTION_MAX_MEMBERS], nmembers;   /* in program order */
 } AttentionForm;
 int attention_form(const Fn *fn, int dot, AttentionForm *af);
+/* How many operand slots of the instructions set[0..n) and `last` read x. */
+int reads_within(const Fn *fn, const int *set, int n, int last, int x);
+/* Do only af's members and its last dot read its members?  uses: per
+ * value, how many operand slots read it. */
+int attention_private(const Fn *fn, const AttentionForm *af, int last, const int *uses);
 
 /* Bytes one device sends in a collective, by the ring model (docs/partitioning.md). */
 int64_t collective_bytes(const Module *m, const Fn *fn, const Inst *in);
@@ -446,6 +451,8 @@ static inline const int64_t *inst_pairs(const Fn *fn, const Inst *in, int *npair
 }
 
 int64_t shape_elems(const Shape *s);
+/* The strides, in elements, of a dense row-major value of shape s. */
+void row_major_strides(const Shape *s, int64_t stride[MAX_RANK]);
 int shape_eq(const Shape *a, const Shape *b);
 int sharding_eq(const Sharding *a, const Sharding *b);
 Sharding sharding_replicated(void);        /* known, every axis replicated */

@@ -364,17 +364,6 @@ static int pure(const Inst *in) {
            in->op != OP_RETURN && in->op != OP_GET_TUPLE_ELEMENT;
 }
 
-/* How many of value x's reads are by the instructions set[0..n) or by v. */
-static int reads_within(const Fn *fn, const int *set, int n, int v, int x) {
-    int reads = 0;
-    for (int i = 0; i <= n; i++) {
-        const Inst *in = &fn->insts[i < n ? set[i] : v];
-        for (int j = 0; j < in->nargs; j++)
-            reads += ir_arg(fn, in, j) == x;
-    }
-    return reads;
-}
-
 /* Attentions (see the top): the members of dot v's attention_form, when
  * each is pure and read only by the others and v, are computed by v's
  * sk_attention call; so is a causal mask (the kernel masks by position)
@@ -387,9 +376,10 @@ static void mark_attention(Sched *s, const int *uses, int v) {
     int set[2 * ATTENTION_MAX_MEMBERS], n = af.nmembers;
     memcpy(set, af.members, sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++)
-        if (!pure(&src->insts[set[i]]) || s->into_dot[set[i]] >= 0 ||
-            reads_within(src, set, n, v, set[i]) != uses[set[i]])
+        if (!pure(&src->insts[set[i]]) || s->into_dot[set[i]] >= 0)
             return;
+    if (!attention_private(src, &af, v, uses))
+        return;
     /* What only the fold reads joins it (a constant, a causal mask's tree),
      * but not the kernel's operands: a value is tried again as each of its
      * readers joins, and joins with the last. */
