@@ -2,7 +2,8 @@
  * over n contiguous elements.  What each op computes is its formula in
  * shardc_elementwise.def (through ew_ops.h): f32 in float with the float
  * math functions, f64 in double, bf16 and f16 widened to float, computed and
- * rounded once. */
+ * rounded once (bf16 in the vectorized blocks: its conversions are inline
+ * and branch-free; f16's are calls). */
 #include "internal.h"
 
 #include "ew_ops.h"
@@ -75,7 +76,9 @@ SK_ISA_CLONES int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x,
         EW_IF_I32_##dtypes(else if (t == SK_I64) LOOP(int64_t, ew_##ID##_i64, AT(int64_t, x));)         \
         EW_IF_I32_##dtypes(else if (t == SK_U8) LOOP(uint8_t, ew_##ID##_u8, AT(uint8_t, x));)           \
         EW_IF_I32_##dtypes(else if (t == SK_U32) LOOP(uint32_t, ew_##ID##_u32, AT(uint32_t, x));)       \
-        else if (t != SK_BOOL) /* bf16, f16 */                                                          \
+        else if (t == SK_BF16)                                                                          \
+            LOOP(uint16_t, sc_bf16_from_float, ew_##ID##_f32(sc_bf16_to_float(AT(uint16_t, x))));      \
+        else if (t != SK_BOOL) /* f16 */                                                                \
             SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++)                                            \
                 sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, x, i))););)                            \
         break;
@@ -107,7 +110,10 @@ SK_ISA_CLONES int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *
         EW_IF_I32_##dtypes(else if (t == SK_I64) LOOP(int64_t, ew_##ID##_i64, AT(int64_t, a), AT(int64_t, b));) \
         EW_IF_I32_##dtypes(else if (t == SK_U8) LOOP(uint8_t, ew_##ID##_u8, AT(uint8_t, a), AT(uint8_t, b));) \
         EW_IF_I32_##dtypes(else if (t == SK_U32) LOOP(uint32_t, ew_##ID##_u32, AT(uint32_t, a), AT(uint32_t, b));) \
-        else if (t != SK_BOOL) /* bf16, f16 */                                                          \
+        else if (t == SK_BF16)                                                                          \
+            LOOP(uint16_t, sc_bf16_from_float,                                                          \
+                 ew_##ID##_f32(sc_bf16_to_float(AT(uint16_t, a)), sc_bf16_to_float(AT(uint16_t, b)))); \
+        else if (t != SK_BOOL) /* f16 */                                                                \
             SK_KERNEL_FOR(n, for (int64_t i = 0; i < n; i++)                                            \
                 sk_store_f(t, out, i, ew_##ID##_f32(sk_load_f(t, a, i), sk_load_f(t, b, i))););)         \
         break;

@@ -336,6 +336,22 @@ static uint8_t *cheap_values(Module *m, const Fn *body, int nf) {
     return cheap;
 }
 
+/* A value that is larger than what it is computed from, and computed by
+ * a pass that reads it once: a widening convert (a bf16 value an f32 dot
+ * reads: kept narrow, the dot becomes wide again in the backward part,
+ * wide_dots.c), a broadcast (a row's statistic read per element), and a
+ * constant or iota.  The backward part computes it again from its
+ * operand, which is kept instead. */
+static int grows(const Fn *body, int u) {
+    const Inst *in = &body->insts[u];
+    if (in->op == OP_CONSTANT || in->op == OP_IOTA)
+        return 1;
+    if (in->op != OP_CONVERT && in->op != OP_BROADCAST)
+        return 0;
+    const Shape *from = &body->insts[ir_arg(body, in, 0)].type;
+    return shape_elems(from) * dtype_size(from->dtype) < shape_elems(&in->type) * dtype_size(in->type.dtype);
+}
+
 void build_pair(Module *m, Diag *diag, int fi, const Backward *bk) {
     const Fn *f = &m->fns[fi];
     Fn body = fn_without_body(f);
@@ -366,6 +382,12 @@ void build_pair(Module *m, Diag *diag, int fi, const Backward *bk) {
     for (int u = body.ninsts - 1; u >= c.nf + c.nct; u--)
         for (int i = 0; i < body.insts[u].nargs && (live[u] || !for_loop); i++)
             live[ir_arg(&body, &body.insts[u], i)] = 1;
+    for (int u = c.nf - 1; u >= 0; u--)
+        if (live[u] && !cheap[u] && grows(&body, u)) {
+            cheap[u] = 1;
+            if (body.insts[u].nargs)
+                live[ir_arg(&body, &body.insts[u], 0)] = 1;
+        }
     for (int u = 0; u < c.nf; u++)
         used[u] = live[u] && !cheap[u] && body.insts[u].op != OP_PARAMETER;
     int32_t *res = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(c.nf + 1));
