@@ -273,6 +273,15 @@ def gemm_section(g, lim, summary):
                             (g["dim"], threads, "" if threads == 1 else "s", TARGET_GEMM_PEAK),
                             "%.2f (%.1f of %.1f GFLOP/s)" % (frac, rate, peak[threads]), met(frac >= TARGET_GEMM_PEAK)))
     bf16 = g["rates"].get((1, "sk_dot_bf16"))
+    bf16_words = "-"
+    if bf16:
+        bf16_words = "%.1f GFLOP/s" % bf16
+        if lim.get("bf16_peak_1"):
+            bf16_words += ", %.2f of the bf16 peak (%s, %.1f on one core)" % (
+                bf16 / lim["bf16_peak_1"], lim["bf16_unit"], lim["bf16_peak_1"])
+        else:
+            bf16_words += " (no bf16 unit: widened to the f32 GEMM), %.2f of the f32 FMA peak" % (
+                bf16 / lim["fma_peak_1"])
     return ("## GEMM engines\n\n"
             "bench/gemm.c: one f32 einsum `out[m,n] = x[m,k] * w[k,n]`, m = n = k = %d, best of 5 runs of each "
             "engine in turn, at 1 thread and at every core, each against the FMA peak of as many "
@@ -281,7 +290,7 @@ def gemm_section(g, lim, summary):
             "it picks its kernels from the ISA CPUID reports, so its speed does not depend on the CPU's "
             "model name (docs/kernels.md).\n\n%s\n"
             "The bf16 einsum (1024^3, `sk_dot`, one thread; the engine is in the kernels line above): "
-            "%s GFLOP/s.\n\n" % (g["dim"], tab, "%.1f" % bf16 if bf16 else "-"))
+            "%s.\n\n" % (g["dim"], tab, bf16_words))
 
 
 # ---- (b) the MLP sample ----
@@ -885,9 +894,12 @@ def training_section(rows, lim, summary):
     for r in rows:
         s, f = r[r["step"]], r[r["fwd"]]
         rate = r["flop"][1] / s["time"] * 1e-9
+        of_peak = "%.1f (%.2f)" % (rate, rate / lim["fma_peak_all"])
+        if r["step"].endswith("_bf16") and lim.get("bf16_peak_all"):   # its dots run at the bf16 rate
+            of_peak = "%.1f (%.2f of the bf16 peak)" % (rate, rate / lim["bf16_peak_all"])
         trows.append(("`%s` / `%s`" % (r["step"], r["fwd"]), fmt_time(f["time"]), fmt_time(s["time"]),
                       "%.2f" % (s["time"] / f["time"]), "%.2f" % (r["flop"][1] / r["flop"][0]),
-                      "%.1f (%.2f)" % (rate, rate / lim["fma_peak_all"]), fmt_bytes(s["sent"]),
+                      of_peak, fmt_bytes(s["sent"]),
                       fmt_bytes(s["params"]), fmt_bytes(s["peak"])))
     tab = table(("step / forward", "forward", "step", "step / forward", "ideal (FLOP)", "step GFLOP/s (of peak)",
                  "step sent per device", "parameters and state per device", "peak per device"), trows)
@@ -921,7 +933,8 @@ def training_section(rows, lim, summary):
             "at `--const %s` (Adam; data parallel over both axes, and FSDP over X), and `samples/gpt.tdsl`'s "
             "`train_step` (SGD with momentum, Megatron over Y, batch over X) at `--const %s`. \"ideal\" is the "
             "step's FLOP over the forward's (the MLP needs no gradient of its input: 2.5; the GPT about 3). "
-            "GFLOP/s count the ideal step's FLOP, against every core's FMA peak (%.1f GFLOP/s). Parameters "
+            "GFLOP/s count the ideal step's FLOP, against every core's FMA peak (%.1f GFLOP/s; a bf16 step's "
+            "against the bf16 peak where the CPU has a bf16 unit). Parameters "
             "and optimizer state per device come from the signature's shardings; the peak is the scheduled "
             "dump's (parameters not included). FSDP holds %.2fx less than data parallel per device. %s\n\n%s\n"
             % (MLP_MESH, rows[0]["const"], rows[2]["const"], lim["fma_peak_all"], mem, mixed, tab))
