@@ -46,7 +46,7 @@ RT_TESTS := $(patsubst tests/runtime/%.c,$(BUILD)/tests/runtime/%,$(wildcard tes
 # oneDNN runs on too (clang: LLVM's libomp, which also serves oneDNN's
 # libgomp calls; a library built by one compiler is linked by the same one).
 OPENMP    ?= -fopenmp
-LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -fPIC $(OPENMP) -Iruntime -Ilib
+LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -fno-math-errno -fPIC $(OPENMP) -Iruntime -Ilib
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/*.c))
 LIB_HDR   := $(wildcard lib/*.h lib/*.def compiler/ir/*.def) runtime/shardc_rt.h
 LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -ldnnl -lopenblas -lm -pthread $(OPENMP)

@@ -381,7 +381,7 @@ def check_status(c):
     stages = "".join("shardc: %s: %s \\(\\d+\\.\\d\\d s\\)\n" % (re.escape(MLP), st)
                      for st in ("parsed", "checked", "propagated", "partitioned", "scheduled"))
     miss = re.compile("^" + stages + r"shardc: \S+ \(mesh X=2,Y=4\)\nshardc: C \d+ lines\nshardc: cache miss [0-9a-f]{64}\n"
-                      r"shardc: cc -std=c11 -O2 -o \S+ \S+/prog\.c .*-fopenmp.*\nshardc: cc \d+\.\d\d s\n"
+                      r"shardc: cc -std=c11 -O2 -fno-math-errno -o \S+ \S+/prog\.c .*-fopenmp.*\nshardc: cc \d+\.\d\d s\n"
                       r"shardc: cache stored [0-9a-f]{64}\n$")
     hit = re.compile("^" + stages + r"shardc: \S+ \(mesh X=2,Y=4\)\nshardc: C \d+ lines\nshardc: cache hit [0-9a-f]{64}\n"
                      r"shardc: cached\n$")
