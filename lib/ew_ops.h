@@ -29,8 +29,16 @@
 #define EW_IF_BOOL_FLOAT(...)
 #define EW_IF_BOOL_BOOL(...) __VA_ARGS__
 
-#define EW_F(T, SUFFIX, ID, f) static inline T ew_##ID##_##SUFFIX(T x) { return f; }
-#define EW_F2(T, SUFFIX, ID, f) static inline T ew_##ID##_##SUFFIX(T x, T y) { return f; }
+/* Always inlined: sk_unary and sk_binary are one large switch over every
+ * op, in which GCC's size limits stopped inlining a formula as long as
+ * gelu's; called, its loop ran scalar, each fmaf of its exp a libm call. */
+#if defined(__GNUC__)
+#define EW_INLINE static inline __attribute__((always_inline))
+#else
+#define EW_INLINE static inline
+#endif
+#define EW_F(T, SUFFIX, ID, f) EW_INLINE T ew_##ID##_##SUFFIX(T x) { return f; }
+#define EW_F2(T, SUFFIX, ID, f) EW_INLINE T ew_##ID##_##SUFFIX(T x, T y) { return f; }
 
 #define K(c) c##f
 #define M(fn) fn##f
