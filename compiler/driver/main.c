@@ -216,7 +216,7 @@ static int parse_args(int argc, char **argv, Options *o) {
                 o->command = a;
             else if (!o->input)
                 o->input = a;
-            else if (!o->file && strcmp(o->command, "cache") == 0)
+            else if (!o->file && find_command(o->command) && find_command(o->command)->bit == CMD_CACHE)
                 o->file = a;
             else
                 return usage_error("unexpected argument '%s'", a);
@@ -271,7 +271,7 @@ static int answer_help(int argc, char **argv) {
         printf("shardc %s\n", SHARDC_VERSION);
     else if (asked->id == OPT_MAN)
         print_man(stdout, SHARDC_VERSION);
-    else if (cmd && cmd->bit != CMD_HELP)
+    else if (cmd && cmd->summary && cmd->bit != CMD_HELP)
         print_command_help(cmd, stdout);
     else
         print_usage(stdout);
@@ -282,7 +282,8 @@ static int answer_help(int argc, char **argv) {
 static int unknown_command(const char *name) {
     Suggest sg = suggest_begin(name);
     for (int i = 0; i < shardc_ncommands; i++)
-        suggest_add(&sg, shardc_commands[i].name, -1);
+        if (shardc_commands[i].summary)
+            suggest_add(&sg, shardc_commands[i].name, -1);
     return usage_error_near("unknown command '%s'", name, &sg);
 }
 
@@ -464,7 +465,7 @@ static const char *suggest_fn(const Compilation *c, const char *name, char *buf,
 /* shardc help [COMMAND] */
 static int help_command(const char *name) {
     const CommandSpec *c = find_command(name);
-    if (name && !c)
+    if (name && (!c || !c->summary))
         return unknown_command(name);
     if (c && c->bit != CMD_HELP)
         print_command_help(c, stdout);
@@ -497,23 +498,19 @@ int main(int argc, char **argv) {
         return rc;
     if (!o.command)
         return usage_error("%s", "no command given");
-    if (strcmp(o.command, "cache") == 0)
-        return cache_main(&o);
-    if (strcmp(o.command, "help") == 0)
-        return help_command(o.input);
-    if (strcmp(o.command, "complete-options") == 0) {       /* for tools/shardc-completion.bash */
-        print_completion(find_command(o.input), stdout);
-        return 0;
+    const CommandSpec *cmd = find_command(o.command);
+    switch (cmd ? cmd->bit : 0) {
+    case 0: return unknown_command(o.command);
+    case CMD_CACHE: return cache_main(&o);
+    case CMD_HELP: return help_command(o.input);
+    case CMD_COMPLETE_OPTIONS: print_completion(find_command(o.input), stdout); return 0;
+    case CMD_COMPLETE_FNS: return complete_fns(&o);
+    default: break;             /* the commands that compile: below */
     }
-    if (strcmp(o.command, "complete-fns") == 0)
-        return complete_fns(&o);
-    int is_check = strcmp(o.command, "check") == 0, is_dump = strcmp(o.command, "dump") == 0;
-    int is_show = strcmp(o.command, "show") == 0, is_interp = strcmp(o.command, "interp") == 0;
-    int is_compile = strcmp(o.command, "compile") == 0, is_build = strcmp(o.command, "build") == 0;
-    int is_run = strcmp(o.command, "run") == 0, is_codegen = is_compile || is_build || is_run;
-    int is_autoshard = strcmp(o.command, "autoshard") == 0;
-    if (!is_check && !is_dump && !is_show && !is_interp && !is_codegen && !is_autoshard)
-        return unknown_command(o.command);
+    unsigned bit = cmd->bit;
+    int is_check = bit == CMD_CHECK, is_dump = bit == CMD_DUMP, is_show = bit == CMD_SHOW;
+    int is_interp = bit == CMD_INTERP, is_compile = bit == CMD_COMPILE, is_build = bit == CMD_BUILD;
+    int is_run = bit == CMD_RUN, is_codegen = is_compile || is_build || is_run, is_autoshard = bit == CMD_AUTOSHARD;
     if (!o.input)
         return usage_error("%s needs an input file", o.command);
     if (o.backend && !is_run && !is_build)

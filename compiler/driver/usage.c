@@ -75,6 +75,11 @@ const CommandSpec shardc_commands[] = {
      "shardc cache info"},
     {"help", CMD_HELP, "help [COMMAND]", "print this help, or a command's",
      "Print the usage of shardc, or of COMMAND.", "shardc help run"},
+    /* complete-options [COMMAND]: the command names, or a line per option
+     * of COMMAND with its values; complete-fns prog.tdsl: the names --fn
+     * takes. */
+    {"complete-options", CMD_COMPLETE_OPTIONS, NULL, NULL, NULL, NULL},
+    {"complete-fns", CMD_COMPLETE_FNS, NULL, NULL, NULL, NULL},
 };
 const int shardc_ncommands = sizeof shardc_commands / sizeof shardc_commands[0];
 
@@ -214,6 +219,8 @@ void print_usage(FILE *out) {
     fputs("usage: shardc COMMAND prog.tdsl [options]\n"
           "       shardc COMMAND --help | shardc help [COMMAND]\n\ncommands:\n", out);
     for (int i = 0; i < shardc_ncommands; i++) {
+        if (!shardc_commands[i].summary)
+            continue;
         fprintf(out, "  %-7s ", shardc_commands[i].name);
         print_indented(out, shardc_commands[i].summary, 10);
     }
@@ -300,6 +307,8 @@ void print_man(FILE *out, const char *version) {
     fputs(".SH COMMANDS\n", out);
     for (int i = 0; i < shardc_ncommands; i++) {
         const CommandSpec *c = &shardc_commands[i];
+        if (!c->summary)
+            continue;
         fputs(".SS ", out);
         roff(out, c->name);
         fputs("\n.nf\n.B shardc ", out);
@@ -330,7 +339,8 @@ void print_man(FILE *out, const char *version) {
 
 void print_completion(const CommandSpec *c, FILE *out) {
     for (int i = 0; !c && i < shardc_ncommands; i++)
-        fprintf(out, "%s\n", shardc_commands[i].name);
+        if (shardc_commands[i].summary)
+            fprintf(out, "%s\n", shardc_commands[i].name);
     for (int i = 0; c && i < shardc_noptions; i++) {
         const OptionSpec *o = &shardc_options[i];
         const char *v = option_values(o, c);

@@ -12,6 +12,8 @@
 enum {
     CMD_CHECK = 1, CMD_DUMP = 2, CMD_SHOW = 4, CMD_INTERP = 8, CMD_COMPILE = 16, CMD_BUILD = 32, CMD_RUN = 64,
     CMD_HELP = 128, CMD_CACHE = 256, CMD_AUTOSHARD = 512,
+    /* for tools/shardc-completion.bash; in no help text */
+    CMD_COMPLETE_OPTIONS = 1024, CMD_COMPLETE_FNS = 2048,
     CMD_COMPILING = CMD_CHECK | CMD_DUMP | CMD_SHOW | CMD_INTERP | CMD_COMPILE | CMD_BUILD | CMD_RUN | CMD_AUTOSHARD,
     /* the commands that compile one fn past sema, where the sharding search runs */
     CMD_SEARCHING = CMD_DUMP | CMD_SHOW | CMD_INTERP | CMD_COMPILE | CMD_BUILD | CMD_RUN | CMD_AUTOSHARD,
@@ -22,7 +24,7 @@ typedef struct {
     const char *name;
     unsigned bit;
     const char *synopsis;       /* after "shardc " */
-    const char *summary;        /* one line, for `shardc --help` */
+    const char *summary;        /* one line, for `shardc --help`; NULL: an internal command */
     const char *details;        /* a paragraph, for `shardc COMMAND --help` and the man page */
     const char *example;
 } CommandSpec;
@@ -47,6 +49,7 @@ extern const int shardc_ncommands;
 extern const OptionSpec shardc_options[];
 extern const int shardc_noptions;
 
+/* The command called name, internal ones too; NULL for none. */
 const CommandSpec *find_command(const char *name);
 /* The option spelled name[0..len) ("-h" is --help). */
 const OptionSpec *find_option(const char *name, size_t len);
