@@ -365,7 +365,7 @@ static void emit_member(Loop *L, Str *e, int v) {
             fprintf(o, "%s%si += %s;\n", L->ind, nm, e->s);
         else {   /* NaN propagates: counted apart, since lanes are combined by comparisons */
             fprintf(o, "%s%s %sx = %s;\n", L->ind, ctype_of[dt], nm, e->s);
-            fprintf(o, "%s%si = %sx %s %si ? %sx : %si;\n", L->ind, nm, nm, r == RED_MAX ? ">" : "<", nm, nm, nm);
+            fprintf(o, "%s%si = %sx %s %si ? %sx : %si;\n", L->ind, nm, nm, reducer_info[r].keeps, nm, nm, nm);
             fprintf(o, "%s%snan += %sx != %sx;\n", L->ind, nm, nm, nm);
         }
         return;
@@ -452,7 +452,7 @@ static void emit_row_values(Loop *L, Str *e, int stage) {
         }
         if (is_reduction(fn->insts[v].op)) {
             Reducer r = reducer_of(fn, v);
-            fprintf(g->out, "        %s %si = %s;\n", ct, nm, r == RED_SUM ? "0" : r == RED_MAX ? "-INFINITY" : "INFINITY");
+            fprintf(g->out, "        %s %si = %s;\n", ct, nm, reducer_info[r].start);
             if (r != RED_SUM)
                 fprintf(g->out, "        %s %snan = 0;\n", ct, nm);
             continue;
@@ -481,8 +481,7 @@ static void emit_stage(Loop *L, Str *e, int stage) {
     for (int v = fu->first[L->group]; v >= 0; v = fu->next[v])
         if (accumulates(L, v, stage)) {
             Reducer r = reducer_of(fn, v);
-            put(&clauses, "%sreduction(%s : %si)", clauses.n ? " " : "", r == RED_SUM ? "+" : r == RED_MAX ? "max" : "min",
-                g->name[v]);
+            put(&clauses, "%sreduction(%s : %si)", clauses.n ? " " : "", reducer_info[r].omp, g->name[v]);
             if (r != RED_SUM)
                 put(&clauses, " reduction(+ : %snan)", g->name[v]);
         }

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const sc_reduce_of[] = {"SC_SUM", "SC_MAX", "SC_MIN"};
 
 static void emit_shape(FILE *o, const Shape *s) {
     fprintf(o, "(sc_shape){%d, {", s->rank);
@@ -282,7 +281,7 @@ static void emit_all_reduce(Gen *g, const Inst *in, const char *r) {
     const Shape *s = T(ir_arg(fn, in, 0));
     int64_t ld = run_ld(g, g->at), cols = 1;
     collective_head(g, in, r);
-    fprintf(g->out, "%s, ", sc_reduce_of[inst_reducer(fn, in)]);
+    fprintf(g->out, "%s, ", reducer_info[inst_reducer(fn, in)].runtime);
     for (int d = ld ? inst_dim(fn, &fn->insts[g->run_of[g->at]]) : s->rank; d < s->rank; d++)
         cols *= s->dims[d];
     if (ld)
@@ -303,7 +302,7 @@ static void emit_all_gather(Gen *g, const Inst *in, const char *r) {
 static void emit_reduce_scatter(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     collective_head(g, in, r);
-    fprintf(g->out, "%s, ", sc_reduce_of[inst_reducer(fn, in)]);
+    fprintf(g->out, "%s, ", reducer_info[inst_reducer(fn, in)].runtime);
     emit_shape(g->out, T(ir_arg(fn, in, 0)));
     fprintf(g->out, ", %d, %s, %s", inst_dim(fn, in), A(0), r);
     collective_tail(g, in, r);
@@ -530,7 +529,7 @@ static void emit_reduce(Gen *g, const Inst *in, const char *r) {
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, %d, ", A(0), in->nattrs - 1);
     emit_ints(o, "const int", ir_attrs(fn, in) + 1, in->nattrs - 1);
-    fprintf(o, ", %s, %s));\n", sc_reduce_of[inst_reducer(fn, in)], r);
+    fprintf(o, ", %s, %s));\n", reducer_info[inst_reducer(fn, in)].runtime, r);
 }
 
 static void emit_slice(Gen *g, const Inst *in, const char *r) {

@@ -42,11 +42,10 @@ static const Shape *operand(const Fn *fn, const Inst *in, int i) { return &fn->i
  * -done), the operand's dtype and local shape, what the op needs to be
  * told apart, and the mesh axes of its groups. */
 static void collective_name(Name *b, const Module *m, const Fn *fn, const Inst *in, const char *phase) {
-    static const char *const reducer[] = {"sum", "max", "min"};
     const Shape *x = operand(fn, in, 0);
     put(b, "%s%s %s ", op_info[in->op].name, phase, dtype_name[x->dtype]);
     if (in->op == OP_ALL_REDUCE || in->op == OP_REDUCE_SCATTER)
-        put(b, "%s ", reducer[inst_reducer(fn, in)]);
+        put(b, "%s ", reducer_info[inst_reducer(fn, in)].builtin);
     put_shape(b, x);
     if (in->op == OP_ALL_GATHER || in->op == OP_REDUCE_SCATTER)
         put(b, " dim %d", inst_dim(fn, in));

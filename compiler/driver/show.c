@@ -150,7 +150,7 @@ int show_value(const Module *m, int f, const char *value, FILE *out) {
         for (int i = 0; i < np; i++)
             fprintf(out, "%s%s", i ? ", " : "", sym_name(m->syms, m->axis_sym[partial[i]]));
         fprintf(out, " and their blocks %s to the value\n",
-                sh->reducer == RED_SUM ? "sum" : sh->reducer == RED_MAX ? "reduce with max" : "reduce with min");
+                reducer_info[sh->reducer].words);
     } else if (ndev > rows * cols)
         fputs("devices listed together hold copies of the same block\n", out);
     arena_free(&arena);

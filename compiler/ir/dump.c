@@ -21,7 +21,6 @@ typedef struct {
 } Printer;
 
 static const char *const cmp_name[] = {"LT", "LE", "GT", "GE", "EQ", "NE"};
-static const char *const reducer_name[] = {"add", "maximum", "minimum"};
 
 void ir_print_shape(FILE *out, const Shape *s) {
     fprintf(out, "%s[", dtype_name[s->dtype]);
@@ -61,7 +60,7 @@ void ir_print_sharding(FILE *out, const Module *m, const Shape *s, const Shardin
     }
     fputc('}', out);
     if (np) {
-        fprintf(out, " partial%s={", sh->reducer == RED_SUM ? "" : sh->reducer == RED_MAX ? "_max" : "_min");
+        fprintf(out, " partial%s={", reducer_info[sh->reducer].partial);
         print_axes_set(out, m, partial, np);
         fputc('}', out);
     }
@@ -216,7 +215,7 @@ static void print_attrs(Printer *p, const Inst *in) {
     case OP_REDUCE:
         fputc(' ', out);
         print_int_list(out, "dimensions", at + 1, in->nattrs - 1);
-        fprintf(out, ", to_apply=%s", reducer_name[at[0]]);
+        fprintf(out, ", to_apply=%s", reducer_info[at[0]].hlo);
         break;
     case OP_SLICE:
         fputs(" slice={", out);
@@ -234,7 +233,7 @@ static void print_attrs(Printer *p, const Inst *in) {
     case OP_GATHER: print_gather_dims(p, in); break;
     case OP_SCATTER:
         print_int_list(out, " scatter_dims", at, in->nattrs);
-        fprintf(out, ", to_apply=%s", reducer_name[RED_SUM]);
+        fprintf(out, ", to_apply=%s", reducer_info[RED_SUM].hlo);
         break;
     case OP_TOP_K:
         fprintf(out, " k=%lld, %s", (long long)at[0],
@@ -272,7 +271,7 @@ static void print_attrs(Printer *p, const Inst *in) {
         if (op_info[in->op].at_dim >= 0)
             fprintf(out, ", dimensions={%d}", inst_dim(fn, in));
         if (op_info[in->op].at_reducer >= 0)
-            fprintf(out, ", to_apply=%s", reducer_name[inst_reducer(fn, in)]);
+            fprintf(out, ", to_apply=%s", reducer_info[inst_reducer(fn, in)].hlo);
         break;
     }
 }

@@ -239,6 +239,22 @@ typedef struct {
 } OpInfo;
 extern const OpInfo op_info[OP_COUNT];
 
+/* ---- reducer facts: what each Reducer is called and starts from, in the
+ * dumps, the source, the trace, the generated C and the runtime ---- */
+typedef struct {
+    const char *hlo;             /* to_apply=: add, maximum, minimum */
+    const char *builtin;         /* the TDSL reduction: sum, max, min */
+    const char *partial;         /* the sharding's partial suffix: "", "_max", "_min" */
+    const char *words;           /* show's description of a partial value */
+    const char *start;           /* a generated accumulator's first value (C) */
+    const char *omp;             /* the omp simd reduction operator */
+    const char *keeps;           /* the comparison that keeps a new element (max, min), or NULL */
+    const char *runtime;         /* the runtime's sc_reduce */
+} ReducerInfo;
+extern const ReducerInfo reducer_info[RED_MIN + 1];
+/* The Reducer a TDSL reduction (sum, max, min) names; -1 for none. */
+int reducer_named(const char *builtin);
+
 static inline int op_is_collective(int op) { return op_info[op].flags & OPF_COLLECTIVE; }
 /* Can the op compute on dtype dt (its TypeClass)? */
 int op_accepts(int op, int dt);

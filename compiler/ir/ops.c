@@ -8,6 +8,19 @@
 
 #include <string.h>
 
+const ReducerInfo reducer_info[RED_MIN + 1] = {
+    [RED_SUM] = {"add", "sum", "", "sum", "0", "+", NULL, "SC_SUM"},
+    [RED_MAX] = {"maximum", "max", "_max", "reduce with max", "-INFINITY", "max", ">", "SC_MAX"},
+    [RED_MIN] = {"minimum", "min", "_min", "reduce with min", "INFINITY", "min", "<", "SC_MIN"},
+};
+
+int reducer_named(const char *builtin) {
+    for (int r = RED_SUM; r <= RED_MIN; r++)
+        if (strcmp(reducer_info[r].builtin, builtin) == 0)
+            return r;
+    return -1;
+}
+
 #define AT(reducer, dim, axes) reducer, dim, axes
 const OpInfo op_info[OP_COUNT] = {
 #define OP(id, name, nargs, cls, kernel, flags, dtypes, prio, attrs) [id] = {name, nargs, flags, dtypes, prio, attrs},

@@ -509,8 +509,7 @@ static Term lower_call(Ix *ix, Expr *e) {
     const Builtin *bi = e->sym < s->nsyms ? s->builtin[e->sym] : NULL;
     const char *name = sym(s, e->sym);
     if (e->binders.n) {
-        int red = strcmp(name, "sum") == 0 || strcmp(name, "mean") == 0 ? RED_SUM
-                : strcmp(name, "max") == 0 ? RED_MAX : strcmp(name, "min") == 0 ? RED_MIN : -1;
+        int red = strcmp(name, "mean") == 0 ? RED_SUM : reducer_named(name);   /* mean: a sum, divided */
         int stable = is_normalization(name) || strcmp(name, "logsumexp") == 0;
         if (red < 0 && !stable)
             not_a_reduction(s, e);
