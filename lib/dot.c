@@ -481,17 +481,6 @@ static void axpy_i(int64_t n, uint32_t x, const uint32_t *restrict y, uint32_t *
         c[j] += x * y[j];
 }
 
-/* act(x) in f32, as the elementwise kernels compute it. */
-static float activate(sk_unary_op act, float x) {
-    switch (act) {
-    case SK_GELU: return ew_GELU_f32(x);
-    case SK_RELU: return ew_RELU_f32(x);
-    case SK_TANH: return ew_TANH_f32(x);
-    case SK_LOGISTIC: return ew_LOGISTIC_f32(x);
-    default: return x;
-    }
-}
-
 /* One batch index of the panels' product, for rows [lo, hi) of A and C. */
 typedef struct {
     int64_t bi, M, N, K;
@@ -521,15 +510,23 @@ static void int_rows(void *ctx, int64_t lo, int64_t hi) {
     memcpy((int32_t *)p->out + (bi * M + lo) * N, acc + lo * N, (size_t)((hi - lo) * N) * 4);
 }
 
-/* bf16/f16: the epilogue on the f32 sums, rounded once into the result. */
+/* bf16/f16: the epilogue on the f32 sums, rounded once into the result.
+ * A row at a time through the elementwise kernels, which are compiled per
+ * ISA and vectorized: an activation computed here, element by element,
+ * ran scalar (and each fmaf of a gelu's exp was a libm call where this
+ * file is built for the baseline ISA). */
 static void store_rows(void *ctx, int64_t lo, int64_t hi) {
     const Panels *p = ctx;
-    int64_t base = p->bi * p->M * p->N;          /* this batch index's result */
-    for (int64_t r = lo; r < hi; r++)
-        for (int64_t j = 0, i = r * p->N; j < p->N; j++, i++) {
-            float x = p->ep.bias ? p->acc[i] + p->ep.bias[j] : p->acc[i];
-            sk_store_f(p->ep.out, p->out, base + i, p->ep.act == SK_COPY ? x : activate(p->ep.act, x));
-        }
+    int64_t N = p->N, base = p->bi * p->M * N;   /* this batch index's result */
+    size_t es = sk_dtype_size(p->ep.out);
+    for (int64_t r = lo; r < hi; r++) {
+        float *row = p->acc + r * N;
+        if (p->ep.bias)
+            sk_binary(SK_ADD, SK_F32, N, row, p->ep.bias, row);
+        if (p->ep.act != SK_COPY)
+            sk_unary(p->ep.act, SK_F32, N, row, row);
+        sk_convert(SK_F32, p->ep.out, N, row, (char *)p->out + (size_t)(base + r * N) * es);
+    }
 }
 
 static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,
