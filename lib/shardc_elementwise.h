@@ -77,40 +77,69 @@ static inline double sk_floor_rem_f64(double a, double b) {
     return r;
 }
 
-/* e^x in f32, within 0.90 ulp of the exact value (0.894 at worst over
- * every float in [-103.97, 88.72], measured against double exp), in a
- * form compilers vectorize: no call, no branch, no float comparison and
- * no float-to-int conversion.  libm's expf is a call per element, which
- * kept every loop with an exp or a gelu scalar; and under the default
- * -ftrapping-math GCC turns neither a float comparison nor a choice that
- * skips float work into a vector select, so the clamps work on the bits as
- * integers.  x is clamped to [-103.97, 100] (above ln(FLT_MAX) = 88.72 the
- * product overflows to +inf, at the bottom it rounds to 0); a NaN is left
- * as it is and comes out of the arithmetic.  n = round(x / ln 2) by the
- * 1.5 * 2^23 trick, whose sum also holds n in its low bits; r = x - n ln 2
- * in two parts (Cody and Waite); e^r by a degree-7 polynomial on |r| <=
- * ln(2)/2 (the coefficients of Cephes' expf) in Horner's form; 2^n applied
- * as two factors 2^(n/2) so that results down to the subnormals stay exact
- * powers of two.  Every multiply-add is an fmaf: one rounding each, and
- * the same bits on every ISA (a libm call where the CPU has no FMA), where
- * letting the compiler contract them would not be.  The integer steps are
- * unsigned, so a NaN's bits wrap rather than overflow. */
+/* Whether GCC compiles the kernels and the generated loops once per ISA
+ * (x86-64 ELF, no sanitizer; shardc_lib.h's SK_ISA_CLONES). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define SK_HAS_ISA_CLONES 1
+#else
+#define SK_HAS_ISA_CLONES 0
+#endif
+
+/* sk_exp_f32's multiply-add: an fmaf where it is an instruction (every ISA
+ * clone but the baseline's, or a target with FMA), rounded once, and the
+ * same bits on every such ISA; elsewhere (clang and sanitizer builds for
+ * the baseline) an fmaf is a libm call, ten times slower than a multiply
+ * and an add, so those are used, with the polynomial's last steps in the
+ * order that keeps them within 1 ulp (Horner's all the way gives 1.19
+ * without fma).  SK_EXP_ULPS is each form's bound against the exact e^x
+ * (0.894 and 0.989 at worst over the whole range; test_elementwise checks
+ * it on a sample). */
+#if SK_HAS_ISA_CLONES || defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define SK_EXP_FMA 1
+#define SK_MULADD(a, b, c) fmaf(a, b, c)
+#define SK_EXP_ULPS 0.9
+#else
+#define SK_EXP_FMA 0
+#define SK_MULADD(a, b, c) ((a) * (b) + (c))
+#define SK_EXP_ULPS 1.0
+#endif
+
+/* e^x in f32, within SK_EXP_ULPS of the exact value over every float in
+ * [-103.97, 88.72] (measured against double exp), in a form compilers
+ * vectorize: no call, no branch, no float comparison and no float-to-int
+ * conversion.  libm's expf is a call per element, which kept every loop
+ * with an exp or a gelu scalar; and under the default -ftrapping-math GCC
+ * turns neither a float comparison nor a choice that skips float work into
+ * a vector select, so the clamps work on the bits as integers.  x is
+ * clamped to [-103.97, 100] (above ln(FLT_MAX) = 88.72 the product
+ * overflows to +inf, at the bottom it rounds to 0); a NaN is left as it is
+ * and comes out of the arithmetic.  n = round(x / ln 2) by the 1.5 * 2^23
+ * trick, whose sum also holds n in its low bits; r = x - n ln 2 in two
+ * parts (Cody and Waite); e^r by a degree-7 polynomial on |r| <= ln(2)/2
+ * (the coefficients of Cephes' expf); 2^n applied as two factors 2^(n/2)
+ * so that results down to the subnormals stay exact powers of two.  The
+ * integer steps are unsigned, so a NaN's bits wrap rather than overflow. */
 static inline float sk_exp_f32(float x) {
     union { float f; uint32_t u; } xc = {x}, t, s1, s2;
     xc.u = xc.u - 0x42c80001u < 0x3cb80000u ? 0x42c80000u : xc.u;   /* 100 < x <= +inf: 100 */
     xc.u = xc.u - 0xc2cff1b6u < 0x3cb00e4bu ? 0xc2cff1b5u : xc.u;   /* -inf <= x < -103.97208: that */
-    t.f = fmaf(xc.f, 1.44269502162933349609375f, 12582912.0f);
+    t.f = SK_MULADD(xc.f, 1.44269502162933349609375f, 12582912.0f);
     float n = t.f - 12582912.0f;
-    float r = fmaf(n, -0.693145751953125f, xc.f);
-    r = fmaf(n, -1.428606765330187045e-06f, r);
+    float r = SK_MULADD(n, -0.693145751953125f, xc.f);
+    r = SK_MULADD(n, -1.428606765330187045e-06f, r);
     float p = 1.9875691500e-4f;
-    p = fmaf(p, r, 1.3981999507e-3f);
-    p = fmaf(p, r, 8.3334519073e-3f);
-    p = fmaf(p, r, 4.1665795894e-2f);
-    p = fmaf(p, r, 1.6666665459e-1f);
-    p = fmaf(p, r, 5.0000001201e-1f);
+    p = SK_MULADD(p, r, 1.3981999507e-3f);
+    p = SK_MULADD(p, r, 8.3334519073e-3f);
+    p = SK_MULADD(p, r, 4.1665795894e-2f);
+    p = SK_MULADD(p, r, 1.6666665459e-1f);
+    p = SK_MULADD(p, r, 5.0000001201e-1f);
+#if SK_EXP_FMA
     p = fmaf(p, r, 1.0f);
     p = fmaf(p, r, 1.0f);
+#else
+    p = p * r * r + r + 1.0f;
+#endif
     uint32_t ni = t.u - 0x4b400000u, n1 = (uint32_t)((int32_t)ni >> 1);   /* n, n / 2 rounded down */
     s1.u = (n1 + 127u) << 23;
     s2.u = (ni - n1 + 127u) << 23;

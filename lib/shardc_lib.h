@@ -79,16 +79,15 @@ void sk_gemm_engine(char *buf, size_t len);
  * function with such loops: GCC compiles it for x86-64-v4 (AVX-512),
  * x86-64-v3 (AVX2, FMA) and the baseline, and the loader picks by what the
  * CPU reports.  The versions compute the same bits (C11 mode contracts no
- * a * b + c into an fma, and lanes do what scalars do), except the row
- * reductions of SK_SIMD_REDUCE loops (shardc_parallel.h), whose partial
- * results follow the vector width. */
+ * a * b + c into an fma, an fmaf is one rounding everywhere, and lanes do
+ * what scalars do), except the row reductions of SK_SIMD_REDUCE loops
+ * (shardc_parallel.h), whose partial results follow the vector width. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define SK_INDEPENDENT _Pragma("GCC ivdep")
 #else   /* clang vectorizes with run-time overlap checks, and warns when a loop it was told to vectorize is not */
 #define SK_INDEPENDENT
 #endif
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if SK_HAS_ISA_CLONES   /* shardc_elementwise.h */
 #define SK_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define SK_ISA_CLONES
