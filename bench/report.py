@@ -896,7 +896,7 @@ def training_section(rows, lim, summary):
     trows = []
     for r in rows:
         s, f = r[r["step"]], r[r["fwd"]]
-        rate = r["flop"][1] / s["time"] * 1e-9
+        rate = r["rate"] = r["flop"][1] / s["time"] * 1e-9
         of_peak = "%.1f (%.2f)" % (rate, rate / lim["fma_peak_all"])
         if r["step"].endswith("_bf16") and lim.get("bf16_peak_all"):   # its dots run at the bf16 rate
             of_peak = "%.1f (%.2f of the bf16 peak)" % (rate, rate / lim["bf16_peak_all"])
@@ -918,7 +918,7 @@ def training_section(rows, lim, summary):
     speedup = f32["time"] / bf16["time"]
     unit = lim.get("bf16_unit", "none")
     bf16_peak = lim.get("bf16_peak_all")
-    bf16_rate = rows[3]["flop"][1] / bf16["time"] * 1e-9
+    bf16_rate = rows[3]["rate"]
     want = {"amx": 2.0, "avx512_bf16": 1.4}.get(unit)
     summary.append(("(h) GPT train_step / train_step_bf16 time (target >= %s)"
                     % (("%.1f on %s" % (want, unit)) if want else "2 on AMX, 1.4 on AVX512-BF16; none here"),

@@ -188,14 +188,15 @@ static int is_activation(sk_unary_op act) {
     return act == SK_COPY || act == SK_GELU || act == SK_RELU || act == SK_TANH || act == SK_LOGISTIC;
 }
 
-/* The epilogue of an f32 or f64 GEMM's M x N result c (or of zeros, for
- * any dtype), in place, by the elementwise kernels. */
-static int epilogue_after(sk_dtype t, const sk_epilogue *ep, void *c, int64_t M, int64_t N) {
+/* The epilogue (bias: N elements of dtype t, or NULL; then act) of an M x
+ * N result c of dtype t, in place, by the elementwise kernels: an f32 or
+ * f64 GEMM's, zeros of any dtype, or a bf16/f16 panel dot's f32 sums. */
+static int epilogue_after(sk_dtype t, const void *bias, sk_unary_op act, void *c, int64_t M, int64_t N) {
     size_t row = (size_t)N * sk_dtype_size(t);
-    for (int64_t i = 0; i < M && ep->bias; i++)
-        if (sk_binary(SK_ADD, t, N, (char *)c + i * row, ep->bias, (char *)c + i * row))
+    for (int64_t i = 0; i < M && bias; i++)
+        if (sk_binary(SK_ADD, t, N, (char *)c + i * row, bias, (char *)c + i * row))
             return SC_ERR;
-    return ep->act == SK_COPY ? 0 : sk_unary(ep->act, t, M * N, c, c);
+    return act == SK_COPY ? 0 : sk_unary(act, t, M * N, c, c);
 }
 
 /* out += the dot (n elements), for the dtypes whose GEMM takes no beta:
@@ -361,7 +362,7 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
         for (int64_t i = 0; i < runs && !ep->accumulate; i++)
             memset((char *)out + i * ldc * (int64_t)oes, 0, (size_t)run * oes);
         for (int64_t bi = 0; bi < nbat; bi++)
-            if (epilogue_after(ot, ep, (char *)out + bi * M * N * (int64_t)oes, M, N))
+            if (epilogue_after(ot, ep->bias, ep->act, (char *)out + bi * M * N * (int64_t)oes, M, N))
                 return SC_ERR;
         return 0;
     }
@@ -445,7 +446,7 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
                         (const double *)(const void *)vb.base + ob, (int)ldb, (double)beta,
                         (double *)out + bi * M * ldc, (int)ldc);
         if (!mm && !status)
-            status = epilogue_after(t, ep, (char *)out + bi * M * N * (int64_t)es, M, N);
+            status = epilogue_after(t, ep->bias, ep->act, (char *)out + bi * M * N * (int64_t)es, M, N);
         for (int d = nb - 1; d >= 0; d--) {
             oa += va.bstride[d];
             ob += vb.bstride[d];
@@ -510,23 +511,16 @@ static void int_rows(void *ctx, int64_t lo, int64_t hi) {
     memcpy((int32_t *)p->out + (bi * M + lo) * N, acc + lo * N, (size_t)((hi - lo) * N) * 4);
 }
 
-/* bf16/f16: the epilogue on the f32 sums, rounded once into the result.
- * A row at a time through the elementwise kernels, which are compiled per
- * ISA and vectorized: an activation computed here, element by element,
- * ran scalar (and each fmaf of a gelu's exp was a libm call where this
- * file is built for the baseline ISA). */
+/* bf16/f16: the epilogue on the f32 sums of rows [lo, hi), rounded once
+ * into the result, by the elementwise kernels (compiled per ISA and
+ * vectorized, where an activation element by element here ran scalar). */
 static void store_rows(void *ctx, int64_t lo, int64_t hi) {
     const Panels *p = ctx;
-    int64_t N = p->N, base = p->bi * p->M * N;   /* this batch index's result */
-    size_t es = sk_dtype_size(p->ep.out);
-    for (int64_t r = lo; r < hi; r++) {
-        float *row = p->acc + r * N;
-        if (p->ep.bias)
-            sk_binary(SK_ADD, SK_F32, N, row, p->ep.bias, row);
-        if (p->ep.act != SK_COPY)
-            sk_unary(p->ep.act, SK_F32, N, row, row);
-        sk_convert(SK_F32, p->ep.out, N, row, (char *)p->out + (size_t)(base + r * N) * es);
-    }
+    int64_t N = p->N;
+    float *rows = p->acc + lo * N;
+    epilogue_after(SK_F32, p->ep.bias, p->ep.act, rows, hi - lo, N);
+    sk_convert(SK_F32, p->ep.out, (hi - lo) * N, rows,
+               (char *)p->out + (size_t)((p->bi * p->M + lo) * N) * sk_dtype_size(p->ep.out));
 }
 
 static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,

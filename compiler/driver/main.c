@@ -216,7 +216,7 @@ static int parse_args(int argc, char **argv, Options *o) {
                 o->command = a;
             else if (!o->input)
                 o->input = a;
-            else if (!o->file && find_command(o->command) && find_command(o->command)->bit == CMD_CACHE)
+            else if (!o->file && find_command(o->command) == find_command("cache"))
                 o->file = a;
             else
                 return usage_error("unexpected argument '%s'", a);
@@ -271,7 +271,7 @@ static int answer_help(int argc, char **argv) {
         printf("shardc %s\n", SHARDC_VERSION);
     else if (asked->id == OPT_MAN)
         print_man(stdout, SHARDC_VERSION);
-    else if (cmd && cmd->summary && cmd->bit != CMD_HELP)
+    else if (cmd && cmd->bit != CMD_HELP)
         print_command_help(cmd, stdout);
     else
         print_usage(stdout);
@@ -282,8 +282,7 @@ static int answer_help(int argc, char **argv) {
 static int unknown_command(const char *name) {
     Suggest sg = suggest_begin(name);
     for (int i = 0; i < shardc_ncommands; i++)
-        if (shardc_commands[i].summary)
-            suggest_add(&sg, shardc_commands[i].name, -1);
+        suggest_add(&sg, shardc_commands[i].name, -1);
     return usage_error_near("unknown command '%s'", name, &sg);
 }
 
@@ -465,7 +464,7 @@ static const char *suggest_fn(const Compilation *c, const char *name, char *buf,
 /* shardc help [COMMAND] */
 static int help_command(const char *name) {
     const CommandSpec *c = find_command(name);
-    if (name && (!c || !c->summary))
+    if (name && !c)
         return unknown_command(name);
     if (c && c->bit != CMD_HELP)
         print_command_help(c, stdout);
@@ -498,7 +497,7 @@ int main(int argc, char **argv) {
         return rc;
     if (!o.command)
         return usage_error("%s", "no command given");
-    const CommandSpec *cmd = find_command(o.command);
+    const CommandSpec *cmd = find_any_command(o.command);
     switch (cmd ? cmd->bit : 0) {
     case 0: return unknown_command(o.command);
     case CMD_CACHE: return cache_main(&o);

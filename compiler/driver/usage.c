@@ -75,13 +75,16 @@ const CommandSpec shardc_commands[] = {
      "shardc cache info"},
     {"help", CMD_HELP, "help [COMMAND]", "print this help, or a command's",
      "Print the usage of shardc, or of COMMAND.", "shardc help run"},
-    /* complete-options [COMMAND]: the command names, or a line per option
-     * of COMMAND with its values; complete-fns prog.tdsl: the names --fn
-     * takes. */
+};
+const int shardc_ncommands = sizeof shardc_commands / sizeof shardc_commands[0];
+
+/* For tools/shardc-completion.bash, in no help or list: complete-options
+ * [COMMAND] prints the command names, or a line per option of COMMAND with
+ * its values; complete-fns prog.tdsl the names --fn takes. */
+static const CommandSpec internal_commands[] = {
     {"complete-options", CMD_COMPLETE_OPTIONS, NULL, NULL, NULL, NULL},
     {"complete-fns", CMD_COMPLETE_FNS, NULL, NULL, NULL, NULL},
 };
-const int shardc_ncommands = sizeof shardc_commands / sizeof shardc_commands[0];
 
 const OptionSpec shardc_options[] = {
     {OPT_MESH, "--mesh", "A=n,B=m", CMD_COMPILING, "override the mesh axis sizes (names must match the program)", NULL},
@@ -171,6 +174,13 @@ const CommandSpec *find_command(const char *name) {
     return NULL;
 }
 
+const CommandSpec *find_any_command(const char *name) {
+    for (size_t i = 0; name && i < sizeof internal_commands / sizeof internal_commands[0]; i++)
+        if (strcmp(internal_commands[i].name, name) == 0)
+            return &internal_commands[i];
+    return find_command(name);
+}
+
 const OptionSpec *find_option(const char *name, size_t len) {
     if (len == 2 && strncmp(name, "-h", 2) == 0)
         return find_option("--help", 6);
@@ -219,8 +229,6 @@ void print_usage(FILE *out) {
     fputs("usage: shardc COMMAND prog.tdsl [options]\n"
           "       shardc COMMAND --help | shardc help [COMMAND]\n\ncommands:\n", out);
     for (int i = 0; i < shardc_ncommands; i++) {
-        if (!shardc_commands[i].summary)
-            continue;
         fprintf(out, "  %-7s ", shardc_commands[i].name);
         print_indented(out, shardc_commands[i].summary, 10);
     }
@@ -307,8 +315,6 @@ void print_man(FILE *out, const char *version) {
     fputs(".SH COMMANDS\n", out);
     for (int i = 0; i < shardc_ncommands; i++) {
         const CommandSpec *c = &shardc_commands[i];
-        if (!c->summary)
-            continue;
         fputs(".SS ", out);
         roff(out, c->name);
         fputs("\n.nf\n.B shardc ", out);
@@ -339,8 +345,7 @@ void print_man(FILE *out, const char *version) {
 
 void print_completion(const CommandSpec *c, FILE *out) {
     for (int i = 0; !c && i < shardc_ncommands; i++)
-        if (shardc_commands[i].summary)
-            fprintf(out, "%s\n", shardc_commands[i].name);
+        fprintf(out, "%s\n", shardc_commands[i].name);
     for (int i = 0; c && i < shardc_noptions; i++) {
         const OptionSpec *o = &shardc_options[i];
         const char *v = option_values(o, c);

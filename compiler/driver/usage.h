@@ -24,7 +24,7 @@ typedef struct {
     const char *name;
     unsigned bit;
     const char *synopsis;       /* after "shardc " */
-    const char *summary;        /* one line, for `shardc --help`; NULL: an internal command */
+    const char *summary;        /* one line, for `shardc --help` */
     const char *details;        /* a paragraph, for `shardc COMMAND --help` and the man page */
     const char *example;
 } CommandSpec;
@@ -49,8 +49,10 @@ extern const int shardc_ncommands;
 extern const OptionSpec shardc_options[];
 extern const int shardc_noptions;
 
-/* The command called name, internal ones too; NULL for none. */
+/* The command called name, or NULL; find_any_command finds the internal
+ * ones (complete-options, complete-fns) too. */
 const CommandSpec *find_command(const char *name);
+const CommandSpec *find_any_command(const char *name);
 /* The option spelled name[0..len) ("-h" is --help). */
 const OptionSpec *find_option(const char *name, size_t len);
 /* The values of an option for a command: --stage depends on it. */
