@@ -220,6 +220,25 @@ typedef struct {
 } sk_attention_args;
 int sk_attention(const sk_attention_args *a);
 
+/* The attention's gradient (attention.c): given dout, the cotangent of
+ * sk_attention's result for fwd's operands (fwd.out and its fields are not
+ * read), dq, dk and dv, each [S, K], [T, K] and [T, Kv] per batch index,
+ * laid out as fwd lays out q, k and v (its own batch strides and row
+ * stride, elements contiguous), of dtype grad_t; dout of dout_t.  The mask
+ * gets no gradient.  With q, k and v of a narrow dtype the probabilities
+ * and the scores' cotangent are rounded to it before their products, as
+ * the unfused program's wide dots read them; the sums are f32.  No [S, T]
+ * value: the scores are recomputed tile by tile. */
+typedef struct {
+    sk_attention_args fwd;
+    const void *dout;
+    sk_dtype dout_t, grad_t;
+    int64_t dout_batch[SC_MAX_RANK], dq_batch[SC_MAX_RANK], dk_batch[SC_MAX_RANK], dv_batch[SC_MAX_RANK];
+    int64_t dout_row, dq_row, dk_row, dv_row;
+    void *dq, *dk, *dv;
+} sk_attention_grad_args;
+int sk_attention_grad(const sk_attention_grad_args *g);
+
 /* gather-dot: out[p, :] = x[p / rep, :] @ w[idx[p]] for p < rows, where
  * w holds e matrices [k, n] (trans: [n, k], contracted on their last dim)
  * and an index outside [0, e) is clamped (SK_CLAMP) or gives a zero row

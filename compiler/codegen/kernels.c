@@ -170,36 +170,75 @@ static void emit_strides(FILE *o, const char *field, const int64_t *x, int n) {
     emit_list(o, x, n);
 }
 
+/* The fields of sk_attention_args: q, k, v and the mask, and with `out`
+ * (the forward's result; NULL in a gradient's call) the result's. */
+static void emit_attention_args(Gen *g, const AttentionForm *af, const char *out) {
+    FILE *o = g->out;
+    char out_t[32] = "", out_row[48] = "";
+    if (out) {
+        snprintf(out_t, sizeof out_t, ", .out_t = %s", sk_dtype_of[af->out_dtype]);
+        snprintf(out_row, sizeof out_row, " .out_row = %lld,", (long long)af->out_row);
+    }
+    fprintf(o, "\n        .nbatch = %d", af->nbatch);
+    emit_strides(o, "batch", af->batch, af->nbatch);
+    emit_strides(o, "q_batch", af->q_batch, af->nbatch);
+    emit_strides(o, "k_batch", af->k_batch, af->nbatch);
+    emit_strides(o, "v_batch", af->v_batch, af->nbatch);
+    if (out)
+        emit_strides(o, "out_batch", af->out_batch, af->nbatch);
+    fprintf(o, ",\n        .S = %lld, .T = %lld, .K = %lld, .Kv = %lld, .t = %s%s,\n", (long long)af->S,
+            (long long)af->T, (long long)af->K, (long long)af->Kv, sk_dtype_of[af->dtype], out_t);
+    fprintf(o, "        .q = %s, .k = %s, .v = %s,", g->name[af->q], g->name[af->k], g->name[af->v]);
+    fprintf(o, " .q_row = %lld, .k_row = %lld, .v_row = %lld,%s .scale = (float)%.17g,\n", (long long)af->q_row,
+            (long long)af->k_row, (long long)af->v_row, out_row, af->scale);
+    if (af->causal)
+        fprintf(o, "        .causal = 0");
+    else if (af->mask >= 0)
+        fprintf(o, "        .mask = %s, .mask_row = %lld, .causal = -1", g->name[af->mask], (long long)af->mask_row);
+    else
+        fprintf(o, "        .causal = -1");
+    if (out)
+        fprintf(o, ", .out = %s", out);
+}
+
 /* Dot v of an attention folded right before it (schedule.c): one
  * sk_attention call, no [S, T] values. */
 static void emit_attention(Gen *g, int v, const char *r) {
-    const Fn *fn = g->fn;
     AttentionForm af;
-    if (!attention_form(fn, v, &af)) {
+    if (!attention_form(g->fn, v, &af)) {
         g->err = "a folded attention its dot cannot compute";
         return;
     }
-    FILE *o = g->out;
     try_open(g);
-    fprintf(o, "sk_attention(&(sk_attention_args){\n        .nbatch = %d", af.nbatch);
-    emit_strides(o, "batch", af.batch, af.nbatch);
-    emit_strides(o, "q_batch", af.q_batch, af.nbatch);
-    emit_strides(o, "k_batch", af.k_batch, af.nbatch);
-    emit_strides(o, "v_batch", af.v_batch, af.nbatch);
-    emit_strides(o, "out_batch", af.out_batch, af.nbatch);
-    fprintf(o, ",\n        .S = %lld, .T = %lld, .K = %lld, .Kv = %lld, .t = %s, .out_t = %s,\n",
-            (long long)af.S, (long long)af.T, (long long)af.K, (long long)af.Kv, sk_dtype_of[af.dtype],
-            sk_dtype_of[af.out_dtype]);
-    fprintf(o, "        .q = %s, .k = %s, .v = %s,", g->name[af.q], g->name[af.k], g->name[af.v]);
-    fprintf(o, " .q_row = %lld, .k_row = %lld, .v_row = %lld, .out_row = %lld, .scale = (float)%.17g,\n",
-            (long long)af.q_row, (long long)af.k_row, (long long)af.v_row, (long long)af.out_row, af.scale);
-    if (af.causal)
-        fprintf(o, "        .causal = 0, .out = %s}));   /* keys after the query masked by position */\n", r);
-    else if (af.mask >= 0)
-        fprintf(o, "        .mask = %s, .mask_row = %lld, .causal = -1, .out = %s}));\n", g->name[af.mask],
-                (long long)af.mask_row, r);
-    else
-        fprintf(o, "        .causal = -1, .out = %s}));\n", r);
+    fprintf(g->out, "sk_attention(&(sk_attention_args){");
+    emit_attention_args(g, &af, r);
+    fprintf(g->out, "}));%s\n", af.causal ? "   /* keys after the query masked by position */" : "");
+}
+
+/* The attention gradient whose three results v and the two INST_WRITTEN
+ * values before it are (schedule.c): one sk_attention_grad call. */
+static void emit_attention_grad(Gen *g, int v) {
+    const Fn *fn = g->fn;
+    AttentionGradForm gf;
+    int outs[3] = {v - 2, v - 1, v};
+    if (!attention_grad_form(fn, outs, &gf)) {
+        g->err = "a folded attention gradient its call cannot compute";
+        return;
+    }
+    FILE *o = g->out;
+    const AttentionForm *af = &gf.af;
+    try_open(g);
+    fprintf(o, "sk_attention_grad(&(sk_attention_grad_args){\n        .fwd = {");
+    emit_attention_args(g, af, NULL);
+    fprintf(o, "},%s\n        .dout = %s, .dout_t = %s, .grad_t = %s", af->causal ? "   /* masked by position */" : "",
+            g->name[gf.dout], sk_dtype_of[fn->insts[gf.dout].type.dtype], sk_dtype_of[gf.grad_dtype]);
+    emit_strides(o, "dout_batch", gf.dout_batch, af->nbatch);
+    emit_strides(o, "dq_batch", gf.dq_batch, af->nbatch);
+    emit_strides(o, "dk_batch", gf.dk_batch, af->nbatch);
+    emit_strides(o, "dv_batch", gf.dv_batch, af->nbatch);
+    fprintf(o, ",\n        .dout_row = %lld, .dq_row = %lld, .dk_row = %lld, .dv_row = %lld,\n", (long long)gf.dout_row,
+            (long long)gf.dq_row, (long long)gf.dk_row, (long long)gf.dv_row);
+    fprintf(o, "        .dq = %s, .dk = %s, .dv = %s}));\n", g->name[gf.dq], g->name[gf.dk], g->name[gf.dv]);
 }
 
 /* Instruction v, the last of a dot's epilogue (schedule.c): the folded
@@ -208,6 +247,10 @@ static void emit_attention(Gen *g, int v, const char *r) {
  * into, whose buffer (r) holds the other operand. */
 static void emit_epilogue(Gen *g, int v, const char *r) {
     const Fn *fn = g->fn;
+    if (ends_attention_grad(fn, v)) {
+        emit_attention_grad(g, v);
+        return;
+    }
     if (ends_attention(fn, v)) {
         emit_attention(g, v, r);
         return;
@@ -373,6 +416,8 @@ void emit_inst(Gen *g, int v) {
         fprintf(o, "    %s *%s = %s;\n", ctype_of[dt], r, A(0));
     else
         emit_storage(g, v);
+    if (in->flags & INST_WRITTEN)        /* written by the call of a later instruction */
+        return;
     if (ends_fold(fn, v)) {              /* never placed (schedule.c) */
         emit_epilogue(g, v, r);
         return;

@@ -94,10 +94,18 @@ const char *trace_name(Gen *g, int v) {
     Name b = {arena_alloc(g->arena, 512), 0, 512};
     b.s[0] = 0;
     AttentionForm af;
+    AttentionGradForm gf;
     if (ends_attention(fn, v) && attention_form(fn, v, &af)) {   /* "attention f32 [4,2,128,64] causal" */
         put(&b, "attention %s ", dtype_name[af.dtype]);
         put_shape(&b, &in->type);
         put(&b, af.causal ? " causal" : af.mask >= 0 ? " masked" : "");
+    } else if (ends_attention_grad(fn, v) && attention_grad_form(fn, (const int[]){v - 2, v - 1, v}, &gf)) {
+        put(&b, "attention grad %s ", dtype_name[gf.af.dtype]);   /* "attention grad f32 [4,2,128,128] causal": the scores' shape */
+        Shape scores = {.dtype = DT_F32, .rank = (uint8_t)(gf.af.nbatch + 2)};
+        memcpy(scores.dims, gf.af.batch, sizeof(int64_t) * (size_t)gf.af.nbatch);
+        scores.dims[gf.af.nbatch] = gf.af.S, scores.dims[gf.af.nbatch + 1] = gf.af.T;
+        put_shape(&b, &scores);
+        put(&b, gf.af.causal ? " causal" : gf.af.mask >= 0 ? " masked" : "");
     } else if (in->op == OP_DOT || ends_fold(fn, v))
         dot_name(&b, fn, v);
     else if (in->op == OP_DONE)

@@ -144,7 +144,7 @@ static double operand_bytes(const Fn *fn, const Inst *arg) {
 }
 
 double cost_inst_bytes(const Fn *fn, const Inst *in) {
-    if (in->flags & (INST_VIEW | INST_ASSEMBLED | INST_FOLDED) || in->op == OP_PARAMETER ||
+    if (in->flags & (INST_VIEW | INST_ASSEMBLED | INST_IN_FOLD) || in->op == OP_PARAMETER ||
         in->op == OP_GET_TUPLE_ELEMENT || in->op == OP_RETURN || in->op == OP_DONE)
         return 0;
     double b = value_bytes(&in->type);
@@ -153,6 +153,14 @@ double cost_inst_bytes(const Fn *fn, const Inst *in) {
         int read[] = {af.q, af.k, af.v, af.mask};    /* the [S, T] values between them never exist */
         for (int i = 0; i < 4 - (af.mask < 0 || af.causal); i++)
             b += value_bytes(&fn->insts[read[i]].type);
+        return b;
+    }
+    AttentionGradForm gf;
+    int v = (int)(in - fn->insts);
+    if (ends_attention_grad(fn, v) && attention_grad_form(fn, (const int[]){v - 2, v - 1, v}, &gf)) {
+        int moved[] = {gf.dq, gf.dk, gf.af.q, gf.af.k, gf.af.v, gf.dout, gf.af.mask};   /* and v's own, dv */
+        for (int i = 0; i < 7 - (gf.af.mask < 0 || gf.af.causal); i++)
+            b += value_bytes(&fn->insts[moved[i]].type);
         return b;
     }
     for (int i = 0; i < in->nargs; i++)

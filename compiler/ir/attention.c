@@ -177,55 +177,74 @@ static int scores_dot(Match *mt, int d1, int t, int *s_dim) {
     return *s_dim >= 0;
 }
 
-/* The product out = dot(p, v) of the probabilities p (the scores' dims)
- * with v: contracts p's key dim t with one dim of v, keeps p's batch dims
- * paired with v's and the query dim s; v's one other dim, its last, is
- * out's last.  Fills v, Kv, the batch dims and every stride. */
-static int output_dot(Match *mt, int d2, int pside, int r, int t, int s) {
-    const Fn *fn = mt->fn;
-    AttentionForm *af = mt->af;
-    const Inst *in = at(fn, d2);
-    int vside = 1 - pside;
-    af->v = arg(fn, d2, vside);
-    const Shape *vs = &at(fn, af->v)->type, *os = &in->type;
-    af->out_dtype = os->dtype;          /* v's, or f32 sums of narrow ones (a wide dot) */
-    af->v_dtype = vs->dtype;
-    if (in->op != OP_DOT || in->nargs != 2 || in->place || vs->rank != r || os->rank != r ||
-        !is_float(vs->dtype) || at(fn, arg(fn, d2, pside))->type.dtype != vs->dtype ||
-        (os->dtype != vs->dtype && os->dtype != DT_F32))
+/* A product of a [batch..., S, T] value (operand `pside` of dot d2: p or
+ * the scores' cotangent) with an operand x of the same rank: contracts
+ * its dim `contracted` with one dim of x (x's row dim), keeps its dim
+ * `kept` and pairs its other dims, the batch dims, with x's and the
+ * result's; x's one other dim, its last, lies contiguous in `final`, which
+ * holds the result: d2, or a transpose of it.  Strides in elements of the
+ * dense values, batch dims in the scores' order. */
+typedef struct {
+    int x, nbatch;
+    int dim[MAX_RANK];                 /* the scores dim of each batch dim */
+    int64_t batch[MAX_RANK], x_batch[MAX_RANK], out_batch[MAX_RANK];
+    int64_t x_row, out_row, feat;      /* feat: x's last dim, the result's elements per row */
+} Product;
+
+/* The strides of dot d's result dims as they lie in `final`: d, or a
+ * transpose of d (result dim j is d's dim perm[j]). */
+static int result_strides(const Fn *fn, int d, int final, int64_t st[MAX_RANK]) {
+    const Inst *tr = at(fn, final);
+    if (final == d) {
+        row_major_strides(&tr->type, st);
+        return 1;
+    }
+    if (tr->op != OP_TRANSPOSE || arg(fn, final, 0) != d || tr->place)
         return 0;
-    int64_t vst[MAX_RANK], ost[MAX_RANK];
-    row_major_strides(vs, vst);
-    row_major_strides(os, ost);
-    af->nbatch = 0;
+    int64_t fst[MAX_RANK];
+    row_major_strides(&tr->type, fst);
+    for (int j = 0; j < tr->type.rank; j++)
+        st[ir_attr(fn, tr, j)] = fst[j];
+    return 1;
+}
+
+static int product(const Fn *fn, int d2, int pside, int contracted, int kept, int final, Product *pr) {
+    const Inst *in = at(fn, d2);
+    if (in->op != OP_DOT || in->nargs != 2 || in->place)
+        return 0;
+    int xside = 1 - pside, r = at(fn, arg(fn, d2, pside))->type.rank;
+    pr->x = arg(fn, d2, xside);
+    const Shape *xs = &at(fn, pr->x)->type, *os = &in->type, *ps = &at(fn, arg(fn, d2, pside))->type;
+    int64_t xst[MAX_RANK], ost[MAX_RANK];
+    if (xs->rank != r || os->rank != r || !is_float(xs->dtype) || !result_strides(fn, d2, final, ost))
+        return 0;
+    row_major_strides(xs, xst);
+    pr->nbatch = 0;
     for (int i = 0; i < r; i++) {
         int64_t l = label_of(fn, d2, pside, i);
-        int vd = dim_of(fn, d2, vside, l), od = dim_of(fn, d2, 2, l);
-        if (i == t) {                             /* contracted with v's key dim */
-            if (vd < 0 || od >= 0 || vs->dims[vd] != af->T)
+        int xd = dim_of(fn, d2, xside, l), od = dim_of(fn, d2, 2, l);
+        if (i == contracted) {                    /* with x's row dim */
+            if (xd < 0 || od >= 0 || xs->dims[xd] != ps->dims[i])
                 return 0;
-            af->v_row = vst[vd];
-        } else if (i == s) {                      /* kept: out's query dim */
-            if (vd >= 0 || od < 0)
+            pr->x_row = xst[xd];
+        } else if (i == kept) {                   /* the result's row dim */
+            if (xd >= 0 || od < 0)
                 return 0;
-            af->out_row = ost[od];
-        } else {                                  /* a batch dim of all four */
-            if (vd < 0 || od < 0)
+            pr->out_row = ost[od];
+        } else {                                  /* a batch dim of all three */
+            if (xd < 0 || od < 0)
                 return 0;
-            int b = af->nbatch++;
-            af->batch[b] = os->dims[od];
-            af->q_batch[b] = mt->q_stride[i];
-            af->k_batch[b] = mt->k_stride[i];
-            af->v_batch[b] = vst[vd];
-            af->out_batch[b] = ost[od];
+            int b = pr->nbatch++;
+            pr->dim[b] = i;
+            pr->batch[b] = os->dims[od];
+            pr->x_batch[b] = xst[xd];
+            pr->out_batch[b] = ost[od];
         }
     }
-    /* v's remaining dim: its last, and out's last. */
-    int64_t kvl = label_of(fn, d2, vside, vs->rank - 1);
-    if (dim_of(fn, d2, pside, kvl) >= 0 || dim_of(fn, d2, 2, kvl) != os->rank - 1)
-        return 0;
-    af->Kv = vs->dims[vs->rank - 1];
-    return 1;
+    int64_t fl = label_of(fn, d2, xside, xs->rank - 1);
+    int fd = dim_of(fn, d2, 2, fl);
+    pr->feat = xs->dims[xs->rank - 1];
+    return dim_of(fn, d2, pside, fl) < 0 && fd >= 0 && ost[fd] == 1;
 }
 
 /* scores = d1 * c, c * d1, d1 / c or d1: the scale into af, the dot into *d1. */
@@ -274,48 +293,249 @@ static void masked(Match *mt, int logits, int t, int *scores) {
     }
 }
 
+/* The probabilities p = e / broadcast(sum_t e), e = exp(logits -
+ * broadcast(max_t logits)), of the scaled (and masked) scores of q and k:
+ * fills af's q, k, mask, scale, S, T, K and rows, the strides of q and k
+ * per scores dim, and the scores' key and query dims *t and *s. */
+static int probabilities(Match *mt, int p, int *t, int *s) {
+    const Fn *fn = mt->fn;
+    AttentionForm *af = mt->af;
+    if (!is(fn, p, OP_DIV, 2))
+        return 0;
+    int e = arg(fn, p, 0), bt = arg(fn, p, 1), total = at(fn, bt)->nargs == 1 ? arg(fn, bt, 0) : -1;
+    if (total < 0 || !is(fn, e, OP_EXP, 1) || at(fn, total)->nattrs != 2)
+        return 0;
+    int r = at(fn, p)->type.rank, sub = arg(fn, e, 0);
+    *t = (int)ir_attr(fn, at(fn, total), 1);
+    if (r < 2 || !row_reduce(fn, total, e, RED_SUM, *t) || !row_broadcast(fn, bt, r, *t) || !is(fn, sub, OP_SUB, 2))
+        return 0;
+    int logits = arg(fn, sub, 0), bp = arg(fn, sub, 1), peak = at(fn, bp)->nargs == 1 ? arg(fn, bp, 0) : -1;
+    if (peak < 0 || !row_broadcast(fn, bp, r, *t) || !row_reduce(fn, peak, logits, RED_MAX, *t))
+        return 0;
+    int scores, d1;
+    member(mt, p), member(mt, bt), member(mt, total), member(mt, e), member(mt, sub), member(mt, bp);
+    member(mt, peak);
+    masked(mt, logits, *t, &scores);
+    if (!scaled(mt, scores, &d1) || !scores_dot(mt, d1, *t, s) || (af->mask >= 0 && mt->mask_s_dim != *s))
+        return 0;
+    member(mt, d1);
+    af->mask_row = af->mask >= 0 ? af->T : 0;   /* the mask's shape is [S, T]: its dims are the scores' */
+    return 1;
+}
+
+static void sort_members(int *members, int n) {
+    for (int i = 1; i < n; i++)                  /* in program order: a few, insertion sort */
+        for (int j = i; j > 0 && members[j - 1] > members[j]; j--) {
+            int x = members[j];
+            members[j] = members[j - 1];
+            members[j - 1] = x;
+        }
+}
+
 int attention_form(const Fn *fn, int d2, AttentionForm *af) {
     Match mt = {fn, af, -1, {0}, {0}};
-    af->nmembers = 0;
     if (at(fn, d2)->op != OP_DOT || at(fn, d2)->nargs != 2)
         return 0;
     for (int pside = 0; pside < 2; pside++) {
         af->nmembers = 0;
-        int p = arg(fn, d2, pside);
+        int p = arg(fn, d2, pside), t, s;
         if (at(fn, p)->op == OP_CONVERT && is(fn, arg(fn, p, 0), OP_DIV, 2)) {   /* p rounded to v's dtype */
             member(&mt, p);
             p = arg(fn, p, 0);
         }
-        if (!is(fn, p, OP_DIV, 2))
+        Product pr;
+        if (!probabilities(&mt, p, &t, &s) || !product(fn, d2, pside, t, s, d2, &pr))
             continue;
-        int e = arg(fn, p, 0), bt = arg(fn, p, 1), total = at(fn, bt)->nargs == 1 ? arg(fn, bt, 0) : -1;
-        if (total < 0 || !is(fn, e, OP_EXP, 1) || at(fn, total)->nattrs != 2)
+        const Shape *vs = &at(fn, pr.x)->type, *os = &at(fn, d2)->type;
+        af->v = pr.x;
+        af->v_dtype = vs->dtype;
+        af->out_dtype = os->dtype;               /* v's, or f32 sums of narrow ones (a wide dot) */
+        if (at(fn, arg(fn, d2, pside))->type.dtype != vs->dtype || (os->dtype != vs->dtype && os->dtype != DT_F32))
             continue;
-        int r = at(fn, p)->type.rank, t = (int)ir_attr(fn, at(fn, total), 1), sub = arg(fn, e, 0);
-        if (r < 2 || !row_reduce(fn, total, e, RED_SUM, t) || !row_broadcast(fn, bt, r, t) ||
-            !is(fn, sub, OP_SUB, 2))
-            continue;
-        int logits = arg(fn, sub, 0), bp = arg(fn, sub, 1), peak = at(fn, bp)->nargs == 1 ? arg(fn, bp, 0) : -1;
-        if (peak < 0 || !row_broadcast(fn, bp, r, t) || !row_reduce(fn, peak, logits, RED_MAX, t))
-            continue;
-        int scores, d1, s;
-        member(&mt, p), member(&mt, bt), member(&mt, total), member(&mt, e), member(&mt, sub), member(&mt, bp);
-        member(&mt, peak);
-        masked(&mt, logits, t, &scores);
-        if (!scaled(&mt, scores, &d1) || !scores_dot(&mt, d1, t, &s) ||
-            (af->mask >= 0 && mt.mask_s_dim != s) || !output_dot(&mt, d2, pside, r, t, s))
-            continue;
-        member(&mt, d1);
-        af->mask_row = af->mask >= 0 ? af->T : 0;   /* the mask's shape is [S, T]: its dims are the scores' */
-        for (int i = 1; i < af->nmembers; i++)      /* in program order: a few, insertion sort */
-            for (int j = i; j > 0 && af->members[j - 1] > af->members[j]; j--) {
-                int x = af->members[j];
-                af->members[j] = af->members[j - 1];
-                af->members[j - 1] = x;
-            }
+        af->v_row = pr.x_row;
+        af->out_row = pr.out_row;
+        af->Kv = pr.feat;
+        af->nbatch = pr.nbatch;
+        for (int b = 0; b < pr.nbatch; b++) {
+            af->batch[b] = pr.batch[b];
+            af->q_batch[b] = mt.q_stride[pr.dim[b]];
+            af->k_batch[b] = mt.k_stride[pr.dim[b]];
+            af->v_batch[b] = pr.x_batch[b];
+            af->out_batch[b] = pr.out_batch[b];
+        }
+        sort_members(af->members, af->nmembers);
         return af->nmembers < ATTENTION_MAX_MEMBERS;
     }
     return 0;
+}
+
+/* ---- the gradient ---- */
+
+/* x, or the operand of x when x converts it to dtype dt (f32: x itself). */
+static int rounded_from(const Fn *fn, int x, int dt) {
+    if (dt == DT_F32)
+        return x;
+    return at(fn, x)->op == OP_CONVERT && at(fn, x)->type.dtype == dt && !at(fn, x)->place ? arg(fn, x, 0) : -1;
+}
+
+static void grad_member(AttentionGradForm *gf, int v) {
+    if (gf->nmembers < ATTENTION_GRAD_MAX_MEMBERS)
+        gf->members[gf->nmembers++] = v;
+}
+
+/* The dot under a written value: itself, or the one it transposes
+ * (a member too). */
+static int dot_under(const Fn *fn, int out) {
+    const Inst *in = at(fn, out);
+    int d = in->op == OP_TRANSPOSE && in->nargs == 1 ? arg(fn, out, 0) : out;
+    return at(fn, d)->op == OP_DOT && at(fn, d)->nargs == 2 && !at(fn, d)->place ? d : -1;
+}
+
+/* ds scaled: mul(ds, scale) either way, ds = p (dp - broadcast(sum_t dp p)),
+ * into *dp; ds's members joined. */
+static int scores_cotangent(const Fn *fn, AttentionGradForm *gf, int dsc, int p, int t, int *dp) {
+    double c;
+    if (!is(fn, dsc, OP_MUL, 2))
+        return 0;
+    int side = scalar_of(fn, arg(fn, dsc, 1), &c) ? 0 : scalar_of(fn, arg(fn, dsc, 0), &c) ? 1 : -1;
+    if (side < 0 || (float)c != (float)gf->af.scale)
+        return 0;
+    int ds = arg(fn, dsc, side), r = at(fn, p)->type.rank;
+    if (!is(fn, ds, OP_MUL, 2))
+        return 0;
+    int dside = arg(fn, ds, 0) == p ? 1 : 0, diff = arg(fn, ds, dside);
+    if (arg(fn, ds, 1 - dside) != p || !is(fn, diff, OP_SUB, 2))
+        return 0;
+    *dp = arg(fn, diff, 0);
+    int b = arg(fn, diff, 1), sum = at(fn, b)->nargs == 1 ? arg(fn, b, 0) : -1;
+    if (sum < 0 || !row_broadcast(fn, b, r, t) || at(fn, sum)->nattrs != 2)
+        return 0;
+    int prod = arg(fn, sum, 0);
+    if (!row_reduce(fn, sum, prod, RED_SUM, t) || !is(fn, prod, OP_MUL, 2) ||
+        !((arg(fn, prod, 0) == *dp && arg(fn, prod, 1) == p) || (arg(fn, prod, 0) == p && arg(fn, prod, 1) == *dp)))
+        return 0;
+    grad_member(gf, arg(fn, dsc, 1 - side)), grad_member(gf, dsc), grad_member(gf, ds), grad_member(gf, diff);
+    grad_member(gf, b), grad_member(gf, sum), grad_member(gf, prod);
+    return 1;
+}
+
+/* dp = dot(dout, v), f32, its dims the scores': s from dout, t from v,
+ * every other dim of both, dout's and v's last dims contracted.  Fills v
+ * and its strides into af. */
+static int cotangent_dot(const Fn *fn, AttentionGradForm *gf, int dp, int dout, int t, int s, const Product *pv) {
+    AttentionForm *af = &gf->af;
+    if (!is(fn, dp, OP_DOT, 2))
+        return 0;
+    int oside = arg(fn, dp, 0) == dout ? 0 : 1, vside = 1 - oside, r = at(fn, dp)->type.rank;
+    af->v = arg(fn, dp, vside);
+    const Shape *vs = &at(fn, af->v)->type, *os = &at(fn, dout)->type;
+    if (arg(fn, dp, oside) != dout || vs->rank != r || os->rank != r)
+        return 0;
+    int64_t vst[MAX_RANK], ost[MAX_RANK];
+    row_major_strides(vs, vst);
+    row_major_strides(os, ost);
+    for (int i = 0, b = 0; i < r; i++) {
+        int64_t l = label_of(fn, dp, 2, i);
+        int od = dim_of(fn, dp, oside, l), vd = dim_of(fn, dp, vside, l);
+        if (i == s ? od < 0 || vd >= 0 || ost[od] != pv->x_row
+                   : i == t ? vd < 0 || od >= 0 || vs->dims[vd] != af->T
+                            : vd < 0 || od < 0 || ost[od] != pv->x_batch[b])
+            return 0;
+        if (i == t)
+            af->v_row = vst[vd];
+        else if (i != s)
+            af->v_batch[b++] = vst[vd];
+    }
+    int64_t cl = label_of(fn, dp, vside, r - 1);
+    af->Kv = vs->dims[r - 1];
+    return dim_of(fn, dp, oside, cl) == r - 1 && dim_of(fn, dp, 2, cl) < 0 && af->Kv == pv->feat;
+}
+
+/* The side of dot d whose operand is x rounded to dt (x itself for
+ * f32), or -1. */
+static int side_reading(const Fn *fn, int d, int x, int dt) {
+    return rounded_from(fn, arg(fn, d, 0), dt) == x ? 0 : rounded_from(fn, arg(fn, d, 1), dt) == x ? 1 : -1;
+}
+
+/* Is the product's x read as q (or k) is: the same strides per scores
+ * dim, row stride and length? */
+static int reads_rows(const Product *pr, const int64_t *stride, int64_t row, int64_t feat) {
+    for (int b = 0; b < pr->nbatch; b++)
+        if (pr->x_batch[b] != stride[pr->dim[b]])
+            return 0;
+    return pr->x_row == row && pr->feat == feat;
+}
+
+int attention_grad_form(const Fn *fn, const int outs[3], AttentionGradForm *gf) {
+    AttentionForm *af = &gf->af;
+    Match mt = {fn, af, -1, {0}, {0}};
+    af->nmembers = gf->nmembers = 0;
+    int dots[3], iv = -1, pside = -1, p = -1, t, s, dp;
+    for (int i = 0; i < 3; i++)
+        if ((dots[i] = dot_under(fn, outs[i])) < 0)
+            return 0;
+    for (int i = 0; i < 3 && p < 0; i++)      /* dv's dot: p, or p rounded, on one side */
+        for (int side = 0; side < 2 && p < 0; side++) {
+            int x = arg(fn, dots[i], side), y = at(fn, x)->op == OP_CONVERT ? arg(fn, x, 0) : x;
+            if (is(fn, y, OP_DIV, 2))
+                p = y, iv = i, pside = side;
+        }
+    if (p < 0 || !probabilities(&mt, p, &t, &s))
+        return 0;
+    int dt = af->dtype, a = (iv + 1) % 3, b = (iv + 2) % 3;
+    Product pv, pq, pk;
+    if (side_reading(fn, dots[iv], p, dt) != pside || !product(fn, dots[iv], pside, s, t, outs[iv], &pv))
+        return 0;
+    /* dq and dk read the scaled ds (rounded) on one side each. */
+    int da = -1, db = -1;
+    for (int side = 0; side < 2; side++) {
+        int xa = rounded_from(fn, arg(fn, dots[a], side), dt), xb = rounded_from(fn, arg(fn, dots[b], side), dt);
+        da = xa >= 0 && at(fn, xa)->op == OP_MUL ? side : da;
+        db = xb >= 0 && at(fn, xb)->op == OP_MUL ? side : db;
+    }
+    if (da < 0 || db < 0 || arg(fn, dots[a], da) != arg(fn, dots[b], db))
+        return 0;
+    int scaled_ds = arg(fn, dots[a], da), dsc = rounded_from(fn, scaled_ds, dt);
+    if (!(product(fn, dots[a], da, t, s, outs[a], &pq) && product(fn, dots[b], db, s, t, outs[b], &pk) &&
+          pq.x == af->k && pk.x == af->q)) {
+        int x = a, dx = da;                   /* the other way round */
+        a = b, da = db, b = x, db = dx;
+        if (!(product(fn, dots[a], da, t, s, outs[a], &pq) && product(fn, dots[b], db, s, t, outs[b], &pk) &&
+              pq.x == af->k && pk.x == af->q))
+            return 0;
+    }
+    if (!reads_rows(&pq, mt.k_stride, af->k_row, af->K) || !reads_rows(&pk, mt.q_stride, af->q_row, af->K) ||
+        !scores_cotangent(fn, gf, dsc, p, t, &dp) || !cotangent_dot(fn, gf, dp, pv.x, t, s, &pv))
+        return 0;
+    int gt = at(fn, outs[0])->type.dtype;
+    if (at(fn, af->v)->type.dtype != dt || at(fn, af->k)->type.dtype != dt || !is_float(at(fn, pv.x)->type.dtype) ||
+        !is_float(gt) || at(fn, outs[1])->type.dtype != gt || at(fn, outs[2])->type.dtype != gt)
+        return 0;
+    gf->grad_dtype = gt;
+    gf->dout = pv.x;
+    gf->dout_row = pv.x_row;
+    gf->dq = outs[a], gf->dk = outs[b], gf->dv = outs[iv];
+    gf->dq_row = pq.out_row, gf->dk_row = pk.out_row, gf->dv_row = pv.out_row;
+    af->nbatch = pv.nbatch;
+    for (int i = 0; i < pv.nbatch; i++) {
+        af->batch[i] = pv.batch[i];
+        af->q_batch[i] = mt.q_stride[pv.dim[i]];
+        af->k_batch[i] = mt.k_stride[pv.dim[i]];
+        gf->dout_batch[i] = pv.x_batch[i];
+        gf->dv_batch[i] = pv.out_batch[i];
+        gf->dq_batch[i] = pq.out_batch[i];
+        gf->dk_batch[i] = pk.out_batch[i];
+    }
+    for (int i = 0; i < af->nmembers; i++)
+        grad_member(gf, af->members[i]);
+    grad_member(gf, dp);
+    if (dt != DT_F32)
+        grad_member(gf, arg(fn, dots[iv], pside)), grad_member(gf, scaled_ds);
+    for (int i = 0; i < 3; i++)
+        if (dots[i] != outs[i])
+            grad_member(gf, dots[i]);
+    sort_members(gf->members, gf->nmembers);
+    return af->nmembers < ATTENTION_MAX_MEMBERS && gf->nmembers < ATTENTION_GRAD_MAX_MEMBERS;
 }
 
 int reads_within(const Fn *fn, const int *set, int n, int last, int x) {

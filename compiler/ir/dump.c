@@ -410,10 +410,17 @@ static void print_inst(Printer *p, int v) {
         fprintf(out, "  # buffer %d", in->buffer);
     if (in->flags & INST_FOLDED)
         fprintf(out, "  # folded into %%%s", p->names[folded_into(fn, v)]);
+    if (in->flags & INST_WRITTEN)
+        fprintf(out, ", written by %%%s", p->names[folded_into(fn, v)]);
     AttentionForm af;
     if (ends_attention(fn, v) && attention_form(fn, v, &af))
         fprintf(out, ", the attention folded into it (sk_attention%s)",
                 af.causal ? ": causal, masked by position" : af.mask >= 0 ? ": the mask added" : "");
+    AttentionGradForm gf;
+    if (ends_attention_grad(fn, v) && attention_grad_form(fn, (const int[]){v - 2, v - 1, v}, &gf))
+        fprintf(out, ", the attention's gradient folded into it (sk_attention_grad%s: dq %%%s, dk %%%s, dv %%%s)",
+                gf.af.causal ? ", causal" : gf.af.mask >= 0 ? ", the mask added" : "", p->names[gf.dq],
+                p->names[gf.dk], p->names[gf.dv]);
     if (in->flags & INST_VIEW)
         fputs(in->flags & INST_STRIDED ? "  # a strided view: no copy" : "  # a view: no copy", out);
     if (in->flags & INST_IN_RUN)

@@ -54,11 +54,13 @@ enum {
     INST_STRIDED = 32,           /* a view that is not one run: read by dots with its operand's strides */
     INST_IN_RUN = 64,            /* written straight into its run of the concatenate that reads it (scheduling) */
     INST_ASSEMBLED = 128,        /* a concatenate whose operands are all INST_IN_RUN: it copies nothing */
+    INST_WRITTEN = 256,          /* its buffer is written by the next instruction that is neither this nor
+                                    INST_FOLDED, whose call has several results (scheduling: an attention's gradient) */
 };
 
 typedef struct {
     uint16_t op;
-    uint8_t flags;
+    uint16_t flags;
     int32_t sym;                 /* source name, -1 for temporaries */
     int32_t args, nargs;         /* operands: Fn.args[args .. args+nargs) */
     int32_t attrs, nattrs;       /* attributes: Fn.ints[attrs ..) */
@@ -156,16 +158,26 @@ typedef struct {
     uint8_t *carried_in_place;   /* after scheduling a loop body: per carried value, loop_carried_in_place */
 } Fn;
 
+enum { INST_IN_FOLD = INST_FOLDED | INST_WRITTEN };
+
 /* Is v the instruction whose kernel call computes the INST_FOLDED ones
- * right before it (a dot's epilogue, compiler/schedule)? */
+ * right before it, and writes the INST_WRITTEN ones (a dot's epilogue, an
+ * attention, compiler/schedule)? */
 static inline int ends_fold(const Fn *fn, int v) {
-    return v > 0 && (fn->insts[v - 1].flags & INST_FOLDED) && !(fn->insts[v].flags & INST_FOLDED);
+    return v > 0 && (fn->insts[v - 1].flags & INST_IN_FOLD) && !(fn->insts[v].flags & INST_IN_FOLD);
+}
+
+/* Does v compute an attention's gradient (attention_grad_form), writing
+ * the two INST_WRITTEN results right before it and its own? */
+static inline int ends_attention_grad(const Fn *fn, int v) {
+    return ends_fold(fn, v) && (fn->insts[v - 1].flags & INST_WRITTEN);
 }
 
 /* Is v a dot that computes an attention folded before it (attention_form),
  * not a gather (the only other fold a dot ends)? */
 static inline int ends_attention(const Fn *fn, int v) {
-    return fn->insts[v].op == OP_DOT && ends_fold(fn, v) && fn->insts[v - 1].op != OP_GATHER;
+    return fn->insts[v].op == OP_DOT && ends_fold(fn, v) && fn->insts[v - 1].op != OP_GATHER &&
+           !ends_attention_grad(fn, v);
 }
 
 /* The operand an add ending a fold accumulates into, or -1: an f32 or f64
@@ -186,9 +198,10 @@ static inline int accumulated_operand(const Fn *fn, int v) {
 }
 
 /* The instruction whose kernel call computes v: the first after it that is
- * not INST_FOLDED (v itself when v is not; folded runs are a few long). */
+ * neither INST_FOLDED nor INST_WRITTEN (v itself when v is not; folded runs
+ * are a few long). */
 static inline int folded_into(const Fn *fn, int v) {
-    while (fn->insts[v].flags & INST_FOLDED)
+    while (fn->insts[v].flags & INST_IN_FOLD)
         v++;
     return v;
 }
@@ -387,6 +400,26 @@ typedef struct {
     int members[ATTENTION_MAX_MEMBERS], nmembers;   /* in program order */
 } AttentionForm;
 int attention_form(const Fn *fn, int dot, AttentionForm *af);
+/* The gradient of a softmax attention as compiler/grad's attention rule
+ * emits it (compiler/ir/attention.c): the probabilities p recomputed from
+ * q, k and the mask, then dv = p^T dout, dp = dout v^T,
+ * ds = p (dp - sum_t p dp) scale, dq = ds k and dk = ds^T q, p and ds
+ * rounded to q's dtype before their products when it is narrow.  `outs`
+ * are the three values written (each a dot, or a transpose of one that
+ * puts its last dim last), in any order; af holds q, k, v, the mask and
+ * the batch dims as attention_form's (its out fields unused), the rest
+ * sk_attention_grad's operands.  The members are every instruction from
+ * q, k, v, dout and the mask to the three, the transposed dots included. */
+enum { ATTENTION_GRAD_MAX_MEMBERS = 40 };
+typedef struct {
+    AttentionForm af;
+    int dout, dq, dk, dv;        /* values: dout's dtype is its own; dq, dk and dv's the grad's */
+    int grad_dtype;
+    int64_t dout_batch[MAX_RANK], dq_batch[MAX_RANK], dk_batch[MAX_RANK], dv_batch[MAX_RANK];
+    int64_t dout_row, dq_row, dk_row, dv_row;
+    int members[ATTENTION_GRAD_MAX_MEMBERS], nmembers;   /* in program order */
+} AttentionGradForm;
+int attention_grad_form(const Fn *fn, const int outs[3], AttentionGradForm *gf);
 /* How many operand slots of the instructions set[0..n) and `last` read x. */
 int reads_within(const Fn *fn, const int *set, int n, int last, int x);
 /* Do only af's members and its last dot read its members?  uses: per

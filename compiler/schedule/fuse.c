@@ -149,7 +149,7 @@ int64_t row_reduce_inner(const Fn *fn, const Inst *in) {
 int64_t fusable_elems(const Fn *fn, int v) {
     const Inst *in = &fn->insts[v];
     int dt = in->type.dtype, op = in->op;
-    if (in->flags & (INST_FOLDED | INST_VIEW) || ends_fold(fn, v))   /* a dot's epilogue: one kernel call; a view: none */
+    if (in->flags & (INST_IN_FOLD | INST_VIEW) || ends_fold(fn, v))   /* a dot's epilogue: one kernel call; a view: none */
         return -1;
     if (op == OP_REDUCE || op == OP_DOT)
         return row_reduce_inner(fn, in) ? shape_elems(&fn->insts[ir_arg(fn, in, 0)].type) : -1;

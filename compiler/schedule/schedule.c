@@ -99,6 +99,8 @@ typedef struct {
     uint8_t *waiting;            /* src value: held back in queue */
     int32_t *into_dot;           /* src value -> the dot that computes it (a gather, an attention's member), or -1 */
     int32_t *fold_first, *fold_next;   /* src dot -> the first value it computes; -> the next, in src order */
+    uint8_t *written;            /* src value: a result of its fold's call other than the last (INST_WRITTEN) */
+    int32_t *reader_start, *readers;   /* src value -> its readers: readers[reader_start[v] ..), or NULL */
     uint8_t *merged;             /* src value: a concat its reader, a concat, takes apart (mark_concat_chains) */
     int32_t *sum_of;             /* src dot -> the add that is its only reader, or -1 (mark_sums) */
     int32_t *queue, *flight;     /* values held back, in order; collectives started, not overlapped */
@@ -140,7 +142,7 @@ static const int32_t *operands_of(Sched *s, int v, int *n) {
     return out;
 }
 
-static int copy_inst(Sched *s, int v, uint8_t extra_flags) {
+static int copy_inst(Sched *s, int v, uint16_t extra_flags) {
     const Inst *in = &s->src->insts[v];
     int n;
     const int32_t *src_args = operands_of(s, v, &n);
@@ -264,7 +266,7 @@ static void emit(Sched *s, int v) {
     for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
         finish_operands(s, u);
     for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
-        s->new_of[u] = copy_inst(s, u, INST_FOLDED);
+        s->new_of[u] = copy_inst(s, u, s->written[u] ? INST_WRITTEN : INST_FOLDED);
     if (op_calls(in->op))
         make_room(s, call_collectives(s->m, s->src, in));
     s->new_of[v] = copy_inst(s, v, 0);
@@ -324,20 +326,30 @@ static int accumulating_add(const Fn *fn, const int *uses, const int *last_read,
     return a;
 }
 
-/* Values set[0..n) are computed by dot v: emitted right before it, in src order. */
-static void fold_into(Sched *s, int *set, int n, int v) {
+static void sort_values(int *set, int n) {
     for (int i = 1; i < n; i++)              /* insertion sort: a fold is a few instructions */
         for (int j = i; j > 0 && set[j - 1] > set[j]; j--) {
             int x = set[j];
             set[j] = set[j - 1];
             set[j - 1] = x;
         }
+}
+
+/* Values set[0..n) are computed by v's call: emitted right before it, the
+ * last `nwritten` (results it writes, INST_WRITTEN) after the others, each
+ * part in src order. */
+static void fold_into_written(Sched *s, int *set, int n, int nwritten, int v) {
+    sort_values(set, n - nwritten);
+    sort_values(set + n - nwritten, nwritten);
     for (int i = 0; i < n; i++) {
+        s->written[set[i]] = i >= n - nwritten;
         s->into_dot[set[i]] = v;
         s->fold_next[set[i]] = i + 1 < n ? set[i + 1] : -1;
     }
     s->fold_first[v] = n ? set[0] : -1;
 }
+
+static void fold_into(Sched *s, int *set, int n, int v) { fold_into_written(s, set, n, 0, v); }
 
 /* The gathers that the dot reading them computes (see the top): each
  * read only by that dot, neither placed nor asynchronous. */
@@ -364,6 +376,49 @@ static int pure(const Inst *in) {
            in->op != OP_RETURN && in->op != OP_GET_TUPLE_ELEMENT;
 }
 
+enum { FOLD_MAX = 2 * ATTENTION_GRAD_MAX_MEMBERS };
+
+static int among(const int *set, int n, int x) {
+    for (int i = 0; i < n; i++)
+        if (set[i] == x)
+            return 1;
+    return 0;
+}
+
+/* Can the fold computed by v's call take set[0..m): each pure, in no
+ * other fold, read only by set[0..n) and v? */
+static int private_fold(const Sched *s, const int *uses, const int *set, int m, int n, int v) {
+    for (int i = 0; i < m; i++)
+        if (!pure(&s->src->insts[set[i]]) || s->into_dot[set[i]] >= 0 || s->fold_first[set[i]] >= 0 ||
+            reads_within(s->src, set, n, v, set[i]) != uses[set[i]])
+            return 0;
+    return 1;
+}
+
+/* What only a fold reads joins it (a constant, a causal mask's tree), but
+ * not its kernel's operands (keep): a value is tried again as each of its
+ * readers joins, and joins with the last.  Returns the new size of set. */
+static int join_private(const Sched *s, const int *uses, int *set, int n, int v, const int *keep, int nkeep) {
+    const Fn *src = s->src;
+    int todo[2 * FOLD_MAX], ntodo = 0;
+    for (int i = 0; i <= n; i++) {
+        const Inst *in = &src->insts[i < n ? set[i] : v];
+        for (int j = 0; j < in->nargs; j++)
+            if (!among(keep, nkeep, ir_arg(src, in, j)) && ntodo < 2 * FOLD_MAX)
+                todo[ntodo++] = ir_arg(src, in, j);
+    }
+    while (ntodo > 0 && n < FOLD_MAX) {
+        int x = todo[--ntodo];
+        if (x == v || among(set, n, x) || !pure(&src->insts[x]) || s->into_dot[x] >= 0 ||
+            reads_within(src, set, n, v, x) != uses[x])
+            continue;
+        set[n++] = x;
+        for (int j = 0; j < src->insts[x].nargs && ntodo < 2 * FOLD_MAX; j++)
+            todo[ntodo++] = ir_arg(src, &src->insts[x], j);
+    }
+    return n;
+}
+
 /* Attentions (see the top): the members of dot v's attention_form, when
  * each is pure and read only by the others and v, are computed by v's
  * sk_attention call; so is a causal mask (the kernel masks by position)
@@ -373,34 +428,105 @@ static void mark_attention(Sched *s, const int *uses, int v) {
     AttentionForm af;
     if (src->insts[v].flags || src->insts[v].place || !attention_form(src, v, &af) || af.v_dtype != af.dtype)
         return;                          /* sk_attention reads q, k and v in one dtype */
-    int set[2 * ATTENTION_MAX_MEMBERS], n = af.nmembers;
+    int set[FOLD_MAX], n = af.nmembers;
     memcpy(set, af.members, sizeof(int) * (size_t)n);
-    for (int i = 0; i < n; i++)
-        if (!pure(&src->insts[set[i]]) || s->into_dot[set[i]] >= 0)
-            return;
-    if (!attention_private(src, &af, v, uses))
+    if (!private_fold(s, uses, set, n, n, v))
         return;
-    /* What only the fold reads joins it (a constant, a causal mask's tree),
-     * but not the kernel's operands: a value is tried again as each of its
-     * readers joins, and joins with the last. */
-    int todo[4 * ATTENTION_MAX_MEMBERS], ntodo = 0;
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < src->insts[set[i]].nargs; j++) {
-            int a = ir_arg(src, &src->insts[set[i]], j);
-            if (a != af.q && a != af.k && (a != af.mask || af.causal) && ntodo < 4 * ATTENTION_MAX_MEMBERS)
-                todo[ntodo++] = a;
-        }
-    while (ntodo > 0 && n < 2 * ATTENTION_MAX_MEMBERS) {
-        int x = todo[--ntodo], joined = 0;
-        for (int k = 0; k < n; k++)
-            joined |= set[k] == x;
-        if (joined || !pure(&src->insts[x]) || s->into_dot[x] >= 0 || reads_within(src, set, n, v, x) != uses[x])
-            continue;
-        set[n++] = x;
-        for (int j = 0; j < src->insts[x].nargs && ntodo < 4 * ATTENTION_MAX_MEMBERS; j++)
-            todo[ntodo++] = ir_arg(src, &src->insts[x], j);
+    int keep[] = {af.q, af.k, af.v, af.causal ? -1 : af.mask};
+    fold_into(s, set, join_private(s, uses, set, n, v, keep, 4), v);
+}
+
+/* The readers of each src value (Sched.readers), built once. */
+static void index_readers(Sched *s, const int *uses) {
+    const Fn *src = s->src;
+    if (s->readers)
+        return;
+    s->reader_start = arena_alloc(s->m->arena, sizeof(int32_t) * (size_t)(src->ninsts + 1));
+    int32_t total = 0;
+    for (int v = 0; v < src->ninsts; v++)
+        s->reader_start[v] = total, total += uses[v];
+    s->reader_start[src->ninsts] = total;
+    s->readers = arena_alloc(s->m->arena, sizeof(int32_t) * (size_t)(total + 1));
+    int32_t *next = arena_alloc(s->m->arena, sizeof(int32_t) * (size_t)(src->ninsts + 1));
+    memcpy(next, s->reader_start, sizeof(int32_t) * (size_t)src->ninsts);
+    for (int u = 0; u < src->ninsts; u++)
+        for (int i = 0; i < src->insts[u].nargs; i++)
+            s->readers[next[ir_arg(src, &src->insts[u], i)]++] = u;
+}
+
+/* The reader of x with op `op` (other than `not`), or -1. */
+static int reader_of(const Sched *s, int x, int op, int not) {
+    for (int i = s->reader_start[x]; i < s->reader_start[x + 1]; i++)
+        if (s->src->insts[s->readers[i]].op == op && s->readers[i] != not)
+            return s->readers[i];
+    return -1;
+}
+
+/* The value holding dot d's result: its transpose, when that alone reads
+ * it and `transposed`; else d. */
+static int written_value(const Sched *s, const int *uses, int d, int transposed) {
+    int t = transposed && uses[d] == 1 ? reader_of(s, d, OP_TRANSPOSE, -1) : -1;
+    return t >= 0 ? t : d;
+}
+
+/* An attention's gradient (attention_grad_form) from the probabilities p
+ * its backward pass recomputes: dv's dot reads p (or p rounded), dq's and
+ * dk's the scaled ds, ds = p (dp - ...) a reader of p.  The three results
+ * are written by one sk_attention_grad call, at the first of them in src
+ * order (every operand of the fold exists by then), the other two
+ * INST_WRITTEN right before it; the members and what only they read are
+ * folded, and no [batch, S, T] value takes a buffer. */
+static void mark_attention_grad(Sched *s, const int *uses, int p) {
+    const Fn *src = s->src;
+    index_readers(s, uses);
+    int pr = reader_of(s, p, OP_CONVERT, -1), pv = pr >= 0 ? pr : p, dvdot = reader_of(s, pv, OP_DOT, -1);
+    int ds = -1;
+    for (int i = s->reader_start[p]; i < s->reader_start[p + 1] && ds < 0; i++) {
+        int u = s->readers[i];
+        if (src->insts[u].op == OP_MUL && src->insts[other_operand(src, u, p)].op == OP_SUB)
+            ds = u;
     }
-    fold_into(s, set, n, v);
+    int dsc = ds >= 0 && uses[ds] == 1 ? reader_of(s, ds, OP_MUL, -1) : -1;
+    int dsr = dsc >= 0 ? reader_of(s, dsc, OP_CONVERT, -1) : -1, dsv = dsr >= 0 ? dsr : dsc;
+    int d1 = dsv >= 0 ? reader_of(s, dsv, OP_DOT, -1) : -1, d2 = d1 >= 0 ? reader_of(s, dsv, OP_DOT, d1) : -1;
+    if (dvdot < 0 || d2 < 0)
+        return;
+    AttentionGradForm gf;
+    int outs[3];
+    for (int transposed = 1; transposed >= 0; transposed--) {
+        outs[0] = written_value(s, uses, dvdot, transposed);
+        outs[1] = written_value(s, uses, d1, transposed);
+        outs[2] = written_value(s, uses, d2, transposed);
+        if (attention_grad_form(src, outs, &gf))
+            break;
+        if (!transposed)
+            return;
+    }
+    sort_values(outs, 3);
+    int set[FOLD_MAX], n = gf.nmembers, anchor = outs[0];
+    memcpy(set, gf.members, sizeof(int) * (size_t)n);
+    set[n++] = outs[1];
+    set[n++] = outs[2];
+    for (int i = 0; i < 3; i++) {
+        const Inst *o = &src->insts[outs[i]];
+        if (o->flags || o->place || s->into_dot[outs[i]] >= 0 || s->fold_first[outs[i]] >= 0)
+            return;
+    }
+    if (!private_fold(s, uses, set, n - 2, n, anchor))
+        return;
+    int keep[] = {gf.af.q, gf.af.k, gf.af.v, gf.dout, gf.af.causal ? -1 : gf.af.mask};
+    int m = join_private(s, uses, set, n, anchor, keep, 5);
+    for (int i = 0; i < m; i++)           /* the fold's operands exist at the anchor */
+        for (int j = 0; j < src->insts[set[i]].nargs; j++) {
+            int x = ir_arg(src, &src->insts[set[i]], j);
+            if (x >= anchor && !among(set, m, x))
+                return;
+        }
+    /* the two written results after the joined members */
+    memmove(set + n - 2, set + n, sizeof(int) * (size_t)(m - n));
+    set[m - 2] = outs[1];
+    set[m - 1] = outs[2];
+    fold_into_written(s, set, m, 2, anchor);
 }
 
 /* The f32 and f64 dots whose sum can take their product (accumulating_add,
@@ -1061,6 +1187,8 @@ static void schedule_fn(Module *m, int f) {
     s.into_dot = arena_alloc(m->arena, sizeof(int32_t) * n);
     s.fold_first = arena_alloc(m->arena, sizeof(int32_t) * n);
     s.fold_next = arena_alloc(m->arena, sizeof(int32_t) * n);
+    s.written = arena_alloc(m->arena, n);
+    memset(s.written, 0, n);
     s.merged = arena_alloc(m->arena, n);
     s.sum_of = arena_alloc(m->arena, sizeof(int32_t) * n);
     s.seq = arena_alloc(m->arena, sizeof(int32_t) * n);
@@ -1082,6 +1210,9 @@ static void schedule_fn(Module *m, int f) {
     for (int v = 0; v < src.ninsts; v++)
         if (src.insts[v].op == OP_DOT && s.fold_first[v] < 0)
             mark_attention(&s, uses, v);
+    for (int v = 0; v < src.ninsts; v++)
+        if (src.insts[v].op == OP_DIV && src.insts[ir_arg(&src, &src.insts[v], 0)].op == OP_EXP && s.into_dot[v] < 0)
+            mark_attention_grad(&s, uses, v);
     mark_sums(&s, uses, last_read);
     mark_concat_chains(&s, uses, last_read);
     arena_free(&scratch);

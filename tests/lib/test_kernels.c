@@ -718,6 +718,118 @@ static void check_attention(const char *what, int64_t B, int64_t H, int64_t S, i
     free(q16); free(k16); free(v16); free(got16);
 }
 
+/* The gradient against its definition in double: p as above, dv = p^T
+ * dout, ds = p (dout v^T - sum_t p dout v^T) scale, dq = ds k, dk = ds^T q.
+ * q, v, dout and dq lie as the samples' [b, s, h, k]; k and dk as
+ * [b, h, t, k] (other strides than q's); dv as [b, t, h, k].  bf16: q, k,
+ * v and dout rounded first (the reference reads them so); the kernel
+ * rounds p and ds too, which the tolerance allows. */
+static void check_attention_grad(const char *what, int64_t B, int64_t H, int64_t S, int64_t T, int64_t K, int64_t Kv,
+                                 int masked, int64_t causal, int bf16) {
+    int64_t nq = B * S * H * K, nk = B * T * H * K, nv = B * T * H * Kv, no = B * S * H * Kv;
+    float *q = fill(SK_F32, nq, 3), *k = fill(SK_F32, nk, 5), *v = fill(SK_F32, nv, 7), *dout = fill(SK_F32, no, 11);
+    float *mask = masked || causal >= 0 ? fill(SK_F32, S * T, 9) : NULL;
+    for (int64_t i = 0; !masked && mask && i < S * T; i++)
+        mask[i] = 0;
+    for (int64_t s = 0; causal >= 0 && s < S; s++)
+        for (int64_t t = s + causal + 1; t < T; t++)
+            mask[s * T + t] = -1e9f;
+    float *dq = malloc((size_t)nq * 4), *dk = malloc((size_t)nk * 4), *dv = malloc((size_t)nv * 4);
+    sk_attention_grad_args g = {
+        .fwd = {2, {B, H}, {S * H * K, K}, {H * T * K, T * K}, {T * H * Kv, Kv}, {0}, S, T, K, Kv, SK_F32, SK_F32,
+                q, k, v, masked ? mask : NULL, H * K, K, H * Kv, 0, T, 0.3f, causal, NULL},
+        .dout = dout, .dout_t = SK_F32, .grad_t = SK_F32,
+        .dout_batch = {S * H * Kv, Kv}, .dq_batch = {S * H * K, K}, .dk_batch = {H * T * K, T * K},
+        .dv_batch = {T * H * Kv, Kv}, .dout_row = H * Kv, .dq_row = H * K, .dk_row = K, .dv_row = H * Kv,
+        .dq = dq, .dk = dk, .dv = dv};
+    uint16_t *q16 = NULL, *k16 = NULL, *v16 = NULL, *o16 = NULL;
+    if (bf16) {
+        q16 = malloc((size_t)nq * 2), k16 = malloc((size_t)nk * 2), v16 = malloc((size_t)nv * 2), o16 = malloc((size_t)no * 2);
+        sk_convert(SK_F32, SK_BF16, nq, q, q16), sk_convert(SK_BF16, SK_F32, nq, q16, q);
+        sk_convert(SK_F32, SK_BF16, nk, k, k16), sk_convert(SK_BF16, SK_F32, nk, k16, k);
+        sk_convert(SK_F32, SK_BF16, nv, v, v16), sk_convert(SK_BF16, SK_F32, nv, v16, v);
+        sk_convert(SK_F32, SK_BF16, no, dout, o16), sk_convert(SK_BF16, SK_F32, no, o16, dout);
+        g.fwd.t = SK_BF16, g.fwd.q = q16, g.fwd.k = k16, g.fwd.v = v16, g.dout = o16, g.dout_t = SK_BF16;
+    }
+    int ok = sk_attention_grad(&g) == 0;
+    double *p = malloc((size_t)(S * T) * sizeof *p), *ds = malloc((size_t)(S * T) * sizeof *ds);
+    double worst = 0, big = 1;
+#define Q(s, c) q[((b * S + (s)) * H + h) * K + (c)]
+#define KK(t, c) k[((b * H + h) * T + (t)) * K + (c)]
+#define V(t, c) v[((b * T + (t)) * H + h) * Kv + (c)]
+#define DO(s, c) dout[((b * S + (s)) * H + h) * Kv + (c)]
+#define DIFF(want, got) do { double d_ = fabs((want) - (got)); worst = d_ > worst ? d_ : worst; \
+        big = fabs(want) > big ? fabs(want) : big; } while (0)
+    for (int64_t b = 0; ok && b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            for (int64_t s = 0; s < S; s++) {
+                double peak = -INFINITY, total = 0, dot = 0;
+                for (int64_t t = 0; t < T; t++) {
+                    double x = 0;
+                    for (int64_t c = 0; c < K; c++)
+                        x += (double)Q(s, c) * KK(t, c);
+                    p[s * T + t] = x * 0.3 + (mask ? mask[s * T + t] : 0);
+                    peak = p[s * T + t] > peak ? p[s * T + t] : peak;
+                }
+                for (int64_t t = 0; t < T; t++)
+                    total += p[s * T + t] = exp(p[s * T + t] - peak);
+                for (int64_t t = 0; t < T; t++) {
+                    p[s * T + t] /= total;
+                    double dp = 0;
+                    for (int64_t c = 0; c < Kv; c++)
+                        dp += (double)DO(s, c) * V(t, c);
+                    ds[s * T + t] = dp;
+                    dot += p[s * T + t] * dp;
+                }
+                for (int64_t t = 0; t < T; t++)
+                    ds[s * T + t] = p[s * T + t] * (ds[s * T + t] - dot) * 0.3;
+            }
+            for (int64_t s = 0; s < S; s++)
+                for (int64_t c = 0; c < K; c++) {
+                    double x = 0;
+                    for (int64_t t = 0; t < T; t++)
+                        x += ds[s * T + t] * KK(t, c);
+                    DIFF(x, dq[((b * S + s) * H + h) * K + c]);
+                }
+            for (int64_t t = 0; t < T; t++) {
+                for (int64_t c = 0; c < K; c++) {
+                    double x = 0;
+                    for (int64_t s = 0; s < S; s++)
+                        x += ds[s * T + t] * Q(s, c);
+                    DIFF(x, dk[((b * H + h) * T + t) * K + c]);
+                }
+                for (int64_t c = 0; c < Kv; c++) {
+                    double x = 0;
+                    for (int64_t s = 0; s < S; s++)
+                        x += p[s * T + t] * DO(s, c);
+                    DIFF(x, dv[((b * T + t) * H + h) * Kv + c]);
+                }
+            }
+        }
+#undef Q
+#undef KK
+#undef V
+#undef DO
+#undef DIFF
+    check(ok && worst <= (bf16 ? 8e-3 : 1e-5) * big, "attention gradient %s: within %.1e of the double reference (of %.1f)",
+          what, worst, big);
+    free(q); free(k); free(v); free(dout); free(mask); free(dq); free(dk); free(dv); free(p); free(ds);
+    free(q16); free(k16); free(v16); free(o16);
+}
+
+static void test_attention_grad(void) {
+    check_attention_grad("[2,3] heads, S 67, T 131, K 19, Kv 23: tails of both tiles", 2, 3, 67, 131, 19, 23, 0, -1, 0);
+    check_attention_grad("with an additive mask", 2, 3, 67, 131, 19, 23, 1, -1, 0);
+    check_attention_grad("causal, S = T = 300 (key tiles before each query tile skipped)", 1, 2, 300, 300, 16, 16, 0, 0, 0);
+    check_attention_grad("causal offset 5 and a mask, S 130 < T 300", 1, 2, 130, 300, 8, 12, 1, 5, 0);
+    check_attention_grad("causal offset 200, S 70 < T 300", 2, 1, 70, 300, 8, 8, 0, 200, 0);
+    check_attention_grad("one key", 1, 1, 5, 1, 4, 4, 0, -1, 0);
+    check_attention_grad("bf16 q, k, v and dout, causal, S = T = 200", 2, 2, 200, 200, 16, 24, 0, 0, 1);
+    check_attention_grad("bf16 with a mask, S 67, T 131", 1, 3, 67, 131, 19, 23, 1, -1, 1);
+    sk_attention_grad_args bad = {0};
+    check(sk_attention_grad(&bad) != 0 && sk_attention_grad(NULL) != 0, "attention gradient rejects missing operands");
+}
+
 static void test_attention(void) {
     check_attention("[2,3] heads, S 67, T 131, K 19, Kv 23: tails of both tiles", 2, 3, 67, 131, 19, 23, 0, -1, 0);
     check_attention("with an additive mask", 2, 3, 67, 131, 19, 23, 1, -1, 0);
@@ -734,6 +846,7 @@ static void test_attention(void) {
 
 int main(void) {
     test_gather_dot();
+    test_attention_grad();
     test_dot();
     test_dot_epilogue();
     test_dot_strided();
