@@ -34,7 +34,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { TILE_Q = 128, TILE_K = 128 };
+enum { TILE_Q = 128, TILE_K = 128, WIDE_T = 512 };
 
 /* One batch index's operands and the scratch of its query tiles: q's rows
  * of the tile, and all of k's and v's, copied to rows ld* apart. */
@@ -224,7 +224,7 @@ typedef struct {
     const sk_attention_grad_args *g;
     tile f;
     float *qp, *dop, *lse, *delta, *dq, *dk, *dv, *p, *pr, *dp;
-    int64_t lddo;
+    int64_t lddo, ldp;           /* ldp: a row of p, pr and dp; TILE_K, or T when one pass holds every key */
 } grad_tile;
 
 /* x rounded to dtype t and widened again, in place (f32: unchanged). */
@@ -297,29 +297,62 @@ static int grad_block(grad_tile *w, int64_t s0, int64_t rows, int64_t t0, int64_
     const sk_attention_args *a = &w->g->fwd;
     const float *qp = w->qp + s0 * w->f.ldq, *dop = w->dop + s0 * w->lddo;
     const float *kp = w->f.kp + t0 * w->f.ldk, *vp = w->f.vp + t0 * w->f.ldv;
-    if (sk_sgemm('N', 'T', rows, cols, a->K, qp, w->f.ldq, kp, w->f.ldk, 0.0f, w->p, TILE_K))
+    if (sk_sgemm('N', 'T', rows, cols, a->K, qp, w->f.ldq, kp, w->f.ldk, 0.0f, w->p, w->ldp))
         return SC_ERR;
     for (int64_t i = 0; i < rows; i++) {
         int64_t bound = s0 + i + a->causal - t0 + 1;
         int64_t in = a->causal < 0 || bound >= cols ? cols : bound < 0 ? 0 : bound;
-        float *x = w->p + i * TILE_K;
+        float *x = w->p + i * w->ldp;
         prob_row(x, a->mask ? a->mask + (s0 + i) * a->mask_row + t0 : NULL, a->scale, w->lse[s0 + i], in, cols);
         if (w->pr != w->p) {
-            memcpy(w->pr + i * TILE_K, x, sizeof(float) * (size_t)cols);
-            round_to(a->t, w->pr + i * TILE_K, cols);
+            memcpy(w->pr + i * w->ldp, x, sizeof(float) * (size_t)cols);
+            round_to(a->t, w->pr + i * w->ldp, cols);
         }
     }
-    if (sk_sgemm('T', 'N', cols, a->Kv, rows, w->pr, TILE_K, dop, w->lddo, 1.0f, w->dv, a->Kv) ||
-        sk_sgemm('N', 'T', rows, cols, a->Kv, dop, w->lddo, vp, w->f.ldv, 0.0f, w->dp, TILE_K))
+    if (sk_sgemm('T', 'N', cols, a->Kv, rows, w->pr, w->ldp, dop, w->lddo, 1.0f, w->dv, a->Kv) ||
+        sk_sgemm('N', 'T', rows, cols, a->Kv, dop, w->lddo, vp, w->f.ldv, 0.0f, w->dp, w->ldp))
         return SC_ERR;
     for (int64_t i = 0; i < rows; i++) {
-        ds_row(w->dp + i * TILE_K, w->p + i * TILE_K, w->delta[s0 + i], a->scale, cols);
-        round_to(a->t, w->dp + i * TILE_K, cols);
+        ds_row(w->dp + i * w->ldp, w->p + i * w->ldp, w->delta[s0 + i], a->scale, cols);
+        round_to(a->t, w->dp + i * w->ldp, cols);
     }
-    if (sk_sgemm('N', 'N', rows, a->K, cols, w->dp, TILE_K, kp, w->f.ldk, 1.0f, w->dq + s0 * a->K, a->K) ||
-        sk_sgemm('T', 'N', cols, a->K, rows, w->dp, TILE_K, qp, w->f.ldq, 1.0f, w->dk, a->K))
+    if (sk_sgemm('N', 'N', rows, a->K, cols, w->dp, w->ldp, kp, w->f.ldk, 1.0f, w->dq + s0 * a->K, a->K) ||
+        sk_sgemm('T', 'N', cols, a->K, rows, w->dp, w->ldp, qp, w->f.ldq, 1.0f, w->dk, a->K))
         return SC_ERR;
     return 0;
+}
+
+/* A query tile against every key at once, when one pass can hold them
+ * (T <= WIDE_T): the rows' max and sum are exact there, so p, D = sum_t p
+ * dp and ds come from the one pass, five GEMMs as the unfused program's
+ * (the two-pass walk computes q k^T and the product with v once more). */
+static int grad_rows(grad_tile *w, int64_t s0, int64_t rows) {
+    const sk_attention_args *a = &w->g->fwd;
+    const float *qp = w->qp + s0 * w->f.ldq, *dop = w->dop + s0 * w->lddo;
+    int64_t end = a->T;   /* keys past the causal bound of the tile's last row are out */
+    if (a->causal >= 0 && s0 + rows + a->causal < end)
+        end = s0 + rows + a->causal;
+    if (sk_sgemm('N', 'T', rows, end, a->K, qp, w->f.ldq, w->f.kp, w->f.ldk, 0.0f, w->p, w->ldp) ||
+        sk_sgemm('N', 'T', rows, end, a->Kv, dop, w->lddo, w->f.vp, w->f.ldv, 0.0f, w->dp, w->ldp))
+        return SC_ERR;
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t bound = s0 + i + a->causal + 1;
+        int64_t in = a->causal < 0 || bound >= end ? end : bound;
+        float *x = w->p + i * w->ldp, *d = w->dp + i * w->ldp;
+        float peak = scale_row(x, a->mask ? a->mask + (s0 + i) * a->mask_row : NULL, a->scale, in, end);
+        scale_vec(x, 1.0f / exp_row(x, peak, end), end);
+        if (w->pr != w->p) {
+            memcpy(w->pr + i * w->ldp, x, sizeof(float) * (size_t)end);
+            round_to(a->t, w->pr + i * w->ldp, end);
+        }
+        ds_row(d, x, dot_row(x, d, end), a->scale, end);
+        round_to(a->t, d, end);
+    }
+    return sk_sgemm('T', 'N', end, a->Kv, rows, w->pr, w->ldp, dop, w->lddo, 1.0f, w->dv, a->Kv) ||
+                   sk_sgemm('N', 'N', rows, a->K, end, w->dp, w->ldp, w->f.kp, w->f.ldk, 0.0f, w->dq + s0 * a->K, a->K) ||
+                   sk_sgemm('T', 'N', end, a->K, rows, w->dp, w->ldp, qp, w->f.ldq, 1.0f, w->dk, a->K)
+               ? SC_ERR
+               : 0;
 }
 
 static void store_rows(sk_dtype t, void *dst, int64_t row, const float *src, int64_t rows, int64_t cols) {
@@ -337,6 +370,17 @@ static int grad_one(grad_tile *w, const int64_t *off) {
     pack_rows(w->f.kp, w->f.ldk, a->t, (const char *)a->k + (size_t)off[1] * size, a->k_row, a->T, a->K);
     pack_rows(w->f.vp, w->f.ldv, a->t, (const char *)a->v + (size_t)off[2] * size, a->v_row, a->T, a->Kv);
     pack_rows(w->dop, w->lddo, g->dout_t, (const char *)g->dout + (size_t)off[3] * dsize, g->dout_row, a->S, a->Kv);
+    if (w->ldp != TILE_K) {              /* every key in one pass */
+        memset(w->dk, 0, sizeof(float) * (size_t)(a->T * a->K));
+        memset(w->dv, 0, sizeof(float) * (size_t)(a->T * a->Kv));
+        for (int64_t s0 = 0; s0 < a->S; s0 += TILE_Q)
+            if (grad_rows(w, s0, a->S - s0 < TILE_Q ? a->S - s0 : TILE_Q))
+                return SC_ERR;
+        store_rows(g->grad_t, (char *)g->dk + (size_t)off[5] * gsize, g->dk_row, w->dk, a->T, a->K);
+        store_rows(g->grad_t, (char *)g->dv + (size_t)off[6] * gsize, g->dv_row, w->dv, a->T, a->Kv);
+        store_rows(g->grad_t, (char *)g->dq + (size_t)off[4] * gsize, g->dq_row, w->dq, a->S, a->K);
+        return 0;
+    }
     for (int64_t s0 = 0; s0 < a->S; s0 += TILE_Q)
         if (grad_stats(w, s0, a->S - s0 < TILE_Q ? a->S - s0 : TILE_Q))
             return SC_ERR;
@@ -376,9 +420,11 @@ int sk_attention_grad(const sk_attention_grad_args *g) {
     grad_tile w = {.g = g, .f = {.a = a, .ldq = padded(a->K), .ldk = padded(a->K), .ldv = padded(a->Kv)},
                    .lddo = padded(a->Kv)};
     int pr = a->t != SK_F32;
+    int64_t acc_rows = a->T <= WIDE_T ? a->T : TILE_K;   /* dk and dv's sums: every key's, or a tile's */
+    w.ldp = a->T <= WIDE_T ? padded(a->T) : TILE_K;
     size_t floats = (size_t)(TILE_Q * (TILE_K + a->Kv + 2) + a->T * (w.f.ldk + w.f.ldv) +
-                             a->S * (w.f.ldq + w.lddo + 2 + a->K) + TILE_K * (a->K + a->Kv) +
-                             TILE_Q * TILE_K * (2 + pr));
+                             a->S * (w.f.ldq + w.lddo + 2 + a->K) + acc_rows * (a->K + a->Kv) +
+                             TILE_Q * w.ldp * (2 + pr));
     float *scratch = sk_workspace_take(sizeof(float) * floats), *x = scratch;
     if (!scratch)
         return SC_ERR;
@@ -393,10 +439,10 @@ int sk_attention_grad(const sk_attention_grad_args *g) {
     w.lse = x, x += a->S;
     w.delta = x, x += a->S;
     w.dq = x, x += a->S * a->K;
-    w.dk = x, x += TILE_K * a->K;
-    w.dv = x, x += TILE_K * a->Kv;
-    w.p = x, x += TILE_Q * TILE_K;
-    w.dp = x, x += TILE_Q * TILE_K;
+    w.dk = x, x += acc_rows * a->K;
+    w.dv = x, x += acc_rows * a->Kv;
+    w.p = x, x += TILE_Q * w.ldp;
+    w.dp = x, x += TILE_Q * w.ldp;
     w.pr = pr ? x : w.p;
     /* The batch odometer over the seven operands' offsets. */
     const int64_t *stride[7] = {a->q_batch, a->k_batch, a->v_batch, g->dout_batch, g->dq_batch, g->dk_batch,

@@ -820,10 +820,14 @@ static void check_attention_grad(const char *what, int64_t B, int64_t H, int64_t
 static void test_attention_grad(void) {
     check_attention_grad("[2,3] heads, S 67, T 131, K 19, Kv 23: tails of both tiles", 2, 3, 67, 131, 19, 23, 0, -1, 0);
     check_attention_grad("with an additive mask", 2, 3, 67, 131, 19, 23, 1, -1, 0);
-    check_attention_grad("causal, S = T = 300 (key tiles before each query tile skipped)", 1, 2, 300, 300, 16, 16, 0, 0, 0);
+    check_attention_grad("causal, S = T = 300", 1, 2, 300, 300, 16, 16, 0, 0, 0);
     check_attention_grad("causal offset 5 and a mask, S 130 < T 300", 1, 2, 130, 300, 8, 12, 1, 5, 0);
     check_attention_grad("causal offset 200, S 70 < T 300", 2, 1, 70, 300, 8, 8, 0, 200, 0);
     check_attention_grad("one key", 1, 1, 5, 1, 4, 4, 0, -1, 0);
+    /* More than 512 keys: two passes over key tiles, not every key in one. */
+    check_attention_grad("two passes, S 130, T 600, a mask", 1, 2, 130, 600, 8, 12, 1, -1, 0);
+    check_attention_grad("two passes, causal offset 500, S 140 < T 700", 1, 2, 140, 700, 8, 8, 0, 500, 0);
+    check_attention_grad("two passes, bf16, causal, S = T = 520", 1, 1, 520, 520, 8, 8, 0, 0, 1);
     check_attention_grad("bf16 q, k, v and dout, causal, S = T = 200", 2, 2, 200, 200, 16, 24, 0, 0, 1);
     check_attention_grad("bf16 with a mask, S 67, T 131", 1, 3, 67, 131, 19, 23, 1, -1, 1);
     sk_attention_grad_args bad = {0};
