@@ -323,6 +323,17 @@ static int probabilities(Match *mt, int p, int *t, int *s) {
     return 1;
 }
 
+/* The batch dims of a product of the scores, and q's and k's strides along them. */
+static void take_batch(const Match *mt, const Product *pr) {
+    AttentionForm *af = mt->af;
+    af->nbatch = pr->nbatch;
+    for (int b = 0; b < pr->nbatch; b++) {
+        af->batch[b] = pr->batch[b];
+        af->q_batch[b] = mt->q_stride[pr->dim[b]];
+        af->k_batch[b] = mt->k_stride[pr->dim[b]];
+    }
+}
+
 static void sort_members(int *members, int n) {
     for (int i = 1; i < n; i++)                  /* in program order: a few, insertion sort */
         for (int j = i; j > 0 && members[j - 1] > members[j]; j--) {
@@ -355,11 +366,8 @@ int attention_form(const Fn *fn, int d2, AttentionForm *af) {
         af->v_row = pr.x_row;
         af->out_row = pr.out_row;
         af->Kv = pr.feat;
-        af->nbatch = pr.nbatch;
+        take_batch(&mt, &pr);
         for (int b = 0; b < pr.nbatch; b++) {
-            af->batch[b] = pr.batch[b];
-            af->q_batch[b] = mt.q_stride[pr.dim[b]];
-            af->k_batch[b] = mt.k_stride[pr.dim[b]];
             af->v_batch[b] = pr.x_batch[b];
             af->out_batch[b] = pr.out_batch[b];
         }
@@ -379,6 +387,9 @@ static int rounded_from(const Fn *fn, int x, int dt) {
 }
 
 static void grad_member(AttentionGradForm *gf, int v) {
+    for (int i = 0; i < gf->nmembers; i++)       /* once: the chain and ds may share a broadcast scale */
+        if (gf->members[i] == v)
+            return;
     if (gf->nmembers < ATTENTION_GRAD_MAX_MEMBERS)
         gf->members[gf->nmembers++] = v;
 }
@@ -516,11 +527,8 @@ int attention_grad_form(const Fn *fn, const int outs[3], AttentionGradForm *gf) 
     gf->dout_row = pv.x_row;
     gf->dq = outs[a], gf->dk = outs[b], gf->dv = outs[iv];
     gf->dq_row = pq.out_row, gf->dk_row = pk.out_row, gf->dv_row = pv.out_row;
-    af->nbatch = pv.nbatch;
+    take_batch(&mt, &pv);
     for (int i = 0; i < pv.nbatch; i++) {
-        af->batch[i] = pv.batch[i];
-        af->q_batch[i] = mt.q_stride[pv.dim[i]];
-        af->k_batch[i] = mt.k_stride[pv.dim[i]];
         gf->dout_batch[i] = pv.x_batch[i];
         gf->dv_batch[i] = pv.out_batch[i];
         gf->dq_batch[i] = pq.out_batch[i];
