@@ -219,8 +219,12 @@ static void start_ready(Sched *s, int v) {
 
 /* Whether src value v must wait: it reads a collective still in flight
  * that no compute has overlapped yet (or one not started, whose operand
- * waits), or a value that waits. */
+ * waits), or a value that waits.  A fold's call waits for what any of
+ * the values it computes reads: they are emitted with it. */
 static int must_wait(Sched *s, int v) {
+    for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
+        if (must_wait(s, u))
+            return 1;
     int n;
     const int32_t *args = operands_of(s, v, &n);
     for (int i = 0; i < n; i++) {
@@ -282,6 +286,9 @@ static void emit(Sched *s, int v) {
         s->nflight = kept;
     }
     start_ready(s, v);
+    for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
+        if (s->written[u])               /* it exists now too */
+            start_ready(s, u);
 }
 
 static void flush(Sched *s) {
@@ -1213,8 +1220,7 @@ static void schedule_fn(Module *m, int f) {
     for (int v = 0; v < src.ninsts; v++)
         if (src.insts[v].op == OP_DOT && s.fold_first[v] < 0)
             mark_attention(&s, uses, v);
-    /* Off until the autoshard search's out-of-memory with it (gpt train_step --auto) is understood. */
-    for (int v = 0; v < src.ninsts && getenv("SHARDC_ATTENTION_GRAD_FOLD"); v++)
+    for (int v = 0; v < src.ninsts; v++)
         if (src.insts[v].op == OP_DIV && src.insts[ir_arg(&src, &src.insts[v], 0)].op == OP_EXP && s.into_dot[v] < 0)
             mark_attention_grad(&s, uses, v);
     mark_sums(&s, uses, last_read);
