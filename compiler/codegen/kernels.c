@@ -220,8 +220,7 @@ static void emit_attention(Gen *g, int v, const char *r) {
 static void emit_attention_grad(Gen *g, int v) {
     const Fn *fn = g->fn;
     AttentionGradForm gf;
-    int outs[3] = {v - 2, v - 1, v};
-    if (!attention_grad_form(fn, outs, &gf)) {
+    if (!attention_grad_at(fn, v, &gf)) {
         g->err = "a folded attention gradient its call cannot compute";
         return;
     }

@@ -99,7 +99,7 @@ const char *trace_name(Gen *g, int v) {
         put(&b, "attention %s ", dtype_name[af.dtype]);
         put_shape(&b, &in->type);
         put(&b, af.causal ? " causal" : af.mask >= 0 ? " masked" : "");
-    } else if (ends_attention_grad(fn, v) && attention_grad_form(fn, (const int[]){v - 2, v - 1, v}, &gf)) {
+    } else if (attention_grad_at(fn, v, &gf)) {
         put(&b, "attention grad %s ", dtype_name[gf.af.dtype]);   /* "attention grad f32 [4,2,128,128] causal": the scores' shape */
         Shape scores = {.dtype = DT_F32, .rank = (uint8_t)(gf.af.nbatch + 2)};
         memcpy(scores.dims, gf.af.batch, sizeof(int64_t) * (size_t)gf.af.nbatch);

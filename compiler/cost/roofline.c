@@ -157,7 +157,7 @@ double cost_inst_bytes(const Fn *fn, const Inst *in) {
     }
     AttentionGradForm gf;
     int v = (int)(in - fn->insts);
-    if (ends_attention_grad(fn, v) && attention_grad_form(fn, (const int[]){v - 2, v - 1, v}, &gf)) {
+    if (attention_grad_at(fn, v, &gf)) {
         int moved[] = {gf.dq, gf.dk, gf.af.q, gf.af.k, gf.af.v, gf.dout, gf.af.mask};   /* and v's own, dv */
         for (int i = 0; i < 7 - (gf.af.mask < 0 || gf.af.causal); i++)
             b += value_bytes(&fn->insts[moved[i]].type);

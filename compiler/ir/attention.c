@@ -546,6 +546,10 @@ int attention_grad_form(const Fn *fn, const int outs[3], AttentionGradForm *gf) 
     return af->nmembers < ATTENTION_MAX_MEMBERS && gf->nmembers < ATTENTION_GRAD_MAX_MEMBERS;
 }
 
+int attention_grad_at(const Fn *fn, int v, AttentionGradForm *gf) {
+    return ends_attention_grad(fn, v) && attention_grad_form(fn, (const int[]){v - 2, v - 1, v}, gf);
+}
+
 int reads_within(const Fn *fn, const int *set, int n, int last, int x) {
     int reads = 0;
     for (int i = 0; i <= n; i++) {

@@ -417,7 +417,7 @@ static void print_inst(Printer *p, int v) {
         fprintf(out, ", the attention folded into it (sk_attention%s)",
                 af.causal ? ": causal, masked by position" : af.mask >= 0 ? ": the mask added" : "");
     AttentionGradForm gf;
-    if (ends_attention_grad(fn, v) && attention_grad_form(fn, (const int[]){v - 2, v - 1, v}, &gf))
+    if (attention_grad_at(fn, v, &gf))
         fprintf(out, ", the attention's gradient folded into it (sk_attention_grad%s: dq %%%s, dk %%%s, dv %%%s)",
                 gf.af.causal ? ", causal" : gf.af.mask >= 0 ? ", the mask added" : "", p->names[gf.dq],
                 p->names[gf.dk], p->names[gf.dv]);

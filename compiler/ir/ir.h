@@ -420,6 +420,9 @@ typedef struct {
     int members[ATTENTION_GRAD_MAX_MEMBERS], nmembers;   /* in program order */
 } AttentionGradForm;
 int attention_grad_form(const Fn *fn, const int outs[3], AttentionGradForm *gf);
+/* The form of the gradient instruction v computes in a scheduled fn
+ * (ends_attention_grad: its results are v - 2, v - 1 and v), or 0. */
+int attention_grad_at(const Fn *fn, int v, AttentionGradForm *gf);
 /* How many operand slots of the instructions set[0..n) and `last` read x. */
 int reads_within(const Fn *fn, const int *set, int n, int last, int x);
 /* Do only af's members and its last dot read its members?  uses: per

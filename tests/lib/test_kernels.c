@@ -659,6 +659,15 @@ static void test_cumsum(void) {
 
 /* ---- attention without the scores (lib/attention.c) ---- */
 
+/* x's bf16 copy (malloc'd), and x rounded to it in place: the reference
+ * reads what the kernel reads. */
+static uint16_t *rounded_to_bf16(float *x, int64_t n) {
+    uint16_t *h = malloc((size_t)n * 2);
+    sk_convert(SK_F32, SK_BF16, n, x, h);
+    sk_convert(SK_BF16, SK_F32, n, h, x);
+    return h;
+}
+
 /* Heads laid out as the samples' q[b, s, h, k]: batch dims (b, h) at
  * strides (S*H*K, K), rows H*K apart; the reference in double from the
  * definition: max, exp, sum, divide, then the product with v. */
@@ -678,11 +687,8 @@ static void check_attention(const char *what, int64_t B, int64_t H, int64_t S, i
     /* bf16: q, k, v rounded (the reference reads the rounded values), out rounded once. */
     uint16_t *q16 = NULL, *k16 = NULL, *v16 = NULL, *got16 = NULL;
     if (bf16) {
-        q16 = malloc((size_t)(B * S * H * K) * 2), k16 = malloc((size_t)(B * T * H * K) * 2);
-        v16 = malloc((size_t)(B * T * H * Kv) * 2), got16 = malloc((size_t)(B * S * H * Kv) * 2);
-        sk_convert(SK_F32, SK_BF16, B * S * H * K, q, q16), sk_convert(SK_BF16, SK_F32, B * S * H * K, q16, q);
-        sk_convert(SK_F32, SK_BF16, B * T * H * K, k, k16), sk_convert(SK_BF16, SK_F32, B * T * H * K, k16, k);
-        sk_convert(SK_F32, SK_BF16, B * T * H * Kv, v, v16), sk_convert(SK_BF16, SK_F32, B * T * H * Kv, v16, v);
+        q16 = rounded_to_bf16(q, B * S * H * K), k16 = rounded_to_bf16(k, B * T * H * K);
+        v16 = rounded_to_bf16(v, B * T * H * Kv), got16 = malloc((size_t)(B * S * H * Kv) * 2);
         a.t = a.out_t = SK_BF16, a.q = q16, a.k = k16, a.v = v16, a.out = got16;
     }
     int ok = sk_attention(&a) == 0;
@@ -744,11 +750,8 @@ static void check_attention_grad(const char *what, int64_t B, int64_t H, int64_t
         .dq = dq, .dk = dk, .dv = dv};
     uint16_t *q16 = NULL, *k16 = NULL, *v16 = NULL, *o16 = NULL;
     if (bf16) {
-        q16 = malloc((size_t)nq * 2), k16 = malloc((size_t)nk * 2), v16 = malloc((size_t)nv * 2), o16 = malloc((size_t)no * 2);
-        sk_convert(SK_F32, SK_BF16, nq, q, q16), sk_convert(SK_BF16, SK_F32, nq, q16, q);
-        sk_convert(SK_F32, SK_BF16, nk, k, k16), sk_convert(SK_BF16, SK_F32, nk, k16, k);
-        sk_convert(SK_F32, SK_BF16, nv, v, v16), sk_convert(SK_BF16, SK_F32, nv, v16, v);
-        sk_convert(SK_F32, SK_BF16, no, dout, o16), sk_convert(SK_BF16, SK_F32, no, o16, dout);
+        q16 = rounded_to_bf16(q, nq), k16 = rounded_to_bf16(k, nk), v16 = rounded_to_bf16(v, nv);
+        o16 = rounded_to_bf16(dout, no);
         g.fwd.t = SK_BF16, g.fwd.q = q16, g.fwd.k = k16, g.fwd.v = v16, g.dout = o16, g.dout_t = SK_BF16;
     }
     int ok = sk_attention_grad(&g) == 0;
