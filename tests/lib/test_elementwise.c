@@ -538,10 +538,67 @@ static void test_exp_f32(void) {
           "exp f32: overflow to inf, e^-inf 0, e^0 1, NaN stays NaN");
 }
 
+#if SK_HAS_ISA_CLONES
+/* The vector variants of sk_exp_f32 (lib/exp_simd.c), called by their ABI
+ * names as GCC's vectorized loops call them, against sk_exp_f32_lane bit
+ * for bit: blocks of consecutive bit patterns every 1999 blocks over all
+ * 2^32 (both signs, subnormal results, overflow, infinities and NaNs). */
+#include <immintrin.h>
+__m512 exp_variant_e(__m512 x) __asm__("_ZGVeN16v_sk_exp_f32");
+__m256 exp_variant_d(__m256 x) __asm__("_ZGVdN8v_sk_exp_f32");
+__m256 exp_variant_c(__m256 x) __asm__("_ZGVcN8v_sk_exp_f32");
+__m128 exp_variant_b(__m128 x) __asm__("_ZGVbN4v_sk_exp_f32");
+__attribute__((target("avx512f"))) static void exp_e(const float *x, float *y) {
+    _mm512_storeu_ps(y, exp_variant_e(_mm512_loadu_ps(x)));
+}
+__attribute__((target("avx2,fma"))) static void exp_d(const float *x, float *y) {
+    _mm256_storeu_ps(y, exp_variant_d(_mm256_loadu_ps(x)));
+}
+__attribute__((target("avx"))) static void exp_c(const float *x, float *y) {
+    _mm256_storeu_ps(y, exp_variant_c(_mm256_loadu_ps(x)));
+}
+static void exp_b(const float *x, float *y) { _mm_storeu_ps(y, exp_variant_b(_mm_loadu_ps(x))); }
+
+static void test_exp_variant(const char *isa, int lanes, void (*variant)(const float *, float *)) {
+    int64_t differ = 0, tried = 0;
+    float x[16], y[16], first_x = 0;
+    for (uint64_t u = 0; u < ((uint64_t)1 << 32); u += 1999 * (uint64_t)lanes) {
+        for (int i = 0; i < lanes; i++) {
+            uint32_t b = (uint32_t)(u + (uint64_t)i);
+            memcpy(&x[i], &b, sizeof b);
+        }
+        variant(x, y);
+        for (int i = 0; i < lanes; i++) {
+            float want = sk_exp_f32_lane(x[i]);
+            int same = isnan(want) ? isnan(y[i]) : memcmp(&want, &y[i], sizeof want) == 0;
+            if (!same && differ++ == 0)
+                first_x = x[i];
+        }
+        tried += lanes;
+    }
+    check(differ == 0, "exp f32 %s variant (%d lanes) gives the scalar form's bits: %lld of %lld differ (first at %a)",
+          isa, lanes, (long long)differ, (long long)tried, first_x);
+}
+
+static void test_exp_variants(void) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        test_exp_variant("AVX-512", 16, exp_e);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        test_exp_variant("AVX2", 8, exp_d);
+    if (__builtin_cpu_supports("avx"))
+        test_exp_variant("AVX", 8, exp_c);
+    test_exp_variant("SSE2", 4, exp_b);
+}
+#else
+static void test_exp_variants(void) {}
+#endif
+
 int main(void) {
     test_layout();
     test_elementwise();
     test_bf16_casts();
     test_exp_f32();
+    test_exp_variants();
     return tap_done();
 }

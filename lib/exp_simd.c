@@ -1,0 +1,83 @@
+/* exp_simd.c: the vector variants of sk_exp_f32 (shardc_elementwise.h) that
+ * GCC's vectorized loops call, under the names of the x86-64 vector function
+ * ABI (_ZGV, then b/c/d/e for SSE2/AVX/AVX2/AVX-512, N for unmasked, the
+ * lane count, v for one vector argument), and the scalar one for loops GCC
+ * leaves scalar.  Each computes sk_exp_f32_lane's steps, in its order and
+ * with its roundings, so every lane gives its bits:
+ *   - the clamps are min and max with the bound first: MINPS(a, b) is
+ *     a < b ? a : b, which returns b, a NaN x, when either is NaN;
+ *   - 2^n: AVX-512's scalef multiplies by 2^floor(n) and rounds once, as
+ *     the product by two exact factors 2^(n/2) does, subnormals included;
+ *     AVX2 builds the two factors from n's bits as the scalar form does.
+ * SSE2 and AVX lanes call the scalar form (the baseline of ISA clones, and
+ * AVX without AVX2, which no clone targets). */
+#include "shardc_lib.h"
+
+#if SK_HAS_ISA_CLONES
+#include <immintrin.h>
+
+/* The scalar one under another C name: defining sk_exp_f32 itself, with
+ * its declaration's simd attribute, would have GCC make its own variants. */
+float sk_exp_f32_scalar(float x) __asm__("sk_exp_f32");
+float sk_exp_f32_scalar(float x) { return sk_exp_f32_lane(x); }
+
+__m512 sk_exp_f32_avx512(__m512 x) __asm__("_ZGVeN16v_sk_exp_f32");
+__attribute__((target("avx512f"))) __m512 sk_exp_f32_avx512(__m512 x) {
+    x = _mm512_min_ps(_mm512_set1_ps(SK_EXP_TOP), x);
+    x = _mm512_max_ps(_mm512_castsi512_ps(_mm512_set1_epi32((int)SK_EXP_BOTTOM_BITS)), x);
+    __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(SK_EXP_LOG2E), _mm512_set1_ps(SK_EXP_ROUNDER));
+    __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(SK_EXP_ROUNDER));
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(SK_EXP_LN2_HI), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(SK_EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(SK_EXP_P7);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SK_EXP_P6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SK_EXP_P5));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SK_EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SK_EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SK_EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+__m256 sk_exp_f32_avx2(__m256 x) __asm__("_ZGVdN8v_sk_exp_f32");
+__attribute__((target("avx2,fma"))) __m256 sk_exp_f32_avx2(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(SK_EXP_TOP), x);
+    x = _mm256_max_ps(_mm256_castsi256_ps(_mm256_set1_epi32((int)SK_EXP_BOTTOM_BITS)), x);
+    __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(SK_EXP_LOG2E), _mm256_set1_ps(SK_EXP_ROUNDER));
+    __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(SK_EXP_ROUNDER));
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(SK_EXP_LN2_HI), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(SK_EXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(SK_EXP_P7);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SK_EXP_P6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SK_EXP_P5));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SK_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SK_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SK_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(_mm256_set1_ps(SK_EXP_ROUNDER)));
+    __m256i n1 = _mm256_srai_epi32(ni, 1), bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, n1), bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+__m256 sk_exp_f32_avx(__m256 x) __asm__("_ZGVcN8v_sk_exp_f32");
+__attribute__((target("avx"))) __m256 sk_exp_f32_avx(__m256 x) {
+    float v[8];
+    _mm256_storeu_ps(v, x);
+    for (int i = 0; i < 8; i++)
+        v[i] = sk_exp_f32_lane(v[i]);
+    return _mm256_loadu_ps(v);
+}
+
+__m128 sk_exp_f32_sse2(__m128 x) __asm__("_ZGVbN4v_sk_exp_f32");
+__m128 sk_exp_f32_sse2(__m128 x) {
+    float v[4];
+    _mm_storeu_ps(v, x);
+    for (int i = 0; i < 4; i++)
+        v[i] = sk_exp_f32_lane(v[i]);
+    return _mm_loadu_ps(v);
+}
+#endif
