@@ -407,6 +407,8 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     fu->order = ints(arena, n);
     fu->stage = ints(arena, n);
     fu->cross = arena_alloc(arena, (size_t)n + 1);
+    fu->host = ints(arena, n);
+    fu->link = ints(arena, n);
     fu->elems = arena_alloc(arena, sizeof(int64_t) * ((size_t)n + 1));
     fu->row = arena_alloc(arena, sizeof(int64_t) * ((size_t)n + 1));
     fu->nstages = ints(arena, n);
@@ -414,7 +416,7 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     int nbuf = 0;
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
-        fu->group[v] = fu->next[v] = -1;
+        fu->group[v] = fu->next[v] = fu->host[v] = -1;
         s.mem[v] = in->op == OP_DONE ? buf[ir_arg(fn, in, 0)] : buf[v];
         if (s.mem[v] >= nbuf)
             nbuf = s.mem[v] + 1;

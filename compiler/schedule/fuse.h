@@ -24,6 +24,8 @@ typedef struct {
     int *nstages;                /* per group: inner loops per row (1 without reductions) */
     int *stage;                  /* per member: the inner loop that computes it */
     unsigned char *cross;        /* per member: read in a later stage than its own */
+    int *host;                   /* fused.c's, per member: the stored member whose row holds it between stages, or -1 */
+    int *link;                   /* fused.c's scratch for choosing hosts */
 } Fusion;
 /* The most bytes of a row that a later stage reads from a local array
  * (fused.c): reductions of rows over ROW_SCRATCH_MAX / 8 elements (4096)
