@@ -87,7 +87,9 @@ void sk_gemm_engine(char *buf, size_t len);
 #else   /* clang vectorizes with run-time overlap checks, and warns when a loop it was told to vectorize is not */
 #define SK_INDEPENDENT
 #endif
-#if SK_HAS_ISA_CLONES   /* shardc_elementwise.h */
+/* Compiled for a chosen ISA past the baseline (-march=native in
+ * $SHARDC_CFLAGS, say: __AVX2__), the code is that ISA's alone, once. */
+#if SK_HAS_ISA_CLONES && !defined(__AVX2__)   /* shardc_elementwise.h */
 #define SK_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define SK_ISA_CLONES

@@ -48,14 +48,15 @@ int toolchain_read(const char *libdir, Toolchain *t) {
     }
     if (f)
         fclose(f);
-    const char *cc = getenv("CC"), *omp = getenv("SHARDC_OPENMP");
+    const char *cc = getenv("CC"), *omp = getenv("SHARDC_OPENMP"), *extra = getenv("SHARDC_CFLAGS");
     if (cc && *cc)
         snprintf(t->cc, sizeof t->cc, "%s", cc);
     size_t used = 0;
     t->nflags = 0;
     t->flags[0] = NULL;
-    if (add_words(t, &used, omp ? omp : openmp) || add_words(t, &used, other)) {
-        fprintf(stderr, "shardc: error: too many compiler flags in %s or $SHARDC_OPENMP\n", path);
+    if (add_words(t, &used, omp ? omp : openmp) || add_words(t, &used, other) ||
+        add_words(t, &used, extra ? extra : "")) {
+        fprintf(stderr, "shardc: error: too many compiler flags in %s, $SHARDC_OPENMP or $SHARDC_CFLAGS\n", path);
         bad = 1;
     }
     return bad ? -1 : 0;

@@ -149,6 +149,7 @@ def check_misses(c, cache):
     open(relu, "w").write(open(MLP).read().replace("gelu(h)", "relu(h)"))
     cases.append(("relu for gelu", [], relu, None))
     cases.append(("CC=gcc", [], MLP, c.env(cache, CC="gcc")))
+    cases.append(("SHARDC_CFLAGS=-O1", [], MLP, c.env(cache, SHARDC_CFLAGS="-O1")))
     for what, args, prog, env in cases:
         rc, did, _, err = c.build(cache, args, prog=prog, env=env)
         c.t.check(rc == 0 and did == ["miss", "stored"], "a changed build misses: %s" % what,
@@ -157,6 +158,33 @@ def check_misses(c, cache):
     open(comment, "w").write("# only a comment differs\n" + open(MLP).read())
     rc, did, _, _ = c.build(cache, prog=comment)
     c.t.check(rc == 0 and did == ["hit"], "a program changed in a comment only (the same C) hits", str(did))
+
+
+def check_cflags(c):
+    """$SHARDC_CFLAGS reaches the compiler: an unknown flag fails the build
+    with the compiler's word; -march=native compiles the generated fns once,
+    for this machine (no per-ISA versions where GCC makes them)."""
+    env = c.env(None, SHARDC_CACHE="0", SHARDC_CFLAGS="-fno-such-flag")
+    rc, _, _, err = c.build(None, env=env)
+    c.t.check(rc != 0 and "no-such-flag" in err and "C compiler" in err,
+              "SHARDC_CFLAGS=-fno-such-flag: the build fails, naming it", "status %d: %s" % (rc, err.strip()[-300:]))
+    soft = os.path.join(c.tmp, "softmax.tdsl")
+    open(soft, "w").write("fn soft(x: f32[64, 32]) -> f32[64, 32] {\n    e[r, c] = exp(x[r, c] - max[k](x[r, k]))\n"
+                          "    p[r, c] = e[r, c] / sum[k](e[r, k])\n    return p\n}\n")
+    clones = {}
+    for flags in ("", "-march=native"):
+        out = c.out()
+        p = subprocess.run([c.shardc, "build", soft, "--fn", "soft", "-o", out], capture_output=True, text=True,
+                           timeout=TIMEOUT, env=c.env(None, SHARDC_CACHE="0", SHARDC_CFLAGS=flags))
+        syms = subprocess.run(["nm", out], capture_output=True, text=True).stdout if p.returncode == 0 else ""
+        clones[flags] = (p.returncode, len(re.findall(r" shardc_soft\.arch_x86_64_v4$", syms, re.M)))
+    tool = open(os.path.join(os.path.dirname(c.shardc), "shardc-toolchain")).read()
+    cc = os.environ.get("CC") or re.search(r"^cc=(.*)$", tool, re.M).group(1)
+    x86_gcc = "Free Software Foundation" in subprocess.run([cc, "--version"], capture_output=True, text=True).stdout \
+        and os.uname().machine == "x86_64" and "-fsanitize" not in tool
+    c.t.check(clones[""][0] == 0 and clones["-march=native"] == (0, 0) and clones[""][1] == (1 if x86_gcc else 0),
+              "SHARDC_CFLAGS=-march=native: a softmax's loop compiled once (AVX-512 versions without it, with it: %s)"
+              % clones, str(clones))
 
 
 def copy_tree(c, build):
@@ -398,7 +426,7 @@ def main():
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
     ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-cache"))
     ap.add_argument("--only", help="a regular expression: the checks whose names match (hits, misses, inputs, off, "
-                                   "concurrent, damaged, evict, commands, status, ...)")
+                                   "concurrent, damaged, evict, commands, status, cflags)")
     args = ap.parse_args()
     shutil.rmtree(args.tmp, ignore_errors=True)
     os.makedirs(args.tmp)
@@ -407,7 +435,7 @@ def main():
     cache = check_hits(c) if only("hits") or only("misses") else None
     steps = [("hash", check_hash), ("misses", lambda c: check_misses(c, cache)), ("inputs", check_inputs),
              ("off", check_off), ("concurrent", check_concurrent), ("damaged", check_damaged), ("evict", check_evict),
-             ("commands", check_commands), ("status", check_status)]
+             ("commands", check_commands), ("status", check_status), ("cflags", check_cflags)]
     for name, step in steps:
         if only(name):
             step(c)

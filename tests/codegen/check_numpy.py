@@ -20,7 +20,11 @@ mpi backend.  The threads backend runs every input set (case.runs, 2 by
 default), the mpi backend the first, on one mesh per case: the uneven one, else
 the 2x4 one (the generated C is the backends' same C; the transport is
 tested by tests/runtime on every mesh and by --layouts on the samples, and
-an MPI build and run cost two seconds).
+an MPI build and run cost two seconds).  The builds are for this machine's
+ISA alone (SHARDC_CFLAGS=-march=native, docs/cli.md), not the three ISA
+versions of a plain build: a third of the compile time, most of this
+check's; tests/codegen/check_run.py, check_training.py and the others
+build as users do.
 Backends: --backend LIST (comma-separated), or by default threads, and mpi
 when the MPI runtime library (libshardc_rt_mpi.a, next to shardc) exists;
 a backend that is not available is reported as such, never as passed.
@@ -233,7 +237,7 @@ class Harness:
         exe = os.path.join(d, "prog-" + backend)
         if not self.sanitize:
             st, err = sh([self.shardc, "build", path, "--fn", fn, "--backend", backend, "-o", exe] + flags,
-                         BUILD_TIMEOUT)
+                         BUILD_TIMEOUT, {"SHARDC_CFLAGS": os.environ.get("SHARDC_CFLAGS", "-march=native")})
             return (exe, None) if st == 0 else (None, "shardc build: status %d: %s" % (st, err.strip()[:600]))
         src = os.path.join(d, "prog.c")
         st, err = sh([self.shardc, "compile", path, "--fn", fn, "-o", src] + flags, BUILD_TIMEOUT)
