@@ -21,41 +21,36 @@
 float sk_exp_f32_scalar(float x) __asm__("sk_exp_f32");
 float sk_exp_f32_scalar(float x) { return sk_exp_f32_lane(x); }
 
+/* The steps the AVX-512 and AVX2 forms share, for the intrinsics of width
+ * W (512 or 256): the clamps, t (n in its low bits), n, and the
+ * polynomial e^r, left in p. */
+#define SK_EXP_STEPS(W)                                                                                   \
+    x = _mm##W##_min_ps(_mm##W##_set1_ps(SK_EXP_TOP), x);                                                 \
+    x = _mm##W##_max_ps(_mm##W##_castsi##W##_ps(_mm##W##_set1_epi32((int)SK_EXP_BOTTOM_BITS)), x);        \
+    t = _mm##W##_fmadd_ps(x, _mm##W##_set1_ps(SK_EXP_LOG2E), _mm##W##_set1_ps(SK_EXP_ROUNDER));           \
+    n = _mm##W##_sub_ps(t, _mm##W##_set1_ps(SK_EXP_ROUNDER));                                             \
+    r = _mm##W##_fmadd_ps(n, _mm##W##_set1_ps(SK_EXP_LN2_HI), x);                                         \
+    r = _mm##W##_fmadd_ps(n, _mm##W##_set1_ps(SK_EXP_LN2_LO), r);                                         \
+    p = _mm##W##_set1_ps(SK_EXP_P7);                                                                      \
+    p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(SK_EXP_P6));                                             \
+    p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(SK_EXP_P5));                                             \
+    p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(SK_EXP_P4));                                             \
+    p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(SK_EXP_P3));                                             \
+    p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(SK_EXP_P2));                                             \
+    p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(1.0f));                                                  \
+    p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(1.0f))
+
 __m512 sk_exp_f32_avx512(__m512 x) __asm__("_ZGVeN16v_sk_exp_f32");
 __attribute__((target("avx512f"))) __m512 sk_exp_f32_avx512(__m512 x) {
-    x = _mm512_min_ps(_mm512_set1_ps(SK_EXP_TOP), x);
-    x = _mm512_max_ps(_mm512_castsi512_ps(_mm512_set1_epi32((int)SK_EXP_BOTTOM_BITS)), x);
-    __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(SK_EXP_LOG2E), _mm512_set1_ps(SK_EXP_ROUNDER));
-    __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(SK_EXP_ROUNDER));
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(SK_EXP_LN2_HI), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(SK_EXP_LN2_LO), r);
-    __m512 p = _mm512_set1_ps(SK_EXP_P7);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SK_EXP_P6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SK_EXP_P5));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SK_EXP_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SK_EXP_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SK_EXP_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512 t, n, r, p;
+    SK_EXP_STEPS(512);
     return _mm512_scalef_ps(p, n);
 }
 
 __m256 sk_exp_f32_avx2(__m256 x) __asm__("_ZGVdN8v_sk_exp_f32");
 __attribute__((target("avx2,fma"))) __m256 sk_exp_f32_avx2(__m256 x) {
-    x = _mm256_min_ps(_mm256_set1_ps(SK_EXP_TOP), x);
-    x = _mm256_max_ps(_mm256_castsi256_ps(_mm256_set1_epi32((int)SK_EXP_BOTTOM_BITS)), x);
-    __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(SK_EXP_LOG2E), _mm256_set1_ps(SK_EXP_ROUNDER));
-    __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(SK_EXP_ROUNDER));
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(SK_EXP_LN2_HI), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(SK_EXP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(SK_EXP_P7);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SK_EXP_P6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SK_EXP_P5));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SK_EXP_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SK_EXP_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SK_EXP_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256 t, n, r, p;
+    SK_EXP_STEPS(256);
     __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(_mm256_set1_ps(SK_EXP_ROUNDER)));
     __m256i n1 = _mm256_srai_epi32(ni, 1), bias = _mm256_set1_epi32(127);
     __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
