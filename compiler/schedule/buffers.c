@@ -309,10 +309,12 @@ static int64_t block_cols(const Fn *fn, const Inst *c, const Inst *p) {
 
 /* Is x a plain dot that can write a block whose rows have `cols`
  * elements (0: one run, any dot): do its product's rows, the runs of its
- * rhs free dims that sk_dot_strided lays at a row stride, have as many? */
+ * rhs free dims that sk_dot_strided lays at a row stride, have as many?
+ * Not a dot that ends a fold: its kernel (sk_attention, ...) is not
+ * sk_dot_strided. */
 static int plain_dot(const Fn *fn, int x, int64_t cols) {
     const Inst *in = &fn->insts[x];
-    if (in->op != OP_DOT || in->flags || in->place)
+    if (in->op != OP_DOT || in->flags || in->place || ends_fold(fn, x))
         return 0;
     DotDims dd;
     dot_dims(fn, in, &dd);

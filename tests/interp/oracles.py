@@ -1933,6 +1933,22 @@ def with_probs(rng, m):
 case("attention.with_probs", prog("attention.tdsl"), "with_probs", with_probs, interp=[None, (2, 2)],
      codegen=VARIANT_MESHES, runs=1, scaled=True)
 
+
+def side_by_side(rng, m):
+    x, wq, wk, wv = normal(rng, 2, 150, 24), normal(rng, 24, 4, 12) * 0.3, normal(rng, 24, 4, 12) * 0.3, \
+        normal(rng, 24, 4, 20)
+    q, k, v = (np.einsum("bsd,dhk->bshk", d(x), d(w)) for w in (wq, wk, wv))
+    outs = []
+    for a, b in ((q, k), (k, q)):
+        logits = np.einsum("bshk,bthk->bhst", a, b) * 0.3
+        e = np.exp(logits - logits.max(3, keepdims=True))
+        outs.append(np.einsum("bhst,bthc->bhsc", e / e.sum(3, keepdims=True), v))
+    return {"x": x, "wq": wq, "wk": wk, "wv": wv}, [(np.concatenate(outs, 3), "f32")]
+
+
+case("attention.side_by_side", prog("attention.tdsl"), "side_by_side", side_by_side, interp=[None, (2, 2)],
+     codegen=VARIANT_MESHES, runs=1, scaled=True)
+
 for name, cross in [("g_causal", False), ("g_cross", True)]:
     case("attention." + name, prog("attention.tdsl"), name, attention_grad(cross), interp=[None, (2, 2)],
          codegen=VARIANT_MESHES, runs=1, scaled=True)
