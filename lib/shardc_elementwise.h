@@ -105,6 +105,20 @@ static inline double sk_floor_rem_f64(double a, double b) {
 #define SK_EXP_ULPS 1.0
 #endif
 
+/* sk_exp_f32's constants, which lib/exp_simd.c's vector forms use too. */
+#define SK_EXP_TOP 100.0f                      /* bits 0x42c80000 */
+#define SK_EXP_BOTTOM_BITS 0xc2cff1b5u         /* -103.97208 */
+#define SK_EXP_LOG2E 1.44269502162933349609375f
+#define SK_EXP_ROUNDER 12582912.0f             /* 1.5 * 2^23 */
+#define SK_EXP_LN2_HI -0.693145751953125f
+#define SK_EXP_LN2_LO -1.428606765330187045e-06f
+#define SK_EXP_P7 1.9875691500e-4f
+#define SK_EXP_P6 1.3981999507e-3f
+#define SK_EXP_P5 8.3334519073e-3f
+#define SK_EXP_P4 4.1665795894e-2f
+#define SK_EXP_P3 1.6666665459e-1f
+#define SK_EXP_P2 5.0000001201e-1f
+
 /* e^x in f32, within SK_EXP_ULPS of the exact value over every float in
  * [-103.97, 88.72] (measured against double exp), in a form compilers
  * vectorize: no call, no branch, no float comparison and no float-to-int
@@ -120,20 +134,6 @@ static inline double sk_floor_rem_f64(double a, double b) {
  * (the coefficients of Cephes' expf); 2^n applied as two factors 2^(n/2)
  * so that results down to the subnormals stay exact powers of two.  The
  * integer steps are unsigned, so a NaN's bits wrap rather than overflow. */
-/* Its constants, which lib/exp_simd.c's vector forms use too. */
-#define SK_EXP_TOP 100.0f                      /* bits 0x42c80000 */
-#define SK_EXP_BOTTOM_BITS 0xc2cff1b5u         /* -103.97208 */
-#define SK_EXP_LOG2E 1.44269502162933349609375f
-#define SK_EXP_ROUNDER 12582912.0f             /* 1.5 * 2^23 */
-#define SK_EXP_LN2_HI -0.693145751953125f
-#define SK_EXP_LN2_LO -1.428606765330187045e-06f
-#define SK_EXP_P7 1.9875691500e-4f
-#define SK_EXP_P6 1.3981999507e-3f
-#define SK_EXP_P5 8.3334519073e-3f
-#define SK_EXP_P4 4.1665795894e-2f
-#define SK_EXP_P3 1.6666665459e-1f
-#define SK_EXP_P2 5.0000001201e-1f
-
 static inline float sk_exp_f32_lane(float x) {
     union { float f; uint32_t u; } xc = {x}, t, s1, s2;
     xc.u = xc.u - 0x42c80001u < 0x3cb80000u ? 0x42c80000u : xc.u;   /* 100 < x <= +inf: 100 */
