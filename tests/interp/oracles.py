@@ -1946,7 +1946,7 @@ def side_by_side(rng, m):
     return {"x": x, "wq": wq, "wk": wk, "wv": wv}, [(np.concatenate(outs, 3), "f32")]
 
 
-case("attention.side_by_side", prog("attention.tdsl"), "side_by_side", side_by_side, interp=[None, (2, 2)],
+case("written_in_place.side_by_side", prog("written_in_place.tdsl"), "side_by_side", side_by_side, interp=[None, (2, 2)],
      codegen=VARIANT_MESHES, runs=1, scaled=True)
 
 for name, cross in [("g_causal", False), ("g_cross", True)]:
