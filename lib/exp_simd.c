@@ -58,12 +58,17 @@ __attribute__((target("avx2,fma"))) __m256 sk_exp_f32_avx2(__m256 x) {
     return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
+/* Lane by lane, through the scalar form. */
+static void exp_lanes(float *v, int n) {
+    for (int i = 0; i < n; i++)
+        v[i] = sk_exp_f32_lane(v[i]);
+}
+
 __m256 sk_exp_f32_avx(__m256 x) __asm__("_ZGVcN8v_sk_exp_f32");
 __attribute__((target("avx"))) __m256 sk_exp_f32_avx(__m256 x) {
     float v[8];
     _mm256_storeu_ps(v, x);
-    for (int i = 0; i < 8; i++)
-        v[i] = sk_exp_f32_lane(v[i]);
+    exp_lanes(v, 8);
     return _mm256_loadu_ps(v);
 }
 
@@ -71,8 +76,7 @@ __m128 sk_exp_f32_sse2(__m128 x) __asm__("_ZGVbN4v_sk_exp_f32");
 __m128 sk_exp_f32_sse2(__m128 x) {
     float v[4];
     _mm_storeu_ps(v, x);
-    for (int i = 0; i < 4; i++)
-        v[i] = sk_exp_f32_lane(v[i]);
+    exp_lanes(v, 4);
     return _mm_loadu_ps(v);
 }
 #endif

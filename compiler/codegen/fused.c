@@ -161,10 +161,13 @@ static int in_inner_loop(const Loop *L, int v) {
     return member_of(L, v) && kind(L, v) == COMPUTED && !along_rows(L, v) && !row_value(L, v);
 }
 
-/* Is member v's row, read by a later stage, in a local array?  Else it
- * is stored, and read back from its buffer.  (Rows are at most
- * ROW_SCRATCH_MAX bytes: fuse.c.) */
+/* Is member v's row, read by a later stage, kept for it: in a local
+ * array, or in its host's row (choose_hosts)?  Else it is stored, and read
+ * back from its buffer.  (Rows are at most ROW_SCRATCH_MAX bytes: fuse.c.) */
 static int in_scratch(const Loop *L, int v) { return L->g->fu.cross[v] && !L->g->fu.stored[v]; }
+
+/* An inner-loop member whose row is kept for a later stage. */
+static int kept_row(const Loop *L, int v) { return in_inner_loop(L, v) && in_scratch(L, v); }
 
 /* Does member u read, at the loop's index, a value from outside the group
  * with the group's elements, whose memory a stored member may share (a
@@ -205,7 +208,7 @@ static void choose_hosts(Loop *L) {
             barrier = u;
         for (int i = 0; i < in->nargs; i++) {
             int a = ir_arg(fn, in, i), t = fn->insts[a].type.dtype;
-            if (!member_of(L, a) || !in_inner_loop(L, a) || !in_scratch(L, a) || --fu->link[a] || a < barrier)
+            if (!kept_row(L, a) || --fu->link[a] || a < barrier)
                 continue;
             fu->link[a] = -1;
             *(tail[t] >= 0 ? &fu->link[tail[t]] : &head[t]) = a;
@@ -222,7 +225,7 @@ static void choose_hosts(Loop *L) {
             if (head[t] < 0)
                 tail[t] = -1;
         }
-        if (in_inner_loop(L, u) && in_scratch(L, u))
+        if (kept_row(L, u))
             fu->link[u] = fu->uses[u];
     }
 }
@@ -662,7 +665,7 @@ static void emit_loop(Gen *g, int group) {
             }
         if (L.staged) {
             for (int v = fu->first[group]; v >= 0; v = fu->next[v])
-                if (member_of(&L, v) && in_inner_loop(&L, v) && in_scratch(&L, v) && fu->host[v] < 0)
+                if (kept_row(&L, v) && fu->host[v] < 0)
                     fprintf(o, "        %s %ss[%lld];   /* the row, for a later stage */\n",
                             ctype_of[fn->insts[v].type.dtype], g->name[v], (long long)row);
             for (int k = 0; k < fu->nstages[group]; k++)
