@@ -202,9 +202,9 @@ static int *returned_in_place(const Module *m, const Fn *fn, const int *buf, con
                 (*e)[k] = result[v] = i + 1;
             continue;
         }
-        if (buf[v] < 0 || in->flags & (INST_VIEW | INST_FOLDED) || fu->role[v] == FUSE_FOLDED ||
-            (fu->role[v] == FUSE_MEMBER && !fu->stored[v]) || accumulated_operand(fn, v) >= 0)
-            continue;                /* (a dot accumulating adds into the buffer its operand is in) */
+        if (!computed_in_result(fn, buf, v) || fu->role[v] == FUSE_FOLDED ||
+            (fu->role[v] == FUSE_MEMBER && !fu->stored[v]))
+            continue;
         result[v] = i + 1;
     }
     return result;

@@ -24,8 +24,10 @@
  *  - a stored member is read after the group, so its buffer holds nothing
  *    else during the group, and members that read an older value of that
  *    buffer come before it: in iteration i they read element i before it is
- *    written.  That needs elements no wider than theirs, which joining
- *    checks;
+ *    written.  That needs elements no wider than theirs, and as wide in a
+ *    loop long enough for several threads (a narrower element i lies in
+ *    bytes of an earlier element, which another thread may not have read
+ *    yet), which joining checks;
  *  - an instruction emitted before the loop writes a buffer that no member
  *    read before it (checked) and no stored member writes (those are live);
  *  - a broadcast's element is read once before the loop, and members read
@@ -58,6 +60,8 @@
  *
  * Every step is linear in the instructions and their operands. */
 #include "fuse.h"
+
+#include "../../lib/shardc_parallel.h"
 
 #include <string.h>
 
@@ -181,7 +185,7 @@ typedef struct {
     Fusion *fu;
     int *mem;                    /* per value: the buffer it is in (a done: its start's), -1 none */
     int *read_epoch;             /* per buffer: the group that last read it */
-    int *read_size;              /* ... the smallest element size read element by element (0: none) */
+    int *read_min, *read_max;    /* ... the element sizes read element by element (0: none) */
     int *pinned_epoch;           /* per buffer: the group that reads it along trailing dims */
     int *nmembers;               /* per group */
     int epoch;                   /* the open group's, counting dissolved ones */
@@ -250,7 +254,7 @@ static int can_join_column(const Fuser *s, int g, int v, int64_t span) {
     return (!s->col || s->col == span) && (!row || row == span) && (!s->min_inner || s->min_inner % span == 0);
 }
 
-static int can_write(const Fuser *s, int v);
+static int can_write(const Fuser *s, int g, int v);
 
 /* May v (e elements, fusable) join the open group g? */
 static int can_join(const Fuser *s, int g, int v, int64_t e) {
@@ -258,22 +262,30 @@ static int can_join(const Fuser *s, int g, int v, int64_t e) {
     int64_t inner = row_reduce_inner(s->fn, in), binner = row_broadcast_inner(s->fn, in);
     int64_t span = col_broadcast_span(s->fn, in);
     if (inner || e != s->fu->elems[g])
-        return can_join_row(s, g, v, e, inner) && can_write(s, v);
+        return can_join_row(s, g, v, e, inner) && can_write(s, g, v);
     if (span)
-        return can_join_column(s, g, v, span) && can_write(s, v);
-    return (!binner || can_join_broadcast(s, g, v, binner)) && can_write(s, v);
+        return can_join_column(s, g, v, span) && can_write(s, g, v);
+    return (!binner || can_join_broadcast(s, g, v, binner)) && can_write(s, g, v);
 }
 
-/* Can member v write its buffer inside the open group's loop?  Writing
+/* Can member v write its buffer inside the open group g's loop?  Writing
  * element i of a buffer whose older value earlier members read element by
- * element touches only elements those members read in iterations up to i,
- * unless v's elements are wider than theirs. */
-static int can_write(const Fuser *s, int v) {
+ * element touches the bytes iteration i read when v's elements are as wide
+ * as every one read, and only elements read in iterations up to i when
+ * they are narrower: safe on one thread, but not in a loop long enough to
+ * be split among a device's threads (SK_PARALLEL_MIN), whose last thread
+ * would overwrite elements the first has yet to read (the GPT's bf16
+ * weight casts over its f32 embedding). */
+static int can_write(const Fuser *s, int g, int v) {
     int b = s->mem[v];
     if (b >= 0 && s->pinned_epoch[b] == s->epoch)
         return 0;
-    return b < 0 || s->read_epoch[b] != s->epoch || s->read_size[b] == 0 ||
-           elem_size(s->fn, v) <= s->read_size[b];
+    if (b < 0 || s->read_epoch[b] != s->epoch || s->read_max[b] == 0)
+        return 1;
+    int size = elem_size(s->fn, v);
+    if (s->fu->elems[g] >= SK_PARALLEL_MIN)
+        return size == s->read_min[b] && size == s->read_max[b];
+    return size <= s->read_min[b];
 }
 
 /* Member reads value a: element by element (size: its element size), or
@@ -284,9 +296,13 @@ static void note_read(Fuser *s, int a, int size) {
         return;
     if (s->read_epoch[b] != s->epoch) {
         s->read_epoch[b] = s->epoch;
-        s->read_size[b] = size;
-    } else if (size && (s->read_size[b] == 0 || size < s->read_size[b]))
-        s->read_size[b] = size;
+        s->read_min[b] = s->read_max[b] = size;
+    } else if (size) {
+        if (s->read_min[b] == 0 || size < s->read_min[b])
+            s->read_min[b] = size;
+        if (size > s->read_max[b])
+            s->read_max[b] = size;
+    }
 }
 
 static void join(Fuser *s, int g, int v) {
@@ -391,6 +407,11 @@ void value_buffers(const Fn *fn, int *buf) {
     }
 }
 
+int computed_in_result(const Fn *fn, const int *buf, int v) {
+    const Inst *in = &fn->insts[v];
+    return buf[v] >= 0 && !in->place && !(in->flags & (INST_VIEW | INST_FOLDED)) && accumulated_operand(fn, v) < 0;
+}
+
 void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     int n = fn->ninsts;
     memset(fu, 0, sizeof *fu);
@@ -412,7 +433,7 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     fu->elems = arena_alloc(arena, sizeof(int64_t) * ((size_t)n + 1));
     fu->row = arena_alloc(arena, sizeof(int64_t) * ((size_t)n + 1));
     fu->nstages = ints(arena, n);
-    Fuser s = {fn, fu, ints(arena, n), NULL, NULL, NULL, ints(arena, n), 0, ints(arena, n), ints(arena, n), 0, 0, 0};
+    Fuser s = {fn, fu, ints(arena, n), NULL, NULL, NULL, NULL, ints(arena, n), 0, ints(arena, n), ints(arena, n), 0, 0, 0};
     int nbuf = 0;
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
@@ -423,6 +444,10 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
         for (int i = 0; i < in->nargs; i++)
             fu->uses[ir_arg(fn, in, i)]++;
     }
+    const Inst *ret = &fn->insts[n - 1];
+    for (int i = 0; n && ret->op == OP_RETURN && i < ret->nargs; i++)
+        if (computed_in_result(fn, buf, ir_arg(fn, ret, i)))
+            s.mem[ir_arg(fn, ret, i)] = -1;   /* no buffer written */
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
         int fusable = fu->uses[v] && fusable_elems(fn, v) > 0;
@@ -430,7 +455,8 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
             s.literal_uses[ir_arg(fn, in, i)] += uses_literal(fn, in, ir_arg(fn, in, i));
     }
     s.read_epoch = ints(arena, nbuf);
-    s.read_size = ints(arena, nbuf);
+    s.read_min = ints(arena, nbuf);
+    s.read_max = ints(arena, nbuf);
     s.pinned_epoch = ints(arena, nbuf);
     for (int b = 0; b < nbuf; b++)
         s.read_epoch[b] = s.pinned_epoch[b] = -1;

@@ -36,6 +36,10 @@ enum { ROW_SCRATCH_MAX = 32768 };
  * did not schedule; -1 for values that take none (parameters, done, the
  * return, tuples). */
 void value_buffers(const Fn *fn, int *buf);
+/* Whether v, an operand of fn's return, is computed straight into the
+ * caller's result array, leaving its buffer unused (codegen.c's
+ * returned_in_place; fusion needs to know which buffers a loop writes). */
+int computed_in_result(const Fn *fn, const int *buf, int v);
 /* `buf`: value_buffers'.  The arrays are allocated in `arena`. */
 void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena);
 /* The instruction's element count if it can be a member of a loop, else -1. */

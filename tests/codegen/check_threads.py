@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
 PROG = os.path.join(ROOT, "tests", "codegen", "progs", "threads.tdsl")
 TIMEOUT = 300
-R, C = 256, 512
+R, C, N = 256, 512, 2048
 STATS = re.compile(r"^threads: device (\d+): (\d+) OpenMP threads, (\d+) parallel loops, "
                    r"(\d+) parallel kernel calls, largest team (\d+)$", re.M)
 
@@ -89,6 +89,10 @@ def inputs(fn, rng):
         return {"x": rng.standard_normal((R, C)).astype(np.float32),
                 "g": rng.standard_normal(C).astype(np.float32),
                 "b": rng.standard_normal(C).astype(np.float32)}
+    if fn == "narrow":
+        return {"table": rng.standard_normal((N, C)).astype(np.float32),
+                "rows": rng.permutation(N).astype(np.int32),
+                "w": rng.standard_normal((N, C)).astype(np.float32)}
     return {"h": (rng.integers(-64, 64, (R, C)) / 32).astype(np.float32),
             "n": rng.integers(-1000, 1000, (R, C)).astype(np.int32)}
 
@@ -103,6 +107,8 @@ def expected(fn, a):
         y = d / np.sqrt((d * d).mean(1, keepdims=True) + 1e-5) * a["g"] + a["b"]
         t = (y * 3).T
         return [(y, 1e-3, 1e-4), (t, 1e-3, 1e-4), (t.sum(0), 1e-3, 1e-2)]
+    if fn == "narrow":
+        return [((a["table"][a["rows"]] + np.float32(1)).astype(np.float64), 0, 0), (a["w"].T.astype(np.float64), 2 ** -8, 0)]
     h, n = a["h"].astype(np.float64), a["n"].astype(np.int64)
     u = gelu(h * h + h)
     w = n * 3 - n // 7
@@ -113,12 +119,12 @@ def load_results(out, k):
     return [np.load(os.path.join(out, "result%d.npy" % i)) for i in range(k)]
 
 
-def same_bytes(a_dir, b_dir, k):
-    for i in range(k):
-        with open(os.path.join(a_dir, "result%d.npy" % i), "rb") as f, \
-                open(os.path.join(b_dir, "result%d.npy" % i), "rb") as g:
+def same_bytes(a_dir, b_dir):
+    """None when b_dir holds a_dir's results byte for byte."""
+    for name in sorted(f for f in os.listdir(a_dir) if f.startswith("result")):
+        with open(os.path.join(a_dir, name), "rb") as f, open(os.path.join(b_dir, name), "rb") as g:
             if f.read() != g.read():
-                return "result%d differs" % i
+                return name + " differs"
     return None
 
 
@@ -166,9 +172,10 @@ class Check:
             if threads > 1 else ", nothing parallel"), "; ".join(bad) + "\n" + text[-800:])
 
     def match_numpy(self, what, fn, out, a):
-        got = load_results(out, 3)
+        want = expected(fn, a)
+        got = load_results(out, len(want))
         bad = []
-        for i, ((want, rtol, atol), g) in enumerate(zip(expected(fn, a), got)):
+        for i, ((want, rtol, atol), g) in enumerate(zip(want, got)):
             if g.shape != want.shape or not np.allclose(g.astype(np.float64), want, rtol=rtol, atol=atol):
                 bad.append("result%d: largest error %g" % (
                     i, np.max(np.abs(g.astype(np.float64) - want)) if g.shape == want.shape else float("inf")))
@@ -184,7 +191,7 @@ class Check:
         the bits of the run into base."""
         rc, text, st = self.run(argv, d, a, out, env)
         if self.expect_stats(what, rc, text, st, ndev, k):
-            diff = same_bytes(os.path.join(d, base), os.path.join(d, out), 3)
+            diff = same_bytes(os.path.join(d, base), os.path.join(d, out))
             self.t.check(diff is None, what + ": the 1-thread bits", diff or "")
 
     def one_thread(self, what, exe, fn, d, a, out):
@@ -263,7 +270,7 @@ def main():
     t = Tap()
     c = Check(args, t)
     shutil.rmtree(c.tmp, ignore_errors=True)
-    for k, fn in enumerate(("norm", "mixed")):
+    for k, fn in enumerate(("norm", "mixed", "narrow")):
         d = os.path.join(c.tmp, fn)
         os.makedirs(d)
         a = inputs(fn, np.random.default_rng(k + 1))

@@ -1555,9 +1555,11 @@ def fusion_after_loop(rng, m):
 
 def fusion_wider(rng, m):
     x, w, c, p = rng.standard_normal((8, 8)), rng.standard_normal(8), rng.random((8, 4)) < 0.5, normal(rng, 8)
+    q = normal(rng, 8, 3)
     t = d(quantize(x @ w, "f32")) + d(p)
     r = np.where(c[:, 1], t, d(p))
-    return {"x": x, "w": w, "c": c, "p": p}, [(d(quantize(r, "f32")) * d(quantize(t, "f32")), "f32"), (r, "f32")]
+    return {"x": x, "w": w, "c": c, "p": p, "q": q}, [(d(quantize(r, "f32")) * d(quantize(t, "f32")), "f32"),
+                                                      (d(quantize(r, "f32")) @ d(q), "f32")]
 
 
 def fusion_scalars(rng, m):
