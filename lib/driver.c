@@ -96,6 +96,11 @@ static void usage(FILE *out, const char *prog) {
             "           --log-every's) and after the last; --resume: go on from one to step N\n"
             "  options take their value as --opt VALUE or --opt=VALUE\n",
             prog);
+    char why[256];
+    sk_world_create create = sk_backend_choose(why, sizeof why);
+    fprintf(out, "backend of this run: %s (threads, or mpi in a program built with it and started by an MPI\n"
+                 "  launcher; SHARDC_BACKEND=threads|mpi decides instead)\n",
+            create ? sk_backend_name(create) : why);
 }
 
 static int find_param(const sk_program *p, const char *v, int len) {
@@ -541,6 +546,10 @@ static int world_options(Run *r, sc_options *opt) {
  * what went wrong with that variable's default. */
 static sc_world *make_world(Run *r, sk_world_create create, const sc_options *opt, int env_bad) {
     char err[512] = "";
+    if (!create && !(create = sk_backend_choose(err, sizeof err))) {
+        fprintf(stderr, "error: %s\n", err);
+        return NULL;
+    }
     sc_world *w = create(&r->p->mesh, opt, err, sizeof err);
     if (!w && err[0])
         fprintf(stderr, "error: %s\n", env_bad ? r->err : err);

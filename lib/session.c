@@ -172,6 +172,9 @@ static int call(sk_session *s, const sk_program *p, sk_world_create create, cons
     if (s->failed)
         return fail(s, "calling '%s': an earlier call of this session failed (its world is stopped): free the session "
                        "and make a new one", p->fn);
+    char err[512];
+    if (!create && !(create = s->create) && !(create = sk_backend_choose(err, sizeof err)))
+        return fail(s, "calling '%s': %s", p->fn, err);
     if (!s->w && make_world(s, p, create)) {
         s->failed = 1;           /* a half-made world is not retried */
         return SC_ERR;
@@ -212,8 +215,12 @@ static int call(sk_session *s, const sk_program *p, sk_world_create create, cons
     return 0;
 }
 
-int sk_session_call(sk_session *s, const sk_program *p, sk_world_create create, const void *const *params,
-                    void *const *results) {
+int sk_session_call(sk_session *s, const sk_program *p, const void *const *params, void *const *results) {
+    return sk_session_call_on(s, p, NULL, params, results);
+}
+
+int sk_session_call_on(sk_session *s, const sk_program *p, sk_world_create create, const void *const *params,
+                       void *const *results) {
     if (s)
         return call(s, p, create, params, results);
     sk_session *once = sk_session_new(NULL);

@@ -35,11 +35,13 @@
  * environment, each process prints on standard error how many bytes of
  * each input file it read.
  *
- * The backend is the threads one (one process holding every device), or
- * MPI when the generated C is compiled with -DSHARDC_MPI and linked with
- * libshardc_rt_mpi.a (`shardc build --backend mpi`): under mpirun -np P,
- * each process runs L local devices, P x L = the mesh's devices; process p
- * holds devices p*L .. p*L + L - 1.  The world's options (sc_options of
+ * The backend is chosen when the program runs (lib/backend.c): the threads
+ * one (one process holding every device), or MPI in a program linked with
+ * libshardc_rt_mpi.a (`shardc build --backend mpi`) that an MPI launcher
+ * started: under mpirun -np P, each process runs L local devices, P x L =
+ * the mesh's devices; process p holds devices p*L .. p*L + L - 1.  Run
+ * directly, such a program runs on threads; SHARDC_BACKEND=threads or mpi
+ * decides instead.  The world's options (sc_options of
  * shardc_rt.h) are the environment's (sc_options_from_env: SHARDC_TIMEOUT,
  * SHARDC_LOCAL_DEVICES), with --local-devices L in place of the
  * environment's L; a bad variable is an error (status 1).  On one process
@@ -83,27 +85,28 @@ typedef struct {
 
 /* A backend's world creation: sc_threads_create or sc_mpi_create. */
 typedef sc_world *(*sk_world_create)(const sc_mesh *mesh, const sc_options *opt, char *err, size_t errlen);
+/* The backend of this run: SHARDC_BACKEND's (threads or mpi), else MPI when
+ * the program links it and an MPI launcher started the process, else
+ * threads.  NULL with the reason in err: SHARDC_BACKEND names another
+ * backend, or MPI, which the program does not link; or a launcher started
+ * several processes of a program without MPI. */
+sk_world_create sk_backend_choose(char *err, size_t errlen);
+/* "threads" or "mpi" (a host program that must know, as samples/host/). */
+const char *sk_backend_name(sk_world_create create);
+/* The program's main on the backend `create` (NULL: sk_backend_choose's). */
 int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create create);
-
-#ifdef SHARDC_MPI
-#define SK_BACKEND sc_mpi_create
-#else
-#define SK_BACKEND sc_threads_create
-#endif
-
-/* The backend is chosen where the generated C is compiled. */
-static inline int sk_main(int argc, char **argv, const sk_program *p) {
-    return sk_main_on(argc, argv, p, SK_BACKEND);
-}
+static inline int sk_main(int argc, char **argv, const sk_program *p) { return sk_main_on(argc, argv, p, NULL); }
 
 /* p on global arrays (shardc_session.h): params[i] and results[i] point to
- * whole arrays of the global shapes p lists.  What the generated
- * shardc_NAME_global wrappers call, with the backend chosen where the
- * generated C is compiled (SK_BACKEND).  s == NULL: a session for this
- * call only, whose error is printed on stderr.  Returns 0, or SC_ERR with
- * the reason in sk_session_error(s). */
-int sk_session_call(sk_session *s, const sk_program *p, sk_world_create create, const void *const *params,
-                    void *const *results);
+ * whole arrays of the global shapes p lists, on the session's backend (the
+ * first call's choice: sk_backend_choose).  What the generated
+ * shardc_NAME_global wrappers call.  s == NULL: a session for this call
+ * only, whose error is printed on stderr.  Returns 0, or SC_ERR with the
+ * reason in sk_session_error(s).  sk_session_call_on: on the backend
+ * `create`. */
+int sk_session_call(sk_session *s, const sk_program *p, const void *const *params, void *const *results);
+int sk_session_call_on(sk_session *s, const sk_program *p, sk_world_create create, const void *const *params,
+                       void *const *results);
 
 #ifdef __cplusplus
 }

@@ -22,8 +22,8 @@
  * world made and destroyed, the buffers allocated and faulted in again).
  *
  * One host thread uses a session at a time; every function it calls must
- * be of one mesh (one program).  With MPI (the generated C compiled with
- * -DSHARDC_MPI, `pkg-config shardc-mpi`), every process calls with the
+ * be of one mesh (one program).  With MPI (a program linked with the MPI
+ * backend, `pkg-config shardc-mpi`, under mpirun), every process calls with the
  * same global parameters and process 0's results are written (the other
  * processes' are left as they are); the world is made once per process
  * (MPI is initialized once), so a session is needed, and it ends MPI when
@@ -58,6 +58,12 @@ const char *sk_session_error(const sk_session *s);
  * usual).  For a caller that feeds results back unchanged (the Python
  * package, docs/python.md).  SC_ERR past 256 carries per call. */
 int sk_session_carry(sk_session *s, int param, int result);
+
+/* The backend a session's world is made on, chosen when the program runs
+ * (lib/backend.c): "mpi" in a program linked with the MPI backend that an
+ * MPI launcher started, else "threads", or as SHARDC_BACKEND says; NULL
+ * when there is none to choose (the first call then says why). */
+const char *sk_session_backend(void);
 
 /* The world, the workspaces and the blocks freed (NULL: nothing). */
 void sk_session_free(sk_session *s);

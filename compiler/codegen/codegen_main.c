@@ -78,7 +78,7 @@ static void emit_program(const Module *m, const Fn *fn, FILE *o, Arena *arena) {
 }
 
 /* shardc_NAME_global: fn on global arrays, through a session
- * (lib/session.c), on the backend the C is compiled for (SK_BACKEND). */
+ * (lib/session.c), on the backend chosen when the program runs. */
 static void emit_global(const Module *m, const Fn *fn, char **names, FILE *o, Arena *arena) {
     int *param = param_insts(fn, arena);
     emit_global_signature(o, m, fn, names, param);
@@ -95,7 +95,7 @@ static void emit_global(const Module *m, const Fn *fn, char **names, FILE *o, Ar
     fputs(fn->nresults ? "};\n" : "NULL};\n", o);
     fputs("    return sk_session_call(s, &program_", o);
     emit_fn_cname(o, m, fn);
-    fputs(", SK_BACKEND, params, results);\n}\n", o);
+    fputs(", params, results);\n}\n", o);
 }
 
 void emit_programs(const Module *m, const char *in_file, const char ***irnames, FILE *o,

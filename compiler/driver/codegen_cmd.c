@@ -269,8 +269,9 @@ static int cached_cc(char *const *argv, const char *src, const char *out, const 
     return rc;
 }
 
-/* Emit `dir`/prog.c and link `out`; for MPI with mpicc (-DSHARDC_MPI picks
- * the backend in shardc_main.h) and libshardc_rt_mpi.a. */
+/* Emit `dir`/prog.c and link `out`; for MPI with mpicc and
+ * libshardc_rt_mpi.a, which -u pulls in for lib/backend.c's weak reference:
+ * the program then runs on MPI under a launcher, on threads without. */
 static int build_in(const Module *m, int f, const char *dir, const char *out, int mpi, const RunOptions *ro) {
     BuildInputs in = {.mpi = mpi};
     if (locate(in.inc1, in.inc2, in.libdir, PATH_MAX)) {
@@ -328,7 +329,7 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     if (on_path("ld.gold") && !sanitized)
         argv[n++] = "-fuse-ld=gold";
     if (mpi)
-        argv[n++] = "-DSHARDC_MPI";
+        argv[n++] = "-Wl,-u,sc_mpi_create";
     if (ro->shared) {           /* the libraries are built -fPIC for this */
         argv[n++] = "-shared";
         argv[n++] = "-fPIC";

@@ -13,10 +13,11 @@ tests/interp/check_partition.py picks them; a case's `codegen` may name fewer.  
 
 Each (program, fn, mesh, consts, flags) is built once and run on each of the case's
 input sets (random, fixed seeds):
-`shardc build --backend B` (what `shardc run` does in a temporary directory),
-then the executable per input set: itself on the threads backend, under
-`mpirun -np P` (one process per device, with `shardc run`'s options) on the
-mpi backend.  The threads backend runs every input set (case.runs, 2 by
+`shardc build --backend B` (what `shardc run` does in a temporary directory;
+`--backend mpi` where an mpi run needs it, whose executable runs on threads
+too, the backend being chosen when it runs), then the executable per input
+set: itself on the threads backend, under `mpirun -np P` (one process per
+device, with `shardc run`'s options) on the mpi backend.  The threads backend runs every input set (case.runs, 2 by
 default), the mpi backend the first, on one mesh per case: the uneven one, else
 the 2x4 one (the generated C is the backends' same C; the transport is
 tested by tests/runtime on every mesh and by --layouts on the samples, and
@@ -266,8 +267,12 @@ class Harness:
         what = "%s --fn %s%s" % (os.path.relpath(path, ROOT), fn, "".join(" " + f for f in flags))
         d = os.path.join(self.tmp, "g%d" % i)
         os.makedirs(d)
+        # One build for both backends: with MPI when a run needs it, which
+        # the same executable then runs on threads too (the backend is
+        # chosen when it runs, lib/backend.c).
         used = {b.split(":")[0] for _, k, _, sizes, mm in items for b in self.backends_for(k, sizes, mm)}
-        exes = {b: self.build(d, path, fn, flags, b) for b in self.backends if b in used}
+        built = self.build(d, path, fn, flags, "mpi" if "mpi" in used else "threads")
+        exes = {b: built for b in used}
         kept = False
         for case, k, m, sizes, mpi_mesh in items:
             label = "%s (case '%s', input %d)" % (what, case.name, k)
