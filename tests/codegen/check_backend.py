@@ -7,8 +7,8 @@ mesh, an all-reduce over Y):
 - a program built with --backend mpi, run directly, runs on threads: its
   --help says so, one process reads every input whole (SHARDC_IO_STATS),
   and its results are a threads-only build's bit for bit;
-- the same executable under mpirun -np 2 and -np 8 runs on MPI: --help says
-  so, each process reads its devices' part of x, and the results are the
+- the same executable under mpirun -np 2 and -np 8 runs on MPI: each
+  process reads its devices' part of x, and the results are the
   threads run's bits; SHARDC_BACKEND=mpi makes a direct run one MPI process
   and SHARDC_BACKEND=threads keeps an mpirun -np 1 on threads;
 - a threads-only build refuses SHARDC_BACKEND=mpi and a launch of two of
@@ -126,7 +126,6 @@ class Check:
             print("# skipped: mpirun runs of the --backend mpi build (no mpirun)")
             return
         for np_ in (2, 8):
-            self.help_says("--backend mpi build under mpirun -np %d" % np_, mpirun(np_), exe, "mpi")
             rc, text, got = self.run(mpirun(np_), exe, "mpi-%d" % np_)
             procs = set(re.findall(r"io: process (\d+): --in x: read (\d+) of 2176", text))
             part = len(procs) == np_ and all(int(n) < 2176 for _, n in procs)
