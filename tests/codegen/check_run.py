@@ -17,7 +17,11 @@ must compile with no warning under gcc and clang -std=c11 -Wall -Wextra
 -Werror.
 
 Each case's random inputs come from a seed made of its name (program, fn,
-mesh): adding a case or a program gives no other case new inputs.
+mesh): adding a case or a program gives no other case new inputs.  On the
+largest mesh every fn is built as users build it (generated fns compiled
+for the three ISA levels, docs/kernels.md); on the smaller ones for this
+machine's ISA alone (SHARDC_CFLAGS=-march=native, docs/cli.md), a quarter
+less of this check's time.
 
 A fn that takes bf16 or f16 inputs is compared at that precision even
 where it returns f32: generated C may round an intermediate once where the
@@ -71,14 +75,17 @@ def result_precision(path, fn, params, dtypes, i):
     return precision(params, dtypes[i] if i < len(dtypes) else "f32")
 
 
-def check_case(shardc, case, path, flags, fn, params, dtypes, seed):
-    """Returns None (pass) or a failure message."""
+def check_case(shardc, case, path, flags, fn, params, dtypes, seed, native):
+    """Returns None (pass) or a failure message.  native: built for this
+    machine's ISA alone (SHARDC_CFLAGS=-march=native, unless set)."""
     os.makedirs(case)
     rng = np.random.default_rng(seed)
     ins = write_inputs(case, params, rng)
     outs = {}
+    env = dict(os.environ, SHARDC_CFLAGS=os.environ.get("SHARDC_CFLAGS", "-march=native")) if native else None
     for cmd in ("interp", "run"):
-        r = run(shardc, [cmd, path, "--fn", fn, "--out", os.path.join(case, cmd)] + ins + flags)
+        r = subprocess.run([shardc, cmd, path, "--fn", fn, "--out", os.path.join(case, cmd)] + ins + flags,
+                           capture_output=True, text=True, env=env)
         outs[cmd] = r.stderr.strip() or "status %d" % r.returncode if r.returncode else load_results(os.path.join(case, cmd))
     g, c = outs["interp"], outs["run"]
     shutil.rmtree(case, ignore_errors=True)
@@ -172,13 +179,13 @@ def main():
                     continue
                 what = "%s --fn %s --mesh %s" % (name, fn, mesh or "(none)")
                 if (name, fn) not in covered:
-                    cases.append((what, path, flags, fn, params, dtypes))
+                    cases.append((what, path, flags, fn, params, dtypes, k < len(mesh_list) - 1))
                 if k == len(mesh_list) - 1:    # C warnings: on the largest mesh
                     warn_cases.append((what, path, flags, fn))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futs = [(what, pool.submit(check_case, shardc, os.path.join(args.tmp, "case%d" % i), path, flags, fn,
-                                   params, dtypes, zlib.crc32(what.encode())))
-                for i, (what, path, flags, fn, params, dtypes) in enumerate(cases)]
+                                   params, dtypes, zlib.crc32(what.encode()), native))
+                for i, (what, path, flags, fn, params, dtypes, native) in enumerate(cases)]
         wfuts = [(what, pool.submit(check_warnings, shardc, args.tmp, path, flags, fn))
                  for what, path, flags, fn in warn_cases]
         for what, f in futs:
