@@ -444,8 +444,8 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
         for (int i = 0; i < in->nargs; i++)
             fu->uses[ir_arg(fn, in, i)]++;
     }
-    const Inst *ret = &fn->insts[n - 1];
-    for (int i = 0; n && ret->op == OP_RETURN && i < ret->nargs; i++)
+    const Inst *ret = n > 0 && fn->insts[n - 1].op == OP_RETURN ? &fn->insts[n - 1] : NULL;
+    for (int i = 0; ret && i < ret->nargs; i++)
         if (computed_in_result(fn, buf, ir_arg(fn, ret, i)))
             s.mem[ir_arg(fn, ret, i)] = -1;   /* no buffer written */
     for (int v = 0; v < n; v++) {
