@@ -31,18 +31,20 @@ static long launched_processes(void) {
 
 sk_world_create sk_backend_choose(char *err, size_t errlen) {
     const char *want = getenv("SHARDC_BACKEND");
+    if (want && !*want)
+        want = NULL;
     long launched = launched_processes();
-    if (want && *want && strcmp(want, "threads") && strcmp(want, "mpi")) {
+    if (want && strcmp(want, "threads") && strcmp(want, "mpi")) {
         snprintf(err, errlen, "SHARDC_BACKEND='%s': the backends are threads and mpi", want);
         return NULL;
     }
-    int mpi = want && *want ? strcmp(want, "mpi") == 0 : launched > 0 && sc_mpi_create != NULL;
+    int mpi = want ? strcmp(want, "mpi") == 0 : launched > 0 && sc_mpi_create != NULL;
     if (mpi && !sc_mpi_create) {
         snprintf(err, errlen, "SHARDC_BACKEND=mpi, but this program was built without the MPI backend "
                               "(build it with shardc build --backend mpi)");
         return NULL;
     }
-    if (!mpi && launched > 1 && !(want && *want)) {
+    if (!mpi && launched > 1 && !want) {
         snprintf(err, errlen, "started by an MPI launcher as one of %ld processes, but this program was built "
                               "without the MPI backend: each process would run every device (build it with "
                               "shardc build --backend mpi, or set SHARDC_BACKEND=threads)", launched);

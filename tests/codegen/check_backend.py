@@ -33,6 +33,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_numpy import mpirun  # noqa: E402  (shardc run --backend mpi's launcher)
 from tap import Tap  # noqa: E402
 
 PROG = os.path.join(ROOT, "samples", "mlp.tdsl")
@@ -49,16 +50,6 @@ def sh(argv, env=None):
         return p.returncode, p.stdout + p.stderr
     except subprocess.TimeoutExpired:
         return 124, "timed out"
-
-
-def mpirun(np_):
-    return (os.environ.get("MPIRUN") or "mpirun").split() + (["--allow-run-as-root"] if os.geteuid() == 0 else []) \
-        + ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", str(np_)]
-
-
-def backend_said(text):
-    m = re.search(r"^backend of this run: (\S+)", text, re.M)
-    return m.group(1) if m else None
 
 
 class Check:

@@ -84,8 +84,7 @@ def check_case(shardc, case, path, flags, fn, params, dtypes, seed, native):
     outs = {}
     env = dict(os.environ, SHARDC_CFLAGS=os.environ.get("SHARDC_CFLAGS", "-march=native")) if native else None
     for cmd in ("interp", "run"):
-        r = subprocess.run([shardc, cmd, path, "--fn", fn, "--out", os.path.join(case, cmd)] + ins + flags,
-                           capture_output=True, text=True, env=env)
+        r = run(shardc, [cmd, path, "--fn", fn, "--out", os.path.join(case, cmd)] + ins + flags, env)
         outs[cmd] = r.stderr.strip() or "status %d" % r.returncode if r.returncode else load_results(os.path.join(case, cmd))
     g, c = outs["interp"], outs["run"]
     shutil.rmtree(case, ignore_errors=True)

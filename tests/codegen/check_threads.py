@@ -172,10 +172,10 @@ class Check:
             if threads > 1 else ", nothing parallel"), "; ".join(bad) + "\n" + text[-800:])
 
     def match_numpy(self, what, fn, out, a):
-        want = expected(fn, a)
-        got = load_results(out, len(want))
+        wants = expected(fn, a)
+        got = load_results(out, len(wants))
         bad = []
-        for i, ((want, rtol, atol), g) in enumerate(zip(want, got)):
+        for i, ((want, rtol, atol), g) in enumerate(zip(wants, got)):
             if g.shape != want.shape or not np.allclose(g.astype(np.float64), want, rtol=rtol, atol=atol):
                 bad.append("result%d: largest error %g" % (
                     i, np.max(np.abs(g.astype(np.float64) - want)) if g.shape == want.shape else float("inf")))

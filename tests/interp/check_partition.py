@@ -62,8 +62,8 @@ def programs(subdirs=("tests/lit/parsed", "tests/lit/sharded", "tests/lit/partit
             yield path, None
 
 
-def run(shardc, args):
-    return subprocess.run([shardc] + args, capture_output=True, text=True)
+def run(shardc, args, env=None):
+    return subprocess.run([shardc] + args, capture_output=True, text=True, env=env)
 
 
 def meshes(axes, uneven=True):
