@@ -219,23 +219,60 @@ static int64_t gradient_peak(const Module *m, int *which) {
     return peak;
 }
 
-/* The call not yet marked whose residuals are largest (the first of equal
- * ones, in program order), or -1. */
-static int largest_kept(const KeptCalls *kept, const Marks *marks) {
-    int best = -1;
+/* Order of the calls to checkpoint next: largest residuals first, equal
+ * ones in program order (a loop's first iterations first). */
+static int kept_order(const void *pa, const void *pb) {
+    const KeptCall *a = pa, *b = pb;
+    if (a->bytes != b->bytes)
+        return a->bytes > b->bytes ? -1 : 1;
+    return a->fn != b->fn ? (a->fn < b->fn ? -1 : 1) : (a->inst > b->inst) - (a->inst < b->inst);
+}
+
+/* Append to the marks up to `grow` calls of `kept` not yet marked that
+ * keep residuals, in kept_order. */
+static void add_marks(Marks *marks, int *cap, const KeptCalls *kept, int grow) {
+    KeptCall *free_calls = malloc(sizeof(KeptCall) * (size_t)(kept->n + 1));
+    int n = 0;
     for (int i = 0; i < kept->n; i++) {
         const KeptCall *k = &kept->at[i];
-        int marked = 0;
+        int marked = k->bytes <= 0;
         for (int j = 0; j < marks->n && !marked; j++)
             marked = marks->at[j].fn == k->fn && marks->at[j].inst == k->inst;
-        if (marked || k->bytes <= 0)
-            continue;
-        if (best < 0 || k->bytes > kept->at[best].bytes ||
-            (k->bytes == kept->at[best].bytes && (k->fn < kept->at[best].fn ||
-                                                   (k->fn == kept->at[best].fn && k->inst < kept->at[best].inst))))
-            best = i;
+        if (!marked)
+            free_calls[n++] = *k;
     }
-    return best;
+    qsort(free_calls, (size_t)n, sizeof *free_calls, kept_order);
+    for (int i = 0; i < n && i < grow; i++) {
+        if (marks->n == *cap)
+            marks->at = realloc(marks->at, sizeof(KeptCall) * (size_t)(*cap = *cap ? 2 * *cap : 8));
+        marks->at[marks->n++] = free_calls[i];
+    }
+    free(free_calls);
+}
+
+typedef struct {
+    int n;                       /* the first n marks */
+    int64_t peak;                /* gradient_peak with them; -1: none */
+    char fn_name[256];           /* the fn that has it */
+} RematTry;
+
+/* Compile silently to the schedule with the first `n` marks into *try;
+ * then, when grow > 0, append to the marks up to `grow` of the calls that
+ * still keep residuals. */
+static void try_marks(const char *path, const char *text, size_t len, const MeshFlag *mesh, Marks *marks,
+                      int *cap, int n, int grow, RematTry *try) {
+    Compilation t = {0};
+    KeptCalls kept = {0};
+    Marks first = {marks->at, n};
+    int which = -1;
+    try->n = n;
+    try->peak = compile(&t, path, text, len, NULL, mesh, STAGE_SCHEDULED, &first, grow ? &kept : NULL) == FRONTEND_OK
+        ? gradient_peak(&t.module, &which) : -1;
+    if (try->peak >= 0)
+        snprintf(try->fn_name, sizeof try->fn_name, "%s", sym_name(&t.syms, t.module.fns[which].sym));
+    if (grow && try->peak >= 0)
+        add_marks(marks, cap, &kept, grow);
+    compilation_free(&t);
 }
 
 typedef struct {
@@ -243,40 +280,51 @@ typedef struct {
     char fn_name[256];           /* the fn that has it, with its calls */
 } RematOutcome;
 
-/* Compile to the schedule (silently) with more and more calls marked,
- * largest residuals first, until the peak of every fn that runs a gradient
- * fits mesh->device_memory or no call keeps residuals; then the marks that
- * fit, or else the first ones that gave the least peak (a callee run again
- * takes its own workspace, which can cost more than the residuals saved).
- * Each round compiles anew: a checkpoint changes the residuals of the calls
- * around it. */
+/* Checkpoint calls, largest residuals first, until the peak of every fn
+ * that runs a gradient fits mesh->device_memory or no call keeps residuals;
+ * keep the fewest marks that fit, or else the fewest that gave the least
+ * peak (a callee run again takes its own workspace, which can cost more
+ * than the residuals saved).  Each try compiles anew, since a checkpoint
+ * changes the residuals of the calls around it; the marks grow 1, 2, 4, ...
+ * at a time, each batch chosen from the try before it, and then halve back
+ * between the try before the chosen one and it, so that a model with n
+ * calls compiles O(log n) times, not n. */
 static void choose_remat(const char *path, const char *text, size_t len, const MeshFlag *mesh, Marks *marks,
                          RematOutcome *out) {
-    out->before = out->after = -1;
-    int best = 0;
-    for (int cap = 0;;) {
-        Compilation t = {0};
-        KeptCalls kept = {0};
-        int which = -1;
-        int64_t peak = compile(&t, path, text, len, NULL, mesh, STAGE_SCHEDULED, marks, &kept) == FRONTEND_OK
-            ? gradient_peak(&t.module, &which) : -1;
-        if (peak >= 0 && (out->after < 0 || peak < out->after)) {
-            out->before = out->before < 0 ? peak : out->before;
-            out->after = peak;
-            best = marks->n;
-            snprintf(out->fn_name, sizeof out->fn_name, "%s", sym_name(&t.syms, t.module.fns[which].sym));
-        }
-        int next = peak > mesh->device_memory ? largest_kept(&kept, marks) : -1;
-        if (next >= 0) {
-            if (marks->n == cap)
-                marks->at = realloc(marks->at, sizeof(KeptCall) * (size_t)(cap = cap ? 2 * cap : 8));
-            marks->at[marks->n++] = kept.at[next];
-        }
-        compilation_free(&t);
-        if (next < 0)
+    RematTry cur, first = {.peak = -1}, least = {.peak = -1}, fit = {.n = -1};
+    int cap = 0, prev = 0, fit_lo = 0, least_lo = 0;
+    for (int grow = 1; fit.n < 0; grow *= 2) {
+        int n = marks->n;
+        try_marks(path, text, len, mesh, marks, &cap, n, grow, &cur);
+        if (n == 0)
+            first = cur;
+        if (cur.peak < 0)
             break;
+        if (least.peak < 0 || cur.peak < least.peak) {
+            least = cur;
+            least_lo = prev;
+        }
+        if (cur.peak <= mesh->device_memory) {
+            fit = cur;
+            fit_lo = prev;
+        } else if (marks->n == n) {
+            break;                         /* no call left to checkpoint */
+        }
+        prev = n;
     }
-    marks->n = best;
+    RematTry *chosen = fit.n >= 0 ? &fit : &least;
+    int64_t target = fit.n >= 0 ? mesh->device_memory : least.peak;
+    for (int lo = fit.n >= 0 ? fit_lo : least_lo; chosen->peak >= 0 && chosen->n - lo > 1;) {
+        try_marks(path, text, len, mesh, marks, &cap, lo + (chosen->n - lo) / 2, 0, &cur);
+        if (cur.peak >= 0 && cur.peak <= target)
+            *chosen = cur;
+        else
+            lo = cur.n;
+    }
+    marks->n = chosen->peak >= 0 ? chosen->n : 0;
+    out->before = first.peak;
+    out->after = chosen->peak;
+    snprintf(out->fn_name, sizeof out->fn_name, "%s", chosen->fn_name);
 }
 
 /* Say what choose_remat chose: a note per call in the source (an unrolled
