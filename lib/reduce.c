@@ -2,7 +2,8 @@
  *
  * One pass over the input in memory order: each element is folded into the
  * accumulator of its output element, found by an odometer whose reduced
- * dims have output stride 0.  Reading the input once and in order is what
+ * dims have output stride 0 (f32 and bf16 rows that fold into one output
+ * go by 16 lanes: fold_row_f32).  Reading the input once and in order is what
  * makes this fast whichever dims are reduced; the accumulators are f32 for
  * f32/bf16/f16 (docs/ir.md: bf16 and f16 sums accumulate in f32), f64 for
  * f64, the dtype itself for i32, i64, u8 and u32 (sums wrap modulo 2^bits,
@@ -102,6 +103,61 @@ typedef struct {
 #define LOAD_I64(k) ((const int64_t *)r->x)[k]
 #define LOAD_U32(k) ((const uint32_t *)r->x)[k]
 
+/* f32 rows (and bf16 ones, widened) with the op chosen outside the loop,
+ * so that the loops vectorize.  Into outputs (cols_*): each output folds
+ * its column in row order, as the scalar loop does.  Into one output
+ * (row_*): 16 partial results, lane l folding elements l, l + 16, ..., then
+ * added in lane order and the tail after them; written as 16 lanes, not
+ * the vector width, so that every ISA gives the same bits. */
+enum { LANES = 16 };
+
+static inline float fold_sum(float a, float x) { return a + x; }
+static inline float fold_max(float a, float x) { return isnan(a) || isnan(x) ? NAN : x > a ? x : a; }
+static inline float fold_min(float a, float x) { return isnan(a) || isnan(x) ? NAN : x < a ? x : a; }
+
+#define COLS(FOLD, LOAD)                              \
+    do {                                              \
+        SK_SIMD_REDUCE()                              \
+        for (int64_t j = 0; j < n; j++)               \
+            a[j] = FOLD(a[j], LOAD(x, j));            \
+    } while (0)
+
+#define ROW_LANES(FOLD, ID, LOAD)                                \
+    do {                                                        \
+        float part[LANES], s = *a;                              \
+        int64_t j = 0;                                          \
+        for (int l = 0; l < LANES; l++)                         \
+            part[l] = ID;                                       \
+        for (; j + LANES <= n; j += LANES)                      \
+            for (int l = 0; l < LANES; l++)                     \
+                part[l] = FOLD(part[l], LOAD(x, j + l));        \
+        for (int l = 0; j && l < LANES; l++)                    \
+            s = FOLD(s, part[l]);                               \
+        for (; j < n; j++)                                      \
+            s = FOLD(s, LOAD(x, j));                            \
+        *a = s;                                                 \
+    } while (0)
+
+#define F32_AT(x, j) (x)[j]
+#define BF16_AT(x, j) sc_bf16_to_float((x)[j])
+
+#define FOLD_ROW(NAME, T, LOAD)                                                                  \
+    SK_ISA_CLONES static void NAME(sc_reduce op, int into_one, float *restrict a, const T *restrict x, \
+                                   int64_t n) {                                                  \
+        if (into_one) {                                                                          \
+            if (op == SC_SUM) ROW_LANES(fold_sum, 0.0f, LOAD);                                         \
+            else if (op == SC_MAX) ROW_LANES(fold_max, -INFINITY, LOAD);                                    \
+            else ROW_LANES(fold_min, INFINITY, LOAD);                                                      \
+        } else {                                                                                 \
+            if (op == SC_SUM) COLS(fold_sum, LOAD);                                              \
+            else if (op == SC_MAX) COLS(fold_max, LOAD);                                         \
+            else COLS(fold_min, LOAD);                                                           \
+        }                                                                                        \
+    }
+
+FOLD_ROW(fold_row_f32, float, F32_AT)
+FOLD_ROW(fold_row_bf16, uint16_t, BF16_AT)
+
 /* The outputs [lo, hi) of the accumulators set to the identity. */
 static void identities(const Red *r, int64_t lo, int64_t hi) {
     sc_reduce op = r->op;
@@ -140,8 +196,9 @@ static void reduce_range(void *ctx, int64_t lo, int64_t hi) {
         rows *= v[d];
     for (int64_t row = 0; row < rows; row++) {
         switch (r->t) {
-        case SK_F32: ROW(float, fold_f, LOAD_F32); break;
-        case SK_BF16: case SK_F16: ROW(float, fold_f, LOAD_16); break;
+        case SK_F32: fold_row_f32(r->op, ls == 0, (float *)r->acc + o, (const float *)r->x + i, last); break;
+        case SK_BF16: fold_row_bf16(r->op, ls == 0, (float *)r->acc + o, (const uint16_t *)r->x + i, last); break;
+        case SK_F16: ROW(float, fold_f, LOAD_16); break;
         case SK_F64: ROW(double, fold_d, LOAD_F64); break;
         case SK_I32: ROW(int32_t, fold_i, LOAD_I32); break;
         case SK_I64: ROW(int64_t, fold_l, LOAD_I64); break;

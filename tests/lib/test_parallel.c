@@ -102,12 +102,34 @@ static void check_case(const Case *c, void **one) {
         free(a);
 }
 
+/* f32 (bf16 widened) sum of a run of n elements that fold into one output,
+ * after `acc`, as reduce.c adds them: 16 lanes (lane l takes elements l,
+ * l + 16, ...) added in lane order, then the tail. */
+static float lanes_sum(const Case *c, int64_t at, int64_t n, float acc) {
+    float part[16] = {0};
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; l++)
+            part[l] += (float)ld(c->t, c->x, at + j + l);
+    for (int l = 0; j && l < 16; l++)
+        acc += part[l];
+    for (; j < n; j++)
+        acc += (float)ld(c->t, c->x, at + j);
+    return acc;
+}
+
 /* The reduction in one pass in memory order, accumulating in f32 (f64 for
- * f64, wrapping for i32), as docs/ir.md and reduce.c say. */
+ * f64, wrapping for i32), as docs/ir.md and reduce.c say; an f32 or bf16
+ * sum whose last dims (past extent-1 ones) are reduced folds each run of
+ * them by lanes_sum. */
 static void *ref_reduce(const Case *c) {
     int red[SC_MAX_RANK] = {0};
     for (int i = 0; i < c->n; i++)
         red[c->dims[i]] = 1;
+    int64_t run = 1;
+    for (int d = c->s.rank - 1; d >= 0 && (red[d] || c->s.dims[d] == 1); d--)
+        run *= c->s.dims[d];
+    int lanes = c->op == SC_SUM && (c->t == SK_F32 || c->t == SK_BF16) && run > 1;
     sc_shape os = {0, {0}};
     for (int d = 0; d < c->s.rank; d++)
         if (!red[d])
@@ -125,7 +147,10 @@ static void *ref_reduce(const Case *c) {
                 oix[r++] = ix[d];
         int64_t o = offset(os, oix);
         double v = ld(c->t, c->x, i);
-        if (c->op == SC_SUM && c->t == SK_F64)
+        if (lanes) {
+            acc[o] = lanes_sum(c, i, run, (float)acc[o]);
+            i += run - 1;
+        } else if (c->op == SC_SUM && c->t == SK_F64)
             acc[o] += v;
         else if (c->op == SC_SUM && c->t == SK_I32)
             acc[o] = (int32_t)(uint32_t)((uint32_t)(int32_t)acc[o] + (uint32_t)(int32_t)v);
