@@ -47,8 +47,8 @@ RT_TESTS := $(patsubst tests/runtime/%.c,$(BUILD)/tests/runtime/%,$(wildcard tes
 # libgomp calls; a library built by one compiler is linked by the same one).
 OPENMP    ?= -fopenmp
 LIB_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CFLAGS) -fno-math-errno -fPIC $(OPENMP) -Iruntime -Ilib
-LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/*.c))
-LIB_HDR   := $(wildcard lib/*.h lib/*.def compiler/ir/*.def) runtime/shardc_rt.h
+LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/*.c lib/host/*.c))
+LIB_HDR   := $(wildcard lib/*.h lib/host/*.h lib/*.def compiler/ir/*.def) runtime/shardc_rt.h
 LIB_LINK   = $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a -ldnnl -lopenblas -lm -pthread $(OPENMP)
 LIB_TESTS := $(patsubst tests/lib/%.c,$(BUILD)/tests/lib/%,$(wildcard tests/lib/*.c))
 
@@ -187,7 +187,7 @@ $(BUILD)/libfrontend.a: $(OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-# shardc uses the kernel library's .npy reader (lib/npy.c).
+# shardc uses the kernel library's .npy reader (lib/host/npy.c).
 $(BUILD)/shardc: $(BUILD)/obj/compiler/driver/main.o $(BUILD)/obj/compiler/driver/usage.o $(BUILD)/obj/compiler/driver/show.o \
 		$(BUILD)/obj/compiler/driver/output.o $(INTERP_OBJ) $(CODEGEN_OBJ) \
 		$(BUILD)/libfrontend.a $(BUILD)/libshardc_lib.a $(BUILD)/libshardc_rt.a

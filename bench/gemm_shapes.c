@@ -10,7 +10,7 @@
  * x^T dy), nt w as [n,k], tt both.
  * THREADS threads run each shape at once, each on its own operands with
  * one BLAS thread, as THREADS threads-backend devices do on this machine
- * (lib/driver.c gives each device its share of the cores: one, with more
+ * (lib/host/driver.c gives each device its share of the cores: one, with more
  * devices than cores), sharing the cores and their caches.  A shape's rate
  * is its FLOPs over the CPU time its threads took (CLOCK_THREAD_CPUTIME_ID,
  * summed), not the wall time: on a shared machine other processes take the

@@ -33,7 +33,7 @@ int sk_npy_read(const char *path, const sk_npy_shape *want, sk_npy_shape *shape,
  * crash leaves no partial file.  Returns 0,
  * or -1 with a message in err. */
 int sk_npy_write(const char *path, const sk_npy_shape *shape, const double *data, char *err, size_t errlen);
-/* Durable writes (lib/durable.c): a file goes to a temporary path next to
+/* Durable writes (lib/host/durable.c): a file goes to a temporary path next to
  * its final one (sk_temp_path: PATH.tmpPID), is flushed to the disk when
  * closed (sk_close_synced: fflush, fsync, fclose; -1 with errno), and is
  * renamed into place, the directory flushed after (sk_commit; -1 with
@@ -49,7 +49,7 @@ int sk_commit(const char *tmp, const char *path);
 int sk_npy_write_temp(const char *path, const char *tmp, const sk_npy_shape *shape, const double *data, char *err,
                       size_t errlen);
 /* SIGINT, SIGTERM and SIGHUP held while a set of files is written
- * (lib/durable.c): sk_signals_hold notes them instead of ending the
+ * (lib/host/durable.c): sk_signals_hold notes them instead of ending the
  * process; the writer asks sk_signals_caught (the signal, or 0) before
  * renaming its files, removing them instead when one came, so that a
  * signal leaves all of them or none; sk_signals_release puts the former

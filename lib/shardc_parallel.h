@@ -4,7 +4,7 @@
  * A device that has several cores to itself (fewer devices than cores: one
  * MPI process of one device per node, or 2 devices on 16 cores) runs its
  * long loops, the fused elementwise loops of generated code and the kernel
- * library's, on OpenMP threads: sk_main (lib/driver.c) gives each device
+ * library's, on OpenMP threads: sk_main (lib/host/driver.c) gives each device
  * thread its share of the cores with sk_set_threads, and a loop of at least
  * SK_PARALLEL_MIN elements is split among that many threads.  Only
  * independent outputs are split (a reduction's sum keeps its order), so the

@@ -1,5 +1,5 @@
 /* shardc_session.h: calling a generated function on whole (global) arrays
- * from a host program (lib/session.c; docs/codegen.md, "The global API").
+ * from a host program (lib/host/session.c; docs/codegen.md, "The global API").
  *
  * `shardc compile prog.tdsl -o prog.c` writes, for every entry point
  * shardc_NAME (one device's blocks), a wrapper on global arrays, declared
@@ -60,7 +60,7 @@ const char *sk_session_error(const sk_session *s);
 int sk_session_carry(sk_session *s, int param, int result);
 
 /* The backend a session's world is made on, chosen when the program runs
- * (lib/backend.c): "mpi" in a program linked with the MPI backend that an
+ * (lib/host/backend.c): "mpi" in a program linked with the MPI backend that an
  * MPI launcher started, else "threads", or as SHARDC_BACKEND says; NULL
  * when there is none to choose (the first call then says why). */
 const char *sk_session_backend(void);

@@ -3,7 +3,7 @@
  * A function takes one block for all its buffers on entry and gives it back
  * on return (codegen.c).  Without a workspace bound to the thread, that is a
  * malloc and a free per call.  The driver binds one workspace to each device
- * thread (lib/driver.c), and it keeps its block between calls: the second
+ * thread (lib/host/driver.c), and it keeps its block between calls: the second
  * run of a program allocates nothing and touches no fresh page.  Fresh
  * pages cost more than the work on them: 100 MiB of buffers per call of the
  * attention sample spent a third of its time in page faults.

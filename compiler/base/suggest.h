@@ -2,7 +2,7 @@
  * edit distance (insertions, deletions, substitutions and transpositions of
  * adjacent characters, each costing 1), when it is near enough to be the
  * likely intent.  Header-only, so that both shardc (compiler/driver) and
- * the main() of generated programs (lib/driver.c, which does not link the
+ * the main() of generated programs (lib/host/driver.c, which does not link the
  * compiler) use the same rule. */
 #ifndef SHARDC_SUGGEST_H
 #define SHARDC_SUGGEST_H

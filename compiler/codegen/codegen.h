@@ -1,7 +1,7 @@
 /* C code generation (issue 4): one C11 file from a scheduled module, whose
  * per-device functions call the kernel library (lib/) and the runtime
  * (runtime/) and run chains of elementwise instructions as loops, with a
- * main() for one function (lib/driver.c); and a header declaring the
+ * main() for one function (lib/host/driver.c); and a header declaring the
  * entry points (docs/codegen.md). */
 #ifndef SHARDC_CODEGEN_H
 #define SHARDC_CODEGEN_H

@@ -1,8 +1,8 @@
 /* Every entry point's table of its parameters and results (global and local
  * shapes, shardings) and the mesh: for its shardc_NAME_global wrapper,
- * whose session (lib/session.c) splits global arrays into blocks, runs
+ * whose session (lib/host/session.c) splits global arrays into blocks, runs
  * every device and assembles the results; and for the main() of a
- * generated program, sk_main (lib/driver.c), which does the same with .npy
+ * generated program, sk_main (lib/host/driver.c), which does the same with .npy
  * files. */
 #include "internal.h"
 
@@ -78,7 +78,7 @@ static void emit_program(const Module *m, const Fn *fn, FILE *o, Arena *arena) {
 }
 
 /* shardc_NAME_global: fn on global arrays, through a session
- * (lib/session.c), on the backend chosen when the program runs. */
+ * (lib/host/session.c), on the backend chosen when the program runs. */
 static void emit_global(const Module *m, const Fn *fn, char **names, FILE *o, Arena *arena) {
     int *param = param_insts(fn, arena);
     emit_global_signature(o, m, fn, names, param);

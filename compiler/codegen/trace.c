@@ -4,7 +4,7 @@
  * multiply,add,gelu f32 [4,4]", "call stage1"), and its bytes.  Names are
  * made at compile time so that recording one costs a pointer
  * (lib/shardc_trace.h); their first word is the op as the dump prints it,
- * which lib/trace.c reads the event's category from. */
+ * which lib/host/trace.c reads the event's category from. */
 #include "internal.h"
 
 #include <stdarg.h>

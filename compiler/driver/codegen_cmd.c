@@ -270,7 +270,7 @@ static int cached_cc(char *const *argv, const char *src, const char *out, const 
 }
 
 /* Emit `dir`/prog.c and link `out`; for MPI with mpicc and
- * libshardc_rt_mpi.a, which -u pulls in for lib/backend.c's weak reference:
+ * libshardc_rt_mpi.a, which -u pulls in for lib/host/backend.c's weak reference:
  * the program then runs on MPI under a launcher, on threads without. */
 static int build_in(const Module *m, int f, const char *dir, const char *out, int mpi, const RunOptions *ro) {
     BuildInputs in = {.mpi = mpi};
@@ -458,7 +458,7 @@ static int compare_results(const Module *m, int f, const char *out_dir, const ch
         fmt(a_path, sizeof a_path, npz ? "%s" : "%s/result%d.npy", out_dir, i);
         fmt(b_path, sizeof b_path, "%s/result%d.npy", ref_dir, i);
         sk_npy_shape as, bs;
-        double *a = NULL, *b = NULL;         /* elements, malloc'd by lib/npy.c */
+        double *a = NULL, *b = NULL;         /* elements, malloc'd by lib/host/npy.c */
         sk_npy_source src = {a_path, npz ? member : NULL, 0};
         if (sk_npy_read_source(&src, NULL, &as, &a, NULL, err, sizeof err) ||
             sk_npy_read(b_path, &as, &bs, &b, err, sizeof err)) {

@@ -1,4 +1,4 @@
-/* NumPy .npy files for `shardc interp`: the reader and writer of lib/npy.c
+/* NumPy .npy files for `shardc interp`: the reader and writer of lib/host/npy.c
  * (shared with generated programs, lib/shardc_npy.h) on the IR's Shape. */
 #ifndef SHARDC_NPY_H
 #define SHARDC_NPY_H

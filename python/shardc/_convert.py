@@ -1,5 +1,5 @@
 """NumPy arrays to and from the C's element types, by `--in`'s rules
-(lib/npy.c, docs/cli.md): an array of the parameter's dtype is used as it
+(lib/host/npy.c, docs/cli.md): an array of the parameter's dtype is used as it
 is; float64 converts to f32, bf16 or f16 and int64 to i32 only when every
 value is exact (with a warning, as --in gives), or with cast=True by
 rounding (floats only).  Python numbers carry no dtype and convert when

@@ -16,7 +16,6 @@ its sharding implies (SEND_NOTHING: nothing, the others something).
 
 Prints one line per check and ends with "N passed, N failed".
 """
-import argparse
 import os
 import re
 import shutil
@@ -26,6 +25,8 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "codegen"))
+import script_args  # noqa: E402
 
 # (name, sample, fn of the sample, small consts, integer inputs' bound,
 #  [(form, file under bench/auto, fn)])
@@ -89,13 +90,9 @@ def sent(shardc, prog, fn, const):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default="/tmp/shardc-check-hand")
+    ap = script_args.new_parser(__doc__, "/tmp/shardc-check-hand")
     ap.add_argument("--only", default="", help="a regex over 'program/form'")
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
+    args = script_args.parse(ap)
     passed = failed = 0
     for name, sample, fn, const, ints, forms in PROGRAMS:
         todo = [f for f in forms if re.search(args.only, "%s/%s" % (name, f[0]))]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The backend is chosen when a generated program runs (lib/backend.c,
+"""The backend is chosen when a generated program runs (lib/host/backend.c,
 docs/cli.md "The MPI backend"), on samples/mlp.tdsl at small sizes (a 2x4
 mesh, an all-reduce over Y):
 
@@ -22,7 +22,6 @@ and said to be.
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
-import argparse
 import os
 import re
 import shutil
@@ -34,6 +33,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_numpy import mpirun  # noqa: E402  (shardc run --backend mpi's launcher)
+import script_args  # noqa: E402
 from tap import Tap  # noqa: E402
 
 PROG = os.path.join(ROOT, "samples", "mlp.tdsl")
@@ -132,18 +132,14 @@ class Check:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-backend"))
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
+    ap = script_args.new_parser(__doc__, "check-backend")
+    args = script_args.parse(ap)
     t = Tap()
-    c = Check(os.path.abspath(args.shardc), args.tmp, t)
+    c = Check(args.shardc, args.tmp, t)
     c.generated_c()
     exe = c.build("threads")
     base = c.threads_only(exe) if exe else None
-    have_mpi = os.path.exists(os.path.join(os.path.dirname(os.path.abspath(args.shardc)), "libshardc_rt_mpi.a"))
+    have_mpi = script_args.has_mpi(args.shardc)
     have_mpirun = shutil.which((os.environ.get("MPIRUN") or "mpirun").split()[0]) is not None
     if not have_mpi:
         print("# skipped: the --backend mpi build (no libshardc_rt_mpi.a)")

@@ -32,7 +32,6 @@ cache"), each point a check:
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
-import argparse
 import concurrent.futures
 import glob
 import hashlib
@@ -48,6 +47,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_args  # noqa: E402
 from tap import Tap  # noqa: E402
 
 MLP = os.path.join(ROOT, "samples", "mlp.tdsl")
@@ -422,15 +422,11 @@ def check_status(c):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-cache"))
+    ap = script_args.new_parser(__doc__, "check-cache")
     ap.add_argument("--only", help="a regular expression: the checks whose names match (hits, misses, inputs, off, "
                                    "concurrent, damaged, evict, commands, status, cflags)")
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
-    c = Cache(os.path.abspath(args.shardc), os.path.abspath(args.tmp), Tap())
+    args = script_args.parse(ap)
+    c = Cache(args.shardc, args.tmp, Tap())
     only = lambda name: not args.only or re.search(args.only, name)
     cache = check_hits(c) if only("hits") or only("misses") else None
     steps = [("hash", check_hash), ("misses", lambda c: check_misses(c, cache)), ("inputs", check_inputs),

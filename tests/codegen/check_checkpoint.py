@@ -35,7 +35,6 @@ written"), with the built programs of tests/codegen/progs/steps.tdsl
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
-import argparse
 import os
 import re
 import shutil
@@ -48,6 +47,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_args  # noqa: E402
 from tap import Tap  # noqa: E402
 from check_numpy import mpirun  # noqa: E402
 
@@ -66,8 +66,8 @@ def same(a, b):
 
 class Check:
     def __init__(self, args):
-        self.shardc = os.path.abspath(args.shardc)
-        self.tmp = os.path.abspath(args.tmp)
+        self.shardc = args.shardc
+        self.tmp = args.tmp
         self.tap = Tap()
         self.no_mpi = args.no_mpi
         self.mpi = not args.no_mpi and os.path.exists(
@@ -348,7 +348,6 @@ class Check:
                        "MPI: its checkpoint (gathered) and each process's w, v are the threads run's bits")
 
     def main(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
         os.makedirs(self.path("bin"))
         os.makedirs(self.path("data"))
         rng = np.random.default_rng(15)
@@ -373,11 +372,9 @@ class Check:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-checkpoint"))
+    ap = script_args.new_parser(__doc__, "check-checkpoint")
     ap.add_argument("--no-mpi", action="store_true")
-    return Check(ap.parse_args()).main()
+    return Check(script_args.parse(ap)).main()
 
 
 if __name__ == "__main__":

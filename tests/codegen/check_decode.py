@@ -15,15 +15,14 @@ ends at P + N.
 
 Prints one line per check and ends with "N passed, N failed".
 """
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import script_args  # noqa: E402  (beside this file)
 sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
 import gpt_ref  # noqa: E402
 from check_ops import Checker  # noqa: E402
@@ -80,13 +79,9 @@ def check_mesh(c, shardc, tmp, mesh, w, prompt):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-decode"))
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
-    c = Checker(os.path.abspath(args.shardc), os.path.abspath(args.tmp))
+    ap = script_args.new_parser(__doc__, "check-decode")
+    args = script_args.parse(ap)
+    c = Checker(args.shardc, args.tmp)
     rng = np.random.default_rng(7)
     w = gpt_ref.init_weights(rng, CFG, 1.0, 0.1)
     prompt = rng.integers(0, CFG["V"], (CFG["B"], CFG["S"])).astype(np.int32)   # past P: ignored

@@ -21,10 +21,8 @@ plain shardc and builds nothing.  Each check is a line; the last is
 
     tests/codegen/check_depth.py --shardc build/shardc [--asan build/asan/shardc] [--tmp DIR] [--fast]
 """
-import argparse
 import glob
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -35,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_ref  # noqa: E402
+import script_args  # noqa: E402
 from tap import Tap  # noqa: E402
 
 RNN = os.path.join(ROOT, "tests", "codegen", "progs", "rnn.tdsl")
@@ -136,14 +135,10 @@ def unrolled_rnn(tap, shardc, tmp, T=20):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
+    ap = script_args.new_parser(__doc__, "check-depth")
     ap.add_argument("--asan", help="an ASan+UBSan shardc for the compiles")
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-depth"))
     ap.add_argument("--fast", action="store_true")
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
+    args = script_args.parse(ap)
     tap = Tap()
     compiler = args.asan or args.shardc
     if args.fast:

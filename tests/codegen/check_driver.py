@@ -22,7 +22,6 @@ with --steps 2000000000, a private TMPDIR):
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
-import argparse
 import io
 import os
 import shutil
@@ -36,6 +35,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_args  # noqa: E402
 from tap import Tap  # noqa: E402
 
 PROG = os.path.join(ROOT, "tests", "codegen", "progs", "steps.tdsl")
@@ -285,13 +285,9 @@ def check_program_args(d):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-driver"))
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
-    d = Driver(os.path.abspath(args.shardc), os.path.abspath(args.tmp), Tap())
+    ap = script_args.new_parser(__doc__, "check-driver")
+    args = script_args.parse(ap)
+    d = Driver(args.shardc, args.tmp, Tap())
     check_segv(d)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         check_stop(d, sig)

@@ -34,7 +34,6 @@ built by `shardc build`, against NumPy:
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
-import argparse
 import os
 import re
 import shutil
@@ -44,6 +43,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_args  # noqa: E402
 from check_numpy import mpirun  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -316,14 +316,10 @@ def check_mpi(c, d):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-inputs"))
+    ap = script_args.new_parser(__doc__, "check-inputs")
     ap.add_argument("--only", help="run only the checks of these ways (interp, run, prog, mpi), a regex")
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
-    c = Checker(os.path.abspath(args.shardc), os.path.abspath(args.tmp), args.only)
+    args = script_args.parse(ap)
+    c = Checker(args.shardc, args.tmp, args.only)
     c.prog = os.path.join(c.tmp, "mix")
     built = False
     if c.only.search("prog"):

@@ -36,7 +36,6 @@ reason.
 Prints "ok ..." or "not ok ..." per check, "skip ..." per skipped layout, and
 ends with "N passed, N failed".
 """
-import argparse
 import concurrent.futures
 import math
 import os
@@ -48,6 +47,7 @@ import threading
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import script_args  # noqa: E402  (beside this file)
 sys.path.insert(0, os.path.join(ROOT, "tests", "codegen"))
 from check_numpy import mpirun, sh  # noqa: E402
 
@@ -141,8 +141,8 @@ class Layout:
 
 class Harness:
     def __init__(self, args):
-        self.shardc = os.path.abspath(args.shardc)
-        self.tmp = os.path.abspath(args.tmp)
+        self.shardc = args.shardc
+        self.tmp = args.tmp
         self.lock = threading.Lock()
         self.passed = self.failed = 0
         self.exes = {}
@@ -388,17 +388,13 @@ def two_per_process_works(h, exe):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-io"))
+    ap = script_args.new_parser(__doc__, "check-io")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--backend", help="comma-separated: threads, mpi (default: both when available)")
     ap.add_argument("--only", help="only the functions matching this regex")
-    args = ap.parse_args()
+    args = script_args.parse(ap)
     h = Harness(args)
-    shutil.rmtree(h.tmp, ignore_errors=True)
-    os.makedirs(h.tmp)
-    have_mpi = os.path.exists(os.path.join(os.path.dirname(h.shardc), "libshardc_rt_mpi.a")) and shutil.which(
+    have_mpi = script_args.has_mpi(h.shardc) and shutil.which(
         os.environ.get("MPIRUN") or "mpirun")
     backends = args.backend.split(",") if args.backend else ["threads"] + (["mpi"] if have_mpi else [])
     if "mpi" in backends and not have_mpi:

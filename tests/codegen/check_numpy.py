@@ -53,7 +53,6 @@ Each run of a case on a backend is one check.  Prints one line per failure
 and per skip, and ends with "N passed, N failed, N skipped; backends: ...".
 A failed run keeps its inputs, and the line says how to run it again.
 """
-import argparse
 import concurrent.futures
 import os
 import re
@@ -65,6 +64,7 @@ import threading
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import script_args  # noqa: E402  (beside this file)
 sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
 from check_partition import load_results, meshes  # noqa: E402
 from oracles import CASES, compare, seed  # noqa: E402
@@ -110,8 +110,8 @@ def sh(argv, timeout, env=None):
 
 class Harness:
     def __init__(self, args):
-        self.shardc = os.path.abspath(args.shardc)
-        self.tmp = os.path.abspath(args.tmp)
+        self.shardc = args.shardc
+        self.tmp = args.tmp
         self.sanitize, self.libs = args.sanitize, args.libs and os.path.abspath(args.libs)
         self.layouts = args.layouts
         self.lock = threading.Lock()
@@ -276,7 +276,7 @@ class Harness:
         os.makedirs(d)
         # One build for both backends: with MPI when a run needs it, which
         # the same executable then runs on threads too (the backend is
-        # chosen when it runs, lib/backend.c).
+        # chosen when it runs, lib/host/backend.c).
         used = {b.split(":")[0] for _, k, _, sizes, mm in items for b in self.backends_for(k, sizes, mm)}
         built = self.build(d, path, fn, flags, "mpi" if "mpi" in used else "threads")
         exes = {b: built for b in used}
@@ -364,9 +364,7 @@ def same_bits(first, got, backend):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-numpy"))
+    ap = script_args.new_parser(__doc__, "check-numpy")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--backend", default="auto", help="threads,mpi (default: threads, and mpi when built)")
     ap.add_argument("--sanitize", choices=["asan", "tsan"])
@@ -374,11 +372,9 @@ def main():
     ap.add_argument("--only", help="only the cases whose name, program or fns match this regular expression")
     ap.add_argument("--layouts", action="store_true",
                     help="samples on the 8-device mesh in every layout of processes x devices, bitwise")
-    args = ap.parse_args()
+    args = script_args.parse(ap)
     if args.sanitize and not args.libs:
         ap.error("--sanitize needs --libs")
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
     h = Harness(args)
     groups = h.plan(args.only)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

@@ -21,9 +21,7 @@ result matches NumPy, and without SHARDC_TRACE no trace is written.
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 
@@ -31,6 +29,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_args  # noqa: E402
 from tap import Tap  # noqa: E402
 SAMPLE = os.path.join(ROOT, "samples", "pipeline.tdsl")
 
@@ -54,17 +53,13 @@ def read_trace(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-pipeline-overlap"))
+    ap = script_args.new_parser(__doc__, "check-pipeline-overlap")
     ap.add_argument("--const", default="M=6,B=256,D=512,F=1024",
                     help="sizes: one stage call should take tens of milliseconds")
-    args = ap.parse_args()
+    args = script_args.parse(ap)
     consts = dict((k, int(v)) for k, v in (kv.split("=") for kv in args.const.split(",")))
     M, B, D, F = consts["M"], consts["B"], consts["D"], consts["F"]
     t = Tap()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
     prog = os.path.join(args.tmp, "pipeline")
     r = subprocess.run([args.shardc, "build", SAMPLE, "--fn", "pipeline", "--const", args.const, "-o", prog],
                        capture_output=True, text=True)

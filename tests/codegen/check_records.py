@@ -23,9 +23,7 @@ state records, against NumPy (f64; f32 tolerances):
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 
@@ -33,6 +31,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_args  # noqa: E402
 from tap import Tap  # noqa: E402
 
 PROG = os.path.join(ROOT, "tests", "codegen", "progs", "records.tdsl")
@@ -90,13 +89,9 @@ class Check(Tap):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-records"))
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
-    c = Check(os.path.abspath(args.shardc), os.path.abspath(args.tmp))
+    ap = script_args.new_parser(__doc__, "check-records")
+    args = script_args.parse(ap)
+    c = Check(args.shardc, args.tmp)
     tmp = c.tmp
     rng = np.random.default_rng(5)
     x = rng.standard_normal((B, D)).astype(np.float32)

@@ -32,7 +32,6 @@ right to the inputs' precision.
 
 Prints one line per failure and ends with "N passed, N failed, N skipped".
 """
-import argparse
 import concurrent.futures
 import os
 import re
@@ -44,6 +43,7 @@ import zlib
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import script_args  # noqa: E402  (beside this file)
 sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
 from check_partition import TOL, close, load_results, meshes, programs, run, signatures, write_inputs  # noqa: E402
 from oracles import CASES  # noqa: E402
@@ -140,15 +140,11 @@ def check_errors(shardc, tmp):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-codegen"))
+    ap = script_args.new_parser(__doc__, "check-codegen")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", help="only the programs whose path relative to the root matches this regular expression")
-    args = ap.parse_args()
-    shardc = os.path.abspath(args.shardc)
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
+    args = script_args.parse(ap)
+    shardc = args.shardc
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     cases, warn_cases = [], []
     covered = oracle_covered()

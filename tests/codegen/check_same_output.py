@@ -12,15 +12,14 @@ scheduled peaks of the remat tests differed between the two builds.
 
 Each program is a check; the last line is "N passed, N failed".
 """
-import argparse
 import glob
 import os
-import shutil
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_args  # noqa: E402
 from tap import Tap  # noqa: E402
 
 PROGRAMS = ["samples/*.tdsl", "tests/interp/progs/*.tdsl", "tests/codegen/progs/*.tdsl", "tests/lit/*/*.tdsl"]
@@ -43,13 +42,9 @@ def output(shardc, prog, tmp, tag):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardc", required=True)
+    ap = script_args.new_parser(__doc__, "check-same-output")
     ap.add_argument("--other", required=True, help="a shardc built by another C compiler")
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-same-output"))
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
+    args = script_args.parse(ap)
     tap = Tap()
     progs = sorted(p for pat in PROGRAMS for p in glob.glob(os.path.join(ROOT, pat)))
     for prog in progs:

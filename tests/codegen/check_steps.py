@@ -30,7 +30,6 @@ against the same loop in NumPy (f64; f32 tolerances):
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
-import argparse
 import concurrent.futures
 import os
 import re
@@ -42,6 +41,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_args  # noqa: E402
 from tap import Tap  # noqa: E402
 from check_numpy import mpirun  # noqa: E402
 
@@ -108,8 +108,8 @@ def same(a, b):
 
 class Harness:
     def __init__(self, args):
-        self.shardc = os.path.abspath(args.shardc)
-        self.tmp = os.path.abspath(args.tmp)
+        self.shardc = args.shardc
+        self.tmp = args.tmp
         self.jobs = args.jobs
         self.tap = Tap()
         have_mpi = os.path.exists(os.path.join(os.path.dirname(self.shardc), "libshardc_rt_mpi.a")) and \
@@ -358,7 +358,6 @@ class Harness:
                          "shardc-unnamed", out_dir)
 
     def main(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
         os.makedirs(os.path.join(self.tmp, "bin"))
         self.data = os.path.join(self.tmp, "data")
         os.makedirs(self.data)
@@ -381,12 +380,10 @@ class Harness:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-steps"))
+    ap = script_args.new_parser(__doc__, "check-steps")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--backend", help="comma-separated: threads, mpi (default: both when available)")
-    return Harness(ap.parse_args()).main()
+    return Harness(script_args.parse(ap)).main()
 
 
 if __name__ == "__main__":

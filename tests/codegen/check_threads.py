@@ -31,7 +31,6 @@ kernel calls ran on a team of several:
 --fast leaves out MPI and clang.  Prints "ok N - ..." / "not ok N - ..."
 lines and ends with "N passed, N failed".
 """
-import argparse
 import os
 import re
 import shutil
@@ -42,6 +41,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_args  # noqa: E402
 from tap import Tap  # noqa: E402
 PROG = os.path.join(ROOT, "tests", "codegen", "progs", "threads.tdsl")
 TIMEOUT = 300
@@ -130,8 +130,8 @@ def same_bytes(a_dir, b_dir):
 
 class Check:
     def __init__(self, args, t):
-        self.shardc = os.path.abspath(args.shardc)
-        self.tmp = os.path.abspath(args.tmp)
+        self.shardc = args.shardc
+        self.tmp = args.tmp
         self.t = t
         self.cores = os.cpu_count() or 1
 
@@ -262,14 +262,11 @@ class Check:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-threads"))
+    ap = script_args.new_parser(__doc__, "check-threads")
     ap.add_argument("--fast", action="store_true", help="leave out MPI and clang")
-    args = ap.parse_args()
+    args = script_args.parse(ap)
     t = Tap()
     c = Check(args, t)
-    shutil.rmtree(c.tmp, ignore_errors=True)
     for k, fn in enumerate(("norm", "mixed", "narrow")):
         d = os.path.join(c.tmp, fn)
         os.makedirs(d)

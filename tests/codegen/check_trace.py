@@ -26,7 +26,6 @@ and reads the trace with Python's json module:
 
 Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
-import argparse
 import collections
 import glob
 import json
@@ -42,6 +41,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+import script_args  # noqa: E402
 from tap import Tap  # noqa: E402
 from check_numpy import mpirun  # noqa: E402
 
@@ -197,8 +197,8 @@ def check_spans(t, events, what, per_dev):
 class Check:
     def __init__(self, args):
         self.args, self.t = args, Tap()
-        self.tmp = os.path.abspath(args.tmp)
-        self.shardc = os.path.abspath(args.shardc)
+        self.tmp = args.tmp
+        self.shardc = args.shardc
 
     def run(self, argv, env_trace=None, tag="run"):
         env = {k: v for k, v in os.environ.items() if k not in ("SHARDC_TRACE", "SHARDC_LOCAL_DEVICES")}
@@ -314,8 +314,6 @@ class Check:
 
     def main(self):
         t, args = self.t, self.args
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        os.makedirs(self.tmp)
         consts = dict((k, int(v)) for k, v in (kv.split("=") for kv in args.const.split(",")))
         self.inputs(consts)
         r = subprocess.run([self.shardc, "dump", SAMPLE, "--stage", "scheduled", "--const", args.const],
@@ -343,12 +341,10 @@ class Check:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-trace"))
+    ap = script_args.new_parser(__doc__, "check-trace")
     ap.add_argument("--const", default="B=64,D=128,F=256")
     ap.add_argument("--backend", default="threads,mpi")
-    return Check(ap.parse_args()).main()
+    return Check(script_args.parse(ap)).main()
 
 
 if __name__ == "__main__":

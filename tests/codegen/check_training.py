@@ -27,10 +27,8 @@ processes of two devices); each check is a line, and the last line is
 
     tests/codegen/check_training.py [--shardc build/shardc] [--tmp DIR] [--only REGEX]
 """
-import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -38,6 +36,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interp"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_args  # noqa: E402
 import gpt_ref  # noqa: E402
 from check_ops import Checker  # noqa: E402
 from oracles import adam, mlp_grads, sgd_momentum  # noqa: E402
@@ -209,15 +209,11 @@ class Trainer(Checker):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-training"))
+    ap = script_args.new_parser(__doc__, "check-training")
     ap.add_argument("--only", help="only the cases whose name matches this regex")
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
-    c = Trainer(os.path.abspath(args.shardc), os.path.abspath(args.tmp))
-    mpi = os.path.exists(os.path.join(os.path.dirname(os.path.abspath(args.shardc)), "libshardc_rt_mpi.a"))
+    args = script_args.parse(ap)
+    c = Trainer(args.shardc, args.tmp)
+    mpi = script_args.has_mpi(args.shardc)
     for case in CASES:
         if args.only and not re.search(args.only, case[0]):
             continue

@@ -15,16 +15,17 @@ generated programs' check, tests/codegen/check_numpy.py.
 
 Prints PASS/FAIL per check and ends with "N passed, N failed".
 """
-import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 import numpy as np
 
 from oracles import CASES, PROGS, ROOT, bf16, compare, seed
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "codegen"))
+import script_args  # noqa: E402
 
 
 class Checker:
@@ -268,14 +269,10 @@ def check_npy_mutations(c):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "interp-tmp"))
+    ap = script_args.new_parser(__doc__, "interp-tmp")
     ap.add_argument("--only", help="run only the oracle cases whose name matches this regex (no error checks)")
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
-    c = Checker(os.path.abspath(args.shardc), os.path.abspath(args.tmp))
+    args = script_args.parse(ap)
+    c = Checker(args.shardc, args.tmp)
     steps = (check_table, check_errors, check_npy_formats, check_npy_mutations)
     for step in steps[:1] if args.only else steps:
         try:

@@ -19,7 +19,6 @@ mesh, and the skip is counted, not passed.
 
 Prints one line per failure and ends with "N passed, N failed, N skipped".
 """
-import argparse
 import concurrent.futures
 import glob
 import os
@@ -31,6 +30,8 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "codegen"))
+import script_args  # noqa: E402
 
 # Small sizes for the samples (their consts are for benchmarks).
 SAMPLE_CONSTS = {
@@ -207,18 +208,14 @@ def check_program(shardc, tmp, path, consts, fast=False):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "check-partition"))
+    ap = script_args.new_parser(__doc__, "check-partition")
     ap.add_argument("--only", help="check only the programs whose path matches this regex")
     ap.add_argument("--jobs", type=int, default=2, help="programs checked at once")
     ap.add_argument("--fast", action="store_true", help="on 4 devices and the uneven mesh only (make check-fast)")
-    args = ap.parse_args()
-    shutil.rmtree(args.tmp, ignore_errors=True)
-    os.makedirs(args.tmp)
+    args = script_args.parse(ap)
     todo = [(path, consts) for path, consts in programs()
             if not args.only or re.search(args.only, os.path.relpath(path, ROOT))]
-    shardc = os.path.abspath(args.shardc)
+    shardc = args.shardc
 
     def one(i):
         return check_program(shardc, os.path.join(args.tmp, str(i)), *todo[i], fast=args.fast)

@@ -12,7 +12,6 @@ and so the outcome are fixed: a failure is a wrong distribution, not chance.
 
 Prints PASS/FAIL per check and ends with "N passed, N failed".
 """
-import argparse
 import glob
 import math
 import os
@@ -23,6 +22,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "codegen"))
+import script_args  # noqa: E402
 PROG = os.path.join(HERE, "random_stats.tdsl")
 
 
@@ -62,11 +63,8 @@ class Checks:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "shardc"))
-    ap.add_argument("--tmp", default="/tmp/shardc-check-random")
-    args = ap.parse_args()
-    os.makedirs(args.tmp, exist_ok=True)
+    ap = script_args.new_parser(__doc__, "/tmp/shardc-check-random")
+    args = script_args.parse(ap)
     key = os.path.join(args.tmp, "k.npy")
     np.save(key, np.array([0x2545F491, 0x4F6CDD1D], np.uint32))
     c = Checks()

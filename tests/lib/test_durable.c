@@ -1,4 +1,4 @@
-/* Files written whole or not at all (lib/durable.c, docs/cli.md "Files
+/* Files written whole or not at all (lib/host/durable.c, docs/cli.md "Files
  * written whole or not at all"):
  *
  * 1. sk_npy_write and sk_npz_write leave their file, read back the same,

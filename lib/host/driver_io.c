@@ -155,7 +155,7 @@ static void each_in_box(const sk_arg_desc *a, const Box *outer, const Box *b, vi
 }
 
 /* Blocks hold their dtype; files and parts travel as doubles, which hold
- * every value exactly but i64's beyond 2^53 (docs/cli.md: lib/npy.c refuses
+ * every value exactly but i64's beyond 2^53 (docs/cli.md: lib/host/npy.c refuses
  * to read those, and from_block to write one a double does not hold). */
 static double load(const void *x, int64_t i, int dt) {
     switch (dt) {
@@ -221,7 +221,7 @@ static int64_t local_bytes(const sk_arg_desc *a) {
 static void type_text(const sk_arg_desc *a, char *buf, size_t n) {
     static const char *const names[] = {
 #define DTYPE(ID, name, bytes, ctype, npy, is_float) [SK_##ID] = name,
-#include "../compiler/ir/dtypes.def"
+#include "../../compiler/ir/dtypes.def"
 #undef DTYPE
     };
     int w = snprintf(buf, n, "%s[", names[a->global.dtype]);
@@ -233,7 +233,7 @@ static void type_text(const sk_arg_desc *a, char *buf, size_t n) {
 void sk_arg_text(const sk_program *p, const sk_arg_desc *a, char *buf, size_t n) {
     static const char *const names[] = {
 #define DTYPE(ID, name, bytes, ctype, npy, is_float) [SK_##ID] = name,
-#include "../compiler/ir/dtypes.def"
+#include "../../compiler/ir/dtypes.def"
 #undef DTYPE
     };
     const sc_mesh *m = &p->mesh;

@@ -1,6 +1,6 @@
 /* .npz archives (a zip of .npy members, as np.savez writes them): finding a
- * member's bytes for lib/npy.c's reader, and writing archives.  The .npy
- * format itself is lib/npy.c's. */
+ * member's bytes for lib/host/npy.c's reader, and writing archives.  The .npy
+ * format itself is lib/host/npy.c's. */
 #include "npy_internal.h"
 
 #include <errno.h>

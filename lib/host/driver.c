@@ -7,7 +7,7 @@
  * reported where it is needed. */
 #include "driver.h"
 
-#include "../compiler/base/suggest.h"
+#include "../../compiler/base/suggest.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -20,7 +20,7 @@
 /* Names of the dtypes, from compiler/ir/dtypes.def. */
 static const char *const dtype_names[] = {
 #define DTYPE(ID, name, bytes, ctype, npy, is_float) [SK_##ID] = name,
-#include "../compiler/ir/dtypes.def"
+#include "../../compiler/ir/dtypes.def"
 #undef DTYPE
 };
 
@@ -65,7 +65,7 @@ typedef struct {
  * also read as i32 when every value fits (converts). */
 static const NpyType npy_types[] = {
 #define DTYPE(ID, name, bytes, ctype, npy, is_float) {npy, SK_##ID, bytes},
-#include "../compiler/ir/dtypes.def"
+#include "../../compiler/ir/dtypes.def"
 #undef DTYPE
 };
 
@@ -634,7 +634,7 @@ static int check_size(sk_npy_file *f, int64_t elems, char *err, size_t errlen) {
 }
 
 /* `member` of the archive f->fd: the descriptor is left at its first
- * byte, and f->member_end set (below; the zip reader is lib/npz.c). */
+ * byte, and f->member_end set (below; the zip reader is lib/host/npz.c). */
 static int seek_member(sk_npy_file *f, const char *member, char *err, size_t errlen);
 
 static sk_npy_file *open_file(const char *path, const char *member, int cast, int dtype, sk_npy_shape *shape,
@@ -944,7 +944,7 @@ static unsigned char *npy_bytes(const sk_npy_shape *s, const double *data, const
     return b;
 }
 
-/* A .npz member's bytes: the .npy file of entry e (malloc'd), for lib/npz.c. */
+/* A .npz member's bytes: the .npy file of entry e (malloc'd), for lib/host/npz.c. */
 unsigned char *npy_member_bytes(const sk_npz_entry *e, size_t *len, char *err, size_t errlen) {
     const NpyType *t = type_of_dtype(e->shape.dtype);
     unsigned char *b = t ? npy_bytes(&e->shape, e->data, t, len) : NULL;

@@ -1,4 +1,4 @@
-/* What lib/npy.c (the .npy format) and lib/npz.c (.npz archives) share;
+/* What lib/host/npy.c (the .npy format) and lib/host/npz.c (.npz archives) share;
  * not installed. */
 #ifndef SHARDC_NPY_INTERNAL_H
 #define SHARDC_NPY_INTERNAL_H
