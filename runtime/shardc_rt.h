@@ -239,6 +239,10 @@ int sc_all_to_all(sc_device *dev, sc_axes axes, sc_dtype t, sc_shape in, int spl
 int sc_collective_permute(sc_device *dev, sc_axes axes, sc_dtype t, const int *pairs, int npairs,
                           const void *send, void *recv, int64_t count);
 
+/* Returns when every member of the device's group over `axes` has called
+ * it; it takes its place among the group's collectives like any of them. */
+int sc_barrier(sc_device *dev, sc_axes axes);
+
 /* Start/done: the same collectives split in two, so that independent work
  * runs in between.  start never blocks; done waits, completes the
  * collective and frees the handle (also on failure).  start returns NULL

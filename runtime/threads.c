@@ -265,6 +265,7 @@ sc_world *rt_world_new(const sc_mesh *mesh, const sc_options *opt, char *err, si
             snprintf(err, errlen, "%s", why);
         return NULL;
     }
+    w->ops = &rt_threads_ops;
     w->mesh = *mesh;
     w->opt = o;
     w->ndev = w->nlocal = (int)ndev;
@@ -314,9 +315,7 @@ sc_world *sc_threads_create(const sc_mesh *mesh, const sc_options *opt, char *er
 
 static void stop_pool(sc_world *w);
 
-void sc_world_destroy(sc_world *w) {
-    if (!w)
-        return;
+static void threads_destroy(sc_world *w) {
     stop_pool(w);
     if (w->remote)
         w->remote->destroy(w);
@@ -330,10 +329,7 @@ void sc_world_destroy(sc_world *w) {
     free(w);
 }
 
-void sc_set_timeout(sc_world *w, double seconds) {
-    if (seconds > 0)
-        atomic_store(&w->timeout, seconds);
-}
+static void threads_set_timeout(sc_world *w, double seconds) { atomic_store(&w->timeout, seconds); }
 
 double sc_timeout(const sc_world *w) { return atomic_load(&((sc_world *)w)->timeout); }
 int sc_world_failed(const sc_world *w) { return atomic_load(&((sc_world *)w)->failed); }
@@ -463,7 +459,7 @@ static void stop_pool(sc_world *w) {
     w->pool = NULL;
 }
 
-int sc_run(sc_world *w, int (*fn)(sc_device *, void *), void *arg) {
+static int threads_run(sc_world *w, int (*fn)(sc_device *, void *), void *arg) {
     if (atomic_load(&w->failed))
         return SC_ERR;
     w->fn = fn;
@@ -503,21 +499,35 @@ int sc_world_local_count(const sc_world *w) { return w->nlocal; }
 int sc_world_device_process(const sc_world *w, int dev) { return dev >= 0 && dev < w->ndev ? dev / w->nlocal : SC_ERR; }
 int sc_device_local_id(const sc_device *dev) { return dev->id - dev->w->local; }
 
-int sc_world_collect(sc_world *w, void *const *blocks, size_t bytes) {
+/* One process holds every device, unless a remote transport joins others. */
+static int threads_collect(sc_world *w, void *const *blocks, size_t bytes) {
     return w->remote ? w->remote->collect(w, blocks, bytes) : 0;
 }
 
-int sc_world_share(sc_world *w, void *buf, size_t bytes) {
+static int threads_share(sc_world *w, void *buf, size_t bytes) {
     return w->remote ? w->remote->share(w, buf, bytes) : 0;
 }
 
-int sc_world_agree(sc_world *w, int ok, int *first_ok) {
+static int threads_agree(sc_world *w, int ok, int *first_ok) {
     if (w->remote)
         return w->remote->agree(w, ok, first_ok);
     if (first_ok)
         *first_ok = ok;
     return ok;
 }
+
+const RtOps rt_threads_ops = {
+    .name = "threads",
+    .run = threads_run,
+    .start = rt_threads_start,
+    .done = rt_threads_done,
+    .barrier = rt_threads_barrier,
+    .set_timeout = threads_set_timeout,
+    .collect = threads_collect,
+    .agree = threads_agree,
+    .share = threads_share,
+    .destroy = threads_destroy,
+};
 
 int sc_device_id(const sc_device *dev) { return dev->id; }
 const sc_mesh *sc_device_mesh(const sc_device *dev) { return &dev->w->mesh; }

@@ -170,7 +170,51 @@ typedef struct {
     void (*destroy)(sc_world *w);
 } RtRemote;
 
+/* One collective as a backend's start receives it: what its members must
+ * agree on, a permute's pairs (its point-to-point transfers), and this
+ * member's buffers. */
+typedef struct {
+    Desc d;
+    const int *pairs;
+    int npairs;
+    const void *send;
+    void *recv;
+} RtCall;
+
+/* What a world's backend implements: every public call that moves data,
+ * waits or ends a world goes through its world's table (runtime/api.c),
+ * chosen when the world is made, not when the program is compiled
+ * (docs/backends.md).
+ * run: fn(device, arg) on every local device, as sc_run.
+ * start, done: a collective (or a permute: point-to-point) split in two;
+ *   start never blocks; done waits, completes it and frees the handle.
+ * barrier: returns when every member of the group has called it.
+ * set_timeout: how long a device waits in one collective (> 0).
+ * collect, agree, share: the host-side steps across processes.
+ * destroy: frees the world.
+ * The threads world (rt_threads_ops) is one implementation, with or
+ * without a remote transport (RtRemote: the MPI backend's processes). */
+typedef struct {
+    const char *name;
+    int (*run)(sc_world *w, int (*fn)(sc_device *dev, void *arg), void *arg);
+    sc_handle *(*start)(sc_device *dev, sc_axes axes, const RtCall *c);
+    int (*done)(sc_handle *h);
+    int (*barrier)(sc_device *dev, sc_axes axes);
+    void (*set_timeout)(sc_world *w, double seconds);
+    int (*collect)(sc_world *w, void *const *blocks, size_t bytes);
+    int (*agree)(sc_world *w, int ok, int *first_ok);
+    int (*share)(sc_world *w, void *buf, size_t bytes);
+    void (*destroy)(sc_world *w);
+} RtOps;
+
+extern const RtOps rt_threads_ops;
+/* The threads world's collectives (threads_coll.c), for its table. */
+sc_handle *rt_threads_start(sc_device *dev, sc_axes axes, const RtCall *c);
+int rt_threads_done(sc_handle *h);
+int rt_threads_barrier(sc_device *dev, sc_axes axes);
+
 struct sc_world {
+    const RtOps *ops;        /* its backend: every data-moving call goes through it */
     sc_mesh mesh;
     sc_options opt;          /* as made, defaults filled in */
     char names[SC_MAX_AXES][32];

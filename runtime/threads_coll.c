@@ -484,9 +484,11 @@ static void start_fail(sc_handle *h, const char *fmt, ...) {
     rt_dev_fail(h->dev, "%s: %s", what, why);
 }
 
-static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, int npairs,
-                        const void *send, void *recv) {
+sc_handle *rt_threads_start(sc_device *dev, sc_axes axes, const RtCall *c) {
     sc_world *w = dev->w;
+    Desc d = c->d;
+    const void *send = c->send;
+    void *recv = c->recv;
     sc_handle *h = calloc(1, sizeof *h);
     const char *kind = (unsigned)d.kind < 5 ? kind_name[d.kind] : "?";
     if (!h) {
@@ -507,7 +509,7 @@ static sc_handle *start(sc_device *dev, sc_axes axes, Desc d, const int *pairs, 
         return h;
     }
     h->rank = f->rank_of[dev->id];
-    const char *bad = check(h, f->k, pairs, npairs);
+    const char *bad = check(h, f->k, c->pairs, c->npairs);
     if (bad) {
         start_fail(h, "%s", bad);
         return h;
@@ -695,9 +697,7 @@ static void work(const sc_handle *h, int phase) {
     }
 }
 
-int sc_done(sc_handle *h) {
-    if (!h)
-        return SC_ERR;
+int rt_threads_done(sc_handle *h) {
     int rc = h->failed ? SC_ERR : wait_phase(h, 0);
     if (rc == 0 && h->eager) {
         /* No last arrival compared the calls: each member does, before it
@@ -724,75 +724,11 @@ int sc_done(sc_handle *h) {
     return rc;
 }
 
-/* ---- the entry points ---- */
-
-static Desc desc(Kind kind, sc_dtype t, sc_reduce red, sc_shape shape, int dim, int dim2) {
-    Desc d = {.kind = kind, .dtype = t, .red = red, .shape = shape, .dim = dim, .dim2 = dim2};
-    if (kind == K_ALL_REDUCE)            /* flat: one row */
-        d.ld = shape.dims[shape.rank - 1];
-    return d;
-}
-
-static sc_shape flat(int64_t count) { return (sc_shape){1, {count}}; }
-
-sc_handle *sc_start_all_reduce(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, const void *send,
-                               void *recv, int64_t count) {
-    return start(dev, axes, desc(K_ALL_REDUCE, t, op, flat(count), 0, 0), NULL, 0, send, recv);
-}
-
-sc_handle *sc_start_all_reduce_strided(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, void *buf,
-                                       int64_t rows, int64_t cols, int64_t ld) {
-    Desc d = desc(K_ALL_REDUCE, t, op, (sc_shape){2, {rows, cols}}, 0, 0);
-    d.ld = rows && cols ? ld : cols;     /* an empty block is any stride's: no row to step over */
-    return start(dev, axes, d, NULL, 0, buf, buf);
-}
-
-sc_handle *sc_start_all_gather(sc_device *dev, sc_axes axes, sc_dtype t, sc_shape in, int dim,
-                               const void *send, void *recv) {
-    return start(dev, axes, desc(K_ALL_GATHER, t, SC_SUM, in, dim, dim), NULL, 0, send, recv);
-}
-
-sc_handle *sc_start_reduce_scatter(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, sc_shape in,
-                                   int dim, const void *send, void *recv) {
-    return start(dev, axes, desc(K_REDUCE_SCATTER, t, op, in, dim, dim), NULL, 0, send, recv);
-}
-
-sc_handle *sc_start_all_to_all(sc_device *dev, sc_axes axes, sc_dtype t, sc_shape in, int split_dim,
-                               int concat_dim, const void *send, void *recv) {
-    return start(dev, axes, desc(K_ALL_TO_ALL, t, SC_SUM, in, split_dim, concat_dim), NULL, 0, send, recv);
-}
-
-sc_handle *sc_start_collective_permute(sc_device *dev, sc_axes axes, sc_dtype t, const int *pairs,
-                                       int npairs, const void *send, void *recv, int64_t count) {
-    return start(dev, axes, desc(K_PERMUTE, t, SC_SUM, flat(count), 0, 0), pairs, npairs, send, recv);
-}
-
-int sc_all_reduce(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, const void *send, void *recv,
-                  int64_t count) {
-    return sc_done(sc_start_all_reduce(dev, axes, t, op, send, recv, count));
-}
-
-int sc_all_reduce_strided(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, void *buf, int64_t rows,
-                          int64_t cols, int64_t ld) {
-    return sc_done(sc_start_all_reduce_strided(dev, axes, t, op, buf, rows, cols, ld));
-}
-
-int sc_all_gather(sc_device *dev, sc_axes axes, sc_dtype t, sc_shape in, int dim, const void *send,
-                  void *recv) {
-    return sc_done(sc_start_all_gather(dev, axes, t, in, dim, send, recv));
-}
-
-int sc_reduce_scatter(sc_device *dev, sc_axes axes, sc_dtype t, sc_reduce op, sc_shape in, int dim,
-                      const void *send, void *recv) {
-    return sc_done(sc_start_reduce_scatter(dev, axes, t, op, in, dim, send, recv));
-}
-
-int sc_all_to_all(sc_device *dev, sc_axes axes, sc_dtype t, sc_shape in, int split_dim, int concat_dim,
-                  const void *send, void *recv) {
-    return sc_done(sc_start_all_to_all(dev, axes, t, in, split_dim, concat_dim, send, recv));
-}
-
-int sc_collective_permute(sc_device *dev, sc_axes axes, sc_dtype t, const int *pairs, int npairs,
-                          const void *send, void *recv, int64_t count) {
-    return sc_done(sc_start_collective_permute(dev, axes, t, pairs, npairs, send, recv, count));
+/* A barrier is an all-reduce of nothing: within a process it is eager,
+ * and done waits for every member to have started it; across processes its
+ * phases wait for the other processes' members. */
+int rt_threads_barrier(sc_device *dev, sc_axes axes) {
+    RtCall c = {.d = {.kind = K_ALL_REDUCE, .dtype = SC_U8, .red = SC_SUM, .shape = {1, {0}}}};
+    sc_handle *h = rt_threads_start(dev, axes, &c);
+    return h ? rt_threads_done(h) : SC_ERR;
 }

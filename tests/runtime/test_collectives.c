@@ -404,6 +404,75 @@ static void run_case(const char *mesh_name, const sc_mesh *m, sc_axes axes) {
     }
 }
 
+/* ---- the barrier ---- */
+
+/* After a barrier over every device, device 0 sleeps LATE_MS and calls the
+ * barrier over `axes`: every member of its group must return from that one
+ * at least LATE_MS / 2 after it left the first (a barrier that did not wait
+ * returns at once); a member whose thread is descheduled after the first
+ * barrier waits less, hence the half. */
+enum { LATE_MS = 200 };
+
+typedef struct {
+    sc_axes axes;
+    double waited_ms[MAXDEV];
+    int in_group[MAXDEV], rc[MAXDEV];
+} Barrier;
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+static int barrier_body(sc_device *dev, void *arg) {
+    Barrier *b = arg;
+    int id = sc_device_id(dev), all[SC_MAX_AXES], n = sc_device_mesh(dev)->naxes;
+    for (int a = 0; a < n; a++)
+        all[a] = a;
+    sc_axes every = {n, {0}};
+    memcpy(every.axis, all, sizeof(int) * (size_t)n);
+    int rc = sc_barrier(dev, every);
+    double t0 = now_ms();
+    if (id == 0)
+        nanosleep(&(struct timespec){0, LATE_MS * 1000000L}, NULL);
+    rc |= sc_barrier(dev, b->axes);
+    b->waited_ms[id] = now_ms() - t0;
+    b->in_group[id] = 0;
+    for (int j = 0; j < sc_group_size(dev, b->axes); j++)
+        b->in_group[id] |= sc_group_member(dev, b->axes, j) == 0;
+    b->rc[id] = rc;
+    return rc;
+}
+
+static void check_barrier(const char *mesh_name, const sc_mesh *m, sc_axes axes) {
+    char err[256], ax[64];
+    axes_text(m, axes, ax);
+    static Barrier b;
+    memset(&b, 0, sizeof b);
+    b.axes = axes;
+#ifdef TEST_MPI
+    sc_world *w = sc_mpi_create(m, &options, err, sizeof err);
+#else
+    sc_world *w = sc_threads_create(m, &options, err, sizeof err);
+#endif
+    int rc = w ? sc_run(w, barrier_body, &b) : -1, good = w && rc == 0, ndev = w ? sc_device_count(w) : 0;
+    double least = 1e9;
+    for (int id = 0; id < ndev; id++)
+        if (w && sc_world_is_local(w, id) && b.in_group[id] && b.waited_ms[id] < least)
+            least = b.waited_ms[id];
+    good &= least >= LATE_MS / 2;
+#ifdef TEST_MPI
+    MPI_Allreduce(MPI_IN_PLACE, &good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &least, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+#endif
+    check(good, "barrier on mesh %s over %s: device 0's group waits for it (%.0f ms of %d at least)", mesh_name, ax,
+          least, LATE_MS);
+    if (!good)
+        printf("#   %s\n", w ? sc_world_error(w) : err);
+    sc_world_destroy(w);
+}
+
 /* The meshes of `ndev` devices (all when ndev is 0). */
 static void run_meshes(int ndev) {
     sc_mesh one = {1, {1}, {"X"}}, two = {1, {2}, {"X"}}, sq = {2, {2, 2}, {"X", "Y"}};
@@ -489,6 +558,8 @@ int main(int argc, char **argv) {
     }
     int L = options.local_devices ? options.local_devices : 1;
     run_meshes(size * L);
+    sc_mesh line = {1, {size * L}, {"X"}};
+    check_barrier("all", &line, SC_AXES(0));
     check_layout(rank, size, L);
     check_given_options(rank, size, L);
     int rc = tap_done();
@@ -498,6 +569,10 @@ int main(int argc, char **argv) {
 #else
 int main(void) {
     run_meshes(0);
+    sc_mesh rect = {2, {2, 4}, {"X", "Y"}};
+    check_barrier("2x4", &rect, SC_AXES(1));
+    check_barrier("2x4", &rect, SC_AXES(0));
+    check_barrier("2x4", &rect, SC_AXES(1, 0));
     return tap_done();
 }
 #endif
