@@ -12,8 +12,10 @@ scheduled peaks of the remat tests differed between the two builds.
 
 Each program is a check; the last line is "N passed, N failed".
 """
+import concurrent.futures
 import glob
 import os
+import shutil
 import subprocess
 import sys
 
@@ -37,22 +39,28 @@ def output(shardc, prog, tmp, tag):
         if os.path.exists(path):
             with open(path, "rb") as f:
                 code += f.read()
-            os.remove(path)
+    shutil.rmtree(os.path.join(tmp, tag), ignore_errors=True)
     return dump.returncode, dump.stdout + dump.stderr, comp.returncode, code
 
 
 def main():
     ap = script_args.new_parser(__doc__, "check-same-output")
     ap.add_argument("--other", required=True, help="a shardc built by another C compiler")
+    ap.add_argument("--jobs", type=int, default=2, help="programs compiled at once")
     args = script_args.parse(ap)
     tap = Tap()
     progs = sorted(p for pat in PROGRAMS for p in glob.glob(os.path.join(ROOT, pat)))
-    for prog in progs:
-        name = os.path.relpath(prog, ROOT)
-        a, b = output(args.shardc, prog, args.tmp, "a"), output(args.other, prog, args.tmp, "b")
-        what = "dump and C" if a[0] == 0 else "diagnostics"
-        differs = [k for k, i in (("dump", 1), ("dump status", 0), ("C", 3), ("compile status", 2)) if a[i] != b[i]]
-        tap.check(not differs, "%s: the same %s from both builds" % (name, what), "differ: " + ", ".join(differs))
+
+    def both(i):
+        return output(args.shardc, progs[i], args.tmp, "a%d" % i), output(args.other, progs[i], args.tmp, "b%d" % i)
+
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:   # checked in order
+        outputs = pool.map(both, range(len(progs)))
+        for prog, (a, b) in zip(progs, outputs):
+            name = os.path.relpath(prog, ROOT)
+            what = "dump and C" if a[0] == 0 else "diagnostics"
+            differs = [k for k, i in (("dump", 1), ("dump status", 0), ("C", 3), ("compile status", 2)) if a[i] != b[i]]
+            tap.check(not differs, "%s: the same %s from both builds" % (name, what), "differ: " + ", ".join(differs))
     return tap.summary()
 
 

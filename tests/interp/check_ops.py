@@ -15,6 +15,7 @@ generated programs' check, tests/codegen/check_numpy.py.
 
 Prints PASS/FAIL per check and ends with "N passed, N failed".
 """
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -104,34 +105,59 @@ def prog(name):
 
 # ---- the oracle table (tests/interp/oracles.py), through the interpreter ----
 
-def check_table(c, only=None):
+class Recorder(Checker):
+    """A Checker whose checks wait in `lines` (for one case run beside
+    others), with a folder of its own and the shared mesh cache."""
+    def __init__(self, c, tmp):
+        super().__init__(c.shardc, tmp)
+        self.meshes, self.lines = c.meshes, []
+        os.makedirs(tmp)
+
+    def check(self, name, ok, detail=""):
+        self.lines.append((name, ok, detail))
+
+
+def check_table(c, only=None, jobs=2):
     """Every case (whose name matches `only`) on each of its interpreter
-    meshes; twins (several fns in a case) must also agree with each other."""
-    for case in CASES:
-        if only and not re.search(only, case.name):
-            continue
-        for mesh in case.interp:
-            try:
-                axes = c.mesh_of(case.prog)
-                sizes = [n for _, n in axes] if mesh is None else list(mesh)
-                m = {a: n for (a, _), n in zip(axes, sizes)}
-                rng = np.random.default_rng(seed(case.name, *sizes))
-                made = case.make(rng, m)
-                if made is None:
-                    continue
-                inputs, wants = made
-                got = []
-                for fn in case.fns:
-                    name = case.name if len(case.fns) == 1 else "%s (%s)" % (case.name, fn)
-                    got.append(c.expect(name, case.prog, fn, inputs, wants, mesh, case.exact, case.consts(m),
-                                        case.scaled, case.flags(m) + (["--stage", "partitioned"] if case.partitioned else [])))
-                for fn, g in zip(case.fns[1:], got[1:]):
-                    if g is not None and got[0] is not None:
-                        for i, (_, dt) in enumerate(wants):
-                            c.compare("%s == %s mesh %s result %d" % (fn, case.fns[0], "x".join(map(str, sizes)), i),
-                                      g[i], got[0][i], dt, case.exact)
-            except Exception as e:                  # a broken oracle is a failure, not a crash
-                c.check("%s mesh %s" % (case.name, mesh), False, "%s: %s" % (type(e).__name__, e))
+    meshes; twins (several fns in a case) must also agree with each other.
+    `jobs` cases run at once (each is `shardc interp` runs); their checks
+    are printed in the table's order."""
+    cases = [case for case in CASES if not only or re.search(only, case.name)]
+
+    def one(i):
+        r = Recorder(c, os.path.join(c.tmp, "case%d" % i))
+        check_case(r, cases[i])
+        return r
+
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        for r in pool.map(one, range(len(cases))):
+            for line in r.lines:
+                c.check(*line)
+
+
+def check_case(c, case):
+    for mesh in case.interp:
+        try:
+            axes = c.mesh_of(case.prog)
+            sizes = [n for _, n in axes] if mesh is None else list(mesh)
+            m = {a: n for (a, _), n in zip(axes, sizes)}
+            rng = np.random.default_rng(seed(case.name, *sizes))
+            made = case.make(rng, m)
+            if made is None:
+                continue
+            inputs, wants = made
+            got = []
+            for fn in case.fns:
+                name = case.name if len(case.fns) == 1 else "%s (%s)" % (case.name, fn)
+                got.append(c.expect(name, case.prog, fn, inputs, wants, mesh, case.exact, case.consts(m),
+                                    case.scaled, case.flags(m) + (["--stage", "partitioned"] if case.partitioned else [])))
+            for fn, g in zip(case.fns[1:], got[1:]):
+                if g is not None and got[0] is not None:
+                    for i, (_, dt) in enumerate(wants):
+                        c.compare("%s == %s mesh %s result %d" % (fn, case.fns[0], "x".join(map(str, sizes)), i),
+                                  g[i], got[0][i], dt, case.exact)
+        except Exception as e:                  # a broken oracle is a failure, not a crash
+            c.check("%s mesh %s" % (case.name, mesh), False, "%s: %s" % (type(e).__name__, e))
 
 
 # ---- errors: a clear message, exit 1 (2 for misuse), no output ----
