@@ -22,12 +22,12 @@
 #include <math.h>
 #include <stdlib.h>
 
+static inline float fold_sum(float a, float x) { return a + x; }
+static inline float fold_max(float a, float x) { return isnan(a) || isnan(x) ? NAN : x > a ? x : a; }
+static inline float fold_min(float a, float x) { return isnan(a) || isnan(x) ? NAN : x < a ? x : a; }
+
 static inline float fold_f(sc_reduce op, float acc, float x) {
-    if (op == SC_SUM)
-        return acc + x;
-    if (isnan(acc) || isnan(x))
-        return NAN;
-    return op == SC_MAX ? (x > acc ? x : acc) : (x < acc ? x : acc);
+    return op == SC_SUM ? acc + x : op == SC_MAX ? fold_max(acc, x) : fold_min(acc, x);
 }
 
 static inline double fold_d(sc_reduce op, double acc, double x) {
@@ -104,16 +104,12 @@ typedef struct {
 #define LOAD_U32(k) ((const uint32_t *)r->x)[k]
 
 /* f32 rows (and bf16 ones, widened) with the op chosen outside the loop,
- * so that the loops vectorize.  Into outputs (cols_*): each output folds
- * its column in row order, as the scalar loop does.  Into one output
- * (row_*): 16 partial results, lane l folding elements l, l + 16, ..., then
- * added in lane order and the tail after them; written as 16 lanes, not
- * the vector width, so that every ISA gives the same bits. */
+ * so that the loops vectorize.  Into outputs (COLS): each output folds its
+ * column in row order, as the scalar loop does.  Into one output
+ * (ROW_LANES): 16 partial results, lane l folding elements l, l + 16, ...,
+ * then added in lane order and the tail after them; written as 16 lanes,
+ * not the vector width, so that every ISA gives the same bits. */
 enum { LANES = 16 };
-
-static inline float fold_sum(float a, float x) { return a + x; }
-static inline float fold_max(float a, float x) { return isnan(a) || isnan(x) ? NAN : x > a ? x : a; }
-static inline float fold_min(float a, float x) { return isnan(a) || isnan(x) ? NAN : x < a ? x : a; }
 
 #define COLS(FOLD, LOAD)                              \
     do {                                              \
