@@ -137,18 +137,18 @@ enum { LANES = 16 };
 #define F32_AT(x, j) (x)[j]
 #define BF16_AT(x, j) sc_bf16_to_float((x)[j])
 
-#define FOLD_ROW(NAME, T, LOAD)                                                                  \
-    SK_ISA_CLONES static void NAME(sc_reduce op, int into_one, float *restrict a, const T *restrict x, \
-                                   int64_t n) {                                                  \
-        if (into_one) {                                                                          \
-            if (op == SC_SUM) ROW_LANES(fold_sum, 0.0f, LOAD);                                         \
-            else if (op == SC_MAX) ROW_LANES(fold_max, -INFINITY, LOAD);                                    \
-            else ROW_LANES(fold_min, INFINITY, LOAD);                                                      \
-        } else {                                                                                 \
-            if (op == SC_SUM) COLS(fold_sum, LOAD);                                              \
-            else if (op == SC_MAX) COLS(fold_max, LOAD);                                         \
-            else COLS(fold_min, LOAD);                                                           \
-        }                                                                                        \
+#define FOLD_ROW(NAME, T, LOAD)                                                      \
+    SK_ISA_CLONES static void NAME(sc_reduce op, int into_one, float *restrict a,    \
+                                   const T *restrict x, int64_t n) {                \
+        if (into_one) {                                                              \
+            if (op == SC_SUM) ROW_LANES(fold_sum, 0.0f, LOAD);                       \
+            else if (op == SC_MAX) ROW_LANES(fold_max, -INFINITY, LOAD);             \
+            else ROW_LANES(fold_min, INFINITY, LOAD);                                \
+        } else {                                                                     \
+            if (op == SC_SUM) COLS(fold_sum, LOAD);                                  \
+            else if (op == SC_MAX) COLS(fold_max, LOAD);                             \
+            else COLS(fold_min, LOAD);                                               \
+        }                                                                            \
     }
 
 FOLD_ROW(fold_row_f32, float, F32_AT)

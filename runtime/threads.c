@@ -517,7 +517,6 @@ static int threads_agree(sc_world *w, int ok, int *first_ok) {
 }
 
 const RtOps rt_threads_ops = {
-    .name = "threads",
     .run = threads_run,
     .start = rt_threads_start,
     .done = rt_threads_done,

@@ -195,7 +195,6 @@ typedef struct {
  * The threads world (rt_threads_ops) is one implementation, with or
  * without a remote transport (RtRemote: the MPI backend's processes). */
 typedef struct {
-    const char *name;
     int (*run)(sc_world *w, int (*fn)(sc_device *dev, void *arg), void *arg);
     sc_handle *(*start)(sc_device *dev, sc_axes axes, const RtCall *c);
     int (*done)(sc_handle *h);

@@ -111,7 +111,7 @@ static int verified(Compilation *c, const char *after, FILE *diag_out) {
  * module after sema; malloc'd. */
 typedef struct {
     KeptCall *at;
-    int n;
+    int n, cap;
 } Marks;
 
 static void (*progress_fn)(const char *stage, void *ctx);
@@ -230,7 +230,7 @@ static int kept_order(const void *pa, const void *pb) {
 
 /* Append to the marks up to `grow` calls of `kept` not yet marked that
  * keep residuals, in kept_order. */
-static void add_marks(Marks *marks, int *cap, const KeptCalls *kept, int grow) {
+static void add_marks(Marks *marks, const KeptCalls *kept, int grow) {
     KeptCall *free_calls = malloc(sizeof(KeptCall) * (size_t)(kept->n + 1));
     int n = 0;
     for (int i = 0; i < kept->n; i++) {
@@ -243,8 +243,10 @@ static void add_marks(Marks *marks, int *cap, const KeptCalls *kept, int grow) {
     }
     qsort(free_calls, (size_t)n, sizeof *free_calls, kept_order);
     for (int i = 0; i < n && i < grow; i++) {
-        if (marks->n == *cap)
-            marks->at = realloc(marks->at, sizeof(KeptCall) * (size_t)(*cap = *cap ? 2 * *cap : 8));
+        if (marks->n == marks->cap) {
+            marks->cap = marks->cap ? 2 * marks->cap : 8;
+            marks->at = realloc(marks->at, sizeof(KeptCall) * (size_t)marks->cap);
+        }
         marks->at[marks->n++] = free_calls[i];
     }
     free(free_calls);
@@ -260,10 +262,10 @@ typedef struct {
  * then, when grow > 0, append to the marks up to `grow` of the calls that
  * still keep residuals. */
 static void try_marks(const char *path, const char *text, size_t len, const MeshFlag *mesh, Marks *marks,
-                      int *cap, int n, int grow, RematTry *try) {
+                      int n, int grow, RematTry *try) {
     Compilation t = {0};
     KeptCalls kept = {0};
-    Marks first = {marks->at, n};
+    Marks first = {marks->at, n, n};
     int which = -1;
     try->n = n;
     try->peak = compile(&t, path, text, len, NULL, mesh, STAGE_SCHEDULED, &first, grow ? &kept : NULL) == FRONTEND_OK
@@ -271,7 +273,7 @@ static void try_marks(const char *path, const char *text, size_t len, const Mesh
     if (try->peak >= 0)
         snprintf(try->fn_name, sizeof try->fn_name, "%s", sym_name(&t.syms, t.module.fns[which].sym));
     if (grow && try->peak >= 0)
-        add_marks(marks, cap, &kept, grow);
+        add_marks(marks, &kept, grow);
     compilation_free(&t);
 }
 
@@ -292,10 +294,10 @@ typedef struct {
 static void choose_remat(const char *path, const char *text, size_t len, const MeshFlag *mesh, Marks *marks,
                          RematOutcome *out) {
     RematTry cur, first = {.peak = -1}, least = {.peak = -1}, fit = {.n = -1};
-    int cap = 0, prev = 0, fit_lo = 0, least_lo = 0;
+    int prev = 0, fit_lo = 0, least_lo = 0;
     for (int grow = 1; fit.n < 0; grow *= 2) {
         int n = marks->n;
-        try_marks(path, text, len, mesh, marks, &cap, n, grow, &cur);
+        try_marks(path, text, len, mesh, marks, n, grow, &cur);
         if (n == 0)
             first = cur;
         if (cur.peak < 0)
@@ -315,7 +317,7 @@ static void choose_remat(const char *path, const char *text, size_t len, const M
     RematTry *chosen = fit.n >= 0 ? &fit : &least;
     int64_t target = fit.n >= 0 ? mesh->device_memory : least.peak;
     for (int lo = fit.n >= 0 ? fit_lo : least_lo; chosen->peak >= 0 && chosen->n - lo > 1;) {
-        try_marks(path, text, len, mesh, marks, &cap, lo + (chosen->n - lo) / 2, 0, &cur);
+        try_marks(path, text, len, mesh, marks, lo + (chosen->n - lo) / 2, 0, &cur);
         if (cur.peak >= 0 && cur.peak <= target)
             *chosen = cur;
         else

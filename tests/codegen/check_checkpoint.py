@@ -70,9 +70,7 @@ class Check:
         self.tmp = args.tmp
         self.tap = Tap()
         self.no_mpi = args.no_mpi
-        self.mpi = not args.no_mpi and os.path.exists(
-            os.path.join(os.path.dirname(self.shardc), "libshardc_rt_mpi.a")) and \
-            shutil.which((os.environ.get("MPIRUN") or "mpirun").split()[0])
+        self.mpi = not args.no_mpi and script_args.can_run_mpi(self.shardc)
 
     def path(self, *p):
         return os.path.join(self.tmp, *p)

@@ -36,7 +36,6 @@ Prints "ok N - ..." / "not ok N - ..." lines and ends with "N passed, N failed".
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -341,8 +340,7 @@ def main():
         check_run_check(c, c.tmp)
     if built:
         check_cli(c, c.tmp)
-    have_mpi = os.path.exists(os.path.join(os.path.dirname(c.shardc), "libshardc_rt_mpi.a")) and \
-        shutil.which((os.environ.get("MPIRUN") or "mpirun").split()[0])
+    have_mpi = script_args.can_run_mpi(c.shardc)
     if c.only.search("mpi") and have_mpi:
         check_mpi(c, c.tmp)
     elif c.only.search("mpi"):

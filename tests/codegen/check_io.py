@@ -394,8 +394,7 @@ def main():
     ap.add_argument("--only", help="only the functions matching this regex")
     args = script_args.parse(ap)
     h = Harness(args)
-    have_mpi = script_args.has_mpi(h.shardc) and shutil.which(
-        os.environ.get("MPIRUN") or "mpirun")
+    have_mpi = script_args.can_run_mpi(h.shardc)
     backends = args.backend.split(",") if args.backend else ["threads"] + (["mpi"] if have_mpi else [])
     if "mpi" in backends and not have_mpi:
         h.check(False, "mpi backend", "no libshardc_rt_mpi.a next to shardc, or no mpirun")

@@ -112,8 +112,7 @@ class Harness:
         self.tmp = args.tmp
         self.jobs = args.jobs
         self.tap = Tap()
-        have_mpi = os.path.exists(os.path.join(os.path.dirname(self.shardc), "libshardc_rt_mpi.a")) and \
-            shutil.which((os.environ.get("MPIRUN") or "mpirun").split()[0])
+        have_mpi = script_args.can_run_mpi(self.shardc)
         self.backends = [b for b in (args.backend or "threads,mpi").split(",") if b != "mpi" or have_mpi]
         self.skipped = [] if have_mpi or "mpi" not in (args.backend or "mpi") else ["mpi (not built)"]
         self.exes = {}

@@ -184,7 +184,7 @@ class Check:
         return self.t.check(not bad, what + ": matches NumPy", "; ".join(bad))
 
     def has_mpi(self, fast):
-        return not fast and os.path.exists(os.path.join(os.path.dirname(self.shardc), "libshardc_rt_mpi.a"))
+        return not fast and script_args.has_mpi(self.shardc)
 
     def same_bits(self, what, argv, d, a, base, out, env, ndev, k):
         """Runs argv into out: the stats of ndev devices on teams of k, and

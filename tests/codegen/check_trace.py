@@ -31,7 +31,6 @@ import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -325,8 +324,7 @@ class Check:
                        r.stderr.strip() or "events %s" % expect):
             return t.summary()
         backends = args.backend.split(",")
-        have_mpi = os.path.exists(os.path.join(os.path.dirname(self.shardc), "libshardc_rt_mpi.a")) and \
-            shutil.which((os.environ.get("MPIRUN") or "mpirun").split()[0])
+        have_mpi = script_args.can_run_mpi(self.shardc)
         if "mpi" in backends and not have_mpi:
             print("# mpi skipped: libshardc_rt_mpi.a or mpirun missing")
             backends.remove("mpi")

@@ -32,3 +32,9 @@ def parse(ap):
 def has_mpi(shardc):
     """Whether shardc's build has the MPI backend's library."""
     return os.path.exists(os.path.join(os.path.dirname(shardc), "libshardc_rt_mpi.a"))
+
+
+def can_run_mpi(shardc):
+    """has_mpi, and the launcher ($MPIRUN's first word, else mpirun) is on
+    the PATH."""
+    return has_mpi(shardc) and shutil.which((os.environ.get("MPIRUN") or "mpirun").split()[0]) is not None
