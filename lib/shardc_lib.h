@@ -107,6 +107,42 @@ void sk_workspace_bind(sk_workspace *w);   /* to the calling thread; NULL unbind
 void *sk_workspace_take(size_t bytes);      /* 64-byte aligned; NULL when out of memory */
 void sk_workspace_give(void *p, size_t bytes);
 
+/* ---- device memory and the kernel context (lib/device.c) ----
+ * A device's arrays live in its memory space, which the host reaches only
+ * through these calls: a generated function takes its buffers with
+ * sk_dev_take, runs each kernel, fused loop and collective between
+ * sk_launch_begin and sk_launch_end, and moves values between host and
+ * device with sk_dev_read, sk_dev_write and sk_dev_copy (a loop's trip
+ * count, a dynamic slice's offsets, constants, results, carries).  Work
+ * launched may complete later: sk_dev_read waits for it.  The context is
+ * the device's (sc_device_ctx); NULL is host memory with the thread's
+ * workspace, as for a device run by hand.
+ *
+ *   host     the arrays are host memory: the calls are memcpy and the
+ *            workspace, begin and end are nothing.
+ *   guarded  a test fixture, the template of a device backend
+ *            (docs/backends.md): the arrays are a region of their own,
+ *            mapped PROT_NONE except between the begin and end of work on
+ *            the device and inside these calls, so that any other access
+ *            from the host faults. */
+typedef enum { SK_MEM_HOST, SK_MEM_GUARDED } sk_mem_space;
+typedef struct sk_ctx sk_ctx;
+/* SHARDC_DEVICE_MEMORY=host|guarded (unset: host); -1 with a message. */
+int sk_mem_space_from_env(sk_mem_space *space, char *err, size_t errlen);
+const char *sk_mem_space_name(sk_mem_space space);
+sk_ctx *sk_ctx_new(sk_mem_space space);   /* NULL when out of memory */
+void sk_ctx_free(sk_ctx *c);
+sk_mem_space sk_ctx_space(const sk_ctx *c);
+void *sk_dev_take(sk_ctx *c, size_t bytes);          /* a function's block, in stack order */
+void sk_dev_give(sk_ctx *c, void *p, size_t bytes);
+void *sk_dev_alloc(sk_ctx *c, size_t bytes);         /* zeroed; kept until sk_dev_free */
+void sk_dev_free(sk_ctx *c, void *p, size_t bytes);
+int sk_dev_read(sk_ctx *c, void *host, const void *dev, size_t bytes);
+int sk_dev_write(sk_ctx *c, void *dev, const void *host, size_t bytes);
+int sk_dev_copy(sk_ctx *c, void *dst, const void *src, size_t bytes);
+void sk_launch_begin(sk_ctx *c);
+void sk_launch_end(sk_ctx *c);
+
 /* ---- the machine ----
  * The instruction set, from CPUID and the OS's saved-state mask (XCR0),
  * never from the CPU's model name (lib/cpu.c).  Each level includes the

@@ -195,6 +195,12 @@ const sc_mesh *sc_device_mesh(const sc_device *dev);
 sc_world *sc_device_world(const sc_device *dev);
 /* This device's last failure ("" if none). */
 const char *sc_device_error(const sc_device *dev);
+/* What the code run on the device needs of its runner: the kernel
+ * library's context (shardc_lib.h's sk_ctx: the device's memory space),
+ * set by the driver before the device's function runs; NULL until then.
+ * The runtime only keeps it. */
+void sc_device_set_ctx(sc_device *dev, void *ctx);
+void *sc_device_ctx(const sc_device *dev);
 
 /* Groups: size, this device's rank in its group, and member j's device id
  * (SC_ERR for invalid axes). */

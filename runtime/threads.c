@@ -532,6 +532,8 @@ int sc_device_id(const sc_device *dev) { return dev->id; }
 const sc_mesh *sc_device_mesh(const sc_device *dev) { return &dev->w->mesh; }
 sc_world *sc_device_world(const sc_device *dev) { return dev->w; }
 const char *sc_device_error(const sc_device *dev) { return dev->error; }
+void sc_device_set_ctx(sc_device *dev, void *ctx) { dev->ctx = ctx; }
+void *sc_device_ctx(const sc_device *dev) { return dev->ctx; }
 
 int sc_coord(const sc_device *dev, int axis) {
     return axis >= 0 && axis < dev->w->mesh.naxes ? dev->coord[axis] : SC_ERR;

@@ -256,6 +256,7 @@ struct sc_device {
     char error[MSG];
     Family **cache;          /* families this device has used */
     int ncache;
+    void *ctx;               /* sc_device_set_ctx's */
 };
 
 struct sc_handle {

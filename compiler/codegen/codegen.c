@@ -158,21 +158,6 @@ typedef struct {
     FILE *protos, *bodies;
 } FileGen;
 
-/* Can the code of an instruction jump to `fail`?  Every kernel call is a
- * TRY, a collective start checks its handle; views and these ops are only
- * pointers, copies and stores, or nothing. */
-static int may_fail(const Inst *in) {
-    if (in->flags & INST_VIEW)
-        return 0;
-    switch (in->op) {
-    case OP_PARAMETER: case OP_RETURN: case OP_CONSTANT: case OP_AXIS_INDEX: case OP_RESHAPE:
-    case OP_GET_TUPLE_ELEMENT:
-        return 0;
-    default:
-        return 1;
-    }
-}
-
 /* The values written straight into the caller's result arrays, not into a
  * buffer copied there at the return, each at its first place in the
  * return: a value in a buffer of its own making (not a parameter, a view,
@@ -259,7 +244,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     Arena arena = {0};
     Gen g = {m, fn, o, &arena, fg->irnames[f], c_value_names(fn, fg->irnames[f], &arena),
              arena_alloc(&arena, sizeof(int) * ((size_t)n + 1)), NULL, param_insts(fn, &arena), NULL, NULL, NULL, {0},
-             NULL, -1};
+             NULL, -1, 0, NULL};
     value_buffers(fn, g.buf);
     find_runs(&g);
     fuse_fn(fn, g.buf, &g.fu, &arena);
@@ -298,6 +283,12 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
         for (int k = 0; k < call_arrays(m, fn, v); k++)
             if (!array_in_result(m, fn, element, v, k))
                 span += array_bytes(call_array_type(m, fn, v, k));
+    g.index_at = arena_alloc(&arena, sizeof(int64_t) * ((size_t)n + 1));
+    for (int v = 0; v < n; v++)          /* each loop's index: the body reads it on the device */
+        if (fn->insts[v].op == OP_LOOP) {
+            g.index_at[v] = span;
+            span += 64;
+        }
     int take = span > 0;
     fprintf(o, "\n/* %s%s %s: %d instructions, %d buffers, %lld bytes */\n", fn->spmd ? "spmd fn" : "fn",
             fn->kept_global ? " (a copy called on local blocks)" : "", sym_name(m->syms, fn->sym), n, nalloc,
@@ -310,9 +301,9 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
     if (loops)
         fputs("SK_ISA_CLONES\n", o);
     emit_signature(o, m, fn, g.name, g.param);
-    fputs(" {\n    int rc = SC_ERR;\n", o);
+    fputs(" {\n    int rc = SC_ERR;\n    sk_ctx *ctx = sc_device_ctx(dev);\n", o);
     if (take) {
-        fprintf(o, "    char *workspace = sk_workspace_take(%lld);   /* the buffers, one block */\n"
+        fprintf(o, "    char *workspace = sk_dev_take(ctx, %lld);   /* the buffers, one block */\n"
                    "    if (!workspace)\n        return SC_ERR;\n", (long long)span);
         for (int b = 0; b < nbuf; b++)
             if (used[b])
@@ -331,7 +322,7 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
             fprintf(o, "(%s *)(workspace + %lld);\n", ctype_of[t->dtype], (long long)at);
             at += array_bytes(t);
         }
-    fputs("    (void)dev;\n", o);
+    fputs("    (void)dev;\n    (void)ctx;\n", o);
     for (int v = 0; v < n; v++)
         if (fn->insts[v].op == OP_PARAMETER)
             fprintf(o, "    (void)%s;\n", g.name[v]);
@@ -349,12 +340,9 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
             g.err = "a call of a global function from a per-device one";
         emit_inst(&g, v);
     }
-    int jumps = 0;                       /* a kernel or a collective start can fail */
-    for (int v = 0; v < n; v++)
-        jumps |= g.fu.role[v] == FUSE_NONE && may_fail(&fn->insts[v]);
-    fputs(jumps ? "    rc = 0;\nfail:\n" : "    rc = 0;\n", o);
+    fputs(g.jumps ? "    rc = 0;\nfail:\n" : "    rc = 0;\n", o);
     if (take)
-        fprintf(o, "    sk_workspace_give(workspace, %lld);\n", (long long)span);
+        fprintf(o, "    sk_dev_give(ctx, workspace, %lld);\n", (long long)span);
     fputs("    return rc;\n}\n", o);
     *err = g.err;
     arena_free(&arena);
@@ -417,6 +405,18 @@ int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen
               "    do {                                                                  \\\n"
               "        int64_t trace_t0_ = sk_trace_begin();                             \\\n"
               "        TRY(call);                                                        \\\n"
+              "        sk_trace_end(dev, name, bytes, trace_t0_);                        \\\n"
+              "    } while (0)\n\n"
+              "/* TRY_TRACED of work on the device, a kernel or a collective: it may\n"
+              " * touch the device's memory only between sk_launch_begin and\n"
+              " * sk_launch_end (shardc_lib.h). */\n"
+              "#define LAUNCH(name, bytes, call)                                         \\\n"
+              "    do {                                                                  \\\n"
+              "        int64_t trace_t0_ = sk_trace_begin();                             \\\n"
+              "        sk_launch_begin(ctx);                                             \\\n"
+              "        int launch_rc_ = (call);                                          \\\n"
+              "        sk_launch_end(ctx);                                               \\\n"
+              "        TRY(launch_rc_);                                                  \\\n"
               "        sk_trace_end(dev, name, bytes, trace_t0_);                        \\\n"
               "    } while (0)\n\n", o);
         fwrite(protos, 1, nprotos, o);

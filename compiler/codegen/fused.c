@@ -628,6 +628,7 @@ static void emit_loop(Gen *g, int group) {
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])
         if (fu->role[v] == FUSE_MEMBER && fu->stored[v])
             emit_storage(g, v);
+    fputs("    sk_launch_begin(ctx);   /* the loop is work on the device */\n", o);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v]) {   /* broadcast elements */
         if (fu->role[v] != FUSE_MEMBER || kind(&L, v) != BEFORE)
             continue;
@@ -699,6 +700,6 @@ void emit_fused(Gen *g, int group) {
     int64_t bytes;
     const char *name = trace_loop_name(g, group, &bytes);
     const char *t = g->name[g->fu.last_member[group]];
-    emit_loop(g, group);         /* begins with the clock's read */
-    fprintf(g->out, "    sk_trace_end(dev, \"%s\", %lld, %st);\n", name, (long long)bytes, t);
+    emit_loop(g, group);         /* begins with sk_launch_begin, then the clock's read */
+    fprintf(g->out, "    sk_launch_end(ctx);\n    sk_trace_end(dev, \"%s\", %lld, %st);\n", name, (long long)bytes, t);
 }

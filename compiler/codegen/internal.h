@@ -34,6 +34,8 @@ typedef struct {
     Fusion fu;
     const char *err;
     int at;                      /* the instruction being emitted, whose event TRY_TRACED names */
+    int jumps;                   /* something emitted can `goto fail` */
+    int64_t *index_at;           /* per loop instruction: its index's place in the workspace */
 } Gen;
 
 /* Declare where value v is written: its buffer, or its result array. */
@@ -86,8 +88,12 @@ int64_t trace_bytes(Gen *g, int v);
 /* The event of a group's loop: "loop multiply,add,gelu f32 [4,4]", and the
  * bytes it stores. */
 const char *trace_loop_name(Gen *g, int group, int64_t *bytes);
-/* Writes `    TRY_TRACED("NAME", BYTES, ` for instruction g->at, the opening
- * of its kernel or collective call; returns the characters written. */
+/* Writes `    LAUNCH("NAME", BYTES, ` for instruction g->at, the opening of
+ * its kernel or blocking collective call (work on the device), or
+ * `    TRY_TRACED(` for a call of a generated function; returns the
+ * characters written. */
 int try_open(Gen *g);
+/* Writes `    TRY(` (sets g->jumps): the opening of a call that can fail. */
+void try_plain(Gen *g, const char *indent);
 
 #endif

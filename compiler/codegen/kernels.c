@@ -45,6 +45,32 @@ static const char *const sk_op_name[OP_COUNT] = {
 #undef SK_BINARY
 };
 
+/* Device to device: `TRY(sk_dev_copy(ctx, DST, SRC, BYTES));`. */
+static void emit_copy(Gen *g, const char *indent, const char *dst, const char *src, const char *src_suffix,
+                      int64_t bytes) {
+    try_plain(g, indent);
+    fprintf(g->out, "sk_dev_copy(ctx, %s, %s%s, %lld));\n", dst, src, src_suffix, (long long)bytes);
+}
+
+/* Device scalar operand i of `in`, read into host variable NAME of its
+ * type: a loop's bounds, a dynamic slice's offsets. */
+static void emit_read(Gen *g, const char *indent, const Inst *in, int i, const char *name) {
+    const Fn *fn = g->fn;
+    fprintf(g->out, "%s%s %s;\n", indent, ctype_of[T(ir_arg(fn, in, i))->dtype], name);
+    try_plain(g, indent);
+    fprintf(g->out, "sk_dev_read(ctx, &%s, %s, sizeof %s));\n", name, A(i), name);
+}
+
+/* The offsets of dynamic slice `in` (operands first..), read from the
+ * device into NAME_o0, NAME_o1, ... */
+static void emit_read_offsets(Gen *g, const Inst *in, int first, const char *r) {
+    char name[160];
+    for (int i = first; i < in->nargs; i++) {
+        snprintf(name, sizeof name, "%so%d", r, i - first);
+        emit_read(g, "    ", in, i, name);
+    }
+}
+
 static void emit_constant(Gen *g, const Inst *in, const char *r) {
     FILE *o = g->out;
     double x = in->value;
@@ -55,21 +81,25 @@ static void emit_constant(Gen *g, const Inst *in, const char *r) {
         snprintf(num, sizeof num, "%sINFINITY", x < 0 ? "-" : "");
     else
         snprintf(num, sizeof num, "%.17g", x);
+    const char *ct = ctype_of[in->type.dtype];
+    try_plain(g, "    ");
+    fprintf(o, "sk_dev_write(ctx, %s, &(%s){", r, ct);
     switch (in->type.dtype) {
-    case DT_BF16: fprintf(o, "    *%s = sc_bf16_from_float((float)%s);\n", r, num); break;
-    case DT_F16: fprintf(o, "    *%s = sc_f16_from_float((float)%s);\n", r, num); break;
-    case DT_I32: fprintf(o, "    *%s = (int32_t)%lld;\n", r, (long long)x); break;
-    case DT_BOOL: fprintf(o, "    *%s = %d;\n", r, x != 0); break;
-    case DT_U32: fprintf(o, "    *%s = %lluu;\n", r, (unsigned long long)x); break;
+    case DT_BF16: fprintf(o, "sc_bf16_from_float((float)%s)", num); break;
+    case DT_F16: fprintf(o, "sc_f16_from_float((float)%s)", num); break;
+    case DT_I32: fprintf(o, "(int32_t)%lld", (long long)x); break;
+    case DT_BOOL: fprintf(o, "%d", x != 0); break;
+    case DT_U32: fprintf(o, "%lluu", (unsigned long long)x); break;
     case DT_I64:   /* +-2^63: INT64_MAX and INT64_MIN (a max or min reduction's padding) */
         if (x >= 0x1p63 || x <= -0x1p63)
-            fprintf(o, "    *%s = %s;\n", r, x < 0 ? "INT64_MIN" : "INT64_MAX");
+            fputs(x < 0 ? "INT64_MIN" : "INT64_MAX", o);
         else
-            fprintf(o, "    *%s = INT64_C(%lld);\n", r, (long long)x);
+            fprintf(o, "INT64_C(%lld)", (long long)x);
         break;
-    case DT_U8: fprintf(o, "    *%s = %u;\n", r, (unsigned)x); break;
-    default: fprintf(o, "    *%s = (%s)%s;\n", r, ctype_of[in->type.dtype], num); break;
+    case DT_U8: fprintf(o, "%u", (unsigned)x); break;
+    default: fprintf(o, "(%s)%s", ct, num); break;
     }
+    fprintf(o, "}, sizeof(%s)));\n", ct);
 }
 
 /* Operand i of dot `in`, then its strides when it is a strided view
@@ -298,6 +328,7 @@ static void collective_head(Gen *g, const Inst *in, const char *r) {
     const char *t = sc_dtype(g->fn->insts[ir_arg(g->fn, in, 0)].type.dtype);
     if (in->flags & INST_ASYNC) {    /* a guarded one's handle is declared before its guard */
         fprintf(o, "    int64_t %st = sk_trace_begin();\n", r);
+        fputs("    sk_launch_begin(ctx);   /* ended by its done: peers use its buffers until then */\n", o);
         fprintf(o, in->place ? "    %sh = sc_start_" : "    sc_handle *%sh = sc_start_", r);
     } else {
         try_open(g);
@@ -309,10 +340,11 @@ static void collective_head(Gen *g, const Inst *in, const char *r) {
 }
 
 static void collective_tail(Gen *g, const Inst *in, const char *r) {
-    if (in->flags & INST_ASYNC)
+    if (in->flags & INST_ASYNC) {
         fprintf(g->out, ");\n    sk_trace_end(dev, \"%s\", %lld, %st);\n    if (!%sh)\n        goto fail;\n",
                 trace_name(g, g->at), (long long)trace_bytes(g, g->at), r, r);
-    else
+        g->jumps = 1;
+    } else
         fputs("));\n", g->out);
 }
 
@@ -380,14 +412,20 @@ static void emit_view(Gen *g, const Inst *in, const char *r) {
         offset += ir_attr(fn, in, d) * stride;
         stride *= s->dims[d];
     }
+    for (int d = 0; in->op == OP_DYNAMIC_SLICE && d < s->rank; d++)   /* the offsets that move it */
+        if (s->dims[d] > in->type.dims[d]) {
+            char name[160];
+            snprintf(name, sizeof name, "%so%d", r, d);
+            emit_read(g, "    ", in, 1 + d, name);
+        }
     fprintf(g->out, "    const %s *%s = %s", ctype_of[in->type.dtype], r, A(0));
     if (in->op == OP_GET_TUPLE_ELEMENT)
         fprintf(g->out, "_%lld", (long long)ir_attr(fn, in, 0));
     for (int d = s->rank - 1; in->op == OP_DYNAMIC_SLICE && d >= 0; d--) {   /* offsets clamped, as the kernel's */
         int64_t hi = s->dims[d] - in->type.dims[d];
         if (hi > 0)
-            fprintf(g->out, " + (int64_t)(*%s < 0 ? 0 : *%s > %lld ? %lld : *%s) * %lld", A(1 + d), A(1 + d),
-                    (long long)hi, (long long)hi, A(1 + d), (long long)stride);
+            fprintf(g->out, " + (int64_t)(%so%d < 0 ? 0 : %so%d > %lld ? %lld : %so%d) * %lld", r, d, r, d,
+                    (long long)hi, (long long)hi, r, d, (long long)stride);
         stride *= s->dims[d];
     }
     fprintf(g->out, offset ? " + %lld;   /* a view: no copy */\n" : ";   /* a view: no copy */\n", (long long)offset);
@@ -497,13 +535,14 @@ static void emit_axis_index(Gen *g, const Inst *in, const char *r) {
     FILE *o = g->out;
     int n;
     const int64_t *axes = inst_axes(g->fn, in, &n);
-    fprintf(o, "    *%s = ", r);
+    try_plain(g, "    ");
+    fprintf(o, "sk_dev_write(ctx, %s, &(%s){", r, ctype_of[in->type.dtype]);
     for (int i = 1; i < n; i++)
         fputc('(', o);
     fprintf(o, "sc_coord(dev, %lld)", (long long)axes[0]);
     for (int i = 1; i < n; i++)
         fprintf(o, " * %lld + sc_coord(dev, %lld))", (long long)g->m->axis_size[axes[i]], (long long)axes[i]);
-    fputs(";\n", o);
+    fprintf(o, "}, sizeof(%s)));\n", ctype_of[in->type.dtype]);
 }
 
 static void emit_convert(Gen *g, const Inst *in, const char *r) {
@@ -555,14 +594,17 @@ static void emit_transpose(Gen *g, const Inst *in, const char *r) {
 static void emit_reshape(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     if (elems_of(in))
-        fprintf(g->out, "    memcpy(%s, %s, %lld);\n", r, A(0), (long long)bytes_of(&in->type));
+        emit_copy(g, "    ", r, A(0), "", bytes_of(&in->type));
 }
 
 static void emit_tuple_element(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     if (elems_of(in))
-        fprintf(g->out, "    memcpy(%s, %s_%lld, %lld);\n", r, A(0), (long long)ir_attr(fn, in, 0),
-                (long long)bytes_of(&in->type));
+    {
+        char k[24];
+        snprintf(k, sizeof k, "_%lld", (long long)ir_attr(fn, in, 0));
+        emit_copy(g, "    ", r, A(0), k, bytes_of(&in->type));
+    }
 }
 
 static void emit_reduce(Gen *g, const Inst *in, const char *r) {
@@ -590,24 +632,24 @@ static void emit_slice(Gen *g, const Inst *in, const char *r) {
     fprintf(o, ", %s));\n", r);
 }
 
-/* Operands first.. (i32 scalars: a dynamic slice's offsets), as
- * "(const int32_t[]){*a, *b}". */
-static void emit_offsets(Gen *g, const Inst *in, int first) {
-    const Fn *fn = g->fn;
+/* Operands first.. (a dynamic slice's offsets), as read by
+ * emit_read_offsets: "(const int32_t[]){r_o0, r_o1}". */
+static void emit_offsets(Gen *g, const Inst *in, int first, const char *r) {
     fputs("(const int32_t[]){", g->out);
     for (int i = first; i < in->nargs; i++)
-        fprintf(g->out, "%s*%s", i > first ? ", " : "", A(i));
+        fprintf(g->out, "%s%so%d", i > first ? ", " : "", r, i - first);
     fputs(in->nargs > first ? "}" : "0}", g->out);
 }
 
 static void emit_dynamic_slice(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
+    emit_read_offsets(g, in, 1, r);
     try_open(g);
     fprintf(o, "sk_dynamic_slice(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, ", A(0));
-    emit_offsets(g, in, 1);
+    emit_offsets(g, in, 1, r);
     fputs(", ", o);
     emit_ints(o, "const int64_t", in->type.dims, in->type.rank);
     fprintf(o, ", %s));\n", r);
@@ -619,13 +661,14 @@ static void emit_dynamic_slice(Gen *g, const Inst *in, const char *r) {
 static void emit_dynamic_update_slice(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
+    emit_read_offsets(g, in, 2, r);
     try_open(g);
     fprintf(o, "sk_dynamic_update_slice(%s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, ", A(0));
     emit_shape(o, T(ir_arg(fn, in, 1)));
     fprintf(o, ", %s, ", A(1));
-    emit_offsets(g, in, 2);
+    emit_offsets(g, in, 2, r);
     fprintf(o, ", %s));\n", r);
 }
 
@@ -714,7 +757,7 @@ static void emit_done(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     (void)r;
     try_open(g);
-    fprintf(g->out, "sc_done(%sh));\n", A(0));
+    fprintf(g->out, "sc_done(%sh));\n    sk_launch_end(ctx);\n", A(0));
 }
 
 static void emit_call(Gen *g, const Inst *in, const char *r) {
@@ -743,9 +786,17 @@ static void emit_loop(Gen *g, const Inst *in, const char *r) {
     FILE *o = g->out;
     const Fn *body = &g->m->fns[inst_callee(fn, in)];
     int nc = loop_carried(fn, in), nres = body->nresults;
-    fprintf(o, "    {\n        int32_t %si = *%s;\n", r, A(0));
-    if (loop_trips(fn, in) < 0)     /* from the first index to the last operand, the end */
-        fprintf(o, "        const int64_t %strips = (int64_t)*%s - %si;\n", r, A(in->nargs - 1), r);
+    char name[160];
+    fputs("    {\n", o);
+    snprintf(name, sizeof name, "%si", r);
+    emit_read(g, "        ", in, 0, name);
+    if (loop_trips(fn, in) < 0) {   /* from the first index to the last operand, the end */
+        snprintf(name, sizeof name, "%send", r);
+        emit_read(g, "        ", in, in->nargs - 1, name);
+        fprintf(o, "        const int64_t %strips = (int64_t)%send - %si;\n", r, r, r);
+    }
+    fprintf(o, "        int32_t *%sid = (int32_t *)(workspace + %lld);   /* the index, on the device */\n", r,
+            (long long)g->index_at[g->at]);
     for (int j = 0; j < nc; j++) {
         const char *ct = ctype_of[result_type(body, j)->dtype];
         if (loop_carried_in_place(body, j))     /* one array: parameter and result; the other takes no bytes */
@@ -753,17 +804,21 @@ static void emit_loop(Gen *g, const Inst *in, const char *r) {
                     j, r, 2 * j, r, j, r, j, r, 2 * j + 1);
         else
             fprintf(o, "        %s *%sc%d = %sl%d, *%sn%d = %sl%d;\n", ct, r, j, r, 2 * j, r, j, r, 2 * j + 1);
+        snprintf(name, sizeof name, "%sc%d", r, j);
         if (bytes_of(result_type(body, j)))
-            fprintf(o, "        memcpy(%sc%d, %s, %lld);\n", r, j, A(1 + j), (long long)bytes_of(result_type(body, j)));
+            emit_copy(g, "        ", name, A(1 + j), "", bytes_of(result_type(body, j)));
     }
     fprintf(o, "        for (int64_t %st = 0; %st < ", r, r);
     if (loop_trips(fn, in) < 0)
         fprintf(o, "%strips", r);
     else
         fprintf(o, "%lld", (long long)loop_trips(fn, in));
-    fprintf(o, "; %st++, %si++) {\n            TRY(", r, r);
+    fprintf(o, "; %st++, %si++) {\n", r, r);
+    try_plain(g, "            ");
+    fprintf(o, "sk_dev_write(ctx, %sid, &%si, sizeof %si));\n", r, r, r);
+    try_plain(g, "            ");
     emit_fn_cname(o, g->m, body);
-    fprintf(o, "(dev, &%si", r);
+    fprintf(o, "(dev, %sid", r);
     for (int j = 0; j < nc; j++)
         fprintf(o, ", %sc%d", r, j);
     for (int i = 1 + nc; i < in->nargs; i++)
@@ -781,14 +836,10 @@ static void emit_loop(Gen *g, const Inst *in, const char *r) {
         int64_t bytes = bytes_of(result_type(body, k));
         if (!bytes)
             continue;
-        if (in->type.dtype == DT_TUPLE)
-            fprintf(o, "        memcpy(%s_%d, ", r, k);
-        else
-            fprintf(o, "        memcpy(%s, ", r);
-        if (k < nc)
-            fprintf(o, "%sc%d, %lld);\n", r, k, (long long)bytes);
-        else
-            fprintf(o, "%sl%d, %lld);\n", r, nc + k, (long long)bytes);
+        char dst[160], src[160];
+        snprintf(dst, sizeof dst, in->type.dtype == DT_TUPLE ? "%s_%d" : "%s", r, k);
+        snprintf(src, sizeof src, k < nc ? "%sc%d" : "%sl%d", r, k < nc ? k : nc + k);
+        emit_copy(g, "        ", dst, src, "", bytes);
     }
     fputs("    }\n", o);
 }
@@ -811,7 +862,11 @@ static void emit_return(Gen *g, const Inst *in, const char *r) {
     (void)r;
     for (int i = 0; i < in->nargs; i++)
         if (g->result[ir_arg(fn, in, i)] != i + 1 && bytes_of(T(ir_arg(fn, in, i))))
-            fprintf(g->out, "    memcpy(result%d, %s, %lld);\n", i, A(i), (long long)bytes_of(T(ir_arg(fn, in, i))));
+        {
+            char dst[24];
+            snprintf(dst, sizeof dst, "result%d", i);
+            emit_copy(g, "    ", dst, A(i), "", bytes_of(T(ir_arg(fn, in, i))));
+        }
 }
 
 static void (*const emit_kernel[OP_COUNT])(Gen *, const Inst *, const char *) = {

@@ -172,5 +172,12 @@ const char *trace_loop_name(Gen *g, int group, int64_t *bytes) {
 
 int try_open(Gen *g) {
     int v = g->at;
-    return fprintf(g->out, "    TRY_TRACED(\"%s\", %lld, ", trace_name(g, v), (long long)trace_bytes(g, v));
+    g->jumps = 1;
+    return fprintf(g->out, "    %s(\"%s\", %lld, ", op_calls(g->fn->insts[v].op) ? "TRY_TRACED" : "LAUNCH",
+                   trace_name(g, v), (long long)trace_bytes(g, v));
+}
+
+void try_plain(Gen *g, const char *indent) {
+    g->jumps = 1;
+    fprintf(g->out, "%sTRY(", indent);
 }

@@ -30,13 +30,33 @@ void sk_run_fail(Run *r, const char *fmt, ...) {
 /* --steps: each carried result's block becomes its parameter's for the
  * next step, and the parameter's old block takes the next step's result
  * (double buffering: a step reads one while it writes the other). */
-static void carry_results(Run *r, int d) {
+static void swap_carried(Run *r, void **params, void **results) {
     for (int i = 0; i < r->p->nresults; i++)
         if (r->carry[i] >= 0) {
-            void *old = r->params[d][r->carry[i]];
-            r->params[d][r->carry[i]] = r->results[d][i];
-            r->results[d][i] = old;
+            void *old = params[r->carry[i]];
+            params[r->carry[i]] = results[i];
+            results[i] = old;
         }
+}
+
+static void carry_results(Run *r, int d) {
+    swap_carried(r, r->params[d], r->results[d]);
+    if (r->dev_params)
+        swap_carried(r, r->dev_params[d], r->dev_results[d]);
+}
+
+/* Device memory apart from the host's (r->dev_params): the parameters'
+ * blocks in before a run's first step, and the results (or, after a step,
+ * the scalars progress.c prints) out after it. */
+static void params_in(Run *r, int d) {
+    for (int i = 0; i < r->p->nparams; i++)
+        sk_dev_write(r->ctx[d], r->dev_params[d][i], r->params[d][i], (size_t)sk_local_bytes(&r->p->params[i]));
+}
+
+static void results_out(Run *r, int d, int scalars) {
+    for (int i = 0; i < r->p->nresults; i++)
+        if (!scalars || r->p->results[i].global.rank == 0)
+            sk_dev_read(r->ctx[d], r->results[d][i], r->dev_results[d][i], (size_t)sk_local_bytes(&r->p->results[i]));
 }
 
 /* One device's run, on its own thread (or the process's main thread when
@@ -58,15 +78,25 @@ static int body(sc_device *dev, void *arg) {
         sk_set_threads(r->threads);
     sk_parallel_stats s0 = sk_parallel_stats_get();
     sk_workspace_bind(r->workspace[d]);   /* the device's buffers, kept between runs and steps */
+    sc_device_set_ctx(dev, r->ctx ? r->ctx[d] : NULL);
+    int apart = r->dev_params != NULL;
+    if (apart && (!r->steps || from == r->resumed_at + 1))
+        params_in(r, d);
     for (long s = from; s <= to && rc == 0; s++) {
         if (r->steps && s > r->resumed_at + 1)     /* the previous step's carried results, in */
             carry_results(r, d);
-        rc = r->p->entry(dev, (const void *const *)r->params[d], r->results[d]);
+        rc = r->p->entry(dev, (const void *const *)(apart ? r->dev_params : r->params)[d],
+                         (apart ? r->dev_results : r->results)[d]);
         if (rc)
             r->step_failed[d] = s;
-        else if (r->steps && d == 0)
+        else if (r->steps && d == 0) {
+            if (apart)
+                results_out(r, d, 1);
             sk_progress_step(r, s);
+        }
     }
+    if (apart)
+        results_out(r, d, 0);
     sk_workspace_bind(NULL);
     sk_parallel_stats s1 = sk_parallel_stats_get();
     sk_parallel_stats *st = &r->stats[d];
@@ -424,9 +454,60 @@ static int run_steps(Run *r) {
     return 0;
 }
 
+/* Each local device's context, and with memory apart from the host's,
+ * its blocks there. */
+static int open_devices(Run *r) {
+    const sk_program *p = r->p;
+    r->ctx = calloc((size_t)r->ndev, sizeof *r->ctx);
+    int apart = r->space != SK_MEM_HOST, rc = !r->ctx;
+    if (apart && !rc) {
+        r->dev_params = calloc((size_t)r->ndev, sizeof(void **));
+        r->dev_results = calloc((size_t)r->ndev, sizeof(void **));
+        rc = !r->dev_params || !r->dev_results;
+    }
+    for (int d = 0; d < r->ndev && !rc; d++) {
+        if (!sc_world_is_local(r->w, d))
+            continue;
+        rc = !(r->ctx[d] = sk_ctx_new(r->space));
+        if (!apart || rc)
+            continue;
+        r->dev_params[d] = calloc((size_t)p->nparams + 1, sizeof(void *));
+        r->dev_results[d] = calloc((size_t)p->nresults + 1, sizeof(void *));
+        rc = !r->dev_params[d] || !r->dev_results[d];
+        for (int i = 0; i < p->nparams && !rc; i++)
+            rc = !(r->dev_params[d][i] = sk_dev_alloc(r->ctx[d], (size_t)sk_local_bytes(&p->params[i]) + 1));
+        for (int i = 0; i < p->nresults && !rc; i++)
+            rc = !(r->dev_results[d][i] = sk_dev_alloc(r->ctx[d], (size_t)sk_local_bytes(&p->results[i]) + 1));
+    }
+    if (rc)
+        sk_run_fail(r, "out of %s memory for the devices' arrays", sk_mem_space_name(r->space));
+    return rc;
+}
+
+static void close_devices(Run *r) {
+    for (int d = 0; r->ctx && d < r->ndev; d++) {
+        for (int i = 0; r->dev_params && r->dev_params[d] && i < r->p->nparams; i++)
+            sk_dev_free(r->ctx[d], r->dev_params[d][i], (size_t)sk_local_bytes(&r->p->params[i]) + 1);
+        for (int i = 0; r->dev_results && r->dev_results[d] && i < r->p->nresults; i++)
+            sk_dev_free(r->ctx[d], r->dev_results[d][i], (size_t)sk_local_bytes(&r->p->results[i]) + 1);
+        if (r->dev_params)
+            free(r->dev_params[d]);
+        if (r->dev_results)
+            free(r->dev_results[d]);
+        sk_ctx_free(r->ctx[d]);
+    }
+    free(r->dev_params);
+    free(r->dev_results);
+    free(r->ctx);
+    r->ctx = NULL;
+    r->dev_params = r->dev_results = NULL;
+}
+
 /* Run the devices (r->repeat times, timed, when asked; --steps times). */
 int sk_run_devices(Run *r) {
     int n = r->repeat ? r->repeat : 1;
+    if (!r->ctx && open_devices(r))
+        return 1;
     double *t = calloc((size_t)n, sizeof *t);
     share_cores(r);
     if (!t) {
@@ -499,6 +580,7 @@ void sk_run_free(Run *r) {
     }
     if (!r->borrowed_workspace)
         free(r->workspace);
+    close_devices(r);
     free(r->params);
     free(r->results);
     free(r->stats);
@@ -526,14 +608,15 @@ static int wanted(const char *name) {
     return v && *v && strcmp(v, "0") != 0;
 }
 
-/* The world's options: the environment's (sc_options_from_env), then the
- * command line's --local-devices, which wins.  A bad variable is an error
+/* The world's options: the environment's (sc_options_from_env, and the
+ * devices' memory: SHARDC_DEVICE_MEMORY), then the command line's
+ * --local-devices, which wins.  A bad variable is an error
  * (in r->err, 1), reported once the world says which process speaks; the
  * world is made with that option's default meanwhile. */
 static int world_options(Run *r, sc_options *opt) {
     char err[256];
     int bad = sc_options_from_env(opt, err, sizeof err) != 0;
-    if (bad)
+    if (bad || (bad = sk_mem_space_from_env(&r->space, err, sizeof err) != 0))
         sk_run_fail(r, "%s", err);
     if (r->local_devices)
         opt->local_devices = r->local_devices;

@@ -21,6 +21,9 @@ typedef struct {
     sk_parallel_stats *stats;        /* [device]: what ran on several threads, over every --repeat */
     int *device_threads;             /* [device]: the OpenMP threads its loops had */
     sk_workspace **workspace;        /* [device]: local devices' buffers, kept between runs */
+    sk_mem_space space;              /* SHARDC_DEVICE_MEMORY: where the devices' arrays live */
+    sk_ctx **ctx;                    /* [device]: local devices' contexts (sk_run_devices) */
+    void ***dev_params, ***dev_results; /* [device][i]: local blocks in device memory; NULL: host's */
     int borrowed_workspace;          /* workspace is a session's, which frees it (sk_run_free does not) */
     long steps, log_every;           /* --steps N (0: one run, nothing carried), --log-every K */
     long resumed_at;                 /* --resume: the checkpoint's step (the run starts after it); else 0 */
@@ -45,6 +48,9 @@ void sk_run_fail(Run *r, const char *fmt, ...) __attribute__((format(printf, 2, 
 /* "f32[8@X, 4]", "i32[6@(X,Y)]": an argument's global type and sharding
  * as the language writes them, for messages. */
 void sk_arg_text(const sk_program *p, const sk_arg_desc *a, char *buf, size_t n);
+
+/* The bytes of argument a's block on one device. */
+int64_t sk_local_bytes(const sk_arg_desc *a);
 
 /* Each returns 0, or 1 with r->err set. */
 

@@ -214,7 +214,7 @@ static void compare_blocks(void *ctx, int64_t g, int64_t l) {
         c->bad = l;
 }
 
-static int64_t local_bytes(const sk_arg_desc *a) {
+int64_t sk_local_bytes(const sk_arg_desc *a) {
     return box_elems(a->global.rank, a->local) * (int64_t)sk_dtype_size((sk_dtype)a->global.dtype);
 }
 
@@ -320,14 +320,14 @@ static int read_blocks(Run *r, int i, sk_npy_file *f, const Box *origin, const B
         Box b;
         if (!sc_world_is_local(r->w, d))
             continue;
-        if (!(r->params[d][i] = sk_alloc_zeroed((size_t)local_bytes(a) + 1))) {
+        if (!(r->params[d][i] = sk_alloc_zeroed((size_t)sk_local_bytes(a) + 1))) {
             sk_run_fail(r, "out of memory");
             rc = 1;
             break;
         }
         int e = holder[block_key(&r->p->mesh, a, d)];
         if (e != d) {
-            memcpy(r->params[d][i], r->params[e][i], (size_t)local_bytes(a));
+            memcpy(r->params[d][i], r->params[e][i], (size_t)sk_local_bytes(a));
             continue;
         }
         if (!block_of(&r->p->mesh, a, d, &b))
@@ -442,7 +442,7 @@ static int alloc_results(Run *r) {
     for (int i = 0; i < r->p->nresults; i++)
         for (int d = 0; d < r->ndev; d++)
             if ((all || sc_world_is_local(r->w, d)) &&
-                !(r->results[d][i] = sk_alloc_zeroed((size_t)local_bytes(&r->p->results[i]) + 1))) {
+                !(r->results[d][i] = sk_alloc_zeroed((size_t)sk_local_bytes(&r->p->results[i]) + 1))) {
                 sk_run_fail(r, "out of memory");
                 return 1;
             }
@@ -723,7 +723,7 @@ int sk_gather_results(Run *r) {
         void **blocks = malloc((size_t)r->ndev * sizeof *blocks);
         for (int d = 0; blocks && d < r->ndev; d++)
             blocks[d] = r->results[d][i];
-        int rc = !blocks || sc_world_collect(r->w, blocks, (size_t)local_bytes(&r->p->results[i])) != 0;
+        int rc = !blocks || sc_world_collect(r->w, blocks, (size_t)sk_local_bytes(&r->p->results[i])) != 0;
         free(blocks);
         if (rc) {
             sk_run_fail(r, "gathering result%d on process 0 failed", i);
@@ -803,14 +803,14 @@ static int param_from(Run *r, int i, const void *global) {
         Box b;
         if (!sc_world_is_local(r->w, d))
             continue;
-        if (!r->params[d][i] && !(r->params[d][i] = sk_alloc_zeroed((size_t)local_bytes(a) + 1))) {
+        if (!r->params[d][i] && !(r->params[d][i] = sk_alloc_zeroed((size_t)sk_local_bytes(a) + 1))) {
             sk_run_fail(r, "out of memory");
             rc = 1;
             break;
         }
         int e = holder[block_key(&r->p->mesh, a, d)];
         if (e != d)
-            memcpy(r->params[d][i], r->params[e][i], (size_t)local_bytes(a));
+            memcpy(r->params[d][i], r->params[e][i], (size_t)sk_local_bytes(a));
         else if (block_of(&r->p->mesh, a, d, &b))
             copy_box(a, &b, (void *)global, r->params[d][i], 1);
     }

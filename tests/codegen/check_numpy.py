@@ -19,7 +19,10 @@ too, the backend being chosen when it runs), then the executable per input
 set: itself on the threads backend, under `mpirun -np P` (2 processes when
 the device count is even, else one per device, with `shardc run`'s options)
 on the mpi backend.  The threads backend runs every input set (case.runs, 2 by
-default), the mpi backend the first, on one mesh per case: the uneven one, else
+default; on 2 devices the second with SHARDC_DEVICE_MEMORY=guarded: the
+devices' arrays in memory that faults on any host access outside the ABI's
+copy calls and the devices' work, docs/backends.md), the mpi backend the
+first, on one mesh per case: the uneven one, else
 the 2x4 one (the generated C is the backends' same C; the transport is
 tested by tests/runtime on every mesh and by --layouts on the samples, and
 an MPI build and run cost two seconds).  The builds are for this machine's
@@ -37,6 +40,8 @@ sanitized libraries in --libs DIR and run on the threads backend on the
 8-device mesh (ASan also on the uneven one and on programs without a mesh;
 TSan only on programs with a mesh), one input set each; any sanitizer report
 or non-zero exit fails the run, and the results must still match NumPy.
+Under ASan every run but the uneven mesh's keeps the devices' arrays in
+guarded memory, poisoned outside the ABI's copy calls and the devices' work.
 
 With --layouts, every sample's fns on the 8-device mesh run once on the
 threads backend (1 process x 8 devices) and on the mpi backend as 1 x 8,
@@ -231,6 +236,20 @@ class Harness:
             return ["threads"] + ["mpi:%d" % p for p in LAYOUTS if "mpi" in self.backends]
         return [b for b in self.backends if b == "threads" or (k == 0 and mpi_mesh)]
 
+    def guarded(self, backend, k, sizes):
+        """Whether a run's devices keep their arrays in guarded memory
+        (SHARDC_DEVICE_MEMORY=guarded, docs/backends.md): under ASan (where
+        it poisons, at little cost) every threads run but the uneven mesh's,
+        which keeps ASan's own redzones around the driver's blocks;
+        otherwise the second input set on 2 devices (each bracket is two
+        mprotect calls: on more devices they would double this check's
+        time)."""
+        if backend != "threads" or self.sanitize == "tsan":
+            return False
+        if self.sanitize == "asan":
+            return 3 not in sizes
+        return k == 1 and int(np.prod(sizes)) == 2
+
     def runs(self, case):
         return 1 if self.sanitize or self.layouts else case.runs
 
@@ -297,7 +316,8 @@ class Harness:
                 ins += ["--in", "%s=%s" % (name, f)]
             first = None                        # --layouts: the threads run's results
             for backend in self.backends_for(k, sizes, mpi_mesh):
-                tag = backend + ("+" + self.sanitize if self.sanitize else "")
+                guarded = self.guarded(backend, k, sizes)
+                tag = backend + ("+" + self.sanitize if self.sanitize else "") + ("+guarded" if guarded else "")
                 out = os.path.join(run_dir, "out-" + backend.replace(":", "-"))
                 exe, why = exes[backend.split(":")[0]]
                 if exe is None:
@@ -306,6 +326,8 @@ class Harness:
                     continue
                 argv = self.launch(backend, exe, int(np.prod(sizes))) + ins + ["--out", out]
                 env = dict(SAN_ENV[self.sanitize]) if self.sanitize else {}
+                if guarded:
+                    env["SHARDC_DEVICE_MEMORY"] = "guarded"
                 if backend.startswith("mpi"):
                     # Each mpirun keeps its session files apart (concurrent
                     # jobs otherwise collide there now and then), and one
@@ -320,7 +342,8 @@ class Harness:
                 if self.layouts and not msg:
                     msg, first = same_bits(first, load_results(out), backend)
                 if msg:
-                    self.fail("[%s] %s" % (tag, label), "%s\n    again: %s" % (msg, " ".join(argv)))
+                    self.fail("[%s] %s" % (tag, label), "%s\n    again: %s%s" % (
+                        msg, "SHARDC_DEVICE_MEMORY=guarded " if guarded else "", " ".join(argv)))
                     kept = True
                 else:
                     self.ok()
@@ -335,6 +358,9 @@ class Harness:
         report = [l for l in err.splitlines() if "Sanitizer" in l or "runtime error" in l]
         if report:
             return "sanitizer report: %s" % " | ".join(report[:3])
+        if st == -11 or st == 139:
+            return "segmentation fault (with SHARDC_DEVICE_MEMORY=guarded: the host touched device memory)" \
+                ": %s" % err.strip()[-600:]
         if st:
             return "status %d: %s" % (st, err.strip()[-600:])
         got = load_results(out)
