@@ -599,12 +599,10 @@ static void emit_reshape(Gen *g, const Inst *in, const char *r) {
 
 static void emit_tuple_element(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
+    char element[24];
+    snprintf(element, sizeof element, "_%lld", (long long)ir_attr(fn, in, 0));
     if (elems_of(in))
-    {
-        char k[24];
-        snprintf(k, sizeof k, "_%lld", (long long)ir_attr(fn, in, 0));
-        emit_copy(g, "    ", r, A(0), k, bytes_of(&in->type));
-    }
+        emit_copy(g, "    ", r, A(0), element, bytes_of(&in->type));
 }
 
 static void emit_reduce(Gen *g, const Inst *in, const char *r) {
@@ -860,13 +858,12 @@ void emit_storage(Gen *g, int v) {
 static void emit_return(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     (void)r;
-    for (int i = 0; i < in->nargs; i++)
+    for (int i = 0; i < in->nargs; i++) {
+        char dst[24];
+        snprintf(dst, sizeof dst, "result%d", i);
         if (g->result[ir_arg(fn, in, i)] != i + 1 && bytes_of(T(ir_arg(fn, in, i))))
-        {
-            char dst[24];
-            snprintf(dst, sizeof dst, "result%d", i);
             emit_copy(g, "    ", dst, A(i), "", bytes_of(T(ir_arg(fn, in, i))));
-        }
+    }
 }
 
 static void (*const emit_kernel[OP_COUNT])(Gen *, const Inst *, const char *) = {

@@ -11,10 +11,12 @@ Meshes a program cannot take are skipped and counted.  A fn that the
 oracle table (tests/interp/oracles.py) builds on every mesh is left to
 tests/codegen/check_numpy.py, which runs its generated C on those meshes and
 more, on both backends, against NumPy: running it here too proved nothing
-more and took three quarters of this check's time.  Then, for every fn
-(those too), the generated C (`shardc compile --fn F`) on the largest mesh
-must compile with no warning under gcc and clang -std=c11 -Wall -Wextra
--Werror.
+more and took three quarters of this check's time.  Then, for every program,
+the generated C of all its fns (`shardc compile`, every per-device function
+of the program: each fn's code as `--fn F` writes it) and with the main() of
+its first fn (`--fn F`) on the largest mesh must compile with no warning
+under gcc and clang -std=c11 -Wall -Wextra -Werror (once per program, not
+per fn: a minute less of this check, the same functions compiled).
 
 Each case's random inputs come from a seed made of its name (program, fn,
 mesh): adding a case or a program gives no other case new inputs.  On the
@@ -99,8 +101,9 @@ def check_case(shardc, case, path, flags, fn, params, dtypes, seed, native):
 
 
 def check_warnings(shardc, tmp, path, flags, fn):
-    src = os.path.join(tmp, re.sub(r"\W", "_", os.path.relpath(path, ROOT) + "_" + fn) + ".c")
-    r = run(shardc, ["compile", path, "-o", src, "--fn", fn] + flags)
+    """fn None: every per-device function of the program, no main()."""
+    src = os.path.join(tmp, re.sub(r"\W", "_", os.path.relpath(path, ROOT) + "_" + (fn or "all")) + ".c")
+    r = run(shardc, ["compile", path, "-o", src] + (["--fn", fn] if fn else []) + flags)
     if r.returncode:
         return ["shardc compile: " + r.stderr.strip()]
     fails = []
@@ -169,14 +172,16 @@ def main():
                 counts["skipped"] += 1
                 continue
             sigs = signatures(run(shardc, ["dump", path, "--stage", "parsed"] + flags).stdout, spmd=True)
-            for fn, (params, dtypes) in sigs.items():
-                if fn not in written:           # a gradient's derived fns: built and run through their callers
-                    continue
+            fns = [fn for fn in sigs if fn in written]   # a gradient's derived fns: built and run through their callers
+            for fn in fns:
                 what = "%s --fn %s --mesh %s" % (name, fn, mesh or "(none)")
                 if (name, fn) not in covered:
+                    params, dtypes = sigs[fn]
                     cases.append((what, path, flags, fn, params, dtypes, k < len(mesh_list) - 1))
-                if k == len(mesh_list) - 1:    # C warnings: on the largest mesh
-                    warn_cases.append((what, path, flags, fn))
+            if k == len(mesh_list) - 1 and fns:   # C warnings: on the largest mesh
+                for fn in (None, fns[0]):
+                    warn_cases.append(("%s %s --mesh %s" % (name, "--fn " + fn if fn else "(all fns)", mesh or "(none)"),
+                                       path, flags, fn))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futs = [(what, pool.submit(check_case, shardc, os.path.join(args.tmp, "case%d" % i), path, flags, fn,
                                    params, dtypes, zlib.crc32(what.encode()), native))
