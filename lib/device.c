@@ -49,7 +49,7 @@
 #endif
 
 enum { ALIGN = 64, PAGE = 4096, MAX_BLOCKS = 4096 };
-#define GUARDED_BYTES ((size_t)1 << 30)   /* reserved, not committed: pages appear when written */
+#define GUARDED_BYTES ((size_t)8 << 30)   /* reserved, not committed: pages appear when written */
 
 struct sk_ctx {
     sk_mem_space space;

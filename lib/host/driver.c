@@ -48,15 +48,20 @@ static void carry_results(Run *r, int d) {
 /* Device memory apart from the host's (r->dev_params): the parameters'
  * blocks in before a run's first step, and the results (or, after a step,
  * the scalars progress.c prints) out after it. */
-static void params_in(Run *r, int d) {
-    for (int i = 0; i < r->p->nparams; i++)
-        sk_dev_write(r->ctx[d], r->dev_params[d][i], r->params[d][i], (size_t)sk_local_bytes(&r->p->params[i]));
+static int params_in(Run *r, int d) {
+    int rc = 0;
+    for (int i = 0; i < r->p->nparams && !rc; i++)
+        rc = sk_dev_write(r->ctx[d], r->dev_params[d][i], r->params[d][i], (size_t)sk_local_bytes(&r->p->params[i]));
+    return rc;
 }
 
-static void results_out(Run *r, int d, int scalars) {
-    for (int i = 0; i < r->p->nresults; i++)
+static int results_out(Run *r, int d, int scalars) {
+    int rc = 0;
+    for (int i = 0; i < r->p->nresults && !rc; i++)
         if (!scalars || r->p->results[i].global.rank == 0)
-            sk_dev_read(r->ctx[d], r->results[d][i], r->dev_results[d][i], (size_t)sk_local_bytes(&r->p->results[i]));
+            rc = sk_dev_read(r->ctx[d], r->results[d][i], r->dev_results[d][i],
+                             (size_t)sk_local_bytes(&r->p->results[i]));
+    return rc;
 }
 
 /* One device's run, on its own thread (or the process's main thread when
@@ -81,7 +86,7 @@ static int body(sc_device *dev, void *arg) {
     sc_device_set_ctx(dev, r->ctx ? r->ctx[d] : NULL);
     int apart = r->dev_params != NULL;
     if (apart && (!r->steps || from == r->resumed_at + 1))
-        params_in(r, d);
+        rc = params_in(r, d);
     for (long s = from; s <= to && rc == 0; s++) {
         if (r->steps && s > r->resumed_at + 1)     /* the previous step's carried results, in */
             carry_results(r, d);
@@ -89,14 +94,11 @@ static int body(sc_device *dev, void *arg) {
                          (apart ? r->dev_results : r->results)[d]);
         if (rc)
             r->step_failed[d] = s;
-        else if (r->steps && d == 0) {
-            if (apart)
-                results_out(r, d, 1);
+        else if (r->steps && d == 0 && !(apart && (rc = results_out(r, d, 1))))
             sk_progress_step(r, s);
-        }
     }
-    if (apart)
-        results_out(r, d, 0);
+    if (apart && !rc)
+        rc = results_out(r, d, 0);
     sk_workspace_bind(NULL);
     sk_parallel_stats s1 = sk_parallel_stats_get();
     sk_parallel_stats *st = &r->stats[d];

@@ -22,10 +22,13 @@ on the mpi backend.  The threads backend runs every input set (case.runs, 2 by
 default; on 2 devices the second with SHARDC_DEVICE_MEMORY=guarded: the
 devices' arrays in memory that faults on any host access outside the ABI's
 copy calls and the devices' work, docs/backends.md), the mpi backend the
-first, on one mesh per case: the uneven one, else
-the 2x4 one (the generated C is the backends' same C; the transport is
-tested by tests/runtime on every mesh and by --layouts on the samples, and
-an MPI build and run cost two seconds).  The builds are for this machine's
+first, on one mesh per case: the uneven one, else the 2x4 one, and only the
+fns whose scheduled IR there has a collective or a call (the generated C is
+the backends' same C; the transport is tested by tests/runtime on every
+mesh and by --layouts on the samples, inputs and outputs across processes
+by check_io.py, and an MPI launch costs most of a second: a quarter of the
+fns, elementwise ones, initializers, draws, moved nothing between
+processes).  The builds are for this machine's
 ISA alone (SHARDC_CFLAGS=-march=native, docs/cli.md), not the three ISA
 versions of a plain build: a third of the compile time, most of this
 check's; tests/codegen/check_run.py, check_training.py and the others
@@ -121,7 +124,7 @@ class Harness:
         self.layouts = args.layouts
         self.lock = threading.Lock()
         self.passed = self.failed = self.skipped = 0
-        self.mesh_cache, self.sched_cache = {}, {}
+        self.mesh_cache, self.sched_cache, self.dumps = {}, {}, {}
         self.backends, self.notes = self.pick_backends(args.backend)
 
     def pick_backends(self, want):
@@ -177,10 +180,24 @@ class Harness:
         key = (path, spec, consts, tuple(extra))
         if key not in self.sched_cache:
             st, err = sh([self.shardc, "dump", path, "--stage", "scheduled"] + self.flags(spec, consts, extra), 120)
+            self.dumps[key] = err if st == 0 else ""
             lines = [l for l in err.splitlines() if "error" in l]
             self.sched_cache[key] = None if st == 0 else (st == 1 and bool(lines),
                                                           "status %d: %s" % (st, (lines or [err.strip()])[0][:300]))
         return self.sched_cache[key]
+
+    def talks(self, path, spec, consts, extra, fn):
+        """Whether fn's scheduled IR on the mesh moves data between devices:
+        a collective, or a call (whose callee may).  Without, an mpi run
+        would run the threads run's C with nothing crossing the processes
+        but inputs and outputs (check_io.py's subject).  A fn not found
+        in the dump counts as talking."""
+        text = self.dumps.get((path, spec, consts, tuple(extra)), "")
+        for section in re.split(r"\n(?=(?:[a-z]+ )*fn \w+\()", text):
+            if re.match(r"(?:[a-z]+ )*fn %s\(" % re.escape(fn), section):
+                return bool(re.search(r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|call",
+                                      section))
+        return True
 
     def plan(self, only):
         """Groups: (path, fn, spec, consts, flags) -> [(case, k, m)], one build each."""
@@ -220,12 +237,13 @@ class Harness:
                     continue
                 taken.append((spec, sizes, m, consts, extra))
             # The mpi backend runs each case once, on the uneven mesh, else
-            # on the 8-device one.
+            # on the 8-device one, each fn whose processes talk there.
             mpi_spec = next((t[0] for t in reversed(taken) if int(np.prod(t[1])) in (3, 6, 8)), None)
             for spec, sizes, m, consts, extra in taken:
                 for fn in case.fns:
                     g = groups.setdefault((case.prog, fn, spec, consts, extra), [])
-                    g += [(case, k, m, sizes, spec == mpi_spec) for k in range(self.runs(case))]
+                    mpi = spec == mpi_spec and self.talks(case.prog, spec, consts, extra, fn)
+                    g += [(case, k, m, sizes, mpi) for k in range(self.runs(case))]
         return groups
 
     def backends_for(self, k, sizes, mpi_mesh):

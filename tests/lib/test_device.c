@@ -174,7 +174,7 @@ static void faults(void) {
         check(child(past_the_end) == FAULT, "guarded (ASan): a byte past a block is reported, open or not");
     check(child(out_of_order) == 128 + SIGABRT, "guarded: a block given back out of stack order stops it");
     sk_ctx *c = sk_ctx_new(SK_MEM_GUARDED);
-    check(c && !sk_dev_take(c, (size_t)2 << 30), "guarded: a take past the region is NULL");
+    check(c && !sk_dev_take(c, (size_t)16 << 30), "guarded: a take past the region is NULL");
     sk_ctx_free(c);
 }
 
