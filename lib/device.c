@@ -104,8 +104,6 @@ void sk_ctx_free(sk_ctx *c) {
     free(c);
 }
 
-sk_mem_space sk_ctx_space(const sk_ctx *c) { return c ? c->space : SK_MEM_HOST; }
-
 static int guarded(const sk_ctx *c) { return c && c->space == SK_MEM_GUARDED; }
 
 /* A bug in the caller, not a condition to report: the fixture stops at it. */
@@ -125,10 +123,10 @@ static void protect(sk_ctx *c, int prot) {
         ASAN_UNPOISON_MEMORY_REGION(c->base + c->live[i].at, c->live[i].bytes);
 }
 
-/* A block is live from its take or allocation: opened now if the region is. */
 /* Bytes newly in use: a fresh mapping is addressable, so they start closed. */
 static void grown(sk_ctx *c, size_t at, size_t bytes) { ASAN_POISON_MEMORY_REGION(c->base + at, bytes); }
 
+/* A block is live from its take or allocation: opened now if the region is. */
 static void live_add(sk_ctx *c, size_t at, size_t bytes) {
     if (c->nlive == MAX_BLOCKS)
         misuse("more live blocks than the fixture tracks");
@@ -182,21 +180,24 @@ void sk_launch_end(sk_ctx *c) {
 
 static size_t rounded(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 
+/* What a block of `bytes` takes of the region: at least one byte, its
+ * redzone, rounded up to `to`. */
+static size_t block_span(size_t bytes, size_t to) { return rounded((bytes ? bytes : 1) + REDZONE, to); }
+
 void *sk_dev_take(sk_ctx *c, size_t bytes) {
     if (!guarded(c))
         return sk_workspace_take(bytes);
-    size_t used = bytes ? bytes : 1;
-    bytes = rounded(used + REDZONE, ALIGN);
-    if (bytes > c->bottom - c->top)
+    size_t span = block_span(bytes, ALIGN);
+    if (span > c->bottom - c->top)
         return NULL;
-    c->top += bytes;
+    c->top += span;
     if (c->top > c->high) {
         size_t high = rounded(c->top, PAGE);
         grown(c, c->high, high - c->high);
         c->high = high;
     }
-    live_add(c, c->top - bytes, used);
-    return c->base + c->top - bytes;
+    live_add(c, c->top - span, bytes ? bytes : 1);
+    return c->base + c->top - span;
 }
 
 void sk_dev_give(sk_ctx *c, void *p, size_t bytes) {
@@ -204,25 +205,24 @@ void sk_dev_give(sk_ctx *c, void *p, size_t bytes) {
         sk_workspace_give(p, bytes);
         return;
     }
-    bytes = rounded((bytes ? bytes : 1) + REDZONE, ALIGN);
-    if (!p || (char *)p != c->base + c->top - bytes)
+    size_t span = block_span(bytes, ALIGN);
+    if (!p || (char *)p != c->base + c->top - span)
         misuse("a block given back out of stack order");
-    live_remove(c, c->top - bytes);
-    c->top -= bytes;
+    live_remove(c, c->top - span);
+    c->top -= span;
 }
 
 void *sk_dev_alloc(sk_ctx *c, size_t bytes) {
     if (!guarded(c))
         return sk_alloc_zeroed(bytes);
-    size_t used = bytes ? bytes : 1;
-    bytes = rounded(used + REDZONE, PAGE);
-    if (bytes > c->bottom - c->top)
+    size_t span = block_span(bytes, PAGE);
+    if (span > c->bottom - c->top)
         return NULL;
-    c->bottom -= bytes;
-    grown(c, c->bottom, bytes);
-    live_add(c, c->bottom, used);
+    c->bottom -= span;
+    grown(c, c->bottom, span);
+    live_add(c, c->bottom, bytes ? bytes : 1);
     sk_launch_begin(c);      /* a block freed and taken again is not fresh */
-    memset(c->base + c->bottom, 0, used);
+    memset(c->base + c->bottom, 0, bytes);
     sk_launch_end(c);
     return c->base + c->bottom;
 }
@@ -238,27 +238,18 @@ void sk_dev_free(sk_ctx *c, void *p, size_t bytes) {
         return;
     live_remove(c, (size_t)((char *)p - c->base));
     if ((char *)p == c->base + c->bottom)
-        c->bottom += rounded((bytes ? bytes : 1) + REDZONE, PAGE);
+        c->bottom += block_span(bytes, PAGE);
 }
 
-int sk_dev_read(sk_ctx *c, void *host, const void *dev, size_t bytes) {
+/* On these spaces the three directions are one copy with the region open;
+ * a device backend's differ (docs/backends.md). */
+static int copy_open(sk_ctx *c, void *dst, const void *src, size_t bytes) {
     sk_launch_begin(c);
-    memcpy(host, dev, bytes);
+    memmove(dst, src, bytes);
     sk_launch_end(c);
     return 0;
 }
 
-int sk_dev_write(sk_ctx *c, void *dev, const void *host, size_t bytes) {
-    sk_launch_begin(c);
-    memcpy(dev, host, bytes);
-    sk_launch_end(c);
-    return 0;
-}
-
-int sk_dev_copy(sk_ctx *c, void *dst, const void *src, size_t bytes) {
-    sk_launch_begin(c);
-    if (dst != src)
-        memmove(dst, src, bytes);
-    sk_launch_end(c);
-    return 0;
-}
+int sk_dev_read(sk_ctx *c, void *host, const void *dev, size_t bytes) { return copy_open(c, host, dev, bytes); }
+int sk_dev_write(sk_ctx *c, void *dev, const void *host, size_t bytes) { return copy_open(c, dev, host, bytes); }
+int sk_dev_copy(sk_ctx *c, void *dst, const void *src, size_t bytes) { return copy_open(c, dst, src, bytes); }

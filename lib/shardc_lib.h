@@ -132,7 +132,6 @@ int sk_mem_space_from_env(sk_mem_space *space, char *err, size_t errlen);
 const char *sk_mem_space_name(sk_mem_space space);
 sk_ctx *sk_ctx_new(sk_mem_space space);   /* NULL when out of memory */
 void sk_ctx_free(sk_ctx *c);
-sk_mem_space sk_ctx_space(const sk_ctx *c);
 void *sk_dev_take(sk_ctx *c, size_t bytes);          /* a function's block, in stack order */
 void sk_dev_give(sk_ctx *c, void *p, size_t bytes);
 void *sk_dev_alloc(sk_ctx *c, size_t bytes);         /* zeroed; kept until sk_dev_free */

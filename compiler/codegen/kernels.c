@@ -46,10 +46,9 @@ static const char *const sk_op_name[OP_COUNT] = {
 };
 
 /* Device to device: `TRY(sk_dev_copy(ctx, DST, SRC, BYTES));`. */
-static void emit_copy(Gen *g, const char *indent, const char *dst, const char *src, const char *src_suffix,
-                      int64_t bytes) {
+static void emit_copy(Gen *g, const char *indent, const char *dst, const char *src, int64_t bytes) {
     try_plain(g, indent);
-    fprintf(g->out, "sk_dev_copy(ctx, %s, %s%s, %lld));\n", dst, src, src_suffix, (long long)bytes);
+    fprintf(g->out, "sk_dev_copy(ctx, %s, %s, %lld));\n", dst, src, (long long)bytes);
 }
 
 /* Device scalar operand i of `in`, read into host variable NAME of its
@@ -594,15 +593,15 @@ static void emit_transpose(Gen *g, const Inst *in, const char *r) {
 static void emit_reshape(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     if (elems_of(in))
-        emit_copy(g, "    ", r, A(0), "", bytes_of(&in->type));
+        emit_copy(g, "    ", r, A(0), bytes_of(&in->type));
 }
 
 static void emit_tuple_element(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
-    char element[24];
-    snprintf(element, sizeof element, "_%lld", (long long)ir_attr(fn, in, 0));
+    char element[200];
+    snprintf(element, sizeof element, "%s_%lld", A(0), (long long)ir_attr(fn, in, 0));
     if (elems_of(in))
-        emit_copy(g, "    ", r, A(0), element, bytes_of(&in->type));
+        emit_copy(g, "    ", r, element, bytes_of(&in->type));
 }
 
 static void emit_reduce(Gen *g, const Inst *in, const char *r) {
@@ -804,7 +803,7 @@ static void emit_loop(Gen *g, const Inst *in, const char *r) {
             fprintf(o, "        %s *%sc%d = %sl%d, *%sn%d = %sl%d;\n", ct, r, j, r, 2 * j, r, j, r, 2 * j + 1);
         snprintf(name, sizeof name, "%sc%d", r, j);
         if (bytes_of(result_type(body, j)))
-            emit_copy(g, "        ", name, A(1 + j), "", bytes_of(result_type(body, j)));
+            emit_copy(g, "        ", name, A(1 + j), bytes_of(result_type(body, j)));
     }
     fprintf(o, "        for (int64_t %st = 0; %st < ", r, r);
     if (loop_trips(fn, in) < 0)
@@ -837,7 +836,7 @@ static void emit_loop(Gen *g, const Inst *in, const char *r) {
         char dst[160], src[160];
         snprintf(dst, sizeof dst, in->type.dtype == DT_TUPLE ? "%s_%d" : "%s", r, k);
         snprintf(src, sizeof src, k < nc ? "%sc%d" : "%sl%d", r, k < nc ? k : nc + k);
-        emit_copy(g, "        ", dst, src, "", bytes);
+        emit_copy(g, "        ", dst, src, bytes);
     }
     fputs("    }\n", o);
 }
@@ -862,7 +861,7 @@ static void emit_return(Gen *g, const Inst *in, const char *r) {
         char dst[24];
         snprintf(dst, sizeof dst, "result%d", i);
         if (g->result[ir_arg(fn, in, i)] != i + 1 && bytes_of(T(ir_arg(fn, in, i))))
-            emit_copy(g, "    ", dst, A(i), "", bytes_of(T(ir_arg(fn, in, i))));
+            emit_copy(g, "    ", dst, A(i), bytes_of(T(ir_arg(fn, in, i))));
     }
 }
 

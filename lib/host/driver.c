@@ -85,13 +85,13 @@ static int body(sc_device *dev, void *arg) {
     sk_workspace_bind(r->workspace[d]);   /* the device's buffers, kept between runs and steps */
     sc_device_set_ctx(dev, r->ctx ? r->ctx[d] : NULL);
     int apart = r->dev_params != NULL;
+    void ***params = apart ? r->dev_params : r->params, ***results = apart ? r->dev_results : r->results;
     if (apart && (!r->steps || from == r->resumed_at + 1))
         rc = params_in(r, d);
     for (long s = from; s <= to && rc == 0; s++) {
         if (r->steps && s > r->resumed_at + 1)     /* the previous step's carried results, in */
             carry_results(r, d);
-        rc = r->p->entry(dev, (const void *const *)(apart ? r->dev_params : r->params)[d],
-                         (apart ? r->dev_results : r->results)[d]);
+        rc = r->p->entry(dev, (const void *const *)params[d], results[d]);
         if (rc)
             r->step_failed[d] = s;
         else if (r->steps && d == 0 && !(apart && (rc = results_out(r, d, 1))))

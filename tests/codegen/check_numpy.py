@@ -376,7 +376,7 @@ class Harness:
         report = [l for l in err.splitlines() if "Sanitizer" in l or "runtime error" in l]
         if report:
             return "sanitizer report: %s" % " | ".join(report[:3])
-        if st == -11 or st == 139:
+        if st == -11:
             return "segmentation fault (with SHARDC_DEVICE_MEMORY=guarded: the host touched device memory)" \
                 ": %s" % err.strip()[-600:]
         if st:
