@@ -37,7 +37,7 @@ static const char *const engine_name[ENGINES] = {"sk_dot", "dnnl_sgemm", "cblas_
 
 static void one(int e, int dim, const float *x, const float *w, float *out) {
     sk_dot_dims d = {0, 1, {0}, {0}, {1}, {0}};
-    if (e == 0 && sk_dot(SK_F32, SC_SHAPE(dim, dim), x, SC_SHAPE(dim, dim), w, &d, out, NULL) != 0) {
+    if (e == 0 && sk_dot(NULL, SK_F32, SC_SHAPE(dim, dim), x, SC_SHAPE(dim, dim), w, &d, out, NULL) != 0) {
         fprintf(stderr, "gemm: sk_dot failed\n");
         exit(1);
     }
@@ -79,8 +79,8 @@ static void measure_bf16(int dim, const float *x, const float *w) {
     uint16_t *xb = malloc(sz * 2), *wb = malloc(sz * 2), *ob = malloc(sz * 2);
     if (!xb || !wb || !ob)
         exit(1);
-    sk_convert(SK_F32, SK_BF16, (int64_t)sz, x, xb);
-    sk_convert(SK_F32, SK_BF16, (int64_t)sz, w, wb);
+    sk_convert(NULL, SK_F32, SK_BF16, (int64_t)sz, x, xb);
+    sk_convert(NULL, SK_F32, SK_BF16, (int64_t)sz, w, wb);
     sk_dot_dims d = {0, 1, {0}, {0}, {1}, {0}};
     double best = 1e30;
     sk_blas_threads(1);   /* measure() left every core set */
@@ -88,7 +88,7 @@ static void measure_bf16(int dim, const float *x, const float *w) {
     sk_workspace_bind(ws);
     for (int r = 0; r < 3; r++) {
         double t0 = now_s();
-        if (sk_dot(SK_BF16, SC_SHAPE(dim, dim), xb, SC_SHAPE(dim, dim), wb, &d, ob, NULL) != 0) {
+        if (sk_dot(NULL, SK_BF16, SC_SHAPE(dim, dim), xb, SC_SHAPE(dim, dim), wb, &d, ob, NULL) != 0) {
             fprintf(stderr, "gemm: sk_dot bf16 failed\n");
             exit(1);
         }

@@ -50,7 +50,7 @@ static void call(const Worker *t) {
     sk_dot_dims d = {0, 1, {0}, {0}, {!t->lhs_t}, {t->rhs_t}};
     sc_shape x = t->lhs_t ? SC_SHAPE(t->k, t->m) : SC_SHAPE(t->m, t->k);
     sc_shape w = t->rhs_t ? SC_SHAPE(t->n, t->k) : SC_SHAPE(t->k, t->n);
-    if (sk_dot(SK_F32, x, t->x, w, t->w, &d, t->out, NULL) != 0) {
+    if (sk_dot(NULL, SK_F32, x, t->x, w, t->w, &d, t->out, NULL) != 0) {
         fprintf(stderr, "gemm_shapes: sk_dot failed\n");
         exit(1);
     }

@@ -121,11 +121,11 @@ static void run(kind k) {
 #endif
     case SOFTMAX_PLAIN: softmax_plain(n, y, x, m); break;   /* what shardc emitted before */
     case LAYERNORM_PLAIN: layernorm_plain(n, y, x, m, r, g, b); break;
-    case BINARY: sk_binary(SK_ADD, SK_F32, n, x, m, y); break;
-    case REDUCE_ROWS: sk_reduce(SK_F32, SC_SHAPE(rows, COLS), x, 1, (const int[]){1}, SC_SUM, y); break;
-    case REDUCE_COLS: sk_reduce(SK_F32, SC_SHAPE(rows, COLS), x, 1, (const int[]){0}, SC_SUM, y); break;
-    case TRANSPOSE: sk_transpose(SK_F32, SC_SHAPE(rows, COLS), x, (const int[]){1, 0}, y); break;
-    case BROADCAST: sk_broadcast(SK_F32, SC_SHAPE(COLS), x, SC_SHAPE(rows, COLS), (const int[]){1}, y); break;
+    case BINARY: sk_binary(NULL, SK_ADD, SK_F32, n, x, m, y); break;
+    case REDUCE_ROWS: sk_reduce(NULL, SK_F32, SC_SHAPE(rows, COLS), x, 1, (const int[]){1}, SC_SUM, y); break;
+    case REDUCE_COLS: sk_reduce(NULL, SK_F32, SC_SHAPE(rows, COLS), x, 1, (const int[]){0}, SC_SUM, y); break;
+    case TRANSPOSE: sk_transpose(NULL, SK_F32, SC_SHAPE(rows, COLS), x, (const int[]){1, 0}, y); break;
+    case BROADCAST: sk_broadcast(NULL, SK_F32, SC_SHAPE(COLS), x, SC_SHAPE(rows, COLS), (const int[]){1}, y); break;
     default: break;
     }
 }

@@ -39,6 +39,7 @@ enum { TILE_Q = 128, TILE_K = 128, WIDE_T = 512 };
 /* One batch index's operands and the scratch of its query tiles: q's rows
  * of the tile, and all of k's and v's, copied to rows ld* apart. */
 typedef struct {
+    sk_ctx *ctx;
     const sk_attention_args *a;
     const char *q;
     char *out;
@@ -54,11 +55,11 @@ typedef struct {
  * of such a length get a padding. */
 static int64_t padded(int64_t n) { return n % 256 == 0 ? n + 16 : n; }
 
-static void pack_rows(float *dst, int64_t ld, sk_dtype t, const char *src, int64_t src_row, int64_t rows,
+static void pack_rows(sk_ctx *ctx, float *dst, int64_t ld, sk_dtype t, const char *src, int64_t src_row, int64_t rows,
                       int64_t cols) {
     size_t size = sk_dtype_size(t);
     for (int64_t r = 0; r < rows; r++)
-        sk_convert(t, SK_F32, cols, src + (size_t)(r * src_row) * size, dst + r * ld);   /* bf16: widened */
+        sk_convert(ctx, t, SK_F32, cols, src + (size_t)(r * src_row) * size, dst + r * ld);   /* bf16: widened */
 }
 
 /* Row i of a score tile, scaled, masked (keys from `in` on are out: the
@@ -108,7 +109,8 @@ SK_ISA_CLONES static void scale_vec(float *x, float by, int64_t n) {
  * running max, sum and product with v. */
 static int key_tile(const tile *w, int64_t s0, int64_t rows, int64_t t0, int64_t cols) {
     const sk_attention_args *a = w->a;
-    if (sk_sgemm('N', 'T', rows, cols, a->K, w->qp, w->ldq, w->kp + t0 * w->ldk, w->ldk, 0.0f, w->scores, TILE_K))
+    if (sk_sgemm(w->ctx, 'N', 'T', rows, cols, a->K, w->qp, w->ldq, w->kp + t0 * w->ldk, w->ldk, 0.0f, w->scores,
+                 TILE_K))
         return SC_ERR;
     for (int64_t i = 0; i < rows; i++) {
         float *x = w->scores + i * TILE_K;
@@ -129,7 +131,8 @@ static int key_tile(const tile *w, int64_t s0, int64_t rows, int64_t t0, int64_t
         w->m[i] = peak;
         w->l[i] += sum;
     }
-    return sk_sgemm('N', 'N', rows, a->Kv, cols, w->scores, TILE_K, w->vp + t0 * w->ldv, w->ldv, 1.0f, w->acc, a->Kv);
+    return sk_sgemm(w->ctx, 'N', 'N', rows, a->Kv, cols, w->scores, TILE_K, w->vp + t0 * w->ldv, w->ldv, 1.0f, w->acc,
+                    a->Kv);
 }
 
 static int query_tile(const tile *w, int64_t s0, int64_t rows) {
@@ -137,7 +140,7 @@ static int query_tile(const tile *w, int64_t s0, int64_t rows) {
     for (int64_t i = 0; i < rows; i++)
         w->m[i] = -INFINITY, w->l[i] = 0;
     memset(w->acc, 0, sizeof(float) * (size_t)(rows * a->Kv));
-    pack_rows(w->qp, w->ldq, a->t, w->q + (size_t)(s0 * a->q_row) * w->size, a->q_row, rows, a->K);
+    pack_rows(w->ctx, w->qp, w->ldq, a->t, w->q + (size_t)(s0 * a->q_row) * w->size, a->q_row, rows, a->K);
     int64_t end = a->T;   /* keys past the causal bound of the tile's last row are skipped */
     if (a->causal >= 0 && s0 + rows + a->causal < end)
         end = s0 + rows + a->causal;
@@ -147,7 +150,7 @@ static int query_tile(const tile *w, int64_t s0, int64_t rows) {
     for (int64_t i = 0; i < rows; i++) {
         float *o = w->acc + i * a->Kv;
         scale_vec(o, 1.0f / w->l[i], a->Kv);
-        sk_convert(SK_F32, a->out_t, a->Kv, o, w->out + (size_t)((s0 + i) * a->out_row) * w->out_size);
+        sk_convert(w->ctx, SK_F32, a->out_t, a->Kv, o, w->out + (size_t)((s0 + i) * a->out_row) * w->out_size);
     }
     return 0;
 }
@@ -171,7 +174,7 @@ static int valid(const sk_attention_args *a) {
     return valid_operands(a) && a->out && float_type(a->out_t) && a->out_row >= a->Kv;
 }
 
-int sk_attention(const sk_attention_args *a) {
+int sk_attention(sk_ctx *ctx, const sk_attention_args *a) {
     if (!valid(a))
         return SC_ERR;
     int64_t nbat = 1;
@@ -179,10 +182,10 @@ int sk_attention(const sk_attention_args *a) {
         nbat *= a->batch[i];
     if (nbat == 0 || a->S == 0)
         return 0;
-    tile w = {.a = a, .size = sk_dtype_size(a->t), .out_size = sk_dtype_size(a->out_t), .ldq = padded(a->K),
+    tile w = {.ctx = ctx, .a = a, .size = sk_dtype_size(a->t), .out_size = sk_dtype_size(a->out_t), .ldq = padded(a->K),
               .ldk = padded(a->K), .ldv = padded(a->Kv)};
     size_t bytes = sizeof(float) * (size_t)(TILE_Q * (TILE_K + a->Kv + 2 + w.ldq) + a->T * (w.ldk + w.ldv));
-    float *scratch = sk_workspace_take(bytes);
+    float *scratch = sk_dev_take(ctx, bytes);
     if (!scratch)
         return SC_ERR;
     w.scores = scratch;
@@ -196,8 +199,8 @@ int sk_attention(const sk_attention_args *a) {
     int status = 0;
     for (int64_t b = 0; b < nbat && !status; b++) {
         w.q = (const char *)a->q + (size_t)oq * w.size, w.out = (char *)a->out + (size_t)oo * w.out_size;
-        pack_rows(w.kp, w.ldk, a->t, (const char *)a->k + (size_t)ok * w.size, a->k_row, a->T, a->K);
-        pack_rows(w.vp, w.ldv, a->t, (const char *)a->v + (size_t)ov * w.size, a->v_row, a->T, a->Kv);
+        pack_rows(ctx, w.kp, w.ldk, a->t, (const char *)a->k + (size_t)ok * w.size, a->k_row, a->T, a->K);
+        pack_rows(ctx, w.vp, w.ldv, a->t, (const char *)a->v + (size_t)ov * w.size, a->v_row, a->T, a->Kv);
         for (int64_t s0 = 0; s0 < a->S && !status; s0 += TILE_Q)
             status = query_tile(&w, s0, a->S - s0 < TILE_Q ? a->S - s0 : TILE_Q);
         for (int d = a->nbatch - 1; d >= 0; d--) {
@@ -209,7 +212,7 @@ int sk_attention(const sk_attention_args *a) {
             idx[d] = 0;
         }
     }
-    sk_workspace_give(scratch, bytes);
+    sk_dev_give(ctx, scratch, bytes);
     return status;
 }
 
@@ -228,14 +231,14 @@ typedef struct {
 } grad_tile;
 
 /* x rounded to dtype t and widened again, in place (f32: unchanged). */
-static void round_to(sk_dtype t, float *x, int64_t n) {
+static void round_to(sk_ctx *ctx, sk_dtype t, float *x, int64_t n) {
     uint16_t narrow[TILE_K];
     if (t == SK_F32)
         return;
     for (int64_t j = 0; j < n; j += TILE_K) {
         int64_t m = n - j < TILE_K ? n - j : TILE_K;
-        sk_convert(SK_F32, t, m, x + j, narrow);
-        sk_convert(t, SK_F32, m, narrow, x + j);
+        sk_convert(ctx, SK_F32, t, m, x + j, narrow);
+        sk_convert(ctx, t, SK_F32, m, narrow, x + j);
     }
 }
 
@@ -297,7 +300,7 @@ static int grad_block(grad_tile *w, int64_t s0, int64_t rows, int64_t t0, int64_
     const sk_attention_args *a = &w->g->fwd;
     const float *qp = w->qp + s0 * w->f.ldq, *dop = w->dop + s0 * w->lddo;
     const float *kp = w->f.kp + t0 * w->f.ldk, *vp = w->f.vp + t0 * w->f.ldv;
-    if (sk_sgemm('N', 'T', rows, cols, a->K, qp, w->f.ldq, kp, w->f.ldk, 0.0f, w->p, w->ldp))
+    if (sk_sgemm(w->f.ctx, 'N', 'T', rows, cols, a->K, qp, w->f.ldq, kp, w->f.ldk, 0.0f, w->p, w->ldp))
         return SC_ERR;
     for (int64_t i = 0; i < rows; i++) {
         int64_t bound = s0 + i + a->causal - t0 + 1;
@@ -306,18 +309,18 @@ static int grad_block(grad_tile *w, int64_t s0, int64_t rows, int64_t t0, int64_
         prob_row(x, a->mask ? a->mask + (s0 + i) * a->mask_row + t0 : NULL, a->scale, w->lse[s0 + i], in, cols);
         if (w->pr != w->p) {
             memcpy(w->pr + i * w->ldp, x, sizeof(float) * (size_t)cols);
-            round_to(a->t, w->pr + i * w->ldp, cols);
+            round_to(w->f.ctx, a->t, w->pr + i * w->ldp, cols);
         }
     }
-    if (sk_sgemm('T', 'N', cols, a->Kv, rows, w->pr, w->ldp, dop, w->lddo, 1.0f, w->dv, a->Kv) ||
-        sk_sgemm('N', 'T', rows, cols, a->Kv, dop, w->lddo, vp, w->f.ldv, 0.0f, w->dp, w->ldp))
+    if (sk_sgemm(w->f.ctx, 'T', 'N', cols, a->Kv, rows, w->pr, w->ldp, dop, w->lddo, 1.0f, w->dv, a->Kv) ||
+        sk_sgemm(w->f.ctx, 'N', 'T', rows, cols, a->Kv, dop, w->lddo, vp, w->f.ldv, 0.0f, w->dp, w->ldp))
         return SC_ERR;
     for (int64_t i = 0; i < rows; i++) {
         ds_row(w->dp + i * w->ldp, w->p + i * w->ldp, w->delta[s0 + i], a->scale, cols);
-        round_to(a->t, w->dp + i * w->ldp, cols);
+        round_to(w->f.ctx, a->t, w->dp + i * w->ldp, cols);
     }
-    if (sk_sgemm('N', 'N', rows, a->K, cols, w->dp, w->ldp, kp, w->f.ldk, 1.0f, w->dq + s0 * a->K, a->K) ||
-        sk_sgemm('T', 'N', cols, a->K, rows, w->dp, w->ldp, qp, w->f.ldq, 1.0f, w->dk, a->K))
+    if (sk_sgemm(w->f.ctx, 'N', 'N', rows, a->K, cols, w->dp, w->ldp, kp, w->f.ldk, 1.0f, w->dq + s0 * a->K, a->K) ||
+        sk_sgemm(w->f.ctx, 'T', 'N', cols, a->K, rows, w->dp, w->ldp, qp, w->f.ldq, 1.0f, w->dk, a->K))
         return SC_ERR;
     return 0;
 }
@@ -332,8 +335,8 @@ static int grad_rows(grad_tile *w, int64_t s0, int64_t rows) {
     int64_t end = a->T;   /* keys past the causal bound of the tile's last row are out */
     if (a->causal >= 0 && s0 + rows + a->causal < end)
         end = s0 + rows + a->causal;
-    if (sk_sgemm('N', 'T', rows, end, a->K, qp, w->f.ldq, w->f.kp, w->f.ldk, 0.0f, w->p, w->ldp) ||
-        sk_sgemm('N', 'T', rows, end, a->Kv, dop, w->lddo, w->f.vp, w->f.ldv, 0.0f, w->dp, w->ldp))
+    if (sk_sgemm(w->f.ctx, 'N', 'T', rows, end, a->K, qp, w->f.ldq, w->f.kp, w->f.ldk, 0.0f, w->p, w->ldp) ||
+        sk_sgemm(w->f.ctx, 'N', 'T', rows, end, a->Kv, dop, w->lddo, w->f.vp, w->f.ldv, 0.0f, w->dp, w->ldp))
         return SC_ERR;
     for (int64_t i = 0; i < rows; i++) {
         int64_t bound = s0 + i + a->causal + 1;
@@ -343,22 +346,23 @@ static int grad_rows(grad_tile *w, int64_t s0, int64_t rows) {
         scale_vec(x, 1.0f / exp_row(x, peak, end), end);
         if (w->pr != w->p) {
             memcpy(w->pr + i * w->ldp, x, sizeof(float) * (size_t)end);
-            round_to(a->t, w->pr + i * w->ldp, end);
+            round_to(w->f.ctx, a->t, w->pr + i * w->ldp, end);
         }
         ds_row(d, x, dot_row(x, d, end), a->scale, end);
-        round_to(a->t, d, end);
+        round_to(w->f.ctx, a->t, d, end);
     }
-    return sk_sgemm('T', 'N', end, a->Kv, rows, w->pr, w->ldp, dop, w->lddo, 1.0f, w->dv, a->Kv) ||
-                   sk_sgemm('N', 'N', rows, a->K, end, w->dp, w->ldp, w->f.kp, w->f.ldk, 0.0f, w->dq + s0 * a->K, a->K) ||
-                   sk_sgemm('T', 'N', end, a->K, rows, w->dp, w->ldp, qp, w->f.ldq, 1.0f, w->dk, a->K)
+    return sk_sgemm(w->f.ctx, 'T', 'N', end, a->Kv, rows, w->pr, w->ldp, dop, w->lddo, 1.0f, w->dv, a->Kv) ||
+                   sk_sgemm(w->f.ctx, 'N', 'N', rows, a->K, end, w->dp, w->ldp, w->f.kp, w->f.ldk, 0.0f,
+                            w->dq + s0 * a->K, a->K) ||
+                   sk_sgemm(w->f.ctx, 'T', 'N', end, a->K, rows, w->dp, w->ldp, qp, w->f.ldq, 1.0f, w->dk, a->K)
                ? SC_ERR
                : 0;
 }
 
-static void store_rows(sk_dtype t, void *dst, int64_t row, const float *src, int64_t rows, int64_t cols) {
+static void store_rows(sk_ctx *ctx, sk_dtype t, void *dst, int64_t row, const float *src, int64_t rows, int64_t cols) {
     size_t size = sk_dtype_size(t);
     for (int64_t r = 0; r < rows; r++)
-        sk_convert(SK_F32, t, cols, src + r * cols, (char *)dst + (size_t)(r * row) * size);
+        sk_convert(ctx, SK_F32, t, cols, src + r * cols, (char *)dst + (size_t)(r * row) * size);
 }
 
 /* The gradient of one batch index, its operands at the given offsets. */
@@ -366,19 +370,20 @@ static int grad_one(grad_tile *w, const int64_t *off) {
     const sk_attention_grad_args *g = w->g;
     const sk_attention_args *a = &g->fwd;
     size_t size = sk_dtype_size(a->t), dsize = sk_dtype_size(g->dout_t), gsize = sk_dtype_size(g->grad_t);
-    pack_rows(w->qp, w->f.ldq, a->t, (const char *)a->q + (size_t)off[0] * size, a->q_row, a->S, a->K);
-    pack_rows(w->f.kp, w->f.ldk, a->t, (const char *)a->k + (size_t)off[1] * size, a->k_row, a->T, a->K);
-    pack_rows(w->f.vp, w->f.ldv, a->t, (const char *)a->v + (size_t)off[2] * size, a->v_row, a->T, a->Kv);
-    pack_rows(w->dop, w->lddo, g->dout_t, (const char *)g->dout + (size_t)off[3] * dsize, g->dout_row, a->S, a->Kv);
+    pack_rows(w->f.ctx, w->qp, w->f.ldq, a->t, (const char *)a->q + (size_t)off[0] * size, a->q_row, a->S, a->K);
+    pack_rows(w->f.ctx, w->f.kp, w->f.ldk, a->t, (const char *)a->k + (size_t)off[1] * size, a->k_row, a->T, a->K);
+    pack_rows(w->f.ctx, w->f.vp, w->f.ldv, a->t, (const char *)a->v + (size_t)off[2] * size, a->v_row, a->T, a->Kv);
+    pack_rows(w->f.ctx, w->dop, w->lddo, g->dout_t, (const char *)g->dout + (size_t)off[3] * dsize, g->dout_row, a->S,
+              a->Kv);
     if (w->ldp != TILE_K) {              /* every key in one pass */
         memset(w->dk, 0, sizeof(float) * (size_t)(a->T * a->K));
         memset(w->dv, 0, sizeof(float) * (size_t)(a->T * a->Kv));
         for (int64_t s0 = 0; s0 < a->S; s0 += TILE_Q)
             if (grad_rows(w, s0, a->S - s0 < TILE_Q ? a->S - s0 : TILE_Q))
                 return SC_ERR;
-        store_rows(g->grad_t, (char *)g->dk + (size_t)off[5] * gsize, g->dk_row, w->dk, a->T, a->K);
-        store_rows(g->grad_t, (char *)g->dv + (size_t)off[6] * gsize, g->dv_row, w->dv, a->T, a->Kv);
-        store_rows(g->grad_t, (char *)g->dq + (size_t)off[4] * gsize, g->dq_row, w->dq, a->S, a->K);
+        store_rows(w->f.ctx, g->grad_t, (char *)g->dk + (size_t)off[5] * gsize, g->dk_row, w->dk, a->T, a->K);
+        store_rows(w->f.ctx, g->grad_t, (char *)g->dv + (size_t)off[6] * gsize, g->dv_row, w->dv, a->T, a->Kv);
+        store_rows(w->f.ctx, g->grad_t, (char *)g->dq + (size_t)off[4] * gsize, g->dq_row, w->dq, a->S, a->K);
         return 0;
     }
     for (int64_t s0 = 0; s0 < a->S; s0 += TILE_Q)
@@ -394,11 +399,12 @@ static int grad_one(grad_tile *w, const int64_t *off) {
         for (int64_t s0 = first; s0 < a->S; s0 += TILE_Q)
             if (grad_block(w, s0, a->S - s0 < TILE_Q ? a->S - s0 : TILE_Q, t0, cols))
                 return SC_ERR;
-        store_rows(g->grad_t, (char *)g->dk + (size_t)(off[5] + t0 * g->dk_row) * gsize, g->dk_row, w->dk, cols, a->K);
-        store_rows(g->grad_t, (char *)g->dv + (size_t)(off[6] + t0 * g->dv_row) * gsize, g->dv_row, w->dv, cols,
-                   a->Kv);
+        store_rows(w->f.ctx, g->grad_t, (char *)g->dk + (size_t)(off[5] + t0 * g->dk_row) * gsize, g->dk_row, w->dk,
+                   cols, a->K);
+        store_rows(w->f.ctx, g->grad_t, (char *)g->dv + (size_t)(off[6] + t0 * g->dv_row) * gsize, g->dv_row, w->dv,
+                   cols, a->Kv);
     }
-    store_rows(g->grad_t, (char *)g->dq + (size_t)off[4] * gsize, g->dq_row, w->dq, a->S, a->K);
+    store_rows(w->f.ctx, g->grad_t, (char *)g->dq + (size_t)off[4] * gsize, g->dq_row, w->dq, a->S, a->K);
     return 0;
 }
 
@@ -408,7 +414,7 @@ static int grad_valid(const sk_attention_grad_args *g) {
            g->dv_row >= g->fwd.Kv && g->dout_row <= INT32_MAX;
 }
 
-int sk_attention_grad(const sk_attention_grad_args *g) {
+int sk_attention_grad(sk_ctx *ctx, const sk_attention_grad_args *g) {
     if (!grad_valid(g))
         return SC_ERR;
     const sk_attention_args *a = &g->fwd;
@@ -417,7 +423,7 @@ int sk_attention_grad(const sk_attention_grad_args *g) {
         nbat *= a->batch[i];
     if (nbat == 0)
         return 0;
-    grad_tile w = {.g = g, .f = {.a = a, .ldq = padded(a->K), .ldk = padded(a->K), .ldv = padded(a->Kv)},
+    grad_tile w = {.g = g, .f = {.ctx = ctx, .a = a, .ldq = padded(a->K), .ldk = padded(a->K), .ldv = padded(a->Kv)},
                    .lddo = padded(a->Kv)};
     int pr = a->t != SK_F32;
     int64_t acc_rows = a->T <= WIDE_T ? a->T : TILE_K;   /* dk and dv's sums: every key's, or a tile's */
@@ -425,7 +431,7 @@ int sk_attention_grad(const sk_attention_grad_args *g) {
     size_t floats = (size_t)(TILE_Q * (TILE_K + a->Kv + 2) + a->T * (w.f.ldk + w.f.ldv) +
                              a->S * (w.f.ldq + w.lddo + 2 + a->K) + acc_rows * (a->K + a->Kv) +
                              TILE_Q * w.ldp * (2 + pr));
-    float *scratch = sk_workspace_take(sizeof(float) * floats), *x = scratch;
+    float *scratch = sk_dev_take(ctx, sizeof(float) * floats), *x = scratch;
     if (!scratch)
         return SC_ERR;
     w.f.scores = x, x += TILE_Q * TILE_K;
@@ -461,6 +467,6 @@ int sk_attention_grad(const sk_attention_grad_args *g) {
             idx[d] = 0;
         }
     }
-    sk_workspace_give(scratch, sizeof(float) * floats);
+    sk_dev_give(ctx, scratch, sizeof(float) * floats);
     return status;
 }

@@ -55,7 +55,7 @@ struct sk_ctx {
     sk_mem_space space;
     char *base;              /* guarded: the region */
     size_t cap, top, bottom; /* its size; the stack's top; the lowest allocated byte */
-    size_t high;             /* the stack's highest top, in whole pages */
+    size_t high, peak;       /* the stack's highest top, in whole pages and in bytes */
     int open;                /* begins not yet ended, and copy calls running */
 #ifdef GUARD_BY_POISON
     int nlive;               /* the blocks taken or allocated and not given back */
@@ -191,6 +191,7 @@ void *sk_dev_take(sk_ctx *c, size_t bytes) {
     if (span > c->bottom - c->top)
         return NULL;
     c->top += span;
+    c->peak = c->top > c->peak ? c->top : c->peak;
     if (c->top > c->high) {
         size_t high = rounded(c->top, PAGE);
         grown(c, c->high, high - c->high);
@@ -199,6 +200,8 @@ void *sk_dev_take(sk_ctx *c, size_t bytes) {
     live_add(c, c->top - span, bytes ? bytes : 1);
     return c->base + c->top - span;
 }
+
+size_t sk_dev_peak(const sk_ctx *c) { return guarded(c) ? c->peak : sk_workspace_peak(); }
 
 void sk_dev_give(sk_ctx *c, void *p, size_t bytes) {
     if (!guarded(c)) {

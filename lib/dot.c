@@ -170,17 +170,17 @@ typedef struct {
 
 /* C = A B + beta C in f32, row-major, on the engine chosen: oneDNN (sgemm.c)
  * or, under SHARDC_GEMM=openblas, OpenBLAS. */
-static int gemm_f32(char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda, const float *b,
-                    int64_t ldb, float beta, float *c, int64_t ldc) {
+static int gemm_f32(sk_ctx *ctx, char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                    const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
     if (!without_onednn())
-        return sk_sgemm(ta, tb, M, N, K, a, lda, b, ldb, beta, c, ldc);
+        return sk_sgemm(ctx, ta, tb, M, N, K, a, lda, b, ldb, beta, c, ldc);
     cblas_sgemm(CblasRowMajor, ta == 'N' ? CblasNoTrans : CblasTrans, tb == 'N' ? CblasNoTrans : CblasTrans, (int)M,
                 (int)N, (int)K, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
     return 0;
 }
 
 /* The bf16/f16/i32 product: packed panels, f32 or wrapping int32. */
-static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,
+static int panel_dot(sk_ctx *ctx, sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,
                     const void *b, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
                     int nc, epilogue ep, void *out);
 
@@ -191,38 +191,38 @@ static int is_activation(sk_unary_op act) {
 /* The epilogue (bias: N elements of dtype t, or NULL; then act) of an M x
  * N result c of dtype t, in place, by the elementwise kernels: an f32 or
  * f64 GEMM's, zeros of any dtype, or a bf16/f16 panel dot's f32 sums. */
-static int epilogue_after(sk_dtype t, const void *bias, sk_unary_op act, void *c, int64_t M, int64_t N) {
+static int epilogue_after(sk_ctx *ctx, sk_dtype t, const void *bias, sk_unary_op act, void *c, int64_t M, int64_t N) {
     size_t row = (size_t)N * sk_dtype_size(t);
     for (int64_t i = 0; i < M && bias; i++)
-        if (sk_binary(SK_ADD, t, N, (char *)c + i * row, bias, (char *)c + i * row))
+        if (sk_binary(ctx, SK_ADD, t, N, (char *)c + i * row, bias, (char *)c + i * row))
             return SC_ERR;
-    return act == SK_COPY ? 0 : sk_unary(act, t, M * N, c, c);
+    return act == SK_COPY ? 0 : sk_unary(ctx, act, t, M * N, c, c);
 }
 
 /* out += the dot (n elements), for the dtypes whose GEMM takes no beta:
  * the product computed aside, then added (rounded as the unfused dot and
  * add are). */
-static int accumulate_aside(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
+static int accumulate_aside(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
                             const sk_dot_dims *dd, void *out, int64_t n) {
     void *product = malloc((size_t)n * sk_dtype_size(t));
-    int status = !product || sk_dot(t, lhs, a, rhs, b, dd, product, NULL) ||
-                 sk_binary(SK_ADD, t, n, out, product, out) ? SC_ERR : 0;
+    int status = !product || sk_dot(ctx, t, lhs, a, rhs, b, dd, product, NULL) ||
+                 sk_binary(ctx, SK_ADD, t, n, out, product, out) ? SC_ERR : 0;
     free(product);
     return status;
 }
 
-static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst_in, sc_shape rhs,
+static int dot_strided(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst_in, sc_shape rhs,
                        const void *b, const int64_t *rst_in, const sk_dot_dims *dd, const sk_epilogue *ep,
                        void *out, int64_t ldo, sc_shape *out_shape);
 
-int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
+int sk_dot(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
            const sk_dot_dims *dd, void *out, sc_shape *out_shape) {
-    return dot_strided(t, lhs, a, NULL, rhs, b, NULL, dd, NULL, out, 0, out_shape);
+    return dot_strided(ctx, t, lhs, a, NULL, rhs, b, NULL, dd, NULL, out, 0, out_shape);
 }
 
-int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
+int sk_dot_epilogue(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
                     const sk_dot_dims *dd, const sk_epilogue *ep, void *out, sc_shape *out_shape) {
-    return dot_strided(t, lhs, a, NULL, rhs, b, NULL, dd, ep, out, 0, out_shape);
+    return dot_strided(ctx, t, lhs, a, NULL, rhs, b, NULL, dd, ep, out, 0, out_shape);
 }
 
 /* A row-major copy of x, of shape s lying with strides st (for free()). */
@@ -262,8 +262,9 @@ static int64_t free_elems(sc_shape s, const int *skip1, int n1, const int *skip2
 /* sk_dot_strided into rows ldo apart, for what cannot store there itself
  * (the packed paths, an epilogue that runs on dense rows): the result
  * computed aside (from out's rows when it accumulates) and copied in. */
-static int dot_aside(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs, const void *b,
-                     const int64_t *rst, const sk_dot_dims *dd, const sk_epilogue *ep, void *out, int64_t ldo) {
+static int dot_aside(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs,
+                     const void *b, const int64_t *rst, const sk_dot_dims *dd, const sk_epilogue *ep, void *out,
+                     int64_t ldo) {
     if (!dd || dd->nbatch < 0 || dd->ncontract < 0 || dd->nbatch + dd->ncontract > SC_MAX_RANK)
         return SC_ERR;
     int64_t N = free_elems(rhs, dd->rhs_batch, dd->nbatch, dd->rhs_contract, dd->ncontract);
@@ -274,32 +275,33 @@ static int dot_aside(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst
         return SC_ERR;
     if (ep && ep->accumulate)
         copy_rows(aside, N * es, out, ldo * es, rows, N * es);
-    int status = sk_dot_strided(t, lhs, a, lst, rhs, b, rst, dd, ep, aside, 0);
+    int status = sk_dot_strided(ctx, t, lhs, a, lst, rhs, b, rst, dd, ep, aside, 0);
     if (!status)
         copy_rows(out, ldo * es, aside, N * es, rows, N * es);
     free(aside);
     return status;
 }
 
-int sk_dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs, const void *b,
-                   const int64_t *rst, const sk_dot_dims *dd, const sk_epilogue *ep, void *out, int64_t ldo) {
+int sk_dot_strided(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs,
+                   const void *b, const int64_t *rst, const sk_dot_dims *dd, const sk_epilogue *ep, void *out,
+                   int64_t ldo) {
     if (!sk_valid_dtype(t) || !sk_valid_shape(lhs) || !sk_valid_shape(rhs) || ldo < 0)
         return SC_ERR;
     int plain = !ep || (!ep->bias && ep->act == SK_COPY && !ep->f32_out);
     if (ldo && ((t != SK_F32 && t != SK_F64) || !plain))
-        return dot_aside(t, lhs, a, lst, rhs, b, rst, dd, ep, out, ldo);
+        return dot_aside(ctx, t, lhs, a, lst, rhs, b, rst, dd, ep, out, ldo);
     if (t == SK_F32 || t == SK_F64)      /* BLAS stores the rows where they lie (its ldc) */
-        return dot_strided(t, lhs, a, lst, rhs, b, rst, dd, ep, out, ldo, NULL);
+        return dot_strided(ctx, t, lhs, a, lst, rhs, b, rst, dd, ep, out, ldo, NULL);
     /* The packed paths of the other dtypes read row-major operands. */
     void *da = lst ? densify(t, lhs, a, lst) : NULL, *db = rst ? densify(t, rhs, b, rst) : NULL;
     int status = (lst && !da) || (rst && !db) ? SC_ERR
-                 : dot_strided(t, lhs, da ? da : a, NULL, rhs, db ? db : b, NULL, dd, ep, out, 0, NULL);
+                 : dot_strided(ctx, t, lhs, da ? da : a, NULL, rhs, db ? db : b, NULL, dd, ep, out, 0, NULL);
     free(da);
     free(db);
     return status;
 }
 
-static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst_in, sc_shape rhs,
+static int dot_strided(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst_in, sc_shape rhs,
                        const void *b, const int64_t *rst_in, const sk_dot_dims *dd, const sk_epilogue *ep,
                        void *out, int64_t ldo, sc_shape *out_shape) {
     if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(lhs) || !sk_valid_shape(rhs) ||
@@ -356,13 +358,13 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
         return 0;
     int64_t ldc = ldo ? ldo : N;         /* the result's rows lie ldc apart (sk_dot_strided) */
     if (ep->accumulate && t != SK_F32 && t != SK_F64)
-        return accumulate_aside(t, lhs, a, rhs, b, dd, out, nbat * M * N);
+        return accumulate_aside(ctx, t, lhs, a, rhs, b, dd, out, nbat * M * N);
     if (K == 0) {   /* an empty sum: zeros, whose bits are 0 in every dtype (0 + bias is exact) */
         int64_t runs = ldc == N ? 1 : nbat * M, run = ldc == N ? nbat * M * N : N;   /* rows that touch: one run */
         for (int64_t i = 0; i < runs && !ep->accumulate; i++)
             memset((char *)out + i * ldc * (int64_t)oes, 0, (size_t)run * oes);
         for (int64_t bi = 0; bi < nbat; bi++)
-            if (epilogue_after(ot, ep->bias, ep->act, (char *)out + bi * M * N * (int64_t)oes, M, N))
+            if (epilogue_after(ctx, ot, ep->bias, ep->act, (char *)out + bi * M * N * (int64_t)oes, M, N))
                 return SC_ERR;
         return 0;
     }
@@ -438,7 +440,7 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
             status = sk_matmul_run(mm, va.base + oa * (int64_t)es, vb.base + ob * (int64_t)es, fbias,
                                (char *)out + bi * M * N * (int64_t)oes);
         else if (t == SK_F32)
-            status = gemm_f32(g.ta, g.tb, M, N, K, (const float *)(const void *)va.base + oa, lda,
+            status = gemm_f32(ctx, g.ta, g.tb, M, N, K, (const float *)(const void *)va.base + oa, lda,
                               (const float *)(const void *)vb.base + ob, ldb, beta, (float *)out + bi * M * ldc, ldc);
         else
             cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0,
@@ -446,7 +448,7 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
                         (const double *)(const void *)vb.base + ob, (int)ldb, (double)beta,
                         (double *)out + bi * M * ldc, (int)ldc);
         if (!mm && !status)
-            status = epilogue_after(t, ep->bias, ep->act, (char *)out + bi * M * N * (int64_t)es, M, N);
+            status = epilogue_after(ctx, t, ep->bias, ep->act, (char *)out + bi * M * N * (int64_t)es, M, N);
         for (int d = nb - 1; d >= 0; d--) {
             oa += va.bstride[d];
             ob += vb.bstride[d];
@@ -459,7 +461,7 @@ static int dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *l
     }
     goto done;
 panels:                                /* no library for this dtype or layout on this CPU */
-    status = panel_dot(t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, lep, out);
+    status = panel_dot(ctx, t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, lep, out);
 done:
     sk_matmul_end(mm);
     free(pa);
@@ -518,12 +520,12 @@ static void store_rows(void *ctx, int64_t lo, int64_t hi) {
     const Panels *p = ctx;
     int64_t N = p->N;
     float *rows = p->acc + lo * N;
-    epilogue_after(SK_F32, p->ep.bias, p->ep.act, rows, hi - lo, N);
-    sk_convert(SK_F32, p->ep.out, (hi - lo) * N, rows,
+    epilogue_after(ctx, SK_F32, p->ep.bias, p->ep.act, rows, hi - lo, N);
+    sk_convert(ctx, SK_F32, p->ep.out, (hi - lo) * N, rows,
                (char *)p->out + (size_t)((p->bi * p->M + lo) * N) * sk_dtype_size(p->ep.out));
 }
 
-static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,
+static int panel_dot(sk_ctx *ctx, sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, const void *a,
                      const void *b, const side *ls, const side *rs, sc_shape lhs, sc_shape rhs,
                      int nc, epilogue ep, void *out) {
     /* One workspace block: the operands packed in their dtype, then (bf16,
@@ -536,7 +538,7 @@ static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, 
     size_t len[5] = {an * es, bn * es, cn * 4, is_int ? 0 : an * 4, is_int ? 0 : bn * 4};
     for (int i = 0; i < 5; i++, bytes = (bytes + 63) / 64 * 64)
         at[i] = bytes, bytes += len[i];
-    char *block = M > INT_MAX || N > INT_MAX || K > INT_MAX ? NULL : sk_workspace_take(bytes);
+    char *block = M > INT_MAX || N > INT_MAX || K > INT_MAX ? NULL : sk_dev_take(ctx, bytes);
     if (!block)
         return SC_ERR;
     float *acc = (float *)(void *)(block + at[2]);
@@ -548,8 +550,8 @@ static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, 
     void *wb = pack(es, rhs, b, rst, rs, nc, 1, K, N, &pb, block + at[1]);
     int rc = SC_ERR;
     if (!is_int) {
-        if (sk_convert(t, SK_F32, nbat * M * K, wa, block + at[3]) ||
-            sk_convert(t, SK_F32, nbat * K * N, wb, block + at[4]))
+        if (sk_convert(ctx, t, SK_F32, nbat * M * K, wa, block + at[3]) ||
+            sk_convert(ctx, t, SK_F32, nbat * K * N, wb, block + at[4]))
             goto done;
         wa = block + at[3], wb = block + at[4];
     }
@@ -566,7 +568,7 @@ static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, 
         }
         /* f32 sums kept as they are (a wide dot's) go straight into out. */
         int direct = ep.out == SK_F32 && !ep.bias && ep.act == SK_COPY;
-        if (gemm_f32('N', 'N', M, N, K, (const float *)wa + bi * M * K, K, (const float *)wb + bi * K * N, N, 0.0f,
+        if (gemm_f32(ctx, 'N', 'N', M, N, K, (const float *)wa + bi * M * K, K, (const float *)wb + bi * K * N, N, 0.0f,
                      direct ? (float *)out + bi * M * N : acc, N))
             goto done;
         if (!direct)
@@ -574,7 +576,7 @@ static int panel_dot(sk_dtype t, int64_t nbat, int64_t M, int64_t N, int64_t K, 
     }
     rc = 0;
 done:
-    sk_workspace_give(block, bytes);
+    sk_dev_give(ctx, block, bytes);
     return rc;
 }
 

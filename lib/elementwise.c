@@ -30,7 +30,8 @@ static const unsigned char binary_dtypes[SK_BINARY_COUNT] = {
 static int takes(int dtypes, sk_dtype t) {
     if (dtypes == BOOL)
         return t == SK_BOOL;
-    return dtypes == ANY || (t != SK_BOOL && (dtypes == NUM || (t != SK_I32 && t != SK_I64 && t != SK_U8 && t != SK_U32)));
+    return dtypes == ANY ||
+           (t != SK_BOOL && (dtypes == NUM || (t != SK_I32 && t != SK_I64 && t != SK_U8 && t != SK_U32)));
 }
 
 /* One loop per op and dtype, each calling the op's function of ew_ops.h;
@@ -55,7 +56,8 @@ static int takes(int dtypes, sk_dtype t) {
 
 /* ---- unary ---- */
 
-SK_ISA_CLONES int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x, void *out) {
+SK_ISA_CLONES int sk_unary(sk_ctx *ctx, sk_unary_op op, sk_dtype t, int64_t n, const void *x, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || n < 0 || (int)op < 0 || op >= SK_UNARY_COUNT || !takes(unary_dtypes[op], t))
         return SC_ERR;
     if (op == SK_COPY) {
@@ -93,7 +95,9 @@ SK_ISA_CLONES int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x,
 
 /* ---- binary ---- */
 
-SK_ISA_CLONES int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *a, const void *b, void *out) {
+SK_ISA_CLONES int sk_binary(sk_ctx *ctx, sk_binary_op op, sk_dtype t, int64_t n, const void *a, const void *b,
+                            void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || n < 0 || (int)op < 0 || op >= SK_BINARY_COUNT || !takes(binary_dtypes[op], t))
         return SC_ERR;
     switch (op) {
@@ -164,7 +168,8 @@ static void convert_wide(sk_dtype from, sk_dtype to, int64_t n, const void *x, v
     });
 }
 
-SK_ISA_CLONES int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out) {
+SK_ISA_CLONES int sk_convert(sk_ctx *ctx, sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(from) || !sk_valid_dtype(to) || n < 0)
         return SC_ERR;
     if (from == to) {
@@ -200,7 +205,8 @@ SK_ISA_CLONES int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *
     return 0;
 }
 
-int sk_compare(sk_cmp dir, sk_dtype t, int64_t n, const void *a, const void *b, uint8_t *out) {
+int sk_compare(sk_ctx *ctx, sk_cmp dir, sk_dtype t, int64_t n, const void *a, const void *b, uint8_t *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || n < 0 || (int)dir < 0 || dir > SK_NE)
         return SC_ERR;
     if (t == SK_I64) {   /* exact: compared as int64_t */
@@ -227,7 +233,8 @@ int sk_compare(sk_cmp dir, sk_dtype t, int64_t n, const void *a, const void *b, 
     return 0;
 }
 
-int sk_select(sk_dtype t, int64_t n, const uint8_t *p, const void *a, const void *b, void *out) {
+int sk_select(sk_ctx *ctx, sk_dtype t, int64_t n, const uint8_t *p, const void *a, const void *b, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || n < 0)
         return SC_ERR;
     size_t es = sk_dtype_size(t);

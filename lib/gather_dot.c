@@ -19,21 +19,21 @@ static int64_t matrix_of(int32_t i, int64_t e, sk_index_mode mode) {
 }
 
 /* GEMM of the count packed rows of matrix wi into y. */
-static int multiply(sk_dtype t, const char *xp, int64_t count, const char *wi, int64_t k, int64_t n, int trans,
-                    char *y) {
+static int multiply(sk_ctx *ctx, sk_dtype t, const char *xp, int64_t count, const char *wi, int64_t k, int64_t n,
+                    int trans, char *y) {
     sk_dot_dims dd = {.ncontract = 1, .lhs_contract = {1}, .rhs_contract = {trans}};
     sc_shape ws = trans ? (sc_shape){2, {n, k}} : (sc_shape){2, {k, n}};
-    return sk_dot(t, (sc_shape){2, {count, k}}, xp, ws, wi, &dd, y, NULL);
+    return sk_dot(ctx, t, (sc_shape){2, {count, k}}, xp, ws, wi, &dd, y, NULL);
 }
 
-int sk_gather_dot(sk_dtype t, const void *w, int64_t e, int64_t k, int64_t n, int trans, sk_index_mode mode,
-                  const int32_t *idx, int64_t rows, int64_t rep, const void *x, void *out) {
+int sk_gather_dot(sk_ctx *ctx, sk_dtype t, const void *w, int64_t e, int64_t k, int64_t n, int trans,
+                  sk_index_mode mode, const int32_t *idx, int64_t rows, int64_t rep, const void *x, void *out) {
     if (!sk_valid_dtype(t) || t == SK_BOOL || e < 1 || k < 0 || n < 0 || rows < 0 || rep < 1 || rows % rep ||
         (trans != 0 && trans != 1) || (mode != SK_CLAMP && mode != SK_FILL))
         return SC_ERR;
     size_t es = sk_dtype_size(t), xrow = (size_t)k * es, yrow = (size_t)n * es;
     size_t bytes = sizeof(int64_t) * (size_t)(rows + e + 2) + (size_t)rows * (xrow + yrow);
-    char *scratch = sk_workspace_take(bytes);
+    char *scratch = sk_dev_take(ctx, bytes);
     if (!scratch)
         return SC_ERR;
     int64_t *order = (int64_t *)scratch, *start = order + rows;     /* start[i]: matrix i's first slot */
@@ -52,8 +52,8 @@ int sk_gather_dot(sk_dtype t, const void *w, int64_t e, int64_t k, int64_t n, in
     int rc = 0;
     for (int64_t i = 0, first = 0; i < e && !rc; i++) {
         if (start[i] > first)
-            rc = multiply(t, xp + (size_t)first * xrow, start[i] - first, (const char *)w + (size_t)i * xrow * (size_t)n,
-                          k, n, trans, yp + (size_t)first * yrow);
+            rc = multiply(ctx, t, xp + (size_t)first * xrow, start[i] - first,
+                          (const char *)w + (size_t)i * xrow * (size_t)n, k, n, trans, yp + (size_t)first * yrow);
         first = start[i];
     }
     for (int64_t slot = 0; slot < rows && !rc; slot++) {
@@ -63,6 +63,6 @@ int sk_gather_dot(sk_dtype t, const void *w, int64_t e, int64_t k, int64_t n, in
         else
             memcpy(dst, yp + (size_t)slot * yrow, yrow);
     }
-    sk_workspace_give(scratch, bytes);
+    sk_dev_give(ctx, scratch, bytes);
     return rc;
 }

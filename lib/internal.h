@@ -72,11 +72,13 @@ void sk_strided_copy(size_t esize, int rank, const int64_t *dims, const void *sr
 /* A zeroed block of at least bytes (for free()), on huge pages when it is
  * large: the driver's parameter and result blocks (workspace.c). */
 void *sk_alloc_zeroed(size_t bytes);
+/* The most bytes the calling thread's workspace has held at once (0 without one). */
+size_t sk_workspace_peak(void);
 
 /* dnnl_sgemm's C = A B + beta C with alpha 1 (sgemm.c: operands its no-copy
  * kernels read at a bad stride are copied first); 0 or SC_ERR. */
-int sk_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda, const float *b,
-             int64_t ldb, float beta, float *c, int64_t ldc);
+int sk_sgemm(sk_ctx *ctx, char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+             const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
 /* ---- oneDNN's matmul primitive for bf16 and f16 (matmul.c) ---- */
 

@@ -6,7 +6,8 @@
  * its own part of the result. */
 #include "internal.h"
 
-int sk_transpose(sk_dtype t, sc_shape in, const void *x, const int *perm, void *out) {
+int sk_transpose(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, const int *perm, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || !sk_valid_shape(in))
         return SC_ERR;
     int64_t st[SC_MAX_RANK], dims[SC_MAX_RANK], sst[SC_MAX_RANK];
@@ -22,7 +23,8 @@ int sk_transpose(sk_dtype t, sc_shape in, const void *x, const int *perm, void *
     return 0;
 }
 
-int sk_broadcast(sk_dtype t, sc_shape in, const void *x, sc_shape os, const int *map, void *out) {
+int sk_broadcast(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, sc_shape os, const int *map, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || !sk_valid_shape(in) || !sk_valid_shape(os))
         return SC_ERR;
     int64_t st[SC_MAX_RANK], sst[SC_MAX_RANK] = {0};   /* new dims read stride 0 */
@@ -37,8 +39,9 @@ int sk_broadcast(sk_dtype t, sc_shape in, const void *x, sc_shape os, const int 
     return 0;
 }
 
-int sk_slice(sk_dtype t, sc_shape in, const void *x, const int64_t *start, const int64_t *limit,
+int sk_slice(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, const int64_t *start, const int64_t *limit,
              void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || !sk_valid_shape(in))
         return SC_ERR;
     int64_t st[SC_MAX_RANK], dims[SC_MAX_RANK], off = 0;
@@ -54,7 +57,7 @@ int sk_slice(sk_dtype t, sc_shape in, const void *x, const int64_t *start, const
     return 0;
 }
 
-int sk_dynamic_slice(sk_dtype t, sc_shape in, const void *x, const int32_t *offsets,
+int sk_dynamic_slice(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, const int32_t *offsets,
                      const int64_t *sizes, void *out) {
     if (!sk_valid_dtype(t) || !sk_valid_shape(in))
         return SC_ERR;
@@ -67,7 +70,7 @@ int sk_dynamic_slice(sk_dtype t, sc_shape in, const void *x, const int32_t *offs
         start[d] = o < 0 ? 0 : o > hi ? hi : o;
         limit[d] = start[d] + sizes[d];
     }
-    return sk_slice(t, in, x, start, limit, out);
+    return sk_slice(ctx, t, in, x, start, limit, out);
 }
 
 /* The update's rows go to their places one memcpy each: the update's
@@ -75,8 +78,9 @@ int sk_dynamic_slice(sk_dtype t, sc_shape in, const void *x, const int32_t *offs
  * are one contiguous run of it.  With out == x only the update's bytes
  * move, which a loop writing one slot of a carried [T, ...] array per
  * iteration relies on. */
-int sk_dynamic_update_slice(sk_dtype t, sc_shape in, const void *x, sc_shape upd, const void *u,
+int sk_dynamic_update_slice(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, sc_shape upd, const void *u,
                             const int32_t *offsets, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || !sk_valid_shape(in) || !sk_valid_shape(upd) || upd.rank != in.rank)
         return SC_ERR;
     size_t es = sk_dtype_size(t);
@@ -148,7 +152,8 @@ static void concat_range(void *ctx, int64_t lo, int64_t hi) {
         }
 }
 
-int sk_concat(sk_dtype t, int n, const sc_shape *in, const void *const *x, int dim, void *out) {
+int sk_concat(sk_ctx *ctx, sk_dtype t, int n, const sc_shape *in, const void *const *x, int dim, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || n < 1 || dim < 0 || dim >= in[0].rank)
         return SC_ERR;
     for (int i = 0; i < n; i++) {
@@ -185,7 +190,8 @@ static void roll_range(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-int sk_roll(sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void *out) {
+int sk_roll(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || !sk_valid_shape(in) || dim < 0 || dim >= in.rank)
         return SC_ERR;
     int64_t outer, inner, n = in.dims[dim];
@@ -285,8 +291,9 @@ static int gather_batch(Gather *g, sc_shape table, sc_shape is, int dim, int nba
     return 0;
 }
 
-int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sk_index_mode mode, sc_shape idx_shape,
+int sk_gather(sk_ctx *ctx, sk_dtype t, sc_shape table, const void *x, int dim, sk_index_mode mode, sc_shape idx_shape,
               const int32_t *idx, int nbatch, const int *batch, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || !sk_valid_shape(table) || !sk_valid_shape(idx_shape) || dim < 0 ||
         (mode != SK_CLAMP && mode != SK_FILL) ||
         dim >= table.rank || nbatch < 0 || nbatch >= table.rank ||
@@ -376,8 +383,9 @@ static void scatter_range(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-int sk_scatter_add(sk_dtype t, sc_shape x_shape, const void *x, int nidx, const int *dims, sc_shape idx_shape,
-                   const int32_t *const *idx, const void *updates, void *out) {
+int sk_scatter_add(sk_ctx *ctx, sk_dtype t, sc_shape x_shape, const void *x, int nidx, const int *dims,
+                   sc_shape idx_shape, const int32_t *const *idx, const void *updates, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(x_shape) || !sk_valid_shape(idx_shape) || nidx < 1 ||
         nidx > x_shape.rank || idx_shape.rank + x_shape.rank - nidx > SC_MAX_RANK)
         return SC_ERR;
@@ -431,7 +439,8 @@ static void iota_range(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-int sk_iota(sk_dtype t, sc_shape s, int dim, void *out) {
+int sk_iota(sk_ctx *ctx, sk_dtype t, sc_shape s, int dim, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || !sk_valid_shape(s) || dim < 0 || dim >= s.rank)
         return SC_ERR;
     int64_t outer, inner, n = s.dims[dim];

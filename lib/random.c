@@ -79,8 +79,9 @@ static int kind_takes(sk_rng_kind kind, sk_dtype t) {
     return t == SK_F32 || t == SK_F64 || t == SK_BF16 || t == SK_F16;
 }
 
-int sk_random(sk_rng_kind kind, sk_dtype t, const uint32_t *key, int64_t n, const uint32_t *counter, const void *lo,
-              const void *hi, void *out) {
+int sk_random(sk_ctx *ctx, sk_rng_kind kind, sk_dtype t, const uint32_t *key, int64_t n, const uint32_t *counter,
+              const void *lo, const void *hi, void *out) {
+    (void)ctx;
     int bounded = kind == SK_RNG_TRUNCATED_NORMAL || kind == SK_RNG_RANDINT;
     if ((unsigned)kind >= SK_RNG_KIND_COUNT || !sk_valid_dtype(t) || !kind_takes(kind, t) || n < 0 || !key ||
         (bounded && (!lo || !hi)))

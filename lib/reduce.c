@@ -217,8 +217,9 @@ static void reduce_range(void *ctx, int64_t lo, int64_t hi) {
             sk_store_f(r->t, r->out, k, ((const float *)r->acc)[k]);
 }
 
-int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims, sc_reduce op,
+int sk_reduce(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims, sc_reduce op,
               void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || !sk_valid_shape(in) || ndims < 0 || ndims > in.rank ||
         (op != SC_SUM && op != SC_MAX && op != SC_MIN) || (t == SK_BOOL && op == SC_SUM))
         return SC_ERR;
@@ -354,7 +355,8 @@ static void scan_range(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-int sk_cumsum(sk_dtype t, sc_shape in, const void *x, int dim, void *out) {
+int sk_cumsum(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, int dim, void *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(in) || dim < 0 || dim >= in.rank)
         return SC_ERR;
     int64_t outer = 1, inner = 1;

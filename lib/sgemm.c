@@ -62,8 +62,8 @@ static int sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float 
     return dnnl_sgemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, beta, c, ldc) == dnnl_success ? 0 : SC_ERR;
 }
 
-int sk_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda, const float *b,
-             int64_t ldb, float beta, float *c, int64_t ldc) {
+int sk_sgemm(sk_ctx *ctx, char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+             const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
     /* Only an operand stored K-major with rows a multiple of BAD_LD apart
      * can need a copy; for the others nothing more is read or asked. */
     int a_bad = ta == 'T' && lda % BAD_LD == 0, b_bad = tb == 'N' && ldb % BAD_LD == 0;
@@ -81,7 +81,7 @@ int sk_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, 
         nb = block_width(K, N);
     size_t abytes = pad_a ? ((size_t)(K * (mb + PAD)) * sizeof(float) + 63) / 64 * 64 : 0;   /* b's block aligned */
     size_t bbytes = pad_b ? (size_t)(K * (nb + PAD)) * sizeof(float) : 0;
-    float *scratch = sk_workspace_take(abytes + bbytes);
+    float *scratch = sk_dev_take(ctx, abytes + bbytes);
     if (!scratch)
         return SC_ERR;
     float *bblock = scratch + abytes / sizeof(float);
@@ -92,11 +92,14 @@ int sk_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float *a, 
         const float *ai = pad_a ? padded(scratch, a, lda, K, i, h) : ta == 'N' ? a + i * lda : a + i;
         for (int64_t j = 0; j < N && !status; j += nb) {
             int64_t w = N - j < nb ? N - j : nb;
-            const float *bj = bwhole ? bwhole : pad_b ? padded(bblock, b, ldb, K, j, w) : tb == 'N' ? b + j : b + j * ldb;
+            const float *bj = bwhole      ? bwhole
+                              : pad_b     ? padded(bblock, b, ldb, K, j, w)
+                              : tb == 'N' ? b + j
+                                          : b + j * ldb;
             status = sgemm(ta, tb, h, w, K, ai, pad_a ? h + PAD : lda, bj, pad_b ? w + PAD : ldb, beta,
                            c + i * ldc + j, ldc);
         }
     }
-    sk_workspace_give(scratch, abytes + bbytes);
+    sk_dev_give(ctx, scratch, abytes + bbytes);
     return status;
 }

@@ -40,6 +40,11 @@ typedef enum {
     SK_DTYPE_COUNT = SC_DTYPE_COUNT
 } sk_dtype;
 
+/* A device's kernel context (device.c, below): every kernel takes it
+ * first, where a stream would live; its scratch is device memory from it.
+ * NULL is host memory with the thread's workspace. */
+typedef struct sk_ctx sk_ctx;
+
 size_t sk_dtype_size(sk_dtype t);
 int64_t sk_elems(sc_shape s);
 
@@ -58,7 +63,7 @@ typedef struct {
     int lhs_contract[SC_MAX_RANK], rhs_contract[SC_MAX_RANK];
 } sk_dot_dims;
 
-int sk_dot(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
+int sk_dot(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
            const sk_dot_dims *dims, void *out, sc_shape *out_shape);
 /* How many operand elements the calling thread's sk_dot calls have copied
  * so far (layouts BLAS cannot read, and every bf16/f16/i32 dot). */
@@ -110,7 +115,8 @@ void sk_workspace_give(void *p, size_t bytes);
 /* ---- device memory and the kernel context (lib/device.c) ----
  * A device's arrays live in its memory space, which the host reaches only
  * through these calls: a generated function takes its buffers with
- * sk_dev_take, runs each kernel, fused loop and collective between
+ * sk_dev_take, runs each kernel (which takes the context, and its scratch
+ * from it, the same way), fused loop and collective between
  * sk_launch_begin and sk_launch_end, and moves values between host and
  * device with sk_dev_read, sk_dev_write and sk_dev_copy (a loop's trip
  * count, a dynamic slice's offsets, constants, results, carries).  Work
@@ -126,7 +132,6 @@ void sk_workspace_give(void *p, size_t bytes);
  *            the device and inside these calls, so that any other access
  *            from the host faults. */
 typedef enum { SK_MEM_HOST, SK_MEM_GUARDED } sk_mem_space;
-typedef struct sk_ctx sk_ctx;
 /* SHARDC_DEVICE_MEMORY=host|guarded (unset: host); -1 with a message. */
 int sk_mem_space_from_env(sk_mem_space *space, char *err, size_t errlen);
 const char *sk_mem_space_name(sk_mem_space space);
@@ -139,6 +144,9 @@ void sk_dev_free(sk_ctx *c, void *p, size_t bytes);
 int sk_dev_read(sk_ctx *c, void *host, const void *dev, size_t bytes);
 int sk_dev_write(sk_ctx *c, void *dev, const void *host, size_t bytes);
 int sk_dev_copy(sk_ctx *c, void *dst, const void *src, size_t bytes);
+/* The most bytes of blocks taken (sk_dev_take) at once so far: the
+ * functions' and the kernels' scratch (host: the thread's workspace's). */
+size_t sk_dev_peak(const sk_ctx *c);
 void sk_launch_begin(sk_ctx *c);
 void sk_launch_end(sk_ctx *c);
 
@@ -168,11 +176,11 @@ const char *sk_isa_name(sk_isa isa);
  * or SC_MIN; the result keeps the other dims in order.  Sums of f32, bf16 and
  * f16 accumulate in f32, of i32 wrap; max and min propagate NaN.  Bool takes
  * max (any) and min (all). */
-int sk_reduce(sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims, sc_reduce op,
+int sk_reduce(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, int ndims, const int *dims, sc_reduce op,
               void *out);
 /* cumsum: the inclusive prefix sum along `dim` (not bool); accumulates as
  * sk_reduce's sums do (bf16 and f16 in f32, each prefix rounded; i32 wraps). */
-int sk_cumsum(sk_dtype t, sc_shape in, const void *x, int dim, void *out);
+int sk_cumsum(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, int dim, void *out);
 
 /* ---- selection ----
  * top_k: out[R..., j] (i32, shape [..., k]) is the index along the last dim
@@ -183,7 +191,7 @@ int sk_cumsum(sk_dtype t, sc_shape in, const void *x, int dim, void *out);
  * smallest first, NaN below every number (last), equal elements by index
  * (argsort is k = the last dim).  Numeric dtypes; 1 <= k <= the last dim. */
 enum { SK_ASCENDING = 2 };
-int sk_top_k(sk_dtype t, sc_shape in, const void *x, int64_t k, int largest, int32_t *out);
+int sk_top_k(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, int64_t k, int largest, int32_t *out);
 
 /* ---- structure ----
  * transpose: result dim i is operand dim perm[i].
@@ -206,23 +214,23 @@ int sk_top_k(sk_dtype t, sc_shape in, const void *x, int64_t k, int largest, int
  *   position outside x in any scattered dim is dropped (negative ones too).
  *   Duplicates add in position order.  Not bool; out may be x.
  * iota: each element is its index along `dim`. */
-int sk_transpose(sk_dtype t, sc_shape in, const void *x, const int *perm, void *out);
-int sk_broadcast(sk_dtype t, sc_shape in, const void *x, sc_shape out_shape, const int *map,
+int sk_transpose(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, const int *perm, void *out);
+int sk_broadcast(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, sc_shape out_shape, const int *map,
                  void *out);
-int sk_slice(sk_dtype t, sc_shape in, const void *x, const int64_t *start, const int64_t *limit,
+int sk_slice(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, const int64_t *start, const int64_t *limit,
              void *out);
-int sk_dynamic_slice(sk_dtype t, sc_shape in, const void *x, const int32_t *offsets,
+int sk_dynamic_slice(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, const int32_t *offsets,
                      const int64_t *sizes, void *out);
-int sk_dynamic_update_slice(sk_dtype t, sc_shape in, const void *x, sc_shape upd, const void *u,
+int sk_dynamic_update_slice(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, sc_shape upd, const void *u,
                             const int32_t *offsets, void *out);
-int sk_concat(sk_dtype t, int n, const sc_shape *in, const void *const *x, int dim, void *out);
-int sk_roll(sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void *out);
+int sk_concat(sk_ctx *ctx, sk_dtype t, int n, const sc_shape *in, const void *const *x, int dim, void *out);
+int sk_roll(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, int64_t shift, int dim, void *out);
 typedef enum { SK_CLAMP, SK_FILL } sk_index_mode;
-int sk_gather(sk_dtype t, sc_shape table, const void *x, int dim, sk_index_mode mode, sc_shape idx_shape,
+int sk_gather(sk_ctx *ctx, sk_dtype t, sc_shape table, const void *x, int dim, sk_index_mode mode, sc_shape idx_shape,
               const int32_t *idx, int nbatch, const int *batch, void *out);
-int sk_scatter_add(sk_dtype t, sc_shape x_shape, const void *x, int nidx, const int *dims, sc_shape idx_shape,
-                   const int32_t *const *idx, const void *updates, void *out);
-int sk_iota(sk_dtype t, sc_shape s, int dim, void *out);
+int sk_scatter_add(sk_ctx *ctx, sk_dtype t, sc_shape x_shape, const void *x, int nidx, const int *dims,
+                   sc_shape idx_shape, const int32_t *const *idx, const void *updates, void *out);
+int sk_iota(sk_ctx *ctx, sk_dtype t, sc_shape s, int dim, void *out);
 /* random (random.c, docs/language.md#random-numbers): out[i] = the draw of
  * `kind` (shardc_rng.h) with key[0..1] at counter[i] (the element's index
  * in the whole tensor, i32 or u32 bits), n elements of dtype t: the
@@ -230,8 +238,8 @@ int sk_iota(sk_dtype t, sc_shape s, int dim, void *out);
  * uniform [0, 1), normal and truncated normal (floating point; lo and hi
  * point to the bounds, of dtype t), randint (i32; lo and hi point to minval
  * and maxval, i32).  lo and hi are NULL for the other kinds. */
-int sk_random(sk_rng_kind kind, sk_dtype t, const uint32_t *key, int64_t n, const uint32_t *counter, const void *lo,
-              const void *hi, void *out);
+int sk_random(sk_ctx *ctx, sk_rng_kind kind, sk_dtype t, const uint32_t *key, int64_t n, const uint32_t *counter,
+              const void *lo, const void *hi, void *out);
 /* attention (attention.c): for every batch index, out[s, :] = sum_t
  * softmax_t(scale * q[s, :] . k[t, :] + mask[s, t]) v[t, :], without the
  * [S, T] scores: query tiles walk key tiles with an online softmax.  q, k
@@ -255,7 +263,7 @@ typedef struct {
     int64_t causal;
     void *out;
 } sk_attention_args;
-int sk_attention(const sk_attention_args *a);
+int sk_attention(sk_ctx *ctx, const sk_attention_args *a);
 
 /* The attention's gradient (attention.c): given dout, the cotangent of
  * sk_attention's result for fwd's operands (fwd.out and its fields are not
@@ -274,15 +282,15 @@ typedef struct {
     int64_t dout_row, dq_row, dk_row, dv_row;
     void *dq, *dk, *dv;
 } sk_attention_grad_args;
-int sk_attention_grad(const sk_attention_grad_args *g);
+int sk_attention_grad(sk_ctx *ctx, const sk_attention_grad_args *g);
 
 /* gather-dot: out[p, :] = x[p / rep, :] @ w[idx[p]] for p < rows, where
  * w holds e matrices [k, n] (trans: [n, k], contracted on their last dim)
  * and an index outside [0, e) is clamped (SK_CLAMP) or gives a zero row
  * (SK_FILL): a gather of w by idx then a dot, without the gathered
  * [rows, k, n] block.  One GEMM per matrix over its rows (gather_dot.c). */
-int sk_gather_dot(sk_dtype t, const void *w, int64_t e, int64_t k, int64_t n, int trans, sk_index_mode mode,
-                  const int32_t *idx, int64_t rows, int64_t rep, const void *x, void *out);
+int sk_gather_dot(sk_ctx *ctx, sk_dtype t, const void *w, int64_t e, int64_t k, int64_t n, int trans,
+                  sk_index_mode mode, const int32_t *idx, int64_t rows, int64_t rep, const void *x, void *out);
 
 /* ---- elementwise, over n elements ---- */
 /* The ops and their formulas are the lines of shardc_elementwise.def:
@@ -315,8 +323,8 @@ typedef enum { SK_LT, SK_LE, SK_GT, SK_GE, SK_EQ, SK_NE } sk_cmp;
  * divide/remainder are floor division and modulo (x / 0 = -1, x % 0 = x),
  * float remainder has the divisor's sign, max/min propagate NaN, gelu is the
  * tanh approximation. */
-int sk_unary(sk_unary_op op, sk_dtype t, int64_t n, const void *x, void *out);
-int sk_binary(sk_binary_op op, sk_dtype t, int64_t n, const void *a, const void *b, void *out);
+int sk_unary(sk_ctx *ctx, sk_unary_op op, sk_dtype t, int64_t n, const void *x, void *out);
+int sk_binary(sk_ctx *ctx, sk_binary_op op, sk_dtype t, int64_t n, const void *a, const void *b, void *out);
 
 /* ---- contraction with an epilogue ---- */
 /* sk_dot, then an epilogue on its result, applied to the accumulator
@@ -339,7 +347,7 @@ typedef struct {
     int accumulate;
     int f32_out;
 } sk_epilogue;
-int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
+int sk_dot_epilogue(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
                     const sk_dot_dims *dims, const sk_epilogue *ep, void *out, sc_shape *out_shape);
 /* sk_dot_epilogue of operands that lie with the strides lst and rst (in
  * elements, one per dim; NULL: row-major) inside larger arrays: a column
@@ -351,15 +359,16 @@ int sk_dot_epilogue(sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const
  * row-major); the elements between are left as they are.  f32 and f64
  * without bias or activation store there (BLAS's ldc); the rest compute
  * aside and copy in. */
-int sk_dot_strided(sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs, const void *b,
-                   const int64_t *rst, const sk_dot_dims *dims, const sk_epilogue *ep, void *out, int64_t ldo);
+int sk_dot_strided(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, const int64_t *lst, sc_shape rhs,
+                   const void *b, const int64_t *rst, const sk_dot_dims *dims, const sk_epilogue *ep, void *out,
+                   int64_t ldo);
 /* Float to i32 truncates toward zero, saturates, NaN gives 0; to bool is
  * x != 0. */
-int sk_convert(sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out);
+int sk_convert(sk_ctx *ctx, sk_dtype from, sk_dtype to, int64_t n, const void *x, void *out);
 /* out[i] (bool) = a[i] DIR b[i]. */
-int sk_compare(sk_cmp dir, sk_dtype t, int64_t n, const void *a, const void *b, uint8_t *out);
+int sk_compare(sk_ctx *ctx, sk_cmp dir, sk_dtype t, int64_t n, const void *a, const void *b, uint8_t *out);
 /* out[i] = p[i] ? a[i] : b[i]. */
-int sk_select(sk_dtype t, int64_t n, const uint8_t *p, const void *a, const void *b, void *out);
+int sk_select(sk_ctx *ctx, sk_dtype t, int64_t n, const uint8_t *p, const void *a, const void *b, void *out);
 
 #ifdef __cplusplus
 }

@@ -59,7 +59,8 @@ static void top_k_range(void *ctx, int64_t lo, int64_t hi) {
         top_k_row(ctx, row);
 }
 
-int sk_top_k(sk_dtype t, sc_shape in, const void *x, int64_t k, int largest, int32_t *out) {
+int sk_top_k(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, int64_t k, int largest, int32_t *out) {
+    (void)ctx;
     if (!sk_valid_dtype(t) || t == SK_BOOL || !sk_valid_shape(in) || in.rank < 1)
         return SC_ERR;
     int64_t n = in.dims[in.rank - 1], rows = 1;

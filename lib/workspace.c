@@ -97,6 +97,8 @@ void *sk_workspace_take(size_t bytes) {
     return p;
 }
 
+size_t sk_workspace_peak(void) { return bound ? bound->peak : 0; }
+
 void sk_workspace_give(void *p, size_t bytes) {
     sk_workspace *w = bound;
     if (!p)

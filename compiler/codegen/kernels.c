@@ -148,7 +148,7 @@ static void emit_dot_call(Gen *g, const Inst *in, const char *bias, const char *
     int at = try_open(g) + fprintf(o, "sk_dot%s(", strided ? "_strided" : ep ? "_epilogue" : "");
     char indent[512];
     snprintf(indent, sizeof indent, "%*s", at < 500 ? at : 500, "");
-    fprintf(o, "%s, ", sk_dtype_of[a->dtype]);
+    fprintf(o, "ctx, %s, ", sk_dtype_of[a->dtype]);
     emit_dot_operand(g, in, 0, strided);
     fputs(", ", o);
     emit_dot_operand(g, in, 1, strided);
@@ -185,7 +185,7 @@ static void emit_gather_dot(Gen *g, int v, const char *r) {
     }
     const Inst *gather = &fn->insts[gd.gather];
     try_open(g);
-    fprintf(g->out, "sk_gather_dot(%s, %s, %lld, %lld, %lld, %d, %s, %s, %lld, %lld, %s, %s));\n",
+    fprintf(g->out, "sk_gather_dot(ctx, %s, %s, %lld, %lld, %lld, %d, %s, %s, %lld, %lld, %s, %s));\n",
             sk_dtype_of[dot->type.dtype], g->name[ir_arg(fn, gather, 0)], (long long)gd.e, (long long)gd.k,
             (long long)gd.n, gd.trans, inst_gather_mode(fn, gather) == GATHER_FILL ? "SK_FILL" : "SK_CLAMP",
             g->name[ir_arg(fn, gather, 1)], (long long)gd.rows, (long long)gd.rep, g->name[ir_arg(fn, dot, 1 - side)],
@@ -239,7 +239,7 @@ static void emit_attention(Gen *g, int v, const char *r) {
         return;
     }
     try_open(g);
-    fprintf(g->out, "sk_attention(&(sk_attention_args){");
+    fprintf(g->out, "sk_attention(ctx, &(sk_attention_args){");
     emit_attention_args(g, &af, r);
     fprintf(g->out, "}));%s\n", af.causal ? "   /* keys after the query masked by position */" : "");
 }
@@ -256,7 +256,7 @@ static void emit_attention_grad(Gen *g, int v) {
     FILE *o = g->out;
     const AttentionForm *af = &gf.af;
     try_open(g);
-    fprintf(o, "sk_attention_grad(&(sk_attention_grad_args){\n        .fwd = {");
+    fprintf(o, "sk_attention_grad(ctx, &(sk_attention_grad_args){\n        .fwd = {");
     emit_attention_args(g, af, NULL);
     fprintf(o, "},%s\n        .dout = %s, .dout_t = %s, .grad_t = %s", af->causal ? "   /* masked by position */" : "",
             g->name[gf.dout], sk_dtype_of[fn->insts[gf.dout].type.dtype], sk_dtype_of[gf.grad_dtype]);
@@ -500,20 +500,20 @@ static void emit_parameter(Gen *g, const Inst *in, const char *r) { (void)g, (vo
 static void emit_unary(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     try_open(g);
-    fprintf(g->out, "sk_unary(%s, %s, %lld, %s, %s));\n", sk_op_name[in->op], sk_dtype_of[in->type.dtype],
+    fprintf(g->out, "sk_unary(ctx, %s, %s, %lld, %s, %s));\n", sk_op_name[in->op], sk_dtype_of[in->type.dtype],
             elems_of(in), A(0), r);
 }
 
 static void emit_binary(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     try_open(g);
-    fprintf(g->out, "sk_binary(%s, %s, %lld, %s, %s, %s));\n", sk_op_name[in->op],
+    fprintf(g->out, "sk_binary(ctx, %s, %s, %lld, %s, %s, %s));\n", sk_op_name[in->op],
             sk_dtype_of[in->type.dtype], elems_of(in), A(0), A(1), r);
 }
 
 static void emit_iota(Gen *g, const Inst *in, const char *r) {
     try_open(g);
-    fprintf(g->out, "sk_iota(%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(g->out, "sk_iota(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(g->out, &in->type);
     fprintf(g->out, ", %d, %s));\n", inst_dim(g->fn, in), r);
 }
@@ -524,7 +524,7 @@ static void emit_random(Gen *g, const Inst *in, const char *r) {
                                        "SK_RNG_NORMAL", "SK_RNG_TRUNCATED_NORMAL", "SK_RNG_RANDINT"};
     const Fn *fn = g->fn;
     try_open(g);
-    fprintf(g->out, "sk_random(%s, %s, (const uint32_t *)%s, %lld, (const uint32_t *)%s, %s, %s, %s));\n",
+    fprintf(g->out, "sk_random(ctx, %s, %s, (const uint32_t *)%s, %lld, (const uint32_t *)%s, %s, %s, %s));\n",
             kind[ir_attr(fn, in, 0)], sk_dtype_of[in->type.dtype], A(0), elems_of(in), A(1),
             in->nargs == 4 ? A(2) : "NULL", in->nargs == 4 ? A(3) : "NULL", r);
 }
@@ -547,7 +547,7 @@ static void emit_axis_index(Gen *g, const Inst *in, const char *r) {
 static void emit_convert(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     try_open(g);
-    fprintf(g->out, "sk_convert(%s, %s, %lld, %s, %s));\n", sk_dtype_at(g, in, 0), sk_dtype_of[in->type.dtype],
+    fprintf(g->out, "sk_convert(ctx, %s, %s, %lld, %s, %s));\n", sk_dtype_at(g, in, 0), sk_dtype_of[in->type.dtype],
             elems_of(in), A(0), r);
 }
 
@@ -555,14 +555,14 @@ static void emit_compare(Gen *g, const Inst *in, const char *r) {
     static const char *const dir[] = {"SK_LT", "SK_LE", "SK_GT", "SK_GE", "SK_EQ", "SK_NE"};
     const Fn *fn = g->fn;
     try_open(g);
-    fprintf(g->out, "sk_compare(%s, %s, %lld, %s, %s, %s));\n", dir[ir_attr(fn, in, 0)], sk_dtype_at(g, in, 0),
+    fprintf(g->out, "sk_compare(ctx, %s, %s, %lld, %s, %s, %s));\n", dir[ir_attr(fn, in, 0)], sk_dtype_at(g, in, 0),
             elems_of(in), A(0), A(1), r);
 }
 
 static void emit_select(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     try_open(g);
-    fprintf(g->out, "sk_select(%s, %lld, %s, %s, %s, %s));\n", sk_dtype_of[in->type.dtype], elems_of(in), A(0),
+    fprintf(g->out, "sk_select(ctx, %s, %lld, %s, %s, %s, %s));\n", sk_dtype_of[in->type.dtype], elems_of(in), A(0),
             A(1), A(2), r);
 }
 
@@ -570,7 +570,7 @@ static void emit_broadcast(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
     try_open(g);
-    fprintf(o, "sk_broadcast(%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(o, "sk_broadcast(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, ", A(0));
     emit_shape(o, &in->type);
@@ -583,7 +583,7 @@ static void emit_transpose(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
     try_open(g);
-    fprintf(o, "sk_transpose(%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(o, "sk_transpose(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, ", A(0));
     emit_ints(o, "const int", ir_attrs(fn, in), in->nattrs);
@@ -608,7 +608,7 @@ static void emit_reduce(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
     try_open(g);
-    fprintf(o, "sk_reduce(%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(o, "sk_reduce(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, %d, ", A(0), in->nattrs - 1);
     emit_ints(o, "const int", ir_attrs(fn, in) + 1, in->nattrs - 1);
@@ -620,7 +620,7 @@ static void emit_slice(Gen *g, const Inst *in, const char *r) {
     FILE *o = g->out;
     const Shape *s = T(ir_arg(fn, in, 0));
     try_open(g);
-    fprintf(o, "sk_slice(%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(o, "sk_slice(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, s);
     fprintf(o, ", %s, ", A(0));
     emit_ints(o, "const int64_t", ir_attrs(fn, in), s->rank);
@@ -643,7 +643,7 @@ static void emit_dynamic_slice(Gen *g, const Inst *in, const char *r) {
     FILE *o = g->out;
     emit_read_offsets(g, in, 1, r);
     try_open(g);
-    fprintf(o, "sk_dynamic_slice(%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(o, "sk_dynamic_slice(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, ", A(0));
     emit_offsets(g, in, 1, r);
@@ -660,7 +660,7 @@ static void emit_dynamic_update_slice(Gen *g, const Inst *in, const char *r) {
     FILE *o = g->out;
     emit_read_offsets(g, in, 2, r);
     try_open(g);
-    fprintf(o, "sk_dynamic_update_slice(%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(o, "sk_dynamic_update_slice(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, ", A(0));
     emit_shape(o, T(ir_arg(fn, in, 1)));
@@ -679,7 +679,7 @@ static void emit_concat(Gen *g, const Inst *in, const char *r) {
         return;
     }
     try_open(g);
-    fprintf(o, "sk_concat(%s, %d, (const sc_shape[]){", sk_dtype_of[in->type.dtype], in->nargs);
+    fprintf(o, "sk_concat(ctx, %s, %d, (const sc_shape[]){", sk_dtype_of[in->type.dtype], in->nargs);
     for (int i = 0; i < in->nargs; i++) {
         fputs(i ? ", " : "", o);
         emit_shape(o, T(ir_arg(fn, in, i)));
@@ -693,7 +693,7 @@ static void emit_concat(Gen *g, const Inst *in, const char *r) {
 static void emit_roll(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     try_open(g);
-    fprintf(g->out, "sk_roll(%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(g->out, "sk_roll(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(g->out, T(ir_arg(fn, in, 0)));
     fprintf(g->out, ", %s, %lld, %d, %s));\n", A(0), (long long)ir_attr(fn, in, 0), inst_dim(fn, in), r);
 }
@@ -701,7 +701,7 @@ static void emit_roll(Gen *g, const Inst *in, const char *r) {
 static void emit_cumsum(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     try_open(g);
-    fprintf(g->out, "sk_cumsum(%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(g->out, "sk_cumsum(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(g->out, T(ir_arg(fn, in, 0)));
     fprintf(g->out, ", %s, %d, %s));\n", A(0), inst_dim(fn, in), r);
 }
@@ -710,7 +710,7 @@ static void emit_gather(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     FILE *o = g->out;
     try_open(g);
-    fprintf(o, "sk_gather(%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(o, "sk_gather(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, %d, %s, ", A(0), inst_dim(fn, in),
             inst_gather_mode(fn, in) == GATHER_FILL ? "SK_FILL" : "SK_CLAMP");
@@ -730,7 +730,7 @@ static void emit_scatter(Gen *g, const Inst *in, const char *r) {
     FILE *o = g->out;
     int n = in->nargs - 2;
     try_open(g);
-    fprintf(o, "sk_scatter_add(%s, ", sk_dtype_of[in->type.dtype]);
+    fprintf(o, "sk_scatter_add(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
     fprintf(o, ", %s, %d, ", A(0), n);
     emit_ints(o, "const int", ir_attrs(fn, in), n);
@@ -745,7 +745,7 @@ static void emit_scatter(Gen *g, const Inst *in, const char *r) {
 static void emit_top_k(Gen *g, const Inst *in, const char *r) {
     const Fn *fn = g->fn;
     try_open(g);
-    fprintf(g->out, "sk_top_k(%s, ", sk_dtype_of[T(ir_arg(fn, in, 0))->dtype]);
+    fprintf(g->out, "sk_top_k(ctx, %s, ", sk_dtype_of[T(ir_arg(fn, in, 0))->dtype]);
     emit_shape(g->out, T(ir_arg(fn, in, 0)));
     fprintf(g->out, ", %s, %lld, %d, %s));\n", A(0), (long long)ir_attr(fn, in, 0), (int)ir_attr(fn, in, 1), r);
 }

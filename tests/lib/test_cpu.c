@@ -120,7 +120,7 @@ static void this_cpu_bf16(sk_isa want, const char *line) {
         bt[i] = sc_bf16_from_float((float)(i % 3) - 1);
     sk_dot_dims dd = {0, 1, {0}, {0}, {1}, {1}};   /* a[m,k] * bt[n,k] */
     int64_t c0 = sk_dot_copied_elems();
-    int rc = sk_dot(SK_BF16, SC_SHAPE(M, K), a, SC_SHAPE(N, K), bt, &dd, c, NULL);
+    int rc = sk_dot(NULL, SK_BF16, SC_SHAPE(M, K), a, SC_SHAPE(N, K), bt, &dd, c, NULL);
     int right = rc == 0 && (!on_onednn || sk_dot_copied_elems() == c0);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -161,7 +161,7 @@ static void this_cpu(void) {
     for (int i = 0; i < 20; i++)
         b[i] = (float)(i % 7) * 0.5f;
     sk_dot_dims dd = {0, 1, {0}, {0}, {1}, {0}};
-    int rc = sk_dot(SK_F32, SC_SHAPE(3, 4), a, SC_SHAPE(4, 5), b, &dd, c, NULL);
+    int rc = sk_dot(NULL, SK_F32, SC_SHAPE(3, 4), a, SC_SHAPE(4, 5), b, &dd, c, NULL);
     int right = rc == 0;
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 5; j++) {

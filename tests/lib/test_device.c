@@ -11,7 +11,12 @@
  *    taken or allocated while open usable at once and closed with the rest.
  *    Built with ASan, a byte past a block is reported even inside them.
  * 4. A block given back out of stack order stops the process (SIGABRT);
- *    a take larger than the region is NULL. */
+ *    a take larger than the region is NULL.
+ * 5. A kernel takes its scratch from the context it is given: an i32 dot
+ *    (whose panels are packed in a scratch block on every CPU) of
+ *    operands in device memory, run between begin and end, raises the
+ *    context's peak by at least its accumulator, gives it all back, and
+ *    computes what the same dot computes on host memory with no context. */
 #include "../runtime/tap.h"
 #include "shardc_lib.h"
 
@@ -180,10 +185,48 @@ static void faults(void) {
     sk_ctx_free(c);
 }
 
+static void kernel_scratch(sk_mem_space space) {
+    enum { M = 40, K = 56, N = 48 };
+    const char *name = sk_mem_space_name(space);
+    int32_t a[M * K], b[K * N], want[M * N], got[M * N];
+    for (int i = 0; i < M * K; i++)
+        a[i] = (i * 37) % 200 - 100;
+    for (int i = 0; i < K * N; i++)
+        b[i] = (i * 53) % 180 - 90;
+    sk_dot_dims dd = {.ncontract = 1, .lhs_contract = {1}, .rhs_contract = {0}};
+    int host_rc = sk_dot(NULL, SK_I32, SC_SHAPE(M, K), a, SC_SHAPE(K, N), b, &dd, want, NULL);
+    sk_workspace *w = sk_workspace_new();   /* the host space's scratch: the thread's workspace */
+    sk_workspace_bind(w);
+    sk_ctx *c = sk_ctx_new(space);
+    void *da = sk_dev_alloc(c, sizeof a), *db = sk_dev_alloc(c, sizeof b), *dout = sk_dev_alloc(c, sizeof got);
+    void *first = sk_dev_take(c, 64);
+    sk_dev_give(c, first, 64);
+    size_t before = sk_dev_peak(c);
+    int rc = sk_dev_write(c, da, a, sizeof a) || sk_dev_write(c, db, b, sizeof b);
+    sk_launch_begin(c);
+    rc = rc || sk_dot(c, SK_I32, SC_SHAPE(M, K), da, SC_SHAPE(K, N), db, &dd, dout, NULL);
+    sk_launch_end(c);
+    rc = rc || sk_dev_read(c, got, dout, sizeof got);
+    check(host_rc == 0 && rc == 0 && memcmp(got, want, sizeof got) == 0,
+          "%s: an i32 dot on the device's memory gives the host's result", name);
+    check(sk_dev_peak(c) >= before + sizeof(int32_t) * M * N,
+          "%s: its packed panels are the context's scratch (peak %zu bytes, was %zu)", name, sk_dev_peak(c), before);
+    void *next = sk_dev_take(c, 64);   /* the host's workspace moves its block as it grows */
+    sk_dev_give(c, next, 64);
+    if (space == SK_MEM_GUARDED)
+        check(next == first, "%s: and given back", name);
+    sk_dev_free(c, dout, sizeof got), sk_dev_free(c, db, sizeof b), sk_dev_free(c, da, sizeof a);
+    sk_ctx_free(c);
+    sk_workspace_bind(NULL);
+    sk_workspace_free(w);
+}
+
 int main(void) {
     from_env();
     round_trip(SK_MEM_HOST);
     round_trip(SK_MEM_GUARDED);
     faults();
+    kernel_scratch(SK_MEM_HOST);
+    kernel_scratch(SK_MEM_GUARDED);
     return tap_done();
 }

@@ -72,7 +72,7 @@ static void check_dot_c(const char *what, sc_shape ls, sc_shape rs, sk_dot_dims 
         ref_dot(t, ls, a, rs, b, &d, want, &want_s);
         memset(got, 0x7f, 4096 * 8);
         int64_t c0 = sk_dot_copied_elems();
-        int rc = sk_dot(t, ls, a, rs, b, &d, got, &os);
+        int rc = sk_dot(NULL, t, ls, a, rs, b, &d, got, &os);
         if (library && !copies && sk_dot_copied_elems() != c0) {
             printf("# copied %lld elements\n", (long long)(sk_dot_copied_elems() - c0));
             rc = -2;
@@ -125,12 +125,12 @@ static void test_dot(void) {
     check_dot("blocked loop [3,300]x[300,600]", SC_SHAPE(3, 300), SC_SHAPE(300, 600), dd(0, 0, 0, 1, o, z));
     /* i32 products wrap modulo 2^32. */
     int32_t a[2] = {65536, 3}, b[2] = {65536, 5}, c = 0;
-    int rc = sk_dot(SK_I32, SC_SHAPE(2), a, SC_SHAPE(2), b, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &c, NULL);
+    int rc = sk_dot(NULL, SK_I32, SC_SHAPE(2), a, SC_SHAPE(2), b, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &c, NULL);
     check(rc == 0 && c == 15, "dot i32 wraps (2^16 * 2^16 + 15 = %d)", c);
     sk_dot_dims bad = dd(0, 0, 0, 1, o, o);
-    check(sk_dot(SK_F32, SC_SHAPE(2, 3), a, SC_SHAPE(2, 4), b, &bad, &c, NULL) == SC_ERR,
+    check(sk_dot(NULL, SK_F32, SC_SHAPE(2, 3), a, SC_SHAPE(2, 4), b, &bad, &c, NULL) == SC_ERR,
           "dot: mismatched contracting extents are an error");
-    check(sk_dot(SK_BOOL, SC_SHAPE(2), a, SC_SHAPE(2), b, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &c, NULL) == SC_ERR,
+    check(sk_dot(NULL, SK_BOOL, SC_SHAPE(2), a, SC_SHAPE(2), b, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &c, NULL) == SC_ERR,
           "dot: bool is an error");
 }
 
@@ -170,7 +170,7 @@ static void check_padded(const char *what, int64_t nbat, int64_t M, int64_t N, i
             unsetenv("SHARDC_GEMM_PAD");
         memcpy(got, start, (size_t)(rows * step) * 4);
         sk_epilogue ep = {NULL, SK_COPY, acc, 0};
-        int ok = sk_dot_strided(SK_F32, ls, a, NULL, rs, b, NULL, &d, &ep, got, ldo) == 0;
+        int ok = sk_dot_strided(NULL, SK_F32, ls, a, NULL, rs, b, NULL, &d, &ep, got, ldo) == 0;
         for (int64_t r = 0; ok && r < rows; r++)
             for (int64_t j = 0; ok && j < step; j++) {
                 float want = j < N ? prod[r * N + j] + (acc ? start[r * step + j] : 0) : start[r * step + j];
@@ -233,7 +233,7 @@ static void check_epilogue(const char *what, sc_shape ls, sc_shape rs, sk_dot_di
             for (int with_bias = 0; with_bias < 2; with_bias++) {
                 sk_epilogue ep = {with_bias ? bias : NULL, ACTS[ai], 0, 0};
                 memset(got, 0x7f, 4096 * 8 * 8);
-                int ok = sk_dot_epilogue(t, ls, a, rs, b, &d, &ep, got, &os) == 0 && os.rank == want_s.rank &&
+                int ok = sk_dot_epilogue(NULL, t, ls, a, rs, b, &d, &ep, got, &os) == 0 && os.rank == want_s.rank &&
                          !memcmp(os.dims, want_s.dims, sizeof os.dims[0] * os.rank);
                 for (int64_t i = 0; ok && i < m; i++) {
                     double want = activate(ACTS[ai], acc[i] + (with_bias ? ld(t, bias, i % n) : 0));
@@ -244,10 +244,10 @@ static void check_epilogue(const char *what, sc_shape ls, sc_shape rs, sk_dot_di
                 }
                 if (ok && (t == SK_F32 || t == SK_F64)) {
                     size_t row = (size_t)n * esize(t);
-                    ok = sk_dot(t, ls, a, rs, b, &d, unfused, NULL) == 0;
+                    ok = sk_dot(NULL, t, ls, a, rs, b, &d, unfused, NULL) == 0;
                     for (int64_t r = 0; ok && with_bias && r < m / n; r++)
-                        ok = sk_binary(SK_ADD, t, n, (char *)unfused + r * row, bias, (char *)unfused + r * row) == 0;
-                    ok = ok && (ACTS[ai] == SK_COPY || sk_unary(ACTS[ai], t, m, unfused, unfused) == 0) &&
+                        ok = sk_binary(NULL, SK_ADD, t, n, (char *)unfused + r * row, bias, (char *)unfused + r * row) == 0;
+                    ok = ok && (ACTS[ai] == SK_COPY || sk_unary(NULL, ACTS[ai], t, m, unfused, unfused) == 0) &&
                          equal(t, got, unfused, m);
                 }
                 check(ok, "dot epilogue %s %s, %s%s", what, NAME[t], ACT_NAME[ai], with_bias ? " + bias" : "");
@@ -265,7 +265,7 @@ static void check_rounded_once(sk_dtype t, int64_t k) {
         st(t, a, i, 1), st(t, b, i, 1);
     st(t, &bias, 0, -(double)(k - 1));
     sk_epilogue ep = {&bias, SK_RELU, 0, 0};
-    int rc = sk_dot_epilogue(t, SC_SHAPE(1, k), a, SC_SHAPE(k, 1), b, &(sk_dot_dims){0, 1, {0}, {0}, {1}, {0}}, &ep,
+    int rc = sk_dot_epilogue(NULL, t, SC_SHAPE(1, k), a, SC_SHAPE(k, 1), b, &(sk_dot_dims){0, 1, {0}, {0}, {1}, {0}}, &ep,
                              &got, NULL);
     check(rc == 0 && ld(t, &got, 0) == 1, "dot epilogue %s: bias added to the f32 accumulator (%lld - %lld = %g)",
           NAME[t], (long long)k, (long long)(k - 1), ld(t, &got, 0));
@@ -284,8 +284,8 @@ static void check_f32_out(sk_dtype t, int64_t k) {
     sk_epilogue ep = {NULL, SK_COPY, 0, 1};
     sk_dot_dims dims = {0, 1, {0}, {0}, {1}, {0}};
     float got = 0, got_strided = 0;
-    int rc = sk_dot_epilogue(t, SC_SHAPE(1, k), a, SC_SHAPE(k, 1), b, &dims, &ep, &got, NULL) ||
-             sk_dot_strided(t, SC_SHAPE(1, k), a, NULL, SC_SHAPE(k, 1), b + 1, (const int64_t[]){2, 1}, &dims, &ep,
+    int rc = sk_dot_epilogue(NULL, t, SC_SHAPE(1, k), a, SC_SHAPE(k, 1), b, &dims, &ep, &got, NULL) ||
+             sk_dot_strided(NULL, t, SC_SHAPE(1, k), a, NULL, SC_SHAPE(k, 1), b + 1, (const int64_t[]){2, 1}, &dims, &ep,
                             &got_strided, 0);
     check(rc == 0 && got == 255 + k && got_strided == 255 + k, "dot %s f32_out: sums unrounded (%g, %g, want %lld)",
           NAME[t], got, got_strided, (long long)(255 + k));
@@ -314,7 +314,7 @@ static void check_accumulate(const char *what, sc_shape ls, sc_shape rs, sk_dot_
         double *before = malloc(8 * (size_t)(m + 1));
         for (int64_t i = 0; i < m; i++) before[i] = ld(t, out, i);
         sk_epilogue ep = {NULL, SK_COPY, 1, 0};
-        int ok = sk_dot_epilogue(t, ls, a, rs, b, &d, &ep, out, NULL) == 0;
+        int ok = sk_dot_epilogue(NULL, t, ls, a, rs, b, &d, &ep, out, NULL) == 0;
         for (int64_t i = 0; ok && i < m; i++) {
             double want = before[i] + prod[i];
             if (t == SK_I32)
@@ -384,7 +384,7 @@ static void check_strided(const char *what, sc_shape lp, sc_shape ls, const int6
                 if (i % step < row)
                     st(t, want, i, ld(t, want, i) + ld(t, start, i));
             sk_epilogue ep = {NULL, SK_COPY, acc, 0};
-            int ok = sk_dot_strided(t, ls, at_offset(t, lp, lpar, la), lst, rs, at_offset(t, rp, rpar, ra), rst, &d,
+            int ok = sk_dot_strided(NULL, t, ls, at_offset(t, lp, lpar, la), lst, rs, at_offset(t, rp, rpar, ra), rst, &d,
                                     &ep, got, ldo) == 0 && equal(t, got, want, n * step / row);
             check(ok, "dot strided %s %s%s, rows %lld apart", what, NAME[t], acc ? " accumulate" : "",
                   (long long)step);
@@ -407,7 +407,7 @@ static void test_dot_strided(void) {
     for (int i = 0; i < 10; i++)
         got[i] = 7;
     sk_dot_dims empty = dd(0, 0, 0, 1, o, z);
-    int ok = sk_dot_strided(SK_F32, SC_SHAPE(2, 0), a, NULL, SC_SHAPE(0, 3), b, NULL, &empty, NULL, got, 5) == 0;
+    int ok = sk_dot_strided(NULL, SK_F32, SC_SHAPE(2, 0), a, NULL, SC_SHAPE(0, 3), b, NULL, &empty, NULL, got, 5) == 0;
     for (int i = 0; i < 10; i++)
         ok &= got[i] == (i % 5 < 3 ? 0 : 7);
     check(ok, "dot strided: an empty sum [2,0]x[0,3] into rows 5 apart");
@@ -429,7 +429,7 @@ static void test_dot_epilogue(void) {
     check_accumulate("empty sum [5,0]x[0,3]", SC_SHAPE(5, 0), SC_SHAPE(0, 3), dd(0, 0, 0, 1, o, z));
     sk_epilogue acc_relu = {NULL, SK_RELU, 1, 0};
     float p[2] = {1, 2}, q[2] = {3, 4}, r = 0;
-    check(sk_dot_epilogue(SK_F32, SC_SHAPE(2), p, SC_SHAPE(2), q, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &acc_relu,
+    check(sk_dot_epilogue(NULL, SK_F32, SC_SHAPE(2), p, SC_SHAPE(2), q, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &acc_relu,
                           &r, NULL) == SC_ERR,
           "dot epilogue: accumulate with an activation is an error");
     check_rounded_once(SK_BF16, 257);
@@ -437,16 +437,16 @@ static void test_dot_epilogue(void) {
     check_f32_out(SK_BF16, 4);
     check_f32_out(SK_F16, 2050);
     sk_epilogue wide = {NULL, SK_COPY, 0, 1};
-    check(sk_dot_epilogue(SK_F32, SC_SHAPE(2), p, SC_SHAPE(2), q, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &wide, &r,
+    check(sk_dot_epilogue(NULL, SK_F32, SC_SHAPE(2), p, SC_SHAPE(2), q, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &wide, &r,
                           NULL) == SC_ERR,
           "dot epilogue: f32_out of f32 operands is an error");
     int32_t x[2] = {1, 2}, y[2] = {3, 4}, c;
     sk_epilogue relu = {NULL, SK_RELU, 0, 0}, exp_ = {NULL, SK_EXP, 0, 0};
-    check(sk_dot_epilogue(SK_I32, SC_SHAPE(2), x, SC_SHAPE(2), y, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &relu, &c,
+    check(sk_dot_epilogue(NULL, SK_I32, SC_SHAPE(2), x, SC_SHAPE(2), y, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &relu, &c,
                           NULL) == SC_ERR,
           "dot epilogue: i32 is an error");
     float f[2] = {1, 2}, g[2] = {3, 4}, h;
-    check(sk_dot_epilogue(SK_F32, SC_SHAPE(2), f, SC_SHAPE(2), g, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &exp_, &h,
+    check(sk_dot_epilogue(NULL, SK_F32, SC_SHAPE(2), f, SC_SHAPE(2), g, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &exp_, &h,
                           NULL) == SC_ERR,
           "dot epilogue: an activation it does not take (exp) is an error");
 }
@@ -484,27 +484,27 @@ static void test_reduce(void) {
                 }
                 char want[64 * 8], got[64 * 8];
                 for (int64_t i = 0; i < elems(os); i++) st(t, want, i, acc[i]);
-                ok = sk_reduce(t, s, x, sets[si].n, sets[si].d, ops[oi], got) == 0 && equal(t, got, want, elems(os));
+                ok = sk_reduce(NULL, t, s, x, sets[si].n, sets[si].d, ops[oi], got) == 0 && equal(t, got, want, elems(os));
             }
             check(ok, "reduce %s %s over {}, {0}, {1}, {2}, {0,2}, {2,1}, {0,1,2}", NAME[t],
                   oi == 0 ? "sum" : oi == 1 ? "max" : "min");
             free(x);
         }
     float x[4] = {1, NAN, 3, -INFINITY}, m[2];
-    check(sk_reduce(SK_F32, SC_SHAPE(2, 2), x, 1, (int[]){1}, SC_MAX, m) == 0 && isnan(m[0]) && m[1] == 3,
+    check(sk_reduce(NULL, SK_F32, SC_SHAPE(2, 2), x, 1, (int[]){1}, SC_MAX, m) == 0 && isnan(m[0]) && m[1] == 3,
           "reduce max propagates NaN");
     int32_t big[2] = {INT32_MAX, 2}, s32;
-    check(sk_reduce(SK_I32, SC_SHAPE(2), big, 1, (int[]){0}, SC_SUM, &s32) == 0 && s32 == INT32_MIN + 1,
+    check(sk_reduce(NULL, SK_I32, SC_SHAPE(2), big, 1, (int[]){0}, SC_SUM, &s32) == 0 && s32 == INT32_MIN + 1,
           "reduce i32 sum wraps");
     /* bf16 sums accumulate in f32: 256 + 1 + ... (256 ones) is 512, not 256. */
     uint16_t h[257];
     h[0] = sc_bf16_from_float(256);
     for (int i = 1; i < 257; i++) h[i] = sc_bf16_from_float(1);
     uint16_t hs;
-    check(sk_reduce(SK_BF16, SC_SHAPE(257), h, 1, (int[]){0}, SC_SUM, &hs) == 0 && sc_bf16_to_float(hs) == 512,
+    check(sk_reduce(NULL, SK_BF16, SC_SHAPE(257), h, 1, (int[]){0}, SC_SUM, &hs) == 0 && sc_bf16_to_float(hs) == 512,
           "reduce bf16 sum accumulates in f32 (%g)", sc_bf16_to_float(hs));
     float e[1];
-    check(sk_reduce(SK_F32, SC_SHAPE(0, 1), x, 1, (int[]){0}, SC_MAX, e) == 0 && e[0] == -INFINITY,
+    check(sk_reduce(NULL, SK_F32, SC_SHAPE(0, 1), x, 1, (int[]){0}, SC_MAX, e) == 0 && e[0] == -INFINITY,
           "reduce of an empty dim gives the identity");
 }
 
@@ -539,7 +539,7 @@ static void test_top_k(void) {
         for (int largest = 0; largest < 2; largest++)
             for (int64_t k = 1; k <= 7; k += 3) {
                 int32_t got[6 * 7], want[6 * 7];
-                int rc = sk_top_k(t, SC_SHAPE(2, 3, 7), x, k, largest, got);
+                int rc = sk_top_k(NULL, t, SC_SHAPE(2, 3, 7), x, k, largest, got);
                 ref_top_k(t, 6, 7, x, k, largest, want);
                 check(rc == 0 && memcmp(got, want, sizeof(int32_t) * (size_t)(6 * k)) == 0,
                       "top_k %s k=%lld %s", NAME[t], (long long)k, largest ? "largest" : "smallest");
@@ -548,15 +548,15 @@ static void test_top_k(void) {
     }
     float nan_row[5] = {1, NAN, 3, NAN, 3};
     int32_t i3[3], amin[1];
-    check(sk_top_k(SK_F32, SC_SHAPE(5), nan_row, 3, 1, i3) == 0 && i3[0] == 1 && i3[1] == 3 && i3[2] == 2,
+    check(sk_top_k(NULL, SK_F32, SC_SHAPE(5), nan_row, 3, 1, i3) == 0 && i3[0] == 1 && i3[1] == 3 && i3[2] == 2,
           "top_k ranks NaN first, ties by index");
-    check(sk_top_k(SK_F32, SC_SHAPE(5), nan_row, 1, 0, amin) == 0 && amin[0] == 1, "argmin gives the first NaN");
-    check(sk_top_k(SK_F32, SC_SHAPE(5), nan_row, 6, 1, i3) == SC_ERR && sk_top_k(SK_BOOL, SC_SHAPE(5), nan_row, 1, 1, i3) == SC_ERR,
+    check(sk_top_k(NULL, SK_F32, SC_SHAPE(5), nan_row, 1, 0, amin) == 0 && amin[0] == 1, "argmin gives the first NaN");
+    check(sk_top_k(NULL, SK_F32, SC_SHAPE(5), nan_row, 6, 1, i3) == SC_ERR && sk_top_k(NULL, SK_BOOL, SC_SHAPE(5), nan_row, 1, 1, i3) == SC_ERR,
           "top_k rejects k past the dim and bool");
     /* argsort's order: ascending, ties by index, NaN last (numpy.sort) */
     float row[7] = {NAN, 2, -INFINITY, 2, NAN, INFINITY, -1};
     int32_t order[7], want_order[7] = {2, 6, 1, 3, 5, 0, 4};
-    check(sk_top_k(SK_F32, SC_SHAPE(7), row, 7, SK_ASCENDING, order) == 0 &&
+    check(sk_top_k(NULL, SK_F32, SC_SHAPE(7), row, 7, SK_ASCENDING, order) == 0 &&
           memcmp(order, want_order, sizeof order) == 0, "top_k SK_ASCENDING sorts NaN last, ties by index");
 }
 
@@ -587,7 +587,7 @@ static void test_gather_dot(void) {
             for (int fill_mode = 0; fill_mode < 2; fill_mode++)
                 for (int64_t rep = 1; rep <= 2; rep++) {
                     sk_index_mode mode = fill_mode ? SK_FILL : SK_CLAMP;
-                    int rc = sk_gather_dot(t, w, e, k, n, trans, mode, idx, rows, rep, x, got);
+                    int rc = sk_gather_dot(NULL, t, w, e, k, n, trans, mode, idx, rows, rep, x, got);
                     ref_gather_dot(t, w, e, k, n, trans, fill_mode, idx, rows, rep, x, want);
                     check(rc == 0 && equal(t, got, want, rows * n), "gather_dot %s trans=%d %s rep=%lld", NAME[t],
                           trans, fill_mode ? "fill" : "clamp", (long long)rep);
@@ -596,9 +596,9 @@ static void test_gather_dot(void) {
         free(x);
     }
     float w1[1] = {1}, x1[1] = {1}, out1[1];
-    check(sk_gather_dot(SK_F32, w1, 1, 1, 1, 0, SK_CLAMP, idx, 5, 2, x1, out1) == SC_ERR &&
-              sk_gather_dot(SK_BOOL, w1, 1, 1, 1, 0, SK_CLAMP, idx, 1, 1, x1, out1) == SC_ERR &&
-              sk_gather_dot(SK_F32, w1, 0, 1, 1, 0, SK_CLAMP, idx, 1, 1, x1, out1) == SC_ERR,
+    check(sk_gather_dot(NULL, SK_F32, w1, 1, 1, 1, 0, SK_CLAMP, idx, 5, 2, x1, out1) == SC_ERR &&
+              sk_gather_dot(NULL, SK_BOOL, w1, 1, 1, 1, 0, SK_CLAMP, idx, 1, 1, x1, out1) == SC_ERR &&
+              sk_gather_dot(NULL, SK_F32, w1, 0, 1, 1, 0, SK_CLAMP, idx, 1, 1, x1, out1) == SC_ERR,
           "gather_dot rejects rows not a multiple of rep, bool and an empty table");
 }
 
@@ -630,7 +630,7 @@ static void test_cumsum(void) {
                 sc_shape s = shapes[si];
                 void *x = fill(t, elems(s), 5 + ti + si), *want = fill(t, elems(s), 99), *got = fill(t, elems(s), 98);
                 ref_cumsum(t, s, x, dim, want);
-                ok = sk_cumsum(t, s, x, dim, got) == 0 && equal(t, got, want, elems(s));
+                ok = sk_cumsum(NULL, t, s, x, dim, got) == 0 && equal(t, got, want, elems(s));
                 if (!ok)
                     printf("# shape %d of %lld, dim %d\n", si, (long long)elems(s), dim);
                 free(x);
@@ -640,20 +640,20 @@ static void test_cumsum(void) {
         check(ok, "cumsum %s along every dim of [3,4,5], [7], [1,9], [6,1], [0,3], [2,0]", NAME[t]);
     }
     int32_t big[2] = {INT32_MAX, 2}, s32[2];
-    check(sk_cumsum(SK_I32, SC_SHAPE(2), big, 0, s32) == 0 && s32[0] == INT32_MAX && s32[1] == INT32_MIN + 1,
+    check(sk_cumsum(NULL, SK_I32, SC_SHAPE(2), big, 0, s32) == 0 && s32[0] == INT32_MAX && s32[1] == INT32_MIN + 1,
           "cumsum i32 wraps");
     /* bf16 prefixes accumulate in f32, each rounded once: 256 + 1 is 256 in
      * bf16, but the prefix of 256 and 256 ones is 512, not 256. */
     uint16_t h[257], hs[257];
     h[0] = sc_bf16_from_float(256);
     for (int i = 1; i < 257; i++) h[i] = sc_bf16_from_float(1);
-    int rc = sk_cumsum(SK_BF16, SC_SHAPE(257), h, 0, hs);
+    int rc = sk_cumsum(NULL, SK_BF16, SC_SHAPE(257), h, 0, hs);
     check(rc == 0 && sc_bf16_to_float(hs[1]) == 256 && sc_bf16_to_float(hs[256]) == 512,
           "cumsum bf16 accumulates in f32 (%g, %g)", sc_bf16_to_float(hs[1]), sc_bf16_to_float(hs[256]));
     uint8_t b[4] = {1, 0, 1, 1}, bo[4];
     float f[4] = {1, 2, 3, 4}, fo[4];
-    check(sk_cumsum(SK_BOOL, SC_SHAPE(4), b, 0, bo) == SC_ERR && sk_cumsum(SK_F32, SC_SHAPE(2, 2), f, 2, fo) == SC_ERR &&
-              sk_cumsum(SK_F32, SC_SHAPE(2, 2), f, -1, fo) == SC_ERR,
+    check(sk_cumsum(NULL, SK_BOOL, SC_SHAPE(4), b, 0, bo) == SC_ERR && sk_cumsum(NULL, SK_F32, SC_SHAPE(2, 2), f, 2, fo) == SC_ERR &&
+              sk_cumsum(NULL, SK_F32, SC_SHAPE(2, 2), f, -1, fo) == SC_ERR,
           "cumsum of bool, or along a dim out of range, is an error");
 }
 
@@ -663,8 +663,8 @@ static void test_cumsum(void) {
  * reads what the kernel reads. */
 static uint16_t *rounded_to_bf16(float *x, int64_t n) {
     uint16_t *h = malloc((size_t)n * 2);
-    sk_convert(SK_F32, SK_BF16, n, x, h);
-    sk_convert(SK_BF16, SK_F32, n, h, x);
+    sk_convert(NULL, SK_F32, SK_BF16, n, x, h);
+    sk_convert(NULL, SK_BF16, SK_F32, n, h, x);
     return h;
 }
 
@@ -691,9 +691,9 @@ static void check_attention(const char *what, int64_t B, int64_t H, int64_t S, i
         v16 = rounded_to_bf16(v, B * T * H * Kv), got16 = malloc((size_t)(B * S * H * Kv) * 2);
         a.t = a.out_t = SK_BF16, a.q = q16, a.k = k16, a.v = v16, a.out = got16;
     }
-    int ok = sk_attention(&a) == 0;
+    int ok = sk_attention(NULL, &a) == 0;
     if (bf16)
-        sk_convert(SK_BF16, SK_F32, B * S * H * Kv, got16, got);
+        sk_convert(NULL, SK_BF16, SK_F32, B * S * H * Kv, got16, got);
     double worst = 0, big = 0;
     double *e = malloc((size_t)T * sizeof *e);
     for (int64_t b = 0; ok && b < B; b++)
@@ -754,7 +754,7 @@ static void check_attention_grad(const char *what, int64_t B, int64_t H, int64_t
         o16 = rounded_to_bf16(dout, no);
         g.fwd.t = SK_BF16, g.fwd.q = q16, g.fwd.k = k16, g.fwd.v = v16, g.dout = o16, g.dout_t = SK_BF16;
     }
-    int ok = sk_attention_grad(&g) == 0;
+    int ok = sk_attention_grad(NULL, &g) == 0;
     double *p = malloc((size_t)(S * T) * sizeof *p), *ds = malloc((size_t)(S * T) * sizeof *ds);
     double worst = 0, big = 1;
 #define Q(s, c) q[((b * S + (s)) * H + h) * K + (c)]
@@ -834,7 +834,7 @@ static void test_attention_grad(void) {
     check_attention_grad("bf16 q, k, v and dout, causal, S = T = 200", 2, 2, 200, 200, 16, 24, 0, 0, 1);
     check_attention_grad("bf16 with a mask, S 67, T 131", 1, 3, 67, 131, 19, 23, 1, -1, 1);
     sk_attention_grad_args bad = {0};
-    check(sk_attention_grad(&bad) != 0 && sk_attention_grad(NULL) != 0, "attention gradient rejects missing operands");
+    check(sk_attention_grad(NULL, &bad) != 0 && sk_attention_grad(NULL, NULL) != 0, "attention gradient rejects missing operands");
 }
 
 static void test_attention(void) {
@@ -848,7 +848,7 @@ static void test_attention(void) {
     check_attention("bf16 q, k, v and out, causal, S = T = 200", 2, 2, 200, 200, 16, 24, 0, 0, 1);
     check_attention("bf16 with a mask, S 67, T 131", 1, 3, 67, 131, 19, 23, 1, -1, 1);
     sk_attention_args bad = {0};
-    check(sk_attention(&bad) != 0 && sk_attention(NULL) != 0, "attention rejects missing operands");
+    check(sk_attention(NULL, &bad) != 0 && sk_attention(NULL, NULL) != 0, "attention rejects missing operands");
 }
 
 int main(void) {

@@ -43,28 +43,28 @@ typedef struct {
 static int run(const Case *c, void *out) {
     int64_t n = elems(c->s);
     switch (c->k) {
-    case REDUCE: return sk_reduce(c->t, c->s, c->x, c->n, c->dims, c->op, out);
-    case TRANSPOSE: return sk_transpose(c->t, c->s, c->x, c->dims, out);
-    case BROADCAST: return sk_broadcast(c->t, c->s, c->x, c->s2, c->dims, out);
+    case REDUCE: return sk_reduce(NULL, c->t, c->s, c->x, c->n, c->dims, c->op, out);
+    case TRANSPOSE: return sk_transpose(NULL, c->t, c->s, c->x, c->dims, out);
+    case BROADCAST: return sk_broadcast(NULL, c->t, c->s, c->x, c->s2, c->dims, out);
     case SLICE: {
         int64_t start[SC_MAX_RANK], limit[SC_MAX_RANK];
         for (int d = 0; d < c->s.rank; d++)
             start[d] = c->dims[d], limit[d] = c->s.dims[d] - c->dims[d];
-        return sk_slice(c->t, c->s, c->x, start, limit, out);
+        return sk_slice(NULL, c->t, c->s, c->x, start, limit, out);
     }
-    case UNARY: return sk_unary((sk_unary_op)c->op, c->t, n, c->x, out);
-    case BINARY: return sk_binary((sk_binary_op)c->op, c->t, n, c->x, c->y, out);
-    case CONVERT: return sk_convert(c->t, c->out_t, n, c->x, out);
-    case COMPARE: return sk_compare(SK_LT, c->t, n, c->x, c->y, out);
-    case SELECT: return sk_select(c->t, n, c->z, c->x, c->y, out);
-    case CONCAT: return sk_concat(c->t, 2, (sc_shape[]){c->s, c->s2}, (const void *[]){c->x, c->y}, c->n, out);
-    case ROLL: return sk_roll(c->t, c->s, c->x, 77, c->n, out);
-    case GATHER: return sk_gather(c->t, c->s, c->x, c->n, SK_CLAMP, c->s2, c->y, c->dims[0], c->dims + 1, out);
-    case IOTA: return sk_iota(c->t, c->s, c->n, out);
-    case CUMSUM: return sk_cumsum(c->t, c->s, c->x, c->n, out);
+    case UNARY: return sk_unary(NULL, (sk_unary_op)c->op, c->t, n, c->x, out);
+    case BINARY: return sk_binary(NULL, (sk_binary_op)c->op, c->t, n, c->x, c->y, out);
+    case CONVERT: return sk_convert(NULL, c->t, c->out_t, n, c->x, out);
+    case COMPARE: return sk_compare(NULL, SK_LT, c->t, n, c->x, c->y, out);
+    case SELECT: return sk_select(NULL, c->t, n, c->z, c->x, c->y, out);
+    case CONCAT: return sk_concat(NULL, c->t, 2, (sc_shape[]){c->s, c->s2}, (const void *[]){c->x, c->y}, c->n, out);
+    case ROLL: return sk_roll(NULL, c->t, c->s, c->x, 77, c->n, out);
+    case GATHER: return sk_gather(NULL, c->t, c->s, c->x, c->n, SK_CLAMP, c->s2, c->y, c->dims[0], c->dims + 1, out);
+    case IOTA: return sk_iota(NULL, c->t, c->s, c->n, out);
+    case CUMSUM: return sk_cumsum(NULL, c->t, c->s, c->x, c->n, out);
     default: {
         sk_dot_dims dd = {0, 1, {0}, {0}, {c->s.rank - 1}, {0}};
-        return sk_dot(c->t, c->s, c->x, c->s2, c->y, &dd, out, NULL);
+        return sk_dot(NULL, c->t, c->s, c->x, c->s2, c->y, &dd, out, NULL);
     }
     }
 }
@@ -214,9 +214,9 @@ static void test_reduce(void) {
             memset(o1, 0, 216 * 4);
             memset(o3, 0xa5, 216 * 4);
             sk_set_threads(1);
-            sk_reduce(SK_F32, SC_SHAPE(300, 200), xc, 1, (int[]){0}, SC_SUM, o1 + off);
+            sk_reduce(NULL, SK_F32, SC_SHAPE(300, 200), xc, 1, (int[]){0}, SC_SUM, o1 + off);
             sk_set_threads(3);
-            sk_reduce(SK_F32, SC_SHAPE(300, 200), xc, 1, (int[]){0}, SC_SUM, o3 + off);
+            sk_reduce(NULL, SK_F32, SC_SHAPE(300, 200), xc, 1, (int[]){0}, SC_SUM, o3 + off);
             ok &= memcmp(o1 + off, o3 + off, 200 * 4) == 0;
         }
         sk_set_threads(1);
@@ -228,10 +228,10 @@ static void test_reduce(void) {
     /* A sum to one element is never split: one thread, one order. */
     float *x = rnd(SK_F32, 100000, 5), s1, s3;
     sk_set_threads(1);
-    sk_reduce(SK_F32, SC_SHAPE(100000), x, 1, (int[]){0}, SC_SUM, &s1);
+    sk_reduce(NULL, SK_F32, SC_SHAPE(100000), x, 1, (int[]){0}, SC_SUM, &s1);
     sk_set_threads(3);
     sk_parallel_stats a = sk_parallel_stats_get();
-    sk_reduce(SK_F32, SC_SHAPE(100000), x, 1, (int[]){0}, SC_SUM, &s3);
+    sk_reduce(NULL, SK_F32, SC_SHAPE(100000), x, 1, (int[]){0}, SC_SUM, &s3);
     sk_parallel_stats b = sk_parallel_stats_get();
     sk_set_threads(1);
     check(s1 == s3 && a.kernels == b.kernels, "reduce to one element: not split, the same sum");
@@ -239,8 +239,8 @@ static void test_reduce(void) {
     sk_set_threads(3);
     a = sk_parallel_stats_get();
     float r[100];
-    sk_reduce(SK_F32, SC_SHAPE(100, 300), x, 1, (int[]){1}, SC_SUM, r);
-    sk_binary(SK_ADD, SK_F32, 30000, x, x, x + 50000);
+    sk_reduce(NULL, SK_F32, SC_SHAPE(100, 300), x, 1, (int[]){1}, SC_SUM, r);
+    sk_binary(NULL, SK_ADD, SK_F32, 30000, x, x, x + 50000);
     b = sk_parallel_stats_get();
     sk_set_threads(1);
     check(a.kernels == b.kernels, "calls under SK_PARALLEL_MIN elements are not split");

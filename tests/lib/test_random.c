@@ -22,8 +22,8 @@ static void known_answers(void) {
     /* jax.random.split(jax.random.key(0)) with jax_threefry_partitionable. */
     const uint32_t key[2] = {0, 0}, ctr[2] = {0, 1}, want[4] = {1797259609u, 2579123966u, 928981903u, 3453687069u};
     uint32_t w0[2], w1[2];
-    sk_random(SK_RNG_WORD0, SK_U32, key, 2, ctr, NULL, NULL, w0);
-    sk_random(SK_RNG_WORD1, SK_U32, key, 2, ctr, NULL, NULL, w1);
+    sk_random(NULL, SK_RNG_WORD0, SK_U32, key, 2, ctr, NULL, NULL, w0);
+    sk_random(NULL, SK_RNG_WORD1, SK_U32, key, 2, ctr, NULL, NULL, w1);
     check(w0[0] == want[0] && w1[0] == want[1] && w0[1] == want[2] && w1[1] == want[3], "split(key(0)) is JAX's");
 }
 
@@ -47,7 +47,7 @@ static void blocks(void) {
         int32_t lo_i = -10, hi_i = 7;
         const void *lo = t == SK_I32 ? (const void *)&lo_i : t == SK_F64 ? (const void *)&lo_d : &lo_f;
         const void *hi = t == SK_I32 ? (const void *)&hi_i : t == SK_F64 ? (const void *)&hi_d : &hi_f;
-        check(sk_random(runs[r].kind, t, key, N, ctr, lo, hi, out) == 0, "sk_random kind %d dtype %d", runs[r].kind, t);
+        check(sk_random(NULL, runs[r].kind, t, key, N, ctr, lo, hi, out) == 0, "sk_random kind %d dtype %d", runs[r].kind, t);
         sk_rng g;
         sk_rng_init(&g, runs[r].kind, t, key, runs[r].kind == SK_RNG_RANDINT ? lo_i : lo_d,
                     runs[r].kind == SK_RNG_RANDINT ? hi_i : hi_d);
@@ -73,11 +73,11 @@ static void blocks(void) {
 static void refusals(void) {
     const uint32_t key[2] = {1, 2}, ctr[1] = {0};
     float out[1], b = 0;
-    check(sk_random(SK_RNG_UNIFORM, SK_I32, key, 1, ctr, NULL, NULL, out) == SC_ERR, "uniform refuses i32");
-    check(sk_random(SK_RNG_BITS, SK_F32, key, 1, ctr, NULL, NULL, out) == SC_ERR, "bits refuse f32");
-    check(sk_random(SK_RNG_TRUNCATED_NORMAL, SK_F32, key, 1, ctr, NULL, &b, out) == SC_ERR, "truncated needs lo");
-    check(sk_random(SK_RNG_KIND_COUNT, SK_F32, key, 1, ctr, NULL, NULL, out) == SC_ERR, "unknown kind");
-    check(sk_random(SK_RNG_UNIFORM, SK_F32, key, -1, ctr, NULL, NULL, out) == SC_ERR, "negative count");
+    check(sk_random(NULL, SK_RNG_UNIFORM, SK_I32, key, 1, ctr, NULL, NULL, out) == SC_ERR, "uniform refuses i32");
+    check(sk_random(NULL, SK_RNG_BITS, SK_F32, key, 1, ctr, NULL, NULL, out) == SC_ERR, "bits refuse f32");
+    check(sk_random(NULL, SK_RNG_TRUNCATED_NORMAL, SK_F32, key, 1, ctr, NULL, &b, out) == SC_ERR, "truncated needs lo");
+    check(sk_random(NULL, SK_RNG_KIND_COUNT, SK_F32, key, 1, ctr, NULL, NULL, out) == SC_ERR, "unknown kind");
+    check(sk_random(NULL, SK_RNG_UNIFORM, SK_F32, key, -1, ctr, NULL, NULL, out) == SC_ERR, "negative count");
 }
 
 int main(void) {
