@@ -88,7 +88,7 @@ def check_mpi(c, exe, threads_out):
     """mlp_host on MPI, 2 processes of 4 devices: every process gets the
     results (sc_world_share), so both print the threads run's lines."""
     argv = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) + \
-        ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", "2", exe]
+        ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "--mca", "pml", "ob1", "-np", "2", exe]
     rc, out, err = run(argv)
     lines = sorted(l for l in out.splitlines() if l.startswith("call "))
     want = sorted(l for l in threads_out.splitlines() if l.startswith("call ")) * 2

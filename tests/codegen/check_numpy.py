@@ -103,7 +103,7 @@ def mpirun(np_):
     """The launcher, as `shardc run --backend mpi` starts it: $MPIRUN or
     mpirun, processes may outnumber cores, shared memory, as root too."""
     return (os.environ.get("MPIRUN") or "mpirun").split() + (["--allow-run-as-root"] if os.geteuid() == 0 else []) \
-        + ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", str(np_)]
+        + ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "--mca", "pml", "ob1", "-np", str(np_)]
 
 
 def sh(argv, timeout, env=None):

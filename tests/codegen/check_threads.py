@@ -75,7 +75,7 @@ def mpirun(np_, d):
     session = os.path.join(d, "mpi-session")
     os.makedirs(session, exist_ok=True)
     return ((os.environ.get("MPIRUN") or "mpirun").split() + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
-            + ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader",
+            + ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "--mca", "pml", "ob1",
                "--mca", "orte_tmpdir_base", session, "-np", str(np_)])
 
 

@@ -288,7 +288,7 @@ def test_mpi_two_processes(tmp_path):
     script.write_text(MPI_SCRIPT)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.path.dirname(shardc.__path__[0]),
                                                                       os.environ.get("PYTHONPATH")])))
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader",
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "--mca", "pml", "ob1",
            "-np", "2", sys.executable, str(script), os.path.dirname(os.path.abspath(__file__)), str(tmp_path)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
