@@ -96,6 +96,12 @@ const char *sk_backend_name(sk_world_create create);
 /* The program's main on the backend `create` (NULL: sk_backend_choose's). */
 int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create create);
 static inline int sk_main(int argc, char **argv, const sk_program *p) { return sk_main_on(argc, argv, p, NULL); }
+/* The main of a program built with several fns (shardc build --fn a,b):
+ * --fn NAME (or --fn=NAME) anywhere on the command line picks the program
+ * that runs, on the rest of the line; without it, or with a name not among
+ * them, a message naming them and status 2 (--help: the list, then the
+ * options). */
+int sk_main_of(int argc, char **argv, const sk_program *const *programs, int n);
 
 /* p on global arrays (shardc_session.h): params[i] and results[i] point to
  * whole arrays of the global shapes p lists, on the session's backend (the

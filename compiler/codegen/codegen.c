@@ -30,21 +30,24 @@ const char *const sk_dtype_of[] = {
 int fn_emittable(const Fn *fn) { return fn_is_local(fn) || fn->kept_global; }
 int fn_exported(const Fn *fn) { return fn_emittable(fn) && !fn->kept_global && !fn->spec_of && !fn->loop_of; }
 
-/* A file with a main() holds only `main_fn` and what it calls, not every fn
+/* A file with a main() holds only its fns and what they call, not every fn
  * of its program: gcc took 9 s on a gradient program's 6500 lines where one
  * step's own fns take a tenth of a second.  Without a main, every
  * per-device function (the file is a library of entry points).  A stack, so
  * each fn and call is visited once. */
-char *fns_in_file(const Module *m, int main_fn, Arena *arena) {
+char *fns_in_file(const Module *m, Entries main_fns, Arena *arena) {
     char *in = arena_alloc(arena, (size_t)m->nfns + 1);
-    if (main_fn < 0) {
+    if (!main_fns.n) {
         for (int f = 0; f < m->nfns; f++)
             in[f] = (char)fn_emittable(&m->fns[f]);
         return in;
     }
     int *stack = arena_alloc(arena, sizeof(int) * ((size_t)m->nfns + 1)), top = 0;
-    in[main_fn] = 1;
-    stack[top++] = main_fn;
+    for (int i = 0; i < main_fns.n; i++)
+        if (!in[main_fns.fn[i]]) {
+            in[main_fns.fn[i]] = 1;
+            stack[top++] = main_fns.fn[i];
+        }
     while (top) {
         const Fn *fn = &m->fns[stack[--top]];
         for (int v = 0; v < fn->ninsts; v++) {
@@ -351,11 +354,12 @@ static int emit_fn(FileGen *fg, int f, const char **err) {
 
 /* ---- the file ---- */
 
-int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen) {
-    if (main_fn >= 0 && !fn_emittable(&m->fns[main_fn])) {
-        snprintf(err, errlen, "'%s' is not a per-device function", sym_name(m->syms, m->fns[main_fn].sym));
-        return -1;
-    }
+int codegen_emit(const Module *m, Entries main_fns, FILE *o, char *err, size_t errlen) {
+    for (int i = 0; i < main_fns.n; i++)
+        if (!fn_emittable(&m->fns[main_fns.fn[i]])) {
+            snprintf(err, errlen, "'%s' is not a per-device function", sym_name(m->syms, m->fns[main_fns.fn[i]].sym));
+            return -1;
+        }
     Arena arena = {0};
     FileGen fg = {m, ir_module_value_names(m, &arena), NULL, NULL};
     /* The text is written aside, and to `o` only once every function has
@@ -366,7 +370,7 @@ int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen
     fg.protos = ps;
     fg.bodies = bs;
     int rc = 0;
-    char *in_file = fns_in_file(m, main_fn, &arena);
+    char *in_file = fns_in_file(m, main_fns, &arena);
     for (int f = 0; f < m->nfns && !rc; f++) {
         const char *why = NULL;
         if (in_file[f] && emit_fn(&fg, f, &why)) {
@@ -422,8 +426,8 @@ int codegen_emit(const Module *m, int main_fn, FILE *o, char *err, size_t errlen
         fwrite(protos, 1, nprotos, o);
         fwrite(bodies, 1, nbodies, o);
         emit_programs(m, in_file, fg.irnames, o, &arena);
-        if (main_fn >= 0)
-            emit_main(m, &m->fns[main_fn], o);
+        if (main_fns.n)
+            emit_main(m, main_fns, o);
     }
     free(protos);                            /* open_memstream's buffers */
     free(bodies);

@@ -112,9 +112,21 @@ void emit_programs(const Module *m, const char *in_file, const char ***irnames, 
     }
 }
 
-void emit_main(const Module *m, const Fn *fn, FILE *o) {
+void emit_main(const Module *m, Entries main_fns, FILE *o) {
     fputs("\n/* ---- main: read the inputs, run every device, write the results ---- */\n\n", o);
-    fputs("int main(int argc, char **argv) {\n    return sk_main(argc, argv, &program_", o);
-    emit_fn_cname(o, m, fn);
-    fputs(");\n}\n", o);
+    if (main_fns.n == 1) {
+        fputs("int main(int argc, char **argv) {\n    return sk_main(argc, argv, &program_", o);
+        emit_fn_cname(o, m, &m->fns[main_fns.fn[0]]);
+        fputs(");\n}\n", o);
+        return;
+    }
+    fputs("/* One of several fns, named by --fn on the command line (lib/host/entries.c). */\n"
+          "static const sk_program *const programs[] = {\n", o);
+    for (int i = 0; i < main_fns.n; i++) {
+        fputs("    &program_", o);
+        emit_fn_cname(o, m, &m->fns[main_fns.fn[i]]);
+        fputs(",\n", o);
+    }
+    fprintf(o, "};\n\nint main(int argc, char **argv) {\n    return sk_main_of(argc, argv, programs, %d);\n}\n",
+            main_fns.n);
 }

@@ -173,7 +173,7 @@ static void emit_decls(FILE *o, const Module *m, const char *in_file, const char
     }
 }
 
-int codegen_emit_header(const Module *m, int main_fn, const char *path, FILE *o, char *err, size_t errlen) {
+int codegen_emit_header(const Module *m, Entries main_fns, const char *path, FILE *o, char *err, size_t errlen) {
     (void)err, (void)errlen;                 /* nothing here fails: out of memory aborts (arena.c) */
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     Arena arena = {0};
@@ -210,7 +210,7 @@ int codegen_emit_header(const Module *m, int main_fn, const char *path, FILE *o,
           " * nothing is kept between calls. */\n", o);
     fprintf(o, "#ifndef %s\n#define %s\n\n#include <shardc_rt.h>\n#include <shardc_session.h>\n#include <stdint.h>\n\n"
                "#ifdef __cplusplus\nextern \"C\" {\n#endif\n", guard, guard);
-    char *in_file = fns_in_file(m, main_fn, &arena);
+    char *in_file = fns_in_file(m, main_fns, &arena);
     emit_decls(o, m, in_file, irnames, 0, &arena);
     fputs("\n/* ---- on global arrays (shardc_session.h) ----\n"
           " * shardc_NAME_global runs shardc_NAME on every device: it splits each\n"

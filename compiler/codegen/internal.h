@@ -9,6 +9,7 @@
 #define SHARDC_CODEGEN_INTERNAL_H
 
 #include "../ir/ir.h"
+#include "codegen.h"
 #include "../schedule/fuse.h"
 
 #include <stdio.h>
@@ -53,7 +54,7 @@ int emit_fn_cname(FILE *o, const Module *m, const Fn *fn);
 int fn_exported(const Fn *fn);
 int fn_emittable(const Fn *fn);
 /* in[f] for each fn: is it in the file (codegen.c)? */
-char *fns_in_file(const Module *m, int main_fn, Arena *arena);
+char *fns_in_file(const Module *m, Entries main_fns, Arena *arena);
 /* `int shardc_f(sc_device *dev, const float *x_, float *result0)`; `names`
  * are the C names of fn's values (NULL: param0, ...). */
 void emit_signature(FILE *o, const Module *m, const Fn *fn, char **names, const int *param);
@@ -75,7 +76,7 @@ void emit_global_comment(FILE *o, const Module *m, const Fn *fn, char **names, c
 void emit_programs(const Module *m, const char *in_file, const char ***irnames, FILE *o,
                    Arena *arena);
 /* main() for function fn: sk_main on its table. */
-void emit_main(const Module *m, const Fn *fn, FILE *o);
+void emit_main(const Module *m, Entries main_fns, FILE *o);
 /* Why the file cannot have its global wrappers (a fn named like another's
  * shardc_NAME_global), or NULL. */
 const char *global_name_clash(const Module *m, const char *in_file, Arena *arena);

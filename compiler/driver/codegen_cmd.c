@@ -99,31 +99,33 @@ static int on_path(const char *name) {
 
 typedef struct {
     const Module *m;
-    int fn;
+    Entries fns;
 } CArgs;
 
 static int write_c_to(FILE *out, void *ctx) {
     const CArgs *a = ctx;
     char err[512];
-    if (codegen_emit(a->m, a->fn, out, err, sizeof err)) {
+    if (codegen_emit(a->m, a->fns, out, err, sizeof err)) {
         fprintf(stderr, "shardc: error: %s\n", err);
         return 1;
     }
     return 0;
 }
 
-static int write_c(const Module *m, int f, const char *path) { return write_output(path, write_c_to, &(CArgs){m, f}); }
+static int write_c(const Module *m, Entries fns, const char *path) {
+    return write_output(path, write_c_to, &(CArgs){m, fns});
+}
 
 typedef struct {
     const Module *m;
-    int fn;
+    Entries fns;
     const char *path;
 } HArgs;
 
 static int write_h_to(FILE *out, void *ctx) {
     const HArgs *a = ctx;
     char err[512];
-    if (codegen_emit_header(a->m, a->fn, a->path, out, err, sizeof err)) {
+    if (codegen_emit_header(a->m, a->fns, a->path, out, err, sizeof err)) {
         fprintf(stderr, "shardc: error: %s\n", err);
         return 1;
     }
@@ -133,15 +135,15 @@ static int write_h_to(FILE *out, void *ctx) {
 /* -o prog.c also writes prog.h (-o prog: prog.h) next to it, declaring the
  * entry points; C on standard output or a device (-o /dev/stdout) gets no
  * header.  The .c does not include it: it is complete without. */
-int compile_command(const Module *m, int f, const char *out) {
-    int rc = write_c(m, f, out);
+int compile_command(const Module *m, Entries fns, const char *out) {
+    int rc = write_c(m, fns, out);
     struct stat st;
     if (rc || !out || (stat(out, &st) == 0 && !S_ISREG(st.st_mode)))
         return rc;
     size_t n = strlen(out), stem = n >= 2 && strcmp(out + n - 2, ".c") == 0 ? n - 2 : n;
     Arena arena = {0};
     char *h = arena_printf(&arena, "%.*s.h", (int)stem, out);
-    rc = write_output(h, write_h_to, &(HArgs){m, f, h});
+    rc = write_output(h, write_h_to, &(HArgs){m, fns, h});
     arena_free(&arena);
     return rc;
 }
@@ -272,7 +274,7 @@ static int cached_cc(char *const *argv, const char *src, const char *out, const 
 /* Emit `dir`/prog.c and link `out`; for MPI with mpicc and
  * libshardc_rt_mpi.a, which -u pulls in for lib/host/backend.c's weak reference:
  * the program then runs on MPI under a launcher, on threads without. */
-static int build_in(const Module *m, int f, const char *dir, const char *out, int mpi, const RunOptions *ro) {
+static int build_in(const Module *m, Entries fns, const char *dir, const char *out, int mpi, const RunOptions *ro) {
     BuildInputs in = {.mpi = mpi};
     if (locate(in.inc1, in.inc2, in.libdir, PATH_MAX)) {
         status_end(ro->status);
@@ -290,7 +292,7 @@ static int build_in(const Module *m, int f, const char *dir, const char *out, in
     }
     char src[PATH_MAX + 16];
     fmt(src, sizeof src, "%s/prog.c", dir);
-    int rc = write_c(m, f, src);
+    int rc = write_c(m, fns, src);
     child_stop_if_asked();         /* a signal during code generation */
     if (rc)
         return rc;
@@ -363,10 +365,10 @@ static void remove_temp(const char *dir, const char *const *names, int n) {
     rmdir(dir);
 }
 
-int build_command(const Module *m, int f, const char *out, const RunOptions *ro) {
+int build_command(const Module *m, Entries fns, const char *out, const RunOptions *ro) {
     Arena arena = {0};
     char *dir = make_temp_dir(&arena);
-    int rc = dir ? build_in(m, f, dir, out, ro->mpi, ro) : 1;
+    int rc = dir ? build_in(m, fns, dir, out, ro->mpi, ro) : 1;
     status_end(ro->status);
     if (dir)
         remove_temp(dir, (const char *[]){"prog.c"}, 1);
@@ -514,10 +516,10 @@ int run_command(const Module *m, int f, const char *const *ins, int nins, const 
     fmt(prog, sizeof prog, "%s/prog", dir);
     fmt(ref, sizeof ref, "%s/one", dir);
     fmt(ref_out, sizeof ref_out, "%s/one-out", dir);
-    int rc = build_in(m, f, dir, prog, ro->mpi, ro);
+    int rc = build_in(m, (Entries){1, &f}, dir, prog, ro->mpi, ro);
     if (!rc && ro->check) {               /* the same function, compiled for one device */
         status_begin(ro->status, "shardc: --check: '%s' on one device", sym_name(m->syms, m->fns[f].sym));
-        rc = build_in(ro->check, ro->check_fn, dir, ref, 0, ro);
+        rc = build_in(ro->check, (Entries){1, &ro->check_fn}, dir, ref, 0, ro);
     }
     status_end(ro->status);            /* the programs print next */
     /* The one-device run first (quiet: its --steps log unprinted), as the

@@ -3,13 +3,14 @@
 #ifndef SHARDC_CODEGEN_CMD_H
 #define SHARDC_CODEGEN_CMD_H
 
+#include "../codegen/codegen.h"
 #include "../ir/ir.h"
 #include "cache.h"
 #include "status.h"
 
-/* Write the C for module m (with a main() for function `f`, or none when
- * f < 0) to `out` (NULL: standard output).  Returns an exit status. */
-int compile_command(const Module *m, int f, const char *out);
+/* Write the C for module m (with a main() for the fns, or none when there
+ * are none) to `out` (NULL: standard output).  Returns an exit status. */
+int compile_command(const Module *m, Entries fns, const char *out);
 typedef struct {
     int mpi;                /* the MPI backend, else threads */
     int np;                 /* mpi: processes (0: one per device) */
@@ -26,8 +27,9 @@ typedef struct {
     int shared;             /* build --shared: a shared library (the Python package's) */
 } RunOptions;
 
-/* Emit C for function f and link it into the executable `out`. */
-int build_command(const Module *m, int f, const char *out, const RunOptions *ro);
+/* Emit C for the fns and link it into the executable `out`, whose main()
+ * runs the one its --fn names when there are several. */
+int build_command(const Module *m, Entries fns, const char *out, const RunOptions *ro);
 /* Build f into a temporary directory and run it on the .npy inputs; with
  * ro->check, also the one-device build, and print the largest errors. */
 int run_command(const Module *m, int f, const char *const *ins, int nins, const char *out_dir, const RunOptions *ro);

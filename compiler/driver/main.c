@@ -461,6 +461,38 @@ static const char *suggest_fn(const Compilation *c, const char *name, char *buf,
     return suggest_text(&sg, buf, cap);
 }
 
+/* compile and build --fn a,b: the fns as indices into fns[] (at most
+ * MAX_ENTRIES); their count, or -1 after a message naming one that is not
+ * there or named twice. */
+enum { MAX_ENTRIES = 64 };
+static int fns_named(const Compilation *c, const char *list, const char *input, int *fns) {
+    int n = 0;
+    for (const char *p = list;; p++) {
+        int len = (int)strcspn(p, ","), sym = -1;
+        char name[256], hint[160];
+        snprintf(name, sizeof name, "%.*s", len, p);
+        if (n == MAX_ENTRIES) {
+            fprintf(stderr, "shardc: error: --fn names more than %d fns\n", MAX_ENTRIES);
+            return -1;
+        }
+        if ((sym = fn_symbol(c, name)) < 0) {
+            fprintf(stderr, "shardc: error: no function named '%s' in %s%s\n", name, input,
+                    suggest_fn(c, name, hint, sizeof hint));
+            return -1;
+        }
+        fns[n] = fn_index(c, sym);
+        for (int i = 0; i < n; i++)
+            if (fns[i] == fns[n]) {
+                fprintf(stderr, "shardc: error: --fn names '%s' twice\n", name);
+                return -1;
+            }
+        n++;
+        p += len;
+        if (!*p)
+            return n;
+    }
+}
+
 /* shardc help [COMMAND] */
 static int help_command(const char *name) {
     const CommandSpec *c = find_command(name);
@@ -512,6 +544,9 @@ int main(int argc, char **argv) {
     int is_run = bit == CMD_RUN, is_codegen = is_compile || is_build || is_run, is_autoshard = bit == CMD_AUTOSHARD;
     if (!o.input)
         return usage_error("%s needs an input file", o.command);
+    int several = o.fn && strchr(o.fn, ',');
+    if (several && ((!is_compile && !is_build) || o.shared || o.mesh.auto_all))
+        return usage_error("%s", "--fn names several fns (a,b) only for compile and build, without --shared or --auto");
     if (o.backend && !is_run && !is_build)
         return usage_error("%s", "--backend goes with build and run");
     if (o.backend && strcmp(o.backend, "threads") != 0 && strcmp(o.backend, "mpi") != 0)
@@ -535,7 +570,7 @@ int main(int argc, char **argv) {
             return usage_error("bad --top '%s': a number of plans, 0 to 1000", o.top);
         o.mesh.auto_top = (int)top;
     }
-    o.mesh.entry = o.fn;
+    o.mesh.entry = several ? NULL : o.fn;
     o.mesh.target = o.target;
     o.mesh.auto_verbose = o.verbose;
     /* The report is held until the search's status line is cleared, which
@@ -682,8 +717,13 @@ int main(int argc, char **argv) {
     if (rc == FRONTEND_OK && ro.status)
         status_head(ro.status, o.input, &c.module);
     if (rc == FRONTEND_OK && !is_check) {
-        int only = -1;
-        if (o.fn && (only = fn_symbol(&c, o.fn)) < 0) {
+        int only = -1, fns[MAX_ENTRIES], nfns = 0;
+        if (several && (nfns = fns_named(&c, o.fn, o.input, fns)) < 0)
+            rc = 2;
+        else if (several)
+            rc = (is_compile ? compile_command(&c.module, (Entries){nfns, fns}, o.output)
+                             : build_command(&c.module, (Entries){nfns, fns}, o.output, &ro));
+        else if (o.fn && (only = fn_symbol(&c, o.fn)) < 0) {
             status_end(ro.status);
             char hint[160];
             fprintf(stderr, "shardc: error: no function named '%s' in %s%s\n", o.fn, o.input,
@@ -694,10 +734,12 @@ int main(int argc, char **argv) {
         } else if (is_dump)
             rc = write_output(o.output, write_dump,
                               &(DumpArgs){&c.module, only, stage == STAGE_SHARDED, o.cost ? &target : NULL});
-        else if (is_compile)
-            rc = compile_command(&c.module, o.fn ? fn_index(&c, only) : -1, o.output);
-        else if (is_build) {
-            rc = build_command(&c.module, fn_index(&c, only), o.output, &ro);
+        else if (is_compile) {
+            int f = o.fn ? fn_index(&c, only) : -1;
+            rc = compile_command(&c.module, (Entries){f >= 0, &f}, o.output);
+        } else if (is_build) {
+            int f = fn_index(&c, only);
+            rc = build_command(&c.module, (Entries){1, &f}, o.output, &ro);
             if (rc == 0 && o.shared)
                 rc = write_signature(&c.module, fn_index(&c, only), o.output);
         }

@@ -38,13 +38,15 @@ const CommandSpec shardc_commands[] = {
     {"compile", CMD_COMPILE, "compile prog.tdsl [-o prog.c] [--fn F]",
      "emit C for the per-device functions: -o prog.c [--fn F adds a main()]",
      "Emit one C11 file for every per-device function and the header prog.h declaring their entry points; "
-     "with --fn F, also a main() that runs F. Without -o the C goes to standard output.",
+     "with --fn F, also a main() that runs F (with --fn F,G,...: the one its own --fn names). Without -o the C "
+     "goes to standard output.",
      "shardc compile samples/mlp.tdsl -o mlp.c --fn mlp"},
     {"build", CMD_BUILD, "build prog.tdsl -o prog --fn F [--backend threads|mpi]",
      "emit C and link an executable: -o prog --fn F [--backend threads|mpi]",
      "Emit C for F and compile and link it with the compiler the libraries were built with (cc, or $CC; "
      "mpicc for MPI) into the executable prog, which takes --in, --out, --cast, --steps and the other "
-     "options run passes it. On a terminal a progress line shows the phases; -v prints them as lines.",
+     "options run passes it. --fn F,G,... builds one executable of those fns, whose --fn NAME picks the one "
+     "that runs. On a terminal a progress line shows the phases; -v prints them as lines.",
      "shardc build samples/mlp.tdsl --fn mlp -o mlp && ./mlp --in x=x.npy --in w_in=w_in.npy "
      "--in w_out=w_out.npy --out out"},
     {"run", CMD_RUN,
@@ -99,7 +101,8 @@ const OptionSpec shardc_options[] = {
      "interp: the stage whose program they read", "parsed sharded partitioned scheduled"},
     {OPT_FN, "--fn", "NAME", CMD_SEARCHING,
      "with dump: print only this function (and the specializations it calls);\n"
-     "with show, interp, build and run: the function; with compile: add a main()", NULL},
+     "with show, interp, build and run: the function; with compile: add a main();\n"
+     "with compile and build, F,G,...: a main() of several, which its own --fn picks from", NULL},
     {OPT_VALUE, "--value", "NAME", CMD_SHOW, "with show: the value to draw, named as dump names it", NULL},
     {OPT_FORMAT, "--format", "FORMAT", CMD_SHOW, "with show: text (default) or dot", "text dot"},
     {OPT_IN, "--in", "NAME=FILE", CMD_INTERP | CMD_RUN,

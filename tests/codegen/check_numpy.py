@@ -200,7 +200,11 @@ class Harness:
         return True
 
     def plan(self, only):
-        """Groups: (path, fn, spec, consts, flags) -> [(case, k, m)], one build each."""
+        """Groups: (path, spec, consts, flags) -> [(case, fn, k, m, sizes, mpi)],
+        one build each: an executable of every fn run on that mesh and
+        those consts (`shardc build --fn a,b`), each run naming its fn.  One
+        build of a program's fns instead of one per fn: a third of the
+        builds, which are most of this check's time."""
         groups = {}
         for case in CASES:
             if only and not re.search(only, "%s %s %s" % (case.name, os.path.relpath(case.prog, ROOT),
@@ -241,9 +245,9 @@ class Harness:
             mpi_spec = next((t[0] for t in reversed(taken) if int(np.prod(t[1])) in (3, 6, 8)), None)
             for spec, sizes, m, consts, extra in taken:
                 for fn in case.fns:
-                    g = groups.setdefault((case.prog, fn, spec, consts, extra), [])
+                    g = groups.setdefault((case.prog, spec, consts, extra), [])
                     mpi = spec == mpi_spec and self.talks(case.prog, spec, consts, extra, fn)
-                    g += [(case, k, m, sizes, mpi) for k in range(self.runs(case))]
+                    g += [(case, fn, k, m, sizes, mpi) for k in range(self.runs(case))]
         return groups
 
     def backends_for(self, k, sizes, mpi_mesh):
@@ -271,9 +275,10 @@ class Harness:
     def runs(self, case):
         return 1 if self.sanitize or self.layouts else case.runs
 
-    def build(self, d, path, fn, flags, backend):
-        """An executable for the backend, or (None, why)."""
+    def build(self, d, path, fns, flags, backend):
+        """An executable of the fns for the backend, or (None, why)."""
         exe = os.path.join(d, "prog-" + backend)
+        fn = ",".join(fns)
         if not self.sanitize:
             st, err = sh([self.shardc, "build", path, "--fn", fn, "--backend", backend, "-o", exe] + flags,
                          BUILD_TIMEOUT, {"SHARDC_CFLAGS": os.environ.get("SHARDC_CFLAGS", "-march=native")})
@@ -306,26 +311,27 @@ class Harness:
         return mpirun(np_) + ["-x", "SHARDC_LOCAL_DEVICES=%d" % (ndev // np_), exe]
 
     def group(self, i, key, items):
-        path, fn, spec, consts, extra = key
+        path, spec, consts, extra = key
         flags = self.flags(spec, consts, extra)
-        what = "%s --fn %s%s" % (os.path.relpath(path, ROOT), fn, "".join(" " + f for f in flags))
+        fns = list(dict.fromkeys(item[1] for item in items))
         d = os.path.join(self.tmp, "g%d" % i)
         os.makedirs(d)
         # One build for both backends: with MPI when a run needs it, which
         # the same executable then runs on threads too (the backend is
         # chosen when it runs, lib/host/backend.c).
-        used = {b.split(":")[0] for _, k, _, sizes, mm in items for b in self.backends_for(k, sizes, mm)}
-        built = self.build(d, path, fn, flags, "mpi" if "mpi" in used else "threads")
+        used = {b.split(":")[0] for _, _, k, _, sizes, mm in items for b in self.backends_for(k, sizes, mm)}
+        built = self.build(d, path, fns, flags, "mpi" if "mpi" in used else "threads")
         exes = {b: built for b in used}
         kept = False
-        for case, k, m, sizes, mpi_mesh in items:
+        for case, fn, k, m, sizes, mpi_mesh in items:
+            what = "%s --fn %s%s" % (os.path.relpath(path, ROOT), fn, "".join(" " + f for f in flags))
             label = "%s (case '%s', input %d)" % (what, case.name, k)
             made = case.make(np.random.default_rng(seed(case.name, *sizes, k)), m)
             if made is None:
                 self.skip(label, "the case does not apply to this mesh", len(self.backends_for(k, sizes, mpi_mesh)))
                 continue
             inputs, wants = made
-            run_dir = os.path.join(d, "in%d-%s" % (k, re.sub(r"\W", "_", case.name)))
+            run_dir = os.path.join(d, "in%d-%s-%s" % (k, re.sub(r"\W", "_", case.name), fn))
             os.makedirs(run_dir, exist_ok=True)
             ins = []
             for name, a in inputs.items():
@@ -342,7 +348,8 @@ class Harness:
                     self.fail("[%s] %s" % (tag, label), why)
                     kept = True
                     continue
-                argv = self.launch(backend, exe, int(np.prod(sizes))) + ins + ["--out", out]
+                argv = self.launch(backend, exe, int(np.prod(sizes))) + (["--fn", fn] if len(fns) > 1 else []) \
+                    + ins + ["--out", out]
                 env = dict(SAN_ENV[self.sanitize]) if self.sanitize else {}
                 if guarded:
                     env["SHARDC_DEVICE_MEMORY"] = "guarded"
