@@ -11,8 +11,9 @@ tests/interp/check_partition.py picks them; a case's `codegen` may name fewer.  
 (`shardc dump --stage scheduled` fails with an error in the program, status
 1) is skipped and counted, with the reason in the log.
 
-Each (program, fn, mesh, consts, flags) is built once and run on each of the case's
-input sets (random, fixed seeds):
+Each (program, mesh, consts, flags) is built once, one executable of every
+fn run with them (`shardc build --fn a,b`, each run naming its fn with
+--fn), and each fn run on each of the case's input sets (random, fixed seeds):
 `shardc build --backend B` (what `shardc run` does in a temporary directory;
 `--backend mpi` where an mpi run needs it, whose executable runs on threads
 too, the backend being chosen when it runs), then the executable per input
