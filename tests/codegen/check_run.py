@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Code generation's proof: every function, compiled to C and run on the
-threads backend (`shardc run`), computes what the reference interpreter
-computes for the global program (`shardc interp`).
+threads backend, computes what the reference interpreter computes for the
+global program (`shardc interp`).  The fns of a program on a mesh are one
+executable (`shardc build --fn a,b`), run once per fn with its --fn: one
+build per program and mesh instead of one `shardc run` per fn.
 
 For each program (the samples at small sizes, tests/lit/partitioned and
 tests/interp/progs) and each mesh of 1, 4 (2x2) and 8 (2x4) devices, runs
@@ -78,17 +80,22 @@ def result_precision(path, fn, params, dtypes, i):
     return precision(params, dtypes[i] if i < len(dtypes) else "f32")
 
 
-def check_case(shardc, case, path, flags, fn, params, dtypes, seed):
-    """Returns None (pass) or a failure message.  Built for this machine's
-    ISA alone (SHARDC_CFLAGS=-march=native, unless set)."""
+def check_case(shardc, case, exe, several, path, flags, fn, params, dtypes, seed):
+    """Returns None (pass) or a failure message: fn through the interpreter
+    and through exe, the program's executable (with --fn when it holds
+    several fns)."""
     os.makedirs(case)
     rng = np.random.default_rng(seed)
     ins = write_inputs(case, params, rng)
     outs = {}
-    env = dict(os.environ, SHARDC_CFLAGS=os.environ.get("SHARDC_CFLAGS", "-march=native"))
     for cmd in ("interp", "run"):
-        r = run(shardc, [cmd, path, "--fn", fn, "--out", os.path.join(case, cmd)] + ins + flags, env)
-        outs[cmd] = r.stderr.strip() or "status %d" % r.returncode if r.returncode else load_results(os.path.join(case, cmd))
+        out = os.path.join(case, cmd)
+        if cmd == "interp":
+            r = run(shardc, [cmd, path, "--fn", fn, "--out", out] + ins + flags)
+        else:
+            r = subprocess.run([exe] + (["--fn", fn] if several else []) + ["--out", out] + ins,
+                               capture_output=True, text=True)
+        outs[cmd] = r.stderr.strip() or "status %d" % r.returncode if r.returncode else load_results(out)
     g, c = outs["interp"], outs["run"]
     shutil.rmtree(case, ignore_errors=True)
     if isinstance(g, str) and isinstance(c, str):
@@ -99,6 +106,25 @@ def check_case(shardc, case, path, flags, fn, params, dtypes, seed):
                                    for i, (a, b) in enumerate(zip(g, c))):
         return "the generated program's results differ from the interpreter's"
     return None
+
+
+def check_program(shardc, d, path, flags, items):
+    """The fns of one program, mesh and consts (items: (what, fn, params,
+    dtypes)) built into one executable (`shardc build --fn a,b`), for this
+    machine's ISA alone (SHARDC_CFLAGS=-march=native, unless set), and
+    each checked; [(what, None or a failure message)]."""
+    os.makedirs(d)
+    exe = os.path.join(d, "prog")
+    fns = [fn for _, fn, _, _ in items]
+    env = dict(os.environ, SHARDC_CFLAGS=os.environ.get("SHARDC_CFLAGS", "-march=native"))
+    r = run(shardc, ["build", path, "--fn", ",".join(fns), "-o", exe] + flags, env)
+    if r.returncode:
+        return [(what, "shardc build: " + (r.stderr.strip() or "status %d" % r.returncode)) for what, _, _, _ in items]
+    done = [(what, check_case(shardc, os.path.join(d, "case%d" % i), exe, len(fns) > 1, path, flags, fn, params,
+                              dtypes, zlib.crc32(what.encode())))
+            for i, (what, fn, params, dtypes) in enumerate(items)]
+    shutil.rmtree(d, ignore_errors=True)
+    return done
 
 
 def check_warnings(shardc, tmp, path, flags, fn):
@@ -174,28 +200,26 @@ def main():
                 continue
             sigs = signatures(run(shardc, ["dump", path, "--stage", "parsed"] + flags).stdout, spmd=True)
             fns = [fn for fn in sigs if fn in written]   # a gradient's derived fns: built and run through their callers
-            for fn in fns:
-                what = "%s --fn %s --mesh %s" % (name, fn, mesh or "(none)")
-                if (name, fn) not in covered:
-                    params, dtypes = sigs[fn]
-                    cases.append((what, path, flags, fn, params, dtypes))
+            items = [("%s --fn %s --mesh %s" % (name, fn, mesh or "(none)"), fn) + tuple(sigs[fn])
+                     for fn in fns if (name, fn) not in covered]
+            if items:
+                cases.append((path, flags, items))
             if k == len(mesh_list) - 1 and fns:   # C warnings: on the largest mesh
                 for fn in (None, fns[0]):
                     warn_cases.append(("%s %s --mesh %s" % (name, "--fn " + fn if fn else "(all fns)", mesh or "(none)"),
                                        path, flags, fn))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futs = [(what, pool.submit(check_case, shardc, os.path.join(args.tmp, "case%d" % i), path, flags, fn,
-                                   params, dtypes, zlib.crc32(what.encode())))
-                for i, (what, path, flags, fn, params, dtypes) in enumerate(cases)]
+        futs = [pool.submit(check_program, shardc, os.path.join(args.tmp, "prog%d" % i), path, flags, items)
+                for i, (path, flags, items) in enumerate(cases)]
         wfuts = [(what, pool.submit(check_warnings, shardc, args.tmp, path, flags, fn))
                  for what, path, flags, fn in warn_cases]
-        for what, f in futs:
-            msg = f.result()
-            if msg:
-                print("FAIL %s: %s" % (what, msg))
-                counts["failed"] += 1
-            else:
-                counts["passed"] += 1
+        for f in futs:
+            for what, msg in f.result():
+                if msg:
+                    print("FAIL %s: %s" % (what, msg))
+                    counts["failed"] += 1
+                else:
+                    counts["passed"] += 1
         for what, f in wfuts:
             fails = f.result()
             for msg in fails:
