@@ -462,20 +462,23 @@ static const char *suggest_fn(const Compilation *c, const char *name, char *buf,
 }
 
 /* compile and build --fn a,b: the fns as indices into fns[] (at most
- * MAX_ENTRIES); their count, or -1 after a message naming one that is not
- * there or named twice. */
+ * MAX_ENTRIES); their count, or -1 after a message (the progress line
+ * ended first) naming one that is not there or named twice. */
 enum { MAX_ENTRIES = 64 };
-static int fns_named(const Compilation *c, const char *list, const char *input, int *fns) {
+static int fns_named(const Compilation *c, const char *list, const char *input, int *fns, Status *status) {
     int n = 0;
     for (const char *p = list;; p++) {
-        int len = (int)strcspn(p, ","), sym = -1;
+        int len = (int)strcspn(p, ",");
         char name[256], hint[160];
         snprintf(name, sizeof name, "%.*s", len, p);
         if (n == MAX_ENTRIES) {
+            status_end(status);
             fprintf(stderr, "shardc: error: --fn names more than %d fns\n", MAX_ENTRIES);
             return -1;
         }
-        if ((sym = fn_symbol(c, name)) < 0) {
+        int sym = fn_symbol(c, name);
+        if (sym < 0) {
+            status_end(status);
             fprintf(stderr, "shardc: error: no function named '%s' in %s%s\n", name, input,
                     suggest_fn(c, name, hint, sizeof hint));
             return -1;
@@ -483,6 +486,7 @@ static int fns_named(const Compilation *c, const char *list, const char *input, 
         fns[n] = fn_index(c, sym);
         for (int i = 0; i < n; i++)
             if (fns[i] == fns[n]) {
+                status_end(status);
                 fprintf(stderr, "shardc: error: --fn names '%s' twice\n", name);
                 return -1;
             }
@@ -718,7 +722,7 @@ int main(int argc, char **argv) {
         status_head(ro.status, o.input, &c.module);
     if (rc == FRONTEND_OK && !is_check) {
         int only = -1, fns[MAX_ENTRIES], nfns = 0;
-        if (several && (nfns = fns_named(&c, o.fn, o.input, fns)) < 0)
+        if (several && (nfns = fns_named(&c, o.fn, o.input, fns, ro.status)) < 0)
             rc = 2;
         else if (several)
             rc = (is_compile ? compile_command(&c.module, (Entries){nfns, fns}, o.output)
