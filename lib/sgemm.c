@@ -92,10 +92,7 @@ int sk_sgemm(sk_ctx *ctx, char ta, char tb, int64_t M, int64_t N, int64_t K, con
         const float *ai = pad_a ? padded(scratch, a, lda, K, i, h) : ta == 'N' ? a + i * lda : a + i;
         for (int64_t j = 0; j < N && !status; j += nb) {
             int64_t w = N - j < nb ? N - j : nb;
-            const float *bj = bwhole      ? bwhole
-                              : pad_b     ? padded(bblock, b, ldb, K, j, w)
-                              : tb == 'N' ? b + j
-                                          : b + j * ldb;
+            const float *bj = bwhole ? bwhole : pad_b ? padded(bblock, b, ldb, K, j, w) : tb == 'N' ? b + j : b + j * ldb;
             status = sgemm(ta, tb, h, w, K, ai, pad_a ? h + PAD : lda, bj, pad_b ? w + PAD : ldb, beta,
                            c + i * ldc + j, ldc);
         }

@@ -641,8 +641,7 @@ static sc_world *make_world(Run *r, sk_world_create create, const sc_options *op
     return w;
 }
 
-/* --help or -h anywhere: the usage on standard output, nothing run. */
-static int wants_help(int argc, char **argv) {
+int sk_wants_help(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return 1;
@@ -650,7 +649,7 @@ static int wants_help(int argc, char **argv) {
 }
 
 int sk_main_on(int argc, char **argv, const sk_program *p, sk_world_create create) {
-    if (wants_help(argc, argv)) {
+    if (sk_wants_help(argc, argv)) {
         usage(stdout, argc > 0 ? argv[0] : "prog");
         return 0;
     }

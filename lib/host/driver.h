@@ -49,6 +49,10 @@ void sk_run_fail(Run *r, const char *fmt, ...) __attribute__((format(printf, 2, 
  * as the language writes them, for messages. */
 void sk_arg_text(const sk_program *p, const sk_arg_desc *a, char *buf, size_t n);
 
+/* --help or -h anywhere on a program's command line: the usage on standard
+ * output, nothing run (sk_main_on, and sk_main_of in entries.c). */
+int sk_wants_help(int argc, char **argv);
+
 /* The bytes of argument a's block on one device. */
 int64_t sk_local_bytes(const sk_arg_desc *a);
 

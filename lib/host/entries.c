@@ -1,10 +1,9 @@
 /* entries.c: the main() of a program built with several fns (`shardc build
  * --fn a,b`): `--fn NAME` on its command line picks the one that runs, and
  * the rest of the line is that fn's (sk_main_on, driver.c). */
-#include "shardc_main.h"
+#include "driver.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 static void list_fns(FILE *out, const sk_program *const *programs, int n) {
@@ -35,9 +34,7 @@ int sk_main_of(int argc, char **argv, const sk_program *const *programs, int n) 
     const char *prog = argc > 0 ? argv[0] : "prog";
     const char *name = take_fn(&argc, argv);
     if (!name) {
-        int help = 0;
-        for (int i = 1; i < argc; i++)
-            help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+        int help = sk_wants_help(argc, argv);
         FILE *out = help ? stdout : stderr;
         fprintf(out, "%s%s holds several fns (", help ? "" : "error: ", prog);
         list_fns(out, programs, n);
