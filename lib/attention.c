@@ -87,20 +87,23 @@ SK_ISA_CLONES static float scale_row(float *x, const float *mask, float scale, i
     return peak;
 }
 
-/* x[j] = exp(x[j] - peak) and their sum; the inline exp vectorizes. */
+/* x[j] = exp(x[j] - peak) and their sum.  The sum is a second loop: the
+ * vectorized first calls sk_exp_f32's vector variant, around which an
+ * accumulator would be stored and reloaded every time (docs/codegen.md,
+ * "Row groups", the same split in generated loops). */
 SK_ISA_CLONES static float exp_row(float *x, float peak, int64_t cols) {
+    SK_SIMD
+    for (int64_t j = 0; j < cols; j++)
+        x[j] = sk_exp_f32(x[j] - peak);
     float sum = 0;
     SK_SIMD_REDUCE(reduction(+ : sum))
-    for (int64_t j = 0; j < cols; j++) {
-        float e = sk_exp_f32(x[j] - peak);
-        x[j] = e;
-        sum += e;
-    }
+    for (int64_t j = 0; j < cols; j++)
+        sum += x[j];
     return sum;
 }
 
 SK_ISA_CLONES static void scale_vec(float *x, float by, int64_t n) {
-    SK_INDEPENDENT
+    SK_SIMD
     for (int64_t c = 0; c < n; c++)
         x[c] *= by;
 }
@@ -246,11 +249,11 @@ static void round_to(sk_ctx *ctx, sk_dtype t, float *x, int64_t n) {
  * `in` on (the causal bound). */
 SK_ISA_CLONES static void prob_row(float *x, const float *mask, float scale, float lse, int64_t in, int64_t cols) {
     if (mask) {
-        SK_INDEPENDENT
+        SK_SIMD
         for (int64_t j = 0; j < in; j++)
             x[j] = sk_exp_f32(x[j] * scale + mask[j] - lse);
     } else {
-        SK_INDEPENDENT
+        SK_SIMD
         for (int64_t j = 0; j < in; j++)
             x[j] = sk_exp_f32(x[j] * scale - lse);
     }
@@ -260,7 +263,7 @@ SK_ISA_CLONES static void prob_row(float *x, const float *mask, float scale, flo
 
 /* dp[j] = p[j] (dp[j] - delta) scale: the scores' cotangent. */
 SK_ISA_CLONES static void ds_row(float *dp, const float *p, float delta, float scale, int64_t cols) {
-    SK_INDEPENDENT
+    SK_SIMD
     for (int64_t j = 0; j < cols; j++)
         dp[j] = p[j] * (dp[j] - delta) * scale;
 }

@@ -113,7 +113,7 @@ enum { LANES = 16 };
 
 #define COLS(FOLD, LOAD)                              \
     do {                                              \
-        SK_SIMD_REDUCE()                              \
+        SK_SIMD                                       \
         for (int64_t j = 0; j < n; j++)               \
             a[j] = FOLD(a[j], LOAD(x, j));            \
     } while (0)

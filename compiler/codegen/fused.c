@@ -268,18 +268,6 @@ static void ref(Loop *L, Str *b, int a, int as_float) {
         put(b, "%s[%s]", g->name[a], L->idx);
 }
 
-/* The formulas of lib/shardc_elementwise.def, as their text, by op: in
- * floating point and in i32. */
-static const struct {
-    const char *f, *i32;
-} formula[OP_COUNT] = {
-#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = {#f, #fi},
-#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = {#f, #fi},
-#include "../../lib/shardc_elementwise.def"
-#undef SK_UNARY
-#undef SK_BINARY
-};
-
 static int is_ident(char c) { return c == '_' || isalnum((unsigned char)c); }
 
 /* Write formula t (lib/shardc_elementwise.def's notation) in dtype dt: the
@@ -361,7 +349,7 @@ static void member_expr(Loop *L, Str *b, int v) {
             round = is16(dt);
         }
     } else if (op != OP_COPY && op != OP_RESHAPE && op != OP_BROADCAST) {
-        t = dt == DT_I32 || dt == DT_I64 || dt == DT_U8 || dt == DT_U32 ? formula[op].i32 : formula[op].f;
+        t = dt == DT_I32 || dt == DT_I64 || dt == DT_U8 || dt == DT_U32 ? op_formula[op].i32 : op_formula[op].f;
         fl = 1;
         round = is16(dt);
     }
@@ -428,10 +416,10 @@ static void emit_member(Loop *L, Str *e, int v) {
             fprintf(o, "%s%s %sx = %s;\n%s%si += %sx;\n", L->ind, ctype_of[dt], nm, e->s, L->ind, nm, nm);
         } else if (r == RED_SUM)
             fprintf(o, "%s%si += %s;\n", L->ind, nm, e->s);
-        else {   /* NaN propagates: counted apart, since lanes are combined by comparisons */
+        else {   /* NaN propagates: flagged apart, since lanes are combined by comparisons */
             fprintf(o, "%s%s %sx = %s;\n", L->ind, ctype_of[dt], nm, e->s);
             fprintf(o, "%s%si = %sx %s %si ? %sx : %si;\n", L->ind, nm, nm, reducer_info[r].keeps, nm, nm, nm);
-            fprintf(o, "%s%snan += %sx != %sx;\n", L->ind, nm, nm, nm);
+            fprintf(o, "%s%snan |= %sx != %sx;\n", L->ind, nm, nm, nm);
         }
         return;
     }
@@ -521,7 +509,7 @@ static void emit_row_values(Loop *L, Str *e, int stage) {
             Reducer r = reducer_of(fn, v);
             fprintf(g->out, "        %s %si = %s;\n", ct, nm, reducer_info[r].start);
             if (r != RED_SUM)
-                fprintf(g->out, "        %s %snan = 0;\n", ct, nm);
+                fprintf(g->out, "        int %snan = 0;\n", nm);
             continue;
         }
         L->idx = "row";           /* no counts (cleared): operands read at [row], no loads */
@@ -550,7 +538,7 @@ static void emit_stage(Loop *L, Str *e, int stage) {
             Reducer r = reducer_of(fn, v);
             put(&clauses, "%sreduction(%s : %si)", clauses.n ? " " : "", reducer_info[r].omp, g->name[v]);
             if (r != RED_SUM)
-                put(&clauses, " reduction(+ : %snan)", g->name[v]);
+                put(&clauses, " reduction(| : %snan)", g->name[v]);
         }
     /* The body first, to know whether it indexes the buffers by i. */
     char *body = NULL;

@@ -25,22 +25,12 @@
 
 const char *const bound_name[] = {"-", "compute", "memory", "comm"};
 
-/* Each elementwise op's formula as text, from the one definition of what it
- * computes (lib/shardc_elementwise.def). */
-static const char *const formula[OP_COUNT] = {
-#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #f,
-#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = #f,
-#include "../../lib/shardc_elementwise.def"
-#undef SK_UNARY
-#undef SK_BINARY
-};
-
 /* Does the op call a <math.h> function, M(f), other than fabs and sqrt
  * (single instructions)?  Those (tanh, log, sin, erf, pow, ...) are scalar
  * library calls, far slower than a FLOP; shardc's own exp, T(exp), is
  * inlined and vectorized, and counts as one. */
 static int calls_libm(int op) {
-    for (const char *p = formula[op]; p && (p = strstr(p, "M(")); p += 2)
+    for (const char *p = op_formula[op].f; p && (p = strstr(p, "M(")); p += 2)
         if (strncmp(p + 2, "fabs)", 5) != 0 && strncmp(p + 2, "sqrt)", 5) != 0)
             return 1;
     return 0;

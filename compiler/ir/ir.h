@@ -252,6 +252,17 @@ typedef struct {
 } OpInfo;
 extern const OpInfo op_info[OP_COUNT];
 
+/* An elementwise op's formulas as text (lib/shardc_elementwise.def's
+ * notation: K, M, T, x, y), NULL for other ops. */
+typedef struct {
+    const char *f, *i32;         /* floating point; the integer dtypes */
+} OpFormula;
+extern const OpFormula op_formula[OP_COUNT];
+/* Does the op's floating-point formula call T(exp), sk_exp_f32: a call per
+ * vector in a vectorized loop, through its vector variants
+ * (lib/shardc_elementwise.h), where other helpers are inlined? */
+int op_calls_exp(int op);
+
 /* ---- reducer facts: what each Reducer is called and starts from, in the
  * dumps, the source, the trace, the generated C and the runtime ---- */
 typedef struct {

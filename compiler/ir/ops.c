@@ -29,6 +29,16 @@ const OpInfo op_info[OP_COUNT] = {
 };
 #undef AT
 
+const OpFormula op_formula[OP_COUNT] = {
+#define SK_UNARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = {#f, #fi},
+#define SK_BINARY(ID, name, builtin, dtypes, f, fi) [OP_##ID] = {#f, #fi},
+#include "../../lib/shardc_elementwise.def"
+#undef SK_UNARY
+#undef SK_BINARY
+};
+
+int op_calls_exp(int op) { return op_formula[op].f && strstr(op_formula[op].f, "T(exp)"); }
+
 int op_accepts(int op, int dt) {
     switch ((TypeClass)op_info[op].dtypes) {
     case TY_NUM: return dtype_is_arith(dt);
