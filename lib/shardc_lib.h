@@ -77,10 +77,11 @@ void sk_blas_threads(int n);
 void sk_gemm_engine(char *buf, size_t len);
 
 /* ---- generated loops ----
- * SK_INDEPENDENT before a loop of generated code: each iteration reads and
- * writes its own elements (codegen's fusion guarantees it), which the
- * compiler cannot prove through the buffers' pointers; saying so lets GCC
- * vectorize at -O2, where it adds no run-time overlap checks.  SK_ISA_CLONES before a
+ * SK_INDEPENDENT before a loop whose iterations each read and write their
+ * own elements (codegen's fusion guarantees it), which the compiler cannot
+ * prove through the buffers' pointers: GCC's ivdep, so that -O2 adds no
+ * run-time overlap checks when its cost model vectorizes the loop
+ * (SK_SIMD, shardc_parallel.h, vectorizes it regardless).  SK_ISA_CLONES before a
  * function with such loops: GCC compiles it for x86-64-v4 (AVX-512),
  * x86-64-v3 (AVX2, FMA) and the baseline, and the loader picks by what the
  * CPU reports.  The versions compute the same bits (C11 mode contracts no

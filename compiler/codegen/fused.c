@@ -562,7 +562,7 @@ static void emit_stage(Loop *L, Str *e, int stage) {
     if (clauses.n)
         fprintf(o, "        SK_SIMD_REDUCE(%s)\n", clauses.s);
     else
-        fputs("        SK_INDEPENDENT\n", o);
+        fputs("        SK_SIMD\n", o);
     fprintf(o, "        for (int64_t j = 0; j < %lld; j++) {\n", (long long)L->row);
     if (strstr(body, "[i]"))
         fprintf(o, "            const int64_t i = row * %lld + j;\n", (long long)L->row);
@@ -664,15 +664,15 @@ static void emit_loop(Gen *g, int group) {
             return;
         }
         if (L.by_column)
-            fprintf(o, "        SK_INDEPENDENT\n        for (int64_t j = 0; j < %lld; j++) {\n"
+            fprintf(o, "        SK_SIMD\n        for (int64_t j = 0; j < %lld; j++) {\n"
                        "            const int64_t i = row * %lld + j;\n", (long long)row, (long long)row);
         else
-            fprintf(o, "        SK_INDEPENDENT\n        for (int64_t i = row * %lld, end = i + %lld; i < end; i++) {\n",
+            fprintf(o, "        SK_SIMD\n        for (int64_t i = row * %lld; i < (row + 1) * %lld; i++) {\n",
                     (long long)row, (long long)row);
     } else if (par)
         fprintf(o, "    SK_PARALLEL_FOR(%lld, for (int64_t i = 0; i < %lld; i++) {\n", (long long)n, (long long)n);
     else
-        fprintf(o, "    SK_INDEPENDENT\n    for (int64_t i = 0; i < %lld; i++) {\n", (long long)n);
+        fprintf(o, "    SK_SIMD\n    for (int64_t i = 0; i < %lld; i++) {\n", (long long)n);
     emit_loads(&L);
     for (int v = fu->first[group]; v >= 0; v = fu->next[v])
         if (fu->role[v] == FUSE_MEMBER)
