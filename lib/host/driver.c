@@ -126,6 +126,8 @@ static void usage(FILE *out, const char *prog) {
             "           the loss after step 1, every K (--log-every) and the last, progress on stderr\n"
             "  --checkpoint: write the carried parameters and the step every K steps (default\n"
             "           --log-every's) and after the last; --resume: go on from one to step N\n"
+            "  --fn NAME: the fn to run, which a program built with several needs; a program of one\n"
+            "           takes its own fn's name\n"
             "  options take their value as --opt VALUE or --opt=VALUE\n",
             prog);
     char why[256];
@@ -221,7 +223,7 @@ static long number(const char *v, long lo, long hi) {
 static int parse_args(Run *r, int argc, char **argv) {
     static const char *const opts[] = {"--in", "--local-in", "--out", "--outputs", "--repeat", "--local-devices",
                                        "--steps", "--log-every", "--cast", "--checkpoint", "--checkpoint-every",
-                                       "--resume"};
+                                       "--resume", "--fn"};
     const char *archive[16];                   /* --in FILE.npz alone, in order */
     int narchives = 0;
     for (int i = 1; i < argc; i++) {
@@ -272,6 +274,10 @@ static int parse_args(Run *r, int argc, char **argv) {
             return 2;
         if (o == 9 || o == 11)
             *(o == 9 ? &r->checkpoint : &r->resume) = v;
+        if (o == 12 && strcmp(v, r->p->fn)) {   /* its own name: the command line of a program of several fns */
+            sk_run_fail(r, "--fn %s: this program runs fn '%s' only", v, r->p->fn);
+            return 2;
+        }
         long *count = o == 6 ? &r->steps : o == 7 ? &r->log_every : o == 10 ? &r->checkpoint_every : NULL;
         if (count && (*count = number(v, 1, STEPS_MAX)) < 0) {
             sk_run_fail(r, "%s '%s': a whole number of steps from 1 to %ld", opt, v, STEPS_MAX);

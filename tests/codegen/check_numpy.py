@@ -349,8 +349,7 @@ class Harness:
                     self.fail("[%s] %s" % (tag, label), why)
                     kept = True
                     continue
-                argv = self.launch(backend, exe, int(np.prod(sizes))) + (["--fn", fn] if len(fns) > 1 else []) \
-                    + ins + ["--out", out]
+                argv = self.launch(backend, exe, int(np.prod(sizes))) + ["--fn", fn] + ins + ["--out", out]
                 env = dict(SAN_ENV[self.sanitize]) if self.sanitize else {}
                 if guarded:
                     env["SHARDC_DEVICE_MEMORY"] = "guarded"

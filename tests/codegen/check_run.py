@@ -80,10 +80,9 @@ def result_precision(path, fn, params, dtypes, i):
     return precision(params, dtypes[i] if i < len(dtypes) else "f32")
 
 
-def check_case(shardc, case, exe, several, path, flags, fn, params, dtypes, seed):
+def check_case(shardc, case, exe, path, flags, fn, params, dtypes, seed):
     """Returns None (pass) or a failure message: fn through the interpreter
-    and through exe, the program's executable (with --fn when it holds
-    several fns)."""
+    and through exe, the program's executable, run with --fn fn."""
     os.makedirs(case)
     rng = np.random.default_rng(seed)
     ins = write_inputs(case, params, rng)
@@ -93,7 +92,7 @@ def check_case(shardc, case, exe, several, path, flags, fn, params, dtypes, seed
         if cmd == "interp":
             r = run(shardc, [cmd, path, "--fn", fn, "--out", out] + ins + flags)
         else:
-            r = subprocess.run([exe] + (["--fn", fn] if several else []) + ["--out", out] + ins,
+            r = subprocess.run([exe, "--fn", fn, "--out", out] + ins,
                                capture_output=True, text=True)
         outs[cmd] = r.stderr.strip() or "status %d" % r.returncode if r.returncode else load_results(out)
     g, c = outs["interp"], outs["run"]
@@ -120,7 +119,7 @@ def check_program(shardc, d, path, flags, items):
     r = run(shardc, ["build", path, "--fn", ",".join(fns), "-o", exe] + flags, env)
     if r.returncode:
         return [(what, "shardc build: " + (r.stderr.strip() or "status %d" % r.returncode)) for what, _, _, _ in items]
-    done = [(what, check_case(shardc, os.path.join(d, "case%d" % i), exe, len(fns) > 1, path, flags, fn, params,
+    done = [(what, check_case(shardc, os.path.join(d, "case%d" % i), exe, path, flags, fn, params,
                               dtypes, zlib.crc32(what.encode())))
             for i, (what, fn, params, dtypes) in enumerate(items)]
     shutil.rmtree(d, ignore_errors=True)
