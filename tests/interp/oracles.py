@@ -2330,8 +2330,7 @@ case("sample gpt dropout", sample("gpt.tdsl"), "gpt_dropout", gpt_dropout, const
 GPT_TRAIN = dict(B=4, S=8, D=16, H=4, K=8, F=30, V=18, L=2)
 
 
-def gpt_train_step(rng, m):
-    cfg = GPT_TRAIN
+def gpt_train_step(rng, m, cfg=GPT_TRAIN):
     w = gpt_ref.init_weights(rng, cfg, scale=1.0, jitter=0.2)          # loss about log V + 0.4
     v = {k: (normal(rng, *a.shape) * 0.01).astype(np.float32) for k, a in w.items()}
     tokens = rng.integers(0, cfg["V"], (cfg["B"], cfg["S"])).astype(np.int32)
@@ -2361,12 +2360,9 @@ GPT_TRAIN_LOOP = dict(GPT_TRAIN, L=36)
 
 
 def gpt_train_step_loop(rng, m):
-    global GPT_TRAIN
-    saved, GPT_TRAIN = GPT_TRAIN, GPT_TRAIN_LOOP
-    try:
-        return gpt_train_step(rng, m)
-    finally:
-        GPT_TRAIN = saved
+    # A parameter, not the global rebound for the call: check_numpy makes
+    # inputs on two threads, and the other case's would get L = 36.
+    return gpt_train_step(rng, m, GPT_TRAIN_LOOP)
 
 
 case("sample gpt train_step loop", sample("gpt.tdsl"), "train_step", gpt_train_step_loop,
