@@ -52,9 +52,10 @@ sk_parallel_stats sk_parallel_stats_get(void);
 /* SK_PARALLEL_FOR(n, for (...) {...}); a loop over n independent elements
  * (generated code's fused loops): on the calling thread's OpenMP threads
  * when sk_parallel(n) says so (omp parallel for simd: each thread's part
- * vectorized too), else the same loop as written, after SK_SIMD.  A parallel region, even one that runs on one thread,
- * costs a microsecond or more in libgomp, so the one-thread path enters
- * none; the loop's source is written once and compiled twice.
+ * vectorized too), else the same loop as written, after SK_SIMD.  A
+ * parallel region, even one that runs on one thread, costs a microsecond
+ * or more in libgomp, so the one-thread path enters none; the loop's
+ * source is written once and compiled twice.
  * SK_PARALLEL_ROWS(n, for (row ...) {...}); the same for the row loop of a
  * nested one, whose inner loop has its own SK_SIMD: rows are split
  * among the threads.  Each element is computed as on one thread, so the
@@ -114,9 +115,9 @@ sk_parallel_stats sk_parallel_stats_get(void);
  * loops, the kernels' loops of any trip count): vectorized, always.  At -O2
  * GCC vectorizes a plain loop (SK_INDEPENDENT) only when its very cheap
  * cost model agrees: never for a trip count that is not a multiple of the
- * vector width (every variable one), and not for a long loop with an exp
- * of sk_exp_f32's vector variant and a bf16 operand (the GPT step's gelu
- * gradient, left scalar at 16% of the bf16 step). */
+ * vector width (every variable one), and not always otherwise: it left
+ * the GPT bf16 step's gelu gradient (an exp and a bf16 operand over 262144
+ * elements) scalar, and the step 16% slower. */
 #define SK_SIMD SK_SIMD_REDUCE()
 
 #ifdef __cplusplus

@@ -86,16 +86,11 @@ def check_case(shardc, case, exe, path, flags, fn, params, dtypes, seed):
     os.makedirs(case)
     rng = np.random.default_rng(seed)
     ins = write_inputs(case, params, rng)
-    outs = {}
-    for cmd in ("interp", "run"):
-        out = os.path.join(case, cmd)
-        if cmd == "interp":
-            r = run(shardc, [cmd, path, "--fn", fn, "--out", out] + ins + flags)
-        else:
-            r = subprocess.run([exe, "--fn", fn, "--out", out] + ins,
-                               capture_output=True, text=True)
-        outs[cmd] = r.stderr.strip() or "status %d" % r.returncode if r.returncode else load_results(out)
-    g, c = outs["interp"], outs["run"]
+    def outcome(r, out):   # the results, or the error that stopped the run
+        return r.stderr.strip() or "status %d" % r.returncode if r.returncode else load_results(out)
+    gout, cout = os.path.join(case, "interp"), os.path.join(case, "run")
+    g = outcome(run(shardc, ["interp", path, "--fn", fn, "--out", gout] + ins + flags), gout)
+    c = outcome(subprocess.run([exe, "--fn", fn, "--out", cout] + ins, capture_output=True, text=True), cout)
     shutil.rmtree(case, ignore_errors=True)
     if isinstance(g, str) and isinstance(c, str):
         return None                      # both stop with a run-time error
