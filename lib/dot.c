@@ -199,14 +199,15 @@ static int epilogue_after(sk_ctx *ctx, sk_dtype t, const void *bias, sk_unary_op
     return act == SK_COPY ? 0 : sk_unary(ctx, act, t, M * N, c, c);
 }
 
-/* out += the dot (n elements), for the dtypes whose GEMM takes no beta:
- * the product computed aside, then added (rounded as the unfused dot and
- * add are). */
-static int accumulate_aside(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, sc_shape rhs, const void *b,
-                            const sk_dot_dims *dd, void *out, int64_t n) {
-    void *product = malloc((size_t)n * sk_dtype_size(t));
-    int status = !product || sk_dot(ctx, t, lhs, a, rhs, b, dd, product, NULL) ||
-                 sk_binary(ctx, SK_ADD, t, n, out, product, out) ? SC_ERR : 0;
+/* out += the dot (n elements of dtype ot: t, or f32 for a wide dot's
+ * sums), for the GEMMs that take no beta: the product computed aside, then
+ * added (rounded as the unfused dot and add are). */
+static int accumulate_aside(sk_ctx *ctx, sk_dtype t, sk_dtype ot, sc_shape lhs, const void *a, sc_shape rhs,
+                            const void *b, const sk_dot_dims *dd, void *out, int64_t n) {
+    void *product = malloc((size_t)n * sk_dtype_size(ot));
+    sk_epilogue wide = {NULL, SK_COPY, 0, ot != t};
+    int status = !product || sk_dot_epilogue(ctx, t, lhs, a, rhs, b, dd, &wide, product, NULL) ||
+                 sk_binary(ctx, SK_ADD, ot, n, out, product, out) ? SC_ERR : 0;
     free(product);
     return status;
 }
@@ -312,7 +313,7 @@ static int dot_strided(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, con
         ep = &none;
     if ((ep->bias || ep->act != SK_COPY) && (t == SK_I32 || !is_activation(ep->act) || ep->accumulate))
         return SC_ERR;
-    if (ep->f32_out && ((t != SK_BF16 && t != SK_F16) || ep->bias || ep->act != SK_COPY || ep->accumulate))
+    if (ep->f32_out && ((t != SK_BF16 && t != SK_F16) || ep->bias || ep->act != SK_COPY))
         return SC_ERR;
     sk_dtype ot = ep->f32_out ? SK_F32 : t;    /* the result's dtype */
     float beta = ep->accumulate ? 1.0f : 0.0f;
@@ -357,8 +358,10 @@ static int dot_strided(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, con
     if (nbat * M * N == 0)
         return 0;
     int64_t ldc = ldo ? ldo : N;         /* the result's rows lie ldc apart (sk_dot_strided) */
-    if (ep->accumulate && t != SK_F32 && t != SK_F64)
-        return accumulate_aside(ctx, t, lhs, a, rhs, b, dd, out, nbat * M * N);
+    /* oneDNN's matmul adds into an f32 result (its sum post-op). */
+    int low_precision = t == SK_BF16 || t == SK_F16;
+    if (ep->accumulate && t != SK_F32 && t != SK_F64 && !(low_precision && ep->f32_out && !without_onednn()))
+        return accumulate_aside(ctx, t, ot, lhs, a, rhs, b, dd, out, nbat * M * N);
     if (K == 0) {   /* an empty sum: zeros, whose bits are 0 in every dtype (0 + bias is exact) */
         int64_t runs = ldc == N ? 1 : nbat * M, run = ldc == N ? nbat * M * N : N;   /* rows that touch: one run */
         for (int64_t i = 0; i < runs && !ep->accumulate; i++)
@@ -398,7 +401,6 @@ static int dot_strided(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, con
     for (int i = 0; i < nb; i++)
         va.bstride[i] = lst[ls.batch[i]], vb.bstride[i] = rst[rs.batch[i]];
 
-    int low_precision = t == SK_BF16 || t == SK_F16;
     int on_panels = (t != SK_F32 && t != SK_F64 && !low_precision) || (low_precision && without_onednn());
     /* bf16/f16: the bias as floats, added to the accumulator. */
     float *fbias = low_precision && ep->bias ? malloc((size_t)N * sizeof(float)) : NULL;
@@ -429,9 +431,14 @@ static int dot_strided(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, con
     if (lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
         goto done;
     sk_gemm_shape g = {t, ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, lda, ldb,
-                       fbias != NULL, ep->act, ot};
-    if (low_precision && !(mm = sk_matmul_begin(&g, NULL, 0)))
+                       fbias != NULL, ep->act, ot, ep->accumulate};
+    if (low_precision && !(mm = sk_matmul_begin(&g, NULL, 0))) {
+        if (ep->accumulate) {            /* the panels take no beta */
+            status = accumulate_aside(ctx, t, ot, lhs, a, rhs, b, dd, out, nbat * M * N);
+            goto done;
+        }
         goto panels;
+    }
     status = 0;
     /* The batch odometer: one GEMM per batch index. */
     int64_t idx[SC_MAX_RANK] = {0}, oa = 0, ob = 0;
@@ -614,7 +621,7 @@ void sk_gemm_engine(char *buf, size_t len) {
     char low[2][64];
     for (int i = 0; i < 2; i++) {
         sk_dtype t = i ? SK_F16 : SK_BF16;
-        sk_gemm_shape g = {t, 'N', 'N', 256, 256, 256, 256, 256, 0, SK_COPY, t};
+        sk_gemm_shape g = {t, 'N', 'N', 256, 256, 256, 256, 256, 0, SK_COPY, t, 0};
         char impl[40];
         sk_matmul *mm = without_onednn() ? NULL : sk_matmul_begin(&g, impl, sizeof impl);
         if (mm)

@@ -87,7 +87,8 @@ int sk_sgemm(sk_ctx *ctx, char ta, char tb, int64_t M, int64_t N, int64_t K, con
  * its trans is 'T'; a and b of dtype t, c of dtype ct (t, or f32 to keep
  * the sums unrounded).  Its epilogue, applied to the f32 accumulator
  * before c is rounded: + bias[n] (f32) when `bias`, then `act` (SK_COPY:
- * none; sk_dot_epilogue's activations). */
+ * none; sk_dot_epilogue's activations); or, when `accumulate` (an f32 c,
+ * no bias, SK_COPY), + c's own value: c += a * b, BLAS's beta = 1. */
 typedef struct {
     sk_dtype t;
     char ta, tb;
@@ -95,6 +96,7 @@ typedef struct {
     int bias;
     sk_unary_op act;
     sk_dtype ct;
+    int accumulate;
 } sk_gemm_shape;
 
 /* GEMMs of shape g on oneDNN, for one dot: NULL when oneDNN has no fast

@@ -59,13 +59,14 @@ static void matrix_md(dnnl_memory_desc_t *md, sk_dtype t, int64_t rows, int64_t 
 
 static int same(const sk_gemm_shape *a, const sk_gemm_shape *b) {
     return a->t == b->t && a->ta == b->ta && a->tb == b->tb && a->M == b->M && a->N == b->N && a->K == b->K &&
-           a->lda == b->lda && a->ldb == b->ldb && a->bias == b->bias && a->act == b->act && a->ct == b->ct;
+           a->lda == b->lda && a->ldb == b->ldb && a->bias == b->bias && a->act == b->act && a->ct == b->ct &&
+           a->accumulate == b->accumulate;
 }
 
 static uint64_t hash(const sk_gemm_shape *g) {
-    const int64_t v[11] = {g->t, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->bias, g->act, g->ct};
+    const int64_t v[12] = {g->t, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->bias, g->act, g->ct, g->accumulate};
     uint64_t h = 1469598103934665603u;
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < 12; i++)
         h = (h ^ (uint64_t)v[i]) * 1099511628211u;
     return h;
 }
@@ -91,15 +92,17 @@ static dnnl_alg_kind_t eltwise_of(sk_unary_op act) {
 }
 
 /* The attributes of g's primitive: a user scratchpad, and the activation
- * as a post-op; NULL if oneDNN refuses them. */
+ * or the accumulation (a sum post-op: the f32 accumulator plus c's value,
+ * rounded once) as a post-op; NULL if oneDNN refuses them. */
 static dnnl_primitive_attr_t attributes(const sk_gemm_shape *g) {
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     int ok = dnnl_primitive_attr_create(&attr) == dnnl_success &&
              dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
-    if (ok && g->act != SK_COPY)
+    if (ok && (g->act != SK_COPY || g->accumulate))
         ok = dnnl_post_ops_create(&po) == dnnl_success &&
-             dnnl_post_ops_append_eltwise(po, 1.0f, eltwise_of(g->act), 0.0f, 0.0f) == dnnl_success &&
+             (g->accumulate ? dnnl_post_ops_append_sum(po, 1.0f)
+                            : dnnl_post_ops_append_eltwise(po, 1.0f, eltwise_of(g->act), 0.0f, 0.0f)) == dnnl_success &&
              dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
     if (po)
         dnnl_post_ops_destroy(po);

@@ -337,11 +337,12 @@ int sk_binary(sk_ctx *ctx, sk_binary_op op, sk_dtype t, int64_t n, const void *a
  * instructions round after each); f32 and f64 give the unfused bits.
  * accumulate (with no bias and SK_COPY): out = out + dot, in place, as
  * BLAS's beta = 1 for f32 and f64 (an accumulator that a loop of dots
- * adds to needs no second array); other dtypes add a product computed
- * aside.  f32_out (bf16 and f16 operands, with no bias, SK_COPY and no
- * accumulate): out is f32, the f32 sums stored unrounded; a partitioned
- * dot's partial sums, reduced in f32 and rounded once after
- * (docs/partitioning.md). */
+ * adds to needs no second array), and for bf16 and f16 with f32_out on
+ * oneDNN (its sum post-op); the rest add a product computed aside.
+ * f32_out (bf16 and f16 operands, with no bias and SK_COPY): out is f32,
+ * the f32 sums stored unrounded; a partitioned dot's partial sums,
+ * reduced in f32 and rounded once after (docs/partitioning.md).  Either
+ * way out + dot is rounded once, as the unfused dot and add round it. */
 typedef struct {
     const void *bias;
     sk_unary_op act;

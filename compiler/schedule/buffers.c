@@ -25,7 +25,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How many times each value of fn is read, and by which instruction last. */
+/* Is v a view of its operand's memory (a reshape or slice of it), whose
+ * readers read that memory?  (Not a call's result: its array is the
+ * call's, not its operand's.) */
+static int views_operand(const Fn *fn, int v) {
+    return fn->insts[v].flags & INST_VIEW && fn->insts[v].op != OP_GET_TUPLE_ELEMENT;
+}
+
+/* A view's last reader is its operand's too (backwards: views of views). */
+static void extend_through_views(const Fn *fn, int *last) {
+    for (int v = fn->ninsts - 1; v >= 0; v--)
+        if (views_operand(fn, v)) {
+            int x = ir_arg(fn, &fn->insts[v], 0);
+            last[x] = last[v] > last[x] ? last[v] : last[x];
+        }
+}
+
+/* How many times each value of fn is read, and by which instruction last
+ * (a view's readers count as its operand's last readers). */
 void count_reads(Arena *a, const Fn *fn, int **uses, int **last_read) {
     *uses = arena_alloc(a, sizeof(int) * (size_t)(fn->ninsts + 1));
     *last_read = arena_alloc(a, sizeof(int) * (size_t)(fn->ninsts + 1));
@@ -34,6 +51,7 @@ void count_reads(Arena *a, const Fn *fn, int **uses, int **last_read) {
             (*uses)[ir_arg(fn, &fn->insts[v], i)]++;
             (*last_read)[ir_arg(fn, &fn->insts[v], i)] = v;
         }
+    extend_through_views(fn, *last_read);
 }
 
 /* ---- buffers ----
@@ -407,6 +425,7 @@ void assign_buffers(const Module *m, Fn *fn) {
     const Inst *ret = &fn->insts[n - 1];
     for (int i = 0; i < ret->nargs; i++)
         last[ir_arg(fn, ret, i)] = n;        /* returned: handed to the caller */
+    extend_through_views(fn, last);          /* a view's memory is its operand's */
     int **dying = arena_alloc(&scratch, sizeof(int *) * (size_t)(n + 1));
     int *ndying = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1)), *cap = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));
     for (int v = 0; v < n; v++) {

@@ -54,10 +54,14 @@
  * So is an element of a call's results: each call writes its results into
  * arrays of its own in the workspace (codegen.c), which nothing else
  * writes.  Parameters and those arrays live through the whole call, so a
- * view never outlives its memory; values in buffers are not viewed, which
- * keeps the buffers' lifetimes and the fused loops as they are.  (A
- * gradient's backward pass reads the forward's saved values through such
- * elements: copying them cost the GPT's training step a fifth of its time.) */
+ * view never outlives its memory.  (A gradient's backward pass reads the
+ * forward's saved values through such elements: copying them cost the
+ * GPT's training step a fifth of its time.)  A contiguous slice of a value
+ * in a buffer is a view too (the bf16 step's layer blocks of the weights
+ * it casts once): its reads count as reads of that value (count_reads),
+ * which then stays live, and unwritten, until the view's last reader.
+ * Reshapes of such values stay copies or fused loops' members: viewing
+ * one would make a loop store a value it now keeps in registers. */
 #include "schedule.h"
 #include "buffers.h"
 
@@ -287,13 +291,14 @@ static int other_operand(const Fn *fn, int u, int v) {
 }
 
 /* The add that dot v's product can be added into the other operand of
- * (fold_accumulate), or -1: v is an unplaced f32 or f64 dot (not a wide
- * one: its bf16 kernel takes no beta) read only by that add, whose other
- * operand is no parameter, no operand of the dot, and read last there. */
+ * (fold_accumulate), or -1: v is an unplaced dot with an f32 or f64
+ * result (a wide one's f32 sums of bf16 operands too: oneDNN's sum
+ * post-op) read only by that add, whose other operand is no parameter,
+ * no operand of the dot, and read last there. */
 static int accumulating_add(const Fn *fn, const int *uses, const int *last_read, int v) {
     const Inst *d = &fn->insts[v];
-    if (d->op != OP_DOT || (d->type.dtype != DT_F32 && d->type.dtype != DT_F64) || dot_is_wide(fn, d) || d->flags ||
-        d->place || uses[v] != 1)
+    if (d->op != OP_DOT || (d->type.dtype != DT_F32 && d->type.dtype != DT_F64) || d->flags || d->place ||
+        uses[v] != 1)
         return -1;
     int a = last_read[v], x = other_operand(fn, a, v);
     const Inst *add = &fn->insts[a];
@@ -696,11 +701,14 @@ static void mark_views(Fn *fn) {
         if (in->op != OP_RESHAPE && in->op != OP_SLICE && in->op != OP_DYNAMIC_SLICE)
             continue;
         int base = x->op == OP_PARAMETER || (x->flags & (INST_VIEW | INST_STRIDED)) == INST_VIEW;
+        int in_buffer = !x->flags && !x->place && x->type.dtype != DT_TUPLE && x->op != OP_PARAMETER;
         if (base && (in->op == OP_RESHAPE || (in->op == OP_SLICE && contiguous_slice(fn, in, &x->type)) ||
                      (in->op == OP_DYNAMIC_SLICE && slot_of(in, &x->type))))
             in->flags |= INST_VIEW;
         else if (base && in->op != OP_RESHAPE && dots_only[v] && in->type.dtype != DT_TUPLE)
             in->flags |= INST_VIEW | INST_STRIDED;   /* a column block w[:, j : j + n] */
+        else if (in_buffer && in->op == OP_SLICE && contiguous_slice(fn, in, &x->type))
+            in->flags |= INST_VIEW;                  /* a layer's block of weights cast once */
     }
     arena_free(&scratch);
 }

@@ -329,6 +329,25 @@ static void check_accumulate(const char *what, sc_shape ls, sc_shape rs, sk_dot_
     }
 }
 
+/* out (f32) += a wide dot's f32 sums in place (accumulate and f32_out:
+ * oneDNN's sum post-op for bf16, a product added aside for f16 on a CPU
+ * without AVX512-FP16) against the unfused dot and add: the same bits,
+ * each element rounded once after the sum as the add rounds it. */
+static void check_accumulate_f32_out(const char *what, sk_dtype t, sc_shape ls, sc_shape rs, sk_dot_dims d) {
+    void *a = fill(t, elems(ls), 7), *b = fill(t, elems(rs), 13);
+    sc_shape os;
+    sk_epilogue wide = {NULL, SK_COPY, 0, 1}, acc = {NULL, SK_COPY, 1, 1};
+    float *prod = malloc(4 * 4096 * 8), *want = malloc(4 * 4096 * 8), *got = malloc(4 * 4096 * 8);
+    int ok = sk_dot_epilogue(NULL, t, ls, a, rs, b, &d, &wide, prod, &os) == 0;
+    int64_t m = elems(os);
+    for (int64_t i = 0; i < m; i++)
+        want[i] = got[i] = (float)(i % 7) - 2.5f;
+    ok = ok && sk_binary(NULL, SK_ADD, SK_F32, m, want, prod, want) == 0 &&
+         sk_dot_epilogue(NULL, t, ls, a, rs, b, &d, &acc, got, NULL) == 0 && memcmp(got, want, 4 * (size_t)m) == 0;
+    check(ok, "dot accumulate f32_out %s %s: the unfused dot and add's bits", what, NAME[t]);
+    free(a); free(b); free(prod); free(want); free(got);
+}
+
 /* sk_dot_strided: operands that are blocks of larger arrays, read where
  * they lie, against ref_dot of the blocks copied out.  Each operand is
  * the block at `at` of a parent array; with and without accumulate; every
@@ -436,6 +455,16 @@ static void test_dot_epilogue(void) {
     check_rounded_once(SK_F16, 2049);
     check_f32_out(SK_BF16, 4);
     check_f32_out(SK_F16, 2050);
+    for (int ti = 0; ti < 2; ti++) {
+        sk_dtype t = ti ? SK_F16 : SK_BF16;
+        check_accumulate_f32_out("[5,7]x[7,3]", t, SC_SHAPE(5, 7), SC_SHAPE(7, 3), dd(0, 0, 0, 1, o, z));
+        check_accumulate_f32_out("batched [4,5,7]x[4,7,3]", t, SC_SHAPE(4, 5, 7), SC_SHAPE(4, 7, 3),
+                                 dd(1, z, z, 1, t2, o));
+        check_accumulate_f32_out("transposed rhs [64,300]x[100,300]", t, SC_SHAPE(64, 300), SC_SHAPE(100, 300),
+                                 dd(0, 0, 0, 1, o, o));
+        check_accumulate_f32_out("[16,2000]x[2000,64]", t, SC_SHAPE(16, 2000), SC_SHAPE(2000, 64),
+                                 dd(0, 0, 0, 1, o, z));
+    }
     sk_epilogue wide = {NULL, SK_COPY, 0, 1};
     check(sk_dot_epilogue(NULL, SK_F32, SC_SHAPE(2), p, SC_SHAPE(2), q, &(sk_dot_dims){0, 1, {0}, {0}, {0}, {0}}, &wide, &r,
                           NULL) == SC_ERR,
