@@ -3,19 +3,23 @@
  * A function takes one block for all its buffers on entry and gives it back
  * on return (codegen.c).  Without a workspace bound to the thread, that is a
  * malloc and a free per call.  The driver binds one workspace to each device
- * thread (lib/host/driver.c), and it keeps its block between calls: the second
- * run of a program allocates nothing and touches no fresh page.  Fresh
- * pages cost more than the work on them: 100 MiB of buffers per call of the
- * attention sample spent a third of its time in page faults.
+ * thread (lib/host/driver.c), and it keeps its memory between calls: the
+ * second run of a program allocates nothing and touches no fresh page.
+ * Fresh pages cost more than the work on them: 100 MiB of buffers per call
+ * of the attention sample spent a third of its time in page faults.
  *
- * Calls nest (a function calling another), so blocks are taken and given
- * back in stack order.  An outermost take grows the block to fit; a nested
- * take that does not fit is served by an allocation of its own, and the
- * size needed is remembered: the next outermost take regrows the block to
- * it.  Large blocks and large nested takes ask for transparent huge pages
- * (fewer faults, fewer TLB misses: the first step of the GPT sample's
- * training, whose backward pass takes 135 MB per device in a nested call,
- * spent most of its time faulting in 4 KiB pages). */
+ * Calls nest (a function calling another, a kernel's scratch), so blocks are
+ * taken and given back in stack order.  An outermost take grows the block
+ * to fit; a nested take that does not fit is served by a chunk of its own,
+ * which the workspace keeps when it is given back and serves again (the
+ * smallest free one that fits).  A run then touches the memory the run
+ * before touched: growing the block to the nested peak instead, as this
+ * did, made the second run fault in a new block (the GPT bf16 step's
+ * second run took 1.6 times the third's thread CPU time).  Large blocks
+ * and chunks ask for transparent huge pages (fewer faults, fewer TLB
+ * misses: the first step of the GPT sample's training, whose backward
+ * pass takes 135 MB per device in a nested call, spent most of its time
+ * faulting in 4 KiB pages). */
 #define _DEFAULT_SOURCE   /* MADV_HUGEPAGE */
 #include "internal.h"
 
@@ -24,10 +28,20 @@
 
 enum { ALIGN = 64, HUGE_PAGE = 2 << 20 };
 
+enum { MAX_CHUNKS = 64 };   /* more nested takes past the block: allocated and freed each time */
+
+typedef struct {
+    char *p;
+    size_t size;
+    int taken;
+} Chunk;
+
 struct sk_workspace {
     char *block;
     size_t cap, top;      /* the block's size; its bytes taken, in stack order */
     size_t need, peak;    /* bytes taken now, in the block or not; the most ever */
+    Chunk chunk[MAX_CHUNKS];
+    int nchunks;
 };
 
 static _Thread_local sk_workspace *bound;
@@ -35,6 +49,8 @@ static _Thread_local sk_workspace *bound;
 sk_workspace *sk_workspace_new(void) { return calloc(1, sizeof(sk_workspace)); }
 
 void sk_workspace_free(sk_workspace *w) {
+    for (int i = 0; w && i < w->nchunks; i++)
+        free(w->chunk[i].p);
     if (w)
         free(w->block);
     free(w);
@@ -67,10 +83,33 @@ void *sk_alloc_zeroed(size_t bytes) {
     return p;
 }
 
-static void regrow(sk_workspace *w) {
+/* The block grown to `bytes` (its contents are not kept: nothing is taken). */
+static void regrow(sk_workspace *w, size_t bytes) {
     free(w->block);
-    w->block = pages(w->peak);
-    w->cap = w->block ? page_rounded(w->peak) : 0;
+    w->block = pages(bytes);
+    w->cap = w->block ? page_rounded(bytes) : 0;
+}
+
+/* A nested take past the block: the smallest free chunk that fits, else a
+ * new one, kept for the next run. */
+static void *take_chunk(sk_workspace *w, size_t bytes) {
+    Chunk *best = NULL;
+    for (int i = 0; i < w->nchunks; i++) {
+        Chunk *c = &w->chunk[i];
+        if (!c->taken && c->size >= bytes && (!best || c->size < best->size))
+            best = c;
+    }
+    if (!best && w->nchunks < MAX_CHUNKS) {
+        char *p = pages(bytes);
+        if (!p)
+            return NULL;
+        best = &w->chunk[w->nchunks++];
+        *best = (Chunk){p, page_rounded(bytes), 0};
+    }
+    if (!best)
+        return pages(bytes);
+    best->taken = 1;
+    return best->p;
 }
 
 void *sk_workspace_take(size_t bytes) {
@@ -78,22 +117,18 @@ void *sk_workspace_take(size_t bytes) {
     bytes = rounded(bytes ? bytes : 1);
     if (!w)
         return aligned_alloc(ALIGN, bytes);
-    /* An outermost take knows what its whole call needs (codegen takes one
-     * block per function): the first run gets the block at once, with huge
-     * pages, not a malloc'd one of 4 KiB pages faulted in one at a time. */
-    int outermost = w->need == 0;
+    /* An outermost take knows what its whole block needs (codegen takes
+     * one per function): it gets the block at once, with huge pages. */
+    if (w->need == 0 && w->cap < bytes)
+        regrow(w, bytes);
+    void *p;
+    if (w->top + bytes <= w->cap) {
+        p = w->block + w->top;
+        w->top += bytes;
+    } else if (!(p = take_chunk(w, bytes)))
+        return NULL;
     w->need += bytes;
     w->peak = w->need > w->peak ? w->need : w->peak;
-    if (outermost && w->cap < w->peak)
-        regrow(w);
-    if (w->top + bytes <= w->cap) {
-        void *p = w->block + w->top;
-        w->top += bytes;
-        return p;
-    }
-    void *p = pages(bytes);     /* the first run's nested calls: huge pages too */
-    if (!p)
-        w->need -= bytes;
     return p;
 }
 
@@ -106,8 +141,14 @@ void sk_workspace_give(void *p, size_t bytes) {
     bytes = rounded(bytes ? bytes : 1);
     if (w)
         w->need -= bytes;
-    if (w && w->block && (char *)p >= w->block && (char *)p < w->block + w->cap)
+    if (w && w->block && (char *)p >= w->block && (char *)p < w->block + w->cap) {
         w->top -= bytes;
-    else
-        free(p);
+        return;
+    }
+    for (int i = 0; w && i < w->nchunks; i++)
+        if (w->chunk[i].p == p) {
+            w->chunk[i].taken = 0;
+            return;
+        }
+    free(p);
 }

@@ -221,8 +221,32 @@ static void kernel_scratch(sk_mem_space space) {
     sk_workspace_free(w);
 }
 
+/* Two runs of the same calls: a function's block, a nested call's past it
+ * and a kernel's scratch.  The second run gets the memory the first
+ * touched, the nested take's included (no new block to fault in), and
+ * what is taken stays apart. */
+static void runs_reuse_memory(void) {
+    sk_workspace *w = sk_workspace_new();
+    sk_workspace_bind(w);
+    void *got[2][3];
+    for (int run = 0; run < 2; run++) {
+        char *outer = sk_workspace_take(1000), *nested = sk_workspace_take(3 << 20), *scratch = sk_workspace_take(64);
+        got[run][0] = outer, got[run][1] = nested, got[run][2] = scratch;
+        memset(outer, 1, 1000), memset(nested, 2, 3 << 20), memset(scratch, 3, 64);
+        check(outer[999] == 1 && nested[0] == 2 && nested[(3 << 20) - 1] == 2 && scratch[0] == 3,
+              "workspace run %d: nested takes do not overlap", run + 1);
+        sk_workspace_give(scratch, 64), sk_workspace_give(nested, 3 << 20), sk_workspace_give(outer, 1000);
+    }
+    check(got[1][0] == got[0][0] && got[1][1] == got[0][1] && got[1][2] == got[0][2],
+          "workspace: the second run takes the first run's memory (%p %p %p, was %p %p %p)", got[1][0], got[1][1],
+          got[1][2], got[0][0], got[0][1], got[0][2]);
+    sk_workspace_bind(NULL);
+    sk_workspace_free(w);
+}
+
 int main(void) {
     from_env();
+    runs_reuse_memory();
     round_trip(SK_MEM_HOST);
     round_trip(SK_MEM_GUARDED);
     faults();
