@@ -28,7 +28,7 @@
 
 enum { ALIGN = 64, HUGE_PAGE = 2 << 20 };
 
-enum { MAX_CHUNKS = 64 };   /* more nested takes past the block: allocated and freed each time */
+enum { MAX_CHUNKS = 64 };   /* chunks kept; a take past them is allocated and freed each time */
 
 typedef struct {
     char *p;
