@@ -180,6 +180,13 @@ static inline int ends_attention(const Fn *fn, int v) {
            !ends_attention_grad(fn, v);
 }
 
+/* Is v a view of its operand's memory (a reshape or slice of it), whose
+ * readers read that memory?  (Not a call's result: its array is the
+ * call's, not its operand's.) */
+static inline int views_operand(const Fn *fn, int v) {
+    return fn->insts[v].flags & INST_VIEW && fn->insts[v].op != OP_GET_TUPLE_ELEMENT;
+}
+
 /* The operand an add ending a fold accumulates into, or -1: an f32 or f64
  * dot folded into an add of a value that dies there adds its product into
  * that value's buffer (BLAS's beta = 1), which becomes the add's

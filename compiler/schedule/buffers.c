@@ -25,13 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Is v a view of its operand's memory (a reshape or slice of it), whose
- * readers read that memory?  (Not a call's result: its array is the
- * call's, not its operand's.) */
-static int views_operand(const Fn *fn, int v) {
-    return fn->insts[v].flags & INST_VIEW && fn->insts[v].op != OP_GET_TUPLE_ELEMENT;
-}
-
 /* A view's last reader is its operand's too (backwards: views of views). */
 static void extend_through_views(const Fn *fn, int *last) {
     for (int v = fn->ninsts - 1; v >= 0; v--)

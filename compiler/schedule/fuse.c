@@ -314,14 +314,16 @@ static void join(Fuser *s, int g, int v) {
     int64_t inner = row_reduce_inner(fn, in), binner = row_broadcast_inner(fn, in);
     int64_t span = col_broadcast_span(fn, in);
     /* Operands read at [row], [i / inner] or [j]: later iterations read
-     * elements that earlier ones could have written. */
+     * elements that earlier ones could have written; so does a view, at
+     * an offset into its operand's buffer (which a later member may hold
+     * once the view's last reader has read it). */
     int by_row = binner || span || (row_member(s, g, v) && !is_reduction(in->op));
     for (int i = 0; i < in->nargs; i++) {
         int a = ir_arg(fn, in, i);
         if ((s->fu->group[a] == g && s->fu->role[a] == FUSE_MEMBER) || uses_literal(fn, in, a))
             continue;
         note_read(s, a, in->op == OP_BROADCAST ? 0 : elem_size(fn, a));   /* a broadcast's before the loop */
-        if (by_row && s->mem[a] >= 0)
+        if ((by_row || views_operand(fn, a)) && s->mem[a] >= 0)
             s->pinned_epoch[s->mem[a]] = s->epoch;
     }
     if (inner)
@@ -454,7 +456,8 @@ void fuse_fn(const Fn *fn, const int *buf, Fusion *fu, Arena *arena) {
     for (int v = 0; v < n; v++) {
         const Inst *in = &fn->insts[v];
         fu->group[v] = fu->next[v] = fu->host[v] = -1;
-        s.mem[v] = in->op == OP_DONE ? buf[ir_arg(fn, in, 0)] : buf[v];
+        /* A done is its start's buffer; a view, its operand's memory. */
+        s.mem[v] = in->op == OP_DONE ? buf[ir_arg(fn, in, 0)] : views_operand(fn, v) ? s.mem[ir_arg(fn, in, 0)] : buf[v];
         if (s.mem[v] >= nbuf)
             nbuf = s.mem[v] + 1;
         for (int i = 0; i < in->nargs; i++)
