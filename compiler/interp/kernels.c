@@ -575,19 +575,37 @@ static int kernel_dot(const Kernel *k, double *out) {
         return -1;
     const double *x = arg(k, 0), *y = arg(k, 1);
     int64_t n = shape_elems(r);
-    for (int64_t e = 0; e < n; e++) {
-        int64_t rest = e, oa = 0, ob = 0;
-        for (int d = r->rank - 1; d >= 0; d--) {
-            int64_t c = rest % r->dims[d];
-            rest /= r->dims[d];
-            oa += c * ra[d];
-            ob += c * rb[d];
-        }
-        Acc acc = {0, 0};
-        for (int64_t j = 0; j < t.n; j++)
-            acc_add_product(&acc, x[oa + t.a[j]], y[ob + t.b[j]], r->dtype);
-        out[e] = acc_result(&acc, r->dtype);
+    /* A block of outputs at a time, the summed index outermost: each
+     * output still adds its products in the table's order (the same
+     * sums), but a row of the rhs is read along, not a column across
+     * (matmul_square's 8 x 2048 x 8192 took 14.7 s of check-fast). */
+    enum { BLOCK = 2048 };
+    Acc *acc = malloc(sizeof(Acc) * BLOCK);
+    int64_t *oa = malloc(sizeof(int64_t) * BLOCK), *ob = malloc(sizeof(int64_t) * BLOCK);
+    if (!acc || !oa || !ob) {
+        free(acc), free(oa), free(ob), free_table(&t);
+        return kfail(k, "out of memory");
     }
+    for (int64_t e0 = 0; e0 < n; e0 += BLOCK) {
+        int64_t m = n - e0 < BLOCK ? n - e0 : BLOCK;
+        for (int64_t e = 0; e < m; e++) {
+            int64_t rest = e0 + e;
+            oa[e] = ob[e] = 0;
+            for (int d = r->rank - 1; d >= 0; d--) {
+                int64_t c = rest % r->dims[d];
+                rest /= r->dims[d];
+                oa[e] += c * ra[d];
+                ob[e] += c * rb[d];
+            }
+            acc[e] = (Acc){0, 0};
+        }
+        for (int64_t j = 0; j < t.n; j++)
+            for (int64_t e = 0; e < m; e++)
+                acc_add_product(&acc[e], x[oa[e] + t.a[j]], y[ob[e] + t.b[j]], r->dtype);
+        for (int64_t e = 0; e < m; e++)
+            out[e0 + e] = acc_result(&acc[e], r->dtype);
+    }
+    free(acc), free(oa), free(ob);
     free_table(&t);
     return 0;
 }
