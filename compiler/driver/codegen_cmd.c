@@ -395,24 +395,33 @@ static void report_signal(int sig) {
                     "'gdb --args PROG --in ... --out DIR',\n");
 }
 
-/* Run `prog` on the inputs; on MPI through mpirun with np processes of
- * ndev / np devices each (the program's --local-devices, which overrides a
- * SHARDC_LOCAL_DEVICES of the caller's), on shared memory (--mca btl
- * self,vader, under the ob1 messaging layer: naming it spares each process
- * opening the others, 0.2 s of every launch here), with more processes than
- * cores allowed (--oversubscribe: otherwise idle ranks spin) and not bound. */
+/* Run `prog` (in shardc's temporary folder) on the inputs; on MPI through
+ * mpirun with np processes of ndev / np devices each (the program's
+ * --local-devices, which overrides a SHARDC_LOCAL_DEVICES of the caller's),
+ * on shared memory (--mca btl self,vader, under the ob1 messaging layer:
+ * naming it spares each process opening the others, 0.2 s of every launch
+ * here), with more processes than cores allowed (--oversubscribe: otherwise
+ * idle ranks spin) and not bound.  OpenMPI's session folder goes into the
+ * temporary folder too (orte_tmpdir_base), removed with it: an mpirun
+ * stopped while its ranks start can leave it behind ($TMPDIR/ompi.HOST.UID,
+ * once in check_driver's `timeout 4` case). */
 static int run_program(const char *prog, const char *const *ins, int nins, const char *out_dir, int mpi, int np,
                        int ndev, const RunOptions *ro, int quiet) {
     Arena arena = {0};
-    char **argv = arena_alloc(&arena, sizeof(char *) * (size_t)(2 * nins + 32)), nps[16], local[16];
+    char **argv = arena_alloc(&arena, sizeof(char *) * (size_t)(2 * nins + 34)), nps[16], local[16];
+    char session[PATH_MAX + 16], *slash;   /* OpenMPI's: "mpi" beside prog */
     int k = 0;
+    fmt(session, sizeof session, "%s", prog);
+    slash = strrchr(session, '/');
+    fmt(slash ? slash + 1 : session, 4, "mpi");
     if (mpi) {
+        mkdir(session, 0700);
         argv[k++] = getenv("MPIRUN") && *getenv("MPIRUN") ? getenv("MPIRUN") : "mpirun";
         if (geteuid() == 0)
             argv[k++] = "--allow-run-as-root";
         snprintf(nps, sizeof nps, "%d", np);
         const char *flags[] = {"--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader",
-                               "--mca", "pml", "ob1", "-np", nps};
+                               "--mca", "pml", "ob1", "--mca", "orte_tmpdir_base", session, "-np", nps};
         for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
             argv[k++] = (char *)flags[i];
     }
@@ -445,6 +454,8 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
     int rc = child_run(argv, quiet, NULL);
     if (quiet)
         unsetenv("SHARDC_PROGRESS");
+    if (mpi)
+        child_remove_tree(session);
     arena_free(&arena);
     if (rc > 128 && !mpi)          /* mpirun reports a rank's signal itself */
         report_signal(rc - 128);

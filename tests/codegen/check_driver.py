@@ -9,7 +9,9 @@ with --steps 2000000000, a private TMPDIR):
 - SIGTERM, SIGINT and SIGHUP to shardc: the program is stopped, shardc dies
   by the same signal, the temporary folder is removed, --out has nothing;
 - `timeout 2 shardc run ...`: status 124, no process, no temporary folder;
-  on MPI too (`timeout 4`): mpirun and its ranks gone;
+  on MPI too (`timeout 4`): mpirun and its ranks gone, and mpirun was told
+  to keep OpenMPI's session folder inside shardc's (which an mpirun stopped
+  as its ranks start may leave behind: $TMPDIR/ompi.HOST.UID, seen once);
 - SIGKILL to shardc (nothing can catch it): the program still ends;
 - SIGINT to `shardc build` while the C compiler runs: the compiler stops,
   no temporary folder, no -o file;
@@ -197,7 +199,12 @@ def check_timeout_mpi(d):
     d.n += 1
     tmpdir, out = os.path.join(d.tmp, "t%d" % d.n), os.path.join(d.tmp, "out%d" % d.n)
     os.makedirs(tmpdir)
-    env = dict(os.environ, TMPDIR=tmpdir, SHARDC_CACHE_DIR=os.path.join(d.tmp, "cache"))
+    # mpirun through a script that writes down its arguments, then is mpirun.
+    wrapper, args = os.path.join(d.tmp, "mpirun-args.sh"), os.path.join(d.tmp, "mpirun-args.txt")
+    with open(wrapper, "w") as f:
+        f.write('#!/bin/sh\nprintf "%%s\\n" "$@" > %s\nexec mpirun "$@"\n' % args)
+    os.chmod(wrapper, 0o755)
+    env = dict(os.environ, TMPDIR=tmpdir, SHARDC_CACHE_DIR=os.path.join(d.tmp, "cache"), MPIRUN=wrapper)
     p = subprocess.run(["timeout", "4", d.shardc, "run", PROG, "--fn", "momentum", "--backend", "mpi", "--steps",
                         "2000000000", "--log-every", "1000000000", "--out", out] + d.ins,
                        capture_output=True, text=True, env=env, timeout=TIMEOUT)
@@ -208,6 +215,11 @@ def check_timeout_mpi(d):
     d.t.check(p.returncode == 124 and not left_procs and not left(tmpdir),
               "timeout 4 shardc run --backend mpi: status 124, mpirun and its ranks gone, no temporary folder",
               "status %s, processes %s, left %s, %r" % (p.returncode, left_procs, left(tmpdir), p.stderr[-300:]))
+    argv = open(args).read().split("\n") if os.path.exists(args) else []
+    base = argv[argv.index("orte_tmpdir_base") + 1] if "orte_tmpdir_base" in argv else ""
+    d.t.check(base.startswith(os.path.join(tmpdir, "shardc-")) and base.endswith("/mpi"),
+              "timeout 4 shardc run --backend mpi: OpenMPI's session folder inside shardc's temporary folder",
+              "orte_tmpdir_base %r" % base)
 
 
 def check_build_stopped(d):
