@@ -578,7 +578,7 @@ static int kernel_dot(const Kernel *k, double *out) {
     /* A block of outputs at a time, the summed index outermost: each
      * output still adds its products in the table's order (the same
      * sums), but a row of the rhs is read along, not a column across
-     * (matmul_square's 8 x 2048 x 8192 took 14.7 s of check-fast). */
+     * (samples/matmul_square.tdsl's 8 x 2048 x 8192: 2.34 -> 1.72 s). */
     enum { BLOCK = 2048 };
     Acc *acc = malloc(sizeof(Acc) * BLOCK);
     int64_t *oa = malloc(sizeof(int64_t) * BLOCK), *ob = malloc(sizeof(int64_t) * BLOCK);
