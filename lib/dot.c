@@ -358,9 +358,10 @@ static int dot_strided(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, con
     if (nbat * M * N == 0)
         return 0;
     int64_t ldc = ldo ? ldo : N;         /* the result's rows lie ldc apart (sk_dot_strided) */
-    /* oneDNN's matmul adds into an f32 result (its sum post-op). */
+    /* oneDNN's matmul adds into an f32 result (its sum post-op); the panels
+     * do not (below). */
     int low_precision = t == SK_BF16 || t == SK_F16;
-    if (ep->accumulate && t != SK_F32 && t != SK_F64 && !(low_precision && ep->f32_out && !without_onednn()))
+    if (ep->accumulate && t != SK_F32 && t != SK_F64 && !(low_precision && ep->f32_out))
         return accumulate_aside(ctx, t, ot, lhs, a, rhs, b, dd, out, nbat * M * N);
     if (K == 0) {   /* an empty sum: zeros, whose bits are 0 in every dtype (0 + bias is exact) */
         int64_t runs = ldc == N ? 1 : nbat * M, run = ldc == N ? nbat * M * N : N;   /* rows that touch: one run */
@@ -432,13 +433,8 @@ static int dot_strided(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, con
         goto done;
     sk_gemm_shape g = {t, ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', M, N, K, lda, ldb,
                        fbias != NULL, ep->act, ot, ep->accumulate};
-    if (low_precision && !(mm = sk_matmul_begin(&g, NULL, 0))) {
-        if (ep->accumulate) {            /* the panels take no beta */
-            status = accumulate_aside(ctx, t, ot, lhs, a, rhs, b, dd, out, nbat * M * N);
-            goto done;
-        }
+    if (low_precision && !(mm = sk_matmul_begin(&g, NULL, 0)))
         goto panels;
-    }
     status = 0;
     /* The batch odometer: one GEMM per batch index. */
     int64_t idx[SC_MAX_RANK] = {0}, oa = 0, ob = 0;
@@ -468,7 +464,8 @@ static int dot_strided(sk_ctx *ctx, sk_dtype t, sc_shape lhs, const void *a, con
     }
     goto done;
 panels:                                /* no library for this dtype or layout on this CPU */
-    status = panel_dot(ctx, t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, lep, out);
+    status = ep->accumulate ? accumulate_aside(ctx, t, ot, lhs, a, rhs, b, dd, out, nbat * M * N)   /* no beta */
+                            : panel_dot(ctx, t, nbat, M, N, K, a, b, &ls, &rs, lhs, rhs, nc, lep, out);
 done:
     sk_matmul_end(mm);
     free(pa);

@@ -49,10 +49,11 @@ static _Thread_local sk_workspace *bound;
 sk_workspace *sk_workspace_new(void) { return calloc(1, sizeof(sk_workspace)); }
 
 void sk_workspace_free(sk_workspace *w) {
-    for (int i = 0; w && i < w->nchunks; i++)
+    if (!w)
+        return;
+    for (int i = 0; i < w->nchunks; i++)
         free(w->chunk[i].p);
-    if (w)
-        free(w->block);
+    free(w->block);
     free(w);
 }
 
