@@ -400,25 +400,6 @@ static void build_grad(Module *m, Diag *diag, int d, const Backward *bk) {
     g_emit(&g, OP_RETURN, results, n, NULL, 0, NULL);
 }
 
-/* Drop fn's values that nothing returned reads (a loss the backward fn
- * does not return, a psum of it, a forward value no rule needed): every op
- * is pure, so they are dead; parameters stay.  One pass back, one forward. */
-void drop_dead(Module *m, Fn *fn) {
-    uint8_t *live = arena_alloc(m->arena, (size_t)fn->ninsts + 1);
-    for (int v = fn->ninsts - 1; v >= 0; v--) {
-        const Inst *in = &fn->insts[v];
-        live[v] |= in->op == OP_RETURN || in->op == OP_PARAMETER;
-        for (int i = 0; i < in->nargs && live[v]; i++)
-            live[ir_arg(fn, in, i)] = 1;
-    }
-    Fn old = *fn;
-    *fn = fn_without_body(&old);
-    int32_t *map = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(old.ninsts + 1));
-    for (int v = 0; v < old.ninsts; v++)
-        if (live[v])
-            map[v] = reemit(m, fn, &old, v, map);
-}
-
 /* Once the gradients are built a stop-gradient has done its work: each
  * becomes its operand (one that carries a sharding constraint stays, as
  * the copy that holds it), so the forward pass computes what the same
@@ -477,7 +458,7 @@ int grad_module(Module *m, Diag *diag, KeptCalls *kept) {
             build_grad(m, diag, d, &bk);
     for (int d = 0; d < m->nfns; d++)
         if (m->fns[d].grad_of || m->fns[d].vjp_of)
-            drop_dead(m, &m->fns[d]);
+            fn_drop_dead(m, &m->fns[d]);
     drop_stop_gradients(m);
     widen_dots(m);
     return 0;

@@ -125,7 +125,6 @@ void add_backward_fns(Module *m, Diag *diag, Backward *bk);
 void build_backward_fns(Module *m, Diag *diag, const Backward *bk);
 int add_fn(Module *m, int f, const char *suffix);           /* a new fn named f_suffix, unique */
 void build_pair(Module *m, Diag *diag, int f, const Backward *bk);
-void drop_dead(Module *m, Fn *fn);                          /* grad.c */
 /* wide_dots.c: dots of bf16 and f16 values that sum in f32 */
 void widen_dots(Module *m);
 int dot_operand_dtype(const Fn *fn, const Inst *dot);

@@ -446,7 +446,7 @@ void build_loop_fns(Module *m, Diag *diag, const Backward *bk, int b) {
     LoopGrad *lg = bk->loop[b];
     build_pair(m, diag, lg->body, bk);
     Fn *bb = &m->fns[bk->bwd[lg->body]];
-    drop_dead(m, bb);
+    fn_drop_dead(m, bb);
     const Fn *body = &m->fns[lg->body];
     lg->nres = m->fns[bk->fwd[lg->body]].nresults - body->nresults;
     /* The carried parameters the backward reads are saved too. */

@@ -46,6 +46,6 @@ void widen_dots(Module *m) {
             any = 1;
         }
         if (any)
-            drop_dead(m, fn);
+            fn_drop_dead(m, fn);
     }
 }

@@ -122,6 +122,38 @@ Fn fn_without_body(const Fn *fn) {
     return out;
 }
 
+void fn_drop_dead(Module *m, Fn *fn) {
+    uint8_t *live = arena_alloc(m->arena, (size_t)fn->ninsts + 1);
+    int dead = 0;
+    for (int v = fn->ninsts - 1; v >= 0; v--) {
+        const Inst *in = &fn->insts[v];
+        live[v] |= in->op == OP_RETURN || in->op == OP_PARAMETER;
+        dead += !live[v];
+        for (int i = 0; i < in->nargs && live[v]; i++)
+            live[ir_arg(fn, in, i)] = 1;
+    }
+    if (!dead)
+        return;
+    Fn old = *fn;
+    *fn = fn_without_body(&old);
+    fn->notes = old.notes, fn->nnotes = old.nnotes, fn->notes_cap = old.notes_cap;
+    int32_t *map = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(old.ninsts + 1));
+    int32_t *args = arena_alloc(m->arena, sizeof(int32_t) * (size_t)(old.nargs + 1));
+    for (int v = 0; v < old.ninsts; v++) {
+        const Inst *in = &old.insts[v];
+        if (!live[v])
+            continue;
+        for (int i = 0; i < in->nargs; i++)
+            args[i] = map[ir_arg(&old, in, i)];
+        map[v] = ir_emit(m, fn, (Op)in->op, args, in->nargs, ir_attrs(&old, in), in->nattrs, &in->type, in->loc);
+        Inst *out = &fn->insts[map[v]];
+        Inst built = *out;
+        *out = *in;              /* every field: name, sharding, why, flags, note */
+        out->args = built.args, out->attrs = built.attrs, out->type = built.type;
+        out->move = 0;
+    }
+}
+
 int module_clone_fn(Module *m, int f, int sym) {
     Fn src = m->fns[f];                  /* module_add_fn may move m->fns */
     Fn *c = module_add_fn(m, sym, src.spmd, src.loc);

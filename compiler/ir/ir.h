@@ -339,6 +339,12 @@ Fn *module_add_fn(Module *m, int sym, int spmd, Loc loc);
 /* fn's name, signature and kind with an empty body: what a pass that
  * rebuilds a function's instructions starts from. */
 Fn fn_without_body(const Fn *fn);
+/* Drop fn's values that nothing returned reads (a loss a backward fn does
+ * not return, the zeros a partitioned scatter replaced with its own): every
+ * op is pure, so they are dead; parameters stay, and so does every field
+ * of what stays but its Move (Fn.moves, the partitioner's record, which
+ * scheduling drops too).  One pass back; one forward where any is dead. */
+void fn_drop_dead(Module *m, Fn *fn);
 /* Append a copy of fn f named `sym` whose instructions and attributes are
  * its own (the operand lists are shared: passes rewrite attributes, never
  * operands in place).  Returns its index. */

@@ -11,7 +11,9 @@
  * add whose other operand dies there, moves up to right after the dot, so
  * the dot can add into that operand (fold_accumulate); not a wide dot's
  * (dot_is_wide, ir.h), whose kernel only stores its f32 sums.
- * Everything else keeps its place.
+ * Everything else keeps its place, but for what nothing returned reads,
+ * which is not run (fn_drop_dead: the zeros a partitioned scatter-add
+ * replaced with its own).
  * All devices run the same program, so they still issue collectives in the
  * same order.
  *
@@ -714,6 +716,7 @@ static void mark_views(Fn *fn) {
 }
 
 static void schedule_fn(Module *m, int f) {
+    fn_drop_dead(m, &m->fns[f]);
     const Fn src = m->fns[f];
     Fn *dst = &m->fns[f];
     *dst = fn_without_body(&src);
