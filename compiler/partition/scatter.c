@@ -7,7 +7,12 @@
  *     outside its block (the indices are whole along A): local;
  *   - axes B splitting the updates' index dims (the tokens) stay there:
  *     each device scatters its own updates into zeros, the sum over B is
- *     reduced as the result's sharding asks, and then the operand is added.
+ *     reduced as the result's sharding asks, and then the operand is added;
+ *     or the updates and indices are all-gathered along B and every device
+ *     scatters all of them: whichever sends fewer bytes per device.  An
+ *     embedding's gradient (a table of V rows, a batch of tokens split
+ *     over B) sums partial tables: all-gathering the tokens' rows sends
+ *     a fraction of that, and gives the global order of the sum.
  * Anything else is resharded to these first. */
 #include "part.h"
 
@@ -26,18 +31,19 @@ static int shift_into_block(Part *p, int idx, const Sharding *local, int d, int6
     return n ? shift_to_block(p, idx, axes, n, block) : idx;
 }
 
-int lower_scatter(Part *p, const Inst *in, Piece *out) {
+/* Lower scatter `in` with the updates' index dims split over axes b (the
+ * tokens): each device scatters its own tokens into zeros and the partial
+ * sums are reduced; b = 0 all-gathers them first.  *scatter: the local
+ * scatter's instruction. */
+static Piece scatter_blocks(Part *p, const Inst *in, Piece u, uint32_t b, int *scatter) {
     const Fn *src = p->src;
     int n = in->nargs - 2, nix = src->insts[ir_arg(src, in, 1)].type.rank;
-    Piece x = p->value[ir_arg(src, in, 0)], u = p->value[ir_arg(src, in, n + 1)];
-    /* The tokens' axes B, as the updates split their index dims. */
+    Piece x = p->value[ir_arg(src, in, 0)];
     Sharding tokens = sharding_replicated(), want_u;
-    uint32_t b = 0;
     for (int a = 0; a < p->m->naxes; a++)
-        if (u.sh.dim[a] >= 0 && u.sh.dim[a] < nix) {
+        if (b >> a & 1) {
             tokens.dim[a] = u.sh.dim[a];
             tokens.pos[a] = u.sh.pos[a];
-            b |= 1u << a;
         }
     Sharding local = sharding_without(&in->sh, b, SH_REPLICATED);
     local.open = 0;
@@ -74,16 +80,50 @@ int lower_scatter(Part *p, const Inst *in, Piece *out) {
         if (b >> a & 1)
             sh.dim[a] = SH_PARTIAL;      /* each device's tokens only */
     sh.reducer = RED_SUM;
-    int v = emit_local(p, OP_SCATTER, args, n + 2, ir_attrs(src, in), n, NULL);
+    int v = *scatter = emit_local(p, OP_SCATTER, args, n + 2, ir_attrs(src, in), n, NULL);
     p->dst->insts[v].sh = sh;
-    *out = (Piece){v, sh, in->type, p->place};
-    if (!b || (zeros && add_keeps_partial(p, (int)(in - src->insts), out)))
-        return 1;                        /* (summed with the add's other partial sums, once) */
-    *out = reshard(p, *out, &in->sh);
+    Piece out = {v, sh, in->type, p->place};
+    if (!b || (zeros && add_keeps_partial(p, (int)(in - src->insts), &out)))
+        return out;                      /* (summed with the add's other partial sums, once) */
+    out = reshard(p, out, &in->sh);
     if (!zeros) {                        /* the operand once, after the sum */
-        v = emit_local(p, OP_ADD, (int32_t[]){out->v, reshard(p, x, &in->sh).v}, 2, NULL, 0, NULL);
-        p->dst->insts[v].sh = out->sh;
-        out->v = v;
+        v = emit_local(p, OP_ADD, (int32_t[]){out.v, reshard(p, x, &in->sh).v}, 2, NULL, 0, NULL);
+        p->dst->insts[v].sh = out.sh;
+        out.v = v;
     }
+    return out;
+}
+
+/* With the tokens split (axes b), both ways are tried and taken back; the
+ * one that sends fewer bytes per device is emitted, the partial sums when
+ * they tie, and the choice becomes the scatter's note. */
+int lower_scatter(Part *p, const Inst *in, Piece *out) {
+    const Fn *src = p->src;
+    int nix = src->insts[ir_arg(src, in, 1)].type.rank;
+    Piece u = p->value[ir_arg(src, in, in->nargs - 1)];
+    uint32_t b = 0;
+    for (int a = 0; a < p->m->naxes; a++)
+        if (u.sh.dim[a] >= 0 && u.sh.dim[a] < nix)
+            b |= 1u << a;
+    int n, at;
+    if (!b) {
+        *out = scatter_blocks(p, in, u, 0, &at);
+        return 1;
+    }
+    Mark before = mark(p);
+    scatter_blocks(p, in, u, b, &at);
+    int64_t summed = bytes_since(p, before, &n);
+    rollback(p, before);
+    scatter_blocks(p, in, u, 0, &at);
+    int64_t gathered = bytes_since(p, before, &n);
+    rollback(p, before);
+    int gather = gathered < summed;
+    *out = scatter_blocks(p, in, u, gather ? 0 : b, &at);
+    const char *why = gather ? "the updates all-gathered (fewer bytes): %lld bytes per device; summing each "
+                               "device's scatter would send %lld"
+                             : "each device's scatter summed: %lld bytes per device; all-gathering the "
+                               "updates would send %lld";
+    add_note(p->m, p->dst, at, arena_printf(p->m->arena, why, (long long)(gather ? gathered : summed),
+                                                (long long)(gather ? summed : gathered)));
     return 1;
 }

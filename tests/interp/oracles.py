@@ -1062,6 +1062,13 @@ def sc_tokens(rng, m):
     return {"buf": buf, "x": x, "route": route}, [(scatter_add(buf, [0], [route], x), "f32")]
 
 
+def sc_table(rng, m):
+    t, x, tok = normal(rng, 64, 6), normal(rng, 3, 5, 6), positions(rng, 64, (3, 5))
+    tok[1, :2] = tok[0, 0]       # one row from several devices' tokens
+    return ({"t": t, "x": x, "tok": tok},
+            [(scatter_add(np.zeros((64, 6)), [0], [tok], x), "f32"), (scatter_add(t, [0], [tok], x), "f32")])
+
+
 def sc_features(rng, m):
     buf, x, route = normal(rng, 6, 8), normal(rng, 10, 8), positions(rng, 6, 10)
     return {"buf": buf, "x": x, "route": route}, [(scatter_add(buf, [0], [route], x), "f32")]
@@ -1075,7 +1082,7 @@ def sc_counts(rng, m):
 
 
 for _name, _fns, _fn in (("plain", "plain", sc_plain), ("dispatch", ("dispatch", "experts_split"), sc_dispatch),
-                         ("tokens split", "tokens_split", sc_tokens), ("features split", "features_split", sc_features),
+                         ("tokens split", "tokens_split", sc_tokens), ("table grad", "table_grad", sc_table), ("features split", "features_split", sc_features),
                          ("counts", "counts", sc_counts)):
     case("scatter " + _name, prog("scatter.tdsl"), _fns, _fn, interp=[None, (3, 2)])
 
