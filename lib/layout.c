@@ -333,6 +333,7 @@ typedef struct {
     int nidx, nrest;
     const int32_t *const *idx;
     int64_t ni, per;                     /* index positions; update elements per position */
+    int rows;                            /* the other dims are the trailing ones: one run per position */
     int64_t n[SC_MAX_RANK], stride[SC_MAX_RANK];         /* the scattered dims */
     int64_t rdims[SC_MAX_RANK], rstride[SC_MAX_RANK];    /* the others, in order */
     const void *u;
@@ -350,11 +351,33 @@ static void add_at(sk_dtype t, void *out, int64_t k, const void *u, int64_t i) {
     }
 }
 
+/* f32 updates whose other dims are the trailing ones: element r of a
+ * position is element base + r of out, a run the loop adds as vectors. */
+static void scatter_rows_f32(const Scatter *s, int64_t lo, int64_t hi) {
+    for (int64_t i = 0; i < s->ni; i++) {
+        int64_t base = 0;
+        int j = 0;
+        for (; j < s->nidx && s->idx[j][i] >= 0 && s->idx[j][i] < s->n[j]; j++)
+            base += s->idx[j][i] * s->stride[j];
+        if (j < s->nidx)
+            continue;
+        float *restrict o = (float *)s->out + base;
+        const float *restrict u = (const float *)s->u + i * s->per;
+        SK_SIMD
+        for (int64_t r = lo; r < hi; r++)
+            o[r] += u[r];
+    }
+}
+
 /* Update elements [lo, hi) of every index position, in position order: a
  * thread owns those elements' places in every row it scatters into, so
  * duplicates add up race-free and in the same order on any thread count. */
 static void scatter_range(void *ctx, int64_t lo, int64_t hi) {
     const Scatter *s = ctx;
+    if (s->t == SK_F32 && s->rows) {
+        scatter_rows_f32(s, lo, hi);
+        return;
+    }
     int64_t first = 0, at[SC_MAX_RANK], q = lo;
     for (int d = s->nrest - 1; d >= 0; d--) {
         at[d] = q % s->rdims[d];
@@ -406,7 +429,10 @@ int sk_scatter_add(sk_ctx *ctx, sk_dtype t, sc_shape x_shape, const void *x, int
             s.rstride[s.nrest++] = xs[d];
             s.per *= x_shape.dims[d];
         }
-    if (out != x)
+    s.rows = s.nrest == 0 || s.rstride[0] * s.rdims[0] == s.per;
+    if (!x)
+        memset(out, 0, (size_t)sk_elems(x_shape) * sk_dtype_size(t));   /* 0 of every dtype: all bits clear */
+    else if (out != x)
         memmove(out, x, (size_t)sk_elems(x_shape) * sk_dtype_size(t));
     if (s.per > 0)
         sk_parallel_ranges(s.per, s.ni * s.per, scatter_range, &s);

@@ -213,7 +213,8 @@ int sk_top_k(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, int64_t k, int
  *   += updates[I..., P...] for every position I of the nidx index tensors
  *   (all of shape idx_shape), P running over x's other dims in order; a
  *   position outside x in any scattered dim is dropped (negative ones too).
- *   Duplicates add in position order.  Not bool; out may be x.
+ *   Duplicates add in position order.  Not bool; out may be x; x NULL is
+ *   zeros (a scatter into zeros(...) writes them itself).
  * iota: each element is its index along `dim`. */
 int sk_transpose(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, const int *perm, void *out);
 int sk_broadcast(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, sc_shape out_shape, const int *map,

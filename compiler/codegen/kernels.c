@@ -454,7 +454,7 @@ void emit_inst(Gen *g, int v) {
         emit_storage(g, v);
     if (in->flags & INST_WRITTEN)        /* written by the call of a later instruction */
         return;
-    if (ends_fold(fn, v)) {              /* never placed (schedule.c) */
+    if (ends_fold(fn, v) && in->op != OP_SCATTER) {   /* never placed (schedule.c); a scatter's zeros: NULL */
         emit_epilogue(g, v, r);
         return;
     }
@@ -732,7 +732,7 @@ static void emit_scatter(Gen *g, const Inst *in, const char *r) {
     try_open(g);
     fprintf(o, "sk_scatter_add(ctx, %s, ", sk_dtype_of[in->type.dtype]);
     emit_shape(o, T(ir_arg(fn, in, 0)));
-    fprintf(o, ", %s, %d, ", A(0), n);
+    fprintf(o, ", %s, %d, ", fn->insts[ir_arg(fn, in, 0)].flags & INST_FOLDED ? "NULL" : A(0), n);   /* zeros */
     emit_ints(o, "const int", ir_attrs(fn, in), n);
     fputs(", ", o);
     emit_shape(o, T(ir_arg(fn, in, 1)));

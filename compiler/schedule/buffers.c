@@ -233,7 +233,7 @@ static int64_t call_array_bytes(const Module *m, const Fn *fn, int v) {
 typedef struct {
     int **dying;                 /* per instruction: the values it reads last */
     const int *ndying;
-    const int *in_place;         /* per all-reduce start: the operand it reduces in place, or -1 */
+    const int *in_place;         /* per all-reduce start or scatter: the operand it writes in place, or -1 */
     const int *run_of;           /* per value: the concatenate it is written into, or -1 (mark_runs) */
 } Placing;
 
@@ -282,15 +282,19 @@ static int64_t place_buffers(Fn *fn, const Placing *pl, int strict, int *nbuffer
     return bytes;
 }
 
-/* For each all-reduce start whose operand, in a buffer, is read by it
- * alone and not returned: that operand, whose buffer the all-reduce
- * reduces in place (the runtime allows send == recv); -1 elsewhere.  A
- * gradient's or a partial product's all-reduce then needs one array. */
+/* For each all-reduce start and scatter whose operand (a scatter's first),
+ * in a buffer, is read by it alone and not returned: that operand, whose
+ * buffer the all-reduce reduces in place (the runtime allows send ==
+ * recv) or the scatter adds into (sk_scatter_add copies nothing then);
+ * -1 elsewhere.  A gradient's or a partial product's all-reduce then
+ * needs one array, and an embedding's gradient one table of zeros. */
 static int *in_place_operands(Arena *a, const Fn *fn, const int *uses, const int *last) {
     int *in_place = arena_alloc(a, sizeof(int) * (size_t)(fn->ninsts + 1));
     for (int v = 0; v < fn->ninsts; v++) {
         const Inst *in = &fn->insts[v];
-        int x = in->op == OP_ALL_REDUCE && in->flags & INST_ASYNC ? ir_arg(fn, in, 0) : -1;
+        int x = (in->op == OP_ALL_REDUCE && in->flags & INST_ASYNC) || (in->op == OP_SCATTER && !in->place)
+                    ? ir_arg(fn, in, 0)
+                    : -1;
         const Inst *xi = x >= 0 ? &fn->insts[x] : NULL;
         in_place[v] = xi && uses[x] == 1 && last[x] < fn->ninsts && (takes_buffer(xi) || xi->op == OP_DONE) &&
                               !(xi->flags & INST_ASYNC) && value_bytes(xi) == value_bytes(in)

@@ -37,6 +37,11 @@
  * sk_gather_dot call that multiplies each expert's tokens by its matrix,
  * so the gathered [tokens, k, n] weights never exist.
  *
+ * Zeros into scatters: a broadcast 0 that only a scatter-add reads (an
+ * embedding's gradient, zeros(...) of the table) moves to right before
+ * it and is folded into it: sk_scatter_add clears its result itself, and
+ * the zeros take no buffer.
+ *
  * Attentions: the chain of a softmax attention (attention_form, ir.h:
  * the scores dot, scale, mask, max, exp, sum, divide) whose members only
  * the chain and its last dot read moves to right before that dot and is
@@ -350,6 +355,22 @@ static void mark_gathers_into_dots(Sched *s, const int *uses) {
                 fold_into(s, &gd.gather, 1, v);
                 break;
             }
+    }
+}
+
+/* The zeros a scatter adds into, which it writes itself (see the top):
+ * a broadcast 0 read only by that scatter, neither placed nor marked. */
+static void mark_zeros_into_scatters(Sched *s, const int *uses) {
+    const Fn *src = s->src;
+    for (int v = 0; v < src->ninsts; v++) {
+        const Inst *in = &src->insts[v];
+        if (in->op != OP_SCATTER || in->flags || in->place)
+            continue;
+        int b = ir_arg(src, in, 0);
+        const Inst *bi = &src->insts[b];
+        if (bi->op == OP_BROADCAST && uses[b] == 1 && !bi->flags && !bi->place &&
+            src->insts[ir_arg(src, bi, 0)].op == OP_CONSTANT && src->insts[ir_arg(src, bi, 0)].value == 0)
+            fold_into(s, &b, 1, v);
     }
 }
 
@@ -752,6 +773,7 @@ static void schedule_fn(Module *m, int f) {
     int *uses, *last_read;
     count_reads(&scratch, &src, &uses, &last_read);
     mark_gathers_into_dots(&s, uses);
+    mark_zeros_into_scatters(&s, uses);
     for (int v = 0; v < src.ninsts; v++)
         if (src.insts[v].op == OP_DOT && s.fold_first[v] < 0)
             mark_attention(&s, uses, v);

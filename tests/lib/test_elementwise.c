@@ -159,6 +159,37 @@ static void test_layout(void) {
                       equal(t, got, want, 24),
                   "scatter_add into dims {2,0}: out of range dropped, duplicates added %s", n);
             free(u);
+            /* Into the leading dims, {1,0} and {0}: each position's updates
+             * are one run of x (f32 adds them as vectors), in place too. */
+            int32_t pc[5] = {2, 0, 2, 3, 1};
+            u = fill(t, 20, 9 + ti);
+            for (int64_t o = 0; o < 24; o++)
+                acc[o] = ld(t, x, o);
+            for (int i = 0; i < 5; i++)
+                for (int c = 0; c < 4 && pc[i] < 3 && pb[i] < 2; c++)
+                    acc[offset(s, (int64_t[]){pb[i], pc[i], c})] += ld(t, u, i * 4 + c);
+            for (int64_t o = 0; o < 24; o++)
+                st(t, want, o, acc[o]);
+            check(sk_scatter_add(NULL, t, s, x, 2, (int[]){1, 0}, SC_SHAPE(5), (const int32_t *const[]){pc, pb}, u, got) == 0 &&
+                      equal(t, got, want, 24),
+                  "scatter_add into dims {1,0}, rows of the trailing dim %s", n);
+            free(u);
+            size_t bytes = 24 * (size_t)sk_dtype_size(t);
+            void *x2 = malloc(bytes);
+            memcpy(x2, x, bytes);
+            u = fill(t, 60, 11 + ti);
+            for (int64_t o = 0; o < 24; o++)
+                acc[o] = ld(t, x, o);
+            for (int i = 0; i < 5; i++)
+                for (int c = 0; c < 12 && pb[i] < 2; c++)
+                    acc[pb[i] * 12 + c] += ld(t, u, i * 12 + c);
+            for (int64_t o = 0; o < 24; o++)
+                st(t, want, o, acc[o]);
+            check(sk_scatter_add(NULL, t, s, x2, 1, (int[]){0}, SC_SHAPE(5), (const int32_t *const[]){pb}, u, x2) == 0 &&
+                      equal(t, x2, want, 24),
+                  "scatter_add into dim 0 in place (out == x) %s", n);
+            free(u);
+            free(x2);
         }
 
         for (int64_t o = 0; o < 24; o++) {
