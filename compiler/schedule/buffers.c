@@ -21,6 +21,7 @@
  * the all-reduce reduces the block where it lies
  * (sc_start_all_reduce_strided); other collectives write runs only. */
 #include "buffers.h"
+#include "fuse.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,21 @@ static void extend_through_views(const Fn *fn, int *last) {
             int x = ir_arg(fn, &fn->insts[v], 0);
             last[x] = last[v] > last[x] ? last[v] : last[x];
         }
+}
+
+/* A broadcast along leading or trailing dims that a fused loop computes
+ * reads its operand's element in every iteration (fuse.c), so the operand
+ * lives until the broadcast's last reader: a member of that loop then
+ * never takes the operand's buffer, which would keep it out of the loop
+ * (a layernorm gradient's row broadcasts were stored whole for that). */
+static void extend_through_broadcasts(const Fn *fn, int *last) {
+    for (int v = fn->ninsts - 1; v >= 0; v--) {
+        const Inst *in = &fn->insts[v];
+        if (row_broadcast_inner(fn, in) || col_broadcast_span(fn, in)) {
+            int x = ir_arg(fn, in, 0);
+            last[x] = last[v] > last[x] ? last[v] : last[x];
+        }
+    }
 }
 
 /* How many times each value of fn is read, and by which instruction last
@@ -423,6 +439,7 @@ void assign_buffers(const Module *m, Fn *fn) {
     for (int i = 0; i < ret->nargs; i++)
         last[ir_arg(fn, ret, i)] = n;        /* returned: handed to the caller */
     extend_through_views(fn, last);          /* a view's memory is its operand's */
+    extend_through_broadcasts(fn, last);
     int **dying = arena_alloc(&scratch, sizeof(int *) * (size_t)(n + 1));
     int *ndying = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1)), *cap = arena_alloc(&scratch, sizeof(int) * (size_t)(n + 1));
     for (int v = 0; v < n; v++) {
