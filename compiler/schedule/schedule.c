@@ -11,6 +11,9 @@
  * add whose other operand dies there, moves up to right after the dot, so
  * the dot can add into that operand (fold_accumulate); not a wide dot's
  * (dot_is_wide, ir.h), whose kernel only stores its f32 sums.
+ * A broadcast along leading or trailing dims read only by elementwise
+ * instructions of its size moves down to right before the first of them
+ * (mark_sunk), where their loop computes it.
  * Everything else keeps its place, but for what nothing returned reads,
  * which is not run (fn_drop_dead: the zeros a partitioned scatter-add
  * replaced with its own).
@@ -71,6 +74,7 @@
  * one would make a loop store a value it now keeps in registers. */
 #include "schedule.h"
 #include "buffers.h"
+#include "fuse.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +98,7 @@ typedef struct {
     uint8_t *written;            /* src value: a result of its fold's call other than the last (INST_WRITTEN) */
     int32_t *reader_start, *readers;   /* src value -> its readers: readers[reader_start[v] ..), or NULL */
     uint8_t *merged;             /* src value: a concat its reader, a concat, takes apart (mark_concat_chains) */
+    uint8_t *sunk;               /* src value: a broadcast emitted right before its first reader (mark_sunk) */
     int32_t *sum_of;             /* src dot -> the add that is its only reader, or -1 (mark_sums) */
     int32_t *queue, *flight;     /* values held back, in order; collectives started, not overlapped */
     int nwaiting, queue_cap, nflight, flight_cap;
@@ -221,7 +226,7 @@ static int must_wait(Sched *s, int v) {
     const int32_t *args = operands_of(s, v, &n);
     for (int i = 0; i < n; i++) {
         int a = args[i];
-        if (s->waiting[a])
+        if (s->waiting[a] || (s->sunk[a] && s->new_of[a] < 0 && must_wait(s, a)))   /* a sunk one: its operand */
             return 1;
         if (op_is_collective(s->src->insts[a].op) && s->new_of[a] < 0 &&
             (s->started_by[a] < 0 || !s->overlapped[a]))
@@ -248,6 +253,18 @@ static void finish_operands(Sched *s, int v) {
     for (int i = 0; i < n; i++)
         if (op_is_collective(s->src->insts[args[i]].op))
             finish(s, args[i]);
+        else if (s->sunk[args[i]] && s->new_of[args[i]] < 0)
+            finish_operands(s, args[i]);
+}
+
+/* Emit the sunk operands of src value v that are not yet. */
+static void emit_sunk(Sched *s, int v) {
+    const Inst *in = &s->src->insts[v];
+    for (int i = 0; i < in->nargs; i++) {
+        int a = ir_arg(s->src, in, i);
+        if (s->sunk[a] && s->new_of[a] < 0)
+            s->new_of[a] = copy_inst(s, a, 0);
+    }
 }
 
 /* Emit src value v: first the dones it needs, then v, then the collectives
@@ -261,6 +278,9 @@ static void emit(Sched *s, int v) {
     finish_operands(s, v);
     for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
         finish_operands(s, u);
+    for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
+        emit_sunk(s, u);
+    emit_sunk(s, v);
     for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
         s->new_of[u] = copy_inst(s, u, s->written[u] ? INST_WRITTEN : INST_FOLDED);
     if (op_calls(in->op))
@@ -565,8 +585,8 @@ static void order(Sched *s) {
     const Fn *src = s->src;
     for (int v = 0; v < src->ninsts; v++) {
         const Inst *in = &src->insts[v];
-        if (op_is_collective(in->op) || s->new_of[v] >= 0 || s->merged[v])
-            continue;                /* started by start_ready, emitted after its dot (mark_sums), or merged */
+        if (op_is_collective(in->op) || s->new_of[v] >= 0 || s->merged[v] || s->sunk[v])
+            continue;                /* started by start_ready, emitted after its dot (mark_sums), merged, or sunk */
         if (in->op == OP_RETURN) {   /* nothing waits or starts after the return */
             flush(s);
             for (int c = 0; c < src->ninsts; c++)
@@ -583,6 +603,31 @@ static void order(Sched *s) {
             emit(s, a);
         if (is_compute(in->op))
             flush(s);
+    }
+}
+
+/* Broadcasts along leading or trailing dims (a bias, a layernorm's gain,
+ * a row's statistic) read only by elementwise instructions of their own
+ * element count, not folded: emitted right before the first of them
+ * (emit_sunk), where a loop computes them, rather than where a gradient
+ * put them, all at its start, each stored whole and read back. */
+static void mark_sunk(Sched *s, const int *uses) {
+    const Fn *src = s->src;
+    for (int v = 0; v < src->ninsts; v++) {
+        const Inst *in = &src->insts[v];
+        s->sunk[v] = uses[v] > 0 && !in->flags && !in->place && s->into_dot[v] < 0 &&
+                     (row_broadcast_inner(src, in) || col_broadcast_span(src, in));
+    }
+    for (int u = 0; u < src->ninsts; u++) {
+        const Inst *in = &src->insts[u];
+        int64_t n = shape_elems(&in->type);
+        int elementwise = (op_info[in->op].flags & OPF_FUSIBLE) && in->op != OP_BROADCAST && !in->place &&
+                          in->type.dtype < DT_TUPLE && s->into_dot[u] < 0;
+        for (int i = 0; i < in->nargs; i++) {
+            int a = ir_arg(src, in, i);
+            if (!elementwise || shape_elems(&src->insts[a].type) != n)
+                s->sunk[a] = 0;
+        }
     }
 }
 
@@ -756,6 +801,7 @@ static void schedule_fn(Module *m, int f) {
     s.written = arena_alloc(m->arena, n);
     memset(s.written, 0, n);
     s.merged = arena_alloc(m->arena, n);
+    s.sunk = arena_alloc(m->arena, n);
     s.sum_of = arena_alloc(m->arena, sizeof(int32_t) * n);
     s.seq = arena_alloc(m->arena, sizeof(int32_t) * n);
     memset(s.overlapped, 0, n);
@@ -782,6 +828,7 @@ static void schedule_fn(Module *m, int f) {
             mark_attention_grad(&s, uses, v);
     mark_sums(&s, uses, last_read);
     mark_concat_chains(&s, uses, last_read);
+    mark_sunk(&s, uses);
     arena_free(&scratch);
     order(&s);
     dst->collectives_started = s.nstarted;
