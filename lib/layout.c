@@ -351,15 +351,24 @@ static void add_at(sk_dtype t, void *out, int64_t k, const void *u, int64_t i) {
     }
 }
 
+/* Where index position i lands in out (its scattered dims' offset), or -1
+ * when it is out of range in some dim: dropped. */
+static int64_t position_base(const Scatter *s, int64_t i) {
+    int64_t base = 0;
+    for (int j = 0; j < s->nidx; j++) {
+        if (s->idx[j][i] < 0 || s->idx[j][i] >= s->n[j])
+            return -1;
+        base += s->idx[j][i] * s->stride[j];
+    }
+    return base;
+}
+
 /* f32 updates whose other dims are the trailing ones: element r of a
  * position is element base + r of out, a run the loop adds as vectors. */
 static void scatter_rows_f32(const Scatter *s, int64_t lo, int64_t hi) {
     for (int64_t i = 0; i < s->ni; i++) {
-        int64_t base = 0;
-        int j = 0;
-        for (; j < s->nidx && s->idx[j][i] >= 0 && s->idx[j][i] < s->n[j]; j++)
-            base += s->idx[j][i] * s->stride[j];
-        if (j < s->nidx)
+        int64_t base = position_base(s, i);
+        if (base < 0)
             continue;
         float *restrict o = (float *)s->out + base;
         const float *restrict u = (const float *)s->u + i * s->per;
@@ -385,12 +394,9 @@ static void scatter_range(void *ctx, int64_t lo, int64_t hi) {
         q /= s->rdims[d];
     }
     for (int64_t i = 0; i < s->ni; i++) {
-        int64_t base = 0;
-        int j = 0;
-        for (; j < s->nidx && s->idx[j][i] >= 0 && s->idx[j][i] < s->n[j]; j++)
-            base += s->idx[j][i] * s->stride[j];
-        if (j < s->nidx)
-            continue;                    /* out of range in some dim: dropped */
+        int64_t base = position_base(s, i);
+        if (base < 0)
+            continue;
         int64_t off = first, pos[SC_MAX_RANK];
         memcpy(pos, at, sizeof(int64_t) * (size_t)s->nrest);
         for (int64_t r = lo; r < hi; r++) {
