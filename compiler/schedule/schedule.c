@@ -628,6 +628,8 @@ static void mark_sunk(Sched *s, const int *uses) {
             if (!elementwise || shape_elems(&src->insts[a].type) != n)
                 s->sunk[a] = 0;
         }
+        if (s->sum_of[u] >= 0)           /* what a dot adds its product into exists before it */
+            s->sunk[other_operand(src, s->sum_of[u], u)] = 0;
     }
 }
 
