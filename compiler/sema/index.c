@@ -713,11 +713,16 @@ static int scatter_indices(Ix *ix, const AstIndex *in, const Expr *first) {
  * dim, of the index tensors' shape, is its index tensor.  The transpose of
  * a batched gather, and the scatter's partitioning and gradient are the
  * plain ones. */
+static int64_t index_tensor_dim(const Expr *first, int sym) {
+    for (int64_t d = 0; d < first->args.n; d++)
+        if (((const Expr *)first->args.items[d])->sym == sym)
+            return d;
+    return -1;
+}
+
 static int scatter_batch_indices(Ix *ix, const AstIndex *in, const Expr *first, int64_t extent) {
     Sema *s = ix->s;
-    int64_t d = 0;
-    while (((const Expr *)first->args.items[d])->sym != in->sym)
-        d++;
+    int64_t d = index_tensor_dim(first, in->sym);
     use_extent(ix, ix->label_of[in->sym] - 1, extent, in->loc);
     int t = tensor_named(ix, first->lhs);
     Shape shape = s->fn->insts[t].type;
@@ -760,7 +765,7 @@ static void lower_add_stmt(Ix *ix, const Stmt *st) {
         const AstIndex *in = &st->indices[i];
         if (in->gather)
             continue;
-        if (ix->label_of[in->sym] && n) {
+        if (ix->label_of[in->sym] && n && index_tensor_dim(first, in->sym) >= 0) {
             uint64_t l = bit(ix->label_of[in->sym] - 1);
             if (batched & l)
                 sema_error(s, in->loc, "index '%s' appears twice on the left", sym(s, in->sym));
