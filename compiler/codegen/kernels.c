@@ -454,7 +454,7 @@ void emit_inst(Gen *g, int v) {
         emit_storage(g, v);
     if (in->flags & INST_WRITTEN)        /* written by the call of a later instruction */
         return;
-    if (ends_fold(fn, v) && in->op != OP_SCATTER) {   /* never placed (schedule.c); a scatter's zeros: NULL */
+    if (ends_dot_fold(fn, v)) {          /* never placed (schedule.c) */
         emit_epilogue(g, v, r);
         return;
     }

@@ -106,7 +106,7 @@ const char *trace_name(Gen *g, int v) {
         scores.dims[gf.af.nbatch] = gf.af.S, scores.dims[gf.af.nbatch + 1] = gf.af.T;
         put_shape(&b, &scores);
         put(&b, gf.af.causal ? " causal" : gf.af.mask >= 0 ? " masked" : "");
-    } else if (in->op == OP_DOT || (ends_fold(fn, v) && in->op != OP_SCATTER))
+    } else if (in->op == OP_DOT || ends_dot_fold(fn, v))
         dot_name(&b, fn, v);
     else if (in->op == OP_DONE)
         collective_name(&b, g->m, fn, &fn->insts[ir_arg(fn, in, 0)], "-done");

@@ -409,12 +409,12 @@ static int run_program(const char *prog, const char *const *ins, int nins, const
                        int ndev, const RunOptions *ro, int quiet) {
     Arena arena = {0};
     char **argv = arena_alloc(&arena, sizeof(char *) * (size_t)(2 * nins + 34)), nps[16], local[16];
-    char session[PATH_MAX + 16], *slash;   /* OpenMPI's: "mpi" beside prog */
+    char session[PATH_MAX + 16];         /* OpenMPI's: "mpi" beside prog */
     int k = 0;
-    fmt(session, sizeof session, "%s", prog);
-    slash = strrchr(session, '/');
-    fmt(slash ? slash + 1 : session, 4, "mpi");
     if (mpi) {
+        fmt(session, sizeof session, "%s", prog);
+        char *slash = strrchr(session, '/');
+        fmt(slash ? slash + 1 : session, 4, "mpi");
         mkdir(session, 0700);
         argv[k++] = getenv("MPIRUN") && *getenv("MPIRUN") ? getenv("MPIRUN") : "mpirun";
         if (geteuid() == 0)

@@ -160,12 +160,24 @@ typedef struct {
 
 enum { INST_IN_FOLD = INST_FOLDED | INST_WRITTEN };
 
+/* Is value v zeros (sema's zeros(...): a constant 0, or a broadcast of one)? */
+static inline int is_zeros(const Fn *fn, int v) {
+    const Inst *in = &fn->insts[v];
+    if (in->op == OP_BROADCAST)
+        in = &fn->insts[fn->args[in->args]];
+    return in->op == OP_CONSTANT && in->value == 0;
+}
+
 /* Is v the instruction whose kernel call computes the INST_FOLDED ones
  * right before it, and writes the INST_WRITTEN ones (a dot's epilogue, an
  * attention, compiler/schedule)? */
 static inline int ends_fold(const Fn *fn, int v) {
     return v > 0 && (fn->insts[v - 1].flags & INST_IN_FOLD) && !(fn->insts[v].flags & INST_IN_FOLD);
 }
+
+/* ... whose fold is a dot's (its epilogue, a gather, an attention), not a
+ * scatter's zeros, which sk_scatter_add writes itself (NULL operand). */
+static inline int ends_dot_fold(const Fn *fn, int v) { return ends_fold(fn, v) && fn->insts[v].op != OP_SCATTER; }
 
 /* Does v compute an attention's gradient (attention_grad_form), writing
  * the two INST_WRITTEN results right before it and its own? */

@@ -16,14 +16,6 @@
  * Anything else is resharded to these first. */
 #include "part.h"
 
-/* Is src value v zeros (sema's zeros(...), a broadcast 0)? */
-static int is_zeros(const Fn *src, int v) {
-    const Inst *in = &src->insts[v];
-    if (in->op == OP_BROADCAST)
-        in = &src->insts[ir_arg(src, in, 0)];
-    return in->op == OP_CONSTANT && in->value == 0;
-}
-
 /* Index tensor `idx` (local) shifted to the device's block of operand dim
  * d, when `local` splits it: position minus the block's start. */
 static int shift_into_block(Part *p, int idx, const Sharding *local, int d, int64_t block) {
@@ -94,9 +86,10 @@ static Piece scatter_blocks(Part *p, const Inst *in, Piece u, uint32_t b, int *s
     return out;
 }
 
-/* With the tokens split (axes b), both ways are tried and taken back; the
- * one that sends fewer bytes per device is emitted, the partial sums when
- * they tie, and the choice becomes the scatter's note. */
+/* With the tokens split (axes b), both ways are tried: the partial sums
+ * first, taken back, then the gathered updates, kept if they send fewer
+ * bytes per device (else taken back too, and the partial sums emitted);
+ * the choice becomes the scatter's note. */
 int lower_scatter(Part *p, const Inst *in, Piece *out) {
     const Fn *src = p->src;
     int nix = src->insts[ir_arg(src, in, 1)].type.rank;
@@ -114,11 +107,13 @@ int lower_scatter(Part *p, const Inst *in, Piece *out) {
     scatter_blocks(p, in, u, b, &at);
     int64_t summed = bytes_since(p, before, &n);
     rollback(p, before);
-    scatter_blocks(p, in, u, 0, &at);
+    *out = scatter_blocks(p, in, u, 0, &at);
     int64_t gathered = bytes_since(p, before, &n);
-    rollback(p, before);
     int gather = gathered < summed;
-    *out = scatter_blocks(p, in, u, gather ? 0 : b, &at);
+    if (!gather) {
+        rollback(p, before);
+        *out = scatter_blocks(p, in, u, b, &at);
+    }
     const char *why = gather ? "the updates all-gathered (fewer bytes): %lld bytes per device; summing each "
                                "device's scatter would send %lld"
                              : "each device's scatter summed: %lld bytes per device; all-gathering the "

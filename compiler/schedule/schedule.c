@@ -276,11 +276,11 @@ static void emit(Sched *s, int v) {
     if (s->into_dot[v] >= 0)
         return;
     finish_operands(s, v);
-    for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
-        finish_operands(s, u);
-    for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
-        emit_sunk(s, u);
     emit_sunk(s, v);
+    for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u]) {
+        finish_operands(s, u);
+        emit_sunk(s, u);
+    }
     for (int u = s->fold_first[v]; u >= 0; u = s->fold_next[u])
         s->new_of[u] = copy_inst(s, u, s->written[u] ? INST_WRITTEN : INST_FOLDED);
     if (op_calls(in->op))
@@ -388,8 +388,7 @@ static void mark_zeros_into_scatters(Sched *s, const int *uses) {
             continue;
         int b = ir_arg(src, in, 0);
         const Inst *bi = &src->insts[b];
-        if (bi->op == OP_BROADCAST && uses[b] == 1 && !bi->flags && !bi->place &&
-            src->insts[ir_arg(src, bi, 0)].op == OP_CONSTANT && src->insts[ir_arg(src, bi, 0)].value == 0)
+        if (bi->op == OP_BROADCAST && uses[b] == 1 && !bi->flags && !bi->place && is_zeros(src, b))
             fold_into(s, &b, 1, v);
     }
 }

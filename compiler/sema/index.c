@@ -707,12 +707,7 @@ static int scatter_indices(Ix *ix, const AstIndex *in, const Expr *first) {
     return index_as_i32(s, t, g->loc);
 }
 
-/* A batch dim of a scatter, `g[b, label[b]] += d[b]`: plain left subscript
- * `in` also names a dim of the index tensors (the first is `first`), so
- * dim `b` of g is scattered into at position b itself: an iota along that
- * dim, of the index tensors' shape, is its index tensor.  The transpose of
- * a batched gather, and the scatter's partitioning and gradient are the
- * plain ones. */
+/* Which dim of index tensor `first` index name sym names, or -1. */
 static int64_t index_tensor_dim(const Expr *first, int sym) {
     for (int64_t d = 0; d < first->args.n; d++)
         if (((const Expr *)first->args.items[d])->sym == sym)
@@ -720,9 +715,14 @@ static int64_t index_tensor_dim(const Expr *first, int sym) {
     return -1;
 }
 
-static int scatter_batch_indices(Ix *ix, const AstIndex *in, const Expr *first, int64_t extent) {
+/* A batch dim of a scatter, `g[b, label[b]] += d[b]`: plain left subscript
+ * `in` also names dim d of the index tensors (the first is `first`), so
+ * dim `b` of g is scattered into at position b itself: an iota along that
+ * dim, of the index tensors' shape, is its index tensor.  The transpose of
+ * a batched gather, and the scatter's partitioning and gradient are the
+ * plain ones. */
+static int scatter_batch_indices(Ix *ix, const AstIndex *in, const Expr *first, int64_t d, int64_t extent) {
     Sema *s = ix->s;
-    int64_t d = index_tensor_dim(first, in->sym);
     use_extent(ix, ix->label_of[in->sym] - 1, extent, in->loc);
     int t = tensor_named(ix, first->lhs);
     Shape shape = s->fn->insts[t].type;
@@ -765,12 +765,13 @@ static void lower_add_stmt(Ix *ix, const Stmt *st) {
         const AstIndex *in = &st->indices[i];
         if (in->gather)
             continue;
-        if (ix->label_of[in->sym] && n && index_tensor_dim(first, in->sym) >= 0) {
+        int64_t batch = n && ix->label_of[in->sym] ? index_tensor_dim(first, in->sym) : -1;
+        if (batch >= 0) {
             uint64_t l = bit(ix->label_of[in->sym] - 1);
             if (batched & l)
                 sema_error(s, in->loc, "index '%s' appears twice on the left", sym(s, in->sym));
             batched |= l;
-            args[1 + n] = scatter_batch_indices(ix, in, first, shape.dims[i]);
+            args[1 + n] = scatter_batch_indices(ix, in, first, batch, shape.dims[i]);
             dims[n++] = i;
             continue;
         }
