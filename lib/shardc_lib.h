@@ -182,6 +182,14 @@ int sk_reduce(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, int ndims, co
 /* cumsum: the inclusive prefix sum along `dim` (not bool); accumulates as
  * sk_reduce's sums do (bf16 and f16 in f32, each prefix rounded; i32 wraps). */
 int sk_cumsum(sk_ctx *ctx, sk_dtype t, sc_shape in, const void *x, int dim, void *out);
+/* One contiguous f32 row's sum, max or min (lib/row_reduce.c): the row
+ * reductions of generated row groups.  64 lanes in a fixed order, so that
+ * every ISA gives the same bits; max and min give NaN when an element is
+ * NaN.  sk_row_reduce_f32_isa runs the form for `isa` (tests compare them). */
+float sk_row_sum_f32(const float *x, int64_t n);
+float sk_row_max_f32(const float *x, int64_t n);
+float sk_row_min_f32(const float *x, int64_t n);
+float sk_row_reduce_f32_isa(sk_isa isa, sc_reduce op, const float *x, int64_t n);
 
 /* ---- selection ----
  * top_k: out[R..., j] (i32, shape [..., k]) is the index along the last dim

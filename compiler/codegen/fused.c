@@ -489,9 +489,44 @@ static void emit_loads(Loop *L) {
     }
 }
 
+/* The reduction that is all stage `stage`'s inner loop would do, when it
+ * is an f32 sum, max or min of a row of at least 64 elements read as it is
+ * (an operand, or a row an earlier stage kept): such a stage is a call of
+ * lib/row_reduce.c, whose four accumulators run at three times the loop's
+ * rate, and `row` gets the row's address.  Else -1. */
+static int row_call(Loop *L, int stage, Str *row) {
+    Gen *g = L->g;
+    const Fn *fn = g->fn;
+    Fusion *fu = &g->fu;
+    int v = -1;
+    if (L->row < 64)
+        return -1;
+    for (int u = fu->first[L->group]; u >= 0; u = fu->next[u]) {
+        if (!accumulates(L, u, stage) && !(member_of(L, u) && fu->stage[u] == stage && !row_value(L, u)))
+            continue;
+        if (v >= 0 || !accumulates(L, u, stage))
+            return -1;
+        v = u;
+    }
+    if (v < 0 || fn->insts[v].op != OP_REDUCE || fn->insts[v].type.dtype != DT_F32)
+        return -1;
+    int a = ir_arg(fn, &fn->insts[v], 0), host = fu->host[a];
+    if (in_inner_loop(L, a) && fu->stage[a] < stage && in_scratch(L, a) && host < 0)
+        put(row, "%ss", g->name[a]);
+    else if (in_inner_loop(L, a) && fu->stage[a] < stage)
+        put(row, "%s + row * %lld", g->name[host >= 0 ? host : a], (long long)L->row);
+    else if (!member_of(L, a) && fn->insts[a].op != OP_CONSTANT &&
+             shape_elems(&fn->insts[a].type) == fu->elems[L->group])
+        put(row, "%s + row * %lld", g->name[a], (long long)L->row);
+    else
+        return -1;
+    return v;
+}
+
 /* The row values that stage `stage` starts with: the instructions on row
- * values, once per row, and the accumulators of its reductions. */
-static void emit_row_values(Loop *L, Str *e, int stage) {
+ * values, once per row, and the accumulators of its reductions (the
+ * reduction `call` computed by its call, with the row at `row`). */
+static void emit_row_values(Loop *L, Str *e, int stage, int call, const char *row) {
     Gen *g = L->g;
     const Fn *fn = g->fn;
     Fusion *fu = &g->fu;
@@ -503,6 +538,11 @@ static void emit_row_values(Loop *L, Str *e, int stage) {
         e->n = 0;
         if (kind(L, v) != COMPUTED) {   /* a literal, or a broadcast of one element: no statement */
             store_unstated(L, e, v, "        ", "row");
+            continue;
+        }
+        if (v == call) {
+            fprintf(g->out, "        float %si = sk_row_%s_f32(%s, %lld);\n", nm,
+                    reducer_info[reducer_of(fn, v)].builtin, row, (long long)L->row);
             continue;
         }
         if (is_reduction(fn->insts[v].op)) {
@@ -530,7 +570,14 @@ static void emit_stage(Loop *L, Str *e, int stage) {
     FILE *o = g->out;
     L->stage = stage;
     clear_refs(L);
-    emit_row_values(L, e, stage);
+    Str row = {g->arena, NULL, 0, 0};
+    int call = row_call(L, stage, &row);
+    emit_row_values(L, e, stage, call, row.s);
+    if (call >= 0) {
+        if (fu->stored[call])
+            fprintf(o, "        %s[row] = %si;\n", g->name[call], g->name[call]);
+        return;
+    }
     count_refs(L, stage);
     Str clauses = {g->arena, NULL, 0, 0};
     for (int v = fu->first[L->group]; v >= 0; v = fu->next[v])

@@ -1585,7 +1585,27 @@ def fusion_overlap(rng, m):
     return {"x": x, "y": y}, [(s * c, "f32"), (np.maximum(c, 0) + s, "f32")]
 
 
+def softmax_np(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def fusion_long_rows(rng, m):
+    x, w, y = normal(rng, 3, 100), normal(rng, 3, 100), normal(rng, 2, 64)
+    e = np.exp(d(x) - d(x).max(-1, keepdims=True))
+    s = e.sum(-1)
+    return {"x": x, "w": w, "y": y}, [(e / s[:, None] * d(w), "f32"), (s, "f32"),
+                                      (d(y) - d(y).min(-1, keepdims=True), "f32")]
+
+
+def fusion_long_softmax(rng, m):
+    x = normal(rng, 4, 80)
+    return {"x": x}, [(softmax_np(d(x)), "f32")]
+
+
 case("fusion.affine_gelu", prog("fusion.tdsl"), "affine_gelu", fusion_affine)
+case("fusion.long_rows", prog("fusion.tdsl"), "long_rows", fusion_long_rows)
+case("fusion.long_softmax", prog("fusion.tdsl"), "long_softmax", fusion_long_softmax)
 case("fusion.after_loop", prog("fusion.tdsl"), "after_loop", fusion_after_loop)
 case("fusion.wider", prog("fusion.tdsl"), "wider", fusion_wider)
 case("fusion.scalars", prog("fusion.tdsl"), "scalars", fusion_scalars)
