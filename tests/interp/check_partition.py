@@ -36,6 +36,8 @@ import script_args  # noqa: E402
 # Small sizes for the samples (their consts are for benchmarks).
 SAMPLE_CONSTS = {
     "mlp.tdsl": "B=24,D=16,F=32",
+    "matmul_square.tdsl": "B=8,D=64,F=96",
+    "embedding.tdsl": "B=4,S=8,V=64,D=16",
     "attention.tdsl": "B=4,S=8,D=16,H=4,K=4",
     "collective_matmul.tdsl": "B=24,D=48,F=24",
     "two_matmul_constraint.tdsl": "B=24,D=16,F=32",

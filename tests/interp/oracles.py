@@ -2021,7 +2021,7 @@ def slice_and_average(rng, m):
 
 
 def matmul_square(rng, m):
-    # bf16[8, 2048] x bf16[2048, 8192] (the sample has no consts to shrink it):
+    # bf16[8, 2048] x bf16[2048, 8192], the sample's sizes:
     # square rounds to bf16, the dot accumulates in f32 and rounds to bf16.
     x, w = bf16(rng.standard_normal((8, 2048))), bf16(rng.standard_normal((2048, 8192)))
     return {"In": x, "W": w}, [((bf16(d(x) ** 2).astype(np.float64) @ d(w)).astype(np.float32), "bf16")]
