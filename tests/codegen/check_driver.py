@@ -298,6 +298,7 @@ def check_program_args(d):
 
 def main():
     ap = script_args.new_parser(__doc__, "check-driver")
+    ap.add_argument("--fast", action="store_true", help="without the MPI run (make check-fast)")
     args = script_args.parse(ap)
     d = Driver(args.shardc, args.tmp, Tap())
     check_segv(d)
@@ -305,7 +306,8 @@ def main():
         check_stop(d, sig)
     check_nohup(d)
     check_timeout(d)
-    check_timeout_mpi(d)
+    if not args.fast:
+        check_timeout_mpi(d)
     check_kill(d)
     check_build_stopped(d)
     check_program_args(d)

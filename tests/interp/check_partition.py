@@ -155,7 +155,8 @@ def interp_results(shardc, path, fn, stage, out, flags):
 
 def check_program(shardc, tmp, path, consts, fast=False):
     """The program's checks in folder tmp: (counts, failure lines); fast:
-    the meshes of 4 devices and the uneven one only (make check-fast)."""
+    the uneven mesh only (make check-fast), whose blocks are padded and, for
+    two axes, both split."""
     counts, lines = {"passed": 0, "failed": 0, "skipped": 0}, []
     base = ["--const", consts] if consts else []
     parsed = run(shardc, ["dump", path, "--stage", "parsed"] + base)
@@ -170,7 +171,7 @@ def check_program(shardc, tmp, path, consts, fast=False):
     # it is (size(X) changes it) and it has no spmd fns or axis indices
     # (whose values depend on the mesh).
     per_mesh = re.search(r"^spmd fn |axis-index", parsed.stdout, re.M) is not None
-    for mesh in meshes(axes)[2::2] if fast and axes else meshes(axes):
+    for mesh in meshes(axes)[-1:] if fast and axes else meshes(axes):
         flags = base + (["--mesh", mesh] if mesh else [])
         dump = run(shardc, ["dump", path, "--stage", "partitioned"] + flags)
         if dump.returncode != 0:
@@ -213,7 +214,7 @@ def main():
     ap = script_args.new_parser(__doc__, "check-partition")
     ap.add_argument("--only", help="check only the programs whose path matches this regex")
     ap.add_argument("--jobs", type=int, default=2, help="programs checked at once")
-    ap.add_argument("--fast", action="store_true", help="on 4 devices and the uneven mesh only (make check-fast)")
+    ap.add_argument("--fast", action="store_true", help="on the uneven mesh only (make check-fast)")
     args = script_args.parse(ap)
     todo = [(path, consts) for path, consts in programs()
             if not args.only or re.search(args.only, os.path.relpath(path, ROOT))]
