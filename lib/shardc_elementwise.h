@@ -90,34 +90,36 @@ static inline double sk_floor_rem_f64(double a, double b) {
  * clone but the baseline's, or a target with FMA), rounded once, and the
  * same bits on every such ISA; elsewhere (clang and sanitizer builds for
  * the baseline) an fmaf is a libm call, ten times slower than a multiply
- * and an add, so those are used, with the polynomial's last steps in the
- * order that keeps them within 1 ulp (Horner's all the way gives 1.19
- * without fma).  SK_EXP_ULPS is each form's bound against the exact e^x
- * (0.894 and 0.989 at worst over the whole range; test_elementwise checks
- * it on a sample). */
+ * and an add, so those are used.  SK_EXP_ULPS bounds both forms against
+ * the exact e^x (0.762 and 0.763 at worst over the whole range, results
+ * near the subnormals; test_elementwise checks it on a sample). */
 #if SK_HAS_ISA_CLONES || defined(__FMA__) || defined(__ARM_FEATURE_FMA)
 #define SK_EXP_FMA 1
 #define SK_MULADD(a, b, c) fmaf(a, b, c)
-#define SK_EXP_ULPS 0.9
 #else
 #define SK_EXP_FMA 0
 #define SK_MULADD(a, b, c) ((a) * (b) + (c))
-#define SK_EXP_ULPS 1.0
 #endif
+#define SK_EXP_ULPS 0.8
 
 /* sk_exp_f32's constants, which lib/exp_simd.c's vector forms use too. */
 #define SK_EXP_TOP 100.0f                      /* bits 0x42c80000 */
 #define SK_EXP_BOTTOM_BITS 0xc2cff1b5u         /* -103.97208 */
-#define SK_EXP_LOG2E 1.44269502162933349609375f
+#define SK_EXP_16_LOG2E 0x1.715476p+4f         /* 16 / ln 2 */
 #define SK_EXP_ROUNDER 12582912.0f             /* 1.5 * 2^23 */
-#define SK_EXP_LN2_HI -0.693145751953125f
-#define SK_EXP_LN2_LO -1.428606765330187045e-06f
-#define SK_EXP_P7 1.9875691500e-4f
-#define SK_EXP_P6 1.3981999507e-3f
-#define SK_EXP_P5 8.3334519073e-3f
-#define SK_EXP_P4 4.1665795894e-2f
-#define SK_EXP_P3 1.6666665459e-1f
-#define SK_EXP_P2 5.0000001201e-1f
+#define SK_EXP_LN2_HI (-0x1.63p-1f)            /* -ln 2 in two parts; 10 bits in the first */
+#define SK_EXP_LN2_LO 0x1.bd0106p-13f
+#define SK_EXP_P3 0x1.55572p-3f                /* e^r - 1 = r + r^2 (P2 + P3 r) on |r| <= ln(2)/32 */
+#define SK_EXP_P2 0x1.000222p-1f
+/* 2^(j/16) = SK_EXP2_HI[j] + SK_EXP2_LO[j], j = 0 .. 15 */
+#define SK_EXP2_HI                                                                                        \
+    {0x1.000000p+0f, 0x1.0b5586p+0f, 0x1.172b84p+0f, 0x1.2387a6p+0f, 0x1.306fe0p+0f, 0x1.3dea64p+0f,      \
+     0x1.4bfdaep+0f, 0x1.5ab07ep+0f, 0x1.6a09e6p+0f, 0x1.7a1148p+0f, 0x1.8ace54p+0f, 0x1.9c4918p+0f,      \
+     0x1.ae89fap+0f, 0x1.c199bep+0f, 0x1.d5818ep+0f, 0x1.ea4afap+0f}
+#define SK_EXP2_LO                                                                                        \
+    {0x0.0p+0f,       0x1.9f3122p-25f,  -0x1.c15742p-27f, 0x1.ceac48p-25f,  0x1.4636e2p-25f,  0x1.824684p-25f, \
+     -0x1.593abcp-25f, -0x1.5bd5ecp-27f, 0x1.9fcef4p-26f,  -0x1.829fd0p-25f, 0x1.15506ep-27f,  0x1.51f848p-27f, \
+     -0x1.a94b14p-26f, -0x1.3d56b2p-27f, -0x1.822dbcp-27f, 0x1.52486cp-27f}
 
 /* e^x in f32, within SK_EXP_ULPS of the exact value over every float in
  * [-103.97, 88.72] (measured against double exp), in a form compilers
@@ -128,36 +130,32 @@ static inline double sk_floor_rem_f64(double a, double b) {
  * a vector select, so the clamps work on the bits as integers.  x is
  * clamped to [-103.97, 100] (above ln(FLT_MAX) = 88.72 the product
  * overflows to +inf, at the bottom it rounds to 0); a NaN is left as it is
- * and comes out of the arithmetic.  n = round(x / ln 2) by the 1.5 * 2^23
- * trick, whose sum also holds n in its low bits; r = x - n ln 2 in two
- * parts (Cody and Waite); e^r by a degree-7 polynomial on |r| <= ln(2)/2
- * (the coefficients of Cephes' expf); 2^n applied as two factors 2^(n/2)
- * so that results down to the subnormals stay exact powers of two.  The
+ * and comes out of the arithmetic.  k = round(16 x / ln 2) by the
+ * 1.5 * 2^23 trick, whose sum also holds k in its low bits; r = x - k ln2/16
+ * in two parts (Cody and Waite: k / 16 times the first part is exact);
+ * e^x = 2^(k/16) e^r = 2^m 2^(j/16) e^r with j = k mod 16, m = floor(k / 16);
+ * 2^(j/16) from a table of 16 in two parts, e^r - 1 by a degree-3
+ * polynomial on |r| <= ln(2)/32 (fitted for this range), and 2^m applied as
+ * two factors 2^(m/2) so that results down to the subnormals stay exact
+ * powers of two.  Against a polynomial of degree 7 on |r| <= ln(2)/2
+ * (Cephes' expf, before 2026-11-30) the table saves two multiply-adds an
+ * element and rounds closer: its two parts hold 2^(j/16) to 2^-48.  The
  * integer steps are unsigned, so a NaN's bits wrap rather than overflow. */
 static inline float sk_exp_f32_lane(float x) {
+    static const float exp2_hi[16] = SK_EXP2_HI, exp2_lo[16] = SK_EXP2_LO;
     union { float f; uint32_t u; } xc = {x}, t, s1, s2;
     xc.u = xc.u - 0x42c80001u < 0x3cb80000u ? 0x42c80000u : xc.u;   /* 100 < x <= +inf: 100 */
     xc.u = xc.u - 0xc2cff1b6u < 0x3cb00e4bu ? SK_EXP_BOTTOM_BITS : xc.u;   /* -inf <= x < -103.97208: that */
-    t.f = SK_MULADD(xc.f, SK_EXP_LOG2E, SK_EXP_ROUNDER);
-    float n = t.f - SK_EXP_ROUNDER;
-    float r = SK_MULADD(n, SK_EXP_LN2_HI, xc.f);
-    r = SK_MULADD(n, SK_EXP_LN2_LO, r);
-    float p = SK_EXP_P7;
-    p = SK_MULADD(p, r, SK_EXP_P6);
-    p = SK_MULADD(p, r, SK_EXP_P5);
-    p = SK_MULADD(p, r, SK_EXP_P4);
-    p = SK_MULADD(p, r, SK_EXP_P3);
-    p = SK_MULADD(p, r, SK_EXP_P2);
-#if SK_EXP_FMA
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
-#else
-    p = p * r * r + r + 1.0f;
-#endif
-    uint32_t ni = t.u - 0x4b400000u, n1 = (uint32_t)((int32_t)ni >> 1);   /* n, n / 2 rounded down */
-    s1.u = (n1 + 127u) << 23;
-    s2.u = (ni - n1 + 127u) << 23;
-    return p * s1.f * s2.f;   /* past ln(FLT_MAX) the product overflows to inf */
+    t.f = SK_MULADD(xc.f, SK_EXP_16_LOG2E, SK_EXP_ROUNDER);
+    float k16 = (t.f - SK_EXP_ROUNDER) * 0.0625f;   /* k / 16, exact */
+    float r = SK_MULADD(k16, SK_EXP_LN2_HI, xc.f);
+    r = SK_MULADD(k16, SK_EXP_LN2_LO, r);
+    float q = SK_MULADD(SK_MULADD(SK_EXP_P3, r, SK_EXP_P2), r * r, r);
+    uint32_t k = t.u - 0x4b400000u, m = (uint32_t)((int32_t)k >> 4), m1 = (uint32_t)((int32_t)m >> 1);
+    float y = SK_MULADD(exp2_hi[k & 15], q, exp2_lo[k & 15]) + exp2_hi[k & 15];
+    s1.u = (m1 + 127u) << 23;
+    s2.u = (m - m1 + 127u) << 23;
+    return y * s1.f * s2.f;   /* past ln(FLT_MAX) the product overflows to inf */
 }
 
 /* What formulas call.  Where GCC compiles per ISA, a declaration with
