@@ -62,19 +62,26 @@ static inline __attribute__((always_inline)) float row_portable(sc_reduce op, co
 /* Loops over registers, unrolled so that the registers stay registers. */
 #define UNROLLED _Pragma("GCC unroll 8")
 
-/* The 8 lanes left after the 16-wide step, halved to one. */
-INLINE __attribute__((target("avx2"))) float halve8(sc_reduce op, __m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    __m128 q = op == SC_SUM ? _mm_add_ps(lo, hi) : op == SC_MAX ? _mm_max_ps(hi, lo) : _mm_min_ps(hi, lo);
-    __m128 x = _mm_movehl_ps(q, q);   /* lanes 2, 3 over 0, 1 */
-    q = op == SC_SUM ? _mm_add_ps(q, x) : op == SC_MAX ? _mm_max_ps(x, q) : _mm_min_ps(x, q);
-    x = _mm_shuffle_ps(q, q, 1);      /* lane 1 over 0 */
-    q = op == SC_SUM ? _mm_add_ps(q, x) : op == SC_MAX ? _mm_max_ps(x, q) : _mm_min_ps(x, q);
-    return _mm_cvtss_f32(q);
+/* fold() lane by lane, in registers of 4, 8 and 16 lanes: MAXPS(x, acc) is
+ * x > acc ? x : acc. */
+INLINE __attribute__((target("avx2"))) __m128 fold4(sc_reduce op, __m128 acc, __m128 x) {
+    return op == SC_SUM ? _mm_add_ps(acc, x) : op == SC_MAX ? _mm_max_ps(x, acc) : _mm_min_ps(x, acc);
+}
+
+INLINE __attribute__((target("avx2"))) __m256 fold8(sc_reduce op, __m256 acc, __m256 x) {
+    return op == SC_SUM ? _mm256_add_ps(acc, x) : op == SC_MAX ? _mm256_max_ps(x, acc) : _mm256_min_ps(x, acc);
 }
 
 INLINE __attribute__((target("avx512f"))) __m512 fold16(sc_reduce op, __m512 acc, __m512 x) {
     return op == SC_SUM ? _mm512_add_ps(acc, x) : op == SC_MAX ? _mm512_max_ps(x, acc) : _mm512_min_ps(x, acc);
+}
+
+/* The 8 lanes left after the 16-wide step, halved to one. */
+INLINE __attribute__((target("avx2"))) float halve8(sc_reduce op, __m256 v) {
+    __m128 q = fold4(op, _mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    q = fold4(op, q, _mm_movehl_ps(q, q));        /* lanes 2, 3 over 0, 1 */
+    q = fold4(op, q, _mm_shuffle_ps(q, q, 1));    /* lane 1 over 0 */
+    return _mm_cvtss_f32(q);
 }
 
 INLINE __attribute__((target("avx512f"))) float row_avx512_op(sc_reduce op, const float *x, int64_t n) {
@@ -96,13 +103,8 @@ INLINE __attribute__((target("avx512f"))) float row_avx512_op(sc_reduce op, cons
             nan |= _mm512_cmp_ps_mask(v[0], v[1], _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v[2], v[3], _CMP_UNORD_Q);
     }
     __m512 q = fold16(op, fold16(op, a[0], a[1]), fold16(op, a[2], a[3]));
-    __m256 lo = _mm512_castps512_ps256(q), hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(q), 1));
-    __m256 h = op == SC_SUM ? _mm256_add_ps(lo, hi) : op == SC_MAX ? _mm256_max_ps(hi, lo) : _mm256_min_ps(hi, lo);
-    return nan ? NAN : halve8(op, h);
-}
-
-INLINE __attribute__((target("avx2"))) __m256 fold8(sc_reduce op, __m256 acc, __m256 x) {
-    return op == SC_SUM ? _mm256_add_ps(acc, x) : op == SC_MAX ? _mm256_max_ps(x, acc) : _mm256_min_ps(x, acc);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(q), 1));
+    return nan ? NAN : halve8(op, fold8(op, _mm512_castps512_ps256(q), hi));
 }
 
 /* a[2k] and a[2k + 1] are the low and high halves of AVX-512's a[k]. */

@@ -152,7 +152,7 @@ static inline float sk_exp_f32_lane(float x) {
     r = SK_MULADD(k16, SK_EXP_LN2_LO, r);
     float q = SK_MULADD(SK_MULADD(SK_EXP_P3, r, SK_EXP_P2), r * r, r);
     uint32_t k = t.u - 0x4b400000u, m = (uint32_t)((int32_t)k >> 4), m1 = (uint32_t)((int32_t)m >> 1);
-    float y = SK_MULADD(exp2_hi[k & 15], q, exp2_lo[k & 15]) + exp2_hi[k & 15];
+    float hi = exp2_hi[k & 15], y = SK_MULADD(hi, q, exp2_lo[k & 15]) + hi;
     s1.u = (m1 + 127u) << 23;
     s2.u = (m - m1 + 127u) << 23;
     return y * s1.f * s2.f;   /* past ln(FLT_MAX) the product overflows to inf */

@@ -169,18 +169,22 @@ static int in_scratch(const Loop *L, int v) { return L->g->fu.cross[v] && !L->g-
 /* An inner-loop member whose row is kept for a later stage. */
 static int kept_row(const Loop *L, int v) { return in_inner_loop(L, v) && in_scratch(L, v); }
 
-/* Does member u read, at the loop's index, a value from outside the group
- * with the group's elements, whose memory a stored member may share (a
- * result written in place over its operand, a loop's carry)? */
+/* Is a a value from outside the group with the group's elements, read at
+ * the loop's index, whose memory a stored member may share (a result
+ * written in place over its operand, a loop's carry)?  Does member u read
+ * one? */
+static int outside_at_i(const Loop *L, int a) {
+    const Fn *fn = L->g->fn;
+    return !member_of(L, a) && fn->insts[a].op != OP_CONSTANT &&
+           shape_elems(&fn->insts[a].type) == L->g->fu.elems[L->group];
+}
+
 static int reads_outside(const Loop *L, int u) {
     const Fn *fn = L->g->fn;
     const Inst *in = &fn->insts[u];
-    for (int i = 0; i < in->nargs; i++) {
-        int a = ir_arg(fn, in, i);
-        if (!member_of(L, a) && fn->insts[a].op != OP_CONSTANT &&
-            shape_elems(&fn->insts[a].type) == L->g->fu.elems[L->group])
+    for (int i = 0; i < in->nargs; i++)
+        if (outside_at_i(L, ir_arg(fn, in, i)))
             return 1;
-    }
     return 0;
 }
 
@@ -230,6 +234,21 @@ static void choose_hosts(Loop *L) {
     }
 }
 
+/* Is a a value an earlier stage computed, which the stage being written
+ * reads where it was kept? */
+static int from_earlier_stage(const Loop *L, int a) {
+    return L->staged && in_inner_loop(L, a) && L->g->fu.stage[a] < L->stage;
+}
+
+/* Where an earlier stage kept value a: the row of its host or its own
+ * buffer, read at [i], or (*local) its row-sized local array NAMEs, read
+ * at [j]; the name. */
+static const char *kept_in(const Loop *L, int a, int *local) {
+    int host = L->g->fu.host[a];
+    *local = in_scratch(L, a) && host < 0;
+    return L->g->name[host >= 0 ? host : a];
+}
+
 /* An operand read inside the loop gets a local when read more than once,
  * or as a float (bf16/f16). */
 static int loaded(const Fusion *fu, int a) { return fu->frefs[a] > 0 || fu->refs[a] > 1; }
@@ -248,9 +267,9 @@ static void ref(Loop *L, Str *b, int a, int as_float) {
         literal(b, in->type.dtype, in->value);
         return;
     }
-    if (L->staged && in_inner_loop(L, a) && fu->stage[a] < L->stage) {   /* an earlier stage's */
-        int host = fu->host[a];
-        const char *nm = g->name[host >= 0 ? host : a], *at = in_scratch(L, a) && host < 0 ? "s[j]" : "[i]";
+    if (from_earlier_stage(L, a)) {
+        int local;
+        const char *nm = kept_in(L, a, &local), *at = local ? "s[j]" : "[i]";
         if (fl)
             put(b, "%s(%s%s)", to_float(in->type.dtype), nm, at);
         else
@@ -489,37 +508,41 @@ static void emit_loads(Loop *L) {
     }
 }
 
-/* The reduction that is all stage `stage`'s inner loop would do, when it
- * is an f32 sum, max or min of a row of at least 64 elements read as it is
- * (an operand, or a row an earlier stage kept): such a stage is a call of
- * lib/row_reduce.c, whose four accumulators run at three times the loop's
- * rate, and `row` gets the row's address.  Else -1. */
-static int row_call(Loop *L, int stage, Str *row) {
+/* Does member v have a statement in the inner loop of the stage being
+ * written (a reduction: its accumulation)? */
+static int in_stage_loop(const Loop *L, int v) {
+    return (member_of(L, v) && L->g->fu.stage[v] == L->stage && !row_value(L, v)) || accumulates(L, v, L->stage);
+}
+
+/* The reduction that is all the inner loop of the stage being written
+ * would do, when it is an f32 sum, max or min of a row of at least 64
+ * elements read as it is (an operand, or a row an earlier stage kept):
+ * such a stage is a call of lib/row_reduce.c, whose four accumulators run
+ * at three times the loop's rate, and `row` gets the row's address.  Else
+ * -1. */
+static int row_call(Loop *L, Str *row) {
     Gen *g = L->g;
     const Fn *fn = g->fn;
-    Fusion *fu = &g->fu;
     int v = -1;
     if (L->row < 64)
         return -1;
-    for (int u = fu->first[L->group]; u >= 0; u = fu->next[u]) {
-        if (!accumulates(L, u, stage) && !(member_of(L, u) && fu->stage[u] == stage && !row_value(L, u)))
+    for (int u = g->fu.first[L->group]; u >= 0; u = g->fu.next[u]) {
+        if (!in_stage_loop(L, u))
             continue;
-        if (v >= 0 || !accumulates(L, u, stage))
+        if (v >= 0 || !accumulates(L, u, L->stage))
             return -1;
         v = u;
     }
     if (v < 0 || fn->insts[v].op != OP_REDUCE || fn->insts[v].type.dtype != DT_F32)
         return -1;
-    int a = ir_arg(fn, &fn->insts[v], 0), host = fu->host[a];
-    if (in_inner_loop(L, a) && fu->stage[a] < stage && in_scratch(L, a) && host < 0)
-        put(row, "%ss", g->name[a]);
-    else if (in_inner_loop(L, a) && fu->stage[a] < stage)
-        put(row, "%s + row * %lld", g->name[host >= 0 ? host : a], (long long)L->row);
-    else if (!member_of(L, a) && fn->insts[a].op != OP_CONSTANT &&
-             shape_elems(&fn->insts[a].type) == fu->elems[L->group])
-        put(row, "%s + row * %lld", g->name[a], (long long)L->row);
-    else
+    int a = ir_arg(fn, &fn->insts[v], 0), local = 0;
+    const char *nm = from_earlier_stage(L, a) ? kept_in(L, a, &local) : outside_at_i(L, a) ? g->name[a] : NULL;
+    if (!nm)
         return -1;
+    if (local)
+        put(row, "%ss", nm);
+    else
+        put(row, "%s + row * %lld", nm, (long long)L->row);
     return v;
 }
 
@@ -561,23 +584,14 @@ static void emit_row_values(Loop *L, Str *e, int stage, int call, const char *ro
     }
 }
 
-/* One stage of a row group: its row values, then its inner loop over the
- * row's elements, then its reductions' results. */
-static void emit_stage(Loop *L, Str *e, int stage) {
+/* The inner loop over the row's elements of the stage being written, if
+ * it has anything to do. */
+static void emit_stage_loop(Loop *L, Str *e) {
     Gen *g = L->g;
     const Fn *fn = g->fn;
     Fusion *fu = &g->fu;
     FILE *o = g->out;
-    L->stage = stage;
-    clear_refs(L);
-    Str row = {g->arena, NULL, 0, 0};
-    int call = row_call(L, stage, &row);
-    emit_row_values(L, e, stage, call, row.s);
-    if (call >= 0) {
-        if (fu->stored[call])
-            fprintf(o, "        %s[row] = %si;\n", g->name[call], g->name[call]);
-        return;
-    }
+    int stage = L->stage;
     count_refs(L, stage);
     Str clauses = {g->arena, NULL, 0, 0};
     for (int v = fu->first[L->group]; v >= 0; v = fu->next[v])
@@ -598,7 +612,7 @@ static void emit_stage(Loop *L, Str *e, int stage) {
     g->out = mem;
     emit_loads(L);
     for (int v = fu->first[L->group]; v >= 0; v = fu->next[v])
-        if ((member_of(L, v) && fu->stage[v] == stage && !row_value(L, v)) || accumulates(L, v, stage))
+        if (in_stage_loop(L, v))
             emit_member(L, e, v);
     fclose(mem);
     g->out = o;
@@ -616,11 +630,28 @@ static void emit_stage(Loop *L, Str *e, int stage) {
     fputs(body, o);
     free(body);
     fputs("        }\n", o);
+}
+
+/* One stage of a row group: its row values, then its inner loop over the
+ * row's elements (or the call that is all it would do), then its
+ * reductions' results. */
+static void emit_stage(Loop *L, Str *e, int stage) {
+    Gen *g = L->g;
+    const Fn *fn = g->fn;
+    Fusion *fu = &g->fu;
+    FILE *o = g->out;
+    L->stage = stage;
+    clear_refs(L);
+    Str row = {g->arena, NULL, 0, 0};
+    int call = row_call(L, &row);
+    emit_row_values(L, e, stage, call, row.s);
+    if (call < 0)
+        emit_stage_loop(L, e);
     for (int v = fu->first[L->group]; v >= 0; v = fu->next[v]) {
         if (!accumulates(L, v, stage))
             continue;
         const char *nm = g->name[v];
-        if (reducer_of(fn, v) != RED_SUM)
+        if (reducer_of(fn, v) != RED_SUM && v != call)   /* the call's result is NaN itself */
             fprintf(o, "        if (%snan)\n            %si = NAN;\n", nm, nm);
         if (fu->stored[v])
             fprintf(o, "        %s[row] = %si;\n", nm, nm);
